@@ -7,7 +7,7 @@ The hierarchy::
     ├── CronSyntaxError             an expression is outside cronctl's cron language (ValueError)
     ├── ZoneError                   a time zone cronctl cannot use (ValueError)
     ├── DurationError               a duration such as "1h30m" that does not parse (ValueError)
-    ├── UnsafeDirectoryError        a state or lock directory cronctl must not trust (PermissionError)
+    ├── UnsafeDirectoryError        a state or lock dir others could tamper with (PermissionError)
     ├── LockDirNotSharedError       on_one_server over a local lock_dir where that is refused
     └── UsageError                  flags or arguments that do not make sense together
 

@@ -1,0 +1,5 @@
+"""python -m cronctl"""
+
+from cronctl.cli.app import main
+
+main()

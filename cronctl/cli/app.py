@@ -1,0 +1,199 @@
+"""The command line: flags in, a service call, a renderer out.
+
+`main()` is the one place that turns a CronctlError into a message and exit code 2.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import typer
+
+from cronctl import __version__
+from cronctl.errors import CronctlError, UsageError
+
+app = typer.Typer(
+    name="cronctl",
+    help="Scheduled jobs in version control: one TOML file, one crontab line, locks that hold.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+FileOpt = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--file",
+        "-f",
+        help="Schedule file or directory of *.toml (repeatable). Default: $CRONCTL_FILE or "
+        "./schedules.toml.",
+        show_default=False,
+    ),
+]
+NowOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--now", help="Pretend it is this instant (ISO 8601 with offset or Z).", show_default=False
+    ),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON (stable keys, UTC times).")]
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"cronctl {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Show the version.")
+    ] = False,
+) -> None:
+    """cronctl: run the tasks of a schedule file from one crontab line."""
+
+
+def parse_instant(text: str | None, flag: str = "--now") -> datetime:
+    """An aware UTC datetime from ISO 8601 with an offset; the real clock when None."""
+    if text is None:
+        return datetime.now(UTC)
+    try:
+        value = datetime.fromisoformat(text.replace("z", "Z"))
+    except ValueError:
+        raise UsageError(f"{flag} {text!r} is not ISO 8601, e.g. 2026-08-03T09:00:00Z") from None
+    if value.tzinfo is None:
+        raise UsageError(f"{flag} {text!r} has no offset; add Z or +HH:MM")
+    return value.astimezone(UTC)
+
+
+def load_schedule(files: list[Path] | None):  # type: ignore[no-untyped-def]
+    """Read the schedule files the flags (or CRONCTL_FILE, or the default) name."""
+    from cronctl.edge.files import load_paths, schedule_paths
+
+    return load_paths(schedule_paths(files, os.environ))
+
+
+def fail_on_errors(schedule: object) -> None:
+    """For run/list/work: a schedule with errors stops the command (exit 2) after saying why."""
+    from cronctl.cli.render import render_problems
+    from cronctl.core.model import Schedule
+
+    assert isinstance(schedule, Schedule)
+    if schedule.errors:
+        render_problems(schedule.errors)
+        count = len(schedule.errors)
+        raise CronctlError(
+            f"{count} error{'s' * (count != 1)} in the schedule; nothing was run. "
+            "Fix them (see `cronctl check`) and try again"
+        )
+
+
+@app.command()
+def check(
+    file: FileOpt = None,
+    strict: Annotated[bool, typer.Option("--strict", help="Treat warnings as errors.")] = False,
+    fmt: Annotated[
+        str, typer.Option("--format", help="text, json or github (workflow annotations).")
+    ] = "text",
+    now: NowOpt = None,
+) -> None:
+    """Validate the schedule files; execute nothing. Exit 1 when problems are found."""
+    from cronctl import service
+    from cronctl.cli.render import render_check
+
+    if fmt not in ("text", "json", "github"):
+        raise UsageError(f"--format {fmt!r}: use text, json or github")
+    schedule = load_schedule(file)
+    result = service.check(schedule, parse_instant(now), [], strict)
+    render_check(result, fmt, len(schedule.tasks), len(schedule.files))
+    raise typer.Exit(0 if result.ok else 1)
+
+
+@app.command("list")
+def list_(file: FileOpt = None, as_json: JsonOpt = False, now: NowOpt = None) -> None:
+    """Show every task with its schedule, next run and guards; then the problems."""
+    from cronctl import service
+    from cronctl.cli.render import render_list
+
+    schedule = load_schedule(file)
+    result = service.list_tasks(schedule, parse_instant(now), [])
+    render_list(result, as_json)
+    if schedule.errors:
+        raise typer.Exit(2)
+
+
+@app.command("next")
+def next_(
+    name: Annotated[str | None, typer.Argument(help="Task name.", show_default=False)] = None,
+    count: Annotated[int, typer.Option("-n", "--count", min=1, max=1000)] = 5,
+    after: Annotated[str | None, typer.Option("--after", help="Start after this instant.")] = None,
+    cron: Annotated[str | None, typer.Option("--cron", help="An ad-hoc expression.")] = None,
+    tz: Annotated[str, typer.Option("--tz", help="Time zone for --cron.")] = "UTC",
+    file: FileOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """The next occurrences of a task, or of an expression given with --cron."""
+    from cronctl import service
+    from cronctl.cli.render import render_next
+
+    start = parse_instant(after, "--after")
+    if (name is None) == (cron is None):
+        raise UsageError("give a task NAME or --cron EXPR (one of them)")
+    if cron is not None:
+        result = service.next_for_expression(cron, tz, start, count)
+    else:
+        assert name is not None
+        result = service.next_for_task(load_schedule(file), name, start, count)
+    render_next(result, as_json, local=True)
+
+
+@app.command()
+def due(file: FileOpt = None, now: NowOpt = None, as_json: JsonOpt = False) -> None:
+    """The tasks whose schedule names this minute (pure: no state, no locks)."""
+    from cronctl import service
+    from cronctl.cli.render import render_due
+
+    render_due(service.due(load_schedule(file), parse_instant(now)), as_json)
+
+
+@app.command()
+def init(
+    path: Annotated[Path, typer.Argument(help="Where to write it.")] = Path("schedules.toml"),
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
+) -> None:
+    """Write a commented starter schedule file."""
+    from cronctl import service
+
+    written = service.init(path, force)
+    print(f"wrote {written}; check it with: cronctl check -f {written}", file=sys.stderr)
+
+
+def _die(message: str, code: int = 2) -> NoReturn:
+    print(f"cronctl: error: {message}", file=sys.stderr)
+    raise SystemExit(code)
+
+
+def main() -> None:
+    """Console entry point: run the app, map cronctl's errors to exit 2 without a traceback."""
+    try:
+        app()
+    except CronctlError as exc:
+        _die(str(exc), exc.exit_code)
+    except KeyboardInterrupt:
+        _die("interrupted", 130)
+    except OSError as exc:
+        # A full disk or a permission problem is the machine's, not a bug: say it plainly.
+        _die(f"{exc.strerror or exc}: {exc.filename or ''}".rstrip(": "))
+    except Exception as exc:
+        if os.environ.get("CRONCTL_DEBUG"):
+            raise
+        _die(
+            f"internal error {type(exc).__name__}: {exc} (rerun with CRONCTL_DEBUG=1 for a "
+            "traceback, and please report it)"
+        )

@@ -1,0 +1,169 @@
+"""Result dataclasses -> a rich table on a terminal, plain text when piped, or JSON.
+
+One renderer per result, so `--json` and the human output cannot disagree.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+from cronctl.core.model import Problem, format_utc
+from cronctl.service import CheckResult, DueResult, ListResult, NextResult
+
+
+def emit_json(data: Any, stream: TextIO | None = None) -> None:
+    """Stable, indented JSON on stdout."""
+    print(json.dumps(data, indent=2), file=stream or sys.stdout)
+
+
+def problem_json(problem: Problem) -> dict[str, Any]:
+    """PROBLEM of SPEC 3: file, line, task, severity, code, message."""
+    return {
+        "file": problem.file,
+        "line": problem.line,
+        "task": problem.task,
+        "severity": problem.severity,
+        "code": problem.code,
+        "message": problem.message,
+    }
+
+
+def table(
+    headers: Sequence[str], rows: Sequence[Sequence[str]], stream: TextIO | None = None
+) -> None:
+    """A rich table on a terminal; aligned plain columns when piped (easy to grep and cut)."""
+    out = stream or sys.stdout
+    if out.isatty():
+        from rich.console import Console
+        from rich.table import Table
+
+        grid = Table(box=None, header_style="bold", pad_edge=False)
+        for header in headers:
+            grid.add_column(header, overflow="fold")
+        for row in rows:
+            grid.add_row(*row)
+        Console(file=out, no_color="NO_COLOR" in os.environ, highlight=False).print(grid)
+        return
+    widths = [len(h) for h in headers]
+    for row in rows:
+        widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
+    for row in [list(headers), *rows]:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip(), file=out)
+
+
+def summary(problems: Sequence[Problem]) -> str:
+    """'2 errors, 1 warning' style counts."""
+    errors = sum(p.severity == "error" for p in problems)
+    warnings = len(problems) - errors
+    return f"{errors} error{'s' * (errors != 1)}, {warnings} warning{'s' * (warnings != 1)}"
+
+
+def render_check(result: CheckResult, fmt: str, task_count: int, file_count: int) -> None:
+    """`check` in text, json or github form."""
+    if fmt == "json":
+        emit_json({"ok": result.ok, "problems": [problem_json(p) for p in result.problems]})
+        return
+    for problem in result.problems:
+        if fmt == "github":
+            print(_github(problem))
+        else:
+            print(problem.describe())
+    if fmt == "text":
+        verdict = "ok" if result.ok else "failed"
+        print(
+            f"{verdict}: {task_count} task{'s' * (task_count != 1)} in {file_count} "
+            f"file{'s' * (file_count != 1)}; {summary(result.problems)}"
+        )
+
+
+def _github(problem: Problem) -> str:
+    level = "error" if problem.severity == "error" else "warning"
+    where = f"file={problem.file}"
+    if problem.line is not None:
+        where += f",line={problem.line}"
+    task = f"task {problem.task}: " if problem.task else ""
+    message = (task + problem.message).replace("%", "%25").replace("\n", "%0A")
+    return f"::{level} {where},title=cronctl {problem.code}::{message}"
+
+
+def render_problems(problems: Sequence[Problem]) -> None:
+    """Problems after a listing, on stderr so the table on stdout stays clean."""
+    for problem in problems:
+        print(problem.describe(), file=sys.stderr)
+
+
+def render_list(result: ListResult, as_json: bool) -> None:
+    """`list`: one row per task, then the problems."""
+    if as_json:
+        emit_json(
+            {
+                "tasks": [
+                    {
+                        "name": row.task.name,
+                        "schedule": row.task.schedule,
+                        "timezone": row.task.zone.name,
+                        "next_run": format_utc(row.next_run) if row.next_run else None,
+                        "guards": row.task.guards,
+                        "paused": row.paused,
+                        "last_run": row.last_run,
+                    }
+                    for row in result.rows
+                ],
+                "problems": [problem_json(p) for p in result.problems],
+            }
+        )
+        return
+    rows = []
+    for row in result.rows:
+        next_run = "paused" if row.paused else (format_utc(row.next_run) if row.next_run else "-")
+        last = "-"
+        if row.last_run:
+            last = f"{row.last_run.get('started') or row.last_run['occurrence']} "
+            last += str(row.last_run["outcome"])
+        rows.append(
+            [
+                row.task.name,
+                row.task.schedule,
+                row.task.zone.name,
+                next_run,
+                ",".join(row.task.guards) or "-",
+                last,
+            ]
+        )
+    table(["TASK", "SCHEDULE", "TIMEZONE", "NEXT RUN", "GUARDS", "LAST RUN"], rows)
+    render_problems(result.problems)
+
+
+def render_next(result: NextResult, as_json: bool, local: bool) -> None:
+    """`next`: one UTC instant per line (with the zone's wall time beside it)."""
+    if as_json:
+        emit_json(
+            {
+                "task": result.task,
+                "expression": result.expression,
+                "timezone": result.timezone,
+                "occurrences": [format_utc(t) for t in result.occurrences],
+            }
+        )
+        return
+    from cronctl.core.zones import parse_zone
+
+    zone = parse_zone(result.timezone)
+    for when in result.occurrences:
+        line = format_utc(when)
+        if local and result.timezone != "UTC":
+            line += f"  {zone.wall(when):%a %Y-%m-%d %H:%M} {result.timezone}"
+        print(line)
+
+
+def render_due(result: DueResult, as_json: bool) -> None:
+    """`due`: the due task names, one per line."""
+    if as_json:
+        emit_json({"at": format_utc(result.at), "due": result.due})
+        return
+    for name in result.due:
+        print(name)

@@ -1,0 +1,323 @@
+"""The cron language cronctl accepts, validated and normalized by cronctl itself.
+
+croniter does the calendar arithmetic, but it speaks its own dialect (``N-N`` is
+the whole field, reversed ranges wrap, ``R`` is random). So every expression is
+parsed here first, into value sets, and croniter only ever sees the normalized
+text of an expression that is already known to be in our language.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from typing import Any
+
+from cronctl.errors import CronSyntaxError
+
+_MONTHS = ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")
+_DAYS = ("SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT")
+
+
+@dataclass(frozen=True, slots=True)
+class _Field:
+    name: str
+    low: int
+    high: int
+    names: dict[str, int]
+
+
+_FIELDS = (
+    _Field("minute", 0, 59, {}),
+    _Field("hour", 0, 23, {}),
+    _Field("day-of-month", 1, 31, {}),
+    _Field("month", 1, 12, {m: i + 1 for i, m in enumerate(_MONTHS)}),
+    # Vixie cron: both 0 and 7 are Sunday.
+    _Field("day-of-week", 0, 7, {d: i for i, d in enumerate(_DAYS)}),
+)
+
+MACROS = {
+    "@hourly": "0 * * * *",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@weekly": "0 0 * * 0",
+    "@monthly": "0 0 1 * *",
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+}
+
+_UNSUPPORTED_WORDS = {
+    "L": "'L' (last day)",
+    "W": "'W' (nearest weekday)",
+    "LW": "'LW' (last weekday)",
+    "H": "'H' (hashed value)",
+    "R": "'R' (random value)",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class CronExpr:
+    """A validated five-field expression: its value sets and its normalized text."""
+
+    text: str
+    minutes: frozenset[int]
+    hours: frozenset[int]
+    days: frozenset[int]
+    months: frozenset[int]
+    weekdays: frozenset[int]
+    day_star: bool
+    weekday_star: bool
+    fixed_time: bool
+
+    @property
+    def day_or_day(self) -> bool:
+        """True when both day fields are restricted, so a day matches if either does."""
+        return not self.day_star and not self.weekday_star
+
+    def matches(self, wall: datetime) -> bool:
+        """Whether the naive wall time `wall` (its minute) is named by this expression."""
+        if (
+            wall.minute not in self.minutes
+            or wall.hour not in self.hours
+            or wall.month not in self.months
+        ):
+            return False
+        return self.matches_day(wall.date())
+
+    def matches_day(self, day: date) -> bool:
+        """Whether the calendar day is named by the day-of-month/day-of-week pair."""
+        dom = day.day in self.days
+        dow = (day.weekday() + 1) % 7 in self.weekdays
+        # Debian cron: a day field that starts with '*' makes the match AND, not OR.
+        if self.day_star or self.weekday_star:
+            return dom and dow
+        return dom or dow
+
+
+def parse_cron(source: str) -> CronExpr:
+    """Validate `source` and return it normalized; raise CronSyntaxError naming field and value."""
+    text = source.strip()
+    if text.startswith("@"):
+        text = _expand_macro(text)
+    fields = text.split()
+    if len(fields) == 6:
+        raise CronSyntaxError(
+            f"{source!r} has six fields; cronctl is woken once a minute, so a seconds "
+            "field would promise what it cannot do: use the five fields "
+            "minute hour day-of-month month day-of-week",
+            code="cron-six-fields",
+        )
+    if len(fields) != 5:
+        raise CronSyntaxError(
+            f"{source!r} has {len(fields)} field{'s' if len(fields) != 1 else ''}; "
+            "expected five: minute hour day-of-month month day-of-week"
+        )
+    sets: list[frozenset[int]] = []
+    texts: list[str] = []
+    for spec, field in zip(fields, _FIELDS, strict=True):
+        values, normalized = _parse_field(spec, field)
+        sets.append(values)
+        texts.append(normalized)
+    expr = CronExpr(
+        text=" ".join(texts),
+        minutes=sets[0],
+        hours=sets[1],
+        days=sets[2],
+        months=sets[3],
+        weekdays=sets[4],
+        day_star=fields[2].startswith("*"),
+        weekday_star=fields[4].startswith("*"),
+        fixed_time=not fields[0].startswith("*") and not fields[1].startswith("*"),
+    )
+    if not _fires_ever(expr):
+        raise CronSyntaxError(
+            f"{source!r} can never fire: no month it names has that day "
+            "(check the day-of-month and month fields)",
+            code="cron-never-fires",
+        )
+    return expr
+
+
+def _reject_non_ascii(spec: str, field: _Field) -> None:
+    for ch in spec:
+        if not ch.isascii():
+            name = unicodedata.name(ch, "unknown character")
+            raise CronSyntaxError(
+                f"non-ASCII character {ch!r} (U+{ord(ch):04X} {name}) in the {field.name} "
+                f"field ({spec!r}); retype it with plain ASCII letters, digits and '-'"
+            )
+
+
+def _expand_macro(text: str) -> str:
+    macro = text.lower()
+    if macro == "@reboot":
+        raise CronSyntaxError(
+            "'@reboot' is not supported: cronctl runs tasks on a schedule, not at boot; "
+            "use a systemd unit or your init system for start-up jobs",
+            code="cron-unsupported",
+        )
+    if not macro.isascii() or macro not in MACROS:
+        known = " ".join(MACROS)
+        raise CronSyntaxError(f"unknown macro {text!r}; known: {known}", code="cron-unsupported")
+    return MACROS[macro]
+
+
+def _parse_field(spec: str, field: _Field) -> tuple[frozenset[int], str]:
+    _reject_non_ascii(spec, field)
+    for mark in "?#":
+        if mark in spec:
+            what = "'?' (no specific value)" if mark == "?" else "'#' (nth weekday)"
+            _unsupported(what, spec, field)
+    items = spec.split(",")
+    if len(items) > 1 and any(item.startswith("*") for item in items):
+        raise CronSyntaxError(
+            f"'*' inside a list in the {field.name} field ({spec!r}); "
+            f"'*' already means every value, so write it alone"
+        )
+    values: set[int] = set()
+    for item in items:
+        values |= _parse_item(item, spec, field)
+    if field.name == "day-of-week" and 7 in values:
+        values = (values - {7}) | {0}
+    frozen = frozenset(values)
+    if spec.startswith("*"):
+        # Kept as written: croniter (implement_cron_bug) and Debian cron read the
+        # day fields' AND/OR rule from a leading '*'.
+        return frozen, spec
+    return frozen, _compress(sorted(frozen))
+
+
+def _parse_item(item: str, spec: str, field: _Field) -> set[int]:
+    if item == "":
+        raise CronSyntaxError(f"empty value in the {field.name} field ({spec!r})")
+    base, slash, step_text = item.partition("/")
+    step = 1
+    if slash:
+        step = _parse_step(step_text, spec, field)
+    if base == "*":
+        low, high = field.low, field.high
+    elif "-" in base:
+        first, _, last = base.partition("-")
+        low = _parse_value(first, spec, field)
+        high = _parse_value(last, spec, field)
+        if low > high:
+            hint = " (write SAT,SUN or 6-7)" if field.name == "day-of-week" else ""
+            raise CronSyntaxError(
+                f"reversed range {base!r} in the {field.name} field ({spec!r}); "
+                f"write the smaller value first{hint}"
+            )
+    else:
+        low = _parse_value(base, spec, field)
+        # Vixie cron: N/S means N-max/S.
+        high = field.high if slash else low
+    return set(range(low, high + 1, step))
+
+
+def _parse_step(text: str, spec: str, field: _Field) -> int:
+    if not text.isdigit():
+        raise CronSyntaxError(f"step {text!r} in the {field.name} field ({spec!r}) is not a number")
+    step = int(text)
+    span = field.high - field.low + 1
+    if step == 0 or step > span:
+        raise CronSyntaxError(
+            f"step {step} in the {field.name} field ({spec!r}) must be between 1 and {span}"
+        )
+    return step
+
+
+def _parse_value(text: str, spec: str, field: _Field) -> int:
+    if text.isdigit():
+        value = int(text)
+        if not field.low <= value <= field.high:
+            raise CronSyntaxError(
+                f"{value} is out of range in the {field.name} field ({spec!r}); "
+                f"allowed: {field.low}-{field.high}"
+            )
+        return value
+    word = text.upper()
+    if word in field.names:
+        return field.names[word]
+    if word in _UNSUPPORTED_WORDS or (word[:-1].isdigit() and word[-1:] in ("L", "W")):
+        _unsupported(_UNSUPPORTED_WORDS.get(word, f"{text!r}"), spec, field)
+    if word.startswith("H("):
+        _unsupported(_UNSUPPORTED_WORDS["H"], spec, field)
+    if field.names:
+        allowed = ", ".join(field.names)
+        raise CronSyntaxError(
+            f"unknown value {text!r} in the {field.name} field ({spec!r}); "
+            f"use {field.low}-{field.high} or {allowed}"
+        )
+    raise CronSyntaxError(
+        f"{text!r} is not a number in the {field.name} field ({spec!r}); "
+        f"allowed: {field.low}-{field.high}"
+    )
+
+
+def _unsupported(what: str, spec: str, field: _Field) -> None:
+    raise CronSyntaxError(
+        f"{what} in the {field.name} field ({spec!r}) is not supported by cronctl; "
+        "use plain values, ranges, lists and steps",
+        code="cron-unsupported",
+    )
+
+
+def _compress(values: list[int]) -> str:
+    """1,2,3,5 -> '1-3,5'; never 'N-N' (croniter would read that as the whole field)."""
+    parts: list[str] = []
+    i = 0
+    while i < len(values):
+        j = i
+        while j + 1 < len(values) and values[j + 1] == values[j] + 1:
+            j += 1
+        if j - i >= 2:
+            parts.append(f"{values[i]}-{values[j]}")
+        else:
+            parts.extend(str(v) for v in values[i : j + 1])
+        i = j + 1
+    return ",".join(parts)
+
+
+def _fires_ever(expr: CronExpr) -> bool:
+    """Trial search for one day the day fields and month field accept."""
+    if expr.day_or_day:
+        # A restricted day-of-week matches some day in every month.
+        return True
+    # 2000-2027 covers leap years (2000 is one) and every weekday a date can fall on.
+    for year in range(2000, 2028):
+        for month in sorted(expr.months):
+            for day in sorted(expr.days):
+                try:
+                    candidate = date(year, month, day)
+                except ValueError:
+                    continue
+                if expr.matches_day(candidate):
+                    return True
+    return False
+
+
+_CRONITER_CACHE: dict[str, Any] = {}
+
+
+def next_wall(expr: CronExpr, wall: datetime) -> datetime:
+    """The first naive wall time strictly after `wall` that `expr` names (croniter's arithmetic)."""
+    from croniter import croniter  # ~90 ms to import: only where a search is needed
+
+    it = _CRONITER_CACHE.get(expr.text)
+    if it is None:
+        it = croniter(expr.text, wall, implement_cron_bug=True)
+        _CRONITER_CACHE[expr.text] = it
+    else:
+        it.set_current(wall, force=True)
+    result: datetime = it.get_next(datetime)
+    return result
+
+
+def minute_floor(when: datetime) -> datetime:
+    """`when` with seconds and microseconds dropped."""
+    return when.replace(second=0, microsecond=0)
+
+
+def minute_ceil(when: datetime) -> datetime:
+    """The first whole minute at or after `when`."""
+    floor = minute_floor(when)
+    return floor if floor == when else floor + timedelta(minutes=1)

@@ -1,0 +1,97 @@
+"""Where things stand in a schedule file's text.
+
+tomllib gives no positions for values, so messages find their line here: the
+header of each table, and the first line of each key inside it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+_HEADER = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*(\]\]?)\s*(#.*)?$")
+_KEY = re.compile(r"""^\s*("[^"]*"|'[^']*'|[A-Za-z0-9_-]+)\s*[.=]""")
+_SYNTAX_LINE = re.compile(r"\(at line (\d+), column \d+\)")
+
+
+@dataclass
+class _Block:
+    header_line: int
+    keys: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class LineIndex:
+    """Lines of the [cronctl] and [defaults] keys, and of each [[task]] and its keys."""
+
+    tables: dict[str, _Block] = field(default_factory=dict)
+    tasks: list[_Block] = field(default_factory=list)
+
+    def task_line(self, index: int, key: str | None = None) -> int | None:
+        """The line of `key` in the index-th task, or of its header (key None or absent)."""
+        if index >= len(self.tasks):
+            return None
+        block = self.tasks[index]
+        if key is not None and key in block.keys:
+            return block.keys[key]
+        return block.header_line
+
+    def table_line(self, table: str, key: str | None = None) -> int | None:
+        """The line of `key` in a top-level table, or of the table's header."""
+        block = self.tables.get(table)
+        if block is None:
+            return None
+        if key is not None and key in block.keys:
+            return block.keys[key]
+        return block.header_line
+
+
+def index_lines(text: str) -> LineIndex:
+    """Scan the source text once; multi-line strings are stepped over."""
+    index = LineIndex()
+    current: _Block = index.tables.setdefault("", _Block(1))
+    in_multiline: str | None = None
+    for number, line in enumerate(text.splitlines(), start=1):
+        if in_multiline is not None:
+            if line.count(in_multiline) % 2 == 1:
+                in_multiline = None
+            continue
+        header = _HEADER.match(line)
+        if header and not line.lstrip().startswith(('["', "['")):
+            current = _enter_table(index, header.group(1), header.group(2), number)
+            continue
+        key = _KEY.match(line)
+        if key:
+            name = key.group(1).strip("\"'")
+            current.keys.setdefault(name, number)
+        for quote in ('"""', "'''"):
+            if line.count(quote) % 2 == 1:
+                in_multiline = quote
+                break
+    return index
+
+
+def _enter_table(index: LineIndex, opening: str, name: str, number: int) -> _Block:
+    parts = [p.strip().strip("\"'") for p in name.split(".")]
+    if opening == "[[" and parts == ["task"]:
+        block = _Block(number)
+        index.tasks.append(block)
+        return block
+    if parts[0] == "task" and index.tasks:
+        # [task.env] after a [[task]] belongs to that task; keep its keys apart.
+        block = index.tasks[-1]
+        block.keys.setdefault(parts[1] if len(parts) > 1 else parts[0], number)
+        return _Block(number)
+    block = index.tables.setdefault(parts[0], _Block(number))
+    if len(parts) > 1:
+        block.keys.setdefault(parts[1], number)
+        return _Block(number)
+    return block
+
+
+def syntax_error_line(message: str) -> tuple[int | None, str]:
+    """tomllib's `... (at line 3, column 5)` -> (3, '...')."""
+    match = _SYNTAX_LINE.search(message)
+    if not match:
+        return None, message
+    return int(match.group(1)), _SYNTAX_LINE.sub("", message).strip()

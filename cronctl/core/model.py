@@ -1,0 +1,178 @@
+"""The schedule as cronctl understands it: frozen values, no I/O, no clock."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from cronctl.core.cronexpr import CronExpr, minute_floor
+from cronctl.core.zones import Zone, fires_at, next_occurrence
+
+MISFIRE_POLICIES = ("coalesce", "catch-up", "skip")
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One located mistake or warning in a schedule file."""
+
+    file: str
+    line: int | None
+    task: str | None
+    severity: str  # "error" or "warning"
+    code: str
+    message: str
+
+    def describe(self) -> str:
+        """`FILE:LINE: task NAME: message`, the form editors and CI logs link to."""
+        where = f"{self.file}:{self.line}" if self.line is not None else self.file
+        task = f" task {self.task}:" if self.task else ""
+        label = "" if self.severity == "error" else f" {self.severity}:"
+        return f"{where}:{task}{label} {self.message}"
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """The [cronctl] table: where data lives, how much runs at once."""
+
+    state_dir: Path | None = None
+    lock_dir: Path | None = None
+    lock_dir_shared: bool = False
+    max_parallel: int = 8
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    """One scheduled task, with its defaults applied and its paths resolved."""
+
+    name: str
+    command: str | tuple[str, ...]
+    schedule_key: str
+    schedule_value: str
+    cron: CronExpr | None
+    at: datetime | None
+    zone: Zone
+    source: Path
+    line: int | None
+    description: str = ""
+    when: str | None = None
+    skip: str | None = None
+    without_overlapping: bool = False
+    overlap_lease: timedelta | None = None
+    on_one_server: bool = False
+    timeout: timedelta | None = None
+    misfire: str = "coalesce"
+    misfire_grace: timedelta | None = None
+    workdir: Path = field(default_factory=Path)
+    shell: str = "/bin/sh"
+    env: Mapping[str, str] = field(default_factory=dict)
+    paused: bool = False
+
+    @property
+    def schedule(self) -> str:
+        """The schedule in cron form, or `@at INSTANT` for a one-shot task."""
+        if self.cron is not None:
+            return self.cron.text
+        assert self.at is not None
+        return f"@at {format_utc(self.at)}"
+
+    @property
+    def fingerprint(self) -> str:
+        """What identifies the schedule: a change of it restarts the task's window."""
+        return f"{self.schedule}|{self.zone.name}"
+
+    @property
+    def guards(self) -> list[str]:
+        """Short labels for the guards a task runs under, as `list` shows them."""
+        labels: list[str] = []
+        if self.without_overlapping:
+            lease = f"({format_duration(self.overlap_lease)})" if self.overlap_lease else ""
+            labels.append(f"no-overlap{lease}")
+        if self.on_one_server:
+            labels.append("one-server")
+        if self.when:
+            labels.append("when")
+        if self.skip:
+            labels.append("skip")
+        if self.timeout:
+            labels.append(f"timeout({format_duration(self.timeout)})")
+        return labels
+
+    def fires_at(self, minute: datetime) -> bool:
+        """Whether the task has an occurrence at this UTC minute."""
+        minute = minute_floor(minute)
+        if self.cron is None:
+            return self.at == minute
+        return fires_at(self.cron, self.zone, minute)
+
+    def next_run(self, after: datetime) -> datetime | None:
+        """The first occurrence strictly after `after` (None: a one-shot already past)."""
+        if self.cron is None:
+            assert self.at is not None
+            return self.at if self.at > after else None
+        return next_occurrence(self.cron, self.zone, after)
+
+    def next_runs(self, after: datetime, count: int = 1) -> list[datetime]:
+        """The next `count` occurrences strictly after `after`, as aware UTC datetimes."""
+        runs: list[datetime] = []
+        cursor = after
+        while len(runs) < count:
+            nxt = self.next_run(cursor)
+            if nxt is None:
+                break
+            runs.append(nxt)
+            cursor = nxt
+        return runs
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """Everything read from the schedule files: good tasks, problems, settings."""
+
+    files: tuple[Path, ...]
+    tasks: tuple[Task, ...]
+    problems: tuple[Problem, ...]
+    settings: Settings
+    duplicates: tuple[str, ...] = ()
+
+    @property
+    def errors(self) -> list[Problem]:
+        """The problems of severity error; a schedule with any must not run."""
+        return [p for p in self.problems if p.severity == "error"]
+
+    @property
+    def warnings(self) -> list[Problem]:
+        """The problems of severity warning."""
+        return [p for p in self.problems if p.severity == "warning"]
+
+    def duplicate_names(self) -> list[str]:
+        """Task names defined more than once (only the first definition is kept)."""
+        return list(self.duplicates)
+
+    def task(self, name: str) -> Task:
+        """The task called `name`; KeyError if there is none."""
+        for task in self.tasks:
+            if task.name == name:
+                return task
+        raise KeyError(name)
+
+    def due(self, at: datetime) -> list[Task]:
+        """The tasks whose schedule names the UTC minute of `at`."""
+        return [task for task in self.tasks if task.fires_at(at)]
+
+
+def format_utc(when: datetime) -> str:
+    """`2026-08-03T09:00:00Z`: how every instant leaves cronctl."""
+    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def format_duration(delta: timedelta) -> str:
+    """timedelta(hours=1, minutes=30) -> '1h30m'."""
+    seconds = int(delta.total_seconds())
+    parts = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        if seconds >= size:
+            parts.append(f"{seconds // size}{unit}")
+            seconds %= size
+    return "".join(parts) or "0s"

@@ -1,0 +1,401 @@
+"""Decoded TOML -> tasks and located problems. Never raises on bad input."""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from cronctl.core import schedules
+from cronctl.core.cronexpr import parse_cron
+from cronctl.core.lines import LineIndex
+from cronctl.core.model import MISFIRE_POLICIES, Problem, Settings, Task
+from cronctl.core.values import parse_duration
+from cronctl.core.zones import Zone, parse_zone
+from cronctl.errors import CronSyntaxError, DurationError, ZoneError
+
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$")
+
+
+def _is_str(v: object) -> bool:
+    return isinstance(v, str)
+
+
+def _is_bool(v: object) -> bool:
+    return isinstance(v, bool)
+
+
+def _is_int(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_command(v: object) -> bool:
+    return isinstance(v, str) or (
+        isinstance(v, list) and bool(v) and all(isinstance(x, str) for x in v)
+    )
+
+
+def _is_env(v: object) -> bool:
+    return isinstance(v, dict) and all(isinstance(x, str) for x in v.values())
+
+
+def _is_bool_or_str(v: object) -> bool:
+    return isinstance(v, bool | str)
+
+
+def _is_list(v: object) -> bool:
+    return isinstance(v, list)
+
+
+def _is_datetime(v: object) -> bool:
+    return isinstance(v, datetime)
+
+
+_Check = tuple[Callable[[object], bool], str]
+
+GUARD_KEYS: dict[str, _Check] = {
+    "timezone": (_is_str, 'a string such as "UTC", "+05:30" or "Europe/Berlin"'),
+    "when": (_is_str, "a shell command string"),
+    "skip": (_is_str, "a shell command string"),
+    "without_overlapping": (_is_bool_or_str, 'true/false or a duration such as "30m"'),
+    "on_one_server": (_is_bool, "true or false"),
+    "timeout": (_is_str, 'a duration string such as "1h"'),
+    "misfire": (_is_str, 'one of "coalesce", "catch-up", "skip"'),
+    "misfire_grace": (_is_str, 'a duration string such as "10m"'),
+    "workdir": (_is_str, "a directory path string"),
+    "shell": (_is_str, 'a path string such as "/bin/bash"'),
+    "env": (_is_env, 'a table of strings, e.g. { PATH = "/usr/bin:/bin" }'),
+}
+SCHEDULE_KEYS: dict[str, _Check] = {
+    "cron": (_is_str, "a cron expression string"),
+    "every_minute": (_is_bool, "true"),
+    "every_minutes": (_is_int, "an integer that divides 60"),
+    "hourly": (_is_bool, "true"),
+    "hourly_at": (_is_int, "an integer minute 0-59"),
+    "daily": (_is_bool, "true"),
+    "daily_at": (_is_str, 'a time string "HH:MM"'),
+    "twice_daily": (_is_list, "an array of two hours, e.g. [1, 13]"),
+    "weekly": (_is_bool, "true"),
+    "weekly_on": (_is_list, 'an array [day, "HH:MM"], e.g. [1, "09:00"]'),
+    "monthly": (_is_bool, "true"),
+    "monthly_on": (_is_list, 'an array [day-of-month, "HH:MM"], e.g. [15, "00:00"]'),
+    "yearly": (_is_bool, "true"),
+    "at": (_is_datetime, "a TOML date-time with an offset, e.g. 2026-12-24T18:00:00Z"),
+}
+TASK_KEYS: dict[str, _Check] = {
+    "name": (_is_str, "a string"),
+    "command": (_is_command, "a string, or a non-empty array of strings"),
+    "description": (_is_str, "a string"),
+    "weekdays": (_is_bool, "true or false"),
+    "weekends": (_is_bool, "true or false"),
+    "days": (_is_str, 'a day-of-week string such as "1-5" or "MON,WED"'),
+    "paused": (_is_bool, "true or false"),
+    **GUARD_KEYS,
+    **SCHEDULE_KEYS,
+}
+SETTINGS_KEYS: dict[str, _Check] = {
+    "state_dir": (_is_str, "a directory path string"),
+    "lock_dir": (_is_str, "a directory path string"),
+    "lock_dir_shared": (_is_bool, "true or false"),
+    "max_parallel": (_is_int, "a positive integer"),
+}
+TOP_KEYS = ("cronctl", "defaults", "task")
+DAY_KEYS = ("weekdays", "weekends", "days")
+
+
+@dataclass
+class FileResult:
+    """What one file contributed: its tasks, its problems, its [cronctl] values."""
+
+    path: Path
+    display: str
+    tasks: list[Task] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    settings: dict[str, tuple[Any, int | None]] = field(default_factory=dict)
+
+
+class _Reporter:
+    """Collects problems for one file, locating them through the line index."""
+
+    def __init__(self, result: FileResult, lines: LineIndex) -> None:
+        self.result = result
+        self.lines = lines
+
+    def add(
+        self, line: int | None, task: str | None, code: str, message: str, severity: str = "error"
+    ) -> None:
+        self.result.problems.append(
+            Problem(self.result.display, line, task, severity, code, message)
+        )
+
+
+def did_you_mean(key: str, known: list[str] | tuple[str, ...]) -> str:
+    """' (did you mean "x"?)' when a known key is close, else ''."""
+    close = difflib.get_close_matches(key, list(known), n=1, cutoff=0.7)
+    return f' (did you mean "{close[0]}"?)' if close else ""
+
+
+def parse_document(doc: dict[str, Any], lines: LineIndex, result: FileResult) -> None:
+    """Validate one decoded file into `result`."""
+    rep = _Reporter(result, lines)
+    for key in doc:
+        if key not in TOP_KEYS:
+            line = lines.table_line(key) or lines.table_line("", key) or 1
+            hint = did_you_mean(key, TOP_KEYS)
+            rep.add(
+                line,
+                None,
+                "unknown-key",
+                f"unknown table or key {key!r}{hint}; "
+                "a schedule file has [cronctl], [defaults] and [[task]] tables",
+            )
+    base = result.path.parent
+    settings = doc.get("cronctl", {})
+    if _table_ok(settings, "cronctl", rep):
+        _parse_settings(settings, base, rep)
+    defaults = doc.get("defaults", {})
+    good_defaults = _parse_defaults(defaults, rep) if _table_ok(defaults, "defaults", rep) else {}
+    tasks = doc.get("task", [])
+    if not isinstance(tasks, list):
+        rep.add(
+            lines.table_line("", "task") or 1,
+            None,
+            "bad-type",
+            "'task' must be an array of tables: write each task under [[task]]",
+        )
+        return
+    for index, raw in enumerate(tasks):
+        if not isinstance(raw, dict):
+            rep.add(
+                lines.task_line(index) or 1,
+                None,
+                "bad-type",
+                "each task must be a table: write it under [[task]]",
+            )
+            continue
+        task = _parse_task(raw, index, good_defaults, base, rep)
+        if task is not None:
+            result.tasks.append(task)
+
+
+def _table_ok(value: object, name: str, rep: _Reporter) -> bool:
+    if isinstance(value, dict):
+        return True
+    rep.add(rep.lines.table_line("", name) or 1, None, "bad-type", f"[{name}] must be a table")
+    return False
+
+
+def _check_type(key: str, value: object, table: dict[str, _Check]) -> str | None:
+    check, expected = table[key]
+    if check(value):
+        return None
+    return f"{key!r} must be {expected}, not {_describe(value)}"
+
+
+def _describe(value: object) -> str:
+    if isinstance(value, bool):
+        return f"the boolean {str(value).lower()}"
+    if isinstance(value, int | float):
+        return f"the number {value}"
+    if isinstance(value, str):
+        return f"the string {value!r}"
+    if isinstance(value, list):
+        return "an empty array" if not value else "an array of other types"
+    if isinstance(value, dict):
+        return (
+            "a table"
+            if all(isinstance(v, str) for v in value.values())
+            else ("a table with non-string values")
+        )
+    return f"a {type(value).__name__}"
+
+
+def _parse_settings(table: dict[str, Any], base: Path, rep: _Reporter) -> None:
+    for key, value in table.items():
+        line = rep.lines.table_line("cronctl", key)
+        if key not in SETTINGS_KEYS:
+            hint = did_you_mean(key, list(SETTINGS_KEYS))
+            rep.add(line, None, "unknown-key", f"unknown key {key!r} in [cronctl]{hint}")
+            continue
+        problem = _check_type(key, value, SETTINGS_KEYS)
+        if problem:
+            rep.add(line, None, "bad-type", problem)
+            continue
+        if key == "max_parallel" and value < 1:
+            rep.add(line, None, "bad-value", "'max_parallel' must be at least 1")
+            continue
+        if key in ("state_dir", "lock_dir"):
+            value = (base / Path(value).expanduser()).resolve() if value else None
+            if value is None:
+                rep.add(line, None, "bad-value", f"{key!r} must not be empty")
+                continue
+        rep.result.settings[key] = (value, line)
+
+
+def build_settings(values: dict[str, Any]) -> Settings:
+    """A Settings from already validated [cronctl] values."""
+    return Settings(
+        state_dir=values.get("state_dir"),
+        lock_dir=values.get("lock_dir"),
+        lock_dir_shared=values.get("lock_dir_shared", False),
+        max_parallel=values.get("max_parallel", 8),
+    )
+
+
+def _parse_defaults(table: dict[str, Any], rep: _Reporter) -> dict[str, Any]:
+    good: dict[str, Any] = {}
+    for key, value in table.items():
+        line = rep.lines.table_line("defaults", key)
+        if key not in GUARD_KEYS:
+            hint = did_you_mean(key, list(GUARD_KEYS))
+            where = " (it belongs in each [[task]])" if key in TASK_KEYS else ""
+            rep.add(line, None, "unknown-key", f"unknown key {key!r} in [defaults]{hint}{where}")
+            continue
+        problem = _check_type(key, value, GUARD_KEYS) or _check_value(key, value)
+        if problem:
+            code = problem[1] if isinstance(problem, tuple) else "bad-type"
+            rep.add(line, None, code, problem[0] if isinstance(problem, tuple) else problem)
+            continue
+        good[key] = value
+    return good
+
+
+def _check_value(key: str, value: Any) -> tuple[str, str] | None:
+    """Value checks of guard keys whose type is already right: (message, code) or None."""
+    try:
+        if key in ("timeout", "misfire_grace") or (
+            key == "without_overlapping" and isinstance(value, str)
+        ):
+            parse_duration(value)
+        elif key == "timezone":
+            parse_zone(value)
+        elif key == "misfire" and value not in MISFIRE_POLICIES:
+            allowed = ", ".join(f'"{p}"' for p in MISFIRE_POLICIES)
+            return f"misfire {value!r} is not one of {allowed}", "bad-value"
+        elif key in ("when", "skip", "shell", "workdir") and not value.strip():
+            return f"{key!r} must not be empty", "bad-value"
+    except DurationError as exc:
+        return f"{key!r}: {exc}", "bad-duration"
+    except ZoneError as exc:
+        return str(exc), "bad-timezone"
+    return None
+
+
+def _parse_task(
+    raw: dict[str, Any], index: int, defaults: dict[str, Any], base: Path, rep: _Reporter
+) -> Task | None:
+    lines = rep.lines
+    header = lines.task_line(index, "name")
+    name = raw.get("name")
+    label: str | None = name if isinstance(name, str) else None
+    ok = True
+
+    def report(key: str | None, code: str, message: str) -> None:
+        nonlocal ok
+        ok = False
+        rep.add(lines.task_line(index, key), label, code, message)
+
+    if "name" not in raw:
+        report(
+            None, "missing-key", "task has no 'name'; add name = \"...\" (it keys locks and claims)"
+        )
+    for key, value in raw.items():
+        if key not in TASK_KEYS:
+            report(key, "unknown-key", f"unknown key {key!r}{did_you_mean(key, list(TASK_KEYS))}")
+            continue
+        problem = _check_type(key, value, TASK_KEYS)
+        if problem:
+            report(key, "bad-type", problem)
+            continue
+        checked = _check_value(key, value) if key in GUARD_KEYS else None
+        if checked:
+            report(key, checked[1], checked[0])
+    if isinstance(name, str) and not NAME_PATTERN.match(name):
+        report(
+            "name",
+            "bad-name",
+            f"task name {name!r} is not allowed: use 1-100 of A-Z a-z 0-9 "
+            "and . _ : - starting with a letter or digit (the name becomes a lock file name)",
+        )
+    command = raw.get("command")
+    if "command" not in raw:
+        report("name", "missing-key", "task has no 'command'; add command = \"...\"")
+    elif isinstance(command, str) and not command.strip():
+        report("command", "bad-value", "'command' is empty; give the shell command to run")
+    keys = [k for k in raw if k in SCHEDULE_KEYS]
+    keys.sort(key=lambda k: lines.task_line(index, k) or 0)
+    if not keys:
+        names = ", ".join(SCHEDULE_KEYS)
+        report("name", "missing-key", f"task has no schedule; give exactly one of: {names}")
+    elif len(keys) > 1:
+        report(
+            keys[1],
+            "schedule-conflict",
+            f"task has two schedules, {keys[0]!r} and {keys[1]!r}; keep exactly one",
+        )
+    if not ok:
+        return None
+    settings = {**defaults, **raw}
+    settings["env"] = {**defaults.get("env", {}), **raw.get("env", {})}
+    key = keys[0]
+    try:
+        cron_text, at = schedules.to_cron(key, raw[key], raw)
+    except schedules.ScheduleProblem as exc:
+        report(exc.key or key, exc.code, exc.message)
+        return None
+    cron = None
+    if cron_text is not None:
+        try:
+            cron = parse_cron(cron_text)
+        except CronSyntaxError as exc:
+            report(key, exc.code, str(exc))
+            return None
+    assert isinstance(name, str)
+    return _make_task(name, raw, key, cron, at, settings, base, rep.result.path, header)
+
+
+def _make_task(
+    name: str,
+    raw: dict[str, Any],
+    key: str,
+    cron: Any,
+    at: datetime | None,
+    settings: dict[str, Any],
+    base: Path,
+    source: Path,
+    header: int | None,
+) -> Task:
+    zone: Zone = parse_zone(settings.get("timezone", "UTC"))
+    overlap = settings.get("without_overlapping", False)
+    lease: timedelta | None = parse_duration(overlap) if isinstance(overlap, str) else None
+    timeout = settings.get("timeout")
+    grace = settings.get("misfire_grace")
+    command = raw["command"]
+    return Task(
+        name=name,
+        command=command if isinstance(command, str) else tuple(command),
+        schedule_key=key,
+        schedule_value=schedules.describe_value(raw[key]),
+        cron=cron,
+        at=at,
+        zone=zone,
+        source=source,
+        line=header,
+        description=raw.get("description", ""),
+        when=settings.get("when"),
+        skip=settings.get("skip"),
+        without_overlapping=bool(overlap),
+        overlap_lease=lease,
+        on_one_server=settings.get("on_one_server", False),
+        timeout=parse_duration(timeout) if timeout else None,
+        misfire=settings.get("misfire", "coalesce"),
+        misfire_grace=parse_duration(grace) if grace else None,
+        workdir=(base / Path(settings.get("workdir", ".")).expanduser()).resolve(),
+        shell=settings.get("shell", "/bin/sh"),
+        env=dict(settings["env"]),
+        paused=raw.get("paused", False),
+    )

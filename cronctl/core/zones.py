@@ -1,0 +1,224 @@
+"""Time zones and the mapping of a task's wall-clock schedule onto UTC instants.
+
+A zone's timeline is cut into *segments*: stretches of UTC time with one UTC
+offset. Inside a segment, wall time is UTC plus the offset, so croniter can
+search naive wall times. At the seams cronctl applies Debian cron's rule:
+
+- spring forward (a gap of wall times that never happen): a fixed-time task
+  whose time falls in the gap runs once, at the first minute after it; a
+  wildcard task has no occurrences in the gap;
+- fall back (wall times that happen twice): a fixed-time task runs at the
+  first pass only; a wildcard task runs in both passes.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta, timezone, tzinfo
+from functools import lru_cache
+
+from cronctl.core.cronexpr import CronExpr, minute_ceil, minute_floor, next_wall
+from cronctl.errors import ZoneError
+
+_OFFSET = re.compile(r"^([+-])(\d{2}):(\d{2})$")
+_MAX_OFFSET = timedelta(hours=18)
+_MINUTE = timedelta(minutes=1)
+# How far ahead a segment's end is looked for; beyond it an offset is taken as final.
+_HORIZON_YEARS = 5
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """A stretch of UTC time [start, end) with one UTC offset (None: unbounded)."""
+
+    start: datetime | None
+    end: datetime | None
+    offset: timedelta
+    prev_offset: timedelta | None
+
+    def wall(self, instant: datetime) -> datetime:
+        """The naive wall time of a UTC instant inside this segment."""
+        return (instant + self.offset).replace(tzinfo=None)
+
+    def instant(self, wall: datetime) -> datetime:
+        """The UTC instant of a naive wall time, read with this segment's offset."""
+        return (wall - self.offset).replace(tzinfo=UTC)
+
+    @property
+    def repeats_until(self) -> datetime | None:
+        """After a fall back: wall times before this one were already shown by the last segment."""
+        if self.start is None or self.prev_offset is None or self.prev_offset <= self.offset:
+            return None
+        return (self.start + self.prev_offset).replace(tzinfo=None)
+
+    @property
+    def gap(self) -> tuple[datetime, datetime] | None:
+        """After a spring forward: the wall times [first, end) that never happened."""
+        if self.start is None or self.prev_offset is None or self.prev_offset >= self.offset:
+            return None
+        return (
+            (self.start + self.prev_offset).replace(tzinfo=None),
+            (self.start + self.offset).replace(tzinfo=None),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Zone:
+    """A task's time zone: "UTC", a fixed offset "+05:45", or an IANA name."""
+
+    name: str
+    tz: tzinfo
+    fixed: bool
+
+    def segment_at(self, instant: datetime) -> Segment:
+        """The segment holding the UTC `instant`."""
+        if self.fixed:
+            offset = self.tz.utcoffset(None)
+            assert offset is not None
+            return Segment(None, None, offset, None)
+        return _iana_segment(self.name, instant)
+
+    def wall(self, instant: datetime) -> datetime:
+        """The naive wall time at a UTC instant."""
+        return self.segment_at(instant).wall(instant)
+
+
+def parse_zone(text: str) -> Zone:
+    """Read "UTC", "±HH:MM" or an IANA name; raise ZoneError with what to write instead."""
+    if text == "UTC":
+        return Zone("UTC", UTC, fixed=True)
+    match = _OFFSET.match(text)
+    if match:
+        sign, hours, minutes = match.groups()
+        delta = timedelta(hours=int(hours), minutes=int(minutes))
+        if int(minutes) >= 60 or delta > _MAX_OFFSET:
+            raise ZoneError(f"offset {text!r} is out of range; use -18:00 to +18:00")
+        return Zone(text, timezone(-delta if sign == "-" else delta), fixed=True)
+    if text.startswith(("+", "-")) or text[:1].isdigit():
+        raise ZoneError(f"offset {text!r} is not of the form +HH:MM or -HH:MM (e.g. +05:30)")
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        tz = ZoneInfo(text)
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        raise ZoneError(
+            f"unknown time zone {text!r}; use UTC, an offset like +05:30, "
+            "or an IANA name like Europe/Berlin"
+        ) from None
+    return Zone(text, tz, fixed=False)
+
+
+def next_occurrence(expr: CronExpr, zone: Zone, after: datetime) -> datetime:
+    """The first UTC instant strictly after `after` at which `expr` fires in `zone`."""
+    seg = zone.segment_at(after)
+    cursor = seg.wall(minute_floor(after))
+    while True:
+        candidate = next_wall(expr, cursor)
+        instant = seg.instant(candidate)
+        if seg.end is None or instant < seg.end:
+            repeats_until = seg.repeats_until
+            if expr.fixed_time and repeats_until is not None and candidate < repeats_until:
+                cursor = candidate  # the second pass of a time the first pass already ran
+                continue
+            return instant
+        following = zone.segment_at(seg.end)
+        gap = following.gap
+        if expr.fixed_time and gap is not None and candidate < gap[1]:
+            return minute_ceil(seg.end)  # its wall time never happened: run right after the gap
+        seg = following
+        # Search from the segment's first minute, inclusive.
+        assert seg.start is not None  # a segment that follows another has a start
+        cursor = seg.wall(minute_ceil(seg.start)) - _MINUTE
+
+
+def fires_at(expr: CronExpr, zone: Zone, minute: datetime) -> bool:
+    """Whether `expr` fires at the UTC `minute`; no croniter, so cheap for `run`."""
+    seg = zone.segment_at(minute)
+    wall = seg.wall(minute)
+    if expr.matches(wall):
+        repeats_until = seg.repeats_until
+        return not (expr.fixed_time and repeats_until is not None and wall < repeats_until)
+    gap = seg.gap
+    if expr.fixed_time and gap is not None and seg.start is not None:
+        if minute != minute_ceil(seg.start):
+            return False
+        probe = minute_ceil(gap[0])
+        while probe < gap[1]:
+            if expr.matches(probe):
+                return True
+            probe += _MINUTE
+    return False
+
+
+def transitions(zone: Zone, start: datetime, end: datetime) -> list[Segment]:
+    """The segments that begin in [start, end): one per offset change."""
+    found: list[Segment] = []
+    if zone.fixed:
+        return found
+    seg = zone.segment_at(start)
+    while seg.end is not None and seg.end < end:
+        seg = zone.segment_at(seg.end)
+        found.append(seg)
+    return found
+
+
+def _offset(tz: tzinfo, instant: datetime) -> timedelta:
+    offset = instant.astimezone(tz).utcoffset()
+    assert offset is not None
+    return offset
+
+
+@lru_cache(maxsize=256)
+def _year_changes(name: str, year: int) -> tuple[tuple[datetime, timedelta, timedelta], ...]:
+    """Every offset change of an IANA zone within a UTC year: (instant, before, after)."""
+    from zoneinfo import ZoneInfo
+
+    tz = ZoneInfo(name)
+    changes: list[tuple[datetime, timedelta, timedelta]] = []
+    day = datetime(year, 1, 1, tzinfo=UTC)
+    last = datetime(year + 1, 1, 1, tzinfo=UTC)
+    before = _offset(tz, day)
+    while day < last:
+        nxt = min(day + timedelta(days=1), last)
+        after = _offset(tz, nxt)
+        if after != before:
+            low, high = day, nxt  # offset(low) == before, offset(high) == after
+            while high - low > timedelta(seconds=1):
+                mid = low + (high - low) / 2
+                if _offset(tz, mid) == before:
+                    low = mid
+                else:
+                    high = mid
+            changes.append((high.replace(microsecond=0), before, after))
+            before = after
+        day = nxt
+    return tuple(changes)
+
+
+@lru_cache(maxsize=4096)
+def _iana_segment_cached(name: str, key: datetime) -> tuple[datetime | None, datetime | None]:
+    """The (start, end) change instants around `key`, searched a few years each way."""
+    start: datetime | None = None
+    for year in range(key.year, key.year - _HORIZON_YEARS, -1):
+        earlier = [c[0] for c in _year_changes(name, year) if c[0] <= key]
+        if earlier:
+            start = earlier[-1]
+            break
+    end: datetime | None = None
+    for year in range(key.year, key.year + _HORIZON_YEARS):
+        later = [c[0] for c in _year_changes(name, year) if c[0] > key]
+        if later:
+            end = later[0]
+            break
+    return start, end
+
+
+def _iana_segment(name: str, instant: datetime) -> Segment:
+    from zoneinfo import ZoneInfo
+
+    start, end = _iana_segment_cached(name, instant.replace(second=0, microsecond=0))
+    tz = ZoneInfo(name)
+    offset = _offset(tz, instant)
+    prev = _offset(tz, start - timedelta(seconds=1)) if start is not None else None
+    return Segment(start, end, offset, prev)

@@ -1,0 +1,365 @@
+"""Where cronctl keeps its data, whether it may trust those directories, whether they are shared.
+
+Three jobs, all at the edge because they ask the operating system:
+
+- pick the state and lock directories (SPEC 2: flag, environment, schedule file, default);
+- create them privately and refuse directories that other users could tamper with, and open
+  and replace the files inside them without following planted links (SPEC 6);
+- tell from ``/proc/self/mountinfo`` whether the lock directory lives on a file system that
+  several machines can see, so that ``on_one_server`` can warn when it cannot keep its promise
+  (SPEC 4.3).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import secrets
+import stat
+from collections.abc import Mapping
+from contextlib import suppress
+from dataclasses import dataclass
+from pathlib import Path
+
+from cronctl.errors import UnsafeDirectoryError
+
+__all__ = [
+    "MOUNTINFO_PATH",
+    "Mount",
+    "default_state_dir",
+    "ensure_private_dir",
+    "filesystem_type",
+    "fsync_dir",
+    "is_shared_fstype",
+    "open_nofollow",
+    "parse_mountinfo",
+    "resolve_dirs",
+    "write_atomic",
+]
+
+#: The per-process mount table Linux exposes; the probe reads it when no text is given.
+MOUNTINFO_PATH = Path("/proc/self/mountinfo")
+
+_PRIVATE_MODE = 0o700
+# Keeping S_ISGID on the directories we create makes the group inheritance continue downwards,
+# which is the whole point of a setgid parent.
+_GROUP_SHARED_MODE = stat.S_ISGID | 0o750
+
+
+def default_state_dir(env: Mapping[str, str], is_root: bool) -> Path:
+    """Return cronctl's default state directory for root or for an ordinary user.
+
+    Root gets the FHS location ``/var/lib/cronctl``. Everyone else gets
+    ``$XDG_STATE_HOME/cronctl``, or ``~/.local/state/cronctl`` when that variable is unset,
+    empty or relative (the XDG spec says relative values must be ignored).
+    """
+    if is_root:
+        return Path("/var/lib/cronctl")
+    xdg = env.get("XDG_STATE_HOME", "")
+    if xdg and Path(xdg).is_absolute():
+        return Path(xdg) / "cronctl"
+    home = env.get("HOME") or str(Path.home())
+    return Path(home) / ".local" / "state" / "cronctl"
+
+
+def resolve_dirs(
+    *,
+    flag_state: Path | None,
+    flag_lock: Path | None,
+    env: Mapping[str, str],
+    file_state: Path | None,
+    file_lock: Path | None,
+    is_root: bool,
+) -> tuple[Path, Path]:
+    """Return ``(state_dir, lock_dir)``; for each, the first of flag, environment, file, default.
+
+    The environment variables are ``CRONCTL_STATE_DIR`` and ``CRONCTL_LOCK_DIR``; an empty value
+    counts as unset. ``file_state``/``file_lock`` come from the schedule file's ``[cronctl]``
+    table, already resolved against the file's own directory by the caller. ``lock_dir``
+    defaults to ``STATE_DIR/locks`` of the state directory chosen here. Relative flag or
+    environment values are made absolute against the current directory now, so that every
+    later message names one unambiguous path.
+    """
+    state = _first(flag_state, env.get("CRONCTL_STATE_DIR"), file_state)
+    if state is None:
+        state = default_state_dir(env, is_root)
+    lock = _first(flag_lock, env.get("CRONCTL_LOCK_DIR"), file_lock)
+    if lock is None:
+        lock = state / "locks"
+    return state.absolute(), lock.absolute()
+
+
+def _first(*candidates: Path | str | None) -> Path | None:
+    for candidate in candidates:
+        if candidate is not None and str(candidate) != "":
+            return Path(candidate)
+    return None
+
+
+def ensure_private_dir(path: Path) -> Path:
+    """Create ``path`` (and missing parents) privately if needed, then check it is safe; return it.
+
+    A directory that is created gets mode 0700, or ``2750`` when its parent has the setgid bit.
+    We treat only setgid as "group-shared": it is the deliberate, conventional way to say
+    "files here belong to this group", whereas a group-writable parent is often just the
+    by-product of a 002 umask, and opening run logs to a whole group on that evidence alone
+    would leak command output. Existing directories are never chmod-ed: they are only checked.
+
+    :raises UnsafeDirectoryError: a missing directory cannot be created; the final component
+        is a symlink or not a directory; the directory is world-writable without the sticky
+        bit; or it is owned by a user who is neither root nor the current effective user.
+        The message says what to do.
+    """
+    path = Path(os.path.normpath(Path(path).absolute()))
+    _create_missing(path)
+    _verify(path)
+    return path
+
+
+def _create_missing(path: Path) -> None:
+    missing: list[Path] = []
+    current = path
+    while not os.path.lexists(current):
+        missing.append(current)
+        if current.parent == current:
+            break
+        current = current.parent
+    for directory in reversed(missing):
+        mode = _GROUP_SHARED_MODE if _is_group_shared(directory.parent) else _PRIVATE_MODE
+        try:
+            directory.mkdir(mode)
+        except FileExistsError:
+            # Another cronctl started at the same minute won the race; _verify judges the result.
+            continue
+        except OSError as exc:
+            raise UnsafeDirectoryError(
+                f"cannot create {directory}: {exc.strerror}; create it yourself with mode 0700, "
+                f"or choose another directory (--state-dir / --lock-dir).",
+                directory,
+            ) from exc
+        # mkdir honours the umask, and a 077 umask would silently defeat the group sharing.
+        # fchmod on an O_NOFOLLOW descriptor: a symlink swapped in meanwhile is never chmod-ed.
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            os.fchmod(fd, mode)
+        finally:
+            os.close(fd)
+
+
+def _is_group_shared(parent: Path) -> bool:
+    try:
+        return bool(parent.stat().st_mode & stat.S_ISGID)
+    except OSError:
+        return False
+
+
+def _verify(path: Path) -> None:
+    try:
+        st = os.lstat(path)
+    except OSError as exc:
+        message = f"{path}: cannot inspect the directory: {exc.strerror}"
+        raise UnsafeDirectoryError(message, path) from exc
+    if stat.S_ISLNK(st.st_mode):
+        raise UnsafeDirectoryError(
+            f"{path} is a symbolic link; cronctl does not follow a link at the last component "
+            f"of its state or lock directory. Point the setting at the real directory "
+            f"({os.path.realpath(path)}) instead.",
+            path,
+        )
+    if not stat.S_ISDIR(st.st_mode):
+        raise UnsafeDirectoryError(
+            f"{path} exists but is not a directory; remove it or choose another path.", path
+        )
+    if st.st_mode & stat.S_IWOTH and not st.st_mode & stat.S_ISVTX:
+        raise UnsafeDirectoryError(
+            f"{path} is world-writable without the sticky bit, so any user could replace "
+            f"cronctl's locks and claims; run `chmod o-w {path}` (or `chmod +t {path}`).",
+            path,
+        )
+    euid = os.geteuid()
+    if st.st_uid not in (0, euid):
+        raise UnsafeDirectoryError(
+            f"{path} is owned by uid {st.st_uid}, not by root or by the user running cronctl "
+            f"(uid {euid}); run cronctl as that user, `chown {euid} {path}`, "
+            f"or choose another directory.",
+            path,
+        )
+
+
+def open_nofollow(path: Path, flags: int, mode: int = 0o600) -> int:
+    """Open a file in a cronctl directory; refuse a symlink or anything but a regular file.
+
+    ``O_NOFOLLOW`` keeps a planted symlink from redirecting a write; ``O_NONBLOCK`` keeps a
+    planted FIFO from hanging the run (it has no effect on regular files). The descriptor is
+    close-on-exec.
+
+    :raises UnsafeDirectoryError: ``path`` is a symlink, FIFO, device or directory.
+    :raises OSError: any other failure to open.
+    """
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, mode)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise _planted(path, "a symbolic link") from exc
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise _planted(path, "not a regular file")
+    return fd
+
+
+def _planted(path: Path, what: str) -> UnsafeDirectoryError:
+    return UnsafeDirectoryError(
+        f"{path} is {what}; cronctl never creates one there, so something else did. "
+        f"Remove it and check who can write to {path.parent}.",
+        path.parent,
+    )
+
+
+def write_atomic(path: Path, data: bytes, mode: int = 0o600, *, durable: bool = True) -> None:
+    """Replace ``path`` with ``data`` all at once: readers see the old file or the new one.
+
+    The data goes to a uniquely named temporary file beside ``path`` (``O_EXCL|O_NOFOLLOW``),
+    which is then renamed over it; rename replaces a symlink at ``path`` rather than writing
+    through it. ``durable`` fsyncs the file and the directory, so the change survives a crash.
+    """
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            if durable:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        tmp.replace(path)
+    except BaseException:
+        with suppress(OSError):
+            tmp.unlink()
+        raise
+    if durable:
+        fsync_dir(path.parent)
+
+
+def fsync_dir(directory: Path) -> None:
+    """Flush a directory's entries (a create, rename or unlink) to disk; best effort.
+
+    Some file systems refuse fsync on a directory; the file itself is already written by
+    then, so failing the run over it would lose more than it protects.
+    """
+    with suppress(OSError):
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+@dataclass(frozen=True, slots=True)
+class Mount:
+    """One line of ``/proc/self/mountinfo``: where it is mounted, its type, and what it mounts."""
+
+    mount_point: str
+    fstype: str
+    source: str
+
+
+# The kernel escapes space, tab, newline and backslash in mountinfo as three octal digits.
+_OCTAL_ESCAPE = re.compile(rb"\\([0-7]{3})")
+
+
+def _unescape(field: str) -> str:
+    raw = os.fsencode(field)
+    decoded = _OCTAL_ESCAPE.sub(lambda m: bytes([int(m.group(1), 8)]), raw)
+    return os.fsdecode(decoded)
+
+
+def parse_mountinfo(text: str) -> list[Mount]:
+    """Parse the text of ``/proc/self/mountinfo`` into mounts, in file order.
+
+    The format (proc(5)) is ``ID PARENT MAJ:MIN ROOT MOUNT_POINT OPTIONS [OPTIONAL...] - FSTYPE
+    SOURCE SUPER_OPTIONS``; the optional fields (``shared:1``, ``master:2``...) vary in
+    number, so the ``-`` separator is what splits the line. Lines that do not follow the
+    format are skipped rather than fatal: the probe only feeds a warning.
+    """
+    mounts: list[Mount] = []
+    for line in text.splitlines():
+        fields = line.split(" ")
+        try:
+            separator = fields.index("-", 6)
+        except ValueError:
+            continue
+        if len(fields) <= separator + 1:
+            continue
+        mount_point = _unescape(fields[4])
+        fstype = fields[separator + 1]
+        source = _unescape(fields[separator + 2]) if len(fields) > separator + 2 else ""
+        mounts.append(Mount(mount_point=mount_point, fstype=fstype, source=source))
+    return mounts
+
+
+def filesystem_type(path: Path, mountinfo: str | None = None) -> str:
+    """Return the type of the file system holding ``path`` (``"ext4"``, ``"nfs4"``...).
+
+    The path is resolved first (it need not exist yet), then matched against the longest mount
+    point that contains it; when several mounts share that mount point, the last one listed is
+    the one on top. ``mountinfo`` is the text to use; when omitted, ``/proc/self/mountinfo`` is
+    read. Returns ``"unknown"`` when the table cannot be read or nothing matches (not Linux).
+    """
+    if mountinfo is None:
+        try:
+            mountinfo = MOUNTINFO_PATH.read_text(encoding="utf-8", errors="surrogateescape")
+        except OSError:
+            return "unknown"
+    target = str(Path(path).resolve())
+    best: Mount | None = None
+    for mount in parse_mountinfo(mountinfo):
+        if not _contains(mount.mount_point, target):
+            continue
+        if best is None or len(mount.mount_point) >= len(best.mount_point):
+            best = mount
+    return best.fstype if best is not None else "unknown"
+
+
+def _contains(mount_point: str, target: str) -> bool:
+    if mount_point == "/":
+        return target.startswith("/")
+    return target == mount_point or target.startswith(mount_point.rstrip("/") + "/")
+
+
+# Shared means: several machines can mount it and an O_EXCL create is decided in one place
+# (the server or the cluster's lock manager), which is what on_one_server's claims rely on.
+# Doubtful cases are left out on purpose, because a wrong "shared" silences the warning about
+# double runs while a wrong "local" only asks the operator to write `lock_dir_shared = true`:
+#   - fuse.sshfs: usually one developer's view of one server, with client-side attribute caches;
+#   - 9p and virtiofs: a host directory shown to its own VMs or WSL, normally one machine.
+_SHARED_FSTYPES = frozenset(
+    {
+        "nfs",
+        "nfs4",
+        "cifs",
+        "smb3",
+        "smbfs",
+        "ceph",
+        "fuse.ceph-fuse",
+        "glusterfs",
+        "fuse.glusterfs",
+        "lustre",
+        "gpfs",
+        "beegfs",
+        # Cluster file systems on shared block devices, with a distributed lock manager.
+        "ocfs2",
+        "gfs2",
+    }
+)
+
+
+def is_shared_fstype(fstype: str) -> bool:
+    """Whether a file system type is one that several machines share (nfs, cifs, ceph, ...).
+
+    Local types (ext4, xfs, btrfs, tmpfs, overlay, zfs) and anything unrecognised are not.
+    """
+    return fstype.lower() in _SHARED_FSTYPES

@@ -1,0 +1,120 @@
+"""Use cases behind the commands. Each takes plain values (and the time), returns a dataclass.
+
+The CLI turns flags into arguments and a result into text; nothing here prints.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from cronctl.core.analysis import schedule_warnings
+from cronctl.core.cronexpr import minute_floor, parse_cron
+from cronctl.core.model import Problem, Schedule, Task
+from cronctl.core.zones import next_occurrence, parse_zone
+from cronctl.errors import UsageError
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """`cronctl check`: every problem, errors first."""
+
+    problems: list[Problem]
+    strict: bool = False
+
+    @property
+    def ok(self) -> bool:
+        """No errors (and, under --strict, no warnings either)."""
+        if self.strict:
+            return not self.problems
+        return not any(p.severity == "error" for p in self.problems)
+
+
+@dataclass(frozen=True)
+class TaskRow:
+    """One row of `cronctl list`."""
+
+    task: Task
+    next_run: datetime | None
+    paused: bool
+    last_run: dict[str, object] | None = None
+
+
+@dataclass(frozen=True)
+class ListResult:
+    """`cronctl list`: the good tasks and then the problems."""
+
+    rows: list[TaskRow]
+    problems: list[Problem]
+
+
+@dataclass(frozen=True)
+class NextResult:
+    """`cronctl next`: the next occurrences of a task or an ad-hoc expression."""
+
+    task: str | None
+    expression: str
+    timezone: str
+    occurrences: list[datetime]
+
+
+@dataclass(frozen=True)
+class DueResult:
+    """`cronctl due`: the tasks whose schedule names this minute."""
+
+    at: datetime
+    due: list[str] = field(default_factory=list)
+
+
+def check(schedule: Schedule, now: datetime, extra: list[Problem], strict: bool) -> CheckResult:
+    """Validate everything, execute nothing: the loader's problems plus calendar warnings."""
+    problems = list(schedule.problems) + schedule_warnings(schedule, now) + extra
+    problems.sort(key=lambda p: (p.severity != "error", p.file, p.line or 0))
+    return CheckResult(problems, strict)
+
+
+def list_tasks(schedule: Schedule, now: datetime, extra: list[Problem]) -> ListResult:
+    """Every good task with its next run; then the problems (errors and warnings)."""
+    rows = [TaskRow(t, t.next_run(now), t.paused) for t in schedule.tasks]
+    problems = list(schedule.problems) + schedule_warnings(schedule, now) + extra
+    return ListResult(rows, problems)
+
+
+def next_for_task(schedule: Schedule, name: str, after: datetime, count: int) -> NextResult:
+    """The next `count` runs of a task from the schedule."""
+    try:
+        task = schedule.task(name)
+    except KeyError:
+        known = ", ".join(t.name for t in schedule.tasks[:10])
+        raise UsageError(f"no task named {name!r}; tasks: {known or '(none)'}") from None
+    return NextResult(task.name, task.schedule, task.zone.name, task.next_runs(after, count))
+
+
+def next_for_expression(expression: str, zone_name: str, after: datetime, count: int) -> NextResult:
+    """The next `count` runs of an ad-hoc expression in a zone."""
+    expr = parse_cron(expression)
+    zone = parse_zone(zone_name)
+    runs: list[datetime] = []
+    cursor = after
+    for _ in range(count):
+        cursor = next_occurrence(expr, zone, cursor)
+        runs.append(cursor)
+    return NextResult(None, expr.text, zone.name, runs)
+
+
+def due(schedule: Schedule, now: datetime) -> DueResult:
+    """The names of the tasks due in the minute of `now` (no state, no locks)."""
+    minute = minute_floor(now)
+    return DueResult(minute, [t.name for t in schedule.due(minute)])
+
+
+def init(path: Path, force: bool) -> Path:
+    """Write the commented starter file; never overwrite one without `force`."""
+    from importlib.resources import files
+
+    if path.exists() and not force:
+        raise UsageError(f"{path} already exists; pass --force to overwrite it")
+    text = files("cronctl").joinpath("data/starter.toml").read_text(encoding="utf-8")
+    path.write_text(text, encoding="utf-8")
+    return path
