@@ -18,7 +18,7 @@ from cronctl.core.values import parse_duration
 from cronctl.core.zones import Zone, parse_zone
 from cronctl.errors import CronSyntaxError, DurationError, ZoneError
 
-NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$")
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,99}")
 
 
 def _is_str(v: object) -> bool:
@@ -314,7 +314,7 @@ def _parse_task(
         checked = _check_value(key, value) if key in GUARD_KEYS else None
         if checked:
             report(key, checked[1], checked[0])
-    if isinstance(name, str) and not NAME_PATTERN.match(name):
+    if isinstance(name, str) and not NAME_PATTERN.fullmatch(name):
         report(
             "name",
             "bad-name",
