@@ -5,6 +5,8 @@ The CLI turns flags into arguments and a result into text; nothing here prints.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -118,3 +120,40 @@ def init(path: Path, force: bool) -> Path:
     text = files("cronctl").joinpath("data/starter.toml").read_text(encoding="utf-8")
     path.write_text(text, encoding="utf-8")
     return path
+
+
+def data_dirs(
+    schedule: Schedule, flag_state: Path | None, flag_lock: Path | None, env: Mapping[str, str]
+) -> tuple[Path, Path]:
+    """(state_dir, lock_dir): flag, environment, [cronctl] table, default (SPEC 2)."""
+    from cronctl.edge.paths import resolve_dirs
+
+    return resolve_dirs(
+        flag_state=flag_state,
+        flag_lock=flag_lock,
+        env=env,
+        file_state=schedule.settings.state_dir,
+        file_lock=schedule.settings.lock_dir,
+        is_root=os.geteuid() == 0,
+    )
+
+
+def lock_dir_warning(schedule: Schedule, lock_dir: Path) -> Problem | None:
+    """A warning when on_one_server tasks rely on a lock_dir that only this machine sees."""
+    tasks = [t for t in schedule.tasks if t.on_one_server]
+    if not tasks or schedule.settings.lock_dir_shared:
+        return None
+    from cronctl.edge.paths import filesystem_type, is_shared_fstype
+
+    fstype = filesystem_type(lock_dir)
+    if is_shared_fstype(fstype):
+        return None
+    names = ", ".join(t.name for t in tasks)
+    first = tasks[0]
+    return Problem(
+        str(first.source), first.line, None, "warning", "lock-dir-not-shared",
+        f"lock_dir {lock_dir} is on {fstype}, which only this machine sees, so on_one_server "
+        f"({names}) holds only here; point lock_dir at a shared mount (NFS, CIFS, CephFS, ...) "
+        "or set lock_dir_shared = true in [cronctl] if it is shared in a way cronctl cannot "
+        "detect",
+    )

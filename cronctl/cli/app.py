@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, NoReturn
@@ -42,6 +43,16 @@ NowOpt = Annotated[
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON (stable keys, UTC times).")]
+StateOpt = Annotated[
+    Path | None,
+    typer.Option("--state-dir", help="History and scheduler state (default: see README).",
+                 show_default=False),
+]
+LockOpt = Annotated[
+    Path | None,
+    typer.Option("--lock-dir", help="Locks, claims and pauses (default: STATE_DIR/locks).",
+                 show_default=False),
+]
 
 
 def _version(value: bool) -> None:
@@ -94,6 +105,16 @@ def fail_on_errors(schedule: object) -> None:
         )
 
 
+def _lock_dir_problems(schedule: object, state_dir: Path | None, lock_dir: Path | None) -> list:  # type: ignore[type-arg]
+    from cronctl import service
+    from cronctl.core.model import Schedule
+
+    assert isinstance(schedule, Schedule)
+    _, locks = service.data_dirs(schedule, state_dir, lock_dir, os.environ)
+    warning = service.lock_dir_warning(schedule, locks)
+    return [warning] if warning else []
+
+
 @app.command()
 def check(
     file: FileOpt = None,
@@ -102,6 +123,8 @@ def check(
         str, typer.Option("--format", help="text, json or github (workflow annotations).")
     ] = "text",
     now: NowOpt = None,
+    state_dir: StateOpt = None,
+    lock_dir: LockOpt = None,
 ) -> None:
     """Validate the schedule files; execute nothing. Exit 1 when problems are found."""
     from cronctl import service
@@ -110,19 +133,27 @@ def check(
     if fmt not in ("text", "json", "github"):
         raise UsageError(f"--format {fmt!r}: use text, json or github")
     schedule = load_schedule(file)
-    result = service.check(schedule, parse_instant(now), [], strict)
+    extra = _lock_dir_problems(schedule, state_dir, lock_dir)
+    result = service.check(schedule, parse_instant(now), extra, strict)
     render_check(result, fmt, len(schedule.tasks), len(schedule.files))
     raise typer.Exit(0 if result.ok else 1)
 
 
 @app.command("list")
-def list_(file: FileOpt = None, as_json: JsonOpt = False, now: NowOpt = None) -> None:
+def list_(
+    file: FileOpt = None,
+    as_json: JsonOpt = False,
+    now: NowOpt = None,
+    state_dir: StateOpt = None,
+    lock_dir: LockOpt = None,
+) -> None:
     """Show every task with its schedule, next run and guards; then the problems."""
     from cronctl import service
     from cronctl.cli.render import render_list
 
     schedule = load_schedule(file)
-    result = service.list_tasks(schedule, parse_instant(now), [])
+    extra = _lock_dir_problems(schedule, state_dir, lock_dir)
+    result = service.list_tasks(schedule, parse_instant(now), extra)
     render_list(result, as_json)
     if schedule.errors:
         raise typer.Exit(2)
@@ -172,6 +203,99 @@ def init(
 
     written = service.init(path, force)
     print(f"wrote {written}; check it with: cronctl check -f {written}", file=sys.stderr)
+
+
+@app.command()
+def run(
+    file: FileOpt = None,
+    now: NowOpt = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Say what would run and why not; run nothing.")
+    ] = False,
+    verbose: Annotated[bool, typer.Option("-v", "--verbose", help="Print every run.")] = False,
+    strict: Annotated[
+        bool, typer.Option("--strict", help="Refuse on_one_server over a local lock_dir.")
+    ] = False,
+    as_json: JsonOpt = False,
+    state_dir: StateOpt = None,
+    lock_dir: LockOpt = None,
+) -> None:
+    """Run what is due now (call it from cron every minute). Exit 1 if a task failed."""
+    from cronctl.cli.render import render_run
+
+    schedule = load_schedule(file)
+    fail_on_errors(schedule)
+    instant = parse_instant(now)
+    ctx = _run_context(schedule, state_dir, lock_dir, strict, dry_run)
+    if now is not None:
+        # A pretended time holds for the whole run: leases and grace are judged by it too.
+        ctx = replace(ctx, clock=lambda: instant)
+    from cronctl.execute import run_once
+
+    report = run_once(schedule, instant, ctx)
+    render_run(report, as_json, verbose)
+    raise typer.Exit(1 if report.failed else 0)
+
+
+def _run_context(schedule, state_dir, lock_dir, strict, dry_run):  # type: ignore[no-untyped-def]
+    from cronctl import service
+    from cronctl.execute import RunContext, real_clock
+
+    states, locks = service.data_dirs(schedule, state_dir, lock_dir, os.environ)
+    warning = service.lock_dir_warning(schedule, locks)
+    if warning is not None:
+        production = os.environ.get("CRONCTL_ENV") == "production"
+        if strict or production:
+            from cronctl.errors import LockDirNotSharedError
+
+            why = "--strict" if strict else "CRONCTL_ENV=production"
+            raise LockDirNotSharedError(f"refusing to run ({why}): {warning.message}")
+        print(f"cronctl: warning: {warning.message}", file=sys.stderr)
+    return RunContext(
+        state_dir=states,
+        lock_dir=locks,
+        host=os.uname().nodename,
+        pid=os.getpid(),
+        env=dict(os.environ),
+        clock=real_clock,
+        dry_run=dry_run,
+        max_parallel=schedule.settings.max_parallel,
+    )
+
+
+@app.command()
+def work(
+    file: FileOpt = None,
+    grace: Annotated[
+        float, typer.Option("--grace", help="Seconds to wait for running tasks on SIGTERM.")
+    ] = 30.0,
+    verbose: Annotated[bool, typer.Option("-v", "--verbose", help="Print every run.")] = False,
+    strict: Annotated[
+        bool, typer.Option("--strict", help="Refuse on_one_server over a local lock_dir.")
+    ] = False,
+    state_dir: StateOpt = None,
+    lock_dir: LockOpt = None,
+) -> None:
+    """Stay in the foreground and run what is due at the start of every minute."""
+    from cronctl.cli.render import render_run
+    from cronctl.edge.files import load_paths, schedule_paths
+    from cronctl.work import Worker
+
+    schedule = load_schedule(file)
+    fail_on_errors(schedule)
+    ctx = _run_context(schedule, state_dir, lock_dir, strict, False)
+
+    def paths() -> list[Path]:
+        return schedule_paths(file, os.environ)
+
+    worker = Worker(
+        load=lambda: load_paths(paths()),
+        paths=paths,
+        ctx=ctx,
+        report=lambda report: render_run(report, False, verbose),
+        grace_s=grace,
+    )
+    raise typer.Exit(worker.serve())
 
 
 def _die(message: str, code: int = 2) -> NoReturn:

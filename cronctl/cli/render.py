@@ -167,3 +167,50 @@ def render_due(result: DueResult, as_json: bool) -> None:
         return
     for name in result.due:
         print(name)
+
+
+def run_json(row: Any, dry_run: bool = False) -> dict[str, Any]:
+    """RUN of SPEC 3."""
+    return {
+        "id": None if dry_run else row.id,
+        "task": row.task,
+        "occurrence": format_utc(row.occurrence),
+        "outcome": row.outcome,
+        "exit_code": row.exit_code,
+        "started": format_utc(row.started) if row.started else None,
+        "duration_s": row.duration_s,
+    }
+
+
+def render_run(report: Any, as_json: bool, verbose: bool) -> None:
+    """`run`: quiet on success; failures with their output tail on stderr (what cron mails)."""
+    if as_json:
+        emit_json({
+            "now": format_utc(report.now),
+            "runs": [run_json(r, report.dry_run) for r in report.runs],
+        })
+    elif verbose or report.dry_run:
+        for row in report.runs:
+            print(_run_line(row), flush=True)
+    for row in report.failed:
+        _failure(row)
+
+
+def _run_line(row: Any) -> str:
+    took = f" {row.duration_s:.2f}s" if row.duration_s is not None else ""
+    code = f" exit {row.exit_code}" if row.exit_code is not None and row.exit_code != 0 else ""
+    note = f" ({row.message})" if row.message and row.outcome != "ok" else ""
+    return f"{format_utc(row.occurrence)}  {row.task}  {row.outcome}{code}{took}{note}"
+
+
+def _failure(row: Any) -> None:
+    what = {"failed": f"failed (exit {row.exit_code})", "timeout": "timed out",
+            "error": "could not run"}.get(row.outcome, row.outcome)
+    took = f" after {row.duration_s:.1f}s" if row.duration_s is not None else ""
+    lines = [f"cronctl: task {row.task} {what} for {format_utc(row.occurrence)}{took}"]
+    if row.message:
+        lines.append(f"  {row.message}")
+    if row.log_path:
+        lines.append(f"  log: {row.log_path}")
+    lines.extend(f"  | {line}" for line in (row.tail or "").rstrip("\n").splitlines())
+    print("\n".join(lines), file=sys.stderr, flush=True)

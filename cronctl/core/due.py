@@ -1,0 +1,139 @@
+"""What a run at time T must deal with: the occurrences in (last, T] and the misfire policy.
+
+Pure: the caller passes the task, what this machine last dealt with, and T.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from cronctl.core.cronexpr import minute_floor
+from cronctl.core.model import Task
+
+MINUTE = timedelta(minutes=1)
+CATCH_UP_LIMIT = 100
+COUNT_LIMIT = 1000
+# Occurrences recorded one by one in history; beyond this only the count grows.
+MISSED_ROWS = 100
+# Up to this wide a window, minutes are tested one by one (no croniter import).
+_SCAN_LIMIT = timedelta(hours=3)
+
+
+@dataclass(frozen=True, slots=True)
+class Previous:
+    """What this machine remembers of a task: the last occurrence dealt with, and its schedule."""
+
+    fingerprint: str
+    last_occurrence: datetime
+    done: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """The decision for one task at one run."""
+
+    task: Task
+    run: list[datetime] = field(default_factory=list)
+    missed: list[datetime] = field(default_factory=list)
+    missed_count: int = 0
+    last_occurrence: datetime | None = None
+    done: bool = False
+    restarted: bool = False
+    clock_behind: timedelta | None = None
+
+
+def plan(task: Task, previous: Previous | None, now: datetime) -> Plan:
+    """Occurrences to run and to record as missed, and the new remembered state."""
+    minute = minute_floor(now)
+    restarted = previous is None or previous.fingerprint != task.fingerprint
+    if restarted or previous is None:
+        # First sight (or a changed schedule): this minute counts, earlier ones never do.
+        last = minute - MINUTE
+        done = False
+    else:
+        last, done = previous.last_occurrence, previous.done
+    if minute <= last:
+        # The clock went back: never deal with an occurrence twice; wait for it to catch up.
+        behind = last - minute
+        return Plan(task, last_occurrence=last, done=done, clock_behind=behind or None)
+    if done:
+        return Plan(task, last_occurrence=minute, done=True, restarted=restarted)
+    found, count = occurrences(task, last, minute)
+    to_run, missed = _apply_policy(task, found, minute)
+    missed_count = count - len(to_run)
+    return Plan(
+        task,
+        run=to_run,
+        missed=missed[-MISSED_ROWS:],
+        missed_count=missed_count,
+        last_occurrence=minute,
+        done=task.at is not None and task.at <= minute,
+        restarted=restarted,
+    )
+
+
+def _apply_policy(
+    task: Task, found: list[datetime], minute: datetime
+) -> tuple[list[datetime], list[datetime]]:
+    if not found:
+        return [], []
+    grace = task.misfire_grace
+    if task.misfire == "skip":
+        keep = [found[-1]] if found[-1] == minute else []
+    elif task.misfire == "catch-up":
+        keep = found[-CATCH_UP_LIMIT:]
+    else:
+        keep = [found[-1]]
+    if grace is not None:
+        keep = [t for t in keep if minute - t <= grace]
+    kept = set(keep)
+    return keep, [t for t in found if t not in kept]
+
+
+def occurrences(task: Task, last: datetime, minute: datetime) -> tuple[list[datetime], int]:
+    """Occurrences in (last, minute]: a list (the newest ones when there are many) and a count.
+
+    The count is exact up to COUNT_LIMIT; beyond that it is estimated from the schedule's
+    period, and the list holds the newest CATCH_UP_LIMIT occurrences plus the first ones.
+    """
+    if task.cron is None:
+        assert task.at is not None
+        return ([task.at], 1) if last < task.at <= minute else ([], 0)
+    if minute - last <= _SCAN_LIMIT:
+        found = []
+        probe = last + MINUTE
+        while probe <= minute:
+            if task.fires_at(probe):
+                found.append(probe)
+            probe += MINUTE
+        return found, len(found)
+    first = _forward(task, last, minute, COUNT_LIMIT + 1)
+    if len(first) <= COUNT_LIMIT:
+        return first, len(first)
+    period = (first[-1] - first[0]) / (len(first) - 1)
+    newest = _newest(task, max(last, first[-1]), minute)
+    estimate = len(first) + round((minute - first[-1]) / period)
+    return first[:MISSED_ROWS] + [t for t in newest if t > first[-1]], estimate
+
+
+def _forward(task: Task, last: datetime, minute: datetime, limit: int) -> list[datetime]:
+    found: list[datetime] = []
+    cursor = last
+    while len(found) < limit:
+        nxt = task.next_run(cursor)
+        if nxt is None or nxt > minute:
+            break
+        found.append(nxt)
+        cursor = nxt
+    return found
+
+
+def _newest(task: Task, floor: datetime, minute: datetime) -> list[datetime]:
+    """The newest CATCH_UP_LIMIT occurrences in (floor, minute], searched back in widening steps."""
+    for span in (timedelta(hours=6), timedelta(days=2), timedelta(days=60), timedelta(days=800)):
+        start = max(floor, minute - span)
+        found = _forward(task, start, minute, COUNT_LIMIT * 10)
+        if len(found) >= CATCH_UP_LIMIT or start == floor:
+            return found[-CATCH_UP_LIMIT:]
+    return _forward(task, floor, minute, COUNT_LIMIT * 10)[-CATCH_UP_LIMIT:]

@@ -1,0 +1,332 @@
+"""`cronctl run`: plan the window, then for each due occurrence, in this order (SPEC 4.1):
+paused, when/skip conditions, on_one_server claim, without_overlapping lock, run.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sys
+import threading
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from cronctl.core.due import Plan, Previous, plan
+from cronctl.core.model import Schedule, Task, format_duration, format_utc
+from cronctl.edge import locks, runner
+from cronctl.edge.paths import ensure_private_dir
+from cronctl.edge.store import RunRow, Store, TaskState
+
+CONDITION_TIMEOUT_S = 30.0
+LOG_RETENTION = timedelta(days=14)
+HISTORY_RETENTION = timedelta(days=90)
+FAILED = ("failed", "timeout", "error")
+
+
+class Tracker:
+    """The commands running right now, so `cronctl work` can forward a signal to them."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running: set[runner.RunningCommand] = set()
+
+    def add(self, command: runner.RunningCommand) -> None:
+        """Remember a started command."""
+        with self._lock:
+            self._running.add(command)
+
+    def discard(self, command: runner.RunningCommand) -> None:
+        """Forget a finished command."""
+        with self._lock:
+            self._running.discard(command)
+
+    def signal_all(self, sig: int) -> int:
+        """Send `sig` to every running command's process group; return how many."""
+        with self._lock:
+            running = list(self._running)
+        for command in running:
+            command.signal(sig)
+        return len(running)
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """Where and as whom a run happens, and how to tell the time."""
+
+    state_dir: Path
+    lock_dir: Path
+    host: str
+    pid: int
+    env: Mapping[str, str]
+    clock: Callable[[], datetime]
+    dry_run: bool = False
+    max_parallel: int = 8
+    tracker: Tracker | None = None
+    warn: Callable[[str], None] = field(default=lambda message: print(message, file=sys.stderr))
+
+
+@dataclass(frozen=True)
+class RunReport:
+    """`cronctl run`: every occurrence dealt with in this run, in order."""
+
+    now: datetime
+    runs: list[RunRow]
+    dry_run: bool = False
+
+    @property
+    def failed(self) -> list[RunRow]:
+        """The runs that failed, timed out or could not start."""
+        return [r for r in self.runs if r.outcome in FAILED]
+
+
+def new_run_id(occurrence: datetime) -> str:
+    """Sortable and unique: the occurrence's minute and six random hex digits."""
+    return f"{occurrence:%Y%m%dT%H%MZ}-{secrets.token_hex(3)}"
+
+
+def run_once(schedule: Schedule, now: datetime, ctx: RunContext) -> RunReport:
+    """Plan every task's window at `now`, record it, then run what is due."""
+    ensure_private_dir(ctx.state_dir)
+    ensure_private_dir(ctx.lock_dir)
+    paused = locks.paused_tasks(ctx.lock_dir)
+    with Store.open(ctx.state_dir) as store:
+        if ctx.dry_run:
+            try:
+                _plan_all(store, schedule, now, paused, ctx)
+            except _DryRunRollback as dry:
+                runs = [_dry_outcome(row, dry.plans[row.task].task, ctx) for row in dry.rows]
+                return RunReport(now, runs, dry_run=True)
+        _recover(store, ctx)
+        plans, rows = _plan_all(store, schedule, now, paused, ctx)
+        pending = [r for r in rows if r.outcome == "pending"]
+        by_task: dict[str, list[RunRow]] = {}
+        for row in pending:
+            by_task.setdefault(row.task, []).append(row)
+        results: dict[str, RunRow] = {r.id: r for r in rows}
+        workers = max(1, min(ctx.max_parallel, len(by_task)))
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            futures = [
+                pool.submit(_run_task, store, plans[name].task, task_rows, ctx)
+                for name, task_rows in by_task.items()
+            ]
+            for future in futures:
+                for row in future.result():
+                    results[row.id] = row
+        if now.minute == 0:
+            _sweep(store, ctx, now)
+    return RunReport(now, list(results.values()))
+
+
+def _plan_all(
+    store: Store, schedule: Schedule, now: datetime, paused: Mapping[str, object], ctx: RunContext
+) -> tuple[dict[str, Plan], list[RunRow]]:
+    """One transaction: read each task's window, decide, record the decisions."""
+    plans: dict[str, Plan] = {}
+    rows: list[RunRow] = []
+    with store.transaction() as tx:
+        for task in schedule.tasks:
+            state = tx.get_state(task.name)
+            previous = (
+                Previous(state.fingerprint, state.last_occurrence, state.done) if state else None
+            )
+            decided = plan(task, previous, now)
+            plans[task.name] = decided
+            if decided.clock_behind and decided.clock_behind > timedelta(minutes=5):
+                ctx.warn(
+                    f"cronctl: warning: task {task.name}: the clock is "
+                    f"{decided.clock_behind} behind the last occurrence dealt with "
+                    f"({format_utc(decided.last_occurrence or now)}); nothing runs twice, so it "
+                    "waits for the clock to catch up"
+                )
+            outcome = "skipped: paused" if task.paused or task.name in paused else "pending"
+            for when in decided.missed:
+                rows.append(_row(task, when, "missed", ctx))
+            for when in decided.run:
+                rows.append(_row(task, when, outcome, ctx))
+            if ctx.dry_run:
+                continue
+            for row in rows[len(rows) - len(decided.missed) - len(decided.run) :]:
+                tx.add_run(row)
+            if decided.last_occurrence is not None:
+                missed_total = (state.missed_total if state and not decided.restarted else 0)
+                tx.put_state(
+                    TaskState(
+                        task.name,
+                        task.fingerprint,
+                        decided.last_occurrence,
+                        missed_total + decided.missed_count,
+                        decided.done,
+                    )
+                )
+        if ctx.dry_run:
+            raise _DryRunRollback(plans, rows)
+    return plans, rows
+
+
+class _DryRunRollback(Exception):
+    """Leaves the planning transaction without writing anything (for --dry-run)."""
+
+    def __init__(self, plans: dict[str, Plan], rows: list[RunRow]) -> None:
+        super().__init__("dry run")
+        self.plans = plans
+        self.rows = rows
+
+
+def _row(task: Task, when: datetime, outcome: str, ctx: RunContext) -> RunRow:
+    return RunRow(
+        id=new_run_id(when), task=task.name, occurrence=when, outcome=outcome,
+        host=ctx.host, pid=ctx.pid,
+    )
+
+
+def _run_task(store: Store, task: Task, rows: list[RunRow], ctx: RunContext) -> list[RunRow]:
+    """The occurrences of one task, oldest first, one at a time (catch-up never overlaps)."""
+    done: list[RunRow] = []
+    for row in rows:
+        try:
+            result = _run_occurrence(task, row, ctx)
+        except Exception as exc:  # noqa: BLE001 - one task's trouble must not stop the others
+            result = replace(row, outcome="error", message=f"cronctl: {exc}")
+        fields = {k: getattr(result, k) for k in _RESULT_FIELDS}
+        store.update_run(row.id, **fields)
+        done.append(result)
+    return done
+
+
+_RESULT_FIELDS = (
+    "outcome", "exit_code", "started", "ended", "duration_s", "log_path", "tail", "message",
+)
+
+
+def _run_occurrence(task: Task, row: RunRow, ctx: RunContext) -> RunRow:
+    now = ctx.clock()
+    if task.misfire_grace is not None and now - row.occurrence > task.misfire_grace:
+        return replace(row, outcome="missed", message="older than misfire_grace when it came up")
+    env = _task_env(task, row, ctx)
+    if not _conditions_pass(task, env):
+        return replace(row, outcome="skipped: condition")
+    if task.on_one_server and not locks.claim_occurrence(
+        ctx.lock_dir, task.name, row.occurrence, host=ctx.host, pid=ctx.pid, now=now
+    ):
+        return replace(row, outcome="skipped: another server")
+    lock = None
+    if task.without_overlapping:
+        attempt = locks.try_overlap_lock(
+            ctx.lock_dir, task.name, lease=task.overlap_lease, now=now, host=ctx.host, pid=ctx.pid
+        )
+        if not attempt.may_run:
+            holder = f" ({attempt.holder.describe()})" if attempt.holder else ""
+            return replace(row, outcome="skipped: still running", message=f"held{holder}")
+        if attempt.status == "overtaken":
+            holder = attempt.holder.describe() if attempt.holder else "an unknown run"
+            ctx.warn(
+                f"cronctl: warning: task {task.name}: the run by {holder} has held its "
+                f"overlap lock longer than the {format_duration(task.overlap_lease or timedelta(0))} lease; treating it as stuck "
+                "and running anyway"
+            )
+        lock = attempt.lock
+    try:
+        return _execute(task, row, env, ctx, lock.fd if lock else None)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _execute(
+    task: Task, row: RunRow, env: dict[str, str], ctx: RunContext, lock_fd: int | None
+) -> RunRow:
+    log_dir = ensure_private_dir(ctx.state_dir / "logs" / task.name)
+    log_path = log_dir / f"{row.id}.log"
+    spec = runner.RunSpec(
+        command=task.command, shell=task.shell, workdir=task.workdir, env=env,
+        timeout=task.timeout, log_path=log_path,
+        pass_fds=(lock_fd,) if lock_fd is not None else (),
+    )
+    running = runner.start(spec)
+    if ctx.tracker is not None:
+        ctx.tracker.add(running)
+    try:
+        result = running.wait()
+    finally:
+        if ctx.tracker is not None:
+            ctx.tracker.discard(running)
+    return replace(
+        row,
+        outcome=result.outcome,
+        exit_code=result.exit_code,
+        started=result.started,
+        ended=result.ended,
+        duration_s=result.duration_s,
+        log_path=str(log_path),
+        tail=result.tail,
+        message=result.message,
+    )
+
+
+def _task_env(task: Task, row: RunRow, ctx: RunContext) -> dict[str, str]:
+    env = dict(ctx.env)
+    env.update(task.env)
+    env["CRONCTL_TASK"] = task.name
+    env["CRONCTL_OCCURRENCE"] = format_utc(row.occurrence)
+    env["CRONCTL_RUN_ID"] = row.id
+    return env
+
+
+def _conditions_pass(task: Task, env: dict[str, str]) -> bool:
+    def holds(command: str) -> bool:
+        return runner.run_condition(
+            command, shell=task.shell, workdir=task.workdir, env=env, timeout_s=CONDITION_TIMEOUT_S
+        )
+
+    if task.when is not None and not holds(task.when):
+        return False
+    return not (task.skip is not None and holds(task.skip))
+
+
+def _dry_outcome(row: RunRow, task: Task, ctx: RunContext) -> RunRow:
+    """What would happen, found without running anything or taking any claim or lock."""
+    if row.outcome != "pending":
+        return row
+    if task.on_one_server and locks.claim_exists(ctx.lock_dir, task.name, row.occurrence):
+        return replace(row, outcome="skipped: another server")
+    if task.without_overlapping and locks.overlap_held(ctx.lock_dir, task.name):
+        return replace(row, outcome="skipped: still running")
+    note = " (conditions not evaluated)" if task.when or task.skip else ""
+    return replace(row, outcome="would run", message=f"dry run{note}")
+
+
+def _recover(store: Store, ctx: RunContext) -> None:
+    """Rows left pending/running by a cronctl process that died are closed honestly."""
+    for row in store.unfinished_runs(ctx.host):
+        if row.pid is not None and row.pid != ctx.pid and _alive(row.pid):
+            continue
+        message = "cronctl died before this run finished; its outcome is unknown"
+        if row.outcome == "pending":
+            message = "cronctl died before starting this run; it did not run"
+        store.update_run(row.id, outcome="error", message=message)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _sweep(store: Store, ctx: RunContext, now: datetime) -> None:
+    """Hourly housekeeping: old claims, logs and history rows."""
+    locks.sweep_claims(ctx.lock_dir, now=now)
+    runner.sweep_logs(ctx.state_dir / "logs", now=now, max_age=LOG_RETENTION)
+    store.prune(now - HISTORY_RETENTION)
+
+
+def real_clock() -> datetime:
+    """The machine's clock, in UTC."""
+    return datetime.now(UTC)
+

@@ -1,0 +1,149 @@
+"""`cronctl work`: one foreground process that does what `run` does at every minute boundary."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from types import FrameType
+
+from cronctl.core.cronexpr import minute_floor
+from cronctl.core.model import Schedule
+from cronctl.errors import CronctlError
+from cronctl.execute import RunContext, RunReport, Tracker, run_once
+
+_MINUTE = timedelta(minutes=1)
+# Wake this long after the boundary: a tick at 08:59:59.999 would still see minute 08:59.
+_BOUNDARY_SLACK_S = 0.05
+
+
+@dataclass
+class _Watched:
+    """The schedule now in force and the file stamps it was read from."""
+
+    schedule: Schedule
+    stamps: dict[Path, tuple[int, int]]
+
+
+def file_stamps(paths: Sequence[Path]) -> dict[Path, tuple[int, int]]:
+    """(mtime_ns, size) per path; a file that vanished counts as a change."""
+    stamps: dict[Path, tuple[int, int]] = {}
+    for path in paths:
+        try:
+            info = path.stat()
+        except OSError:
+            stamps[path] = (-1, -1)
+            continue
+        stamps[path] = (info.st_mtime_ns, info.st_size)
+    return stamps
+
+
+class Worker:
+    """The loop: sleep to the boundary, reload if changed, start `run` in the background."""
+
+    def __init__(
+        self,
+        load: Callable[[], Schedule],
+        paths: Callable[[], list[Path]],
+        ctx: RunContext,
+        report: Callable[[RunReport], None],
+        grace_s: float = 30.0,
+    ) -> None:
+        self._load = load
+        self._paths = paths
+        self._ctx = replace(ctx, tracker=Tracker())
+        self._report = report
+        self._grace_s = grace_s
+        self._stop = threading.Event()
+        self._stop_signal: int | None = None
+        self._threads: list[threading.Thread] = []
+
+    def request_stop(self, signum: int, _frame: FrameType | None = None) -> None:
+        """Signal handler: stop starting tasks; the loop then forwards the signal."""
+        self._stop_signal = signum
+        self._stop.set()
+
+    def serve(self) -> int:
+        """Run until SIGTERM/SIGINT; return the exit code."""
+        watched = self._initial()
+        signal.signal(signal.SIGTERM, self.request_stop)
+        signal.signal(signal.SIGINT, self.request_stop)
+        _say(f"cronctl work: {len(watched.schedule.tasks)} tasks; waiting for the next minute")
+        while not self._stop.is_set():
+            boundary = minute_floor(datetime.now(UTC)) + _MINUTE
+            delay = (boundary - datetime.now(UTC)).total_seconds() + _BOUNDARY_SLACK_S
+            if self._stop.wait(max(0.0, delay)):
+                break
+            watched = self._reload(watched)
+            self._start(watched.schedule, boundary)
+        return self._shutdown()
+
+    def _initial(self) -> _Watched:
+        schedule = self._load()
+        if schedule.errors:
+            raise CronctlError(
+                f"{len(schedule.errors)} error(s) in the schedule; fix them (cronctl check) first"
+            )
+        return _Watched(schedule, file_stamps(self._paths()))
+
+    def _reload(self, watched: _Watched) -> _Watched:
+        """A changed file is read again; a broken edit is reported and the old schedule kept."""
+        try:
+            stamps = file_stamps(self._paths())
+        except CronctlError as exc:
+            _say(f"cronctl work: warning: {exc}; keeping the last good schedule")
+            return watched
+        if stamps == watched.stamps:
+            return watched
+        try:
+            schedule = self._load()
+        except CronctlError as exc:
+            schedule = None
+            problem = str(exc)
+        else:
+            problem = "; ".join(p.describe() for p in schedule.errors[:5])
+        if schedule is None or schedule.errors:
+            _say(f"cronctl work: schedule change not applied: {problem}; "
+                 "keeping the last good schedule")
+            return _Watched(watched.schedule, stamps)
+        _say(f"cronctl work: schedule reloaded: {len(schedule.tasks)} tasks")
+        return _Watched(schedule, stamps)
+
+    def _start(self, schedule: Schedule, boundary: datetime) -> None:
+        self._threads = [t for t in self._threads if t.is_alive()]
+
+        def tick() -> None:
+            try:
+                self._report(run_once(schedule, boundary, self._ctx))
+            except CronctlError as exc:
+                _say(f"cronctl work: error at {boundary:%H:%M}: {exc}")
+
+        thread = threading.Thread(target=tick, name=f"tick-{boundary:%H%M}", daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    def _shutdown(self) -> int:
+        tracker = self._ctx.tracker
+        assert tracker is not None
+        sig = self._stop_signal or signal.SIGTERM
+        count = tracker.signal_all(sig)
+        _say(f"cronctl work: stopping; signalled {count} running task(s), waiting up to "
+             f"{self._grace_s:g}s")
+        deadline = time.monotonic() + self._grace_s
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        if any(t.is_alive() for t in self._threads):
+            killed = tracker.signal_all(signal.SIGKILL)
+            _say(f"cronctl work: grace period over; killed {killed} task(s)")
+            for thread in self._threads:
+                thread.join(5.0)
+        return 0
+
+
+def _say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)

@@ -1,0 +1,77 @@
+"""Test helpers: run the real `cronctl` in a subprocess with a clean environment."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Cli:
+    """Runs `python -m cronctl` in `cwd` with HOME and state confined to the test's tmp_path."""
+
+    cwd: Path
+    env: Mapping[str, str]
+
+    def __call__(
+        self,
+        *args: str,
+        env: Mapping[str, str] | None = None,
+        timeout: float = 60,
+        input_text: str | None = None,
+    ) -> subprocess.CompletedProcess[str]:
+        """Run to completion; assert no Python traceback was printed."""
+        result = subprocess.run(
+            [sys.executable, "-m", "cronctl", *args],
+            cwd=self.cwd,
+            env={**self.env, **(env or {})},
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            input=input_text,
+            check=False,
+        )
+        assert "Traceback" not in result.stderr, result.stderr
+        return result
+
+    def popen(self, *args: str, env: Mapping[str, str] | None = None) -> subprocess.Popen[str]:
+        """Start without waiting (for concurrency and signal tests)."""
+        return subprocess.Popen(
+            [sys.executable, "-m", "cronctl", *args],
+            cwd=self.cwd,
+            env={**self.env, **(env or {})},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+
+def clean_env(home: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment minus CRONCTL_*, with HOME in the sandbox and colour off."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CRONCTL_")}
+    # Tests run as root in CI: never let a default state dir land in /var/lib/cronctl.
+    # A test that reads state_dir from its schedule file passes CRONCTL_STATE_DIR="".
+    env.update({
+        "HOME": str(home),
+        "NO_COLOR": "1",
+        "XDG_STATE_HOME": str(home / "state"),
+        "CRONCTL_STATE_DIR": str(home / "state" / "cronctl"),
+    })
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p
+    )
+    env.update(extra or {})
+    return env
+
+
+def write_schedule(path: Path, tasks: Sequence[str], header: str = "") -> Path:
+    """Write a schedule file from TOML snippets, one [[task]] each."""
+    body = header + "".join(f"\n[[task]]\n{t.strip()}\n" for t in tasks)
+    path.write_text(body, encoding="utf-8")
+    return path
