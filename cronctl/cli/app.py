@@ -305,6 +305,8 @@ def _die(message: str, code: int = 2) -> NoReturn:
 
 def main() -> None:
     """Console entry point: run the app, map cronctl's errors to exit 2 without a traceback."""
+    from cronctl.cli import ops  # noqa: F401  (registers status, history, logs, pause, resume)
+
     try:
         app()
     except CronctlError as exc:

@@ -214,3 +214,58 @@ def _failure(row: Any) -> None:
         lines.append(f"  log: {row.log_path}")
     lines.extend(f"  | {line}" for line in (row.tail or "").rstrip("\n").splitlines())
     print("\n".join(lines), file=sys.stderr, flush=True)
+
+
+def render_status(result: Any, as_json: bool) -> None:
+    """`status`: one row per task."""
+    if as_json:
+        emit_json({
+            "tasks": [
+                {
+                    "name": row.task.name,
+                    "paused": row.paused,
+                    "pause_reason": row.pause_reason,
+                    "next_run": format_utc(row.next_run) if row.next_run else None,
+                    "last_run": run_json(row.last_run) if row.last_run else None,
+                    "consecutive_failures": row.consecutive_failures,
+                    "missed": row.missed,
+                    "note": row.note,
+                }
+                for row in result.rows
+            ]
+        })
+        return
+    rows = []
+    for row in result.rows:
+        last = row.last_run
+        rows.append([
+            row.task.name,
+            format_utc(last.occurrence) if last else "-",
+            last.outcome if last else "-",
+            f"{last.duration_s:.1f}s" if last and last.duration_s is not None else "-",
+            "paused" if row.paused else (format_utc(row.next_run) if row.next_run else "-"),
+            str(row.consecutive_failures),
+            str(row.missed),
+            row.note or (row.pause_reason or "" if row.paused else ""),
+        ])
+    table(["TASK", "LAST RUN", "OUTCOME", "DURATION", "NEXT RUN", "FAILS", "MISSED", "NOTE"],
+          rows)
+
+
+def render_history(runs: Sequence[Any], as_json: bool) -> None:
+    """`history`: one row per run, newest first."""
+    if as_json:
+        emit_json({"runs": [run_json(r) for r in runs]})
+        return
+    table(
+        ["ID", "TASK", "OCCURRENCE", "OUTCOME", "EXIT", "STARTED", "DURATION"],
+        [
+            [
+                r.id, r.task, format_utc(r.occurrence), r.outcome,
+                "-" if r.exit_code is None else str(r.exit_code),
+                format_utc(r.started) if r.started else "-",
+                f"{r.duration_s:.2f}s" if r.duration_s is not None else "-",
+            ]
+            for r in runs
+        ],
+    )

@@ -1,0 +1,114 @@
+"""Commands over recorded state: status, history, logs, pause, resume."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Annotated
+
+import typer
+
+from cronctl.cli.app import (
+    FileOpt,
+    JsonOpt,
+    LockOpt,
+    NowOpt,
+    StateOpt,
+    app,
+    load_schedule,
+    parse_instant,
+)
+
+NameArg = Annotated[str, typer.Argument(help="Task name.", show_default=False)]
+
+
+def _dirs(file: object, state_dir: object, lock_dir: object):  # type: ignore[no-untyped-def]
+    from cronctl import service
+
+    schedule = load_schedule(file)  # type: ignore[arg-type]
+    states, locks = service.data_dirs(schedule, state_dir, lock_dir, os.environ)  # type: ignore[arg-type]
+    return schedule, states, locks
+
+
+@app.command()
+def status(
+    file: FileOpt = None,
+    as_json: JsonOpt = False,
+    now: NowOpt = None,
+    state_dir: StateOpt = None,
+    lock_dir: LockOpt = None,
+) -> None:
+    """Per task: last run, outcome, duration, next run, paused, failures in a row, missed."""
+    from cronctl import operate
+    from cronctl.cli.render import render_status
+
+    schedule, states, locks = _dirs(file, state_dir, lock_dir)
+    render_status(operate.status(schedule, states, locks, parse_instant(now)), as_json)
+
+
+@app.command()
+def history(
+    name: Annotated[str | None, typer.Argument(help="Only this task.", show_default=False)] = None,
+    limit: Annotated[int, typer.Option("--limit", "-n", min=1, max=100000)] = 20,
+    file: FileOpt = None,
+    as_json: JsonOpt = False,
+    state_dir: StateOpt = None,
+    lock_dir: LockOpt = None,
+) -> None:
+    """Past runs on this machine, newest first."""
+    from cronctl import operate
+    from cronctl.cli.render import render_history
+
+    _, states, _ = _dirs(file, state_dir, lock_dir)
+    render_history(operate.history(states, name, limit), as_json)
+
+
+@app.command()
+def logs(
+    name: NameArg,
+    run: Annotated[str | None, typer.Option("--run", help="A run id from `history`.")] = None,
+    file: FileOpt = None,
+    state_dir: StateOpt = None,
+    lock_dir: LockOpt = None,
+) -> None:
+    """The captured output of the task's last run (or of --run ID)."""
+    from cronctl import operate
+
+    _, states, _ = _dirs(file, state_dir, lock_dir)
+    result = operate.logs(states, name, run)
+    print(f"# {result.run.task} {result.run.id} {result.run.outcome}", file=sys.stderr)
+    sys.stdout.write(result.text)
+
+
+@app.command()
+def pause(
+    name: NameArg,
+    reason: Annotated[str | None, typer.Option("--reason", help="Why; shown by status.")] = None,
+    file: FileOpt = None,
+    state_dir: StateOpt = None,
+    lock_dir: LockOpt = None,
+) -> None:
+    """Pause a task on every machine that shares the lock directory."""
+    from cronctl import operate
+
+    schedule, _, locks = _dirs(file, state_dir, lock_dir)
+    user = os.environ.get("USER") or os.environ.get("LOGNAME") or str(os.getuid())
+    operate.pause(schedule, locks, name, reason, parse_instant(None), os.uname().nodename, user)
+    print(f"paused {name} (lock_dir {locks}); `cronctl resume {name}` undoes it", file=sys.stderr)
+
+
+@app.command()
+def resume(
+    name: NameArg,
+    file: FileOpt = None,
+    state_dir: StateOpt = None,
+    lock_dir: LockOpt = None,
+) -> None:
+    """Resume a paused task; it realigns to its next occurrence, nothing is caught up."""
+    from cronctl import operate
+
+    schedule, _, locks = _dirs(file, state_dir, lock_dir)
+    if operate.resume(schedule, locks, name):
+        print(f"resumed {name}", file=sys.stderr)
+    else:
+        print(f"{name} was not paused", file=sys.stderr)

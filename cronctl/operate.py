@@ -1,0 +1,140 @@
+"""Operator use cases over the recorded state: status, history, logs, pause, resume."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from cronctl.core.model import Schedule, Task
+from cronctl.edge import locks
+from cronctl.edge.paths import ensure_private_dir
+from cronctl.edge.store import RunRow, Store, TaskState
+from cronctl.errors import UsageError
+
+
+@dataclass(frozen=True)
+class StatusRow:
+    """One task in `cronctl status`."""
+
+    task: Task
+    paused: bool
+    pause_reason: str | None
+    next_run: datetime | None
+    last_run: RunRow | None
+    consecutive_failures: int
+    missed: int
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class StatusResult:
+    """`cronctl status`: every task of the schedule, as this machine has seen it."""
+
+    rows: list[StatusRow]
+
+
+def _store(state_dir: Path) -> Store:
+    return Store.open(ensure_private_dir(state_dir))
+
+
+def status(schedule: Schedule, state_dir: Path, lock_dir: Path, now: datetime) -> StatusResult:
+    """Last run, outcome, next run, pause, failures in a row and missed count, per task."""
+    paused = locks.paused_tasks(lock_dir)
+    rows: list[StatusRow] = []
+    with _store(state_dir) as store:
+        states = store.states()
+        for task in schedule.tasks:
+            marker = paused.get(task.name)
+            is_paused = task.paused or marker is not None
+            state = states.get(task.name)
+            last = store.last_run(task.name)
+            rows.append(
+                StatusRow(
+                    task=task,
+                    paused=is_paused,
+                    pause_reason=(marker.reason if marker else None)
+                    or ("paused = true in the schedule file" if task.paused else None),
+                    next_run=None if is_paused else task.next_run(now),
+                    last_run=last,
+                    consecutive_failures=store.consecutive_failures(task.name),
+                    missed=state.missed_total if state else 0,
+                    note=_note(task, state, last),
+                )
+            )
+    return StatusResult(rows)
+
+
+def _note(task: Task, state: TaskState | None, last: RunRow | None) -> str | None:
+    if task.at is None or state is None or not state.done:
+        return None
+    if last is not None and last.outcome not in ("skipped: paused", "missed"):
+        return "one-shot: done"
+    return "one-shot: its time passed without a run (paused or missed); it will not run"
+
+
+def history(state_dir: Path, task: str | None, limit: int) -> list[RunRow]:
+    """Past runs, newest first."""
+    with _store(state_dir) as store:
+        return store.history(task, limit)
+
+
+@dataclass(frozen=True)
+class LogResult:
+    """`cronctl logs`: which run, and its captured output."""
+
+    run: RunRow
+    text: str
+
+
+def logs(state_dir: Path, task: str, run_id: str | None) -> LogResult:
+    """The captured output of the task's last run (or of a given run)."""
+    with _store(state_dir) as store:
+        if run_id is not None:
+            run = store.get_run(run_id)
+            if run is None or run.task != task:
+                raise UsageError(f"no run {run_id!r} of task {task!r}; see `cronctl history {task}`")
+        else:
+            with_logs = [r for r in store.history(task, 200) if r.log_path]
+            if not with_logs:
+                raise UsageError(f"task {task!r} has no recorded output on this machine yet")
+            run = with_logs[0]
+    if run.log_path is None:
+        raise UsageError(f"run {run.id} ({run.outcome}) captured no output")
+    try:
+        text = Path(run.log_path).read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        raise UsageError(
+            f"the log of run {run.id} ({run.log_path}) is gone (logs are kept 14 days); "
+            f"its last lines were:\n{run.tail}"
+        ) from None
+    return LogResult(run, text)
+
+
+def pause(
+    schedule: Schedule, lock_dir: Path, name: str, reason: str | None, now: datetime,
+    host: str, user: str,
+) -> None:
+    """Mark a task paused in lock_dir, so every machine sharing it skips the task."""
+    _require_task(schedule, name)
+    locks.set_pause(ensure_private_dir(lock_dir), name, reason=reason, now=now, host=host,
+                    user=user)
+
+
+def resume(schedule: Schedule, lock_dir: Path, name: str) -> bool:
+    """Clear an operator pause; False if the task was not paused that way."""
+    task = _require_task(schedule, name)
+    cleared = locks.clear_pause(lock_dir, name)
+    if not cleared and task.paused:
+        raise UsageError(
+            f"task {name!r} is paused by `paused = true` in {task.source}; "
+            "remove it there (it is under version control)"
+        )
+    return cleared
+
+
+def _require_task(schedule: Schedule, name: str) -> Task:
+    try:
+        return schedule.task(name)
+    except KeyError:
+        raise UsageError(f"no task named {name!r} in the schedule") from None
