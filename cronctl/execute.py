@@ -99,13 +99,13 @@ def run_once(schedule: Schedule, now: datetime, ctx: RunContext) -> RunReport:
             except _DryRunRollback as dry:
                 runs = [_dry_outcome(row, dry.plans[row.task].task, ctx) for row in dry.rows]
                 return RunReport(now, runs, dry_run=True)
-        _recover(store, ctx)
+        recovered = _recover(store, ctx)
         plans, rows = _plan_all(store, schedule, now, paused, ctx)
         pending = [r for r in rows if r.outcome == "pending"]
         by_task: dict[str, list[RunRow]] = {}
         for row in pending:
             by_task.setdefault(row.task, []).append(row)
-        results: dict[str, RunRow] = {r.id: r for r in rows}
+        results: dict[str, RunRow] = {r.id: r for r in recovered + rows}
         workers = max(1, min(ctx.max_parallel, len(by_task)))
         with ThreadPoolExecutor(max_workers=workers) as pool:
             futures = [
@@ -187,7 +187,7 @@ def _run_task(store: Store, task: Task, rows: list[RunRow], ctx: RunContext) -> 
     done: list[RunRow] = []
     for row in rows:
         try:
-            result = _run_occurrence(task, row, ctx)
+            result = _run_occurrence(store, task, row, ctx)
         except Exception as exc:  # noqa: BLE001 - one task's trouble must not stop the others
             result = replace(row, outcome="error", message=f"cronctl: {exc}")
         fields = {k: getattr(result, k) for k in _RESULT_FIELDS}
@@ -201,7 +201,7 @@ _RESULT_FIELDS = (
 )
 
 
-def _run_occurrence(task: Task, row: RunRow, ctx: RunContext) -> RunRow:
+def _run_occurrence(store: Store, task: Task, row: RunRow, ctx: RunContext) -> RunRow:
     now = ctx.clock()
     if task.misfire_grace is not None and now - row.occurrence > task.misfire_grace:
         return replace(row, outcome="missed", message="older than misfire_grace when it came up")
@@ -229,17 +229,25 @@ def _run_occurrence(task: Task, row: RunRow, ctx: RunContext) -> RunRow:
             )
         lock = attempt.lock
     try:
-        return _execute(task, row, env, ctx, lock.fd if lock else None)
+        return _execute(store, task, row, env, ctx, lock.fd if lock else None)
     finally:
         if lock is not None:
             lock.release()
 
 
 def _execute(
-    task: Task, row: RunRow, env: dict[str, str], ctx: RunContext, lock_fd: int | None
+    store: Store,
+    task: Task,
+    row: RunRow,
+    env: dict[str, str],
+    ctx: RunContext,
+    lock_fd: int | None,
 ) -> RunRow:
     log_dir = ensure_private_dir(ctx.state_dir / "logs" / task.name)
     log_path = log_dir / f"{row.id}.log"
+    # Recorded before the start: a cronctl killed from here on leaves "running", which
+    # recovery reports as an unknown outcome, never as "did not run".
+    store.update_run(row.id, outcome="running", started=ctx.clock(), log_path=str(log_path))
     spec = runner.RunSpec(
         command=task.command, shell=task.shell, workdir=task.workdir, env=env,
         timeout=task.timeout, log_path=log_path,
@@ -298,8 +306,12 @@ def _dry_outcome(row: RunRow, task: Task, ctx: RunContext) -> RunRow:
     return replace(row, outcome="would run", message=f"dry run{note}")
 
 
-def _recover(store: Store, ctx: RunContext) -> None:
-    """Rows left pending/running by a cronctl process that died are closed honestly."""
+def _recover(store: Store, ctx: RunContext) -> list[RunRow]:
+    """Rows left pending/running by a cronctl process that died are closed honestly.
+
+    They are reported as errors of this run, so cron's mail says what was interrupted.
+    """
+    closed: list[RunRow] = []
     for row in store.unfinished_runs(ctx.host):
         if row.pid is not None and row.pid != ctx.pid and _alive(row.pid):
             continue
@@ -307,6 +319,8 @@ def _recover(store: Store, ctx: RunContext) -> None:
         if row.outcome == "pending":
             message = "cronctl died before starting this run; it did not run"
         store.update_run(row.id, outcome="error", message=message)
+        closed.append(replace(row, outcome="error", message=message))
+    return closed
 
 
 def _alive(pid: int) -> bool:
