@@ -151,7 +151,7 @@ def _plan_all(
             for row in rows[len(rows) - len(decided.missed) - len(decided.run) :]:
                 tx.add_run(row)
             if decided.last_occurrence is not None:
-                missed_total = (state.missed_total if state and not decided.restarted else 0)
+                missed_total = state.missed_total if state and not decided.restarted else 0
                 tx.put_state(
                     TaskState(
                         task.name,
@@ -177,8 +177,12 @@ class _DryRunRollback(Exception):
 
 def _row(task: Task, when: datetime, outcome: str, ctx: RunContext) -> RunRow:
     return RunRow(
-        id=new_run_id(when), task=task.name, occurrence=when, outcome=outcome,
-        host=ctx.host, pid=ctx.pid,
+        id=new_run_id(when),
+        task=task.name,
+        occurrence=when,
+        outcome=outcome,
+        host=ctx.host,
+        pid=ctx.pid,
     )
 
 
@@ -188,7 +192,7 @@ def _run_task(store: Store, task: Task, rows: list[RunRow], ctx: RunContext) -> 
     for row in rows:
         try:
             result = _run_occurrence(store, task, row, ctx)
-        except Exception as exc:  # noqa: BLE001 - one task's trouble must not stop the others
+        except Exception as exc:
             result = replace(row, outcome="error", message=f"cronctl: {exc}")
         fields = {k: getattr(result, k) for k in _RESULT_FIELDS}
         store.update_run(row.id, **fields)
@@ -197,7 +201,14 @@ def _run_task(store: Store, task: Task, rows: list[RunRow], ctx: RunContext) -> 
 
 
 _RESULT_FIELDS = (
-    "outcome", "exit_code", "started", "ended", "duration_s", "log_path", "tail", "message",
+    "outcome",
+    "exit_code",
+    "started",
+    "ended",
+    "duration_s",
+    "log_path",
+    "tail",
+    "message",
 )
 
 
@@ -222,9 +233,10 @@ def _run_occurrence(store: Store, task: Task, row: RunRow, ctx: RunContext) -> R
             return replace(row, outcome="skipped: still running", message=f"held{holder}")
         if attempt.status == "overtaken":
             holder = attempt.holder.describe() if attempt.holder else "an unknown run"
+            lease = format_duration(task.overlap_lease or timedelta(0))
             ctx.warn(
                 f"cronctl: warning: task {task.name}: the run by {holder} has held its "
-                f"overlap lock longer than the {format_duration(task.overlap_lease or timedelta(0))} lease; treating it as stuck "
+                f"overlap lock longer than the {lease} lease; treating it as stuck "
                 "and running anyway"
             )
         lock = attempt.lock
@@ -249,8 +261,12 @@ def _execute(
     # recovery reports as an unknown outcome, never as "did not run".
     store.update_run(row.id, outcome="running", started=ctx.clock(), log_path=str(log_path))
     spec = runner.RunSpec(
-        command=task.command, shell=task.shell, workdir=task.workdir, env=env,
-        timeout=task.timeout, log_path=log_path,
+        command=task.command,
+        shell=task.shell,
+        workdir=task.workdir,
+        env=env,
+        timeout=task.timeout,
+        log_path=log_path,
         pass_fds=(lock_fd,) if lock_fd is not None else (),
     )
     running = runner.start(spec)
@@ -343,4 +359,3 @@ def _sweep(store: Store, ctx: RunContext, now: datetime) -> None:
 def real_clock() -> datetime:
     """The machine's clock, in UTC."""
     return datetime.now(UTC)
-

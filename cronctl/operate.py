@@ -93,7 +93,9 @@ def logs(state_dir: Path, task: str, run_id: str | None) -> LogResult:
         if run_id is not None:
             run = store.get_run(run_id)
             if run is None or run.task != task:
-                raise UsageError(f"no run {run_id!r} of task {task!r}; see `cronctl history {task}`")
+                raise UsageError(
+                    f"no run {run_id!r} of task {task!r}; see `cronctl history {task}`"
+                )
         else:
             with_logs = [r for r in store.history(task, 200) if r.log_path]
             if not with_logs:
@@ -112,13 +114,19 @@ def logs(state_dir: Path, task: str, run_id: str | None) -> LogResult:
 
 
 def pause(
-    schedule: Schedule, lock_dir: Path, name: str, reason: str | None, now: datetime,
-    host: str, user: str,
+    schedule: Schedule,
+    lock_dir: Path,
+    name: str,
+    reason: str | None,
+    now: datetime,
+    host: str,
+    user: str,
 ) -> None:
     """Mark a task paused in lock_dir, so every machine sharing it skips the task."""
     _require_task(schedule, name)
-    locks.set_pause(ensure_private_dir(lock_dir), name, reason=reason, now=now, host=host,
-                    user=user)
+    locks.set_pause(
+        ensure_private_dir(lock_dir), name, reason=reason, now=now, host=host, user=user
+    )
 
 
 def resume(schedule: Schedule, lock_dir: Path, name: str) -> bool:

@@ -151,7 +151,11 @@ def lock_dir_warning(schedule: Schedule, lock_dir: Path) -> Problem | None:
     names = ", ".join(t.name for t in tasks)
     first = tasks[0]
     return Problem(
-        str(first.source), first.line, None, "warning", "lock-dir-not-shared",
+        str(first.source),
+        first.line,
+        None,
+        "warning",
+        "lock-dir-not-shared",
         f"lock_dir {lock_dir} is on {fstype}, which only this machine sees, so on_one_server "
         f"({names}) holds only here; point lock_dir at a shared mount (NFS, CIFS, CephFS, ...) "
         "or set lock_dir_shared = true in [cronctl] if it is shared in a way cronctl cannot "

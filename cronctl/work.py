@@ -70,20 +70,21 @@ class Worker:
 
     def serve(self) -> int:
         """Run until SIGTERM/SIGINT; return the exit code."""
-        watched = self._initial()
+        watched = self.watch()
         signal.signal(signal.SIGTERM, self.request_stop)
         signal.signal(signal.SIGINT, self.request_stop)
         _say(f"cronctl work: {len(watched.schedule.tasks)} tasks; waiting for the next minute")
         while not self._stop.is_set():
-            boundary = minute_floor(datetime.now(UTC)) + _MINUTE
-            delay = (boundary - datetime.now(UTC)).total_seconds() + _BOUNDARY_SLACK_S
-            if self._stop.wait(max(0.0, delay)):
+            now = datetime.now(UTC)
+            boundary = minute_floor(now) + _MINUTE
+            if self._stop.wait(seconds_to_boundary(now)):
                 break
-            watched = self._reload(watched)
+            watched = self.refresh(watched)
             self._start(watched.schedule, boundary)
         return self._shutdown()
 
-    def _initial(self) -> _Watched:
+    def watch(self) -> _Watched:
+        """Load the schedule to start with; a broken one stops `work` before it starts."""
         schedule = self._load()
         if schedule.errors:
             raise CronctlError(
@@ -91,7 +92,7 @@ class Worker:
             )
         return _Watched(schedule, file_stamps(self._paths()))
 
-    def _reload(self, watched: _Watched) -> _Watched:
+    def refresh(self, watched: _Watched) -> _Watched:
         """A changed file is read again; a broken edit is reported and the old schedule kept."""
         try:
             stamps = file_stamps(self._paths())
@@ -103,16 +104,19 @@ class Worker:
         try:
             schedule = self._load()
         except CronctlError as exc:
-            schedule = None
-            problem = str(exc)
-        else:
+            return self._keep(watched, stamps, str(exc))
+        if schedule.errors:
             problem = "; ".join(p.describe() for p in schedule.errors[:5])
-        if schedule is None or schedule.errors:
-            _say(f"cronctl work: schedule change not applied: {problem}; "
-                 "keeping the last good schedule")
-            return _Watched(watched.schedule, stamps)
+            return self._keep(watched, stamps, problem)
         _say(f"cronctl work: schedule reloaded: {len(schedule.tasks)} tasks")
         return _Watched(schedule, stamps)
+
+    @staticmethod
+    def _keep(watched: _Watched, stamps: dict[Path, tuple[int, int]], problem: str) -> _Watched:
+        _say(
+            f"cronctl work: schedule change not applied: {problem}; keeping the last good schedule"
+        )
+        return _Watched(watched.schedule, stamps)
 
     def _start(self, schedule: Schedule, boundary: datetime) -> None:
         self._threads = [t for t in self._threads if t.is_alive()]
@@ -132,8 +136,10 @@ class Worker:
         assert tracker is not None
         sig = self._stop_signal or signal.SIGTERM
         count = tracker.signal_all(sig)
-        _say(f"cronctl work: stopping; signalled {count} running task(s), waiting up to "
-             f"{self._grace_s:g}s")
+        _say(
+            f"cronctl work: stopping; signalled {count} running task(s), waiting up to "
+            f"{self._grace_s:g}s"
+        )
         deadline = time.monotonic() + self._grace_s
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
@@ -143,6 +149,15 @@ class Worker:
             for thread in self._threads:
                 thread.join(5.0)
         return 0
+
+
+def seconds_to_boundary(now: datetime) -> float:
+    """How long to sleep from `now` to just past the next minute boundary.
+
+    Computed from the clock every time, never a fixed 60 s, which would drift.
+    """
+    boundary = minute_floor(now) + _MINUTE
+    return max(0.0, (boundary - now).total_seconds()) + _BOUNDARY_SLACK_S
 
 
 def _say(message: str) -> None:

@@ -57,15 +57,15 @@ def clean_env(home: Path, extra: Mapping[str, str] | None = None) -> dict[str, s
     env = {k: v for k, v in os.environ.items() if not k.startswith("CRONCTL_")}
     # Tests run as root in CI: never let a default state dir land in /var/lib/cronctl.
     # A test that reads state_dir from its schedule file passes CRONCTL_STATE_DIR="".
-    env.update({
-        "HOME": str(home),
-        "NO_COLOR": "1",
-        "XDG_STATE_HOME": str(home / "state"),
-        "CRONCTL_STATE_DIR": str(home / "state" / "cronctl"),
-    })
-    env["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p
+    env.update(
+        {
+            "HOME": str(home),
+            "NO_COLOR": "1",
+            "XDG_STATE_HOME": str(home / "state"),
+            "CRONCTL_STATE_DIR": str(home / "state" / "cronctl"),
+        }
     )
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
     env.update(extra or {})
     return env
 

@@ -10,12 +10,16 @@ import sys
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
 from cronctl import __version__
 from cronctl.errors import CronctlError, UsageError
+
+if TYPE_CHECKING:
+    from cronctl.core.model import Problem, Schedule
+    from cronctl.execute import RunContext
 
 app = typer.Typer(
     name="cronctl",
@@ -45,13 +49,17 @@ NowOpt = Annotated[
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON (stable keys, UTC times).")]
 StateOpt = Annotated[
     Path | None,
-    typer.Option("--state-dir", help="History and scheduler state (default: see README).",
-                 show_default=False),
+    typer.Option(
+        "--state-dir", help="History and scheduler state (default: see README).", show_default=False
+    ),
 ]
 LockOpt = Annotated[
     Path | None,
-    typer.Option("--lock-dir", help="Locks, claims and pauses (default: STATE_DIR/locks).",
-                 show_default=False),
+    typer.Option(
+        "--lock-dir",
+        help="Locks, claims and pauses (default: STATE_DIR/locks).",
+        show_default=False,
+    ),
 ]
 
 
@@ -83,19 +91,17 @@ def parse_instant(text: str | None, flag: str = "--now") -> datetime:
     return value.astimezone(UTC)
 
 
-def load_schedule(files: list[Path] | None):  # type: ignore[no-untyped-def]
+def load_schedule(files: list[Path] | None) -> Schedule:
     """Read the schedule files the flags (or CRONCTL_FILE, or the default) name."""
     from cronctl.edge.files import load_paths, schedule_paths
 
     return load_paths(schedule_paths(files, os.environ))
 
 
-def fail_on_errors(schedule: object) -> None:
+def fail_on_errors(schedule: Schedule) -> None:
     """For run/list/work: a schedule with errors stops the command (exit 2) after saying why."""
     from cronctl.cli.render import render_problems
-    from cronctl.core.model import Schedule
 
-    assert isinstance(schedule, Schedule)
     if schedule.errors:
         render_problems(schedule.errors)
         count = len(schedule.errors)
@@ -105,11 +111,11 @@ def fail_on_errors(schedule: object) -> None:
         )
 
 
-def _lock_dir_problems(schedule: object, state_dir: Path | None, lock_dir: Path | None) -> list:  # type: ignore[type-arg]
+def _lock_dir_problems(
+    schedule: Schedule, state_dir: Path | None, lock_dir: Path | None
+) -> list[Problem]:
     from cronctl import service
-    from cronctl.core.model import Schedule
 
-    assert isinstance(schedule, Schedule)
     _, locks = service.data_dirs(schedule, state_dir, lock_dir, os.environ)
     warning = service.lock_dir_warning(schedule, locks)
     return [warning] if warning else []
@@ -237,7 +243,13 @@ def run(
     raise typer.Exit(1 if report.failed else 0)
 
 
-def _run_context(schedule, state_dir, lock_dir, strict, dry_run):  # type: ignore[no-untyped-def]
+def _run_context(
+    schedule: Schedule,
+    state_dir: Path | None,
+    lock_dir: Path | None,
+    strict: bool,
+    dry_run: bool,
+) -> RunContext:
     from cronctl import service
     from cronctl.execute import RunContext, real_clock
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Annotated
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -19,14 +20,19 @@ from cronctl.cli.app import (
     parse_instant,
 )
 
+if TYPE_CHECKING:
+    from cronctl.core.model import Schedule
+
 NameArg = Annotated[str, typer.Argument(help="Task name.", show_default=False)]
 
 
-def _dirs(file: object, state_dir: object, lock_dir: object):  # type: ignore[no-untyped-def]
+def _dirs(
+    file: list[Path] | None, state_dir: Path | None, lock_dir: Path | None
+) -> tuple[Schedule, Path, Path]:
     from cronctl import service
 
-    schedule = load_schedule(file)  # type: ignore[arg-type]
-    states, locks = service.data_dirs(schedule, state_dir, lock_dir, os.environ)  # type: ignore[arg-type]
+    schedule = load_schedule(file)
+    states, locks = service.data_dirs(schedule, state_dir, lock_dir, os.environ)
     return schedule, states, locks
 
 

@@ -185,10 +185,12 @@ def run_json(row: Any, dry_run: bool = False) -> dict[str, Any]:
 def render_run(report: Any, as_json: bool, verbose: bool) -> None:
     """`run`: quiet on success; failures with their output tail on stderr (what cron mails)."""
     if as_json:
-        emit_json({
-            "now": format_utc(report.now),
-            "runs": [run_json(r, report.dry_run) for r in report.runs],
-        })
+        emit_json(
+            {
+                "now": format_utc(report.now),
+                "runs": [run_json(r, report.dry_run) for r in report.runs],
+            }
+        )
     elif verbose or report.dry_run:
         for row in report.runs:
             print(_run_line(row), flush=True)
@@ -204,8 +206,11 @@ def _run_line(row: Any) -> str:
 
 
 def _failure(row: Any) -> None:
-    what = {"failed": f"failed (exit {row.exit_code})", "timeout": "timed out",
-            "error": "could not run"}.get(row.outcome, row.outcome)
+    what = {
+        "failed": f"failed (exit {row.exit_code})",
+        "timeout": "timed out",
+        "error": "could not run",
+    }.get(row.outcome, row.outcome)
     took = f" after {row.duration_s:.1f}s" if row.duration_s is not None else ""
     lines = [f"cronctl: task {row.task} {what} for {format_utc(row.occurrence)}{took}"]
     if row.message:
@@ -219,37 +224,40 @@ def _failure(row: Any) -> None:
 def render_status(result: Any, as_json: bool) -> None:
     """`status`: one row per task."""
     if as_json:
-        emit_json({
-            "tasks": [
-                {
-                    "name": row.task.name,
-                    "paused": row.paused,
-                    "pause_reason": row.pause_reason,
-                    "next_run": format_utc(row.next_run) if row.next_run else None,
-                    "last_run": run_json(row.last_run) if row.last_run else None,
-                    "consecutive_failures": row.consecutive_failures,
-                    "missed": row.missed,
-                    "note": row.note,
-                }
-                for row in result.rows
-            ]
-        })
+        emit_json(
+            {
+                "tasks": [
+                    {
+                        "name": row.task.name,
+                        "paused": row.paused,
+                        "pause_reason": row.pause_reason,
+                        "next_run": format_utc(row.next_run) if row.next_run else None,
+                        "last_run": run_json(row.last_run) if row.last_run else None,
+                        "consecutive_failures": row.consecutive_failures,
+                        "missed": row.missed,
+                        "note": row.note,
+                    }
+                    for row in result.rows
+                ]
+            }
+        )
         return
     rows = []
     for row in result.rows:
         last = row.last_run
-        rows.append([
-            row.task.name,
-            format_utc(last.occurrence) if last else "-",
-            last.outcome if last else "-",
-            f"{last.duration_s:.1f}s" if last and last.duration_s is not None else "-",
-            "paused" if row.paused else (format_utc(row.next_run) if row.next_run else "-"),
-            str(row.consecutive_failures),
-            str(row.missed),
-            row.note or (row.pause_reason or "" if row.paused else ""),
-        ])
-    table(["TASK", "LAST RUN", "OUTCOME", "DURATION", "NEXT RUN", "FAILS", "MISSED", "NOTE"],
-          rows)
+        rows.append(
+            [
+                row.task.name,
+                format_utc(last.occurrence) if last else "-",
+                last.outcome if last else "-",
+                f"{last.duration_s:.1f}s" if last and last.duration_s is not None else "-",
+                "paused" if row.paused else (format_utc(row.next_run) if row.next_run else "-"),
+                str(row.consecutive_failures),
+                str(row.missed),
+                row.note or (row.pause_reason or "" if row.paused else ""),
+            ]
+        )
+    table(["TASK", "LAST RUN", "OUTCOME", "DURATION", "NEXT RUN", "FAILS", "MISSED", "NOTE"], rows)
 
 
 def render_history(runs: Sequence[Any], as_json: bool) -> None:
@@ -261,7 +269,10 @@ def render_history(runs: Sequence[Any], as_json: bool) -> None:
         ["ID", "TASK", "OCCURRENCE", "OUTCOME", "EXIT", "STARTED", "DURATION"],
         [
             [
-                r.id, r.task, format_utc(r.occurrence), r.outcome,
+                r.id,
+                r.task,
+                format_utc(r.occurrence),
+                r.outcome,
                 "-" if r.exit_code is None else str(r.exit_code),
                 format_utc(r.started) if r.started else "-",
                 f"{r.duration_s:.2f}s" if r.duration_s is not None else "-",

@@ -8,6 +8,7 @@ text of an expression that is already known to be in our language.
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
@@ -99,7 +100,8 @@ def parse_cron(source: str) -> CronExpr:
     text = source.strip()
     if text.startswith("@"):
         text = _expand_macro(text)
-    fields = text.split()
+    # Only ASCII blanks separate fields: a no-break space must not pass for one.
+    fields = [f for f in re.split(r"[ \t]+", text) if f]
     if len(fields) == 6:
         raise CronSyntaxError(
             f"{source!r} has six fields; cronctl is woken once a minute, so a seconds "
@@ -163,6 +165,14 @@ def _expand_macro(text: str) -> str:
 
 
 def _parse_field(spec: str, field: _Field) -> tuple[frozenset[int], str]:
+    try:
+        return _parse_field_text(spec, field)
+    except CronSyntaxError as exc:
+        exc.field = exc.field or field.name
+        raise
+
+
+def _parse_field_text(spec: str, field: _Field) -> tuple[frozenset[int], str]:
     _reject_non_ascii(spec, field)
     for mark in "?#":
         if mark in spec:
@@ -189,7 +199,13 @@ def _parse_field(spec: str, field: _Field) -> tuple[frozenset[int], str]:
 
 def _parse_item(item: str, spec: str, field: _Field) -> set[int]:
     if item == "":
-        raise CronSyntaxError(f"empty value in the {field.name} field ({spec!r})")
+        raise CronSyntaxError(f"empty value in the {field.name} field ({spec!r})", field=field.name)
+    if item.startswith("-"):
+        raise CronSyntaxError(
+            f"negative value {item!r} in the {field.name} field ({spec!r}); "
+            f"allowed: {field.low}-{field.high}",
+            field=field.name,
+        )
     base, slash, step_text = item.partition("/")
     step = 1
     if slash:

@@ -38,8 +38,8 @@ class Segment:
     prev_offset: timedelta | None
 
     def wall(self, instant: datetime) -> datetime:
-        """The naive wall time of a UTC instant inside this segment."""
-        return (instant + self.offset).replace(tzinfo=None)
+        """The naive wall time of an instant inside this segment."""
+        return (instant.astimezone(UTC) + self.offset).replace(tzinfo=None)
 
     def instant(self, wall: datetime) -> datetime:
         """The UTC instant of a naive wall time, read with this segment's offset."""
@@ -73,6 +73,7 @@ class Zone:
 
     def segment_at(self, instant: datetime) -> Segment:
         """The segment holding the UTC `instant`."""
+        _require_aware(instant)
         if self.fixed:
             offset = self.tz.utcoffset(None)
             assert offset is not None
@@ -111,6 +112,7 @@ def parse_zone(text: str) -> Zone:
 
 def next_occurrence(expr: CronExpr, zone: Zone, after: datetime) -> datetime:
     """The first UTC instant strictly after `after` at which `expr` fires in `zone`."""
+    after = _require_aware(after).astimezone(UTC)
     seg = zone.segment_at(after)
     cursor = seg.wall(minute_floor(after))
     while True:
@@ -134,6 +136,7 @@ def next_occurrence(expr: CronExpr, zone: Zone, after: datetime) -> datetime:
 
 def fires_at(expr: CronExpr, zone: Zone, minute: datetime) -> bool:
     """Whether `expr` fires at the UTC `minute`; no croniter, so cheap for `run`."""
+    minute = _require_aware(minute).astimezone(UTC)
     seg = zone.segment_at(minute)
     wall = seg.wall(minute)
     if expr.matches(wall):
@@ -157,10 +160,18 @@ def transitions(zone: Zone, start: datetime, end: datetime) -> list[Segment]:
     if zone.fixed:
         return found
     seg = zone.segment_at(start)
+    if seg.start is not None and seg.start == start:
+        found.append(seg)
     while seg.end is not None and seg.end < end:
         seg = zone.segment_at(seg.end)
         found.append(seg)
     return found
+
+
+def _require_aware(instant: datetime) -> datetime:
+    if instant.tzinfo is None or instant.utcoffset() is None:
+        raise ValueError(f"{instant.isoformat()} has no time zone; cronctl needs aware datetimes")
+    return instant
 
 
 def _offset(tz: tzinfo, instant: datetime) -> timedelta:

@@ -40,8 +40,10 @@ __all__ = [
     "OverlapLock",
     "OverlapResult",
     "PauseInfo",
+    "claim_exists",
     "claim_occurrence",
     "clear_pause",
+    "overlap_held",
     "paused_tasks",
     "read_pause",
     "set_pause",
@@ -60,14 +62,14 @@ _MAX_RECORD_BYTES = 64 * 1024
 
 
 def _file_stem(task: str) -> str:
-    if not _TASK_NAME.match(task):
+    if not _TASK_NAME.fullmatch(task):
         raise ValueError(f"invalid task name {task!r}: it must match {_TASK_NAME.pattern}")
     return task.replace(":", "%")
 
 
 def _task_from_stem(stem: str) -> str | None:
     task = stem.replace("%", ":")
-    return task if _TASK_NAME.match(task) else None
+    return task if _TASK_NAME.fullmatch(task) else None
 
 
 def _task_path(directory: Path, task: str, suffix: str) -> Path:
@@ -244,9 +246,28 @@ def try_overlap_lock(
         return OverlapResult("overtaken", _record_holder(lock, holder_path, me), holder)
 
 
+def overlap_held(lock_dir: Path, task: str) -> bool:
+    """Whether ``task``'s overlap lock is held right now, for ``run --dry-run``; creates nothing.
+
+    flock has no "test" operation, so this takes and drops the lock, but only under the
+    guard: a real contender waits for the guard instead of mistaking the probe for a run.
+    """
+    directory = lock_dir / "overlap"
+    try:
+        with _guard(_task_path(directory, task, ".guard"), create=False) as guarded:
+            fd = open_nofollow(_task_path(directory, task, ".lock"), os.O_RDONLY)
+            try:
+                return not guarded or not _flock_nonblocking(fd)
+            finally:
+                os.close(fd)
+    except FileNotFoundError:
+        return False  # never taken on this lock_dir
+
+
 @contextmanager
-def _guard(path: Path) -> Iterator[bool]:
-    fd = open_nofollow(path, os.O_RDONLY | os.O_CREAT, _file_mode(path.parent))
+def _guard(path: Path, *, create: bool = True) -> Iterator[bool]:
+    flags = os.O_RDONLY | (os.O_CREAT if create else 0)
+    fd = open_nofollow(path, flags, _file_mode(path.parent) if create else 0o600)
     try:
         deadline = time.monotonic() + _GUARD_WAIT_S
         while not (got := _flock_nonblocking(fd)) and time.monotonic() < deadline:
@@ -335,6 +356,12 @@ def claim_occurrence(
         raise
     fsync_dir(directory)
     return True
+
+
+def claim_exists(lock_dir: Path, task: str, occurrence: datetime) -> bool:
+    """Whether some machine has claimed this occurrence (for ``run --dry-run``; takes nothing)."""
+    path = _task_path(lock_dir / "claims", task, "@" + _claim_stamp(occurrence))
+    return os.path.lexists(path)
 
 
 def sweep_claims(lock_dir: Path, *, now: datetime, max_age: timedelta = timedelta(days=7)) -> int:

@@ -26,6 +26,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Literal
 
+from cronctl.edge.paths import open_nofollow
+
 __all__ = [
     "CommandResult",
     "Outcome",
@@ -41,6 +43,7 @@ Outcome = Literal["ok", "failed", "timeout", "error"]
 _TAIL_BYTES = 4096
 _TAIL_LINES = 20
 _POLL_S = 0.05
+_UTF8_CONTINUATION = bytes(range(0x80, 0xC0))
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,13 +93,14 @@ class RunningCommand:
         spec: RunSpec,
         process: subprocess.Popen[bytes] | None,
         started: datetime,
+        t0: float,
         failure: str | None = None,
     ) -> None:
-        """Wrap ``process``; use :func:`start` rather than calling this directly."""
+        """Wrap ``process``, started at ``started`` (monotonic ``t0``); see :func:`start`."""
         self.spec = spec
         self._process = process
         self._started = started
-        self._t0 = time.monotonic()
+        self._t0 = t0
         self._failure = failure
         self._result: CommandResult | None = None
         self._wait_lock = threading.Lock()
@@ -154,6 +158,7 @@ class RunningCommand:
         # Members can outlive the leader; the reaped leader's pid stays reserved as a group id
         # while any member exists, so this cannot hit an unrelated process.
         _killpg(pgid, signals.SIGKILL)
+        _wait_group_gone(pgid)
 
     def _elapsed(self) -> float:
         return time.monotonic() - self._t0
@@ -182,14 +187,17 @@ def start(spec: RunSpec) -> RunningCommand:
     outlives cronctl. Never raises for a command that cannot start: the returned command's
     :meth:`~RunningCommand.wait` reports ``error`` and the log says why.
     """
-    started = datetime.now(UTC)
+    started, t0 = datetime.now(UTC), time.monotonic()
     try:
         log_fd = _open_log(spec.log_path)
     except OSError as exc:
-        return RunningCommand(spec, None, started, f"cannot open log file {spec.log_path}: {exc}")
+        failure = f"cannot open log file {spec.log_path}: {exc}"
+        return RunningCommand(spec, None, started, t0, failure)
     try:
         argv = spec.argv()
         try:
+            if not argv:
+                raise ValueError("the command is empty")
             process = subprocess.Popen(
                 argv,
                 stdin=subprocess.DEVNULL,
@@ -203,16 +211,16 @@ def start(spec: RunSpec) -> RunningCommand:
         except (OSError, ValueError) as exc:
             failure = _start_failure(exc, spec, argv)
             os.write(log_fd, f"cronctl: {failure}\n".encode(errors="replace"))
-            return RunningCommand(spec, None, started, failure)
+            return RunningCommand(spec, None, started, t0, failure)
     finally:
         # The child has its own copy; keeping ours would only hold the file open.
         os.close(log_fd)
-    return RunningCommand(spec, process, started)
+    return RunningCommand(spec, process, started, t0)
 
 
 def _open_log(path: Path) -> int:
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
-    fd = os.open(path, flags, 0o600)
+    # Refuses a planted symlink or FIFO (UnsafeDirectoryError is a PermissionError).
+    fd = open_nofollow(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)
     try:
         # O_CREAT's mode only applies to a new file; a log left by an older run keeps its own.
         os.fchmod(fd, 0o600)
@@ -234,7 +242,7 @@ def _start_failure(exc: OSError | ValueError, spec: RunSpec, argv: list[str]) ->
 
 def _read_tail(path: Path) -> str:
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = open_nofollow(path, os.O_RDONLY)
     except OSError:
         return ""
     try:
@@ -244,12 +252,12 @@ def _read_tail(path: Path) -> str:
         return ""
     finally:
         os.close(fd)
-    newline = data.find(b"\n")
-    if offset > 0 and 0 <= newline < len(data) - 1:
-        # Reading from the middle of the file: the first line is a fragment.
-        data = data[newline + 1 :]
-    lines = data.decode("utf-8", errors="replace").splitlines()
-    return "\n".join(lines[-_TAIL_LINES:])
+    if offset > 0:
+        # Cut mid-line, maybe mid-character: drop the broken character but keep the rest of the
+        # line (the end of a long error line is worth reading), and mark the cut.
+        data = b"\xe2\x80\xa6" + data.lstrip(_UTF8_CONTINUATION)
+    text = data.decode("utf-8", errors="replace")
+    return "\n".join(text.splitlines()[-_TAIL_LINES:])
 
 
 def _killpg(pgid: int, sig: int) -> None:
@@ -266,6 +274,14 @@ def _group_alive(pgid: int) -> bool:
     except PermissionError:
         return True  # a member changed uid (setuid program): it exists
     return _has_live_member(pgid)
+
+
+def _wait_group_gone(pgid: int, timeout_s: float = 2.0) -> None:
+    # SIGKILL is delivered when each member is next scheduled; waiting a moment means the
+    # caller's "timeout" really means "nothing left", which the next run's lock relies on.
+    deadline = time.monotonic() + timeout_s
+    while _group_alive(pgid) and time.monotonic() < deadline:
+        time.sleep(0.01)
 
 
 def _has_live_member(pgid: int) -> bool:
@@ -323,14 +339,16 @@ def run_condition(
         if process.returncode is None:
             _killpg(process.pid, signals.SIGKILL)
             process.wait()
+            _wait_group_gone(process.pid)
 
 
 def sweep_logs(log_dir: Path, *, now: datetime, max_age: timedelta = timedelta(days=14)) -> int:
     """Delete ``*.log`` files under ``log_dir`` last written more than ``max_age`` ago.
 
-    Returns how many were deleted. Only regular files named ``*.log`` are touched (never a
-    symlink, never a directory, which a concurrent run may be about to write into), and a
-    file that vanishes or resists deletion is skipped: housekeeping never fails a run.
+    ``now`` must be aware. Returns how many were deleted. Only regular files named ``*.log``
+    are touched (never a symlink, never a directory, which a concurrent run may be about to
+    write into), and a file that vanishes or resists deletion is skipped: housekeeping never
+    fails a run.
     """
     cutoff = now.timestamp() - max_age.total_seconds()
     removed = 0

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import stat
 import time
@@ -47,18 +46,23 @@ def wait_for(path: Path, timeout: float = 10.0) -> None:
 
 
 def test_successful_run_prints_nothing_and_exits_zero(cli: Cli, tmp_path: Path) -> None:
-    write_schedule(tmp_path / "schedules.toml", ['name = "a"\ncommand = "true"\nevery_minute = true'])
+    write_schedule(
+        tmp_path / "schedules.toml", ['name = "a"\ncommand = "true"\nevery_minute = true']
+    )
     result = cli("run", "--now", at(0))
     assert result.returncode == 0
     assert result.stdout == "" and result.stderr == ""
 
 
 def test_failing_task_does_not_stop_others_and_reports_its_tail(cli: Cli, tmp_path: Path) -> None:
-    write_schedule(tmp_path / "schedules.toml", [
-        'name = "breaks"\ncommand = "echo first; echo the-error-detail >&2; exit 3"\n'
-        "every_minute = true",
-        'name = "works"\ncommand = "touch works.done"\nevery_minute = true',
-    ])
+    write_schedule(
+        tmp_path / "schedules.toml",
+        [
+            'name = "breaks"\ncommand = "echo first; echo the-error-detail >&2; exit 3"\n'
+            "every_minute = true",
+            'name = "works"\ncommand = "touch works.done"\nevery_minute = true',
+        ],
+    )
     result = cli("run", "--now", at(0))
     assert result.returncode == 1
     assert "task breaks failed (exit 3)" in result.stderr
@@ -68,16 +72,21 @@ def test_failing_task_does_not_stop_others_and_reports_its_tail(cli: Cli, tmp_pa
 
 
 def test_verbose_prints_every_run(cli: Cli, tmp_path: Path) -> None:
-    write_schedule(tmp_path / "schedules.toml", ['name = "a"\ncommand = "true"\nevery_minute = true'])
+    write_schedule(
+        tmp_path / "schedules.toml", ['name = "a"\ncommand = "true"\nevery_minute = true']
+    )
     result = cli("run", "--now", at(0), "-v")
     assert "2026-08-03T09:00:00Z  a  ok" in result.stdout
 
 
 def test_run_refuses_a_schedule_with_errors(cli: Cli, tmp_path: Path) -> None:
-    write_schedule(tmp_path / "schedules.toml", [
-        'name = "good"\ncommand = "touch ran"\nevery_minute = true',
-        'name = "bad"\ncommand = "true"\ncron = "61 * * * *"',
-    ])
+    write_schedule(
+        tmp_path / "schedules.toml",
+        [
+            'name = "good"\ncommand = "touch ran"\nevery_minute = true',
+            'name = "bad"\ncommand = "true"\ncron = "61 * * * *"',
+        ],
+    )
     result = cli("run", "--now", at(0))
     assert result.returncode == 2
     assert "schedules.toml:" in result.stderr and "nothing was run" in result.stderr
@@ -89,8 +98,10 @@ def test_command_gets_env_workdir_and_cronctl_variables(cli: Cli, tmp_path: Path
     (tmp_path / "jobs" / "sub").mkdir()
     write_schedule(
         tmp_path / "jobs" / "schedules.toml",
-        ['name = "env"\nworkdir = "sub"\nenv = { B = "task" }\nevery_minute = true\n'
-         'command = "echo $A $B $CRONCTL_TASK $CRONCTL_OCCURRENCE $CRONCTL_RUN_ID > out.txt"'],
+        [
+            'name = "env"\nworkdir = "sub"\nenv = { B = "task" }\nevery_minute = true\n'
+            'command = "echo $A $B $CRONCTL_TASK $CRONCTL_OCCURRENCE $CRONCTL_RUN_ID > out.txt"'
+        ],
         header='[defaults]\nenv = { A = "default", B = "default" }\n',
     )
     result = cli("run", "-f", "jobs/schedules.toml", "--now", at(0))
@@ -101,20 +112,24 @@ def test_command_gets_env_workdir_and_cronctl_variables(cli: Cli, tmp_path: Path
 
 
 def test_array_command_is_executed_without_a_shell(cli: Cli, tmp_path: Path) -> None:
-    write_schedule(tmp_path / "schedules.toml", [
-        'name = "arr"\ncommand = ["touch", "$HOME;x"]\nevery_minute = true'
-    ])
+    write_schedule(
+        tmp_path / "schedules.toml",
+        ['name = "arr"\ncommand = ["touch", "$HOME;x"]\nevery_minute = true'],
+    )
     assert cli("run", "--now", at(0)).returncode == 0
     assert (tmp_path / "$HOME;x").exists()
 
 
 def test_when_and_skip_conditions_decide_before_anything_else(cli: Cli, tmp_path: Path) -> None:
-    write_schedule(tmp_path / "schedules.toml", [
-        'name = "when-false"\nwhen = "false"\ncommand = "touch a"\nevery_minute = true',
-        'name = "skip-true"\nskip = "true"\ncommand = "touch b"\nevery_minute = true',
-        'name = "both-pass"\nwhen = "true"\nskip = "false"\ncommand = "touch c"\n'
-        "every_minute = true",
-    ])
+    write_schedule(
+        tmp_path / "schedules.toml",
+        [
+            'name = "when-false"\nwhen = "false"\ncommand = "touch a"\nevery_minute = true',
+            'name = "skip-true"\nskip = "true"\ncommand = "touch b"\nevery_minute = true',
+            'name = "both-pass"\nwhen = "true"\nskip = "false"\ncommand = "touch c"\n'
+            "every_minute = true",
+        ],
+    )
     result = cli("run", "--now", at(0), "--json")
     assert runs(result.stdout) == {
         "when-false": "skipped: condition",
@@ -125,19 +140,23 @@ def test_when_and_skip_conditions_decide_before_anything_else(cli: Cli, tmp_path
 
 
 def test_paused_in_file_is_skipped(cli: Cli, tmp_path: Path) -> None:
-    write_schedule(tmp_path / "schedules.toml", [
-        'name = "p"\npaused = true\ncommand = "touch ran"\nevery_minute = true'
-    ])
+    write_schedule(
+        tmp_path / "schedules.toml",
+        ['name = "p"\npaused = true\ncommand = "touch ran"\nevery_minute = true'],
+    )
     result = cli("run", "--now", at(0), "--json")
     assert runs(result.stdout) == {"p": "skipped: paused"}
     assert not (tmp_path / "ran").exists()
 
 
 def test_timeout_kills_the_whole_process_group(cli: Cli, tmp_path: Path) -> None:
-    write_schedule(tmp_path / "schedules.toml", [
-        'name = "hang"\ntimeout = "1s"\nevery_minute = true\n'
-        "command = \"sleep 300 & echo $! > grandchild.pid; wait\""
-    ])
+    write_schedule(
+        tmp_path / "schedules.toml",
+        [
+            'name = "hang"\ntimeout = "1s"\nevery_minute = true\n'
+            'command = "sleep 300 & echo $! > grandchild.pid; wait"'
+        ],
+    )
     started = time.monotonic()
     result = cli("run", "--now", at(0), "--json")
     assert time.monotonic() - started < 9
@@ -149,10 +168,13 @@ def test_timeout_kills_the_whole_process_group(cli: Cli, tmp_path: Path) -> None
 
 
 def test_command_that_cannot_start_is_an_error_not_a_crash(cli: Cli, tmp_path: Path) -> None:
-    write_schedule(tmp_path / "schedules.toml", [
-        'name = "missing"\ncommand = ["/nonexistent/program"]\nevery_minute = true',
-        'name = "fine"\ncommand = "touch fine"\nevery_minute = true',
-    ])
+    write_schedule(
+        tmp_path / "schedules.toml",
+        [
+            'name = "missing"\ncommand = ["/nonexistent/program"]\nevery_minute = true',
+            'name = "fine"\ncommand = "touch fine"\nevery_minute = true',
+        ],
+    )
     result = cli("run", "--now", at(0), "--json")
     assert result.returncode == 1
     assert runs(result.stdout) == {"missing": "error", "fine": "ok"}
@@ -177,7 +199,9 @@ def test_world_writable_state_dir_is_refused(cli: Cli, tmp_path: Path) -> None:
     state = tmp_path / "open"
     state.mkdir()
     state.chmod(0o777)
-    write_schedule(tmp_path / "schedules.toml", ['name = "a"\ncommand = "true"\nevery_minute = true'])
+    write_schedule(
+        tmp_path / "schedules.toml", ['name = "a"\ncommand = "true"\nevery_minute = true']
+    )
     result = cli("run", "--now", at(0), "--state-dir", str(state))
     assert result.returncode == 2
     assert str(state) in result.stderr and "world-writable" in result.stderr
@@ -186,8 +210,10 @@ def test_world_writable_state_dir_is_refused(cli: Cli, tmp_path: Path) -> None:
 def test_dry_run_takes_no_claim_or_lock_and_runs_nothing(cli: Cli, tmp_path: Path) -> None:
     write_schedule(
         tmp_path / "schedules.toml",
-        ['name = "guarded"\ncommand = "touch ran"\nevery_minute = true\n'
-         "on_one_server = true\nwithout_overlapping = true"],
+        [
+            'name = "guarded"\ncommand = "touch ran"\nevery_minute = true\n'
+            "on_one_server = true\nwithout_overlapping = true"
+        ],
         header='[cronctl]\nstate_dir = "state"\nlock_dir_shared = true\n',
     )
     result = cli("run", "--now", at(0), "--dry-run", "--json", env=FILE_STATE)
@@ -204,9 +230,10 @@ def test_dry_run_takes_no_claim_or_lock_and_runs_nothing(cli: Cli, tmp_path: Pat
 def test_on_one_server_over_local_lock_dir_is_refused_when_asked(
     cli: Cli, tmp_path: Path, how: str
 ) -> None:
-    write_schedule(tmp_path / "schedules.toml", [
-        'name = "one"\ncommand = "touch ran"\nevery_minute = true\non_one_server = true'
-    ])
+    write_schedule(
+        tmp_path / "schedules.toml",
+        ['name = "one"\ncommand = "touch ran"\nevery_minute = true\non_one_server = true'],
+    )
     args = ["run", "--now", at(0)] + (["--strict"] if how == "strict" else [])
     env = {"CRONCTL_ENV": "production"} if how == "production" else {}
     result = cli(*args, env=env)
@@ -240,8 +267,13 @@ def test_on_one_server_occurrence_runs_exactly_once_across_machines(
     for minute in range(minutes):
         procs = [
             cli.popen(
-                "run", "-f", "work/schedules.toml", "--now", at(minute),
-                "--state-dir", str(tmp_path / f"state-{m}"),
+                "run",
+                "-f",
+                "work/schedules.toml",
+                "--now",
+                at(minute),
+                "--state-dir",
+                str(tmp_path / f"state-{m}"),
                 env={"CRONCTL_HOST_TAG": f"m{m}"},
             )
             for m in range(machines)
@@ -258,8 +290,10 @@ def test_on_one_server_occurrence_runs_exactly_once_across_machines(
 def _overlap_schedule(tmp_path: Path, guard: str) -> None:
     write_schedule(
         tmp_path / "schedules.toml",
-        [f'name = "slow"\nevery_minute = true\nwithout_overlapping = {guard}\n'
-         "command = \"echo $CRONCTL_OCCURRENCE >> started; sleep 4; touch finished\""],
+        [
+            f'name = "slow"\nevery_minute = true\nwithout_overlapping = {guard}\n'
+            'command = "echo $CRONCTL_OCCURRENCE >> started; sleep 4; touch finished"'
+        ],
         header='[cronctl]\nstate_dir = "state"\n',
     )
 

@@ -1,0 +1,548 @@
+"""Per-machine state and run history in ``STATE_DIR/state.db`` (SQLite, standard library).
+
+Two tables (SPEC 5.1): ``task_state`` holds, per task, the last occurrence this machine has dealt
+with and the fingerprint of the schedule that produced it; ``runs`` holds one row per occurrence
+dealt with (run, skipped or missed). Several ``cronctl run`` processes may use the file at once,
+and any of them may be killed at any moment:
+
+- WAL journal: readers never block the writer, and what a killed writer left half-done in the
+  WAL is ignored by the next opener (only committed transactions count);
+- every write is a transaction started with ``BEGIN IMMEDIATE``, which takes the write lock up
+  front, so a read-modify-write can never be overtaken between its read and its write;
+- a busy timeout of 30 s lets writers queue instead of failing.
+
+Times go in and come out as aware UTC datetimes. They are stored as ISO 8601 text:
+``YYYY-MM-DDTHH:MM:SSZ`` for occurrences (whole seconds) and ``YYYY-MM-DDTHH:MM:SS.ffffffZ`` for
+``started``/``ended``; each form is fixed width, so text order is time order.
+
+A :class:`Store` may be shared by the threads of one process: a lock serialises its use, and a
+transaction holds it until its block ends.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import astuple, dataclass, fields
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, Final, NoReturn
+
+from cronctl.edge.paths import fsync_dir, open_nofollow
+from cronctl.errors import CronctlError, UnsafeDirectoryError
+
+__all__ = [
+    "DB_NAME",
+    "MIGRATIONS",
+    "OUTCOMES",
+    "SCHEMA_VERSION",
+    "RunRow",
+    "Store",
+    "TaskState",
+    "Txn",
+]
+
+#: The database file inside ``state_dir``.
+DB_NAME: Final = "state.db"
+
+_SKIPS: Final = ("paused", "condition", "another server", "still running")
+_ENDINGS: Final = ("ok", "failed", "timeout", "error", "missed")
+#: Every outcome a run row may hold (SPEC 4.4), plus the two states of a run in progress.
+OUTCOMES: Final = frozenset(("pending", "running", *_ENDINGS, *(f"skipped: {w}" for w in _SKIPS)))
+_FAILURES: Final = ("failed", "timeout", "error")
+# Failures caused by the file or the machine rather than by cronctl's own SQL.
+_ENVIRONMENT_CODES: Final = (
+    sqlite3.SQLITE_PERM,
+    sqlite3.SQLITE_NOMEM,
+    sqlite3.SQLITE_READONLY,
+    sqlite3.SQLITE_IOERR,
+    sqlite3.SQLITE_CANTOPEN,
+    sqlite3.SQLITE_PROTOCOL,
+)
+
+#: Schema migrations: entry ``i`` takes the database from version ``i`` to ``i + 1``
+#: (``PRAGMA user_version``). Append only; never edit a migration that has been released.
+MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
+    (
+        """CREATE TABLE task_state (
+            name TEXT PRIMARY KEY, fingerprint TEXT NOT NULL, last_occurrence TEXT NOT NULL,
+            missed_total INTEGER NOT NULL DEFAULT 0, done INTEGER NOT NULL DEFAULT 0)""",
+        """CREATE TABLE runs (
+            id TEXT PRIMARY KEY, task TEXT NOT NULL, occurrence TEXT NOT NULL,
+            outcome TEXT NOT NULL, host TEXT NOT NULL, pid INTEGER, exit_code INTEGER,
+            started TEXT, ended TEXT, duration_s REAL, log_path TEXT,
+            tail TEXT NOT NULL DEFAULT '', message TEXT)""",
+        "CREATE INDEX runs_by_task ON runs (task, occurrence DESC, started DESC, id DESC)",
+        "CREATE INDEX runs_by_occurrence ON runs (occurrence DESC, started DESC, id DESC)",
+        "CREATE INDEX runs_unfinished ON runs (host) WHERE outcome IN ('pending', 'running')",
+    ),
+)
+#: The schema version this code writes; a database at a higher one is refused.
+SCHEMA_VERSION: Final = len(MIGRATIONS)
+
+_BUSY_TIMEOUT_MS: Final = 30_000
+_ORDER: Final = "ORDER BY occurrence DESC, started DESC, id DESC"
+_STATE_COLUMNS: Final = "name, fingerprint, last_occurrence, missed_total, done"
+
+
+@dataclass(frozen=True, slots=True)
+class TaskState:
+    """What this machine remembers about one task between runs (SPEC 5.1)."""
+
+    name: str
+    fingerprint: str  # schedule identity; a change restarts the window
+    last_occurrence: datetime  # the last occurrence this machine has dealt with
+    missed_total: int = 0
+    done: bool = False  # a one-shot `at` task that has been dealt with for good
+
+
+@dataclass(frozen=True, slots=True)
+class RunRow:
+    """One occurrence dealt with by one machine (run, skipped or missed): a line of history."""
+
+    id: str
+    task: str
+    occurrence: datetime
+    outcome: str  # one of OUTCOMES
+    host: str
+    pid: int | None = None  # the cronctl process responsible for the row
+    exit_code: int | None = None
+    started: datetime | None = None
+    ended: datetime | None = None
+    duration_s: float | None = None
+    log_path: str | None = None
+    tail: str = ""  # bounded by the caller (4 KiB)
+    message: str | None = None
+
+
+_RUN_FIELDS: Final = tuple(f.name for f in fields(RunRow))
+_RUN_COLUMNS: Final = ", ".join(_RUN_FIELDS)
+_UPDATABLE: Final = frozenset(_RUN_FIELDS) - {"id"}
+
+
+# --- time and values ------------------------------------------------------------------------
+
+
+def _utc(value: datetime, what: str) -> datetime:
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError(f"{what} must be an aware datetime, got naive {value.isoformat()}")
+    return value.astimezone(UTC)
+
+
+def _occurrence_text(value: datetime, what: str) -> str:
+    value = _utc(value, what)
+    if value.microsecond:
+        raise ValueError(f"{what} must be a whole second, got {value.isoformat()}")
+    return value.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _parse_time(text: str) -> datetime:
+    return datetime.fromisoformat(text).astimezone(UTC)
+
+
+def _run_column(name: str, value: object) -> object:
+    """Return the stored form of one RunRow field, refusing values of the wrong kind."""
+    if name == "occurrence":
+        if not isinstance(value, datetime):
+            raise TypeError(f"occurrence must be a datetime, got {value!r}")
+        return _occurrence_text(value, name)
+    if name in ("started", "ended"):
+        if value is None:
+            return None
+        if not isinstance(value, datetime):
+            raise TypeError(f"{name} must be a datetime or None, got {value!r}")
+        return _utc(value, name).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    if name == "outcome" and value not in OUTCOMES:
+        raise ValueError(f"unknown outcome {value!r}; expected one of {sorted(OUTCOMES)}")
+    return value
+
+
+def _row_to_run(row: tuple[Any, ...]) -> RunRow:
+    values = dict(zip(_RUN_FIELDS, row, strict=True))
+    for name in ("occurrence", "started", "ended"):
+        if values[name] is not None:
+            values[name] = _parse_time(values[name])
+    return RunRow(**values)
+
+
+def _row_to_state(row: tuple[Any, ...]) -> TaskState:
+    name, fingerprint, last, missed, done = row
+    return TaskState(name, fingerprint, _parse_time(last), int(missed), bool(done))
+
+
+# --- errors ---------------------------------------------------------------------------------
+
+
+def _store_error(path: Path, message: str) -> CronctlError:
+    # The one place to change if errors.py grows a StateStoreError that carries the path.
+    return CronctlError(f"{path}: {message}")
+
+
+def _primary_code(exc: sqlite3.Error) -> int | None:
+    code: int | None = getattr(exc, "sqlite_errorcode", None)  # None: raised by Python's module
+    return None if code is None else code & 0xFF  # SQLITE_IOERR_WRITE -> SQLITE_IOERR
+
+
+def _raise_translated(path: Path, exc: sqlite3.Error) -> NoReturn:
+    """Turn what the world did to the file into a CronctlError; let programming errors through."""
+    code = _primary_code(exc)
+    if code in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
+        message = (
+            f"the state database is damaged or is not a cronctl database ({exc}). Move it "
+            f"aside with its -wal and -shm files (`mkdir {path.parent}/broken && mv {path}* "
+            f"{path.parent}/broken/`) and run cronctl again, which starts a new one: the run "
+            f"history is lost, and scheduling restarts from now (occurrences missed before "
+            f"that are not caught up)."
+        )
+    elif code == sqlite3.SQLITE_FULL:
+        message = (
+            f"the disk is full ({exc}); nothing was recorded. Free space on the file system "
+            f"that holds {path.parent}."
+        )
+    elif code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+        message = (
+            f"the state database stayed locked by another process for "
+            f"{_BUSY_TIMEOUT_MS // 1000} s ({exc}); look for a stuck cronctl (`fuser {path}`)."
+        )
+    elif code in _ENVIRONMENT_CODES:
+        message = (
+            f"cannot use the state database ({exc}); check that the file and its directory "
+            f"belong to the user running cronctl and that the file system is writable."
+        )
+    else:
+        raise exc
+    raise _store_error(path, message) from exc
+
+
+@contextmanager
+def _translated(path: Path) -> Iterator[None]:
+    try:
+        yield
+    except sqlite3.Error as exc:
+        _raise_translated(path, exc)
+
+
+# --- opening and migrating ------------------------------------------------------------------
+
+
+def _create_file(path: Path) -> None:
+    """Create the database file 0600 without following a planted link, before SQLite sees it."""
+    try:
+        fd = open_nofollow(path, os.O_RDWR | os.O_CREAT, 0o600)
+    except UnsafeDirectoryError:
+        raise
+    except OSError as exc:
+        message = (
+            f"cannot open the state database: {exc.strerror}; it must be a file that the user "
+            f"running cronctl owns and can write, on a writable file system."
+        )
+        raise _store_error(path, message) from exc
+    try:
+        is_new = os.fstat(fd).st_size == 0
+    finally:
+        os.close(fd)
+    if is_new:
+        fsync_dir(path.parent)
+
+
+def _configure(conn: sqlite3.Connection, path: Path) -> None:
+    conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
+    # FULL: in WAL mode, NORMAL syncs only at checkpoints, so a power loss can drop the last
+    # commits: a run would vanish from history, or last_occurrence would move back and the
+    # occurrence would run a second time. FULL syncs the WAL at every commit (a few ms).
+    conn.execute("PRAGMA synchronous = FULL")
+    _use_wal(conn, path)
+
+
+def _use_wal(conn: sqlite3.Connection, path: Path) -> None:
+    # Switching a new file to WAL (persistent, so a no-op later) upgrades a read lock to a write
+    # lock, and SQLite never waits on such an upgrade (it could deadlock): it fails at once with
+    # "database is locked" when another cronctl is switching too. So that wait happens here.
+    deadline = time.monotonic() + _BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            (mode,) = conn.execute("PRAGMA journal_mode = WAL").fetchone()
+        except sqlite3.OperationalError as exc:
+            if _primary_code(exc) != sqlite3.SQLITE_BUSY or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
+            continue
+        if str(mode).lower() != "wal":
+            reason = f"SQLite cannot use WAL mode here (it stays in {mode} mode)"
+            raise _store_error(path, f"{reason}; put state_dir on a local file system.")
+        return
+
+
+def _user_version(conn: sqlite3.Connection) -> int:
+    (version,) = conn.execute("PRAGMA user_version").fetchone()
+    return int(version)
+
+
+def _refuse_newer(path: Path, version: int) -> None:
+    if version > SCHEMA_VERSION:
+        raise _store_error(
+            path,
+            f"the state database has schema version {version}, but this cronctl knows versions "
+            f"up to {SCHEMA_VERSION} only: a newer cronctl wrote it. Upgrade cronctl on this "
+            f"machine (or move the file aside to start over, losing the history).",
+        )
+
+
+def _migrate(conn: sqlite3.Connection, path: Path) -> None:
+    """Apply the missing migrations in order, all in one transaction."""
+    version = _user_version(conn)
+    _refuse_newer(path, version)
+    if version == SCHEMA_VERSION:
+        return  # the common case: one read, no write lock
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        version = _user_version(conn)  # another process may have migrated meanwhile
+        _refuse_newer(path, version)
+        for target, statements in enumerate(MIGRATIONS[version:], start=version + 1):
+            for statement in statements:
+                conn.execute(statement)
+            conn.execute(f"PRAGMA user_version = {target}")
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            with suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+        raise
+
+
+# --- the store ------------------------------------------------------------------------------
+
+
+class Txn:
+    """Reads and writes inside one ``BEGIN IMMEDIATE`` transaction (:meth:`Store.transaction`)."""
+
+    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+        """Wrap a connection with a transaction open; only :class:`Store` makes these."""
+        self._conn: sqlite3.Connection | None = conn
+        self._path = path
+
+    def _execute(self, sql: str, params: tuple[object, ...]) -> sqlite3.Cursor:
+        if self._conn is None:
+            raise RuntimeError("this transaction has ended; use it only inside its `with` block")
+        with _translated(self._path):
+            return self._conn.execute(sql, params)
+
+    def _end(self) -> None:
+        self._conn = None
+
+    def get_state(self, name: str) -> TaskState | None:
+        """Return the remembered state of task ``name``, or None if this machine never saw it."""
+        sql = f"SELECT {_STATE_COLUMNS} FROM task_state WHERE name = ?"  # noqa: S608
+        row = self._execute(sql, (name,)).fetchone()
+        return None if row is None else _row_to_state(row)
+
+    def put_state(self, state: TaskState) -> None:
+        """Insert or replace the state of task ``state.name``."""
+        last = _occurrence_text(state.last_occurrence, "last_occurrence")
+        self._execute(
+            f"INSERT INTO task_state ({_STATE_COLUMNS}) VALUES (?, ?, ?, ?, ?) "  # noqa: S608
+            "ON CONFLICT (name) DO UPDATE SET fingerprint = excluded.fingerprint, "
+            "last_occurrence = excluded.last_occurrence, missed_total = excluded.missed_total, "
+            "done = excluded.done",
+            (state.name, state.fingerprint, last, int(state.missed_total), int(state.done)),
+        )
+
+    def add_run(self, run: RunRow) -> None:
+        """Record a new run row.
+
+        :raises ValueError: a row with ``run.id`` exists, or ``run.outcome`` is unknown.
+        """
+        pairs = zip(_RUN_FIELDS, astuple(run), strict=True)
+        values = tuple(_run_column(name, value) for name, value in pairs)
+        placeholders = ", ".join("?" * len(values))
+        try:
+            sql = f"INSERT INTO runs ({_RUN_COLUMNS}) VALUES ({placeholders})"  # noqa: S608
+            self._execute(sql, values)
+        except sqlite3.IntegrityError as exc:
+            raise ValueError(f"run {run.id!r} is already recorded") from exc
+
+    def update_run(self, run_id: str, **fields: object) -> None:
+        """Change some fields of run ``run_id``.
+
+        :raises ValueError: a name that is not a RunRow field (``id`` cannot change either).
+        :raises KeyError: no row has that id (for instance, pruned).
+        """
+        unknown = sorted(set(fields) - _UPDATABLE)
+        if unknown:
+            raise ValueError(f"cannot update run fields {unknown}; allowed: {sorted(_UPDATABLE)}")
+        if not fields:
+            return
+        assignments = ", ".join(f"{name} = ?" for name in fields)
+        values = tuple(_run_column(name, value) for name, value in fields.items())
+        sql = f"UPDATE runs SET {assignments} WHERE id = ?"  # noqa: S608 (names checked above)
+        if self._execute(sql, (*values, run_id)).rowcount == 0:
+            raise KeyError(run_id)
+
+
+class Store:
+    """The state database of one machine; :meth:`open` it, then close it (or use ``with``)."""
+
+    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+        """Wrap an open, migrated connection; use :meth:`open` instead."""
+        self._conn = conn
+        self._path = path
+        self._lock = threading.RLock()
+
+    @property
+    def path(self) -> Path:
+        """The database file."""
+        return self._path
+
+    @classmethod
+    def open(cls, state_dir: Path) -> Store:
+        """Open ``state_dir/state.db``, creating and migrating it as needed.
+
+        ``state_dir`` must exist and have been checked by the caller.
+
+        :raises UnsafeDirectoryError: ``state.db`` is a symlink or not a regular file.
+        :raises CronctlError: the file is damaged or not SQLite, was written by a newer cronctl,
+            cannot be opened, or the disk is full; the message names the file and what to do.
+        """
+        path = Path(state_dir) / DB_NAME
+        _create_file(path)
+        with _translated(path):
+            # isolation_level=None: we send BEGIN IMMEDIATE/COMMIT ourselves; the module's own
+            # deferred transactions would let two read-then-write callers deadlock.
+            conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        try:
+            with _translated(path):
+                _configure(conn, path)
+                _migrate(conn, path)
+        except BaseException:
+            conn.close()
+            raise
+        return cls(conn, path)
+
+    def close(self) -> None:
+        """Close the connection; the store cannot be used afterwards."""
+        with self._lock:
+            self._conn.close()
+
+    def __enter__(self) -> Store:
+        """Return the store itself."""
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        """Close the store."""
+        self.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[Txn]:
+        """Run the block in one ``BEGIN IMMEDIATE`` transaction, committed when the block ends
+        and rolled back if it raises. Other writers, threads or processes, wait meanwhile.
+
+        :raises RuntimeError: a transaction is already open on this store (in this thread).
+        """
+        with self._lock:
+            if self._conn.in_transaction:
+                raise RuntimeError("a transaction is already open on this store; use its Txn")
+            with _translated(self._path):
+                self._conn.execute("BEGIN IMMEDIATE")
+            txn = Txn(self._conn, self._path)
+            try:
+                yield txn
+                with _translated(self._path):
+                    self._conn.execute("COMMIT")
+            except BaseException:
+                if self._conn.in_transaction:
+                    with suppress(sqlite3.Error):
+                        self._conn.execute("ROLLBACK")
+                raise
+            finally:
+                txn._end()
+
+    def update_run(self, run_id: str, **fields: object) -> None:
+        """Change some fields of run ``run_id``, in a short transaction of its own.
+
+        :raises ValueError: a name that is not a RunRow field (``id`` cannot change either).
+        :raises KeyError: no row has that id.
+        """
+        with self.transaction() as txn:
+            txn.update_run(run_id, **fields)
+
+    def _select(self, sql: str, params: tuple[object, ...]) -> list[tuple[Any, ...]]:
+        with self._lock, _translated(self._path):
+            return self._conn.execute(sql, params).fetchall()
+
+    def get_run(self, run_id: str) -> RunRow | None:
+        """Return run ``run_id``, or None."""
+        rows = self._select(f"SELECT {_RUN_COLUMNS} FROM runs WHERE id = ?", (run_id,))  # noqa: S608
+        return _row_to_run(rows[0]) if rows else None
+
+    def history(self, task: str | None = None, limit: int = 50) -> list[RunRow]:
+        """Return up to ``limit`` rows, of ``task`` or of every task, newest first.
+
+        Newest means the latest occurrence, then the latest start, then the greatest id.
+        """
+        if limit < 0:
+            raise ValueError(f"limit must be 0 or more, got {limit}")
+        where, params = ("WHERE task = ?", (task,)) if task is not None else ("", ())
+        sql = f"SELECT {_RUN_COLUMNS} FROM runs {where} {_ORDER} LIMIT ?"  # noqa: S608
+        return [_row_to_run(row) for row in self._select(sql, (*params, limit))]
+
+    def last_run(self, task: str) -> RunRow | None:
+        """Return the newest row of ``task`` that is neither ``missed`` nor ``pending``."""
+        rows = self._select(
+            f"SELECT {_RUN_COLUMNS} FROM runs WHERE task = ? "  # noqa: S608
+            f"AND outcome NOT IN ('missed', 'pending') {_ORDER} LIMIT 1",
+            (task,),
+        )
+        return _row_to_run(rows[0]) if rows else None
+
+    def consecutive_failures(self, task: str) -> int:
+        """Count ``task``'s failed/timeout/error rows, newest first, back to its latest ``ok``.
+
+        Skipped, missed and unfinished (pending/running) rows neither count nor interrupt.
+        """
+        sql = f"SELECT outcome FROM runs WHERE task = ? {_ORDER}"  # noqa: S608
+        count = 0
+        with self._lock, _translated(self._path):
+            cursor = self._conn.execute(sql, (task,))
+            try:
+                for (outcome,) in cursor:
+                    if outcome == "ok":
+                        break
+                    count += outcome in _FAILURES
+            finally:
+                cursor.close()
+        return count
+
+    def unfinished_runs(self, host: str) -> list[RunRow]:
+        """Return ``host``'s rows still ``pending`` or ``running``, newest first.
+
+        A crashed cronctl leaves them; so does one still at work, so check ``pid``.
+        """
+        rows = self._select(
+            f"SELECT {_RUN_COLUMNS} FROM runs WHERE host = ? "  # noqa: S608
+            f"AND outcome IN ('pending', 'running') {_ORDER}",
+            (host,),
+        )
+        return [_row_to_run(row) for row in rows]
+
+    def states(self) -> dict[str, TaskState]:
+        """Return the remembered state of every task, by name."""
+        rows = self._select(f"SELECT {_STATE_COLUMNS} FROM task_state", ())  # noqa: S608
+        return {row[0]: _row_to_state(row) for row in rows}
+
+    def prune(self, before: datetime) -> int:
+        """Delete finished run rows whose occurrence is older than ``before``; return how many.
+
+        Pending and running rows stay whatever their age: a long run must still be able to
+        record its end, and :meth:`unfinished_runs` must still find those a crash left.
+        """
+        before = _utc(before, "before")
+        if before.microsecond:  # occurrences are whole seconds: o < before <=> o < ceil(before)
+            before = before.replace(microsecond=0) + timedelta(seconds=1)
+        cutoff = _occurrence_text(before, "before")
+        sql = "DELETE FROM runs WHERE occurrence < ? AND outcome NOT IN ('pending', 'running')"
+        with self.transaction() as txn:
+            return txn._execute(sql, (cutoff,)).rowcount

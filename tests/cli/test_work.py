@@ -1,0 +1,105 @@
+"""`cronctl work`: wakes on the minute boundary, reloads edits safely, stops cleanly on SIGTERM."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from cronctl.edge.files import load_paths
+from cronctl.execute import RunContext, real_clock
+from cronctl.work import Worker
+from tests.helpers import Cli, write_schedule
+
+SLOW_TASK = (
+    'name = "slow"\nevery_minute = true\n'
+    "command = \"date +%s.%N >> started; trap 'echo term > got-term; exit 0' TERM; "
+    'sleep 120 & wait"'
+)
+
+
+def wait_for(path: Path, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists() or not path.read_text().strip():
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.05)
+
+
+def test_work_starts_tasks_at_the_boundary_and_forwards_sigterm(cli: Cli, tmp_path: Path) -> None:
+    write_schedule(tmp_path / "schedules.toml", [SLOW_TASK])
+    worker = cli.popen("work", "--grace", "10")
+    try:
+        wait_for(tmp_path / "started", timeout=75)
+        started = float((tmp_path / "started").read_text().split()[0])
+        past_boundary = started % 60
+        assert past_boundary < 1.0, f"task started {past_boundary:.3f}s after the minute"
+        time.sleep(0.3)  # the shell has set its trap
+        worker.send_signal(signal.SIGTERM)
+        _, err = worker.communicate(timeout=20)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.communicate()
+    assert worker.returncode == 0, err
+    assert (tmp_path / "got-term").read_text() == "term\n"
+    assert "signalled 1 running task" in err
+
+
+def _worker(tmp_path: Path, path: Path) -> Worker:
+    ctx = RunContext(
+        state_dir=tmp_path / "state",
+        lock_dir=tmp_path / "state" / "locks",
+        host="test",
+        pid=os.getpid(),
+        env={},
+        clock=real_clock,
+    )
+    return Worker(
+        load=lambda: load_paths([path]), paths=lambda: [path], ctx=ctx, report=lambda _report: None
+    )
+
+
+def test_reload_applies_a_good_edit(tmp_path: Path) -> None:
+    path = write_schedule(tmp_path / "s.toml", ['name = "a"\ncommand = "true"\nhourly = true'])
+    worker = _worker(tmp_path, path)
+    watched = worker.watch()
+    write_schedule(path, ['name = "b"\ncommand = "true"\ndaily = true'])
+    os.utime(path, ns=(time.time_ns(), time.time_ns() + 10**9))
+    reloaded = worker.refresh(watched)
+    assert [t.name for t in reloaded.schedule.tasks] == ["b"]
+
+
+def test_a_broken_edit_is_reported_and_the_last_good_schedule_keeps_running(
+    tmp_path: Path, capsys: object
+) -> None:
+    path = write_schedule(tmp_path / "s.toml", ['name = "a"\ncommand = "true"\nhourly = true'])
+    worker = _worker(tmp_path, path)
+    watched = worker.watch()
+    path.write_text('[[task]]\nname = "a"\ncommand = "true"\ncron = "61 * * * *"\n')
+    os.utime(path, ns=(time.time_ns(), time.time_ns() + 10**9))
+    kept = worker.refresh(watched)
+    assert [t.name for t in kept.schedule.tasks] == ["a"]
+    assert kept.schedule.tasks[0].schedule == "0 * * * *"
+    err = capsys.readouterr().err  # type: ignore[attr-defined]
+    assert "schedule change not applied" in err and "s.toml:4" in err
+    # The broken edit is reported once, not every minute.
+    assert worker.refresh(kept) is kept
+
+
+def test_work_refuses_to_start_on_a_broken_schedule(cli: Cli, tmp_path: Path) -> None:
+    (tmp_path / "schedules.toml").write_text('[[task]]\nname = "x"\ncommand = "true"\n')
+    result = cli("work")
+    assert result.returncode == 2
+    assert "schedules.toml:2" in result.stderr
+
+
+def test_boundary_arithmetic_never_drifts() -> None:
+    # Sleeping to the next boundary from any second of a minute lands on the boundary.
+    from cronctl.work import seconds_to_boundary
+
+    for second in (0.0, 0.2, 29.5, 59.999):
+        now = datetime(2026, 8, 3, 9, 0, tzinfo=UTC).timestamp() + second
+        wake = now + seconds_to_boundary(datetime.fromtimestamp(now, UTC))
+        assert 0 < wake % 60 < 0.1

@@ -1,0 +1,378 @@
+"""Starting, capturing, timing out and killing real commands."""
+
+from __future__ import annotations
+
+import os
+import signal
+import stat
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from cronctl.edge.runner import CommandResult, RunSpec, run_condition, start, sweep_logs
+
+ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C"}
+
+
+def _spec(tmp_path: Path, command: str | tuple[str, ...], **changes: object) -> RunSpec:
+    fields: dict[str, object] = {
+        "command": command,
+        "shell": "/bin/sh",
+        "workdir": tmp_path,
+        "env": ENV,
+        "timeout": None,
+        "log_path": tmp_path / "run.log",
+    }
+    fields.update(changes)
+    return RunSpec(**fields)  # type: ignore[arg-type]
+
+
+def _run(tmp_path: Path, command: str | tuple[str, ...], **changes: object) -> CommandResult:
+    return start(_spec(tmp_path, command, **changes)).wait()
+
+
+def _alive(pid: int) -> bool:
+    # Orphans are not reaped in every container, so a zombie counts as dead.
+    try:
+        state = Path(f"/proc/{pid}/stat").read_bytes().rpartition(b")")[2].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != b"Z"
+
+
+def _group_members(pgid: int) -> list[int]:
+    members = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_bytes().rpartition(b")")[2].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid and fields[0] != b"Z":
+                members.append(int(entry.name))
+    return members
+
+
+# --- outcomes and exit codes ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("command", "outcome", "exit_code"),
+    [("exit 0", "ok", 0), ("exit 3", "failed", 3), ("exit 255", "failed", 255)],
+)
+def test_exit_status_decides_the_outcome(
+    tmp_path: Path, command: str, outcome: str, exit_code: int
+) -> None:
+    result = _run(tmp_path, command)
+    assert (result.outcome, result.exit_code, result.signal) == (outcome, exit_code, None)
+
+
+def test_command_killed_by_a_signal_fails_with_no_exit_code(tmp_path: Path) -> None:
+    result = _run(tmp_path, "kill -KILL $$")
+    assert (result.outcome, result.exit_code, result.signal) == ("failed", None, signal.SIGKILL)
+
+
+def test_times_are_aware_utc_and_duration_is_measured(tmp_path: Path) -> None:
+    before = datetime.now(UTC)
+    result = _run(tmp_path, "sleep 0.2")
+    assert result.started.tzinfo is UTC
+    assert before <= result.started <= result.ended <= datetime.now(UTC)
+    assert 0.2 <= result.duration_s < 5
+    assert abs((result.ended - result.started).total_seconds() - result.duration_s) < 0.01
+
+
+# --- how the command is started ---------------------------------------------------------------
+
+
+def test_array_command_is_executed_without_a_shell(tmp_path: Path) -> None:
+    result = _run(tmp_path, ("printf", "%s\n", "$HOME * `id`"))
+    assert result.outcome == "ok"
+    assert result.tail == "$HOME * `id`"
+
+
+def test_string_command_runs_under_the_given_shell(tmp_path: Path) -> None:
+    result = _run(tmp_path, "echo $0", shell="/bin/sh")
+    assert result.tail == "/bin/sh"
+
+
+def test_environment_is_exactly_the_given_one_and_workdir_applies(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CRONCTL_TEST_LEAK", "leaked")
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    env = ENV | {"GREETING": "hello world"}
+    command = 'pwd; echo "$GREETING"; echo "${CRONCTL_TEST_LEAK-unset}"'
+    result = _run(tmp_path, command, env=env, workdir=workdir)
+    assert result.tail.splitlines() == [str(workdir), "hello world", "unset"]
+
+
+def test_stdout_and_stderr_share_the_log_and_stdin_is_empty(tmp_path: Path) -> None:
+    result = _run(tmp_path, "echo out; echo err >&2; cat; echo done")
+    assert result.tail.splitlines() == ["out", "err", "done"]
+    assert (tmp_path / "run.log").read_text() == "out\nerr\ndone\n"
+
+
+def test_command_runs_in_its_own_process_group(tmp_path: Path) -> None:
+    running = start(_spec(tmp_path, ("sh", "-c", "ps -o pgid= -p $$")))
+    result = running.wait()
+    assert int(result.tail) == running.pid
+    assert running.pid != os.getpgrp()
+
+
+def test_passed_descriptor_is_open_in_the_command(tmp_path: Path) -> None:
+    read_end, write_end = os.pipe()
+    try:
+        # /proc/self/fd: dash only redirects single-digit descriptors.
+        command = f"echo through > /proc/self/fd/{write_end}"
+        result = _run(tmp_path, command, pass_fds=(write_end,))
+        os.close(write_end)
+        assert result.outcome == "ok"
+        assert os.read(read_end, 100) == b"through\n"
+    finally:
+        os.close(read_end)
+
+
+def test_descriptors_not_passed_are_closed_in_the_command(tmp_path: Path) -> None:
+    read_end, write_end = os.pipe()
+    os.set_inheritable(write_end, True)
+    try:
+        result = _run(tmp_path, f"echo leak > /proc/self/fd/{write_end}")
+        assert result.outcome == "failed"
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+
+
+# --- commands that cannot start ---------------------------------------------------------------
+
+
+def test_missing_executable_is_an_error_result_not_an_exception(tmp_path: Path) -> None:
+    result = _run(tmp_path, ("no-such-program-xyz", "--flag"))
+    assert (result.outcome, result.exit_code) == ("error", None)
+    assert result.message is not None
+    assert "no-such-program-xyz" in result.message
+    assert "no-such-program-xyz" in (tmp_path / "run.log").read_text()
+    assert "no-such-program-xyz" in result.tail
+
+
+def test_missing_shell_is_an_error_naming_the_shell(tmp_path: Path) -> None:
+    result = _run(tmp_path, "echo hi", shell="/no/such/shell")
+    assert result.outcome == "error"
+    assert result.message == "cannot start: shell /no/such/shell: No such file or directory"
+
+
+def test_missing_workdir_is_an_error_naming_the_directory(tmp_path: Path) -> None:
+    result = _run(tmp_path, "echo hi", workdir=tmp_path / "gone")
+    assert result.outcome == "error"
+    assert result.message is not None
+    assert f"working directory {tmp_path / 'gone'}" in result.message
+
+
+def test_non_executable_file_is_an_error(tmp_path: Path) -> None:
+    script = tmp_path / "script"
+    script.write_text("#!/bin/sh\necho hi\n")
+    script.chmod(0o644)
+    if os.geteuid() == 0 and os.access(script, os.X_OK):
+        pytest.skip("root may execute anything here")
+    result = _run(tmp_path, (str(script),))
+    assert result.outcome == "error"
+
+
+def test_empty_array_command_is_an_error(tmp_path: Path) -> None:
+    result = _run(tmp_path, ())
+    assert (result.outcome, result.message) == ("error", "cannot start: the command is empty")
+
+
+def test_unopenable_log_is_an_error_result(tmp_path: Path) -> None:
+    result = _run(tmp_path, "echo hi", log_path=tmp_path / "missing-dir" / "run.log")
+    assert result.outcome == "error"
+    assert result.message is not None
+    assert "cannot open log file" in result.message
+    assert result.tail == result.message
+
+
+# --- the log file ----------------------------------------------------------------------------
+
+
+def test_log_file_is_private_even_when_it_already_existed(tmp_path: Path) -> None:
+    log = tmp_path / "run.log"
+    log.write_text("old output\n")
+    log.chmod(0o644)
+    result = _run(tmp_path, "echo new")
+    assert stat.S_IMODE(log.stat().st_mode) == 0o600
+    assert log.read_text() == "new\n"
+    assert result.tail == "new"
+
+
+def test_new_log_file_is_created_0600(tmp_path: Path) -> None:
+    _run(tmp_path, "echo hi", log_path=tmp_path / "fresh.log")
+    assert stat.S_IMODE((tmp_path / "fresh.log").stat().st_mode) == 0o600
+
+
+def test_log_path_symlink_is_not_followed(tmp_path: Path) -> None:
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    (tmp_path / "run.log").symlink_to(victim)
+    result = _run(tmp_path, "echo overwritten")
+    assert result.outcome == "error"
+    assert victim.read_text() == "precious\n"
+
+
+def test_log_path_fifo_does_not_hang_the_run(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "run.log")
+    result = _run(tmp_path, "echo hi")
+    assert result.outcome == "error"
+    assert result.message is not None
+    assert "cannot open log file" in result.message
+
+
+def test_tail_keeps_the_last_twenty_lines(tmp_path: Path) -> None:
+    result = _run(tmp_path, "i=1; while [ $i -le 1000 ]; do echo line $i; i=$((i+1)); done")
+    lines = result.tail.splitlines()
+    assert lines == [f"line {i}" for i in range(981, 1001)]
+
+
+def test_tail_is_bounded_to_4_kib_for_long_lines(tmp_path: Path) -> None:
+    result = _run(tmp_path, "head -c 100000 /dev/zero | tr '\\0' x; echo; echo end")
+    assert result.tail.startswith("\N{HORIZONTAL ELLIPSIS}xxx")
+    assert result.tail.endswith("x\nend")
+    assert len(result.tail.encode()) <= 4096 + len("\N{HORIZONTAL ELLIPSIS}".encode())
+
+
+def test_tail_cut_inside_a_character_starts_cleanly(tmp_path: Path) -> None:
+    # 3000 two-byte "é" then "x": 4096 bytes from the end falls inside an "é".
+    result = _run(tmp_path, ("sh", "-c", "printf 'é%.0s' $(seq 3000); printf x"))
+    assert result.tail == "\N{HORIZONTAL ELLIPSIS}" + "é" * 2047 + "x"
+
+
+def test_tail_replaces_undecodable_bytes(tmp_path: Path) -> None:
+    result = _run(tmp_path, ("printf", "caf\\351\\n"))
+    assert result.tail == "caf\N{REPLACEMENT CHARACTER}"
+
+
+# --- timeouts and signals ---------------------------------------------------------------------
+
+
+def test_timeout_kills_the_whole_group_including_a_grandchild(tmp_path: Path) -> None:
+    command = "sleep 1000 & echo $! > grandchild.pid; wait"
+    running = start(_spec(tmp_path, command, timeout=timedelta(seconds=0.5), kill_grace=5.0))
+    result = running.wait()
+    grandchild = int((tmp_path / "grandchild.pid").read_text())
+    assert result.outcome == "timeout"
+    assert result.signal == signal.SIGTERM
+    assert not _alive(grandchild)
+    assert running.pid is not None
+    assert _group_members(running.pid) == []
+    # SIGTERM was enough: no need to sit out the grace period.
+    assert result.duration_s < 3
+
+
+def test_timeout_escalates_to_sigkill_for_a_grandchild_that_ignores_sigterm(
+    tmp_path: Path,
+) -> None:
+    command = "(trap '' TERM; exec sleep 1000) & echo $! > stubborn.pid; wait"
+    spec = _spec(tmp_path, command, timeout=timedelta(seconds=0.3), kill_grace=0.7)
+    running = start(spec)
+    result = running.wait()
+    stubborn = int((tmp_path / "stubborn.pid").read_text())
+    assert result.outcome == "timeout"
+    assert not _alive(stubborn)
+    assert running.pid is not None
+    assert _group_members(running.pid) == []
+    assert result.duration_s >= 0.3 + 0.7 - 0.05
+
+
+def test_command_that_exits_cleanly_on_sigterm_is_still_a_timeout(tmp_path: Path) -> None:
+    command = "trap 'echo stopping; exit 0' TERM; sleep 1000 & wait"
+    result = _run(tmp_path, command, timeout=timedelta(seconds=0.3), kill_grace=5.0)
+    assert (result.outcome, result.exit_code) == ("timeout", 0)
+    assert result.tail == "stopping"
+
+
+def test_fast_command_is_unaffected_by_its_timeout(tmp_path: Path) -> None:
+    result = _run(tmp_path, "echo quick", timeout=timedelta(seconds=30))
+    assert (result.outcome, result.tail) == ("ok", "quick")
+
+
+def test_signal_is_forwarded_to_the_group(tmp_path: Path) -> None:
+    running = start(_spec(tmp_path, "sleep 1000 & echo $! > child.pid; wait"))
+    pid_file = tmp_path / "child.pid"
+    deadline = time.monotonic() + 5
+    while not pid_file.exists() or not pid_file.read_text().strip():
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    running.signal(signal.SIGTERM)
+    result = running.wait()
+    assert (result.outcome, result.signal) == ("failed", signal.SIGTERM)
+    # Delivery to the grandchild is asynchronous; it only has to die soon.
+    child = int(pid_file.read_text())
+    deadline = time.monotonic() + 5
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not _alive(child)
+    assert running.wait() is result
+    running.signal(signal.SIGTERM)  # after the end: a no-op, never a stray signal
+
+
+# --- conditions -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("command", "expected"), [("true", True), ("exit 1", False)])
+def test_condition_is_true_only_on_exit_zero(tmp_path: Path, command: str, expected: bool) -> None:
+    assert run_condition(command, shell="/bin/sh", workdir=tmp_path, env=ENV) is expected
+
+
+def test_condition_sees_env_and_workdir_and_its_output_is_discarded(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    env = ENV | {"FLAG": "on"}
+    (tmp_path / "marker").touch()
+    command = 'echo noise; echo noise >&2; [ "$FLAG" = on ] && [ -e marker ]'
+    assert run_condition(command, shell="/bin/sh", workdir=tmp_path, env=env)
+    assert capfd.readouterr() == ("", "")
+
+
+def test_condition_past_its_timeout_is_killed_with_its_group_and_false(tmp_path: Path) -> None:
+    command = "sleep 1000 & echo $! > cond.pid; wait"
+    began = time.monotonic()
+    assert not run_condition(command, shell="/bin/sh", workdir=tmp_path, env=ENV, timeout_s=0.3)
+    assert time.monotonic() - began < 3
+    assert not _alive(int((tmp_path / "cond.pid").read_text()))
+
+
+@pytest.mark.parametrize(
+    ("shell", "workdir"), [("/no/such/shell", None), ("/bin/sh", "missing")], ids=["shell", "dir"]
+)
+def test_condition_that_cannot_start_is_false(
+    tmp_path: Path, shell: str, workdir: str | None
+) -> None:
+    where = tmp_path if workdir is None else tmp_path / workdir
+    assert not run_condition("true", shell=shell, workdir=where, env=ENV)
+
+
+# --- log sweeping -----------------------------------------------------------------------------
+
+
+def test_sweep_logs_removes_only_old_log_files(tmp_path: Path) -> None:
+    now = datetime(2026, 8, 3, 9, 0, tzinfo=UTC)
+    logs = tmp_path / "logs"
+    (logs / "backup").mkdir(parents=True)
+    ages = {"backup/old.log": 15, "backup/recent.log": 13, "top-old.log": 20, "old.txt": 30}
+    for name, days in ages.items():
+        path = logs / name
+        path.write_text("x")
+        stamp = (now - timedelta(days=days)).timestamp()
+        os.utime(path, (stamp, stamp))
+    (logs / "link.log").symlink_to(logs / "backup" / "recent.log")
+    os.utime(logs / "link.log", (0, 0), follow_symlinks=False)
+    assert sweep_logs(logs, now=now) == 2
+    remaining = sorted(str(p.relative_to(logs)) for p in logs.rglob("*"))
+    assert remaining == ["backup", "backup/recent.log", "link.log", "old.txt"]
+
+
+def test_sweep_logs_of_a_missing_directory_removes_nothing(tmp_path: Path) -> None:
+    now = datetime(2026, 8, 3, tzinfo=UTC)
+    assert sweep_logs(tmp_path / "nowhere", now=now) == 0
