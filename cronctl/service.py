@@ -6,6 +6,7 @@ The CLI turns flags into arguments and a result into text; nothing here prints.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -161,3 +162,22 @@ def lock_dir_warning(schedule: Schedule, lock_dir: Path) -> Problem | None:
         "or set lock_dir_shared = true in [cronctl] if it is shared in a way cronctl cannot "
         "detect",
     )
+
+
+NOTICE_INTERVAL_S = 24 * 3600
+
+
+def daily_notice(state_dir: Path, key: str) -> bool:
+    """True at most once a day per key: for warnings `run` would otherwise mail every minute."""
+    from cronctl.edge.paths import ensure_private_dir
+
+    stamp = ensure_private_dir(state_dir / "notices") / key
+    try:
+        age = time.time() - stamp.stat().st_mtime
+    except FileNotFoundError:
+        age = float("inf")
+    if age < NOTICE_INTERVAL_S:
+        return False
+    stamp.touch(mode=0o600)
+    os.utime(stamp)
+    return True

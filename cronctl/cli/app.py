@@ -232,7 +232,7 @@ def run(
     schedule = load_schedule(file)
     fail_on_errors(schedule)
     instant = parse_instant(now)
-    ctx = _run_context(schedule, state_dir, lock_dir, strict, dry_run)
+    ctx = _run_context(schedule, state_dir, lock_dir, strict, dry_run, verbose)
     if now is not None:
         # A pretended time holds for the whole run: leases and grace are judged by it too.
         ctx = replace(ctx, clock=lambda: instant)
@@ -249,6 +249,7 @@ def _run_context(
     lock_dir: Path | None,
     strict: bool,
     dry_run: bool,
+    verbose: bool = False,
 ) -> RunContext:
     from cronctl import service
     from cronctl.execute import RunContext, real_clock
@@ -262,7 +263,9 @@ def _run_context(
 
             why = "--strict" if strict else "CRONCTL_ENV=production"
             raise LockDirNotSharedError(f"refusing to run ({why}): {warning.message}")
-        print(f"cronctl: warning: {warning.message}", file=sys.stderr)
+        # Once a day, not every minute: cron mails whatever `run` prints.
+        if verbose or service.daily_notice(states, "lock-dir-not-shared"):
+            print(f"cronctl: warning: {warning.message} (repeated once a day)", file=sys.stderr)
     return RunContext(
         state_dir=states,
         lock_dir=locks,
@@ -295,7 +298,7 @@ def work(
 
     schedule = load_schedule(file)
     fail_on_errors(schedule)
-    ctx = _run_context(schedule, state_dir, lock_dir, strict, False)
+    ctx = _run_context(schedule, state_dir, lock_dir, strict, False, verbose=True)
 
     def paths() -> list[Path]:
         return schedule_paths(file, os.environ)
