@@ -337,10 +337,10 @@ def _parse_task(
             "schedule-conflict",
             f"task has two schedules, {keys[0]!r} and {keys[1]!r}; keep exactly one",
         )
-    if not ok:
+    typed = [k for k in (*keys, *DAY_KEYS) if k in raw]
+    if len(keys) != 1 or any(_check_type(k, raw[k], TASK_KEYS) for k in typed):
         return None
-    settings = {**defaults, **raw}
-    settings["env"] = {**defaults.get("env", {}), **raw.get("env", {})}
+    # The schedule is checked even when other keys are wrong, so one pass reports all.
     key = keys[0]
     try:
         cron_text, at = schedules.to_cron(key, raw[key], raw)
@@ -354,7 +354,11 @@ def _parse_task(
         except CronSyntaxError as exc:
             report(key, exc.code, str(exc))
             return None
+    if not ok:
+        return None
     assert isinstance(name, str)
+    settings = {**defaults, **raw}
+    settings["env"] = {**defaults.get("env", {}), **raw.get("env", {})}
     return _make_task(name, raw, key, cron, at, settings, base, rep.result.path, header)
 
 
