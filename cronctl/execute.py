@@ -11,6 +11,7 @@ import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
+from typing import Protocol
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -26,19 +27,31 @@ HISTORY_RETENTION = timedelta(days=90)
 FAILED = ("failed", "timeout", "error")
 
 
+class Running(Protocol):
+    """A started command, as runner.start returns it (tests may inject their own)."""
+
+    def wait(self) -> runner.CommandResult:
+        """Block until it ends; its result."""
+        ...
+
+    def signal(self, sig: int) -> None:
+        """Forward a signal to its process group."""
+        ...
+
+
 class Tracker:
     """The commands running right now, so `cronctl work` can forward a signal to them."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._running: set[runner.RunningCommand] = set()
+        self._running: set[Running] = set()
 
-    def add(self, command: runner.RunningCommand) -> None:
+    def add(self, command: Running) -> None:
         """Remember a started command."""
         with self._lock:
             self._running.add(command)
 
-    def discard(self, command: runner.RunningCommand) -> None:
+    def discard(self, command: Running) -> None:
         """Forget a finished command."""
         with self._lock:
             self._running.discard(command)
@@ -65,6 +78,9 @@ class RunContext:
     dry_run: bool = False
     max_parallel: int = 8
     tracker: Tracker | None = None
+    # The process edge, injectable so the soak test can drive weeks of ticks in process.
+    start: Callable[[runner.RunSpec], Running] = runner.start
+    condition: Callable[..., bool] = runner.run_condition
     warn: Callable[[str], None] = field(default=lambda message: print(message, file=sys.stderr))
 
 
@@ -217,7 +233,7 @@ def _run_occurrence(store: Store, task: Task, row: RunRow, ctx: RunContext) -> R
     if task.misfire_grace is not None and now - row.occurrence > task.misfire_grace:
         return replace(row, outcome="missed", message="older than misfire_grace when it came up")
     env = _task_env(task, row, ctx)
-    if not _conditions_pass(task, env):
+    if not _conditions_pass(task, env, ctx):
         return replace(row, outcome="skipped: condition")
     if task.on_one_server and not locks.claim_occurrence(
         ctx.lock_dir, task.name, row.occurrence, host=ctx.host, pid=ctx.pid, now=now
@@ -269,7 +285,7 @@ def _execute(
         log_path=log_path,
         pass_fds=(lock_fd,) if lock_fd is not None else (),
     )
-    running = runner.start(spec)
+    running = ctx.start(spec)
     if ctx.tracker is not None:
         ctx.tracker.add(running)
     try:
@@ -299,9 +315,9 @@ def _task_env(task: Task, row: RunRow, ctx: RunContext) -> dict[str, str]:
     return env
 
 
-def _conditions_pass(task: Task, env: dict[str, str]) -> bool:
+def _conditions_pass(task: Task, env: dict[str, str], ctx: RunContext) -> bool:
     def holds(command: str) -> bool:
-        return runner.run_condition(
+        return ctx.condition(
             command, shell=task.shell, workdir=task.workdir, env=env, timeout_s=CONDITION_TIMEOUT_S
         )
 

@@ -60,7 +60,7 @@ def plan(task: Task, previous: Previous | None, now: datetime) -> Plan:
     if done:
         return Plan(task, last_occurrence=minute, done=True, restarted=restarted)
     found, count = occurrences(task, last, minute)
-    to_run, missed = _apply_policy(task, found, minute)
+    to_run, missed = _apply_policy(task, found, now)
     missed_count = count - len(to_run)
     return Plan(
         task,
@@ -74,10 +74,11 @@ def plan(task: Task, previous: Previous | None, now: datetime) -> Plan:
 
 
 def _apply_policy(
-    task: Task, found: list[datetime], minute: datetime
+    task: Task, found: list[datetime], now: datetime
 ) -> tuple[list[datetime], list[datetime]]:
     if not found:
         return [], []
+    minute = minute_floor(now)
     grace = task.misfire_grace
     if task.misfire == "skip":
         keep = [found[-1]] if found[-1] == minute else []
@@ -86,7 +87,8 @@ def _apply_policy(
     else:
         keep = [found[-1]]
     if grace is not None:
-        keep = [t for t in keep if minute - t <= grace]
+        # Older than the grace when its run would start: that start is now.
+        keep = [t for t in keep if now - t <= grace]
     kept = set(keep)
     return keep, [t for t in found if t not in kept]
 
