@@ -138,7 +138,8 @@ class Model:
             runs = self._policy(task, found, now)
             self.missed[key] = self.missed.get(key, 0) + len(found) - len(runs)
             for occurrence in runs:
-                self.outcomes[(machine, task.name, occurrence)] = self._guards(task, occurrence, now)
+                outcome = self._guards(task, occurrence, now)
+                self.outcomes[(machine, task.name, occurrence)] = outcome
 
     @staticmethod
     def _policy(task: SoakTask, found: list[datetime], now: datetime) -> list[datetime]:

@@ -187,7 +187,7 @@ def ticks(rng: random.Random) -> Iterator[tuple[str, datetime]]:
 @pytest.fixture
 def fast_dir() -> Iterator[Path]:
     # tmpfs when there is one: the store fsyncs every commit, and a week is 20,000 runs.
-    base = "/dev/shm" if Path("/dev/shm").is_dir() else None  # noqa: S108
+    base = "/dev/shm" if Path("/dev/shm").is_dir() else None
     with tempfile.TemporaryDirectory(dir=base) as directory:
         yield Path(directory)
 
