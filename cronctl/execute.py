@@ -11,9 +11,9 @@ import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Protocol
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Protocol
 
 from cronctl.core.due import Plan, Previous, plan
 from cronctl.core.model import Schedule, Task, format_duration, format_utc

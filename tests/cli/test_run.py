@@ -331,9 +331,10 @@ def test_lease_lets_a_stuck_run_be_overtaken_with_a_warning(cli: Cli, tmp_path: 
 
 
 def test_lock_dir_warning_is_printed_once_a_day_not_every_minute(cli: Cli, tmp_path: Path) -> None:
-    write_schedule(tmp_path / "schedules.toml", [
-        'name = "one"\ncommand = "true"\nevery_minute = true\non_one_server = true'
-    ])
+    write_schedule(
+        tmp_path / "schedules.toml",
+        ['name = "one"\ncommand = "true"\nevery_minute = true\non_one_server = true'],
+    )
     assert "only this machine sees" in cli("run", "--now", at(0)).stderr
     assert cli("run", "--now", at(1)).stderr == ""
     assert "only this machine sees" in cli("run", "--now", at(2), "-v").stderr

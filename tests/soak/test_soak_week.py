@@ -35,70 +35,193 @@ H = timedelta(hours=1)
 
 TASKS = [
     SoakTask("t01", "every_minute = true\non_one_server = true", "* * * * *", on_one_server=True),
-    SoakTask("t02", 'every_minutes = 5\ntimezone = "+05:45"\nmisfire = "catch-up"',
-             "*/5 * * * *", zone="+05:45", misfire="catch-up"),
-    SoakTask("t03", 'every_minutes = 15\ntimezone = "Europe/Berlin"\nmisfire = "skip"\n'
-             "without_overlapping = true", "*/15 * * * *", zone="Europe/Berlin",
-             misfire="skip", overlap=True),
-    SoakTask("t04", 'hourly = true\ntimezone = "America/New_York"\non_one_server = true',
-             "0 * * * *", zone="America/New_York", on_one_server=True),
-    SoakTask("t05", 'hourly_at = 17\ntimezone = "Australia/Lord_Howe"\nmisfire = "catch-up"\n'
-             "on_one_server = true\nwithout_overlapping = true", "17 * * * *",
-             zone="Australia/Lord_Howe", misfire="catch-up", on_one_server=True, overlap=True),
+    SoakTask(
+        "t02",
+        'every_minutes = 5\ntimezone = "+05:45"\nmisfire = "catch-up"',
+        "*/5 * * * *",
+        zone="+05:45",
+        misfire="catch-up",
+    ),
+    SoakTask(
+        "t03",
+        'every_minutes = 15\ntimezone = "Europe/Berlin"\nmisfire = "skip"\n'
+        "without_overlapping = true",
+        "*/15 * * * *",
+        zone="Europe/Berlin",
+        misfire="skip",
+        overlap=True,
+    ),
+    SoakTask(
+        "t04",
+        'hourly = true\ntimezone = "America/New_York"\non_one_server = true',
+        "0 * * * *",
+        zone="America/New_York",
+        on_one_server=True,
+    ),
+    SoakTask(
+        "t05",
+        'hourly_at = 17\ntimezone = "Australia/Lord_Howe"\nmisfire = "catch-up"\n'
+        "on_one_server = true\nwithout_overlapping = true",
+        "17 * * * *",
+        zone="Australia/Lord_Howe",
+        misfire="catch-up",
+        on_one_server=True,
+        overlap=True,
+    ),
     SoakTask("t06", 'daily = true\nmisfire = "skip"', "0 0 * * *", misfire="skip"),
-    SoakTask("t07", 'daily_at = "03:30"\ntimezone = "Europe/Berlin"\nmisfire_grace = "2h"\n'
-             "on_one_server = true", "30 3 * * *", zone="Europe/Berlin", grace=2 * H,
-             on_one_server=True),
-    SoakTask("t08", 'twice_daily = [6, 18]\ntimezone = "-03:30"\nmisfire = "catch-up"',
-             "0 6,18 * * *", zone="-03:30", misfire="catch-up"),
+    SoakTask(
+        "t07",
+        'daily_at = "03:30"\ntimezone = "Europe/Berlin"\nmisfire_grace = "2h"\n'
+        "on_one_server = true",
+        "30 3 * * *",
+        zone="Europe/Berlin",
+        grace=2 * H,
+        on_one_server=True,
+    ),
+    SoakTask(
+        "t08",
+        'twice_daily = [6, 18]\ntimezone = "-03:30"\nmisfire = "catch-up"',
+        "0 6,18 * * *",
+        zone="-03:30",
+        misfire="catch-up",
+    ),
     SoakTask("t09", "weekly = true", "0 0 * * 0"),
-    SoakTask("t10", 'weekly_on = [3, "09:00"]\ntimezone = "Asia/Kolkata"\nmisfire = "skip"\n'
-             "on_one_server = true", "0 9 * * 3", zone="Asia/Kolkata", misfire="skip",
-             on_one_server=True),
+    SoakTask(
+        "t10",
+        'weekly_on = [3, "09:00"]\ntimezone = "Asia/Kolkata"\nmisfire = "skip"\n'
+        "on_one_server = true",
+        "0 9 * * 3",
+        zone="Asia/Kolkata",
+        misfire="skip",
+        on_one_server=True,
+    ),
     SoakTask("t11", 'monthly = true\nmisfire = "catch-up"', "0 0 1 * *", misfire="catch-up"),
     SoakTask("t12", 'monthly_on = [31, "23:00"]', "0 23 31 * *"),
     SoakTask("t13", "yearly = true\non_one_server = true", "0 0 1 1 *", on_one_server=True),
     SoakTask("t14", "at = 2026-01-02T12:00:00Z", None, at=utc("2026-01-02T12:00")),
-    SoakTask("t15", 'at = 2025-12-31T08:07:00Z\nmisfire = "skip"\non_one_server = true', None,
-             at=utc("2025-12-31T08:07"), misfire="skip", on_one_server=True),
-    SoakTask("t16", 'cron = "*/7 * * * *"\nmisfire = "catch-up"\non_one_server = true',
-             "*/7 * * * *", misfire="catch-up", on_one_server=True),
-    SoakTask("t17", 'cron = "0 9-17 * * MON-FRI"\ntimezone = "America/New_York"',
-             "0 9-17 * * MON-FRI", zone="America/New_York"),
-    SoakTask("t18", 'cron = "30 */2 * * *"\nmisfire = "skip"\nwithout_overlapping = "30m"',
-             "30 */2 * * *", misfire="skip", overlap=True, lease=timedelta(minutes=30)),
+    SoakTask(
+        "t15",
+        'at = 2025-12-31T08:07:00Z\nmisfire = "skip"\non_one_server = true',
+        None,
+        at=utc("2025-12-31T08:07"),
+        misfire="skip",
+        on_one_server=True,
+    ),
+    SoakTask(
+        "t16",
+        'cron = "*/7 * * * *"\nmisfire = "catch-up"\non_one_server = true',
+        "*/7 * * * *",
+        misfire="catch-up",
+        on_one_server=True,
+    ),
+    SoakTask(
+        "t17",
+        'cron = "0 9-17 * * MON-FRI"\ntimezone = "America/New_York"',
+        "0 9-17 * * MON-FRI",
+        zone="America/New_York",
+    ),
+    SoakTask(
+        "t18",
+        'cron = "30 */2 * * *"\nmisfire = "skip"\nwithout_overlapping = "30m"',
+        "30 */2 * * *",
+        misfire="skip",
+        overlap=True,
+        lease=timedelta(minutes=30),
+    ),
     SoakTask("t19", 'cron = "0 0 13 * 5"', "0 0 13 * 5"),
-    SoakTask("t20", 'cron = "15,45 * * * *"\ntimezone = "+14:00"\nmisfire = "catch-up"\n'
-             'misfire_grace = "30m"\non_one_server = true', "15,45 * * * *", zone="+14:00",
-             misfire="catch-up", grace=timedelta(minutes=30), on_one_server=True),
-    SoakTask("t21", 'every_minute = true\nweekdays = true\ntimezone = "Europe/Berlin"\n'
-             'misfire = "skip"', "* * * * 1-5", zone="Europe/Berlin", misfire="skip"),
-    SoakTask("t22", 'daily_at = "12:00"\nweekends = true\non_one_server = true',
-             "0 12 * * 0,6", on_one_server=True),
-    SoakTask("t23", 'hourly = true\ndays = "MON,WED,FRI"\nmisfire = "catch-up"',
-             "0 * * * MON,WED,FRI", misfire="catch-up"),
-    SoakTask("t24", 'every_minutes = 2\nmisfire_grace = "1m"\nwithout_overlapping = true',
-             "*/2 * * * *", grace=MINUTE, overlap=True),
-    SoakTask("t25", 'cron = "*/3 8-20 * * *"\ntimezone = "Asia/Tokyo"\nmisfire = "catch-up"\n'
-             "on_one_server = true", "*/3 8-20 * * *", zone="Asia/Tokyo", misfire="catch-up",
-             on_one_server=True),
-    SoakTask("t26", 'every_minutes = 10\ntimezone = "-09:30"\nwhen = "cond"',
-             "*/10 * * * *", zone="-09:30", when=True),
-    SoakTask("t27", 'every_minutes = 30\nmisfire = "skip"\nskip = "cond"', "*/30 * * * *",
-             misfire="skip", skip=True),
-    SoakTask("t28", 'cron = "59 23 * * *"\nmisfire = "catch-up"\non_one_server = true',
-             "59 23 * * *", misfire="catch-up", on_one_server=True),
-    SoakTask("t29", 'cron = "0 12 1 1 *"\ntimezone = "Pacific/Auckland"\npaused = true',
-             "0 12 1 1 *", zone="Pacific/Auckland", paused=True),
-    SoakTask("t30", 'every_minute = true\nmisfire = "catch-up"\non_one_server = true\n'
-             "without_overlapping = true", "* * * * *", misfire="catch-up",
-             on_one_server=True, overlap=True),
+    SoakTask(
+        "t20",
+        'cron = "15,45 * * * *"\ntimezone = "+14:00"\nmisfire = "catch-up"\n'
+        'misfire_grace = "30m"\non_one_server = true',
+        "15,45 * * * *",
+        zone="+14:00",
+        misfire="catch-up",
+        grace=timedelta(minutes=30),
+        on_one_server=True,
+    ),
+    SoakTask(
+        "t21",
+        'every_minute = true\nweekdays = true\ntimezone = "Europe/Berlin"\nmisfire = "skip"',
+        "* * * * 1-5",
+        zone="Europe/Berlin",
+        misfire="skip",
+    ),
+    SoakTask(
+        "t22",
+        'daily_at = "12:00"\nweekends = true\non_one_server = true',
+        "0 12 * * 0,6",
+        on_one_server=True,
+    ),
+    SoakTask(
+        "t23",
+        'hourly = true\ndays = "MON,WED,FRI"\nmisfire = "catch-up"',
+        "0 * * * MON,WED,FRI",
+        misfire="catch-up",
+    ),
+    SoakTask(
+        "t24",
+        'every_minutes = 2\nmisfire_grace = "1m"\nwithout_overlapping = true',
+        "*/2 * * * *",
+        grace=MINUTE,
+        overlap=True,
+    ),
+    SoakTask(
+        "t25",
+        'cron = "*/3 8-20 * * *"\ntimezone = "Asia/Tokyo"\nmisfire = "catch-up"\n'
+        "on_one_server = true",
+        "*/3 8-20 * * *",
+        zone="Asia/Tokyo",
+        misfire="catch-up",
+        on_one_server=True,
+    ),
+    SoakTask(
+        "t26",
+        'every_minutes = 10\ntimezone = "-09:30"\nwhen = "cond"',
+        "*/10 * * * *",
+        zone="-09:30",
+        when=True,
+    ),
+    SoakTask(
+        "t27",
+        'every_minutes = 30\nmisfire = "skip"\nskip = "cond"',
+        "*/30 * * * *",
+        misfire="skip",
+        skip=True,
+    ),
+    SoakTask(
+        "t28",
+        'cron = "59 23 * * *"\nmisfire = "catch-up"\non_one_server = true',
+        "59 23 * * *",
+        misfire="catch-up",
+        on_one_server=True,
+    ),
+    SoakTask(
+        "t29",
+        'cron = "0 12 1 1 *"\ntimezone = "Pacific/Auckland"\npaused = true',
+        "0 12 1 1 *",
+        zone="Pacific/Auckland",
+        paused=True,
+    ),
+    SoakTask(
+        "t30",
+        'every_minute = true\nmisfire = "catch-up"\non_one_server = true\n'
+        "without_overlapping = true",
+        "* * * * *",
+        misfire="catch-up",
+        on_one_server=True,
+        overlap=True,
+    ),
 ]
 FAILING = {"t01", "t16", "t24", "t30"}
 TIMING_OUT = {"t02", "t25"}
 # (task, from minute, to minute): the overlap lock is held by a "stuck" run meanwhile.
-HELD = [("t03", 600, 700), ("t05", 2000, 2200), ("t18", 4000, 4240), ("t24", 100, 130),
-        ("t30", 7000, 7010)]
+HELD = [
+    ("t03", 600, 700),
+    ("t05", 2000, 2200),
+    ("t18", 4000, 4240),
+    ("t24", 100, 130),
+    ("t30", 7000, 7010),
+]
 PAUSED = ("t11", 6000, 6100)  # an operator pause (marker in lock_dir)
 DOWN_B = range(3000, 3300)  # machine b is off
 BACK_A = range(5000, 5090)  # machine a's clock reads an hour behind
@@ -196,9 +319,7 @@ def test_a_week_of_ticks_on_two_machines_matches_the_model(fast_dir: Path) -> No
     schedule_file = fast_dir / "schedules.toml"
     schedule_file.write_text(
         "[defaults]\n"
-        + "".join(
-            f'\n[[task]]\nname = "{t.name}"\ncommand = "work"\n{t.toml}\n' for t in TASKS
-        )
+        + "".join(f'\n[[task]]\nname = "{t.name}"\ncommand = "work"\n{t.toml}\n' for t in TASKS)
     )
     schedule = load_paths([schedule_file])
     assert not schedule.errors, schedule.errors
@@ -206,9 +327,16 @@ def test_a_week_of_ticks_on_two_machines_matches_the_model(fast_dir: Path) -> No
     lock_dir = fast_dir / "locks"
     contexts = {
         m: RunContext(
-            state_dir=fast_dir / f"state-{m}", lock_dir=lock_dir, host=f"host-{m}",
-            pid=os.getpid(), env={"MACHINE": m}, clock=lambda: WEEK, max_parallel=4,
-            start=edge.start, condition=edge.condition, warn=lambda _m: None,
+            state_dir=fast_dir / f"state-{m}",
+            lock_dir=lock_dir,
+            host=f"host-{m}",
+            pid=os.getpid(),
+            env={"MACHINE": m},
+            clock=lambda: WEEK,
+            max_parallel=4,
+            start=edge.start,
+            condition=edge.condition,
+            warn=lambda _m: None,
         )
         for m in ("a", "b")
     }
@@ -236,8 +364,9 @@ def test_a_week_of_ticks_on_two_machines_matches_the_model(fast_dir: Path) -> No
         with Store.open(fast_dir / f"state-{machine}") as store:
             rows = store.history(None, 10**6)
             states = store.states()
-        recorded = {(machine, r.task, r.occurrence): r.outcome for r in rows
-                    if r.outcome != "missed"}
+        recorded = {
+            (machine, r.task, r.occurrence): r.outcome for r in rows if r.outcome != "missed"
+        }
         mine = {k: v for k, v in model.outcomes.items() if k[0] == machine}
         assert recorded == mine
         assert {n: s.missed_total for n, s in states.items()} == {
@@ -245,8 +374,15 @@ def test_a_week_of_ticks_on_two_machines_matches_the_model(fast_dir: Path) -> No
         }
     # The scenario exercised what it claims to.
     kinds = Counter(model.outcomes.values())
-    assert {"ok", "failed", "timeout", "skipped: another server", "skipped: still running",
-            "skipped: condition", "skipped: paused"} <= set(kinds)
+    assert {
+        "ok",
+        "failed",
+        "timeout",
+        "skipped: another server",
+        "skipped: still running",
+        "skipped: condition",
+        "skipped: paused",
+    } <= set(kinds)
     assert sum(model.missed.values()) > 100
 
 
@@ -255,8 +391,9 @@ def _stage_world(lock_dir: Path, now: datetime, held: dict[str, locks.OverlapLoc
     for name, _start, _end in HELD:
         since = held_since(name, now)
         if since is not None and name not in held:
-            result = locks.try_overlap_lock(lock_dir, name, lease=None, now=since,
-                                            host="stuck", pid=1)
+            result = locks.try_overlap_lock(
+                lock_dir, name, lease=None, now=since, host="stuck", pid=1
+            )
             assert result.lock is not None
             held[name] = result.lock
         elif since is None and name in held:
