@@ -139,10 +139,18 @@ def data_dirs(
     )
 
 
-def lock_dir_warning(schedule: Schedule, lock_dir: Path) -> Problem | None:
-    """A warning when on_one_server tasks rely on a lock_dir that only this machine sees."""
+def lock_dir_warning(
+    schedule: Schedule, lock_dir: Path, only_if_present: bool = False
+) -> Problem | None:
+    """A warning when on_one_server tasks rely on a lock_dir that only this machine sees.
+
+    `only_if_present` (check, list): a lock_dir that does not exist here says nothing about
+    the servers — a CI runner does not have their mount — so it is not judged.
+    """
     tasks = [t for t in schedule.tasks if t.on_one_server]
     if not tasks or schedule.settings.lock_dir_shared:
+        return None
+    if only_if_present and not lock_dir.is_dir():
         return None
     from cronctl.edge.paths import filesystem_type, is_shared_fstype
 

@@ -117,7 +117,7 @@ def _lock_dir_problems(
     from cronctl import service
 
     _, locks = service.data_dirs(schedule, state_dir, lock_dir, os.environ)
-    warning = service.lock_dir_warning(schedule, locks)
+    warning = service.lock_dir_warning(schedule, locks, only_if_present=True)
     return [warning] if warning else []
 
 
@@ -321,6 +321,9 @@ def _die(message: str, code: int = 2) -> NoReturn:
 def main() -> None:
     """Console entry point: run the app, map cronctl's errors to exit 2 without a traceback."""
     from cronctl.cli import ops  # noqa: F401  (registers status, history, logs, pause, resume)
+    from cronctl.cli.import_cmd import register
+
+    register(app)
 
     try:
         app()

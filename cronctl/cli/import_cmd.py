@@ -1,0 +1,113 @@
+"""`cronctl import CRONTAB [--system] [-o FILE] [--force]`: read, convert, write, report.
+
+The TOML goes to FILE or stdout, the report to stderr as `CRONTAB:LINE: message`.
+Exit 0 when everything converted, 1 when something was left out; a crontab that
+cannot be read or a FILE that exists (without --force) is a UsageError (exit 2,
+mapped in app.main).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from cronctl.errors import UsageError
+
+STDIN = "-"
+
+
+def register(app: typer.Typer) -> None:
+    """Add the `import` command to `app`."""
+    app.command("import")(import_command)
+
+
+def import_command(
+    crontab: Annotated[
+        str,
+        typer.Argument(metavar="CRONTAB", help="The crontab to convert; '-' reads standard input."),
+    ],
+    system: Annotated[
+        bool,
+        typer.Option("--system", help="System format (/etc/crontab, /etc/cron.d/*): a user field."),
+    ] = False,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output",
+            "-o",
+            metavar="FILE",
+            help="Write the schedule file here (default: stdout); never replaces a file "
+            "without --force.",
+            show_default=False,
+        ),
+    ] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing FILE.")] = False,
+) -> None:
+    """Convert a crontab to a schedule file; report what was left out (exit 1 if anything)."""
+    from cronctl.importer import import_crontab
+
+    source = "<stdin>" if crontab == STDIN else crontab
+    if output is not None and not force and output.exists():
+        # Checked before reading, so a pipe is not consumed for nothing.
+        raise UsageError(f"{output} already exists; pass --force to overwrite it")
+    text = _read(crontab, source)
+    result = import_crontab(text, system=system, source_name=source)
+    if output is None:
+        sys.stdout.write(result.toml)
+        sys.stdout.flush()
+    else:
+        _write(output, result.toml, force)
+    for line in result.report:
+        print(line, file=sys.stderr)
+    if output is not None:
+        count = f"{result.tasks} task{'s' * (result.tasks != 1)}"
+        if result.left_out:
+            count += f"; {result.left_out} left out, see above"
+        print(
+            f"wrote {output} ({count}); check it with: cronctl check -f {output}", file=sys.stderr
+        )
+    raise typer.Exit(result.exit_status)
+
+
+def _read(crontab: str, source: str) -> str:
+    try:
+        data = sys.stdin.buffer.read() if crontab == STDIN else Path(crontab).read_bytes()
+    except OSError as exc:
+        raise UsageError(f"cannot read {source}: {exc.strerror or exc}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise UsageError(
+            f"{source}:{line}: not UTF-8 text (byte 0x{data[exc.start]:02x}); convert it first, "
+            f"e.g. iconv -f latin1 -t utf-8 {source if crontab != STDIN else ''}".rstrip()
+        ) from None
+
+
+def _write(path: Path, text: str, force: bool) -> None:
+    """Create `path` (never replacing a file without `force`); with `force`, replace atomically."""
+    # Without --force, O_EXCL: a file that appeared since the check above is not replaced.
+    # With it, a new file beside it, renamed over it, so a reader never sees half a file.
+    target = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp") if force else path
+    try:
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    except FileExistsError:
+        if force:
+            raise UsageError(f"cannot write {path}: {target.name} is in the way") from None
+        raise UsageError(f"{path} already exists; pass --force to overwrite it") from None
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        if force:
+            target.replace(path)
+    except OSError as exc:
+        if force:
+            target.unlink(missing_ok=True)
+        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None

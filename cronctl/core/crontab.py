@@ -1,0 +1,605 @@
+"""Crontab text -> schedule-file tasks, and a report of what did not convert.
+
+Pure: it takes the text of a user crontab, or with ``system=True`` of a system
+crontab (``/etc/crontab``, ``/etc/cron.d/*``, which have a user field), and
+returns plain dicts ready for tomli-w. Nothing is approximated: a line cronctl
+cannot run the way cron ran it is left out and reported with its line number.
+
+Cron's own reading rules are kept: an environment line applies to the lines
+after it, ``%`` ends the command (the rest is stdin) and ``\\%`` is a literal
+``%``, a day field that starts with ``*`` makes the day match AND, not OR.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from cronctl.core import schedules
+from cronctl.core.cronexpr import CronExpr, parse_cron
+from cronctl.core.schema import NAME_PATTERN
+from cronctl.core.zones import parse_zone
+from cronctl.errors import CronSyntaxError, ZoneError
+
+
+@dataclass(frozen=True, slots=True)
+class ReportLine:
+    """One thing the import has to say: `left_out` lines are behaviour the file lacks."""
+
+    line: int | None
+    message: str
+    left_out: bool
+
+
+@dataclass(frozen=True, slots=True)
+class CrontabImport:
+    """The converted tasks (file order), the shared [defaults], and the report."""
+
+    tasks: tuple[dict[str, Any], ...]
+    defaults: dict[str, Any]
+    report: tuple[ReportLine, ...]
+
+    @property
+    def left_out(self) -> int:
+        """How many report lines are about something left out of the schedule file."""
+        return sum(r.left_out for r in self.report)
+
+
+# `NAME=value`, `NAME = "quoted value"`; a quoted name is allowed, as cron allows it.
+_ENV = re.compile(r"""^(?P<name>[A-Za-z_][A-Za-z0-9_]*|"[^"]*"|'[^']*')\s*=\s*(?P<value>.*)$""")
+# Variables that only tell cron how to mail or when to start: no schedule-file equivalent.
+_CRON_ONLY = {
+    "MAILTO": "cron mails what `cronctl run` prints (only failures), so set MAILTO in the "
+    "crontab that runs cronctl",
+    "MAILFROM": "it sets cron's mail sender; set it in the crontab that runs cronctl",
+    "CONTENT_TYPE": "it sets cron's mail format; set it in the crontab that runs cronctl",
+    "CONTENT_TRANSFER_ENCODING": "it sets cron's mail format; set it in the crontab that "
+    "runs cronctl",
+    "RANDOM_DELAY": "cronctl starts tasks at their minute, without a random delay",
+}
+# Variables that become keys of their own rather than env entries.
+_NOT_ENV = {"SHELL", "CRON_TZ", *_CRON_ONLY}
+
+_MONTH_NAMES = "JAN|FEB|MAR|APR|MAY|JUN|JUL|AUG|SEP|OCT|NOV|DEC"
+_DAY_NAMES = "SUN|MON|TUE|WED|THU|FRI|SAT"
+_ATOM = rf"(?:\d+[LW]?|LW|L|W|H|{_MONTH_NAMES}|{_DAY_NAMES})(?:#\d+)?"
+_ITEM = rf"(?:\*|\?|{_ATOM}(?:-{_ATOM})?)(?:/\d+)?"
+# A token that can only be a time field: used to count seconds and year fields.
+_TIME_FIELD = re.compile(rf"^{_ITEM}(?:,{_ITEM})*$", re.IGNORECASE)
+_USER = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*\$?$")
+
+_ALL_WEEKDAYS = frozenset(range(7))
+_MON_FRI = frozenset(range(1, 6))
+_SAT_SUN = frozenset({0, 6})
+
+
+def parse_crontab(text: str, *, system: bool) -> CrontabImport:
+    """Convert a crontab's text; `system` for the format with a user field."""
+    builder = _Builder(system)
+    # Cron splits lines on "\n" only; rstrip drops CRLF's "\r" and trailing blanks.
+    for number, raw in enumerate(text.removeprefix("\ufeff").split("\n"), start=1):
+        line = raw.rstrip()
+        stripped = line.lstrip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        env = _ENV.match(stripped)
+        if env:
+            builder.env_line(number, env.group("name").strip("\"'"), env.group("value"))
+        else:
+            builder.entry_line(number, stripped)
+    return builder.finish()
+
+
+@dataclass
+class _Pending:
+    name: str
+    description: str
+    command: str
+    schedule: dict[str, Any]
+    settings: dict[str, Any]  # flat: "timezone", "shell", "workdir", "env.NAME"
+
+
+@dataclass
+class _Builder:
+    system: bool
+    env: dict[str, tuple[str, int]] = field(default_factory=dict)
+    env_lines: list[tuple[int, str]] = field(default_factory=list)
+    last_entry: int = 0
+    pending: list[_Pending] = field(default_factory=list)
+    names: set[str] = field(default_factory=set)
+    users: dict[str, list[int]] = field(default_factory=dict)
+    report: list[ReportLine] = field(default_factory=list)
+
+    def say(self, line: int | None, message: str, *, left_out: bool) -> None:
+        self.report.append(ReportLine(line, message, left_out))
+
+    def env_line(self, number: int, name: str, raw: str) -> None:
+        value = _env_value(raw)
+        if value is None:
+            self.say(
+                number,
+                f"left out: this line does not parse: the value of {name} opens a quote "
+                "it does not close (or has text after it)",
+                left_out=True,
+            )
+            return
+        if name in _CRON_ONLY:
+            shown = f'{name}=""' if not value else f"{name}={value}"
+            self.say(
+                number,
+                f"left out: {shown} has no equivalent in a schedule file: {_CRON_ONLY[name]}",
+                left_out=True,
+            )
+            return
+        self.env[name] = (value, number)
+        self.env_lines.append((number, name))
+
+    def entry_line(self, number: int, line: str) -> None:
+        self.last_entry = number
+        tokens = list(re.finditer(r"\S+", line))
+        fields = 1 if line.startswith("@") else 5
+        if fields == 5:
+            count = _time_fields(tokens)
+            if count > 5:
+                self.say(number, _extra_fields_message(tokens[:count]), left_out=True)
+                return
+            if count < len(tokens) and count < 5 and tokens[count].group()[0] in "/.~$":
+                self.say(
+                    number,
+                    f"left out: this line does not parse: it has {count} time fields before "
+                    f"the command `{line[tokens[count].start() :]}`; cron needs five "
+                    "(minute hour day-of-month month day-of-week)",
+                    left_out=True,
+                )
+                return
+        written = " ".join(t.group() for t in tokens[:fields])
+        try:
+            expr = parse_cron(written)
+        except CronSyntaxError as exc:
+            what = "this line does not parse: " if exc.code == "cron-syntax" else ""
+            self.say(number, f"left out: {what}{exc}", left_out=True)
+            return
+        user = None
+        if self.system:
+            if len(tokens) <= fields:
+                self.say(number, "left out: the line has no user and no command", left_out=True)
+                return
+            user = tokens[fields].group()
+            fields += 1
+            if not _USER.match(user):
+                self.say(
+                    number,
+                    f"left out: the user field {user!r} is not a user name; if this is a user "
+                    "crontab (no user field), import it without --system",
+                    left_out=True,
+                )
+                return
+        if len(tokens) <= fields:
+            self.say(number, "left out: the line has no command", left_out=True)
+            return
+        self.add_task(number, line, expr, written, user, line[tokens[fields].start() :])
+
+    def add_task(
+        self, number: int, line: str, expr: CronExpr, written: str, user: str | None, raw: str
+    ) -> None:
+        command, cut = _unescape_percent(raw)
+        if cut is not None:
+            self.say(
+                number,
+                "left out: unescaped '%' in the command: cron ends the command there and "
+                f"feeds the rest to its stdin, so it ran only `{command.strip()}`; "
+                "escape a literal '%' as '\\%' and import again, or write the task by hand",
+                left_out=True,
+            )
+            return
+        settings = self.settings(number)
+        if settings is None:
+            return
+        if user is not None:
+            self.users.setdefault(user, []).append(number)
+        elif command.split()[:1] == ["root"]:
+            self.say(
+                number,
+                "note: the command starts with 'root', a user name: if this is a system "
+                "crontab (/etc/crontab, /etc/cron.d/*), import it with --system",
+                left_out=False,
+            )
+        name = self.unique(slug(command))
+        description = line if user is None else f"as user {user}: {line}"
+        self.pending.append(
+            _Pending(name, description, command, schedule_keys(expr, written), settings)
+        )
+
+    def settings(self, number: int) -> dict[str, Any] | None:
+        """The cronctl keys the environment lines above `number` amount to."""
+        flat: dict[str, Any] = {}
+        # CRON_TZ is the schedule's zone where both are set; an empty value unsets it.
+        zone_var = next((v for v in ("CRON_TZ", "TZ") if self.env.get(v, ("", 0))[0]), None)
+        if zone_var is not None:
+            value, where = self.env[zone_var]
+            name = value.removeprefix(":")  # POSIX TZ: a leading ':' names a zone file
+            try:
+                parse_zone(name)
+            except ZoneError as exc:
+                self.say(
+                    number,
+                    f"left out: its time zone {zone_var}={value} (line {where}) is not one "
+                    f"cronctl can use: {exc}",
+                    left_out=True,
+                )
+                return None
+            flat["timezone"] = name
+        if self.env.get("SHELL", ("", 0))[0]:
+            flat["shell"] = self.env["SHELL"][0]
+        if self.env.get("HOME", ("", 0))[0]:
+            flat["workdir"] = self.env["HOME"][0]  # cron starts commands in $HOME
+        for var, (value, _) in self.env.items():
+            if var not in _NOT_ENV:
+                flat[f"env.{var}"] = value
+        return flat
+
+    def unique(self, base: str) -> str:
+        name, n = base, 1
+        while name in self.names:
+            n += 1
+            name = f"{base}-{n}"
+        self.names.add(name)
+        assert NAME_PATTERN.match(name), name
+        return name
+
+    def finish(self) -> CrontabImport:
+        for number, var in self.env_lines:
+            if number > self.last_entry:
+                self.say(
+                    number,
+                    f"note: {var} is set after the last scheduled line, so it applies to "
+                    "nothing; left out",
+                    left_out=False,
+                )
+        for user, lines in self.users.items():
+            more = f" (this line and {len(lines) - 1} more)" if len(lines) > 1 else ""
+            how = f"run cronctl as {user}" + (
+                "" if user == "root" else f", or prefix the commands with `sudo -u {user}`"
+            )
+            self.say(
+                lines[0],
+                f"note: ran as user {user!r}{more}; cronctl runs every command as the user "
+                f"that runs cronctl, so the user is only kept in the description: {how}",
+                left_out=False,
+            )
+        if self.last_entry == 0:
+            self.say(None, "note: the crontab holds no scheduled lines", left_out=False)
+        common = _common(p.settings for p in self.pending)
+        tasks = tuple(
+            {
+                "name": p.name,
+                "description": p.description,
+                "command": p.command,
+                **p.schedule,
+                **_nest({k: v for k, v in p.settings.items() if k not in common or common[k] != v}),
+            }
+            for p in self.pending
+        )
+        report = sorted(self.report, key=lambda r: r.line if r.line is not None else 0)
+        return CrontabImport(tasks, _nest(common), tuple(report))
+
+
+def _env_value(raw: str) -> str | None:
+    """Cron's value rules: quotes around the whole value are removed; None if malformed."""
+    if raw[:1] in ("'", '"'):
+        end = raw.find(raw[0], 1)
+        if end == -1 or raw[end + 1 :].strip():
+            return None
+        return raw[1:end]
+    return raw
+
+
+def _time_fields(tokens: list[re.Match[str]]) -> int:
+    """How many leading tokens (up to 7) can only be time fields."""
+    count = 0
+    for token in tokens[:7]:
+        if not _TIME_FIELD.match(token.group()):
+            break
+        count += 1
+    return count
+
+
+def _extra_fields_message(tokens: list[re.Match[str]]) -> str:
+    written = " ".join(t.group() for t in tokens)
+    what = "a seconds or a year field" if len(tokens) == 6 else "seconds and year fields"
+    return (
+        f"left out: {written!r} has {len(tokens)} time fields ({what}); cronctl reads five "
+        "(minute hour day-of-month month day-of-week) and is woken once a minute, so it "
+        "cannot run this schedule"
+    )
+
+
+def _unescape_percent(command: str) -> tuple[str, int | None]:
+    """Vixie cron: `\\%` is a literal '%'; a bare '%' ends the command. (text, index of cut)."""
+    out: list[str] = []
+    escaped = False
+    for index, ch in enumerate(command):
+        if escaped:
+            escaped = False
+            if ch == "%":
+                out[-1] = "%"
+                continue
+        elif ch == "\\":
+            escaped = True
+        elif ch == "%":
+            return "".join(out), index
+        out.append(ch)
+    return "".join(out), None
+
+
+def _common(settings: Iterator[dict[str, Any]]) -> dict[str, Any]:
+    """[defaults]: each setting every task has, at its most common value (first on a tie).
+
+    A task with another value overrides it; a setting some task lacks stays per task,
+    because a default would reach that task too.
+    """
+    all_settings = list(settings)
+    if not all_settings:
+        return {}
+    common: dict[str, Any] = {}
+    for key in all_settings[0]:
+        values = [s[key] for s in all_settings if key in s]
+        if len(values) == len(all_settings):
+            common[key] = max(values, key=values.count)
+    return common
+
+
+def _nest(flat: dict[str, Any]) -> dict[str, Any]:
+    """{"shell": x, "env.PATH": y} -> {"shell": x, "env": {"PATH": y}}, keys in a fixed order."""
+    nested: dict[str, Any] = {k: flat[k] for k in ("timezone", "shell", "workdir") if k in flat}
+    env = {k.removeprefix("env."): v for k, v in flat.items() if k.startswith("env.")}
+    if env:
+        nested["env"] = env
+    return nested
+
+
+# --- Exact schedule keys ---------------------------------------------------------------
+
+
+def schedule_keys(expr: CronExpr, written: str) -> dict[str, Any]:
+    """Friendly keys naming exactly the minutes `expr` names, else {"cron": written}."""
+    for candidate in _candidates(expr, written):
+        if _same_minutes(expr, candidate):
+            return candidate
+    return {"cron": written}
+
+
+def _signature(expr: CronExpr) -> tuple[object, ...]:
+    # Everything occurrences depend on, the DST rule's fixed_time included.
+    return (
+        expr.minutes,
+        expr.hours,
+        expr.days,
+        expr.months,
+        expr.weekdays,
+        expr.day_star,
+        expr.weekday_star,
+        expr.fixed_time,
+    )
+
+
+def _same_minutes(expr: CronExpr, candidate: dict[str, Any]) -> bool:
+    key = next(iter(candidate))
+    try:
+        text, _ = schedules.to_cron(key, candidate[key], candidate)
+        assert text is not None
+        return _signature(parse_cron(text)) == _signature(expr)
+    except (schedules.ScheduleProblem, CronSyntaxError):
+        return False
+
+
+def _time_key(expr: CronExpr) -> tuple[str, Any] | None:
+    minutes, hours = sorted(expr.minutes), sorted(expr.hours)
+    every_hour = len(hours) == 24
+    if every_hour and len(minutes) == 60:
+        return "every_minute", True
+    if every_hour and len(minutes) > 1 and minutes == list(range(0, 60, minutes[1])):
+        return "every_minutes", minutes[1]
+    if every_hour and len(minutes) == 1:
+        return ("hourly", True) if minutes == [0] else ("hourly_at", minutes[0])
+    if len(minutes) == 1 and len(hours) == 1:
+        if minutes == hours == [0]:
+            return "daily", True
+        return "daily_at", f"{hours[0]:02d}:{minutes[0]:02d}"
+    if minutes == [0] and len(hours) == 2:
+        return "twice_daily", hours
+    return None
+
+
+def _candidates(expr: CronExpr, written: str) -> Iterator[dict[str, Any]]:
+    """Plausible friendly forms; each is kept only if it names the same minutes."""
+    time = _time_key(expr)
+    if time is None:
+        return
+    key, value = time
+    dow = written.split()[4] if len(written.split()) == 5 else "*"
+    clock = {"daily": "00:00", "daily_at": value}.get(key)
+    if clock is not None:
+        midnight = key == "daily"
+        if expr.weekdays == {0} and midnight:
+            yield {"weekly": True}
+        elif len(expr.weekdays) == 1:
+            yield {"weekly_on": [int(dow) if dow.isdigit() else dow, clock]}
+        if expr.days == {1} and midnight:
+            yield {"yearly": True} if expr.months == {1} else {"monthly": True}
+        elif len(expr.days) == 1:
+            yield {"monthly_on": [min(expr.days), clock]}
+    if expr.weekdays == _ALL_WEEKDAYS:
+        yield {key: value}
+    elif expr.weekdays == _MON_FRI:
+        yield {key: value, "weekdays": True}
+    elif expr.weekdays == _SAT_SUN:
+        yield {key: value, "weekends": True}
+    elif not expr.weekday_star:
+        yield {key: value, "days": dow}
+
+
+# --- Task names ------------------------------------------------------------------------
+
+_SUBSTITUTION = re.compile(r"\$\(\([^()]*\)\)|\$\([^()]*\)|`[^`]*`")
+_TOKEN = re.compile(
+    r"""
+      (?P<redirect>\d*(?:&>>|&>|>>|>&|<&|>|<)\s*(?:'[^']*'|"[^"]*"|[^\s;&|()<>]+)?)
+    | (?P<operator>&&|\|\||;;|[;&|()])
+    | (?P<word>(?:'[^']*'|"[^"]*"|\\.|[^\s;&|()<>'"\\])+)
+    | (?P<other>\S)
+    """,
+    re.VERBOSE,
+)
+# Words that open a compound command or a pipeline: dropped, the command follows.
+_KEYWORDS = {"if", "then", "else", "elif", "fi", "do", "done", "while", "until", "!", "{", "}"}
+# Commands that run another: (options taking a value, positional arguments before it).
+_WRAPPERS: dict[str, tuple[frozenset[str], int]] = {
+    "nice": (frozenset({"-n"}), 0),
+    "ionice": (frozenset({"-c", "-n", "-p"}), 0),
+    "timeout": (frozenset({"-s", "-k"}), 1),
+    "sudo": (frozenset({"-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U"}), 0),
+    "flock": (frozenset({"-w", "-E"}), 1),
+    "env": (frozenset({"-u", "-C"}), 0),
+    "stdbuf": (frozenset({"-i", "-o", "-e"}), 0),
+    "systemd-cat": (frozenset({"-t", "-p"}), 0),
+    **{w: (frozenset(), 0) for w in ("nohup", "exec", "time", "chronic", "cronic", "setsid")},
+    "run-one": (frozenset(), 0),
+}
+# `bundle exec rake x`: the tool runs the command that follows.
+_RUNNERS = {"bundle": "exec", "poetry": "run", "pipenv": "run", "uv": "run", "pdm": "run"}
+# Commands that prepare or test rather than do the job: named only if nothing else is.
+_GUARDS = {"cd", "test", "[", "[[", "sleep", "source", ".", "export", "true", "false", ":"}
+_GUARDS |= {"set", "command", "which", "type", "umask", "ulimit", "pgrep", "for", "case"}
+_SHELLS = {"sh", "bash", "dash", "zsh", "ksh"}
+_INTERPRETER = re.compile(
+    r"^(?:php|python|perl|ruby|node|nodejs|bun|deno|sh|bash|dash|zsh|ksh)[0-9.]*$"
+)
+_STEM_SUFFIX = re.compile(
+    r"\.(?:sh|bash|py|php|pl|rb|js|mjs|ts|conf|cfg|ini|toml|ya?ml|json|sql|phar|jar)$"
+)
+_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+_MAX_SLUG = 48
+
+
+def slug(command: str) -> str:
+    """A readable task name: `php /var/www/artisan schedule:run` -> artisan-schedule-run."""
+    parts: list[str] = []
+    for word in _name_words(command):
+        part = re.sub(r"[^a-z0-9]+", "-", word.lower()).strip("-")
+        if part and part not in parts:
+            parts.append(part)
+    name = "-".join(parts) or "task"
+    while len(name) > _MAX_SLUG and "-" in name:
+        name = name.rsplit("-", 1)[0]
+    return name[:_MAX_SLUG].strip("-") or "task"
+
+
+def _name_words(command: str, depth: int = 0) -> list[str]:
+    fallback: list[str] = []
+    for words in _simple_commands(command):
+        words = _strip_prefix(words)
+        if not words:
+            continue
+        if not _is_guard(words):
+            return _program_words(words, depth)
+        fallback = fallback or words
+    return _program_words(fallback, depth) if fallback else []
+
+
+def _is_guard(words: list[str]) -> bool:
+    program = _base(words[0])
+    if program in _GUARDS:
+        return True
+    # `perl -e 'sleep rand 3600'`: inline code prepares more often than it does the job.
+    inline = _INTERPRETER.match(program) and program not in _SHELLS
+    return bool(inline and len(words) > 1 and words[1] in ("-e", "-E", "-r", "-c"))
+
+
+def _simple_commands(command: str) -> list[list[str]]:
+    text = _SUBSTITUTION.sub("$SUB", command)
+    found: list[list[str]] = [[]]
+    for match in _TOKEN.finditer(text):
+        if match.lastgroup == "operator":
+            found.append([])
+        elif match.lastgroup == "word":
+            found[-1].append(match.group())
+    return [words for words in found if words]
+
+
+def _strip_prefix(words: list[str]) -> list[str]:
+    """Drop keywords, VAR=value assignments and wrappers such as `nice -n 10`."""
+    words = list(words)
+    while words:
+        head = _base(words[0])
+        if head in _KEYWORDS or _ASSIGNMENT.match(words[0]):
+            words.pop(0)
+        elif head in _RUNNERS and words[1:2] == [_RUNNERS[head]]:
+            del words[:2]
+        elif head in _WRAPPERS:
+            valued, positional = _WRAPPERS[head]
+            words.pop(0)
+            while words and (words[0].startswith("-") or _ASSIGNMENT.match(words[0])):
+                if words.pop(0) in valued and words:
+                    words.pop(0)
+            del words[:positional]
+        else:
+            break
+    return words
+
+
+def _program_words(words: list[str], depth: int) -> list[str]:
+    program, rest = _base(words[0]), words[1:]
+    if program in _SHELLS and "-c" in rest and depth == 0:
+        index = rest.index("-c")
+        if index + 1 < len(rest):
+            return _name_words(_unquote(rest[index + 1]), depth + 1)
+    if _INTERPRETER.match(program):
+        if _is_guard(words):
+            return [program]  # inline code: the interpreter is all there is to name
+        # Options, and their values such as `-d memory_limit=-1`, come before the script.
+        while rest and (rest[0].startswith("-") or "=" in rest[0]):
+            if rest.pop(0) == "-m" and rest:
+                return [rest[0], *_arguments(rest[1:])]
+        if rest:
+            program, rest = _stem(rest[0]), rest[1:]
+    return [_stem(program), *_arguments(rest)]
+
+
+def _arguments(rest: list[str]) -> list[str]:
+    """Up to two telling arguments: a URL's host, else words and file names, not options."""
+    for word in rest:
+        url = re.match(r"^['\"]?[a-z]+://([^/:'\"]+)", word)
+        if url:
+            return [url.group(1)]
+    # (position, stem, follows a short option): `-e production` is most likely a value.
+    candidates: list[tuple[int, str, bool]] = []
+    after_option = False
+    for position, word in enumerate(rest):
+        plain = word.strip("'\"")
+        was_option, after_option = after_option, re.match(r"^-[A-Za-z]$", plain) is not None
+        if plain.startswith(("-", "+")) or any(c in plain for c in "$*=`"):
+            continue
+        stem = _stem(plain)
+        if len(stem) >= 2 and re.search("[A-Za-z]", stem):
+            candidates.append((position, stem, was_option))
+    chosen = sorted(candidates, key=lambda c: c[2])[:2]  # stable: plain words first
+    return [stem for _, stem, _ in sorted(chosen)]
+
+
+def _base(word: str) -> str:
+    return word.strip("'\"").rstrip("/").rsplit("/", 1)[-1]
+
+
+def _stem(word: str) -> str:
+    return _STEM_SUFFIX.sub("", _base(word))
+
+
+def _unquote(word: str) -> str:
+    try:
+        return " ".join(shlex.split(word))
+    except ValueError:
+        return word.strip("'\"")

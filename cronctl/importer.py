@@ -1,0 +1,100 @@
+"""`cronctl import`: a crontab's text -> the text of a schedule file, and a report.
+
+No I/O: the CLI reads the crontab and writes the result. The TOML is written
+with tomli-w, then read back through cronctl's own loader, so what the import
+produces is what `cronctl check` accepts.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+
+from cronctl.core.assemble import build_schedule
+from cronctl.core.crontab import CrontabImport, ReportLine, parse_crontab
+from cronctl.core.lines import index_lines
+from cronctl.core.schema import FileResult, parse_document
+
+
+@dataclass(frozen=True, slots=True)
+class ImportResult:
+    """The schedule file's text, the report as `CRONTAB:LINE: message` lines, the exit status."""
+
+    toml: str
+    report: tuple[str, ...]
+    tasks: int
+    left_out: int
+
+    @property
+    def exit_status(self) -> int:
+        """0 when everything converted, 1 when something was left out."""
+        return 1 if self.left_out else 0
+
+
+def import_crontab(text: str, *, system: bool, source_name: str) -> ImportResult:
+    """Convert a crontab; `source_name` names it in the header and in the report lines."""
+    converted = parse_crontab(text, system=system)
+    document: dict[str, Any] = {}
+    if converted.defaults:
+        document["defaults"] = converted.defaults
+    if converted.tasks:
+        document["task"] = list(converted.tasks)
+    body = tomli_w.dumps(document)
+    toml = _header(converted, system, _printable(source_name)) + ("\n" + body if body else "")
+    _verify(toml)
+    return ImportResult(
+        toml=toml,
+        report=tuple(_format(source_name, r) for r in converted.report),
+        tasks=len(converted.tasks),
+        left_out=converted.left_out,
+    )
+
+
+def _header(converted: CrontabImport, system: bool, source: str) -> str:
+    lines = [
+        f"Imported by `cronctl import{' --system' if system else ''}` from {source}.",
+        "Review it, then validate it with `cronctl check -f FILE`.",
+        "Each task's description holds its original crontab line.",
+    ]
+    tasks, defaults = converted.tasks, converted.defaults
+    if "timezone" not in defaults and any("timezone" not in t for t in tasks):
+        lines += [
+            "cron read the times in the machine's local time zone; cronctl reads them in UTC",
+            "unless a task or [defaults] sets timezone: set it if the machine's zone is not UTC.",
+        ]
+    if "workdir" not in defaults and any("workdir" not in t for t in tasks):
+        lines += [
+            "cron started commands in the user's home directory; cronctl starts them in",
+            "workdir, which is this file's directory unless a task or [defaults] sets it.",
+        ]
+    if system and tasks:
+        lines += [
+            "cron ran each line as the user in its user field; cronctl runs every command",
+            "as the user that runs cronctl (the user is in each description).",
+        ]
+    return "".join(f"# {line}\n" for line in lines)
+
+
+def _verify(toml: str) -> None:
+    """Read the produced text back through cronctl's loader; any error is a bug here."""
+    result = FileResult(path=Path("imported.toml"), display="imported.toml")
+    parse_document(tomllib.loads(toml), index_lines(toml), result)
+    errors = build_schedule([result]).errors
+    if errors:
+        raise RuntimeError(
+            "cronctl import produced a schedule file that cronctl rejects: "
+            + "; ".join(p.describe() for p in errors)
+        )
+
+
+def _format(source: str, report: ReportLine) -> str:
+    where = source if report.line is None else f"{source}:{report.line}"
+    return f"{where}: {report.message}"
+
+
+def _printable(text: str) -> str:
+    return "".join(ch if ch.isprintable() else "?" for ch in text)

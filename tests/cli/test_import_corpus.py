@@ -1,0 +1,207 @@
+"""`cronctl import` on a corpus of real-world crontabs, compared exactly.
+
+tests/data/crontabs holds NAME.crontab files; a name starting with ``system-``
+is in the system format (a user field, as /etc/crontab and /etc/cron.d/*).
+Next to each: NAME.expected.toml (the schedule file written) and
+NAME.expected.report (the report, one `CRONTAB:LINE: message` line each).
+
+To regenerate the expected files after a deliberate change, run::
+
+    CRONCTL_REGEN=1 pytest tests/cli/test_import_corpus.py
+
+then read every changed file (git diff) before committing: the expected files
+are the specification, not a snapshot to wave through.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cronctl import load
+from cronctl.importer import ImportResult, import_crontab
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CORPUS = REPO_ROOT / "tests" / "data" / "crontabs"
+CRONTABS = sorted(CORPUS.glob("*.crontab"))
+REGENERATE = os.environ.get("CRONCTL_REGEN") == "1"
+
+
+def cronctl_import(
+    *args: str, cwd: Path, stdin: bytes | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run `cronctl import ARGS` as a real process; the one place that says how."""
+    completed = subprocess.run(
+        [sys.executable, "-m", "cronctl", "import", *args],
+        cwd=cwd,
+        input=stdin,
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    return subprocess.CompletedProcess(
+        completed.args,
+        completed.returncode,
+        completed.stdout.decode("utf-8"),
+        completed.stderr.decode("utf-8"),
+    )
+
+
+def _expected(crontab: Path, kind: str) -> Path:
+    return crontab.with_name(f"{crontab.stem}.expected.{kind}")
+
+
+def _convert(crontab: Path) -> ImportResult:
+    text = crontab.read_bytes().decode("utf-8")
+    return import_crontab(text, system=crontab.name.startswith("system-"), source_name=crontab.name)
+
+
+def _report_text(result: ImportResult) -> str:
+    return "".join(f"{line}\n" for line in result.report)
+
+
+def _read(path: Path) -> str:
+    # newline="" keeps "\r\n" if a checkout ever added it, so the comparison says so.
+    with path.open(encoding="utf-8", newline="") as handle:
+        return handle.read()
+
+
+@pytest.mark.parametrize("crontab", CRONTABS, ids=[c.stem for c in CRONTABS])
+def test_crontab_converts_to_the_expected_toml_and_report(crontab: Path) -> None:
+    result = _convert(crontab)
+    toml_file, report_file = _expected(crontab, "toml"), _expected(crontab, "report")
+    if REGENERATE:
+        toml_file.write_text(result.toml, encoding="utf-8", newline="")
+        report_file.write_text(_report_text(result), encoding="utf-8", newline="")
+        pytest.skip(f"regenerated {toml_file.name} and {report_file.name}: review them")
+    assert result.toml == _read(toml_file)
+    assert _report_text(result) == _read(report_file)
+
+
+@pytest.mark.parametrize("crontab", CRONTABS, ids=[c.stem for c in CRONTABS])
+def test_exit_status_is_1_exactly_when_the_report_leaves_something_out(crontab: Path) -> None:
+    result = _convert(crontab)
+    left_out = any(": left out: " in line for line in result.report)
+    assert result.exit_status == (1 if left_out else 0)
+
+
+@pytest.mark.parametrize("crontab", CRONTABS, ids=[c.stem for c in CRONTABS])
+def test_expected_toml_loads_without_errors(crontab: Path, tmp_path: Path) -> None:
+    toml_file = _expected(crontab, "toml")
+    target = tmp_path / "schedules.toml"
+    target.write_bytes(toml_file.read_bytes())
+    schedule = load(target)
+    assert schedule.errors == []
+    assert len(schedule.tasks) == _convert(crontab).tasks
+
+
+def test_corpus_covers_both_formats_crlf_tabs_percent_and_macros() -> None:
+    assert len(CRONTABS) >= 15
+    assert sum(c.name.startswith("system-") for c in CRONTABS) >= 5
+    assert sum(not c.name.startswith("system-") for c in CRONTABS) >= 10
+    texts = {c.name: c.read_bytes() for c in CRONTABS}
+    # A checkout that normalized line endings would quietly drop the CRLF case.
+    assert b"\r\n" in texts["crlf-line-endings.crontab"]
+    assert any(b"\t" in t for t in texts.values())
+    assert any(b"\\%" in t for t in texts.values())
+    assert any(b"@reboot" in t for t in texts.values())
+    for crontab in CRONTABS:
+        assert _expected(crontab, "toml").is_file(), f"run CRONCTL_REGEN=1 for {crontab.name}"
+        assert _expected(crontab, "report").is_file(), f"run CRONCTL_REGEN=1 for {crontab.name}"
+
+
+def test_every_task_name_in_the_corpus_is_unique_within_its_file() -> None:
+    import tomllib
+
+    for crontab in CRONTABS:
+        tasks = tomllib.loads(_read(_expected(crontab, "toml"))).get("task", [])
+        names = [t["name"] for t in tasks]
+        assert len(names) == len(set(names)), crontab.name
+
+
+# --- The real CLI, as a process ------------------------------------------------------
+
+
+def test_cli_writes_toml_to_stdout_and_the_report_to_stderr() -> None:
+    crontab = CORPUS / "backups-percent-signs.crontab"
+    run = cronctl_import(crontab.name, cwd=CORPUS)
+    assert run.returncode == 1  # bare '%' lines were left out
+    assert run.stdout == _read(_expected(crontab, "toml"))
+    assert run.stderr == _read(_expected(crontab, "report"))
+
+
+def test_cli_exits_0_when_everything_converted() -> None:
+    crontab = CORPUS / "system-debian-etc-crontab.crontab"
+    run = cronctl_import("--system", crontab.name, cwd=CORPUS)
+    assert run.returncode == 0
+    assert run.stdout == _read(_expected(crontab, "toml"))
+    assert run.stderr == _read(_expected(crontab, "report"))
+
+
+def test_cli_reads_standard_input_for_dash() -> None:
+    crontab = CORPUS / "crlf-line-endings.crontab"
+    run = cronctl_import("-", cwd=CORPUS, stdin=crontab.read_bytes())
+    assert run.returncode == 1
+    expected_report = _read(_expected(crontab, "report")).replace(crontab.name, "<stdin>")
+    assert run.stderr == expected_report
+    assert run.stdout == _read(_expected(crontab, "toml")).replace(crontab.name, "<stdin>")
+
+
+def test_cli_output_file_is_never_overwritten_without_force(tmp_path: Path) -> None:
+    crontab = CORPUS / "django-app.crontab"
+    target = tmp_path / "schedules.toml"
+    target.write_text("# mine\n", encoding="utf-8")
+
+    refused = cronctl_import(crontab.name, "-o", str(target), cwd=CORPUS)
+    assert refused.returncode == 2
+    assert refused.stderr == (
+        f"cronctl: error: {target} already exists; pass --force to overwrite it\n"
+    )
+    assert target.read_text(encoding="utf-8") == "# mine\n"
+
+    forced = cronctl_import(crontab.name, "-o", str(target), "--force", cwd=CORPUS)
+    assert forced.returncode == 0
+    assert forced.stdout == ""
+    assert target.read_text(encoding="utf-8") == _read(_expected(crontab, "toml"))
+    assert "wrote" in forced.stderr and "cronctl check -f" in forced.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["schedules.toml"]
+
+
+def test_cli_output_passes_cronctl_check(tmp_path: Path) -> None:
+    target = tmp_path / "imported.toml"
+    crontab = CORPUS / "system-cron-d-app-several-users.crontab"
+    run = cronctl_import("--system", str(crontab), "-o", str(target), cwd=tmp_path)
+    assert run.returncode == 1  # MAILTO was left out
+    env = {**os.environ, "CRONCTL_STATE_DIR": str(tmp_path / "state")}
+    check = subprocess.run(
+        [sys.executable, "-m", "cronctl", "check", "-f", str(target)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert check.returncode == 0, check.stdout + check.stderr
+
+
+@pytest.mark.parametrize(
+    ("argument", "reason"),
+    [("no-such.crontab", "No such file or directory"), (".", "Is a directory")],
+)
+def test_cli_unreadable_crontab_exits_2_without_traceback(argument: str, reason: str) -> None:
+    run = cronctl_import(argument, cwd=CORPUS)
+    assert run.returncode == 2
+    assert run.stderr == f"cronctl: error: cannot read {argument}: {reason}\n"
+    assert run.stdout == ""
+
+
+def test_cli_non_utf8_crontab_exits_2_naming_the_line(tmp_path: Path) -> None:
+    (tmp_path / "latin1.crontab").write_bytes(b"# ok\n0 3 * * * echo caf\xe9\n")
+    run = cronctl_import("latin1.crontab", cwd=tmp_path)
+    assert run.returncode == 2
+    assert run.stderr.startswith("cronctl: error: latin1.crontab:2: not UTF-8 text (byte 0xe9)")
+    assert "Traceback" not in run.stderr
