@@ -1,5 +1,5 @@
 """python -m cronctl"""
 
-from cronctl.cli.app import main
+from cronctl.cli.main import main
 
 main()

@@ -5,26 +5,41 @@ paused, when/skip conditions, on_one_server claim, without_overlapping lock, run
 from __future__ import annotations
 
 import os
-import secrets
 import sys
 import threading
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from cronctl.core.due import Plan, Previous, plan
 from cronctl.core.model import Schedule, Task, format_duration, format_utc
-from cronctl.edge import locks, runner
+from cronctl.edge import locks
 from cronctl.edge.paths import ensure_private_dir
 from cronctl.edge.store import RunRow, Store, TaskState
+
+if TYPE_CHECKING:
+    from cronctl.edge import runner
 
 CONDITION_TIMEOUT_S = 30.0
 LOG_RETENTION = timedelta(days=14)
 HISTORY_RETENTION = timedelta(days=90)
 FAILED = ("failed", "timeout", "error")
+
+
+def start_command(spec: runner.RunSpec) -> Running:
+    """runner.start, imported on first use: a run with nothing due never needs subprocess."""
+    from cronctl.edge import runner
+
+    return runner.start(spec)
+
+
+def check_condition(command: str, **options: Any) -> bool:
+    """runner.run_condition, imported on first use."""
+    from cronctl.edge import runner
+
+    return runner.run_condition(command, **options)
 
 
 class Running(Protocol):
@@ -79,8 +94,8 @@ class RunContext:
     max_parallel: int = 8
     tracker: Tracker | None = None
     # The process edge, injectable so the soak test can drive weeks of ticks in process.
-    start: Callable[[runner.RunSpec], Running] = runner.start
-    condition: Callable[..., bool] = runner.run_condition
+    start: Callable[[runner.RunSpec], Running] = start_command
+    condition: Callable[..., bool] = check_condition
     warn: Callable[[str], None] = field(default=lambda message: print(message, file=sys.stderr))
 
 
@@ -100,7 +115,7 @@ class RunReport:
 
 def new_run_id(occurrence: datetime) -> str:
     """Sortable and unique: the occurrence's minute and six random hex digits."""
-    return f"{occurrence:%Y%m%dT%H%MZ}-{secrets.token_hex(3)}"
+    return f"{occurrence:%Y%m%dT%H%MZ}-{os.urandom(3).hex()}"
 
 
 def run_once(schedule: Schedule, now: datetime, ctx: RunContext) -> RunReport:
@@ -122,15 +137,8 @@ def run_once(schedule: Schedule, now: datetime, ctx: RunContext) -> RunReport:
         for row in pending:
             by_task.setdefault(row.task, []).append(row)
         results: dict[str, RunRow] = {r.id: r for r in recovered + rows}
-        workers = max(1, min(ctx.max_parallel, len(by_task)))
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            futures = [
-                pool.submit(_run_task, store, plans[name].task, task_rows, ctx)
-                for name, task_rows in by_task.items()
-            ]
-            for future in futures:
-                for row in future.result():
-                    results[row.id] = row
+        for row in _run_all(store, plans, by_task, ctx):
+            results[row.id] = row
         if now.minute == 0:
             _sweep(store, ctx, now)
     return RunReport(now, list(results.values()))
@@ -189,6 +197,40 @@ class _DryRunRollback(Exception):
         super().__init__("dry run")
         self.plans = plans
         self.rows = rows
+
+
+def _run_all(
+    store: Store, plans: Mapping[str, Plan], by_task: Mapping[str, list[RunRow]], ctx: RunContext
+) -> list[RunRow]:
+    """Each task's occurrences in a worker thread, at most max_parallel at once."""
+    units = iter(list(by_task.items()))
+    results: list[RunRow] = []
+    guard = threading.Lock()
+
+    def worker() -> None:
+        while True:
+            with guard:
+                unit = next(units, None)
+            if unit is None:
+                return
+            name, rows = unit
+            try:
+                done = _run_task(store, plans[name].task, rows, ctx)
+            except Exception as exc:
+                ctx.warn(f"cronctl: error: task {name}: could not record its run: {exc}")
+                done = [replace(r, outcome="error", message=str(exc)) for r in rows]
+            with guard:
+                results.extend(done)
+
+    threads = [
+        threading.Thread(target=worker, name=f"cronctl-run-{i}")
+        for i in range(max(1, min(ctx.max_parallel, len(by_task))))
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return results
 
 
 def _row(task: Task, when: datetime, outcome: str, ctx: RunContext) -> RunRow:
@@ -276,6 +318,8 @@ def _execute(
     # Recorded before the start: a cronctl killed from here on leaves "running", which
     # recovery reports as an unknown outcome, never as "did not run".
     store.update_run(row.id, outcome="running", started=ctx.clock(), log_path=str(log_path))
+    from cronctl.edge import runner
+
     spec = runner.RunSpec(
         command=task.command,
         shell=task.shell,
@@ -367,6 +411,8 @@ def _alive(pid: int) -> bool:
 
 def _sweep(store: Store, ctx: RunContext, now: datetime) -> None:
     """Hourly housekeeping: old claims, logs and history rows."""
+    from cronctl.edge import runner
+
     locks.sweep_claims(ctx.lock_dir, now=now)
     runner.sweep_logs(ctx.state_dir / "logs", now=now, max_age=LOG_RETENTION)
     store.prune(now - HISTORY_RETENTION)

@@ -1,25 +1,32 @@
-"""The command line: flags in, a service call, a renderer out.
+"""The typer commands: flags in, a service call, a renderer out.
 
-`main()` is the one place that turns a CronctlError into a message and exit code 2.
+The console entry point is cronctl.cli.main:main, which maps errors to exit codes and
+serves the every-minute `cronctl run` without building this app at all.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from dataclasses import replace
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from cronctl import __version__
-from cronctl.errors import CronctlError, UsageError
+from cronctl.cli.common import (
+    fail_on_errors,
+    load_schedule,
+    parse_instant,
+    run_command,
+    run_context,
+)
+from cronctl.errors import UsageError
 
 if TYPE_CHECKING:
     from cronctl.core.model import Problem, Schedule
-    from cronctl.execute import RunContext
+
+__all__ = ["app", "fail_on_errors", "load_schedule", "parse_instant"]
 
 app = typer.Typer(
     name="cronctl",
@@ -76,39 +83,6 @@ def _root(
     ] = False,
 ) -> None:
     """cronctl: run the tasks of a schedule file from one crontab line."""
-
-
-def parse_instant(text: str | None, flag: str = "--now") -> datetime:
-    """An aware UTC datetime from ISO 8601 with an offset; the real clock when None."""
-    if text is None:
-        return datetime.now(UTC)
-    try:
-        value = datetime.fromisoformat(text.replace("z", "Z"))
-    except ValueError:
-        raise UsageError(f"{flag} {text!r} is not ISO 8601, e.g. 2026-08-03T09:00:00Z") from None
-    if value.tzinfo is None:
-        raise UsageError(f"{flag} {text!r} has no offset; add Z or +HH:MM")
-    return value.astimezone(UTC)
-
-
-def load_schedule(files: list[Path] | None) -> Schedule:
-    """Read the schedule files the flags (or CRONCTL_FILE, or the default) name."""
-    from cronctl.edge.files import load_paths, schedule_paths
-
-    return load_paths(schedule_paths(files, os.environ))
-
-
-def fail_on_errors(schedule: Schedule) -> None:
-    """For run/list/work: a schedule with errors stops the command (exit 2) after saying why."""
-    from cronctl.cli.render import render_problems
-
-    if schedule.errors:
-        render_problems(schedule.errors)
-        count = len(schedule.errors)
-        raise CronctlError(
-            f"{count} error{'s' * (count != 1)} in the schedule; nothing was run. "
-            "Fix them (see `cronctl check`) and try again"
-        )
 
 
 def _lock_dir_problems(
@@ -227,55 +201,7 @@ def run(
     lock_dir: LockOpt = None,
 ) -> None:
     """Run what is due now (call it from cron every minute). Exit 1 if a task failed."""
-    from cronctl.cli.render import render_run
-
-    schedule = load_schedule(file)
-    fail_on_errors(schedule)
-    instant = parse_instant(now)
-    ctx = _run_context(schedule, state_dir, lock_dir, strict, dry_run, verbose)
-    if now is not None:
-        # A pretended time holds for the whole run: leases and grace are judged by it too.
-        ctx = replace(ctx, clock=lambda: instant)
-    from cronctl.execute import run_once
-
-    report = run_once(schedule, instant, ctx)
-    render_run(report, as_json, verbose)
-    raise typer.Exit(1 if report.failed else 0)
-
-
-def _run_context(
-    schedule: Schedule,
-    state_dir: Path | None,
-    lock_dir: Path | None,
-    strict: bool,
-    dry_run: bool,
-    verbose: bool = False,
-) -> RunContext:
-    from cronctl import service
-    from cronctl.execute import RunContext, real_clock
-
-    states, locks = service.data_dirs(schedule, state_dir, lock_dir, os.environ)
-    warning = service.lock_dir_warning(schedule, locks)
-    if warning is not None:
-        production = os.environ.get("CRONCTL_ENV") == "production"
-        if strict or production:
-            from cronctl.errors import LockDirNotSharedError
-
-            why = "--strict" if strict else "CRONCTL_ENV=production"
-            raise LockDirNotSharedError(f"refusing to run ({why}): {warning.message}")
-        # Once a day, not every minute: cron mails whatever `run` prints.
-        if verbose or service.daily_notice(states, "lock-dir-not-shared"):
-            print(f"cronctl: warning: {warning.message} (repeated once a day)", file=sys.stderr)
-    return RunContext(
-        state_dir=states,
-        lock_dir=locks,
-        host=os.uname().nodename,
-        pid=os.getpid(),
-        env=dict(os.environ),
-        clock=real_clock,
-        dry_run=dry_run,
-        max_parallel=schedule.settings.max_parallel,
-    )
+    raise typer.Exit(run_command(file, now, dry_run, verbose, strict, as_json, state_dir, lock_dir))
 
 
 @app.command()
@@ -298,7 +224,7 @@ def work(
 
     schedule = load_schedule(file)
     fail_on_errors(schedule)
-    ctx = _run_context(schedule, state_dir, lock_dir, strict, False, verbose=True)
+    ctx = run_context(schedule, state_dir, lock_dir, strict, False, verbose=True)
 
     def paths() -> list[Path]:
         return schedule_paths(file, os.environ)
@@ -311,33 +237,3 @@ def work(
         grace_s=grace,
     )
     raise typer.Exit(worker.serve())
-
-
-def _die(message: str, code: int = 2) -> NoReturn:
-    print(f"cronctl: error: {message}", file=sys.stderr)
-    raise SystemExit(code)
-
-
-def main() -> None:
-    """Console entry point: run the app, map cronctl's errors to exit 2 without a traceback."""
-    from cronctl.cli import ops  # noqa: F401  (registers status, history, logs, pause, resume)
-    from cronctl.cli.import_cmd import register
-
-    register(app)
-
-    try:
-        app()
-    except CronctlError as exc:
-        _die(str(exc), exc.exit_code)
-    except KeyboardInterrupt:
-        _die("interrupted", 130)
-    except OSError as exc:
-        # A full disk or a permission problem is the machine's, not a bug: say it plainly.
-        _die(f"{exc.strerror or exc}: {exc.filename or ''}".rstrip(": "))
-    except Exception as exc:
-        if os.environ.get("CRONCTL_DEBUG"):
-            raise
-        _die(
-            f"internal error {type(exc).__name__}: {exc} (rerun with CRONCTL_DEBUG=1 for a "
-            "traceback, and please report it)"
-        )

@@ -3,7 +3,7 @@
 The TOML goes to FILE or stdout, the report to stderr as `CRONTAB:LINE: message`.
 Exit 0 when everything converted, 1 when something was left out; a crontab that
 cannot be read or a FILE that exists (without --force) is a UsageError (exit 2,
-mapped in app.main).
+mapped in cronctl.cli.main).
 """
 
 from __future__ import annotations

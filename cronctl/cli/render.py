@@ -9,10 +9,12 @@ import json
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from cronctl.core.model import Problem, format_utc
-from cronctl.service import CheckResult, DueResult, ListResult, NextResult
+
+if TYPE_CHECKING:
+    from cronctl.service import CheckResult, DueResult, ListResult, NextResult
 
 
 def emit_json(data: Any, stream: TextIO | None = None) -> None:

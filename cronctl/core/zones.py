@@ -85,6 +85,7 @@ class Zone:
         return self.segment_at(instant).wall(instant)
 
 
+@lru_cache(maxsize=512)
 def parse_zone(text: str) -> Zone:
     """Read "UTC", "±HH:MM" or an IANA name; raise ZoneError with what to write instead."""
     if text == "UTC":

@@ -19,7 +19,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cronctl.cli.app import main
+from cronctl.cli.main import main
 from tests.helpers import REPO_ROOT
 
 VALID = sorted((REPO_ROOT / "tests" / "data" / "valid").glob("*.toml"))

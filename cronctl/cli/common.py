@@ -1,0 +1,115 @@
+"""What the commands share, with no typer import: `cronctl run` starts 1,440 times a day.
+
+cronctl.cli.main serves a plain `cronctl run ...` from here directly; the typer app
+uses the same functions, so both paths behave the same.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from cronctl.errors import CronctlError, UsageError
+
+if TYPE_CHECKING:
+    from cronctl.core.model import Schedule
+    from cronctl.execute import RunContext
+
+
+def parse_instant(text: str | None, flag: str = "--now") -> datetime:
+    """An aware UTC datetime from ISO 8601 with an offset; the real clock when None."""
+    if text is None:
+        return datetime.now(UTC)
+    try:
+        value = datetime.fromisoformat(text.replace("z", "Z"))
+    except ValueError:
+        raise UsageError(f"{flag} {text!r} is not ISO 8601, e.g. 2026-08-03T09:00:00Z") from None
+    if value.tzinfo is None:
+        raise UsageError(f"{flag} {text!r} has no offset; add Z or +HH:MM")
+    return value.astimezone(UTC)
+
+
+def load_schedule(files: list[Path] | None) -> Schedule:
+    """Read the schedule files the flags (or CRONCTL_FILE, or the default) name."""
+    from cronctl.edge.files import load_paths, schedule_paths
+
+    return load_paths(schedule_paths(files, os.environ))
+
+
+def fail_on_errors(schedule: Schedule) -> None:
+    """For run/list/work: a schedule with errors stops the command (exit 2) after saying why."""
+    from cronctl.cli.render import render_problems
+
+    if schedule.errors:
+        render_problems(schedule.errors)
+        count = len(schedule.errors)
+        raise CronctlError(
+            f"{count} error{'s' * (count != 1)} in the schedule; nothing was run. "
+            "Fix them (see `cronctl check`) and try again"
+        )
+
+
+def run_context(
+    schedule: Schedule,
+    state_dir: Path | None,
+    lock_dir: Path | None,
+    strict: bool,
+    dry_run: bool,
+    verbose: bool = False,
+) -> RunContext:
+    """Where the run's data lives and how it behaves; refuses a local lock_dir if asked."""
+    from cronctl import service
+    from cronctl.execute import RunContext, real_clock
+
+    states, locks = service.data_dirs(schedule, state_dir, lock_dir, os.environ)
+    warning = service.lock_dir_warning(schedule, locks)
+    if warning is not None:
+        production = os.environ.get("CRONCTL_ENV") == "production"
+        if strict or production:
+            from cronctl.errors import LockDirNotSharedError
+
+            why = "--strict" if strict else "CRONCTL_ENV=production"
+            raise LockDirNotSharedError(f"refusing to run ({why}): {warning.message}")
+        # Once a day, not every minute: cron mails whatever `run` prints.
+        if verbose or service.daily_notice(states, "lock-dir-not-shared"):
+            print(f"cronctl: warning: {warning.message} (repeated once a day)", file=sys.stderr)
+    return RunContext(
+        state_dir=states,
+        lock_dir=locks,
+        host=os.uname().nodename,
+        pid=os.getpid(),
+        env=dict(os.environ),
+        clock=real_clock,
+        dry_run=dry_run,
+        max_parallel=schedule.settings.max_parallel,
+    )
+
+
+def run_command(
+    files: list[Path] | None,
+    now: str | None,
+    dry_run: bool,
+    verbose: bool,
+    strict: bool,
+    as_json: bool,
+    state_dir: Path | None,
+    lock_dir: Path | None,
+) -> int:
+    """`cronctl run`: the exit code (0, or 1 when a task failed)."""
+    from cronctl.cli.render import render_run
+    from cronctl.execute import run_once
+
+    schedule = load_schedule(files)
+    fail_on_errors(schedule)
+    instant = parse_instant(now)
+    ctx = run_context(schedule, state_dir, lock_dir, strict, dry_run, verbose)
+    if now is not None:
+        # A pretended time holds for the whole run: leases and grace are judged by it too.
+        ctx = replace(ctx, clock=lambda: instant)
+    report = run_once(schedule, instant, ctx)
+    render_run(report, as_json, verbose)
+    return 1 if report.failed else 0

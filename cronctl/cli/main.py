@@ -1,0 +1,96 @@
+"""The console entry point: one place that maps errors to exit codes, and a fast `run`.
+
+`cronctl run` is started every minute on every machine, so a plain `cronctl run ...`
+is parsed here without typer: building typer's command tree costs ~60 ms a start,
+more than the rest of the run. Anything unusual (--help, an unknown flag) goes to
+the typer app, which owns the documentation and the error messages.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NoReturn
+
+from cronctl.errors import CronctlError
+
+_RUN_FLAGS = {"--dry-run": "dry_run", "-v": "verbose", "--verbose": "verbose",
+              "--strict": "strict", "--json": "as_json"}  # fmt: skip
+_RUN_VALUES = {"-f": "files", "--file": "files", "--now": "now", "--state-dir": "state_dir",
+               "--lock-dir": "lock_dir"}  # fmt: skip
+
+
+def parse_run(args: Sequence[str]) -> dict[str, object] | None:
+    """The options of a plain `cronctl run`, or None to let typer handle the command line."""
+    options: dict[str, object] = {
+        "files": None, "now": None, "dry_run": False, "verbose": False, "strict": False,
+        "as_json": False, "state_dir": None, "lock_dir": None,
+    }  # fmt: skip
+    queue = list(args)
+    while queue:
+        arg = queue.pop(0)
+        name, eq, inline = arg.partition("=")
+        if arg in _RUN_FLAGS:
+            options[_RUN_FLAGS[arg]] = True
+        elif name in _RUN_VALUES and (eq or queue):
+            value = inline if eq else queue.pop(0)
+            if not value or (not eq and value.startswith("-")):
+                return None
+            key = _RUN_VALUES[name]
+            if key == "files":
+                files = options["files"] or []
+                assert isinstance(files, list)
+                options["files"] = [*files, Path(value)]
+            elif key == "now":
+                options["now"] = value
+            else:
+                options[key] = Path(value)
+        else:
+            return None
+    return options
+
+
+def _die(message: str, code: int = 2) -> NoReturn:
+    print(f"cronctl: error: {message}", file=sys.stderr)
+    raise SystemExit(code)
+
+
+def _dispatch(argv: Sequence[str]) -> int | None:
+    if argv[:1] == ["run"]:
+        options = parse_run(argv[1:])
+        if options is not None:
+            from cronctl.cli.common import run_command
+
+            return run_command(**options)  # type: ignore[arg-type]
+    from cronctl.cli import ops  # noqa: F401  (registers status, history, logs, pause, resume)
+    from cronctl.cli.app import app
+    from cronctl.cli.import_cmd import register
+
+    register(app)
+    app()
+    return None
+
+
+def main() -> None:
+    """Run the command; map cronctl's errors to exit 2 without a traceback."""
+    try:
+        code = _dispatch(sys.argv[1:])
+    except CronctlError as exc:
+        _die(str(exc), exc.exit_code)
+    except KeyboardInterrupt:
+        _die("interrupted", 130)
+    except OSError as exc:
+        # A full disk or a permission problem is the machine's, not a bug: say it plainly.
+        _die(f"{exc.strerror or exc}: {exc.filename or ''}".rstrip(": "))
+    except Exception as exc:
+        if os.environ.get("CRONCTL_DEBUG"):
+            raise
+        _die(
+            f"internal error {type(exc).__name__}: {exc} (rerun with CRONCTL_DEBUG=1 for a "
+            "traceback, and please report it)"
+        )
+    if code is not None:
+        sys.stdout.flush()
+        raise SystemExit(code)
