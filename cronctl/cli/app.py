@@ -88,10 +88,10 @@ def _root(
 def _lock_dir_problems(
     schedule: Schedule, state_dir: Path | None, lock_dir: Path | None
 ) -> list[Problem]:
-    from cronctl import service
+    from cronctl import dirs
 
-    _, locks = service.data_dirs(schedule, state_dir, lock_dir, os.environ)
-    warning = service.lock_dir_warning(schedule, locks, only_if_present=True)
+    _, locks = dirs.data_dirs(schedule, state_dir, lock_dir, os.environ)
+    warning = dirs.lock_dir_warning(schedule, locks, only_if_present=True)
     return [warning] if warning else []
 
 

@@ -62,11 +62,11 @@ def run_context(
     verbose: bool = False,
 ) -> RunContext:
     """Where the run's data lives and how it behaves; refuses a local lock_dir if asked."""
-    from cronctl import service
+    from cronctl import dirs
     from cronctl.execute import RunContext, real_clock
 
-    states, locks = service.data_dirs(schedule, state_dir, lock_dir, os.environ)
-    warning = service.lock_dir_warning(schedule, locks)
+    states, locks = dirs.data_dirs(schedule, state_dir, lock_dir, os.environ)
+    warning = dirs.lock_dir_warning(schedule, locks)
     if warning is not None:
         production = os.environ.get("CRONCTL_ENV") == "production"
         if strict or production:
@@ -75,7 +75,7 @@ def run_context(
             why = "--strict" if strict else "CRONCTL_ENV=production"
             raise LockDirNotSharedError(f"refusing to run ({why}): {warning.message}")
         # Once a day, not every minute: cron mails whatever `run` prints.
-        if verbose or service.daily_notice(states, "lock-dir-not-shared"):
+        if verbose or dirs.daily_notice(states, "lock-dir-not-shared"):
             print(f"cronctl: warning: {warning.message} (repeated once a day)", file=sys.stderr)
     return RunContext(
         state_dir=states,

@@ -29,10 +29,10 @@ NameArg = Annotated[str, typer.Argument(help="Task name.", show_default=False)]
 def _dirs(
     file: list[Path] | None, state_dir: Path | None, lock_dir: Path | None
 ) -> tuple[Schedule, Path, Path]:
-    from cronctl import service
+    from cronctl import dirs
 
     schedule = load_schedule(file)
-    states, locks = service.data_dirs(schedule, state_dir, lock_dir, os.environ)
+    states, locks = dirs.data_dirs(schedule, state_dir, lock_dir, os.environ)
     return schedule, states, locks
 
 

@@ -5,7 +5,6 @@ One renderer per result, so `--json` and the human output cannot disagree.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Sequence
@@ -19,6 +18,8 @@ if TYPE_CHECKING:
 
 def emit_json(data: Any, stream: TextIO | None = None) -> None:
     """Stable, indented JSON on stdout."""
+    import json  # only for --json: a quiet `run` never needs it
+
     print(json.dumps(data, indent=2), file=stream or sys.stdout)
 
 

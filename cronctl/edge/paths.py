@@ -15,7 +15,6 @@ from __future__ import annotations
 import errno
 import os
 import re
-import secrets
 import stat
 from collections.abc import Mapping
 from contextlib import suppress
@@ -224,7 +223,7 @@ def write_atomic(path: Path, data: bytes, mode: int = 0o600, *, durable: bool = 
     which is then renamed over it; rename replaces a symlink at ``path`` rather than writing
     through it. ``durable`` fsyncs the file and the directory, so the change survives a crash.
     """
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
     try:
         try:

@@ -1,0 +1,81 @@
+"""Where a schedule's data lives, and the lock_dir warning: no dataclasses, cheap to import.
+
+`cronctl run` needs these on every start; they live apart from service.py for that.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+from cronctl.core.model import Problem, Schedule
+
+
+def data_dirs(
+    schedule: Schedule, flag_state: Path | None, flag_lock: Path | None, env: Mapping[str, str]
+) -> tuple[Path, Path]:
+    """(state_dir, lock_dir): flag, environment, [cronctl] table, default (SPEC 2)."""
+    from cronctl.edge.paths import resolve_dirs
+
+    return resolve_dirs(
+        flag_state=flag_state,
+        flag_lock=flag_lock,
+        env=env,
+        file_state=schedule.settings.state_dir,
+        file_lock=schedule.settings.lock_dir,
+        is_root=os.geteuid() == 0,
+    )
+
+
+def lock_dir_warning(
+    schedule: Schedule, lock_dir: Path, only_if_present: bool = False
+) -> Problem | None:
+    """A warning when on_one_server tasks rely on a lock_dir that only this machine sees.
+
+    `only_if_present` (check, list): a lock_dir that does not exist here says nothing about
+    the servers — a CI runner does not have their mount — so it is not judged.
+    """
+    tasks = [t for t in schedule.tasks if t.on_one_server]
+    if not tasks or schedule.settings.lock_dir_shared:
+        return None
+    if only_if_present and not lock_dir.is_dir():
+        return None
+    from cronctl.edge.paths import filesystem_type, is_shared_fstype
+
+    fstype = filesystem_type(lock_dir)
+    if is_shared_fstype(fstype):
+        return None
+    names = ", ".join(t.name for t in tasks)
+    first = tasks[0]
+    return Problem(
+        str(first.source),
+        first.line,
+        None,
+        "warning",
+        "lock-dir-not-shared",
+        f"lock_dir {lock_dir} is on {fstype}, which only this machine sees, so on_one_server "
+        f"({names}) holds only here; point lock_dir at a shared mount (NFS, CIFS, CephFS, ...) "
+        "or set lock_dir_shared = true in [cronctl] if it is shared in a way cronctl cannot "
+        "detect",
+    )
+
+
+NOTICE_INTERVAL_S = 24 * 3600
+
+
+def daily_notice(state_dir: Path, key: str) -> bool:
+    """True at most once a day per key: for warnings `run` would otherwise mail every minute."""
+    from cronctl.edge.paths import ensure_private_dir
+
+    stamp = ensure_private_dir(state_dir / "notices") / key
+    try:
+        age = time.time() - stamp.stat().st_mtime
+    except FileNotFoundError:
+        age = float("inf")
+    if age < NOTICE_INTERVAL_S:
+        return False
+    stamp.touch(mode=0o600)
+    os.utime(stamp)
+    return True
