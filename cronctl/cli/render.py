@@ -138,7 +138,12 @@ def render_list(result: ListResult, as_json: bool) -> None:
             ]
         )
     table(["TASK", "SCHEDULE", "TIMEZONE", "NEXT RUN", "GUARDS", "LAST RUN"], rows)
-    render_problems(result.problems)
+    # Errors in full; warnings as a count (a listing is not a lint report: `check` is).
+    errors = [p for p in result.problems if p.severity == "error"]
+    render_problems(errors)
+    warnings = len(result.problems) - len(errors)
+    if warnings:
+        print(f"{warnings} warning{'s' * (warnings != 1)}; see `cronctl check`", file=sys.stderr)
 
 
 def render_next(result: NextResult, as_json: bool, local: bool) -> None:
