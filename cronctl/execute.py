@@ -151,8 +151,9 @@ def _plan_all(
     plans: dict[str, Plan] = {}
     rows: list[RunRow] = []
     with store.transaction() as tx:
+        states = tx.states()
         for task in schedule.tasks:
-            state = tx.get_state(task.name)
+            state = states.get(task.name)
             previous = (
                 Previous(state.fingerprint, state.last_occurrence, state.done) if state else None
             )

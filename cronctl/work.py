@@ -18,8 +18,9 @@ from cronctl.errors import CronctlError
 from cronctl.execute import RunContext, RunReport, Tracker, run_once
 
 _MINUTE = timedelta(minutes=1)
-# Wake this long after the boundary: a tick at 08:59:59.999 would still see minute 08:59.
-_BOUNDARY_SLACK_S = 0.05
+# Wake just past the boundary. The tick hands the boundary itself to `run` as "now", so a
+# wake-up a hair early could not misname the minute; the slack only absorbs timer jitter.
+_BOUNDARY_SLACK_S = 0.005
 
 
 @dataclass
@@ -74,11 +75,17 @@ class Worker:
         signal.signal(signal.SIGTERM, self.request_stop)
         signal.signal(signal.SIGINT, self.request_stop)
         _say(f"cronctl work: {len(watched.schedule.tasks)} tasks; waiting for the next minute")
+        last_boundary: datetime | None = None
         while not self._stop.is_set():
             now = datetime.now(UTC)
             boundary = minute_floor(now) + _MINUTE
+            if boundary == last_boundary:
+                # Woken a hair before the boundary (a slewed clock): this minute is done.
+                boundary += _MINUTE
+                now = boundary - _MINUTE
             if self._stop.wait(seconds_to_boundary(now)):
                 break
+            last_boundary = boundary
             watched = self.refresh(watched)
             self._start(watched.schedule, boundary)
         return self._shutdown()

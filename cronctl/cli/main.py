@@ -58,6 +58,11 @@ def _die(message: str, code: int = 2) -> NoReturn:
 
 
 def _dispatch(argv: Sequence[str]) -> int | None:
+    if list(argv) == ["--version"]:
+        from cronctl import __version__
+
+        print(f"cronctl {__version__}")
+        return 0
     if argv[:1] == ["run"]:
         options = parse_run(argv[1:])
         if options is not None:

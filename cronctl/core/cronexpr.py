@@ -12,6 +12,7 @@ import re
 import unicodedata
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
+from functools import lru_cache
 from typing import Any
 
 from cronctl.errors import CronSyntaxError
@@ -95,6 +96,7 @@ class CronExpr:
         return dom or dow
 
 
+@lru_cache(maxsize=1024)
 def parse_cron(source: str) -> CronExpr:
     """Validate `source` and return it normalized; raise CronSyntaxError naming field and value."""
     text = source.strip()

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -135,6 +135,8 @@ class _Reporter:
 
 def did_you_mean(key: str, known: list[str] | tuple[str, ...]) -> str:
     """' (did you mean "x"?)' when a known key is close, else ''."""
+    import difflib  # only for a misspelt key
+
     close = difflib.get_close_matches(key, list(known), n=1, cutoff=0.7)
     return f' (did you mean "{close[0]}"?)' if close else ""
 
@@ -362,6 +364,12 @@ def _parse_task(
     return _make_task(name, raw, key, cron, at, settings, base, rep.result.path, header)
 
 
+@lru_cache(maxsize=1024)
+def _resolve(base: Path, path: str) -> Path:
+    """A path from the file, read against the file's directory (tasks share a few)."""
+    return (base / Path(path).expanduser()).resolve()
+
+
 def _make_task(
     name: str,
     raw: dict[str, Any],
@@ -398,7 +406,7 @@ def _make_task(
         timeout=parse_duration(timeout) if timeout else None,
         misfire=settings.get("misfire", "coalesce"),
         misfire_grace=parse_duration(grace) if grace else None,
-        workdir=(base / Path(settings.get("workdir", ".")).expanduser()).resolve(),
+        workdir=_resolve(base, settings.get("workdir", ".")),
         shell=settings.get("shell", "/bin/sh"),
         env=dict(settings["env"]),
         paused=raw.get("paused", False),

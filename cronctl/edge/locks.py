@@ -20,12 +20,11 @@ fenced downstream.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import stat
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -95,6 +94,18 @@ def _utc(moment: datetime) -> datetime:
     return moment.astimezone(UTC)
 
 
+def _dumps(record: Mapping[str, object]) -> bytes:
+    import json  # only where a record is written: a quiet `run` never needs it
+
+    return json.dumps(record).encode()
+
+
+def _loads(text: str) -> object:
+    import json
+
+    return json.loads(text)
+
+
 def _read_record(path: Path) -> dict[str, object] | None:
     """Read a small JSON object written by this module; None when missing or unreadable."""
     try:
@@ -108,7 +119,7 @@ def _read_record(path: Path) -> dict[str, object] | None:
     finally:
         os.close(fd)
     try:
-        record = json.loads(raw.decode("utf-8", errors="replace"))
+        record = _loads(raw.decode("utf-8", errors="replace"))
     except ValueError:
         return None
     return record if isinstance(record, dict) else None
@@ -296,7 +307,7 @@ def _record_holder(lock: OverlapLock, holder_path: Path, me: HolderInfo) -> Over
     try:
         # Not fsynced: the record only matters while the lock is held, and no lock survives a
         # reboot; an fsync here would cost every run a disk flush for nothing.
-        data = json.dumps(record).encode()
+        data = _dumps(record)
         write_atomic(holder_path, data, _file_mode(holder_path.parent), durable=False)
     except BaseException:
         lock.release()
@@ -345,7 +356,7 @@ def claim_occurrence(
     record = {"host": host, "pid": pid, "claimed": _iso(now), "occurrence": _iso(occurrence)}
     try:
         try:
-            os.write(fd, json.dumps(record).encode())
+            os.write(fd, _dumps(record))
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -413,7 +424,7 @@ def set_pause(
     directory = ensure_private_dir(lock_dir / "paused")
     path = _task_path(directory, task, ".pause")
     record = {"reason": reason, "since": _iso(now), "host": host, "user": user}
-    write_atomic(path, json.dumps(record).encode(), _file_mode(directory), durable=True)
+    write_atomic(path, _dumps(record), _file_mode(directory), durable=True)
 
 
 def clear_pause(lock_dir: Path, task: str) -> bool:

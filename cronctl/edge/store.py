@@ -340,6 +340,11 @@ class Txn:
         row = self._execute(sql, (name,)).fetchone()
         return None if row is None else _row_to_state(row)
 
+    def states(self) -> dict[str, TaskState]:
+        """Every remembered task state, in one query (a run plans all tasks at once)."""
+        sql = f"SELECT {_STATE_COLUMNS} FROM task_state"  # noqa: S608
+        return {row[0]: _row_to_state(row) for row in self._execute(sql, ()).fetchall()}
+
     def put_state(self, state: TaskState) -> None:
         """Insert or replace the state of task ``state.name``."""
         last = _occurrence_text(state.last_occurrence, "last_occurrence")
