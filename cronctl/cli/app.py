@@ -54,6 +54,10 @@ NowOpt = Annotated[
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON (stable keys, UTC times).")]
+VerboseOpt = Annotated[bool, typer.Option("-v", "--verbose", help="Print every run.")]
+StrictOpt = Annotated[
+    bool, typer.Option("--strict", help="Refuse on_one_server over a local lock_dir.")
+]
 StateOpt = Annotated[
     Path | None,
     typer.Option(
@@ -192,10 +196,8 @@ def run(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Say what would run and why not; run nothing.")
     ] = False,
-    verbose: Annotated[bool, typer.Option("-v", "--verbose", help="Print every run.")] = False,
-    strict: Annotated[
-        bool, typer.Option("--strict", help="Refuse on_one_server over a local lock_dir.")
-    ] = False,
+    verbose: VerboseOpt = False,
+    strict: StrictOpt = False,
     as_json: JsonOpt = False,
     state_dir: StateOpt = None,
     lock_dir: LockOpt = None,
@@ -210,10 +212,8 @@ def work(
     grace: Annotated[
         float, typer.Option("--grace", help="Seconds to wait for running tasks on SIGTERM.")
     ] = 30.0,
-    verbose: Annotated[bool, typer.Option("-v", "--verbose", help="Print every run.")] = False,
-    strict: Annotated[
-        bool, typer.Option("--strict", help="Refuse on_one_server over a local lock_dir.")
-    ] = False,
+    verbose: VerboseOpt = False,
+    strict: StrictOpt = False,
     state_dir: StateOpt = None,
     lock_dir: LockOpt = None,
 ) -> None:
