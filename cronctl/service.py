@@ -5,9 +5,11 @@ The CLI turns flags into arguments and a result into text; nothing here prints.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from cronctl.core.analysis import schedule_warnings
 from cronctl.core.cronexpr import minute_floor, parse_cron
@@ -38,7 +40,7 @@ class TaskRow:
     task: Task
     next_run: datetime | None
     paused: bool
-    last_run: dict[str, object] | None = None
+    last_run: Any = None  # a store RunRow, when this machine has run the task
 
 
 @dataclass(frozen=True)
@@ -74,9 +76,19 @@ def check(schedule: Schedule, now: datetime, extra: list[Problem], strict: bool)
     return CheckResult(problems, strict)
 
 
-def list_tasks(schedule: Schedule, now: datetime, extra: list[Problem]) -> ListResult:
-    """Every good task with its next run; then the problems (errors and warnings)."""
-    rows = [TaskRow(t, t.next_run(now), t.paused) for t in schedule.tasks]
+def list_tasks(
+    schedule: Schedule,
+    now: datetime,
+    extra: list[Problem],
+    last_runs: Mapping[str, Any] | None = None,
+    paused: frozenset[str] = frozenset(),
+) -> ListResult:
+    """Every good task with its next run and last run; then the problems."""
+    last_runs = last_runs or {}
+    rows = [
+        TaskRow(t, t.next_run(now), t.paused or t.name in paused, last_runs.get(t.name))
+        for t in schedule.tasks
+    ]
     problems = list(schedule.problems) + schedule_warnings(schedule, now) + extra
     return ListResult(rows, problems)
 

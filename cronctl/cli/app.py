@@ -99,6 +99,24 @@ def _lock_dir_problems(
     return [warning] if warning else []
 
 
+def _recorded(
+    schedule: Schedule, state_dir: Path | None, lock_dir: Path | None
+) -> tuple[dict[str, object], frozenset[str]]:
+    """This machine's last run per task and the operator pauses; nothing is created."""
+    from cronctl import dirs
+    from cronctl.edge.locks import paused_tasks
+
+    states, locks = dirs.data_dirs(schedule, state_dir, lock_dir, os.environ)
+    paused = frozenset(paused_tasks(locks))
+    if not (states / "state.db").is_file():
+        return {}, paused
+    from cronctl.edge.store import Store
+
+    with Store.open(states) as store:
+        found = {t.name: store.last_run(t.name) for t in schedule.tasks}
+    return {name: run for name, run in found.items() if run is not None}, paused
+
+
 @app.command()
 def check(
     file: FileOpt = None,
@@ -137,7 +155,8 @@ def list_(
 
     schedule = load_schedule(file)
     extra = _lock_dir_problems(schedule, state_dir, lock_dir)
-    result = service.list_tasks(schedule, parse_instant(now), extra)
+    last_runs, paused = _recorded(schedule, state_dir, lock_dir)
+    result = service.list_tasks(schedule, parse_instant(now), extra, last_runs, paused)
     render_list(result, as_json)
     if schedule.errors:
         raise typer.Exit(2)

@@ -112,7 +112,7 @@ def render_list(result: ListResult, as_json: bool) -> None:
                         "next_run": format_utc(row.next_run) if row.next_run else None,
                         "guards": row.task.guards,
                         "paused": row.paused,
-                        "last_run": row.last_run,
+                        "last_run": run_json(row.last_run) if row.last_run else None,
                     }
                     for row in result.rows
                 ],
@@ -125,8 +125,7 @@ def render_list(result: ListResult, as_json: bool) -> None:
         next_run = "paused" if row.paused else (format_utc(row.next_run) if row.next_run else "-")
         last = "-"
         if row.last_run:
-            last = f"{row.last_run.get('started') or row.last_run['occurrence']} "
-            last += str(row.last_run["outcome"])
+            last = f"{format_utc(row.last_run.occurrence)} {row.last_run.outcome}"
         rows.append(
             [
                 row.task.name,

@@ -251,3 +251,16 @@ def test_kill_9_at_random_moments_loses_no_run_and_repeats_none(cli: Cli, tmp_pa
         ran = {line.split()[1] for line in lines}
         assert ran <= recorded
         assert not ran & said_not_run  # history never claims a run that happened did not
+
+
+def test_list_shows_this_machines_last_run_and_operator_pauses(cli: Cli, tmp_path: Path) -> None:
+    every_minute(tmp_path, "coalesce")
+    before = json.loads(cli("list", "--json", "--now", hm(9)).stdout)["tasks"][0]
+    assert before["last_run"] is None and before["paused"] is False
+    run(cli, hm(9))
+    cli("pause", "tick")
+    after = json.loads(cli("list", "--json", "--now", hm(9, 1)).stdout)["tasks"][0]
+    assert after["paused"] is True
+    assert after["last_run"]["occurrence"] == hm(9) and after["last_run"]["outcome"] == "ok"
+    text = cli("list", "--now", hm(9, 1)).stdout.splitlines()[1]
+    assert "paused" in text and f"{hm(9)} ok" in text
