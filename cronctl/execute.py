@@ -167,13 +167,12 @@ def _plan_all(
                     "waits for the clock to catch up"
                 )
             outcome = "skipped: paused" if task.paused or task.name in paused else "pending"
-            for when in decided.missed:
-                rows.append(_row(task, when, "missed", ctx))
-            for when in decided.run:
-                rows.append(_row(task, when, outcome, ctx))
+            task_rows = [_row(task, when, "missed", ctx) for when in decided.missed]
+            task_rows += [_row(task, when, outcome, ctx) for when in decided.run]
+            rows.extend(task_rows)
             if ctx.dry_run:
                 continue
-            for row in rows[len(rows) - len(decided.missed) - len(decided.run) :]:
+            for row in task_rows:
                 tx.add_run(row)
             if decided.last_occurrence is not None:
                 missed_total = state.missed_total if state and not decided.restarted else 0
@@ -390,7 +389,9 @@ def _recover(store: Store, ctx: RunContext) -> list[RunRow]:
     """
     closed: list[RunRow] = []
     for row in store.unfinished_runs(ctx.host):
-        if row.pid is not None and row.pid != ctx.pid and _alive(row.pid):
+        # A live owner is still at work: another `run`, or this very process (`work` ticks
+        # in threads, so a slow task from the last minute shares our pid).
+        if row.pid is not None and _alive(row.pid):
             continue
         message = "cronctl died before this run finished; its outcome is unknown"
         if row.outcome == "pending":

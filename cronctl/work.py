@@ -133,6 +133,9 @@ class Worker:
                 self._report(run_once(schedule, boundary, self._ctx))
             except CronctlError as exc:
                 _say(f"cronctl work: error at {boundary:%H:%M}: {exc}")
+            except OSError as exc:
+                # A full disk or a vanished directory: say so, keep ticking, no traceback.
+                _say(f"cronctl work: error at {boundary:%H:%M}: {exc}")
 
         thread = threading.Thread(target=tick, name=f"tick-{boundary:%H%M}", daemon=True)
         thread.start()

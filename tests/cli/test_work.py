@@ -103,3 +103,57 @@ def test_boundary_arithmetic_never_drifts() -> None:
         now = datetime(2026, 8, 3, 9, 0, tzinfo=UTC).timestamp() + second
         wake = now + seconds_to_boundary(datetime.fromtimestamp(now, UTC))
         assert 0 < wake % 60 < 0.1
+
+
+def test_a_slow_task_of_the_last_tick_is_not_taken_for_a_crash(tmp_path: Path) -> None:
+    # `work` ticks in threads of one process, so last minute's still-running row has our pid.
+    import threading
+    from dataclasses import replace
+
+    from cronctl.edge.runner import CommandResult
+    from cronctl.edge.store import Store
+    from cronctl.execute import run_once
+
+    path = write_schedule(
+        tmp_path / "s.toml", ['name = "slow"\ncommand = "x"\nevery_minute = true']
+    )
+    schedule = load_paths([path])
+    release = threading.Event()
+
+    starts: list[object] = []
+
+    class Blocking:
+        """The first start stands for a slow task; later ones finish at once."""
+
+        def __init__(self) -> None:
+            self.slow = not starts
+            starts.append(self)
+
+        def wait(self) -> CommandResult:
+            if self.slow:
+                release.wait(10)
+            now = datetime.now(UTC)
+            return CommandResult("ok", 0, None, now, now, 0.0, "")
+
+        def signal(self, sig: int) -> None:
+            pass
+
+    ctx = replace(_worker(tmp_path, path)._ctx, start=lambda spec: Blocking())
+    t0 = datetime(2026, 8, 3, 9, 0, tzinfo=UTC)
+    first = threading.Thread(target=run_once, args=(schedule, t0, ctx))
+    first.start()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if not (tmp_path / "state" / "state.db").exists():
+            time.sleep(0.02)
+            continue
+        with Store.open(tmp_path / "state") as store:
+            if any(r.outcome == "running" for r in store.history("slow")):
+                break
+        time.sleep(0.02)
+    second = run_once(schedule, t0.replace(minute=1), ctx)
+    release.set()
+    first.join(10)
+    assert [r.outcome for r in second.runs] == ["ok"]
+    with Store.open(tmp_path / "state") as store:
+        assert sorted(r.outcome for r in store.history("slow")) == ["ok", "ok"]
