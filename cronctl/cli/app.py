@@ -72,6 +72,15 @@ LockOpt = Annotated[
         show_default=False,
     ),
 ]
+HostOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--host",
+        help="This machine's name in history, claims and locks (default: $CRONCTL_HOST, then "
+        "the node name).",
+        show_default=False,
+    ),
+]
 
 
 def _version(value: bool) -> None:
@@ -220,9 +229,12 @@ def run(
     as_json: JsonOpt = False,
     state_dir: StateOpt = None,
     lock_dir: LockOpt = None,
+    host: HostOpt = None,
 ) -> None:
     """Run what is due now (call it from cron every minute). Exit 1 if a task failed."""
-    raise typer.Exit(run_command(file, now, dry_run, verbose, strict, as_json, state_dir, lock_dir))
+    raise typer.Exit(
+        run_command(file, now, dry_run, verbose, strict, as_json, state_dir, lock_dir, host)
+    )
 
 
 @app.command()
@@ -235,6 +247,7 @@ def work(
     strict: StrictOpt = False,
     state_dir: StateOpt = None,
     lock_dir: LockOpt = None,
+    host: HostOpt = None,
 ) -> None:
     """Stay in the foreground and run what is due at the start of every minute."""
     from cronctl.cli.render import render_run
@@ -243,7 +256,7 @@ def work(
 
     schedule = load_schedule(file)
     fail_on_errors(schedule)
-    ctx = run_context(schedule, state_dir, lock_dir, strict, False, verbose=True)
+    ctx = run_context(schedule, state_dir, lock_dir, strict, False, verbose=True, host=host)
 
     def paths() -> list[Path]:
         return schedule_paths(file, os.environ)

@@ -33,6 +33,21 @@ def parse_instant(text: str | None, flag: str = "--now") -> datetime:
     return value.astimezone(UTC)
 
 
+def host_name(flag: str | None = None) -> str:
+    """This machine's name in history, claims and locks: --host, $CRONCTL_HOST, or the node name."""
+    for value, source in ((flag, "--host"), (os.environ.get("CRONCTL_HOST"), "CRONCTL_HOST")):
+        if value is None:
+            continue
+        name = value.strip()
+        if not name or any(ch.isspace() or not ch.isprintable() for ch in name) or len(name) > 253:
+            raise UsageError(
+                f"{source} {value!r} is not a usable host name: give a non-empty name without "
+                "spaces or control characters, at most 253 characters"
+            )
+        return name
+    return os.uname().nodename
+
+
 def load_schedule(files: list[Path] | None) -> Schedule:
     """Read the schedule files the flags (or CRONCTL_FILE, or the default) name."""
     from cronctl.edge.files import load_paths, schedule_paths
@@ -60,6 +75,7 @@ def run_context(
     strict: bool,
     dry_run: bool,
     verbose: bool = False,
+    host: str | None = None,
 ) -> RunContext:
     """Where the run's data lives and how it behaves; refuses a local lock_dir if asked."""
     from cronctl import dirs
@@ -80,7 +96,7 @@ def run_context(
     return RunContext(
         state_dir=states,
         lock_dir=locks,
-        host=os.uname().nodename,
+        host=host_name(host),
         pid=os.getpid(),
         env=dict(os.environ),
         clock=real_clock,
@@ -98,6 +114,7 @@ def run_command(
     as_json: bool,
     state_dir: Path | None,
     lock_dir: Path | None,
+    host: str | None = None,
 ) -> int:
     """`cronctl run`: the exit code (0, or 1 when a task failed)."""
     from cronctl.cli.render import render_run
@@ -106,7 +123,7 @@ def run_command(
     schedule = load_schedule(files)
     fail_on_errors(schedule)
     instant = parse_instant(now)
-    ctx = run_context(schedule, state_dir, lock_dir, strict, dry_run, verbose)
+    ctx = run_context(schedule, state_dir, lock_dir, strict, dry_run, verbose, host)
     if now is not None:
         # A pretended time holds for the whole run: leases and grace are judged by it too.
         ctx = replace(ctx, clock=lambda: instant)

@@ -19,14 +19,14 @@ from cronctl.errors import CronctlError
 _RUN_FLAGS = {"--dry-run": "dry_run", "-v": "verbose", "--verbose": "verbose",
               "--strict": "strict", "--json": "as_json"}  # fmt: skip
 _RUN_VALUES = {"-f": "files", "--file": "files", "--now": "now", "--state-dir": "state_dir",
-               "--lock-dir": "lock_dir"}  # fmt: skip
+               "--lock-dir": "lock_dir", "--host": "host"}  # fmt: skip
 
 
 def parse_run(args: Sequence[str]) -> dict[str, object] | None:
     """The options of a plain `cronctl run`, or None to let typer handle the command line."""
     options: dict[str, object] = {
         "files": None, "now": None, "dry_run": False, "verbose": False, "strict": False,
-        "as_json": False, "state_dir": None, "lock_dir": None,
+        "as_json": False, "state_dir": None, "lock_dir": None, "host": None,
     }  # fmt: skip
     queue = list(args)
     while queue:
@@ -43,8 +43,8 @@ def parse_run(args: Sequence[str]) -> dict[str, object] | None:
                 files = options["files"] or []
                 assert isinstance(files, list)
                 options["files"] = [*files, Path(value)]
-            elif key == "now":
-                options["now"] = value
+            elif key in ("now", "host"):
+                options[key] = value
             else:
                 options[key] = Path(value)
         else:

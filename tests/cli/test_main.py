@@ -13,7 +13,7 @@ from tests.helpers import Cli, write_schedule
 
 DEFAULTS = {
     "files": None, "now": None, "dry_run": False, "verbose": False, "strict": False,
-    "as_json": False, "state_dir": None, "lock_dir": None,
+    "as_json": False, "state_dir": None, "lock_dir": None, "host": None,
 }  # fmt: skip
 
 
