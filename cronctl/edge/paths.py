@@ -21,7 +21,7 @@ from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
-from cronctl.errors import UnsafeDirectoryError
+from cronctl.errors import UnsafeDirectoryError, UsageError
 
 __all__ = [
     "MOUNTINFO_PATH",
@@ -73,13 +73,19 @@ def resolve_dirs(
 ) -> tuple[Path, Path]:
     """Return ``(state_dir, lock_dir)``; for each, the first of flag, environment, file, default.
 
-    The environment variables are ``CRONCTL_STATE_DIR`` and ``CRONCTL_LOCK_DIR``; an empty value
-    counts as unset. ``file_state``/``file_lock`` come from the schedule file's ``[cronctl]``
-    table, already resolved against the file's own directory by the caller. ``lock_dir``
+    The environment variables are ``CRONCTL_STATE_DIR`` and ``CRONCTL_LOCK_DIR``; an empty
+    value is a usage error (it would otherwise fall through to a default without a word).
+    ``file_state``/``file_lock`` come from the schedule file's ``[cronctl]`` table, already
+    resolved against the file's own directory by the caller. ``lock_dir``
     defaults to ``STATE_DIR/locks`` of the state directory chosen here. Relative flag or
     environment values are made absolute against the current directory now, so that every
     later message names one unambiguous path.
     """
+    for name in ("CRONCTL_STATE_DIR", "CRONCTL_LOCK_DIR"):
+        if env.get(name) == "":
+            raise UsageError(
+                f"{name} is set but empty; unset it or give it a directory ({name}=/path)"
+            )
     state = _first(flag_state, env.get("CRONCTL_STATE_DIR"), file_state)
     if state is None:
         state = default_state_dir(env, is_root)

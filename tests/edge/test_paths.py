@@ -19,7 +19,7 @@ from cronctl.edge.paths import (
     resolve_dirs,
     write_atomic,
 )
-from cronctl.errors import UnsafeDirectoryError
+from cronctl.errors import UnsafeDirectoryError, UsageError
 
 # --- default_state_dir / resolve_dirs -------------------------------------------------------
 
@@ -81,10 +81,11 @@ def test_each_directory_takes_the_first_of_flag_env_file_default(
     assert _resolve(env, **flags, **files) == (Path(expected[0]), Path(expected[1]))
 
 
-def test_an_empty_environment_variable_counts_as_unset() -> None:
-    state, lock = _resolve({"CRONCTL_STATE_DIR": "", "CRONCTL_LOCK_DIR": ""})
-    assert state == Path("/home/ann/.local/state/cronctl")
-    assert lock == state / "locks"
+@pytest.mark.parametrize("name", ["CRONCTL_STATE_DIR", "CRONCTL_LOCK_DIR"])
+def test_an_empty_environment_variable_is_a_usage_error_naming_it(name: str) -> None:
+    # It used to count as unset: CRONCTL_STATE_DIR="" reached /var/lib/cronctl for root.
+    with pytest.raises(UsageError, match=name):
+        _resolve({name: ""})
 
 
 def test_relative_flag_is_made_absolute_against_the_current_directory() -> None:
