@@ -83,7 +83,10 @@ def logs(
     _, states, _ = _dirs(file, state_dir, lock_dir)
     result = operate.logs(states, name, run)
     print(f"# {result.run.task} {result.run.id} {result.run.outcome}", file=sys.stderr)
-    sys.stdout.write(result.text)
+    sys.stdout.flush()
+    for chunk in result.chunks():  # streamed: a huge log never sits in memory whole
+        sys.stdout.buffer.write(chunk)
+    sys.stdout.buffer.flush()
 
 
 @app.command()
