@@ -10,7 +10,7 @@ from pathlib import Path
 
 from cronctl.core.model import Schedule, Task
 from cronctl.edge import locks
-from cronctl.edge.paths import ensure_private_dir
+from cronctl.edge.paths import ensure_private_dir, verify_dir
 from cronctl.edge.store import RunRow, Store, TaskState
 from cronctl.errors import UsageError
 
@@ -155,7 +155,8 @@ def pause(
 def resume(schedule: Schedule, lock_dir: Path, name: str) -> bool:
     """Clear an operator pause; False if the task was not paused that way."""
     task = _require_task(schedule, name)
-    cleared = locks.clear_pause(lock_dir, name)
+    # Unlinking goes through lock_dir/paused: never through a planted link (SPEC 6).
+    cleared = verify_dir(lock_dir) and locks.clear_pause(lock_dir, name)
     if not cleared and task.paused:
         raise UsageError(
             f"task {name!r} is paused by `paused = true` in {task.source}; "

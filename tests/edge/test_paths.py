@@ -418,3 +418,32 @@ def test_network_and_cluster_file_systems_are_shared(fstype: str) -> None:
 )
 def test_local_and_doubtful_file_systems_are_not_shared(fstype: str) -> None:
     assert not is_shared_fstype(fstype)
+
+
+# --- the once-a-day notice stamp (cronctl.dirs) ---------------------------------------------
+
+
+def test_the_notice_stamp_is_never_touched_through_a_planted_link(tmp_path: Path) -> None:
+    from cronctl.dirs import daily_notice
+
+    state = ensure_private_dir(tmp_path / "state")
+    (state / "notices").mkdir(mode=0o700)
+    target = tmp_path / "precious"
+    target.write_text("keep\n")
+    os.utime(target, (0, 0))
+    (state / "notices" / "lock-dir-not-shared").symlink_to(target)
+    with pytest.raises(UnsafeDirectoryError, match="symbolic link"):
+        daily_notice(state, "lock-dir-not-shared")
+    assert target.read_text() == "keep\n"
+    assert target.stat().st_mtime == 0
+
+
+def test_the_notice_is_given_once_a_day(tmp_path: Path) -> None:
+    from cronctl.dirs import daily_notice
+
+    state = ensure_private_dir(tmp_path / "state")
+    assert daily_notice(state, "k") is True
+    assert daily_notice(state, "k") is False
+    stamp = state / "notices" / "k"
+    os.utime(stamp, (0, 0))
+    assert daily_notice(state, "k") is True
