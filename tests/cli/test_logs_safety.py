@@ -90,3 +90,22 @@ def test_logs_streams_a_200_mb_log_in_far_less_memory_than_its_size(
     peak = usage.ru_maxrss * 1024  # kilobytes on Linux
     # The interpreter and typer take ~40 MB; the old code held the log twice (414 MB).
     assert peak < size // 2, f"peak RSS {peak / 2**20:.0f} MB for a {size / 2**20:.0f} MB log"
+
+
+def test_logs_into_a_pipe_closed_early_ends_quietly_like_cat(cli: Cli, log: Path) -> None:
+    with log.open("r+b") as f:
+        f.truncate(8 * 1024 * 1024)  # far more than a pipe holds
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cronctl", "logs", "talk"],
+        cwd=cli.cwd,
+        env=dict(cli.env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.read(6) == b"hello\n"
+    proc.stdout.close()  # what `| head -1` does
+    err = proc.stderr.read().decode()
+    proc.stderr.close()
+    assert proc.wait(timeout=30) == 0, err
+    assert "Traceback" not in err and "error" not in err, err
