@@ -55,16 +55,31 @@ class Running(Protocol):
 
 
 class Tracker:
-    """The commands running right now, so `cronctl work` can forward a signal to them."""
+    """The commands running right now, so `work` and `run` can forward a signal to them."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._running: set[Running] = set()
+        self._stop_signal: int | None = None
+
+    @property
+    def stopping(self) -> bool:
+        """Whether cronctl was told to stop: nothing more may start."""
+        return self._stop_signal is not None
+
+    def stop(self, sig: int) -> int:
+        """Start nothing more and forward ``sig`` to every running command; return how many."""
+        with self._lock:
+            self._stop_signal = sig
+        return self.signal_all(sig)
 
     def add(self, command: Running) -> None:
-        """Remember a started command."""
+        """Remember a started command; one started as the stop came is signalled at once."""
         with self._lock:
             self._running.add(command)
+            sig = self._stop_signal
+        if sig is not None:
+            command.signal(sig)
 
     def discard(self, command: Running) -> None:
         """Forget a finished command."""
@@ -111,6 +126,11 @@ class RunReport:
     def failed(self) -> list[RunRow]:
         """The runs that failed, timed out or could not start."""
         return [r for r in self.runs if r.outcome in FAILED]
+
+    @property
+    def interrupted(self) -> list[RunRow]:
+        """The runs cronctl stopped (or did not start) because it was told to stop."""
+        return [r for r in self.runs if r.outcome == "interrupted"]
 
 
 def new_run_id(occurrence: datetime) -> str:
@@ -271,6 +291,8 @@ _RESULT_FIELDS = (
 
 
 def _run_occurrence(store: Store, task: Task, row: RunRow, ctx: RunContext) -> RunRow:
+    if ctx.tracker is not None and ctx.tracker.stopping:
+        return replace(row, outcome="interrupted", message=NOT_STARTED)
     now = ctx.clock()
     if task.misfire_grace is not None and now - row.occurrence > task.misfire_grace:
         return replace(row, outcome="missed", message="older than misfire_grace when it came up")
@@ -284,11 +306,16 @@ def _run_occurrence(store: Store, task: Task, row: RunRow, ctx: RunContext) -> R
     lock = None
     if task.without_overlapping:
         attempt = locks.try_overlap_lock(
-            ctx.lock_dir, task.name, lease=task.overlap_lease, now=now, host=ctx.host, pid=ctx.pid
+            ctx.lock_dir,
+            task.name,
+            lease=task.overlap_lease,
+            now=now,
+            host=ctx.host,
+            pid=ctx.pid,
+            timeout=task.timeout,
         )
         if not attempt.may_run:
-            holder = f" ({attempt.holder.describe()})" if attempt.holder else ""
-            return replace(row, outcome="skipped: still running", message=f"held{holder}")
+            return _still_running(row, attempt.holder, now)
         if attempt.status == "overtaken":
             holder = attempt.holder.describe() if attempt.holder else "an unknown run"
             lease = format_duration(task.overlap_lease or timedelta(0))
@@ -299,7 +326,7 @@ def _run_occurrence(store: Store, task: Task, row: RunRow, ctx: RunContext) -> R
             )
         lock = attempt.lock
     try:
-        return _execute(store, task, row, env, ctx, lock.fd if lock else None)
+        return _execute(store, task, row, env, ctx, lock)
     finally:
         if lock is not None:
             lock.release()
@@ -311,7 +338,7 @@ def _execute(
     row: RunRow,
     env: dict[str, str],
     ctx: RunContext,
-    lock_fd: int | None,
+    lock: locks.OverlapLock | None,
 ) -> RunRow:
     log_dir = ensure_private_dir(ctx.state_dir / "logs" / task.name)
     log_path = log_dir / f"{row.id}.log"
@@ -327,12 +354,17 @@ def _execute(
         env=env,
         timeout=task.timeout,
         log_path=log_path,
-        pass_fds=(lock_fd,) if lock_fd is not None else (),
+        pass_fds=(lock.fd,) if lock is not None else (),
     )
+    if ctx.tracker is not None and ctx.tracker.stopping:
+        return replace(row, outcome="interrupted", message=NOT_STARTED, log_path=None)
     running = ctx.start(spec)
     if ctx.tracker is not None:
         ctx.tracker.add(running)
     try:
+        pid = getattr(running, "pid", None)
+        if lock is not None and isinstance(pid, int):
+            lock.record_command(pid)
         result = running.wait()
     finally:
         if ctx.tracker is not None:
@@ -344,10 +376,41 @@ def _execute(
         started=result.started,
         ended=result.ended,
         duration_s=result.duration_s,
-        log_path=str(log_path),
+        log_path=str(log_path) if getattr(result, "log_kept", True) else None,
         tail=result.tail,
-        message=result.message,
+        message=_result_message(result),
     )
+
+
+NOT_STARTED = "not started: cronctl was told to stop"
+# A holder's own cronctl kills it at its timeout plus the kill grace (10 s): past this much
+# more, nobody is enforcing it (the holder's cronctl died, or the task escaped the group).
+_OVERDUE_SLACK = timedelta(seconds=70)
+
+
+def _result_message(result: runner.CommandResult) -> str | None:
+    """The result's message, naming the signal that ended it (never "exit None")."""
+    if result.signal is None or result.exit_code is not None:
+        return result.message
+    from cronctl.edge.runner import signal_name
+
+    killed = f"killed by {signal_name(result.signal)}"
+    return f"{killed}; {result.message}" if result.message else killed
+
+
+def _still_running(row: RunRow, holder: locks.HolderInfo | None, now: datetime) -> RunRow:
+    """The skip for a held lock; a failure when the holder is long past its own timeout."""
+    if holder is None:
+        return replace(row, outcome="skipped: still running", message="holder unknown")
+    if holder.overdue(now, _OVERDUE_SLACK):
+        timeout = format_duration(holder.timeout or timedelta(0))
+        message = (
+            f"did not run: the run by {holder.describe()} still holds the overlap lock, "
+            f"long past its {timeout} timeout; stop it (kill the process group) or find "
+            "what keeps it alive"
+        )
+        return replace(row, outcome="error", message=message)
+    return replace(row, outcome="skipped: still running", message=holder.describe())
 
 
 def _task_env(task: Task, row: RunRow, ctx: RunContext) -> dict[str, str]:
