@@ -310,10 +310,18 @@ def render_history(runs: Sequence[Any], as_json: bool) -> None:
                 r.task,
                 format_utc(r.occurrence),
                 r.outcome,
-                "-" if r.exit_code is None else str(r.exit_code),
+                _exit_text(r),
                 format_utc(r.started) if r.started else "-",
                 f"{r.duration_s:.2f}s" if r.duration_s is not None else "-",
             ]
             for r in runs
         ],
     )
+
+
+def _exit_text(row: Any) -> str:
+    """The EXIT column: the code, or the signal that ended the run (``SIGKILL``), or ``-``."""
+    if row.exit_code is not None:
+        return str(row.exit_code)
+    killed = (row.message or "").partition("; ")[0]
+    return killed.removeprefix("killed by ") if killed.startswith("killed by ") else "-"

@@ -178,6 +178,8 @@ def test_a_task_killed_by_a_signal_says_which(cli: Cli, tmp_path: Path) -> None:
     assert "None" not in result.stderr
     verbose = cli("run", "--now", at(1), "-v", env=FILE_STATE)
     assert "failed" in verbose.stdout and "(killed by SIGKILL)" in verbose.stdout
+    history = cli("history", "doomed", env=FILE_STATE).stdout.splitlines()
+    assert [line.split()[3:5] for line in history[1:]] == [["failed", "SIGKILL"]] * 2
 
 
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
@@ -246,3 +248,39 @@ def test_a_quiet_run_leaves_no_empty_log_file(cli: Cli, tmp_path: Path) -> None:
     assert len(list((logs / "talky").iterdir())) == 3
     said = cli("logs", "quiet", env=FILE_STATE)
     assert "printed nothing" in said.stdout + said.stderr
+
+
+def test_a_task_stopped_at_work_shutdown_is_interrupted_not_failed(tmp_path: Path) -> None:
+    # In process, so the test need not wait for a real minute boundary; the task is real.
+    from cronctl.edge.files import load_paths
+    from cronctl.edge.store import Store
+    from cronctl.execute import RunContext, real_clock
+    from cronctl.work import Worker
+
+    path = write_schedule(
+        tmp_path / "s.toml",
+        [
+            'name = "long"\nevery_minute = true\n'
+            f'workdir = "{tmp_path}"\ncommand = "echo $$ > task.pid; exec sleep 60"'
+        ],
+    )
+    ctx = RunContext(
+        state_dir=tmp_path / "state",
+        lock_dir=tmp_path / "state" / "locks",
+        host="test",
+        pid=os.getpid(),
+        env={"PATH": os.environ["PATH"]},
+        clock=real_clock,
+    )
+    reports: list[object] = []
+    worker = Worker(lambda: load_paths([path]), lambda: [path], ctx, reports.append, grace_s=10)
+    worker._start(worker.watch().schedule, T0)
+    task = int(wait_for(tmp_path / "task.pid"))
+    try:
+        worker.request_stop(signal.SIGTERM)
+        assert worker._shutdown() == 0
+    finally:
+        kill_quietly(task)
+    with Store.open(tmp_path / "state") as store:
+        (run,) = store.history("long")
+    assert (run.outcome, run.message) == ("interrupted", "killed by SIGTERM")
