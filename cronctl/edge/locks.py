@@ -29,11 +29,14 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from cronctl.edge import procs
 from cronctl.edge.paths import ensure_private_dir, fsync_dir, open_nofollow, write_atomic
 from cronctl.errors import UnsafeDirectoryError
+
+if TYPE_CHECKING:
+    # Imported where used: a run with nothing due never reads /proc.
+    from cronctl.edge import procs
 
 __all__ = [
     "HolderInfo",
@@ -203,6 +206,8 @@ class OverlapLock:
         (pid, start time, boot) lets the next contender see that the task lives on. A command
         that already exited is not recorded: there is nothing left to protect.
         """
+        from cronctl.edge import procs
+
         who = procs.identify(pid)
         if who is None or self._holder is None or self._holder_path is None:
             return
@@ -362,6 +367,8 @@ def _command_lives(holder: HolderInfo, host: str) -> bool:
     only hands out a number no process group uses, so the old group is gone too. Another
     host's processes cannot be seen from here; the flock is then the only evidence.
     """
+    from cronctl.edge import procs
+
     command = holder.command
     if command is None or holder.host != host or command.boot != procs.boot_id():
         return False
@@ -411,6 +418,8 @@ def _read_holder(path: Path) -> HolderInfo | None:
 
 
 def _read_command(value: object) -> procs.ProcessId | None:
+    from cronctl.edge import procs
+
     if not isinstance(value, dict):
         return None
     pid, start, boot = value.get("pid"), value.get("start"), value.get("boot")
