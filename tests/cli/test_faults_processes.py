@@ -284,3 +284,51 @@ def test_a_task_stopped_at_work_shutdown_is_interrupted_not_failed(tmp_path: Pat
     with Store.open(tmp_path / "state") as store:
         (run,) = store.history("long")
     assert (run.outcome, run.message) == ("interrupted", "killed by SIGTERM")
+
+
+def test_a_task_that_ignores_the_forwarded_signal_is_killed_after_the_grace(
+    tmp_path: Path,
+) -> None:
+    # In process with a short grace (the real one is 30 s); the signal and the task are real.
+    import threading
+
+    from cronctl.cli.common import _StopOnSignal
+    from cronctl.edge.files import load_paths
+    from cronctl.execute import RunContext, real_clock, run_once
+
+    path = write_schedule(
+        tmp_path / "s.toml",
+        [
+            'name = "stubborn"\nevery_minute = true\n'
+            f'workdir = "{tmp_path}"\ncommand = "trap \'\' TERM; echo $$ > task.pid; sleep 60"'
+        ],
+    )
+    ctx = RunContext(
+        state_dir=tmp_path / "state",
+        lock_dir=tmp_path / "state" / "locks",
+        host="test",
+        pid=os.getpid(),
+        env={"PATH": os.environ["PATH"]},
+        clock=real_clock,
+    )
+    stop = _StopOnSignal(grace_s=0.5)
+    saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+
+    def signal_me() -> None:
+        wait_for(tmp_path / "task.pid")
+        time.sleep(0.2)  # the shell has set its trap
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    sender = threading.Thread(target=signal_me)
+    try:
+        installed = stop.install(ctx)
+        sender.start()
+        report = run_once(load_paths([path]), T0, installed)
+    finally:
+        sender.join(10)
+        for number, handler in saved.items():
+            signal.signal(number, handler)
+        kill_quietly(-int((tmp_path / "task.pid").read_text()))
+    assert stop.signum == signal.SIGTERM
+    (run,) = report.runs
+    assert (run.outcome, run.exit_code, run.message) == ("interrupted", None, "killed by SIGKILL")
