@@ -18,6 +18,7 @@ from cronctl.core.model import Schedule, Task, format_duration, format_utc
 from cronctl.edge import locks
 from cronctl.edge.paths import ensure_private_dir
 from cronctl.edge.store import RunRow, Store, TaskState
+from cronctl.outcomes import NOT_STARTED, record_command, result_message, still_running
 
 if TYPE_CHECKING:
     from cronctl.edge import runner
@@ -315,7 +316,7 @@ def _run_occurrence(store: Store, task: Task, row: RunRow, ctx: RunContext) -> R
             timeout=task.timeout,
         )
         if not attempt.may_run:
-            return _still_running(row, attempt.holder, now)
+            return still_running(row, attempt.holder, now)
         if attempt.status == "overtaken":
             holder = attempt.holder.describe() if attempt.holder else "an unknown run"
             lease = format_duration(task.overlap_lease or timedelta(0))
@@ -362,9 +363,7 @@ def _execute(
     if ctx.tracker is not None:
         ctx.tracker.add(running)
     try:
-        pid = getattr(running, "pid", None)
-        if lock is not None and isinstance(pid, int):
-            lock.record_command(pid)
+        record_command(task, lock, getattr(running, "pid", None), ctx.warn)
         result = running.wait()
     finally:
         if ctx.tracker is not None:
@@ -378,39 +377,8 @@ def _execute(
         duration_s=result.duration_s,
         log_path=str(log_path) if getattr(result, "log_kept", True) else None,
         tail=result.tail,
-        message=_result_message(result),
+        message=result_message(result),
     )
-
-
-NOT_STARTED = "not started: cronctl was told to stop"
-# A holder's own cronctl kills it at its timeout plus the kill grace (10 s): past this much
-# more, nobody is enforcing it (the holder's cronctl died, or the task escaped the group).
-_OVERDUE_SLACK = timedelta(seconds=70)
-
-
-def _result_message(result: runner.CommandResult) -> str | None:
-    """The result's message, naming the signal that ended it (never "exit None")."""
-    if result.signal is None or result.exit_code is not None:
-        return result.message
-    from cronctl.edge.runner import signal_name
-
-    killed = f"killed by {signal_name(result.signal)}"
-    return f"{killed}; {result.message}" if result.message else killed
-
-
-def _still_running(row: RunRow, holder: locks.HolderInfo | None, now: datetime) -> RunRow:
-    """The skip for a held lock; a failure when the holder is long past its own timeout."""
-    if holder is None:
-        return replace(row, outcome="skipped: still running", message="holder unknown")
-    if holder.overdue(now, _OVERDUE_SLACK):
-        timeout = format_duration(holder.timeout or timedelta(0))
-        message = (
-            f"did not run: the run by {holder.describe()} still holds the overlap lock, "
-            f"long past its {timeout} timeout; stop it (kill the process group) or find "
-            "what keeps it alive"
-        )
-        return replace(row, outcome="error", message=message)
-    return replace(row, outcome="skipped: still running", message=holder.describe())
 
 
 def _task_env(task: Task, row: RunRow, ctx: RunContext) -> dict[str, str]:
