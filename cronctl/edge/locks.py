@@ -124,7 +124,7 @@ def _read_record(path: Path) -> dict[str, object] | None:
         os.close(fd)
     try:
         record = _loads(raw.decode("utf-8", errors="replace"))
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nesting thousands deep
         return None
     return record if isinstance(record, dict) else None
 
@@ -425,7 +425,8 @@ def _read_command(value: object) -> procs.ProcessId | None:
     pid, start, boot = value.get("pid"), value.get("start"), value.get("boot")
     if not isinstance(pid, int) or not isinstance(start, int) or not isinstance(boot, str):
         return None
-    return procs.ProcessId(pid, start, boot) if pid > 0 else None
+    # Linux pids never exceed 2**22 (PID_MAX_LIMIT); a larger one is a damaged record.
+    return procs.ProcessId(pid, start, boot) if 0 < pid <= 2**22 else None
 
 
 # --- occurrence claims (SPEC 4.3) ---------------------------------------------------------

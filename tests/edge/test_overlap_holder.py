@@ -135,3 +135,22 @@ def test_process_identity_reads_start_time_and_boot() -> None:
     assert procs.same_process_alive(me)
     assert not procs.same_process_alive(procs.ProcessId(me.pid, me.start_ticks + 1, me.boot))
     assert procs.identify(2**22 + 1) is None  # beyond pid_max: never a process
+
+
+@pytest.mark.parametrize("pid", [0, -5, 10**30, "42", None])
+def test_a_damaged_command_record_is_ignored_not_a_crash(
+    tmp_path: Path, task: subprocess.Popen[bytes], pid: object
+) -> None:
+    record = holder_record(tmp_path)
+    record["command"]["pid"] = pid  # type: ignore[index]
+    (tmp_path / "overlap" / "job.holder").write_text(json.dumps(record))
+    assert attempt(tmp_path).status == "acquired"
+
+
+def test_a_holder_record_nested_thousands_deep_is_ignored(tmp_path: Path) -> None:
+    (tmp_path / "overlap").mkdir(mode=0o700)
+    (tmp_path / "overlap" / "job.holder").write_text("[" * 30000 + "]" * 30000)
+    result = attempt(tmp_path)
+    assert result.status == "acquired"
+    assert result.lock is not None
+    result.lock.release()
