@@ -332,3 +332,25 @@ def test_a_task_that_ignores_the_forwarded_signal_is_killed_after_the_grace(
     assert stop.signum == signal.SIGTERM
     (run,) = report.runs
     assert (run.outcome, run.exit_code, run.message) == ("interrupted", None, "killed by SIGKILL")
+
+
+def test_tasks_not_yet_started_when_run_is_stopped_never_start(cli: Cli, tmp_path: Path) -> None:
+    write_schedule(
+        tmp_path / "schedules.toml",
+        [
+            'name = "first"\nevery_minute = true\ncommand = "echo $$ > task.pid; exec sleep 60"',
+            'name = "second"\nevery_minute = true\ncommand = "touch second-ran"',
+        ],
+        header=STATE + "max_parallel = 1\n",
+    )
+    run = cli.popen("run", "--now", at(0), "--json", env=FILE_STATE)
+    task = int(wait_for(tmp_path / "task.pid"))
+    run.send_signal(signal.SIGTERM)
+    try:
+        out, err = run.communicate(timeout=20)
+    finally:
+        kill_quietly(-task)
+    assert run.returncode == 143, err
+    assert outcomes(out) == {"first": ("interrupted", None), "second": ("interrupted", None)}
+    assert not (tmp_path / "second-ran").exists()
+    assert "not started: cronctl was told to stop" in err
