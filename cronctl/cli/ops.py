@@ -79,11 +79,13 @@ def logs(
 ) -> None:
     """The captured output of the task's last run (or of --run ID)."""
     from cronctl import operate
+    from cronctl.cli.render import visible
 
     _, states, _ = _dirs(file, state_dir, lock_dir)
     result = operate.logs(states, name, run)
     print(f"# {result.run.task} {result.run.id} {result.run.outcome}", file=sys.stderr)
-    sys.stdout.write(result.text)
+    # On a terminal, escapes are shown, not obeyed (SPEC 4.4); a pipe gets the exact bytes.
+    sys.stdout.write(visible(result.text) if sys.stdout.isatty() else result.text)
 
 
 @app.command()

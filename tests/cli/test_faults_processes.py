@@ -354,3 +354,38 @@ def test_tasks_not_yet_started_when_run_is_stopped_never_start(cli: Cli, tmp_pat
     assert outcomes(out) == {"first": ("interrupted", None), "second": ("interrupted", None)}
     assert not (tmp_path / "second-ran").exists()
     assert "not started: cronctl was told to stop" in err
+
+
+def test_logs_on_a_terminal_shows_escapes_and_a_pipe_gets_the_bytes(
+    cli: Cli, tmp_path: Path
+) -> None:
+    import pty
+    import subprocess
+
+    write_schedule(
+        tmp_path / "schedules.toml",
+        ['name = "noisy"\nevery_minute = true\ncommand = "printf \'\\\\033[2Jhi\\\\n\'"'],
+        header=STATE,
+    )
+    cli("run", "--now", at(0), env=FILE_STATE)
+    piped = cli("logs", "noisy", env=FILE_STATE)
+    assert piped.stdout == "\x1b[2Jhi\n"
+    leader, follower = pty.openpty()
+    try:
+        with subprocess.Popen(
+            [sys.executable, "-m", "cronctl", "logs", "noisy"],
+            cwd=tmp_path,
+            env={**cli.env, **FILE_STATE},
+            stdout=follower,
+            stderr=subprocess.DEVNULL,
+        ) as process:
+            os.close(follower)
+            assert process.wait(timeout=30) == 0
+        shown = b""
+        with contextlib.suppress(OSError):  # EIO once the terminal's other end is closed
+            while chunk := os.read(leader, 4096):
+                shown += chunk
+    finally:
+        os.close(leader)
+    assert b"\x1b" not in shown
+    assert b"^[[2Jhi" in shown
