@@ -18,7 +18,6 @@ from cronctl.core.model import Schedule, Task, format_duration, format_utc
 from cronctl.edge import locks
 from cronctl.edge.paths import ensure_private_dir
 from cronctl.edge.store import RunRow, Store, TaskState
-from cronctl.outcomes import NOT_STARTED, record_command, result_message, still_running
 
 if TYPE_CHECKING:
     from cronctl.edge import runner
@@ -292,6 +291,9 @@ _RESULT_FIELDS = (
 
 
 def _run_occurrence(store: Store, task: Task, row: RunRow, ctx: RunContext) -> RunRow:
+    # Imported here, not at the top: a `run` with nothing due never needs it.
+    from cronctl.outcomes import NOT_STARTED, still_running
+
     if ctx.tracker is not None and ctx.tracker.stopping:
         return replace(row, outcome="interrupted", message=NOT_STARTED)
     now = ctx.clock()
@@ -347,6 +349,7 @@ def _execute(
     # recovery reports as an unknown outcome, never as "did not run".
     store.update_run(row.id, outcome="running", started=ctx.clock(), log_path=str(log_path))
     from cronctl.edge import runner
+    from cronctl.outcomes import NOT_STARTED, record_command, result_message
 
     spec = runner.RunSpec(
         command=task.command,
