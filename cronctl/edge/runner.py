@@ -90,11 +90,6 @@ class CommandResult:
     message: str | None = None
     log_kept: bool = True
 
-    @property
-    def signal_name(self) -> str | None:
-        """``SIGKILL`` for a command killed by signal 9; None when no signal ended it."""
-        return signal_name(self.signal) if self.signal is not None else None
-
 
 def signal_name(number: int) -> str:
     """The conventional name of signal ``number`` (``SIGTERM``), or ``signal 42`` if unnamed."""
@@ -348,7 +343,7 @@ def _keep_log(path: Path, pgid: int) -> bool:
     try:
         fd = open_nofollow(path, os.O_RDONLY)
     except OSError:
-        return False
+        return True  # cannot tell: keep the path, so nobody is told "it printed nothing"
     try:
         empty = os.fstat(fd).st_size == 0
     finally:
