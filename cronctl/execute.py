@@ -302,6 +302,9 @@ def _run_occurrence(store: Store, task: Task, row: RunRow, ctx: RunContext) -> R
     env = _task_env(task, row, ctx)
     if not _conditions_pass(task, env, ctx):
         return replace(row, outcome="skipped: condition")
+    if ctx.tracker is not None and ctx.tracker.stopping:
+        # Told to stop while a condition ran: take no claim that another server could use.
+        return replace(row, outcome="interrupted", message=NOT_STARTED)
     if task.on_one_server and not locks.claim_occurrence(
         ctx.lock_dir, task.name, row.occurrence, host=ctx.host, pid=ctx.pid, now=now
     ):
