@@ -55,16 +55,31 @@ class Running(Protocol):
 
 
 class Tracker:
-    """The commands running right now, so `cronctl work` can forward a signal to them."""
+    """The commands running right now, so `work` and `run` can forward a signal to them."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._running: set[Running] = set()
+        self._stop_signal: int | None = None
+
+    @property
+    def stopping(self) -> bool:
+        """Whether cronctl was told to stop: nothing more may start."""
+        return self._stop_signal is not None
+
+    def stop(self, sig: int) -> int:
+        """Start nothing more and forward ``sig`` to every running command; return how many."""
+        with self._lock:
+            self._stop_signal = sig
+        return self.signal_all(sig)
 
     def add(self, command: Running) -> None:
-        """Remember a started command."""
+        """Remember a started command; one started as the stop came is signalled at once."""
         with self._lock:
             self._running.add(command)
+            sig = self._stop_signal
+        if sig is not None:
+            command.signal(sig)
 
     def discard(self, command: Running) -> None:
         """Forget a finished command."""
@@ -111,6 +126,11 @@ class RunReport:
     def failed(self) -> list[RunRow]:
         """The runs that failed, timed out or could not start."""
         return [r for r in self.runs if r.outcome in FAILED]
+
+    @property
+    def interrupted(self) -> list[RunRow]:
+        """The runs cronctl stopped (or did not start) because it was told to stop."""
+        return [r for r in self.runs if r.outcome == "interrupted"]
 
 
 def new_run_id(occurrence: datetime) -> str:
@@ -271,12 +291,20 @@ _RESULT_FIELDS = (
 
 
 def _run_occurrence(store: Store, task: Task, row: RunRow, ctx: RunContext) -> RunRow:
+    # Imported here, not at the top: a `run` with nothing due never needs it.
+    from cronctl.outcomes import NOT_STARTED, still_running
+
+    if ctx.tracker is not None and ctx.tracker.stopping:
+        return replace(row, outcome="interrupted", message=NOT_STARTED)
     now = ctx.clock()
     if task.misfire_grace is not None and now - row.occurrence > task.misfire_grace:
         return replace(row, outcome="missed", message="older than misfire_grace when it came up")
     env = _task_env(task, row, ctx)
     if not _conditions_pass(task, env, ctx):
         return replace(row, outcome="skipped: condition")
+    if ctx.tracker is not None and ctx.tracker.stopping:
+        # Told to stop while a condition ran: take no claim that another server could use.
+        return replace(row, outcome="interrupted", message=NOT_STARTED)
     if task.on_one_server and not locks.claim_occurrence(
         ctx.lock_dir, task.name, row.occurrence, host=ctx.host, pid=ctx.pid, now=now
     ):
@@ -284,11 +312,16 @@ def _run_occurrence(store: Store, task: Task, row: RunRow, ctx: RunContext) -> R
     lock = None
     if task.without_overlapping:
         attempt = locks.try_overlap_lock(
-            ctx.lock_dir, task.name, lease=task.overlap_lease, now=now, host=ctx.host, pid=ctx.pid
+            ctx.lock_dir,
+            task.name,
+            lease=task.overlap_lease,
+            now=now,
+            host=ctx.host,
+            pid=ctx.pid,
+            timeout=task.timeout,
         )
         if not attempt.may_run:
-            holder = f" ({attempt.holder.describe()})" if attempt.holder else ""
-            return replace(row, outcome="skipped: still running", message=f"held{holder}")
+            return still_running(row, attempt.holder, now)
         if attempt.status == "overtaken":
             holder = attempt.holder.describe() if attempt.holder else "an unknown run"
             lease = format_duration(task.overlap_lease or timedelta(0))
@@ -299,7 +332,7 @@ def _run_occurrence(store: Store, task: Task, row: RunRow, ctx: RunContext) -> R
             )
         lock = attempt.lock
     try:
-        return _execute(store, task, row, env, ctx, lock.fd if lock else None)
+        return _execute(store, task, row, env, ctx, lock)
     finally:
         if lock is not None:
             lock.release()
@@ -311,7 +344,7 @@ def _execute(
     row: RunRow,
     env: dict[str, str],
     ctx: RunContext,
-    lock_fd: int | None,
+    lock: locks.OverlapLock | None,
 ) -> RunRow:
     log_dir = ensure_private_dir(ctx.state_dir / "logs" / task.name, within=ctx.state_dir)
     log_path = log_dir / f"{row.id}.log"
@@ -319,6 +352,7 @@ def _execute(
     # recovery reports as an unknown outcome, never as "did not run".
     store.update_run(row.id, outcome="running", started=ctx.clock(), log_path=str(log_path))
     from cronctl.edge import runner
+    from cronctl.outcomes import NOT_STARTED, record_command, result_message
 
     spec = runner.RunSpec(
         command=task.command,
@@ -327,12 +361,15 @@ def _execute(
         env=env,
         timeout=task.timeout,
         log_path=log_path,
-        pass_fds=(lock_fd,) if lock_fd is not None else (),
+        pass_fds=(lock.fd,) if lock is not None else (),
     )
+    if ctx.tracker is not None and ctx.tracker.stopping:
+        return replace(row, outcome="interrupted", message=NOT_STARTED, log_path=None)
     running = ctx.start(spec)
     if ctx.tracker is not None:
         ctx.tracker.add(running)
     try:
+        record_command(task, lock, getattr(running, "pid", None), ctx.warn)
         result = running.wait()
     finally:
         if ctx.tracker is not None:
@@ -344,9 +381,9 @@ def _execute(
         started=result.started,
         ended=result.ended,
         duration_s=result.duration_s,
-        log_path=str(log_path),
+        log_path=str(log_path) if getattr(result, "log_kept", True) else None,
         tail=result.tail,
-        message=result.message,
+        message=result_message(result),
     )
 
 

@@ -117,12 +117,13 @@ def logs(state_dir: Path, task: str, run_id: str | None) -> LogResult:
                     f"no run {run_id!r} of task {task!r}; see `cronctl history {task}`"
                 )
         else:
-            with_logs = [r for r in store.history(task, 200) if r.log_path]
+            # A run that printed nothing keeps no log file (log_path None): it is the answer.
+            with_logs = [r for r in store.history(task, 200) if r.log_path or r.started]
             if not with_logs:
                 raise UsageError(f"task {task!r} has no recorded output on this machine yet")
             run = with_logs[0]
     if run.log_path is None:
-        raise UsageError(f"run {run.id} ({run.outcome}) captured no output")
+        raise UsageError(f"run {run.id} ({run.outcome}) printed nothing")
     path = log_file(state_dir, run.task, run.log_path)
     if path is None or not os.path.lexists(path):
         raise _gone(run)

@@ -156,7 +156,7 @@ class Worker:
         tracker = self._ctx.tracker
         assert tracker is not None
         sig = self._stop_signal or signal.SIGTERM
-        count = tracker.signal_all(sig)
+        count = tracker.stop(sig)
         _say(
             f"cronctl work: stopping; signalled {count} running task(s), waiting up to "
             f"{self._grace_s:g}s"

@@ -18,7 +18,7 @@ from cronctl.errors import CronctlError, UsageError
 
 if TYPE_CHECKING:
     from cronctl.core.model import Schedule
-    from cronctl.execute import RunContext
+    from cronctl.execute import RunContext, Tracker
 
 
 def parse_instant(text: str | None, flag: str = "--now") -> datetime:
@@ -153,6 +153,51 @@ def run_command(
     if now is not None:
         # A pretended time holds for the whole run: leases and grace are judged by it too.
         ctx = replace(ctx, clock=lambda: instant)
-    report = run_once(schedule, instant, ctx)
+    stop = _StopOnSignal()
+    report = run_once(schedule, instant, stop.install(ctx))
     render_run(report, as_json, verbose)
+    if stop.signum is not None:
+        return 128 + stop.signum  # 143 for SIGTERM, 130 for SIGINT, as a shell reports them
     return 1 if report.failed else 0
+
+
+#: How long `run` waits, once told to stop, for its tasks to end before killing them (SPEC 4.4).
+STOP_GRACE_S = 30.0
+
+
+class _StopOnSignal:
+    """SIGTERM/SIGINT to `run`: stop starting tasks, forward the signal, SIGKILL after the grace.
+
+    The handler only sets flags and sends signals, so the main thread carries on waiting for
+    the tasks and records every outcome (``interrupted``) before `run` exits 143 / 130.
+    """
+
+    def __init__(self, grace_s: float = STOP_GRACE_S) -> None:
+        self.signum: int | None = None
+        self._grace_s = grace_s
+        self._tracker: Tracker | None = None
+
+    def install(self, ctx: RunContext) -> RunContext:
+        """Handle SIGTERM and SIGINT from now on; return ``ctx`` with a tracker to signal."""
+        import signal
+
+        from cronctl.execute import Tracker
+
+        self._tracker = Tracker()
+        signal.signal(signal.SIGTERM, self._handle)
+        signal.signal(signal.SIGINT, self._handle)
+        return replace(ctx, tracker=self._tracker)
+
+    def _handle(self, signum: int, _frame: object) -> None:
+        import signal
+        import threading
+
+        tracker = self._tracker
+        assert tracker is not None
+        first = self.signum is None
+        self.signum = signum
+        tracker.stop(signum)
+        if first:
+            timer = threading.Timer(self._grace_s, tracker.signal_all, (signal.SIGKILL,))
+            timer.daemon = True
+            timer.start()

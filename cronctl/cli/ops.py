@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import os
 import sys
 from pathlib import Path
@@ -79,14 +80,21 @@ def logs(
 ) -> None:
     """The captured output of the task's last run (or of --run ID)."""
     from cronctl import operate
+    from cronctl.cli.render import visible
 
     _, states, _ = _dirs(file, state_dir, lock_dir)
     result = operate.logs(states, name, run)
     print(f"# {result.run.task} {result.run.id} {result.run.outcome}", file=sys.stderr)
     sys.stdout.flush()
+    # On a terminal, escapes are shown, not obeyed (SPEC 4.4); a pipe gets the exact bytes.
+    decoder = codecs.getincrementaldecoder("utf-8")("replace") if sys.stdout.isatty() else None
     try:
         for chunk in result.chunks():  # streamed: a huge log never sits in memory whole
-            sys.stdout.buffer.write(chunk)
+            if decoder is None:
+                sys.stdout.buffer.write(chunk)
+            else:
+                sys.stdout.write(visible(decoder.decode(chunk)))
+        sys.stdout.flush()
         sys.stdout.buffer.flush()
     except BrokenPipeError:
         # `cronctl logs NAME | head` closed the pipe: done, like cat. Point stdout at

@@ -201,31 +201,61 @@ def render_run(report: Any, as_json: bool, verbose: bool) -> None:
     elif verbose or report.dry_run:
         for row in report.runs:
             print(_run_line(row), flush=True)
-    for row in report.failed:
+    for row in report.failed + getattr(report, "interrupted", []):
         _failure(row)
 
 
 def _run_line(row: Any) -> str:
     took = f" {row.duration_s:.2f}s" if row.duration_s is not None else ""
     code = f" exit {row.exit_code}" if row.exit_code is not None and row.exit_code != 0 else ""
-    note = f" ({row.message})" if row.message and row.outcome != "ok" else ""
+    note = f" ({visible(row.message)})" if row.message and row.outcome != "ok" else ""
     return f"{format_utc(row.occurrence)}  {row.task}  {row.outcome}{code}{took}{note}"
 
 
 def _failure(row: Any) -> None:
-    what = {
-        "failed": f"failed (exit {row.exit_code})",
-        "timeout": "timed out",
-        "error": "could not run",
-    }.get(row.outcome, row.outcome)
+    message = row.message
+    if row.outcome == "failed" and row.exit_code is None and (message or "").startswith("killed"):
+        # "failed (killed by SIGKILL)": the signal is the reason, never "exit None".
+        killed, _, message = message.partition("; ")
+        what = f"failed ({killed})"
+    else:
+        what = {
+            "failed": f"failed (exit {row.exit_code})",
+            "timeout": "timed out",
+            "error": "could not run",
+        }.get(row.outcome, row.outcome)
     took = f" after {row.duration_s:.1f}s" if row.duration_s is not None else ""
     lines = [f"cronctl: task {row.task} {what} for {format_utc(row.occurrence)}{took}"]
-    if row.message:
-        lines.append(f"  {row.message}")
+    if message:
+        lines.append(f"  {visible(message)}")
     if row.log_path:
         lines.append(f"  log: {row.log_path}")
-    lines.extend(f"  | {line}" for line in (row.tail or "").rstrip("\n").splitlines())
+    tail = visible(row.tail or "").rstrip("\n")
+    lines.extend(f"  | {line}" for line in tail.split("\n") if tail)
     print("\n".join(lines), file=sys.stderr, flush=True)
+
+
+def _caret(code: int) -> str:
+    # cat -v's notation: ^[ for ESC, ^? for DEL, M-^[ for the C1 twin of ESC (U+009B).
+    if code >= 0x80:
+        return "M-" + _caret(code - 0x80)
+    return "^?" if code == 0x7F else "^" + chr(code + 0x40)
+
+
+_VISIBLE = {c: _caret(c) for c in (*range(0x20), 0x7F, *range(0x80, 0xA0)) if c not in (9, 10)}
+# Bidirectional overrides reorder what a reader sees ("Trojan Source"): name them too.
+_VISIBLE.update({c: f"<U+{c:04X}>" for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))})
+
+
+def visible(text: str) -> str:
+    """Task output made safe for a terminal or a mail: control characters shown, not obeyed.
+
+    ESC becomes ``^[``, carriage return ``^M``, DEL ``^?``, the C1 controls (U+0080-U+009F,
+    which some terminals also obey) ``M-^[`` and so on, as ``cat -v`` shows them; newlines
+    and tabs stay; bidirectional overrides are named (``<U+202E>``). Log files keep the
+    bytes; this is only for what a person reads.
+    """
+    return text.translate(_VISIBLE)
 
 
 def render_status(result: Any, as_json: bool) -> None:
@@ -280,10 +310,18 @@ def render_history(runs: Sequence[Any], as_json: bool) -> None:
                 r.task,
                 format_utc(r.occurrence),
                 r.outcome,
-                "-" if r.exit_code is None else str(r.exit_code),
+                _exit_text(r),
                 format_utc(r.started) if r.started else "-",
                 f"{r.duration_s:.2f}s" if r.duration_s is not None else "-",
             ]
             for r in runs
         ],
     )
+
+
+def _exit_text(row: Any) -> str:
+    """The EXIT column: the code, or the signal that ended the run (``SIGKILL``), or ``-``."""
+    if row.exit_code is not None:
+        return str(row.exit_code)
+    killed = (row.message or "").partition("; ")[0]
+    return killed.removeprefix("killed by ") if killed.startswith("killed by ") else "-"
