@@ -136,6 +136,16 @@ def check(
     now: NowOpt = None,
     state_dir: StateOpt = None,
     lock_dir: LockOpt = None,
+    diff: Annotated[
+        str | None,
+        typer.Option(
+            "--diff",
+            metavar="REF",
+            help="Also compare with the files at git revision REF: tasks added, removed, "
+            "renamed, changed, and the runs gained and lost in the next 14 days.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Validate the schedule files; execute nothing. Exit 1 when problems are found."""
     from cronctl import service
@@ -146,7 +156,12 @@ def check(
     schedule = load_schedule(file)
     extra = _lock_dir_problems(schedule, state_dir, lock_dir)
     result = service.check(schedule, parse_instant(now), extra, strict)
-    render_check(result, fmt, len(schedule.tasks), len(schedule.files))
+    if diff is not None:
+        from cronctl.cli.view_cmds import check_with_diff
+
+        check_with_diff(result, schedule, file, diff, parse_instant(now), fmt)
+    else:
+        render_check(result, fmt, len(schedule.tasks), len(schedule.files))
     raise typer.Exit(0 if result.ok else 1)
 
 

@@ -157,7 +157,7 @@ def herd_warnings(tasks: Sequence[Task], now: datetime, limit: int) -> list[tupl
     by_name = {t.name: t for t in tasks}
     found = []
     for herd in find_herds(tasks, now, now + HERD_WINDOW, limit):
-        names = ", ".join(herd.tasks[:12]) + (", ..." if len(herd.tasks) > 12 else "")
+        names = ", ".join(herd.tasks)
         again = (
             f" (and {herd.minutes - 1} more minute{'s' * (herd.minutes != 2)} in the next 7 days)"
             if herd.minutes > 1

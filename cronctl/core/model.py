@@ -40,6 +40,7 @@ class Settings:
     lock_dir: Path | None = None
     lock_dir_shared: bool = False
     max_parallel: int = 8
+    herd_limit: int = 20  # more tasks than this in one minute is a herd (check warns)
 
 
 @dataclass(frozen=True, slots=True)
