@@ -172,6 +172,9 @@ def list_(
     now: NowOpt = None,
     state_dir: StateOpt = None,
     lock_dir: LockOpt = None,
+    local: Annotated[
+        bool, typer.Option("--local", help="Show times in each task's own zone, not UTC.")
+    ] = False,
 ) -> None:
     """Show every task with its schedule, next run and guards; then the problems."""
     from cronctl import service
@@ -181,7 +184,7 @@ def list_(
     extra = _lock_dir_problems(schedule, state_dir, lock_dir)
     last_runs, paused = _recorded(schedule, state_dir, lock_dir)
     result = service.list_tasks(schedule, parse_instant(now), extra, last_runs, paused)
-    render_list(result, as_json)
+    render_list(result, as_json, local)
     if schedule.errors:
         raise typer.Exit(2)
 
