@@ -104,7 +104,15 @@ def _lock_dir_problems(
     from cronctl import dirs
 
     _, locks = dirs.data_dirs(schedule, state_dir, lock_dir, os.environ)
-    warning = dirs.lock_dir_warning(schedule, locks, only_if_present=True)
+    # A lock_dir named by the file may be a mount this machine (a CI runner) lacks: judge
+    # it only where it exists. One chosen here (flag, environment, the default under
+    # state_dir) is judged even before `run` creates it: by the file system it would be on.
+    from_file = (
+        lock_dir is None
+        and not os.environ.get("CRONCTL_LOCK_DIR")
+        and schedule.settings.lock_dir is not None
+    )
+    warning = dirs.lock_dir_warning(schedule, locks, only_if_present=from_file)
     return [warning] if warning else []
 
 
@@ -210,8 +218,31 @@ def next_(
         result = service.next_for_expression(cron, tz, start, count)
     else:
         assert name is not None
-        result = service.next_for_task(load_schedule(file), name, start, count)
+        schedule = load_schedule(file)
+        result = service.next_for_task(schedule, name, start, count)
+        _say_if_paused(schedule, name)
     render_next(result, as_json, local=True)
+
+
+def _say_if_paused(schedule: Schedule, name: str) -> None:
+    """`next` lists the times a paused task would run; say on stderr that it will not."""
+    task = schedule.task(name)
+    if task.paused:
+        where = f"paused = true at {task.source}:{task.line}"
+    else:
+        from cronctl.edge.locks import paused_tasks
+
+        _, locks = _data_dirs(schedule)
+        if name not in paused_tasks(locks):
+            return
+        where = f"paused by `cronctl pause`; `cronctl resume {name}` undoes it"
+    print(f"note: {name} is paused ({where}): it runs at none of these times", file=sys.stderr)
+
+
+def _data_dirs(schedule: Schedule) -> tuple[Path, Path]:
+    from cronctl import dirs
+
+    return dirs.data_dirs(schedule, None, None, os.environ)
 
 
 @app.command()

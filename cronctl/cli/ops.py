@@ -50,6 +50,12 @@ def status(
 
     schedule, states, locks = _dirs(file, state_dir, lock_dir)
     render_status(operate.status(schedule, states, locks, parse_instant(now)), as_json)
+    if schedule.errors:
+        # As `list`: the good tasks are shown, but a broken file is never an exit 0.
+        from cronctl.cli.render import render_problems
+
+        render_problems(schedule.errors)
+        raise typer.Exit(2)
 
 
 @app.command()

@@ -163,6 +163,11 @@ class Schedule:
         return [task for task in self.tasks if task.fires_at(at)]
 
 
+def problem_order(problem: Problem) -> tuple[bool, str, int]:
+    """The order problems are printed in by every command: errors first, then file, line."""
+    return (problem.severity != "error", problem.file, problem.line or 0)
+
+
 def format_utc(when: datetime) -> str:
     """`2026-08-03T09:00:00Z`: how every instant leaves cronctl."""
     return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -117,6 +117,9 @@ class FileResult:
     tasks: list[Task] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     settings: dict[str, tuple[Any, int | None]] = field(default_factory=dict)
+    # Every well-formed task name with its line, valid task or not: duplicates are found
+    # at once, not only after the other errors in those tasks are fixed.
+    names: list[tuple[str, int | None]] = field(default_factory=list)
 
 
 class _Reporter:
@@ -328,6 +331,8 @@ def _parse_task(
             f"task name {name!r} is not allowed: use 1-100 of A-Z a-z 0-9 "
             "and . _ : - starting with a letter or digit (the name becomes a lock file name)",
         )
+    elif isinstance(name, str):
+        rep.result.names.append((name, header))
     command = raw.get("command")
     if "command" not in raw:
         report("name", "missing-key", "task has no 'command'; add command = \"...\"")
