@@ -12,9 +12,9 @@ from typing import Annotated
 
 import typer
 
+from cronctl.cli.app import FileOpt, NowOpt
 from cronctl.cli.common import load_schedule, parse_instant
 from cronctl.cli.export_common import Exported
-from cronctl.cli.view_cmds import FileOpt, NowOpt
 from cronctl.errors import UsageError
 
 TARGETS = ("systemd", "kubernetes")

@@ -13,33 +13,13 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from cronctl.cli.app import FileOpt, NowOpt
 from cronctl.cli.common import load_schedule, parse_instant
 from cronctl.errors import UsageError
 
 if TYPE_CHECKING:
     from cronctl.core.model import Schedule
     from cronctl.service import CheckResult
-
-FileOpt = Annotated[
-    list[Path] | None,
-    typer.Option(
-        "--file",
-        "-f",
-        metavar="FILE",
-        help="Schedule file or directory of *.toml (repeatable). Default: $CRONCTL_FILE, "
-        "else ./schedules.toml.",
-        show_default=False,
-    ),
-]
-NowOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--now",
-        metavar="TIME",
-        help="Pretend it is this instant (ISO 8601 with offset or Z). Default: the clock.",
-        show_default=False,
-    ),
-]
 
 
 def register(app: typer.Typer) -> None:
