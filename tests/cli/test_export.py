@@ -70,12 +70,11 @@ def test_systemd_timers_fire_when_cronctl_would_for_every_exported_task(
         expected = task.next_runs(base, count)
         if task.name == "backup":
             # 02:30 does not exist in Berlin on 2026-03-29: cronctl runs at 03:00 (Debian's
-            # rule), systemd at 03:30; the export lists it.
+            # rule), systemd skips the day; the export lists it.
             gap = datetime(2026, 3, 29, 1, 0, tzinfo=UTC)
-            assert gap in expected and gap not in fired
+            assert gap in expected and not [t for t in fired if t.date() == gap.date()]
             assert "task backup: not expressed: DST rule (dst-gap)" in result.stderr
             expected = [t for t in expected if t != gap]
-            fired = [t for t in fired if t != datetime(2026, 3, 29, 1, 30, tzinfo=UTC)]
         assert fired[: len(expected)] == expected[: len(fired)], task.name
         compared += 1
     assert compared == len(tasks) - 1
