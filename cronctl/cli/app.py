@@ -120,15 +120,15 @@ def _lock_dir_problems(
     from cronctl import dirs
 
     _, locks = dirs.data_dirs(schedule, state_dir, lock_dir, os.environ)
-    # A lock_dir named by the file may be a mount this machine (a CI runner) lacks: judge
-    # it only where it exists. One chosen here (flag, environment, the default under
-    # state_dir) is judged even before `run` creates it: by the file system it would be on.
-    from_file = (
-        lock_dir is None
-        and not os.environ.get("CRONCTL_LOCK_DIR")
-        and schedule.settings.lock_dir is not None
+    # A named lock_dir (flag, environment, file) may be a mount this machine (a CI runner)
+    # lacks: judge it only where it exists. The default, STATE_DIR/locks, is local on every
+    # machine: judge it even before `run` creates it, by the file system it would be on.
+    named = (
+        lock_dir is not None
+        or bool(os.environ.get("CRONCTL_LOCK_DIR"))
+        or schedule.settings.lock_dir is not None
     )
-    warning = dirs.lock_dir_warning(schedule, locks, only_if_present=from_file)
+    warning = dirs.lock_dir_warning(schedule, locks, only_if_present=named)
     return [warning] if warning else []
 
 
