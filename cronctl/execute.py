@@ -415,8 +415,9 @@ def _dry_outcome(row: RunRow, task: Task, ctx: RunContext) -> RunRow:
         return replace(row, outcome="skipped: another server")
     if task.without_overlapping and locks.overlap_held(ctx.lock_dir, task.name):
         return replace(row, outcome="skipped: still running")
-    note = " (conditions not evaluated)" if task.when or task.skip else ""
-    return replace(row, outcome="would run", message=f"dry run{note}")
+    # Printed as "would run (when/skip not evaluated)": the outcome already says "dry run".
+    note = "when/skip not evaluated" if task.when or task.skip else ""
+    return replace(row, outcome="would run", message=note)
 
 
 def _recover(store: Store, ctx: RunContext) -> list[RunRow]:

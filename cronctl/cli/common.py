@@ -116,8 +116,10 @@ def run_context(
 
             why = "--strict" if strict else "CRONCTL_ENV=production"
             raise LockDirNotSharedError(f"refusing to run ({why}): {warning.message}")
-        # Once a day, not every minute: cron mails whatever `run` prints.
-        if verbose or dirs.daily_notice(states, "lock-dir-not-shared"):
+        # Once a day, not every minute: cron mails whatever `run` prints. -v: every time.
+        if verbose:
+            print(f"cronctl: warning: {warning.message}", file=sys.stderr)
+        elif dirs.daily_notice(states, "lock-dir-not-shared"):
             print(f"cronctl: warning: {warning.message} (repeated once a day)", file=sys.stderr)
     return RunContext(
         state_dir=states,

@@ -86,8 +86,10 @@ def _full_app() -> typer.Typer:
     from cronctl.cli import ops  # noqa: F401  (registers status, history, logs, pause, resume)
     from cronctl.cli.app import app
     from cronctl.cli.import_cmd import register
+    from cronctl.cli.view_cmds import register as register_views
 
     register(app)
+    register_views(app)
     return app
 
 

@@ -20,11 +20,17 @@ from cronctl.cli.app import (
     load_schedule,
     parse_instant,
 )
+from cronctl.cli.complete import task_names
 
 if TYPE_CHECKING:
     from cronctl.core.model import Schedule
 
-NameArg = Annotated[str, typer.Argument(help="Task name.", show_default=False)]
+NameArg = Annotated[
+    str,
+    typer.Argument(
+        metavar="NAME", help="Task name.", show_default=False, autocompletion=task_names
+    ),
+]
 
 
 def _dirs(
@@ -51,12 +57,26 @@ def status(
 
     schedule, states, locks = _dirs(file, state_dir, lock_dir)
     render_status(operate.status(schedule, states, locks, parse_instant(now)), as_json)
+    if schedule.errors:
+        # As `list`: the good tasks are shown, but a broken file is never an exit 0.
+        from cronctl.cli.render import render_problems
+
+        render_problems(schedule.errors)
+        raise typer.Exit(2)
 
 
 @app.command()
 def history(
-    name: Annotated[str | None, typer.Argument(help="Only this task.", show_default=False)] = None,
-    limit: Annotated[int, typer.Option("--limit", "-n", min=1, max=100000)] = 20,
+    name: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="[NAME]", help="Only this task.", show_default=False, autocompletion=task_names
+        ),
+    ] = None,
+    limit: Annotated[
+        int,
+        typer.Option("--limit", "-n", metavar="N", min=1, max=100000, help="At most N runs."),
+    ] = 20,
     file: FileOpt = None,
     as_json: JsonOpt = False,
     state_dir: StateOpt = None,
@@ -73,7 +93,10 @@ def history(
 @app.command()
 def logs(
     name: NameArg,
-    run: Annotated[str | None, typer.Option("--run", help="A run id from `history`.")] = None,
+    run: Annotated[
+        str | None,
+        typer.Option("--run", metavar="ID", help="A run id from `history`. Default: the last run."),
+    ] = None,
     file: FileOpt = None,
     state_dir: StateOpt = None,
     lock_dir: LockOpt = None,
@@ -107,7 +130,9 @@ def logs(
 @app.command()
 def pause(
     name: NameArg,
-    reason: Annotated[str | None, typer.Option("--reason", help="Why; shown by status.")] = None,
+    reason: Annotated[
+        str | None, typer.Option("--reason", metavar="TEXT", help="Why; shown by status.")
+    ] = None,
     file: FileOpt = None,
     state_dir: StateOpt = None,
     lock_dir: LockOpt = None,
