@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import stat
 import threading
 import time
 from collections.abc import Iterator
@@ -31,8 +32,9 @@ from dataclasses import astuple, dataclass, fields
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Final, NoReturn
+from urllib.parse import quote
 
-from cronctl.edge.paths import fsync_dir, open_nofollow
+from cronctl.edge.paths import fsync_dir
 from cronctl.errors import CronctlError, UnsafeDirectoryError
 
 __all__ = [
@@ -40,8 +42,10 @@ __all__ = [
     "MIGRATIONS",
     "OUTCOMES",
     "SCHEMA_VERSION",
+    "NoStateError",
     "RunRow",
     "Store",
+    "StoreUnusableError",
     "TaskState",
     "Txn",
 ]
@@ -141,7 +145,51 @@ def _occurrence_text(value: datetime, what: str) -> str:
 
 
 def _parse_time(text: str) -> datetime:
-    return datetime.fromisoformat(text).astimezone(UTC)
+    value = datetime.fromisoformat(text)  # TypeError/ValueError: not a time cronctl wrote
+    if value.tzinfo is None:
+        raise ValueError(f"time without an offset: {text!r}")
+    return value.astimezone(UTC)
+
+
+# The kind of value each RunRow field must hold when read back (a foreign file may hold anything).
+_RUN_KINDS: Final[dict[str, type | tuple[type, ...]]] = {
+    "id": str,
+    "task": str,
+    "outcome": str,
+    "host": str,
+    "pid": (int, type(None)),
+    "exit_code": (int, type(None)),
+    "duration_s": (float, int, type(None)),
+    "log_path": (str, type(None)),
+    "tail": str,
+    "message": (str, type(None)),
+}
+
+#: The columns cronctl reads, with their declared types; a table without them is not ours.
+_COLUMNS: Final = {
+    "task_state": {
+        "name": "TEXT",
+        "fingerprint": "TEXT",
+        "last_occurrence": "TEXT",
+        "missed_total": "INTEGER",
+        "done": "INTEGER",
+    },
+    "runs": {
+        "id": "TEXT",
+        "task": "TEXT",
+        "occurrence": "TEXT",
+        "outcome": "TEXT",
+        "host": "TEXT",
+        "pid": "INTEGER",
+        "exit_code": "INTEGER",
+        "started": "TEXT",
+        "ended": "TEXT",
+        "duration_s": "REAL",
+        "log_path": "TEXT",
+        "tail": "TEXT",
+        "message": "TEXT",
+    },
+}
 
 
 def _run_column(name: str, value: object) -> object:
@@ -164,14 +212,33 @@ def _run_column(name: str, value: object) -> object:
 def _row_to_run(row: tuple[Any, ...]) -> RunRow:
     values = dict(zip(_RUN_FIELDS, row, strict=True))
     for name in ("occurrence", "started", "ended"):
-        if values[name] is not None:
+        if values[name] is not None or name == "occurrence":
             values[name] = _parse_time(values[name])
+    for name, kinds in _RUN_KINDS.items():
+        if not isinstance(values[name], kinds):
+            raise ValueError(f"runs.{name} holds {values[name]!r}")
+    if values["outcome"] not in OUTCOMES:
+        raise ValueError(f"runs.outcome holds {values['outcome']!r}")
     return RunRow(**values)
 
 
 def _row_to_state(row: tuple[Any, ...]) -> TaskState:
     name, fingerprint, last, missed, done = row
-    return TaskState(name, fingerprint, _parse_time(last), int(missed), bool(done))
+    if not (isinstance(name, str) and isinstance(fingerprint, str) and isinstance(missed, int)):
+        raise ValueError(f"task_state holds {row!r}")
+    return TaskState(name, fingerprint, _parse_time(last), missed, bool(done))
+
+
+@contextmanager
+def _own_values(path: Path) -> Iterator[None]:
+    """Turn a value cronctl never writes (a foreign or hand-edited file) into a clear error."""
+    try:
+        yield
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise StoreUnusableError(
+            f"{path}: the state database holds a value cronctl did not write ({exc}); it is "
+            f"not a cronctl database, or was edited by hand. {_move_aside(path)}"
+        ) from exc
 
 
 # --- errors ---------------------------------------------------------------------------------
@@ -180,6 +247,25 @@ def _row_to_state(row: tuple[Any, ...]) -> TaskState:
 def _store_error(path: Path, message: str) -> CronctlError:
     # The one place to change if errors.py grows a StateStoreError that carries the path.
     return CronctlError(f"{path}: {message}")
+
+
+def _move_aside(path: Path) -> str:
+    return (
+        f"Move it aside with its -wal and -shm files (`mkdir {path.parent}/broken && mv {path}* "
+        f"{path.parent}/broken/`) and run cronctl again, which starts a new one: the run "
+        f"history is lost, and scheduling restarts from now (occurrences missed before "
+        f"that are not caught up)."
+    )
+
+
+# Failures that persist until someone acts on the file: `work` stops on them.
+_UNUSABLE_CODES: Final = (
+    sqlite3.SQLITE_CORRUPT,
+    sqlite3.SQLITE_NOTADB,
+    sqlite3.SQLITE_PERM,
+    sqlite3.SQLITE_READONLY,
+    sqlite3.SQLITE_CANTOPEN,
+)
 
 
 def _primary_code(exc: sqlite3.Error) -> int | None:
@@ -192,11 +278,8 @@ def _raise_translated(path: Path, exc: sqlite3.Error) -> NoReturn:
     code = _primary_code(exc)
     if code in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
         message = (
-            f"the state database is damaged or is not a cronctl database ({exc}). Move it "
-            f"aside with its -wal and -shm files (`mkdir {path.parent}/broken && mv {path}* "
-            f"{path.parent}/broken/`) and run cronctl again, which starts a new one: the run "
-            f"history is lost, and scheduling restarts from now (occurrences missed before "
-            f"that are not caught up)."
+            f"the state database is damaged or is not a cronctl database ({exc}). "
+            f"{_move_aside(path)}"
         )
     elif code == sqlite3.SQLITE_FULL:
         message = (
@@ -215,6 +298,8 @@ def _raise_translated(path: Path, exc: sqlite3.Error) -> NoReturn:
         )
     else:
         raise exc
+    if code in _UNUSABLE_CODES:
+        raise StoreUnusableError(f"{path}: {message}") from exc
     raise _store_error(path, message) from exc
 
 
@@ -229,24 +314,77 @@ def _translated(path: Path) -> Iterator[None]:
 # --- opening and migrating ------------------------------------------------------------------
 
 
-def _create_file(path: Path) -> None:
-    """Create the database file 0600 without following a planted link, before SQLite sees it."""
+class StoreUnusableError(CronctlError):
+    """The state database cannot be used at all until someone acts: damaged, not cronctl's,
+    from a newer cronctl, or not safe to open. Retrying every minute cannot help, so `work`
+    stops on it (exit 2) instead of printing it forever; a full disk or a lock is not this."""
+
+
+class NoStateError(CronctlError):
+    """A reading command found no state database: nothing has run with this state dir."""
+
+
+_WAL_FILES: Final = ("-wal", "-shm")
+
+
+def _inspect(path: Path) -> bool:
+    """Whether the database exists; refuse one that is a link, not a file, or not ours.
+
+    By path with ``lstat`` only: a descriptor of the database opened and closed here would
+    drop every POSIX lock SQLite holds on it in this process (SPEC 6).
+    """
+    for name in (path, *(path.with_name(path.name + end) for end in _WAL_FILES)):
+        try:
+            info = os.lstat(name)
+        except FileNotFoundError:
+            if name == path:
+                return False
+            continue
+        except OSError as exc:
+            message = f"cannot inspect the state database: {exc.strerror}"
+            raise StoreUnusableError(f"{name}: {message}") from exc
+        _refuse_foreign_file(name, info)
+    return True
+
+
+def _refuse_foreign_file(name: Path, info: os.stat_result) -> None:
+    if stat.S_ISLNK(info.st_mode):
+        what = "a symbolic link"
+    elif not stat.S_ISREG(info.st_mode):
+        what = "not a regular file"
+    elif info.st_uid != os.geteuid():
+        what = f"owned by uid {info.st_uid}, not by the user running cronctl ({os.geteuid()})"
+    elif info.st_mode & stat.S_IWOTH:
+        what = "writable by every user"
+    else:
+        return
+    raise UnsafeDirectoryError(
+        f"{name} is {what}; cronctl never makes it so, so something else did. Check who can "
+        f"write to {name.parent}; move the file aside, or run cronctl as its owner.",
+        name.parent,
+    )
+
+
+def _connect(path: Path, exists: bool) -> sqlite3.Connection:
+    """Let SQLite open (or create) the file itself: cronctl never holds a descriptor of it.
+
+    A new file is created under a 077 umask, so the database and the -wal and -shm files that
+    SQLite gives the same mode are 0600 from their first byte. The umask is process-wide: a
+    thread creating a file meanwhile gets a stricter mode, never a looser one.
+    """
+    mode = "rw" if exists else "rwc"  # "rw": a file deleted meanwhile is not silently recreated
+    uri = f"file:{quote(str(path))}?mode={mode}"
+    # isolation_level=None: we send BEGIN IMMEDIATE/COMMIT ourselves; the module's own
+    # deferred transactions would let two read-then-write callers deadlock.
+    conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
     try:
-        fd = open_nofollow(path, os.O_RDWR | os.O_CREAT, 0o600)
-    except UnsafeDirectoryError:
+        _configure(conn, path)
+        _migrate(conn, path)
+        _check_schema(conn, path)
+    except BaseException:
+        conn.close()
         raise
-    except OSError as exc:
-        message = (
-            f"cannot open the state database: {exc.strerror}; it must be a file that the user "
-            f"running cronctl owns and can write, on a writable file system."
-        )
-        raise _store_error(path, message) from exc
-    try:
-        is_new = os.fstat(fd).st_size == 0
-    finally:
-        os.close(fd)
-    if is_new:
-        fsync_dir(path.parent)
+    return conn
 
 
 def _configure(conn: sqlite3.Connection, path: Path) -> None:
@@ -283,12 +421,16 @@ def _user_version(conn: sqlite3.Connection) -> int:
 
 
 def _refuse_newer(path: Path, version: int) -> None:
+    if version < 0:
+        raise StoreUnusableError(
+            f"{path}: the state database has schema version {version}, which no cronctl "
+            f"writes: it is not a cronctl database. {_move_aside(path)}"
+        )
     if version > SCHEMA_VERSION:
-        raise _store_error(
-            path,
-            f"the state database has schema version {version}, but this cronctl knows versions "
-            f"up to {SCHEMA_VERSION} only: a newer cronctl wrote it. Upgrade cronctl on this "
-            f"machine (or move the file aside to start over, losing the history).",
+        raise StoreUnusableError(
+            f"{path}: the state database has schema version {version}, but this cronctl knows "
+            f"versions up to {SCHEMA_VERSION} only: a newer cronctl wrote it. Upgrade "
+            f"cronctl on this machine (or move the file aside to start over, losing the history)."
         )
 
 
@@ -304,7 +446,7 @@ def _migrate(conn: sqlite3.Connection, path: Path) -> None:
         _refuse_newer(path, version)
         for target, statements in enumerate(MIGRATIONS[version:], start=version + 1):
             for statement in statements:
-                conn.execute(statement)
+                _apply(conn, path, statement)
             conn.execute(f"PRAGMA user_version = {target}")
         conn.execute("COMMIT")
     except BaseException:
@@ -312,6 +454,36 @@ def _migrate(conn: sqlite3.Connection, path: Path) -> None:
             with suppress(sqlite3.Error):
                 conn.execute("ROLLBACK")
         raise
+
+
+def _apply(conn: sqlite3.Connection, path: Path, statement: str) -> None:
+    try:
+        conn.execute(statement)
+    except sqlite3.OperationalError as exc:
+        if _primary_code(exc) != sqlite3.SQLITE_ERROR:
+            raise  # busy, full, I/O: translated by the caller
+        # "table runs already exists": the file holds someone else's tables under our names.
+        raise StoreUnusableError(
+            f"{path}: cannot bring the state database to cronctl's schema ({exc}): it is not a "
+            f"cronctl database. {_move_aside(path)}"
+        ) from exc
+
+
+def _check_schema(conn: sqlite3.Connection, path: Path) -> None:
+    """Refuse a file whose tables lack cronctl's columns (a foreign database at our version)."""
+    for table, expected in _COLUMNS.items():
+        found = {
+            str(row[1]): str(row[2]).upper()
+            for row in conn.execute(f"PRAGMA table_info({table})").fetchall()
+        }
+        wrong = [f"{name} {kind}" for name, kind in expected.items() if found.get(name) != kind]
+        if wrong:
+            what = "has no table" if not found else "has a table"
+            raise StoreUnusableError(
+                f"{path}: the state database {what} {table!r} with cronctl's columns (missing "
+                f"or of another type: {', '.join(wrong)}); it is not a cronctl database. "
+                f"{_move_aside(path)}"
+            )
 
 
 # --- the store ------------------------------------------------------------------------------
@@ -338,12 +510,15 @@ class Txn:
         """Return the remembered state of task ``name``, or None if this machine never saw it."""
         sql = f"SELECT {_STATE_COLUMNS} FROM task_state WHERE name = ?"  # noqa: S608
         row = self._execute(sql, (name,)).fetchone()
-        return None if row is None else _row_to_state(row)
+        with _own_values(self._path):
+            return None if row is None else _row_to_state(row)
 
     def states(self) -> dict[str, TaskState]:
         """Every remembered task state, in one query (a run plans all tasks at once)."""
         sql = f"SELECT {_STATE_COLUMNS} FROM task_state"  # noqa: S608
-        return {row[0]: _row_to_state(row) for row in self._execute(sql, ()).fetchall()}
+        rows = self._execute(sql, ()).fetchall()
+        with _own_values(self._path):
+            return {row[0]: _row_to_state(row) for row in rows}
 
     def put_state(self, state: TaskState) -> None:
         """Insert or replace the state of task ``state.name``."""
@@ -403,25 +578,39 @@ class Store:
         return self._path
 
     @classmethod
-    def open(cls, state_dir: Path) -> Store:
-        """Open ``state_dir/state.db``, creating and migrating it as needed.
+    def open(cls, state_dir: Path, *, create: bool = True) -> Store:
+        """Open ``state_dir/state.db``, creating (unless ``create`` is false) and migrating it.
 
-        ``state_dir`` must exist and have been checked by the caller.
+        ``state_dir`` must exist and have been checked by the caller. No descriptor of the file
+        is ever opened outside SQLite (SPEC 6), so any number of stores may be open at once in
+        one process.
 
-        :raises UnsafeDirectoryError: ``state.db`` is a symlink or not a regular file.
-        :raises CronctlError: the file is damaged or not SQLite, was written by a newer cronctl,
-            cannot be opened, or the disk is full; the message names the file and what to do.
+        :raises UnsafeDirectoryError: ``state.db`` (or its -wal/-shm) is a symlink, not a
+            regular file, owned by another user or world-writable.
+        :raises NoStateError: there is no database and ``create`` is false.
+        :raises StoreUnusableError: the file is damaged, not SQLite, not cronctl's, written by a
+            newer cronctl, or cannot be opened.
+        :raises CronctlError: the disk is full or the file stayed locked; the message names the
+            file and what to do.
         """
         path = Path(state_dir) / DB_NAME
-        _create_file(path)
-        with _translated(path):
-            # isolation_level=None: we send BEGIN IMMEDIATE/COMMIT ourselves; the module's own
-            # deferred transactions would let two read-then-write callers deadlock.
-            conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        exists = _inspect(path)
+        if not exists and not create:
+            raise NoStateError(
+                f"no state here ({path.parent}): nothing has run with this state dir; "
+                "check --state-dir (or CRONCTL_STATE_DIR, or state_dir in the schedule file)"
+            )
+        old_umask = None if exists else os.umask(0o077)
         try:
             with _translated(path):
-                _configure(conn, path)
-                _migrate(conn, path)
+                conn = _connect(path, exists)
+        finally:
+            if old_umask is not None:
+                os.umask(old_umask)
+        try:
+            _inspect(path)  # what SQLite opened by name is still our private regular file
+            if not exists:
+                fsync_dir(path.parent)
         except BaseException:
             conn.close()
             raise
@@ -481,7 +670,7 @@ class Store:
     def get_run(self, run_id: str) -> RunRow | None:
         """Return run ``run_id``, or None."""
         rows = self._select(f"SELECT {_RUN_COLUMNS} FROM runs WHERE id = ?", (run_id,))  # noqa: S608
-        return _row_to_run(rows[0]) if rows else None
+        return self._runs(rows[:1])[0] if rows else None
 
     def history(self, task: str | None = None, limit: int = 50) -> list[RunRow]:
         """Return up to ``limit`` rows, of ``task`` or of every task, newest first.
@@ -492,7 +681,7 @@ class Store:
             raise ValueError(f"limit must be 0 or more, got {limit}")
         where, params = ("WHERE task = ?", (task,)) if task is not None else ("", ())
         sql = f"SELECT {_RUN_COLUMNS} FROM runs {where} {_ORDER} LIMIT ?"  # noqa: S608
-        return [_row_to_run(row) for row in self._select(sql, (*params, limit))]
+        return self._runs(self._select(sql, (*params, limit)))
 
     def last_run(self, task: str) -> RunRow | None:
         """Return the newest row of ``task`` that is neither ``missed`` nor ``pending``."""
@@ -501,7 +690,7 @@ class Store:
             f"AND outcome NOT IN ('missed', 'pending') {_ORDER} LIMIT 1",
             (task,),
         )
-        return _row_to_run(rows[0]) if rows else None
+        return self._runs(rows[:1])[0] if rows else None
 
     def consecutive_failures(self, task: str) -> int:
         """Count ``task``'s failed/timeout/error rows, newest first, back to its latest ``ok``.
@@ -531,12 +720,17 @@ class Store:
             f"AND outcome IN ('pending', 'running') {_ORDER}",
             (host,),
         )
-        return [_row_to_run(row) for row in rows]
+        return self._runs(rows)
 
     def states(self) -> dict[str, TaskState]:
         """Return the remembered state of every task, by name."""
         rows = self._select(f"SELECT {_STATE_COLUMNS} FROM task_state", ())  # noqa: S608
-        return {row[0]: _row_to_state(row) for row in rows}
+        with _own_values(self._path):
+            return {row[0]: _row_to_state(row) for row in rows}
+
+    def _runs(self, rows: list[tuple[Any, ...]]) -> list[RunRow]:
+        with _own_values(self._path):
+            return [_row_to_run(row) for row in rows]
 
     def prune(self, before: datetime) -> int:
         """Delete finished run rows whose occurrence is older than ``before``; return how many.

@@ -386,7 +386,7 @@ def test_a_failing_migration_leaves_the_database_at_its_old_version(
     later = (("CREATE TABLE v2 (x)",), ("CREATE TABLE v2 (x)",))  # version 3 fails
     monkeypatch.setattr(store_module, "MIGRATIONS", store_module.MIGRATIONS + later)
     monkeypatch.setattr(store_module, "SCHEMA_VERSION", 3)
-    with pytest.raises(sqlite3.OperationalError):
+    with pytest.raises(CronctlError, match="not a cronctl database"):
         Store.open(tmp_path)
     db = tmp_path / DB_NAME
     assert _raw_value(db, "PRAGMA user_version") == 1
