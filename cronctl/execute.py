@@ -23,6 +23,10 @@ if TYPE_CHECKING:
     from cronctl.edge import runner
 
 CONDITION_TIMEOUT_S = 30.0
+#: `run --now T` with T this far ahead of the machine's clock is a rehearsal (RunContext).
+REHEARSAL_AHEAD = timedelta(minutes=5)
+#: Where a rehearsal keeps its windows, history and logs: inside state_dir, apart.
+REHEARSAL_DIR = "rehearsal"
 LOG_RETENTION = timedelta(days=14)
 HISTORY_RETENTION = timedelta(days=90)
 FAILED = ("failed", "timeout", "error")
@@ -91,6 +95,9 @@ class RunContext:
     env: Mapping[str, str]
     clock: Callable[[], datetime]
     dry_run: bool = False
+    # A --now ahead of the machine's clock (see REHEARSAL_AHEAD): it runs what is due then, but
+    # records it apart and takes no claim, so it cannot touch present-day runs or data.
+    rehearsal: bool = False
     max_parallel: int = 8
     tracker: Tracker | None = None
     # The process edge, injectable so the soak test can drive weeks of ticks in process.
@@ -120,6 +127,8 @@ def new_run_id(occurrence: datetime) -> str:
 
 def run_once(schedule: Schedule, now: datetime, ctx: RunContext) -> RunReport:
     """Plan every task's window at `now`, record it, then run what is due."""
+    if ctx.rehearsal:
+        ctx = replace(ctx, state_dir=ensure_private_dir(ctx.state_dir) / REHEARSAL_DIR)
     ensure_private_dir(ctx.state_dir)
     ensure_private_dir(ctx.lock_dir)
     paused = locks.paused_tasks(ctx.lock_dir)
@@ -130,7 +139,7 @@ def run_once(schedule: Schedule, now: datetime, ctx: RunContext) -> RunReport:
             except _DryRunRollback as dry:
                 runs = [_dry_outcome(row, dry.plans[row.task].task, ctx) for row in dry.rows]
                 return RunReport(now, runs, dry_run=True)
-        recovered = _recover(store, ctx)
+        recovered = _recover(store, ctx, schedule)
         plans, rows = _plan_all(store, schedule, now, paused, ctx)
         pending = [r for r in rows if r.outcome == "pending"]
         by_task: dict[str, list[RunRow]] = {}
@@ -139,8 +148,9 @@ def run_once(schedule: Schedule, now: datetime, ctx: RunContext) -> RunReport:
         results: dict[str, RunRow] = {r.id: r for r in recovered + rows}
         for row in _run_all(store, plans, by_task, ctx):
             results[row.id] = row
-        if now.minute == 0:
-            _sweep(store, ctx, now)
+        if now.minute == 0 and not ctx.rehearsal:
+            # Never by a pretended future time: that would delete present-day data.
+            _sweep(store, ctx, min(now, real_clock()))
     return RunReport(now, list(results.values()))
 
 
@@ -277,9 +287,7 @@ def _run_occurrence(store: Store, task: Task, row: RunRow, ctx: RunContext) -> R
     env = _task_env(task, row, ctx)
     if not _conditions_pass(task, env, ctx):
         return replace(row, outcome="skipped: condition")
-    if task.on_one_server and not locks.claim_occurrence(
-        ctx.lock_dir, task.name, row.occurrence, host=ctx.host, pid=ctx.pid, now=now
-    ):
+    if task.on_one_server and not _claim(task, row, ctx, now):
         return replace(row, outcome="skipped: another server")
     lock = None
     if task.without_overlapping:
@@ -350,6 +358,16 @@ def _execute(
     )
 
 
+def _claim(task: Task, row: RunRow, ctx: RunContext, now: datetime) -> bool:
+    if ctx.rehearsal:
+        # A claim taken for a pretended future occurrence would make the real one, when its
+        # time comes, look run by another server: a rehearsal only looks.
+        return not locks.claim_exists(ctx.lock_dir, task.name, row.occurrence)
+    return locks.claim_occurrence(
+        ctx.lock_dir, task.name, row.occurrence, host=ctx.host, pid=ctx.pid, now=now
+    )
+
+
 def _task_env(task: Task, row: RunRow, ctx: RunContext) -> dict[str, str]:
     env = dict(ctx.env)
     env.update(task.env)
@@ -382,23 +400,41 @@ def _dry_outcome(row: RunRow, task: Task, ctx: RunContext) -> RunRow:
     return replace(row, outcome="would run", message=f"dry run{note}")
 
 
-def _recover(store: Store, ctx: RunContext) -> list[RunRow]:
+def _recover(store: Store, ctx: RunContext, schedule: Schedule) -> list[RunRow]:
     """Rows left pending/running by a cronctl process that died are closed honestly.
 
     They are reported as errors of this run, so cron's mail says what was interrupted.
     """
     closed: list[RunRow] = []
-    for row in store.unfinished_runs(ctx.host):
+    for row in store.unfinished_runs(None):
         # A live owner is still at work: another `run`, or this very process (`work` ticks
         # in threads, so a slow task from the last minute shares our pid).
+        if row.host != ctx.host and not _foreign_row_is_old(row, schedule):
+            continue
         if row.pid is not None and _alive(row.pid):
             continue
         message = "cronctl died before this run finished; its outcome is unknown"
         if row.outcome == "pending":
             message = "cronctl died before starting this run; it did not run"
-        store.update_run(row.id, outcome="error", message=message)
-        closed.append(replace(row, outcome="error", message=message))
+        if row.host != ctx.host:
+            message += f" (left open under the host name {row.host!r})"
+        # Conditional: an owner that recorded its end since the read above keeps it.
+        if store.close_unfinished(row, message):
+            closed.append(replace(row, outcome="error", message=message))
     return closed
+
+
+#: A row left open under another host name is judged only after this long (or the longest
+#: task timeout, if longer): state_dir belongs to one machine, so such a row was left by this
+#: machine under an earlier name (a renamed container), but its pid means nothing until no run
+#: of the old name can still be going (say a state_dir wrongly shared for a while).
+FOREIGN_HOST_AGE = timedelta(hours=24)
+
+
+def _foreign_row_is_old(row: RunRow, schedule: Schedule) -> bool:
+    longest = max((t.timeout for t in schedule.tasks if t.timeout), default=timedelta(0))
+    since = row.started or row.occurrence
+    return real_clock() - since > max(FOREIGN_HOST_AGE, longest)
 
 
 def _alive(pid: int) -> bool:

@@ -710,17 +710,32 @@ class Store:
                 cursor.close()
         return count
 
-    def unfinished_runs(self, host: str) -> list[RunRow]:
-        """Return ``host``'s rows still ``pending`` or ``running``, newest first.
+    def unfinished_runs(self, host: str | None) -> list[RunRow]:
+        """Return ``host``'s rows (every host's when None) still ``pending`` or ``running``,
+        newest first.
 
         A crashed cronctl leaves them; so does one still at work, so check ``pid``.
         """
         rows = self._select(
-            f"SELECT {_RUN_COLUMNS} FROM runs WHERE host = ? "  # noqa: S608
+            f"SELECT {_RUN_COLUMNS} FROM runs WHERE (?1 IS NULL OR host = ?1) "  # noqa: S608
             f"AND outcome IN ('pending', 'running') {_ORDER}",
             (host,),
         )
         return self._runs(rows)
+
+    def close_unfinished(self, run: RunRow, message: str) -> bool:
+        """Record ``run`` as an ``error`` with ``message`` only if it is still unfinished and
+        still owned by ``run.pid``; return whether it was.
+
+        The condition is what makes recovery safe: an owner that records its end between
+        recovery's read and this write keeps its outcome (it is never overwritten).
+        """
+        sql = (
+            "UPDATE runs SET outcome = 'error', message = ? WHERE id = ? "
+            "AND outcome IN ('pending', 'running') AND pid IS ?"
+        )
+        with self.transaction() as txn:
+            return txn._execute(sql, (message, run.id, run.pid)).rowcount == 1
 
     def states(self) -> dict[str, TaskState]:
         """Return the remembered state of every task, by name."""

@@ -10,6 +10,7 @@ import threading
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from cronctl.core.cronexpr import minute_floor
 from cronctl.edge.files import load_paths
@@ -199,3 +200,204 @@ def test_work_refuses_to_start_on_a_database_that_is_not_one(tmp_path: Path) -> 
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr
     assert f"{state / 'state.db'}: the state database is damaged" in done.stderr
+
+
+# --- recovery ---------------------------------------------------------------------------------
+
+
+def _dead_pid() -> int:
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return child.pid
+
+
+def _open_row(state: Path, run_id: str, host: str, started: datetime) -> None:
+    from cronctl.edge.store import RunRow
+
+    state.mkdir(mode=0o700, exist_ok=True)
+    with Store.open(state) as store, store.transaction() as txn:
+        txn.add_run(
+            RunRow(
+                run_id,
+                "t",
+                minute_floor(started),
+                "running",
+                host,
+                pid=_dead_pid(),
+                started=started,
+            )
+        )
+
+
+def _no_tasks() -> object:
+    from cronctl.core.model import Schedule, Settings
+
+    return Schedule(files=(), tasks=(), problems=(), settings=Settings())
+
+
+_EMPTY: Any = _no_tasks()
+
+
+def _ctx(tmp_path: Path, host: str = "test") -> RunContext:
+    state = tmp_path / "state"
+    return RunContext(
+        state_dir=state,
+        lock_dir=state / "locks",
+        host=host,
+        pid=os.getpid(),
+        env=clean_env(tmp_path),
+        clock=real_clock,
+    )
+
+
+def test_recovery_never_overwrites_an_end_its_owner_recorded_meanwhile(
+    tmp_path: Path, monkeypatch: object
+) -> None:
+    from cronctl import execute
+
+    state = tmp_path / "state"
+    _open_row(state, "r1", "test", datetime.now(UTC))
+
+    def owner_finishes_then_exits(pid: int) -> bool:
+        # Between recovery's read and its write, the owner records `ok` and exits.
+        with Store.open(state) as store:
+            store.update_run("r1", outcome="ok", exit_code=0)
+        return False
+
+    monkeypatch.setattr(execute, "_alive", owner_finishes_then_exits)  # type: ignore[attr-defined]
+    with Store.open(state) as store:
+        closed = execute._recover(store, _ctx(tmp_path), _EMPTY)
+        row = store.get_run("r1")
+    assert closed == []
+    assert row is not None and (row.outcome, row.exit_code) == ("ok", 0)
+
+
+def test_a_run_left_open_under_an_old_host_name_is_recovered_once_old_enough(
+    tmp_path: Path,
+) -> None:
+    from cronctl import execute
+
+    state = tmp_path / "state"
+    now = datetime.now(UTC)
+    _open_row(state, "old", "old-name", now - timedelta(days=2))
+    _open_row(state, "recent", "old-name", now - timedelta(hours=1))
+    with Store.open(state) as store:
+        closed = execute._recover(store, _ctx(tmp_path, host="new-name"), _EMPTY)
+        outcomes = {r.id: r.outcome for r in store.history()}
+    assert [r.id for r in closed] == ["old"]
+    assert "old-name" in (closed[0].message or "")
+    assert outcomes == {"old": "error", "recent": "running"}
+
+
+# --- the same occurrence twice ----------------------------------------------------------------
+
+
+def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "cronctl", *args],
+        env=clean_env(home, {"CRONCTL_STATE_DIR": str(tmp_path / "state")}),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert "Traceback" not in done.stderr, done.stderr
+    return done
+
+
+def _ran(result: subprocess.CompletedProcess[str]) -> list[str]:
+    import json
+
+    assert result.returncode in (0, 1), result.stderr
+    return [r["occurrence"] for r in json.loads(result.stdout)["runs"] if r["outcome"] == "ok"]
+
+
+def test_editing_the_schedule_within_a_minute_that_ran_does_not_run_it_again(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "schedules.toml"
+    for expression in ("*/5 * * * *", "0 * * * *", "0 9 * * *"):
+        write_schedule(path, [f'name = "t"\ncron = "{expression}"\ncommand = "true"'])
+        result = _cli(tmp_path, "run", "-f", str(path), "--now", "2026-08-03T09:00:20Z", "--json")
+        ran = _ran(result)
+        assert ran == (["2026-08-03T09:00:00Z"] if expression == "*/5 * * * *" else []), ran
+    # ...and a time zone edit, after the clock stepped back three minutes.
+    write_schedule(path, ['name = "t"\ncron = "0 9 * * *"\ntimezone = "UTC"\ncommand = "true"'])
+    assert (
+        _ran(_cli(tmp_path, "run", "-f", str(path), "--now", "2026-08-03T08:57:00Z", "--json"))
+        == []
+    )
+    write_schedule(
+        path, ['name = "t"\ncron = "0 11 * * *"\ntimezone = "Europe/Berlin"\ncommand = "true"']
+    )
+    assert (
+        _ran(_cli(tmp_path, "run", "-f", str(path), "--now", "2026-08-03T09:00:00Z", "--json"))
+        == []
+    )
+    # The next minute is a new one, and the new schedule applies from it.
+    write_schedule(path, ['name = "t"\ncron = "* * * * *"\ncommand = "true"'])
+    ran = _ran(_cli(tmp_path, "run", "-f", str(path), "--now", "2026-08-03T09:01:00Z", "--json"))
+    assert ran == ["2026-08-03T09:01:00Z"]
+
+
+def test_catch_up_on_one_server_never_reaches_back_past_what_claims_cover(
+    tmp_path: Path,
+) -> None:
+    from cronctl.core.due import CLAIM_REACH, CLAIM_SWEEP_AGE, Previous, plan
+
+    assert CLAIM_REACH < CLAIM_SWEEP_AGE  # a swept claim is never wanted again
+    path = write_schedule(
+        tmp_path / "s.toml",
+        [
+            'name = "nightly"\ncron = "0 3 * * *"\ncommand = "true"\n'
+            'misfire = "catch-up"\non_one_server = true'
+        ],
+    )
+    (nightly,) = load_paths([path]).tasks
+    now = datetime(2026, 8, 13, 3, 0, tzinfo=UTC)
+    back = datetime(2026, 8, 3, 3, 0, tzinfo=UTC)  # ten days down
+    decided = plan(nightly, Previous(nightly.fingerprint, back), now)
+    assert min(decided.run) >= now - CLAIM_REACH
+    assert len(decided.run) == 7  # 7..13 August; the three older nights are missed
+    assert decided.missed_count == 3
+
+
+# --- --now ----------------------------------------------------------------------------------
+
+
+def test_a_run_with_a_future_now_never_stops_present_day_runs_or_deletes_their_data(
+    tmp_path: Path,
+) -> None:
+    path = write_schedule(
+        tmp_path / "s.toml",
+        [
+            'name = "t"\ncron = "* * * * *"\ncommand = "echo hi"',
+            'name = "one"\ncron = "* * * * *"\ncommand = "true"\non_one_server = true',
+        ],
+        header=f'[cronctl]\nlock_dir = "{tmp_path / "locks"}"\nlock_dir_shared = true\n',
+    )
+    present = minute_floor(datetime.now(UTC)) - timedelta(minutes=3)
+
+    def run(when: datetime) -> subprocess.CompletedProcess[str]:
+        stamp = when.strftime("%Y-%m-%dT%H:%M:%SZ")
+        return _cli(tmp_path, "run", "-f", str(path), "--now", stamp, "--json")
+
+    assert len(_ran(run(present))) == 2
+    with Store.open(tmp_path / "state") as store:
+        (before,) = store.history("t")
+    # 00:00 of a future year: the hourly sweep would have run by this pretended time.
+    future = run(datetime(2030, 1, 1, tzinfo=UTC))
+    assert _ran(future) == ["2030-01-01T00:00:00Z"] * 2, future.stderr
+    assert "rehearsal" in future.stderr
+    assert not list((tmp_path / "locks" / "claims").glob("*2030*"))
+    later = run(present + timedelta(minutes=1))
+    assert len(_ran(later)) == 2, later.stderr  # the present-day windows did not move
+    with Store.open(tmp_path / "state") as store:
+        occurrences = {r.occurrence.year for r in store.history()}
+        kept = store.get_run(before.id)
+    assert occurrences == {present.year}
+    assert kept is not None and kept.log_path and Path(kept.log_path).is_file()
+    assert len(list((tmp_path / "locks" / "claims").iterdir())) == 2
