@@ -65,8 +65,8 @@ def history(
     from cronctl import operate
     from cronctl.cli.render import render_history
 
-    _, states, _ = _dirs(file, state_dir, lock_dir)
-    render_history(operate.history(states, name, limit), as_json)
+    schedule, states, _ = _dirs(file, state_dir, lock_dir)
+    render_history(operate.history(states, name, limit, schedule), as_json)
 
 
 @app.command()
@@ -80,8 +80,8 @@ def logs(
     """The captured output of the task's last run (or of --run ID)."""
     from cronctl import operate
 
-    _, states, _ = _dirs(file, state_dir, lock_dir)
-    result = operate.logs(states, name, run)
+    schedule, states, _ = _dirs(file, state_dir, lock_dir)
+    result = operate.logs(states, name, run, schedule)
     print(f"# {result.run.task} {result.run.id} {result.run.outcome}", file=sys.stderr)
     sys.stdout.write(result.text)
 
