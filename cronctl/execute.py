@@ -18,6 +18,7 @@ from cronctl.core.model import Schedule, Task, format_duration, format_utc
 from cronctl.edge import locks
 from cronctl.edge.paths import ensure_private_dir
 from cronctl.edge.store import RunRow, Store, TaskState
+from cronctl.errors import CronctlError
 
 if TYPE_CHECKING:
     from cronctl.edge import runner
@@ -263,9 +264,31 @@ def _run_task(store: Store, task: Task, rows: list[RunRow], ctx: RunContext) -> 
         except Exception as exc:
             result = replace(row, outcome="error", message=f"cronctl: {exc}")
         fields = {k: getattr(result, k) for k in _RESULT_FIELDS}
-        store.update_run(row.id, **fields)
+        try:
+            store.update_run(row.id, **fields)
+        except CronctlError as exc:
+            result = _unsaved(result, fields, exc, ctx)
         done.append(result)
     return done
+
+
+def _unsaved(result: RunRow, fields: dict[str, Any], exc: CronctlError, ctx: RunContext) -> RunRow:
+    """Report once what is known of a run whose record could not be saved (SPEC 4.4)."""
+    from cronctl.edge import unsaved
+
+    why = unsaved.keep(ctx.state_dir, result.id, fields)
+    later = (
+        "it is kept aside and recorded by the next run"
+        if why is None
+        else f"keeping it aside failed too ({why}), so the next run will report this run "
+        "again, as of unknown outcome"
+    )
+    ran = "it did not run" if result.started is None else f"it ran: {result.outcome}"
+    if result.exit_code is not None:
+        ran += f", exit {result.exit_code}"
+    note = f"the record could not be saved ({exc}); {later}"
+    ctx.warn(f"cronctl: error: task {result.task}: {ran}; {note}")
+    return replace(result, message="; ".join(filter(None, (result.message, note))))
 
 
 _RESULT_FIELDS = (
@@ -407,6 +430,8 @@ def _recover(store: Store, ctx: RunContext, schedule: Schedule) -> list[RunRow]:
     """
     closed: list[RunRow] = []
     for row in store.unfinished_runs(None):
+        if _apply_unsaved(store, row, ctx):
+            continue  # ended and reported when it ran; now recorded, not reported again
         # A live owner is still at work: another `run`, or this very process (`work` ticks
         # in threads, so a slow task from the last minute shares our pid).
         if row.host != ctx.host and not _foreign_row_is_old(row, schedule):
@@ -419,9 +444,24 @@ def _recover(store: Store, ctx: RunContext, schedule: Schedule) -> list[RunRow]:
         if row.host != ctx.host:
             message += f" (left open under the host name {row.host!r})"
         # Conditional: an owner that recorded its end since the read above keeps it.
-        if store.close_unfinished(row, message):
+        if store.close_unfinished(row, outcome="error", message=message):
             closed.append(replace(row, outcome="error", message=message))
     return closed
+
+
+def _apply_unsaved(store: Store, row: RunRow, ctx: RunContext) -> bool:
+    from cronctl.edge import unsaved
+
+    fields = unsaved.take(ctx.state_dir, row.id)
+    if fields is None:
+        return False
+    fields = {k: v for k, v in fields.items() if k in _RESULT_FIELDS}
+    try:
+        store.close_unfinished(row, **fields)
+    except (ValueError, TypeError):
+        return False  # not a result cronctl wrote: recover the row as usual
+    unsaved.forget(ctx.state_dir, row.id)
+    return True
 
 
 #: A row left open under another host name is judged only after this long (or the longest

@@ -723,19 +723,26 @@ class Store:
         )
         return self._runs(rows)
 
-    def close_unfinished(self, run: RunRow, message: str) -> bool:
-        """Record ``run`` as an ``error`` with ``message`` only if it is still unfinished and
-        still owned by ``run.pid``; return whether it was.
+    def close_unfinished(self, run: RunRow, **fields: object) -> bool:
+        """Change ``fields`` of ``run`` only if it is still unfinished and still owned by
+        ``run.pid``; return whether it was.
 
         The condition is what makes recovery safe: an owner that records its end between
         recovery's read and this write keeps its outcome (it is never overwritten).
+
+        :raises ValueError: a name that is not a RunRow field, or a value of the wrong kind.
         """
+        unknown = sorted(set(fields) - _UPDATABLE)
+        if unknown or not fields:
+            raise ValueError(f"cannot update run fields {unknown or 'none'}")
+        assignments = ", ".join(f"{name} = ?" for name in fields)
+        values = tuple(_run_column(name, value) for name, value in fields.items())
         sql = (
-            "UPDATE runs SET outcome = 'error', message = ? WHERE id = ? "
+            f"UPDATE runs SET {assignments} WHERE id = ? "  # noqa: S608 (names checked above)
             "AND outcome IN ('pending', 'running') AND pid IS ?"
         )
         with self.transaction() as txn:
-            return txn._execute(sql, (message, run.id, run.pid)).rowcount == 1
+            return txn._execute(sql, (*values, run.id, run.pid)).rowcount == 1
 
     def states(self) -> dict[str, TaskState]:
         """Return the remembered state of every task, by name."""

@@ -12,6 +12,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from cronctl.core.cronexpr import minute_floor
 from cronctl.edge.files import load_paths
 from cronctl.edge.store import Store
@@ -434,3 +436,140 @@ def test_unknown_task_names_in_logs_and_history_are_said_so(tmp_path: Path) -> N
     result = _cli(tmp_path, "history", "t", "-f", str(path), "--json")
     assert result.returncode == 0 and '"task": "t"' in result.stdout
     assert _cli(tmp_path, "logs", "t", "-f", str(path)).returncode == 0
+
+
+# --- a result that cannot be saved ----------------------------------------------------------
+
+HOLD_LOCK = """
+import sqlite3, sys, time
+from pathlib import Path
+db, locked, release = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
+conn = sqlite3.connect(db, isolation_level=None, timeout=10)
+conn.execute("BEGIN IMMEDIATE")
+locked.touch()
+while not release.exists():
+    time.sleep(0.01)
+conn.execute("ROLLBACK")
+"""
+
+
+def test_a_run_whose_record_cannot_be_saved_is_reported_once_as_it_happened(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    from cronctl.edge import store as store_module
+    from cronctl.execute import run_once
+
+    # Another process holds the write lock past the busy timeout (shortened from 30 s).
+    monkeypatch.setattr(store_module, "_BUSY_TIMEOUT_MS", 300)
+    started, locked, release = (tmp_path / n for n in ("started", "locked", "release"))
+    command = f"touch {started}; while [ ! -e {locked} ]; do sleep 0.02; done; echo done"
+    path = write_schedule(
+        tmp_path / "s.toml", [f'name = "t"\ncron = "* * * * *"\ncommand = "{command}"']
+    )
+    schedule = load_paths([path])
+    warnings: list[str] = []
+    ctx = RunContext(
+        state_dir=tmp_path / "state",
+        lock_dir=tmp_path / "state" / "locks",
+        host="test",
+        pid=os.getpid(),
+        env=clean_env(tmp_path),
+        clock=real_clock,
+        warn=warnings.append,
+    )
+    holder: list[subprocess.Popen[bytes]] = []
+
+    def hold_when_started() -> None:
+        while not started.exists():
+            time.sleep(0.01)
+        db = str(tmp_path / "state" / "state.db")
+        holder.append(subprocess.Popen([sys.executable, "-c", HOLD_LOCK, db, locked, release]))
+
+    spy = threading.Thread(target=hold_when_started)
+    spy.start()
+    t0 = datetime(2026, 8, 3, 9, 1, tzinfo=UTC)
+    try:
+        first = run_once(schedule, t0, ctx)
+    finally:
+        spy.join(10)
+        release.touch()
+        for process in holder:
+            process.wait(10)
+    (run,) = first.runs
+    assert (run.outcome, run.exit_code) == ("ok", 0)
+    assert first.failed == []  # not "could not run"
+    (warning,) = warnings
+    assert "it ran: ok, exit 0" in warning and "could not be saved" in warning
+    assert "stayed locked" in warning
+    second = run_once(schedule, t0 + timedelta(minutes=1), ctx)
+    assert [r.occurrence for r in second.runs] == [t0 + timedelta(minutes=1)]  # not reported again
+    assert len(warnings) == 1
+    with Store.open(tmp_path / "state") as store:
+        saved = store.get_run(run.id)
+    assert saved is not None and (saved.outcome, saved.exit_code) == ("ok", 0)
+    assert not list((tmp_path / "state" / "unsaved").iterdir())
+
+
+# --- a database that is not cronctl's ---------------------------------------------------------
+
+FOREIGN = {
+    "foreign tables at our names": [
+        "CREATE TABLE runs (x)",
+        "CREATE TABLE task_state (y)",
+    ],
+    "our version without our tables": ["CREATE TABLE other (x)", "PRAGMA user_version = 1"],
+    "wrong column types": [
+        "CREATE TABLE task_state (name TEXT, fingerprint TEXT, last_occurrence BLOB, "
+        "missed_total INTEGER, done INTEGER)",
+        "PRAGMA user_version = 1",
+    ],
+    "a negative version": ["PRAGMA user_version = -3"],
+    "garbage timestamps": ["UPDATE task_state SET last_occurrence = 'yesterday-ish'"],
+    "garbage counts": ["UPDATE task_state SET missed_total = 'many'"],
+    "garbage run values": ["UPDATE runs SET occurrence = 12, exit_code = 'zero'"],
+    "an unknown outcome": ["UPDATE runs SET outcome = 'splendid'"],
+    "a naive timestamp": ["UPDATE runs SET started = '2026-08-03T09:00:00'"],
+}
+
+
+def _foreign_db(tmp_path: Path, case: str) -> Path:
+    db = tmp_path / "state" / "state.db"
+    statements = FOREIGN[case]
+    if statements[0].startswith("UPDATE"):
+        from cronctl.edge.store import RunRow, TaskState
+
+        db.parent.mkdir(mode=0o700)
+        t0 = datetime(2026, 8, 3, 9, 0, tzinfo=UTC)
+        with Store.open(db.parent) as store, store.transaction() as txn:
+            txn.put_state(TaskState("t", "fp", t0))
+            txn.add_run(RunRow("r1", "t", t0, "ok", "test", started=t0, log_path="x"))
+    else:
+        db.parent.mkdir(mode=0o700)
+    conn = sqlite3.connect(db, isolation_level=None)
+    for statement in statements:
+        conn.execute(statement)
+    conn.close()
+    return db
+
+
+@pytest.mark.parametrize("case", sorted(FOREIGN))
+def test_a_database_that_is_not_cronctls_is_a_clear_error(tmp_path: Path, case: str) -> None:
+    from cronctl.edge.store import StoreUnusableError
+
+    db = _foreign_db(tmp_path, case)
+    with pytest.raises(StoreUnusableError) as caught, Store.open(db.parent) as store:
+        store.states()
+        store.history()
+    assert str(db) in str(caught.value)
+    assert "Move it aside" in str(caught.value)
+
+
+@pytest.mark.parametrize("case", ["foreign tables at our names", "garbage timestamps"])
+def test_commands_on_a_foreign_database_exit_2_naming_it(tmp_path: Path, case: str) -> None:
+    path = write_schedule(tmp_path / "s.toml", ['name = "t"\ncron = "* * * * *"\ncommand = "true"'])
+    db = _foreign_db(tmp_path, case)
+    for args in (["status"], ["run", "--now", "2026-08-03T09:05:00Z"]):
+        result = _cli(tmp_path, *args, "-f", str(path))
+        assert result.returncode == 2, (args, result.stderr)
+        assert "internal error" not in result.stderr
+        assert str(db) in result.stderr and "Move it aside" in result.stderr
