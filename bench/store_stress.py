@@ -68,7 +68,7 @@ def stress(box: c.Sandbox, minutes: float) -> dict:
     schedule = c.write_schedule(
         box.root / "schedules.toml",
         [
-            f"name = \"{name}\"\nevery_minute = true\ncommand = '{LEDGER}; sleep {sleep}'"
+            f"[[task]]\nname = \"{name}\"\nevery_minute = true\ncommand = '{LEDGER}; sleep {sleep}'"
             for name, sleep in TASKS
         ],
     )
@@ -83,7 +83,9 @@ def stress(box: c.Sandbox, minutes: float) -> dict:
     )
     stop = threading.Event()
     reads: dict = {"commands": 0, "failures": []}
-    while not ledger.exists() and work.poll() is None:
+    while not ledger.exists():
+        if work.poll() is not None:
+            sys.exit(f"store_stress: work exited {work.returncode}: {work.communicate()[1]}")
         time.sleep(0.2)
     threads = [
         threading.Thread(target=_read_loop, args=(env, schedule, stop, reads)) for _ in range(2)
