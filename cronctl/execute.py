@@ -257,8 +257,11 @@ def _row(task: Task, when: datetime, outcome: str, ctx: RunContext) -> RunRow:
 
 def _run_task(store: Store, task: Task, rows: list[RunRow], ctx: RunContext) -> list[RunRow]:
     """The occurrences of one task, oldest first, one at a time (catch-up never overlaps)."""
+    from cronctl.edge import unsaved
+
     done: list[RunRow] = []
     for row in rows:
+        unsaved.reserve(ctx.state_dir, row.id)  # room for the result if the disk fills up
         try:
             result = _run_occurrence(store, task, row, ctx)
         except Exception as exc:
@@ -268,6 +271,8 @@ def _run_task(store: Store, task: Task, rows: list[RunRow], ctx: RunContext) -> 
             store.update_run(row.id, **fields)
         except CronctlError as exc:
             result = _unsaved(result, fields, exc, ctx)
+        else:
+            unsaved.forget(ctx.state_dir, row.id)
         done.append(result)
     return done
 
@@ -446,7 +451,14 @@ def _recover(store: Store, ctx: RunContext, schedule: Schedule) -> list[RunRow]:
         # Conditional: an owner that recorded its end since the read above keeps it.
         if store.close_unfinished(row, outcome="error", message=message):
             closed.append(replace(row, outcome="error", message=message))
+        _forget_unsaved(ctx, row)
     return closed
+
+
+def _forget_unsaved(ctx: RunContext, row: RunRow) -> None:
+    from cronctl.edge import unsaved
+
+    unsaved.forget(ctx.state_dir, row.id)  # the reservation a crash left behind
 
 
 def _apply_unsaved(store: Store, row: RunRow, ctx: RunContext) -> bool:

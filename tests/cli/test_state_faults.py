@@ -573,3 +573,50 @@ def test_commands_on_a_foreign_database_exit_2_naming_it(tmp_path: Path, case: s
         assert result.returncode == 2, (args, result.stderr)
         assert "internal error" not in result.stderr
         assert str(db) in result.stderr and "Move it aside" in result.stderr
+
+
+@pytest.fixture
+def tiny_disk(tmp_path: Path) -> Any:
+    """A 1 MiB tmpfs (root only); skipped where mount is not allowed."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs", str(disk)],
+        capture_output=True,
+        check=False,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+def test_a_full_disk_after_the_run_is_reported_once_and_honestly(
+    tmp_path: Path, tiny_disk: Path
+) -> None:
+    state, fill = tiny_disk / "state", tiny_disk / "fill"
+    # The task fills the disk that holds state.db, then exits 0: its record cannot be saved.
+    once = tmp_path / "filled"
+    command = f"[ -e {once} ] || head -c 4000000 /dev/zero > {fill} 2>/dev/null; touch {once}"
+    path = write_schedule(
+        tmp_path / "s.toml", [f'name = "t"\ncron = "* * * * *"\ncommand = "{command}"']
+    )
+    args = ("run", "-f", str(path), "--state-dir", str(state), "--now")
+    first = _cli(tmp_path, *args, "2026-08-03T09:01:00Z")
+    assert first.returncode == 0, first.stderr  # it ran and exited 0: not a failure
+    lines = [line for line in first.stderr.splitlines() if "task t" in line]
+    assert len(lines) == 1, first.stderr
+    assert "it ran: ok, exit 0" in lines[0] and "could not be saved" in lines[0], lines
+    assert "disk is full" in lines[0]
+    fill.unlink()
+    second = _cli(tmp_path, *args, "2026-08-03T09:02:00Z")
+    assert second.returncode in (0, 1), second.stderr
+    # The result's space was reserved before the run: it was kept, and is recorded quietly.
+    assert "recorded by the next run" in lines[0], lines
+    assert "outcome is unknown" not in second.stderr  # one report in all
+    with Store.open(state) as store:
+        (kept,) = [r for r in store.history("t") if r.occurrence.minute == 1]
+    assert (kept.outcome, kept.exit_code) == ("ok", 0)
+    assert not list((state / "unsaved").iterdir())
