@@ -456,11 +456,11 @@ conn.execute("ROLLBACK")
 def test_a_run_whose_record_cannot_be_saved_is_reported_once_as_it_happened(
     tmp_path: Path, monkeypatch: Any
 ) -> None:
-    from cronctl.edge import store as store_module
+    from cronctl.edge import dbfile
     from cronctl.execute import run_once
 
     # Another process holds the write lock past the busy timeout (shortened from 30 s).
-    monkeypatch.setattr(store_module, "_BUSY_TIMEOUT_MS", 300)
+    monkeypatch.setattr(dbfile, "_BUSY_TIMEOUT_MS", 300)
     started, locked, release = (tmp_path / n for n in ("started", "locked", "release"))
     command = f"touch {started}; while [ ! -e {locked} ]; do sleep 0.02; done; echo done"
     path = write_schedule(
