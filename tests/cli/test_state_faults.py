@@ -620,3 +620,17 @@ def test_a_full_disk_after_the_run_is_reported_once_and_honestly(
         (kept,) = [r for r in store.history("t") if r.occurrence.minute == 1]
     assert (kept.outcome, kept.exit_code) == ("ok", 0)
     assert not list((state / "unsaved").iterdir())
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chown needs root")
+@pytest.mark.parametrize("name", ["state.db", "state.db-wal"])
+def test_a_state_database_of_another_user_is_refused(tmp_path: Path, name: str) -> None:
+    from cronctl.errors import UnsafeDirectoryError
+
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    Store.open(state).close()
+    (state / "state.db-wal").touch()
+    os.chown(state / name, 12345, 12345)
+    with pytest.raises(UnsafeDirectoryError, match="owned by uid 12345"):
+        Store.open(state)
