@@ -634,3 +634,38 @@ def test_a_state_database_of_another_user_is_refused(tmp_path: Path, name: str) 
     os.chown(state / name, 12345, 12345)
     with pytest.raises(UnsafeDirectoryError, match="owned by uid 12345"):
         Store.open(state)
+
+
+def test_cronctl_never_opens_a_descriptor_of_the_database_itself(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    # Only SQLite may hold descriptors of state.db: closing any other one drops SQLite's locks.
+    import builtins
+
+    from cronctl.execute import run_once
+
+    opened: list[str] = []
+    real_os_open, real_open = os.open, builtins.open
+
+    def spy_os_open(path: Any, *args: Any, **kwargs: Any) -> int:
+        opened.append(os.fspath(path) if not isinstance(path, int) else "")
+        return real_os_open(path, *args, **kwargs)
+
+    def spy_open(path: Any, *args: Any, **kwargs: Any) -> Any:
+        opened.append(os.fspath(path) if not isinstance(path, int) else "")
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", spy_os_open)
+    monkeypatch.setattr(builtins, "open", spy_open)
+    path = write_schedule(tmp_path / "s.toml", ['name = "t"\ncron = "* * * * *"\ncommand = "true"'])
+    ctx = _ctx(tmp_path)
+    for minute in range(3):  # creates, then reopens with a connection of its own still live
+        with Store.open(ctx.state_dir if minute else _made(ctx.state_dir)):
+            run_once(load_paths([path]), datetime(2026, 8, 3, 9, minute, tzinfo=UTC), ctx)
+    assert opened  # the spy works: logs and the like are opened through it
+    assert not [p for p in opened if Path(p).name.startswith("state.db")], opened
+
+
+def _made(directory: Path) -> Path:
+    directory.mkdir(mode=0o700, exist_ok=True)
+    return directory
