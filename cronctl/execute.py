@@ -18,11 +18,16 @@ from cronctl.core.model import Schedule, Task, format_duration, format_utc
 from cronctl.edge import locks
 from cronctl.edge.paths import ensure_private_dir
 from cronctl.edge.store import RunRow, Store, TaskState
+from cronctl.errors import CronctlError
 
 if TYPE_CHECKING:
     from cronctl.edge import runner
 
 CONDITION_TIMEOUT_S = 30.0
+#: `run --now T` with T this far ahead of the machine's clock is a rehearsal (RunContext).
+REHEARSAL_AHEAD = timedelta(minutes=5)
+#: Where a rehearsal keeps its windows, history and logs: inside state_dir, apart.
+REHEARSAL_DIR = "rehearsal"
 LOG_RETENTION = timedelta(days=14)
 HISTORY_RETENTION = timedelta(days=90)
 FAILED = ("failed", "timeout", "error")
@@ -106,6 +111,9 @@ class RunContext:
     env: Mapping[str, str]
     clock: Callable[[], datetime]
     dry_run: bool = False
+    # A --now ahead of the machine's clock (see REHEARSAL_AHEAD): it runs what is due then, but
+    # records it apart and takes no claim, so it cannot touch present-day runs or data.
+    rehearsal: bool = False
     max_parallel: int = 8
     tracker: Tracker | None = None
     # The process edge, injectable so the soak test can drive weeks of ticks in process.
@@ -140,6 +148,8 @@ def new_run_id(occurrence: datetime) -> str:
 
 def run_once(schedule: Schedule, now: datetime, ctx: RunContext) -> RunReport:
     """Plan every task's window at `now`, record it, then run what is due."""
+    if ctx.rehearsal:
+        ctx = replace(ctx, state_dir=ensure_private_dir(ctx.state_dir) / REHEARSAL_DIR)
     ensure_private_dir(ctx.state_dir)
     ensure_private_dir(ctx.lock_dir)
     paused = locks.paused_tasks(ctx.lock_dir)
@@ -150,7 +160,7 @@ def run_once(schedule: Schedule, now: datetime, ctx: RunContext) -> RunReport:
             except _DryRunRollback as dry:
                 runs = [_dry_outcome(row, dry.plans[row.task].task, ctx) for row in dry.rows]
                 return RunReport(now, runs, dry_run=True)
-        recovered = _recover(store, ctx)
+        recovered = _recover(store, ctx, schedule)
         plans, rows = _plan_all(store, schedule, now, paused, ctx)
         pending = [r for r in rows if r.outcome == "pending"]
         by_task: dict[str, list[RunRow]] = {}
@@ -159,8 +169,9 @@ def run_once(schedule: Schedule, now: datetime, ctx: RunContext) -> RunReport:
         results: dict[str, RunRow] = {r.id: r for r in recovered + rows}
         for row in _run_all(store, plans, by_task, ctx):
             results[row.id] = row
-        if now.minute == 0:
-            _sweep(store, ctx, now)
+        if now.minute == 0 and not ctx.rehearsal:
+            # Never by a pretended future time: that would delete present-day data.
+            _sweep(store, ctx, min(now, real_clock()))
     return RunReport(now, list(results.values()))
 
 
@@ -266,16 +277,43 @@ def _row(task: Task, when: datetime, outcome: str, ctx: RunContext) -> RunRow:
 
 def _run_task(store: Store, task: Task, rows: list[RunRow], ctx: RunContext) -> list[RunRow]:
     """The occurrences of one task, oldest first, one at a time (catch-up never overlaps)."""
+    from cronctl.edge import unsaved
+
     done: list[RunRow] = []
     for row in rows:
+        unsaved.reserve(ctx.state_dir, row.id)  # room for the result if the disk fills up
         try:
             result = _run_occurrence(store, task, row, ctx)
         except Exception as exc:
             result = replace(row, outcome="error", message=f"cronctl: {exc}")
         fields = {k: getattr(result, k) for k in _RESULT_FIELDS}
-        store.update_run(row.id, **fields)
+        try:
+            store.update_run(row.id, **fields)
+        except CronctlError as exc:
+            result = _unsaved(result, fields, exc, ctx)
+        else:
+            unsaved.forget(ctx.state_dir, row.id)
         done.append(result)
     return done
+
+
+def _unsaved(result: RunRow, fields: dict[str, Any], exc: CronctlError, ctx: RunContext) -> RunRow:
+    """Report once what is known of a run whose record could not be saved (SPEC 4.4)."""
+    from cronctl.edge import unsaved
+
+    why = unsaved.keep(ctx.state_dir, result.id, fields)
+    later = (
+        "it is kept aside and recorded by the next run"
+        if why is None
+        else f"keeping it aside failed too ({why}), so the next run will report this run "
+        "again, as of unknown outcome"
+    )
+    ran = "it did not run" if result.started is None else f"it ran: {result.outcome}"
+    if result.exit_code is not None:
+        ran += f", exit {result.exit_code}"
+    note = f"the record could not be saved ({exc}); {later}"
+    ctx.warn(f"cronctl: error: task {result.task}: {ran}; {note}")
+    return replace(result, message="; ".join(filter(None, (result.message, note))))
 
 
 _RESULT_FIELDS = (
@@ -305,9 +343,7 @@ def _run_occurrence(store: Store, task: Task, row: RunRow, ctx: RunContext) -> R
     if ctx.tracker is not None and ctx.tracker.stopping:
         # Told to stop while a condition ran: take no claim that another server could use.
         return replace(row, outcome="interrupted", message=NOT_STARTED)
-    if task.on_one_server and not locks.claim_occurrence(
-        ctx.lock_dir, task.name, row.occurrence, host=ctx.host, pid=ctx.pid, now=now
-    ):
+    if task.on_one_server and not _claim(task, row, ctx, now):
         return replace(row, outcome="skipped: another server")
     lock = None
     if task.without_overlapping:
@@ -387,6 +423,16 @@ def _execute(
     )
 
 
+def _claim(task: Task, row: RunRow, ctx: RunContext, now: datetime) -> bool:
+    if ctx.rehearsal:
+        # A claim taken for a pretended future occurrence would make the real one, when its
+        # time comes, look run by another server: a rehearsal only looks.
+        return not locks.claim_exists(ctx.lock_dir, task.name, row.occurrence)
+    return locks.claim_occurrence(
+        ctx.lock_dir, task.name, row.occurrence, host=ctx.host, pid=ctx.pid, now=now
+    )
+
+
 def _task_env(task: Task, row: RunRow, ctx: RunContext) -> dict[str, str]:
     env = dict(ctx.env)
     env.update(task.env)
@@ -420,23 +466,65 @@ def _dry_outcome(row: RunRow, task: Task, ctx: RunContext) -> RunRow:
     return replace(row, outcome="would run", message=note)
 
 
-def _recover(store: Store, ctx: RunContext) -> list[RunRow]:
+def _recover(store: Store, ctx: RunContext, schedule: Schedule) -> list[RunRow]:
     """Rows left pending/running by a cronctl process that died are closed honestly.
 
     They are reported as errors of this run, so cron's mail says what was interrupted.
     """
     closed: list[RunRow] = []
-    for row in store.unfinished_runs(ctx.host):
+    for row in store.unfinished_runs(None):
+        if _apply_unsaved(store, row, ctx):
+            continue  # ended and reported when it ran; now recorded, not reported again
         # A live owner is still at work: another `run`, or this very process (`work` ticks
         # in threads, so a slow task from the last minute shares our pid).
+        if row.host != ctx.host and not _foreign_row_is_old(row, schedule):
+            continue
         if row.pid is not None and _alive(row.pid):
             continue
         message = "cronctl died before this run finished; its outcome is unknown"
         if row.outcome == "pending":
             message = "cronctl died before starting this run; it did not run"
-        store.update_run(row.id, outcome="error", message=message)
-        closed.append(replace(row, outcome="error", message=message))
+        if row.host != ctx.host:
+            message += f" (left open under the host name {row.host!r})"
+        # Conditional: an owner that recorded its end since the read above keeps it.
+        if store.close_unfinished(row, outcome="error", message=message):
+            closed.append(replace(row, outcome="error", message=message))
+        _forget_unsaved(ctx, row)
     return closed
+
+
+def _forget_unsaved(ctx: RunContext, row: RunRow) -> None:
+    from cronctl.edge import unsaved
+
+    unsaved.forget(ctx.state_dir, row.id)  # the reservation a crash left behind
+
+
+def _apply_unsaved(store: Store, row: RunRow, ctx: RunContext) -> bool:
+    from cronctl.edge import unsaved
+
+    fields = unsaved.take(ctx.state_dir, row.id)
+    if fields is None:
+        return False
+    fields = {k: v for k, v in fields.items() if k in _RESULT_FIELDS}
+    try:
+        store.close_unfinished(row, **fields)
+    except (ValueError, TypeError):
+        return False  # not a result cronctl wrote: recover the row as usual
+    unsaved.forget(ctx.state_dir, row.id)
+    return True
+
+
+#: A row left open under another host name is judged only after this long (or the longest
+#: task timeout, if longer): state_dir belongs to one machine, so such a row was left by this
+#: machine under an earlier name (a renamed container), but its pid means nothing until no run
+#: of the old name can still be going (say a state_dir wrongly shared for a while).
+FOREIGN_HOST_AGE = timedelta(hours=24)
+
+
+def _foreign_row_is_old(row: RunRow, schedule: Schedule) -> bool:
+    longest = max((t.timeout for t in schedule.tasks if t.timeout), default=timedelta(0))
+    since = row.started or row.occurrence
+    return real_clock() - since > max(FOREIGN_HOST_AGE, longest)
 
 
 def _alive(pid: int) -> bool:

@@ -133,6 +133,22 @@ def run_context(
     )
 
 
+def pretended(ctx: RunContext, instant: datetime, dry_run: bool) -> RunContext:
+    """The context of `run --now TIME`: a time ahead of the clock is a rehearsal (SPEC 3)."""
+    from cronctl.execute import REHEARSAL_AHEAD, REHEARSAL_DIR
+
+    if instant - datetime.now(UTC) > REHEARSAL_AHEAD and not dry_run:
+        print(
+            f"cronctl: note: --now is ahead of this machine's clock: a rehearsal. It runs what "
+            f"is due then, records it in {ctx.state_dir / REHEARSAL_DIR} (not in the real "
+            "history), takes no on_one_server claim and changes no task's window",
+            file=sys.stderr,
+        )
+        return replace(ctx, rehearsal=True)
+    # A pretended time holds for the whole run: leases and grace are judged by it too.
+    return replace(ctx, clock=lambda: instant)
+
+
 def run_command(
     files: list[Path] | None,
     now: str | None,
@@ -153,8 +169,7 @@ def run_command(
     instant = parse_instant(now)
     ctx = run_context(schedule, state_dir, lock_dir, strict, dry_run, verbose, host)
     if now is not None:
-        # A pretended time holds for the whole run: leases and grace are judged by it too.
-        ctx = replace(ctx, clock=lambda: instant)
+        ctx = pretended(ctx, instant, dry_run)
     stop = _StopOnSignal()
     report = run_once(schedule, instant, stop.install(ctx))
     render_run(report, as_json, verbose)

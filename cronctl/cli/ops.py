@@ -86,8 +86,8 @@ def history(
     from cronctl import operate
     from cronctl.cli.render import render_history
 
-    _, states, _ = _dirs(file, state_dir, lock_dir)
-    render_history(operate.history(states, name, limit), as_json)
+    schedule, states, _ = _dirs(file, state_dir, lock_dir)
+    render_history(operate.history(states, name, limit, schedule), as_json)
 
 
 @app.command()
@@ -105,8 +105,8 @@ def logs(
     from cronctl import operate
     from cronctl.cli.render import visible
 
-    _, states, _ = _dirs(file, state_dir, lock_dir)
-    result = operate.logs(states, name, run)
+    schedule, states, _ = _dirs(file, state_dir, lock_dir)
+    result = operate.logs(states, name, run, schedule)
     print(f"# {result.run.task} {result.run.id} {result.run.outcome}", file=sys.stderr)
     sys.stdout.flush()
     # On a terminal, escapes are shown, not obeyed (SPEC 4.4); a pipe gets the exact bytes.

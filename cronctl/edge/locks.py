@@ -31,6 +31,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from cronctl.core.due import CLAIM_SWEEP_AGE
 from cronctl.edge.paths import ensure_private_dir, fsync_dir, open_nofollow, write_atomic
 from cronctl.errors import UnsafeDirectoryError
 
@@ -480,8 +481,11 @@ def claim_exists(lock_dir: Path, task: str, occurrence: datetime) -> bool:
     return os.path.lexists(path)
 
 
-def sweep_claims(lock_dir: Path, *, now: datetime, max_age: timedelta = timedelta(days=7)) -> int:
+def sweep_claims(lock_dir: Path, *, now: datetime, max_age: timedelta = CLAIM_SWEEP_AGE) -> int:
     """Delete claims whose occurrence is older than ``max_age``; return how many went.
+
+    Safe because no on_one_server task reaches back that far (``due.CLAIM_REACH``, a day
+    shorter): a swept claim can never be wanted again.
 
     Age comes from the occurrence in the file name, not the mtime, which a copy or a clock
     on another machine could distort. Housekeeping never fails a run: a claim that another
