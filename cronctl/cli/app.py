@@ -178,6 +178,9 @@ def next_(
     after: Annotated[str | None, typer.Option("--after", help="Start after this instant.")] = None,
     cron: Annotated[str | None, typer.Option("--cron", help="An ad-hoc expression.")] = None,
     tz: Annotated[str, typer.Option("--tz", help="Time zone for --cron.")] = "UTC",
+    misfire: Annotated[
+        str, typer.Option("--misfire", help="Policy for --cron (runs after a DST gap).")
+    ] = "coalesce",
     file: FileOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -189,7 +192,11 @@ def next_(
     if (name is None) == (cron is None):
         raise UsageError("give a task NAME or --cron EXPR (one of them)")
     if cron is not None:
-        result = service.next_for_expression(cron, tz, start, count)
+        from cronctl.core.model import MISFIRE_POLICIES
+
+        if misfire not in MISFIRE_POLICIES:
+            raise UsageError(f"--misfire {misfire!r}: use one of {', '.join(MISFIRE_POLICIES)}")
+        result = service.next_for_expression(cron, tz, start, count, misfire)
     else:
         assert name is not None
         result = service.next_for_task(load_schedule(file), name, start, count)

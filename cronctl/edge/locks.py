@@ -6,6 +6,7 @@ Layout (task names are validated, so each becomes exactly one file name)::
     LOCK_DIR/overlap/TASK.holder     who holds it: host, pid, start (JSON)
     LOCK_DIR/overlap/TASK.guard      serialises "try the lock + read/write .holder"
     LOCK_DIR/claims/TASK@YYYYMMDDTHHMMZ   one per occurrence, never released        (SPEC 4.3)
+                                          (…THHMMSSZ: the 2nd, 3rd… after a DST gap)
     LOCK_DIR/paused/TASK.pause       operator pause (JSON)                         (SPEC 5.3)
 
 A ``:`` in a task name is written as ``%`` in file names: Windows servers behind a cifs
@@ -52,6 +53,7 @@ __all__ = [
 
 _TASK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$")
 _CLAIM_STAMP = "%Y%m%dT%H%MZ"
+_CLAIM_STAMP_SECONDS = "%Y%m%dT%H%M%SZ"
 # The guard is held for a few system calls; waiting longer means its holder is stopped.
 _GUARD_WAIT_S = 5.0
 _MAX_RECORD_BYTES = 64 * 1024
@@ -330,9 +332,18 @@ def _read_holder(path: Path) -> HolderInfo | None:
 
 def _claim_stamp(occurrence: datetime) -> str:
     moment = _utc(occurrence)
-    if moment.second or moment.microsecond:
-        raise ValueError(f"occurrence {moment.isoformat()} is not on a whole minute")
-    return moment.strftime(_CLAIM_STAMP)
+    if moment.microsecond:
+        raise ValueError(f"occurrence {moment.isoformat()} is not on a whole second")
+    # A whole minute keeps the short stamp. Seconds tell apart the several occurrences
+    # the first minute after a DST gap carries (cronctl.core.due): TASK@YYYYMMDDTHHMMSSZ.
+    return moment.strftime(_CLAIM_STAMP_SECONDS if moment.second else _CLAIM_STAMP)
+
+
+def _parse_claim_stamp(stamp: str) -> datetime | None:
+    for form in (_CLAIM_STAMP, _CLAIM_STAMP_SECONDS):
+        with suppress(ValueError):
+            return datetime.strptime(stamp, form).replace(tzinfo=UTC)
+    return None
 
 
 def claim_occurrence(
@@ -393,9 +404,8 @@ def sweep_claims(lock_dir: Path, *, now: datetime, max_age: timedelta = timedelt
         stem, at, stamp = entry.name.rpartition("@")
         if not at or _task_from_stem(stem) is None:
             continue
-        try:
-            occurrence = datetime.strptime(stamp, _CLAIM_STAMP).replace(tzinfo=UTC)
-        except ValueError:
+        occurrence = _parse_claim_stamp(stamp)
+        if occurrence is None:
             continue
         if occurrence < cutoff:
             with suppress(OSError):
