@@ -105,9 +105,10 @@ def _gap_policy(task: Task, seg: Segment, swallowed: int) -> str:
         )
     if carried == 1:
         return f"it runs once at {where} instead"
+    others = "the other" if carried == 2 else f"the other {carried - 1}"
     return (
         f'{lands} at {where}{own}, where misfire = "{task.misfire}" runs it once and '
-        f"records the other {carried - 1} as missed (Debian cron runs each, as "
+        f"records {others} as missed (Debian cron runs each, as "
         'misfire = "catch-up" does)'
     )
 
