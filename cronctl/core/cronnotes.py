@@ -79,8 +79,9 @@ def _weekday_step_note(item: str) -> str | None:
     listed = ", ".join(names[:-1]) + f" and {names[-1]}"
     meant = ",".join(_DAYS[d] for d in days if d != 7)
     return (
-        f"day-of-week {item!r} counts up to 7, which is Sunday again: it means {listed}; "
-        f"write the days out ({meant} if Sunday is not meant)"
+        f"day-of-week {item!r} counts up to 7, which is Sunday again: it means {listed} "
+        f"(and Debian's crontab rejects the form); write the days out ({meant} if Sunday "
+        "is not meant)"
     )
 
 
