@@ -24,7 +24,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from cronctl.core.cronexpr import parse_cron
-from cronctl.core.due import Previous, plan
+from cronctl.core.due import Previous, occurrences, plan
 from cronctl.core.model import Task
 from cronctl.core.zones import parse_zone
 
@@ -254,3 +254,19 @@ def test_catch_up_over_a_long_downtime_keeps_the_gap_identities() -> None:
     decided = plan(task, previous(task, utc("2027-03-20T00:00Z")), utc("2027-03-28T12:00Z"))
     assert decided.run[-2:] == [LANDING, LANDING + SECOND]
     assert decided.run[-3] == utc("2027-03-27T01:30Z")
+
+
+@pytest.mark.parametrize(("zone", "expression", "start", "end", "expected"), ROWS, ids=IDS)
+def test_window_scan_and_long_window_search_find_the_same_identities(
+    zone: str, expression: str, start: str, end: str, expected: dict[str, int]
+) -> None:
+    task = make_task(expression, zone, "catch-up")
+    last = utc(start) - MINUTE
+    identities = [
+        utc(minute) + i * SECOND for minute, count in expected.items() for i in range(count)
+    ]
+    scanned, count = occurrences(task, last, utc(end))  # minute by minute up to 3 hours
+    assert scanned == identities and count == len(identities)
+    # A window wider than the scan limit goes occurrence by occurrence through next_run.
+    searched, _ = occurrences(task, last - timedelta(hours=4), utc(end))
+    assert [t for t in searched if t > last] == identities
