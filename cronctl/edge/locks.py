@@ -54,6 +54,8 @@ __all__ = [
 _TASK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$")
 _CLAIM_STAMP = "%Y%m%dT%H%MZ"
 _CLAIM_STAMP_SECONDS = "%Y%m%dT%H%M%SZ"
+# A claim's stamp: the occurrence's minute, with seconds for the 2nd, 3rd... after a DST gap.
+_STAMP_SHAPE = re.compile(r"[0-9]{8}T[0-9]{4}(?:[0-9]{2})?Z")
 # The guard is held for a few system calls; waiting longer means its holder is stopped.
 _GUARD_WAIT_S = 5.0
 _MAX_RECORD_BYTES = 64 * 1024
@@ -339,13 +341,6 @@ def _claim_stamp(occurrence: datetime) -> str:
     return moment.strftime(_CLAIM_STAMP_SECONDS if moment.second else _CLAIM_STAMP)
 
 
-def _parse_claim_stamp(stamp: str) -> datetime | None:
-    for form in (_CLAIM_STAMP, _CLAIM_STAMP_SECONDS):
-        with suppress(ValueError):
-            return datetime.strptime(stamp, form).replace(tzinfo=UTC)
-    return None
-
-
 def claim_occurrence(
     lock_dir: Path, task: str, occurrence: datetime, *, host: str, pid: int, now: datetime
 ) -> bool:
@@ -393,7 +388,9 @@ def sweep_claims(lock_dir: Path, *, now: datetime, max_age: timedelta = timedelt
     on another machine could distort. Housekeeping never fails a run: a claim that another
     machine swept first, or that cannot be removed, is left alone.
     """
-    cutoff = _utc(now) - max_age
+    # Stamps are fixed-width digits, so text order is time order: an hourly sweep of a week
+    # of every-minute claims (10,080 files) compares strings instead of parsing each date.
+    cutoff = (_utc(now) - max_age).strftime(_CLAIM_STAMP)
     removed = 0
     try:
         with os.scandir(lock_dir / "claims") as listing:
@@ -402,12 +399,10 @@ def sweep_claims(lock_dir: Path, *, now: datetime, max_age: timedelta = timedelt
         return 0
     for entry in entries:
         stem, at, stamp = entry.name.rpartition("@")
-        if not at or _task_from_stem(stem) is None:
+        # Compared by minute: 01:00:01 (a second occurrence after a DST gap) is as old as 01:00.
+        if not at or f"{stamp[:13]}Z" >= cutoff or not _STAMP_SHAPE.fullmatch(stamp):
             continue
-        occurrence = _parse_claim_stamp(stamp)
-        if occurrence is None:
-            continue
-        if occurrence < cutoff:
+        if _task_from_stem(stem) is not None:
             with suppress(OSError):
                 Path(entry.path).unlink()
                 removed += 1

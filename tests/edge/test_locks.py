@@ -371,7 +371,9 @@ def test_occurrences_one_second_apart_are_claimed_apart_and_swept(tmp_path: Path
     assert not claim_occurrence(tmp_path, "report", second, host="b", pid=2, now=T0)
     names = sorted(p.name for p in (tmp_path / "claims").iterdir())
     assert names == ["report@20260803T090001Z", "report@20260803T0900Z"]
-    assert sweep_claims(tmp_path, now=T0 + timedelta(days=8)) == 2
+    # Aged by their minute: at the 7-day boundary both stay, a minute later both go.
+    assert sweep_claims(tmp_path, now=T0 + timedelta(days=7)) == 0
+    assert sweep_claims(tmp_path, now=T0 + timedelta(days=7, minutes=1)) == 2
 
 
 def test_symlink_planted_at_the_claim_path_is_not_followed(tmp_path: Path) -> None:
