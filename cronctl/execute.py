@@ -424,12 +424,14 @@ def _execute(
 
 
 def _claim(task: Task, row: RunRow, ctx: RunContext, now: datetime) -> bool:
+    lock_dir = ctx.lock_dir
     if ctx.rehearsal:
         # A claim taken for a pretended future occurrence would make the real one, when its
-        # time comes, look run by another server: a rehearsal only looks.
-        return not locks.claim_exists(ctx.lock_dir, task.name, row.occurrence)
+        # time comes, look run by another server: rehearsals claim among themselves, apart
+        # (machines rehearsing the same future still run each occurrence once).
+        lock_dir = ensure_private_dir(lock_dir / REHEARSAL_DIR, within=lock_dir)
     return locks.claim_occurrence(
-        ctx.lock_dir, task.name, row.occurrence, host=ctx.host, pid=ctx.pid, now=now
+        lock_dir, task.name, row.occurrence, host=ctx.host, pid=ctx.pid, now=now
     )
 
 

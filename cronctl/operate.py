@@ -106,7 +106,7 @@ class LogResult:
     """`cronctl logs`: which run, and the checked path of its captured output."""
 
     run: RunRow
-    path: Path
+    path: Path | None  # None: the run printed nothing, so no log file was kept
 
     def chunks(self) -> Iterator[bytes]:
         """The output in chunks: a log of any size is shown in constant memory.
@@ -114,6 +114,9 @@ class LogResult:
         :raises UsageError: the log was swept (kept 14 days) after `logs` found it.
         """
         from cronctl.edge.logfiles import log_chunks
+
+        if self.path is None:
+            return
 
         try:
             yield from log_chunks(self.path)
@@ -146,7 +149,7 @@ def logs(
                 raise UsageError(f"task {task!r} has no recorded output on this machine yet")
             run = with_logs[0]
     if run.log_path is None:
-        raise UsageError(f"run {run.id} ({run.outcome}) printed nothing")
+        return LogResult(run, None)
     path = log_file(state_dir, run.task, run.log_path)
     if path is None or not os.path.lexists(path):
         raise _gone(run)

@@ -15,7 +15,7 @@ from cronctl.core.analysis import schedule_warnings
 from cronctl.core.cronexpr import minute_floor, parse_cron
 from cronctl.core.model import Problem, Schedule, Task, problem_order
 from cronctl.core.values import LATEST
-from cronctl.core.zones import next_occurrence, parse_zone
+from cronctl.core.zones import next_occurrence, parse_zone, walls_at
 from cronctl.errors import UsageError
 
 
@@ -60,6 +60,10 @@ class NextResult:
     expression: str
     timezone: str
     occurrences: list[datetime]
+    # Per occurrence, the wall times it stands for (several after a DST gap), and the policy
+    # that decides how many of them run.
+    carried: list[tuple[datetime, ...]] = field(default_factory=list)
+    misfire: str = "coalesce"
 
 
 @dataclass(frozen=True)
@@ -103,11 +107,15 @@ def next_for_task(schedule: Schedule, name: str, after: datetime, count: int) ->
     except KeyError:
         known = ", ".join(t.name for t in schedule.tasks[:10])
         raise UsageError(f"no task named {name!r}; tasks: {known or '(none)'}") from None
-    return NextResult(task.name, task.schedule, task.zone.name, task.next_runs(after, count))
+    runs = task.next_runs(after, count)
+    carried = [task.walls_at(t) for t in runs]
+    return NextResult(task.name, task.schedule, task.zone.name, runs, carried, task.misfire)
 
 
-def next_for_expression(expression: str, zone_name: str, after: datetime, count: int) -> NextResult:
-    """The next `count` runs of an ad-hoc expression in a zone."""
+def next_for_expression(
+    expression: str, zone_name: str, after: datetime, count: int, misfire: str = "coalesce"
+) -> NextResult:
+    """The next `count` runs of an ad-hoc expression in a zone (`misfire`: for DST gaps)."""
     expr = parse_cron(expression)
     zone = parse_zone(zone_name)
     runs: list[datetime] = []
@@ -117,7 +125,8 @@ def next_for_expression(expression: str, zone_name: str, after: datetime, count:
             break
         cursor = next_occurrence(expr, zone, cursor)
         runs.append(cursor)
-    return NextResult(None, expr.text, zone.name, runs)
+    carried = [walls_at(expr, zone, t) for t in runs]
+    return NextResult(None, expr.text, zone.name, runs, carried, misfire)
 
 
 def due(schedule: Schedule, now: datetime) -> DueResult:

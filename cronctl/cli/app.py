@@ -253,6 +253,14 @@ def next_(
             "--tz", metavar="ZONE", help="Time zone for --cron: UTC, +HH:MM or an IANA name."
         ),
     ] = "UTC",
+    misfire: Annotated[
+        str,
+        typer.Option(
+            "--misfire",
+            metavar="POLICY",
+            help="Policy for --cron: coalesce, catch-up or skip (how many runs after a DST gap).",
+        ),
+    ] = "coalesce",
     file: FileOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -264,7 +272,11 @@ def next_(
     if (name is None) == (cron is None):
         raise UsageError("give a task NAME or --cron EXPR (one of them)")
     if cron is not None:
-        result = service.next_for_expression(cron, tz, start, count)
+        from cronctl.core.model import MISFIRE_POLICIES
+
+        if misfire not in MISFIRE_POLICIES:
+            raise UsageError(f"--misfire {misfire!r}: use one of {', '.join(MISFIRE_POLICIES)}")
+        result = service.next_for_expression(cron, tz, start, count, misfire)
     else:
         assert name is not None
         schedule = load_schedule(file)

@@ -141,7 +141,7 @@ def pretended(ctx: RunContext, instant: datetime, dry_run: bool) -> RunContext:
         print(
             f"cronctl: note: --now is ahead of this machine's clock: a rehearsal. It runs what "
             f"is due then, records it in {ctx.state_dir / REHEARSAL_DIR} (not in the real "
-            "history), takes no on_one_server claim and changes no task's window",
+            f"history), claims in {ctx.lock_dir / REHEARSAL_DIR} and changes no real window",
             file=sys.stderr,
         )
         return replace(ctx, rehearsal=True)

@@ -108,6 +108,8 @@ def logs(
     schedule, states, _ = _dirs(file, state_dir, lock_dir)
     result = operate.logs(states, name, run, schedule)
     print(f"# {result.run.task} {result.run.id} {result.run.outcome}", file=sys.stderr)
+    if result.path is None:
+        print("# the run printed nothing (no log file is kept for a quiet run)", file=sys.stderr)
     sys.stdout.flush()
     # On a terminal, escapes are shown, not obeyed (SPEC 4.4); a pipe gets the exact bytes.
     decoder = codecs.getincrementaldecoder("utf-8")("replace") if sys.stdout.isatty() else None

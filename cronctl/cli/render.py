@@ -232,17 +232,46 @@ def render_next(result: NextResult, as_json: bool, local: bool) -> None:
                 "expression": result.expression,
                 "timezone": result.timezone,
                 "occurrences": [format_utc(t) for t in result.occurrences],
+                "details": [_next_detail(result, i) for i in range(len(result.carried))],
             }
         )
         return
     from cronctl.core.zones import parse_zone
 
     zone = parse_zone(result.timezone)
-    for when in result.occurrences:
+    for i, when in enumerate(result.occurrences):
         line = format_utc(when)
         if local and result.timezone != "UTC":
             line += f"  {zone.wall(when):%a %Y-%m-%d %H:%M} {result.timezone}"
+        detail = _next_detail(result, i) if i < len(result.carried) else None
+        if detail and detail["dst_skipped"]:
+            note = _dst_note(detail, result.misfire)
+            line += f"  \N{MULTIPLICATION SIGN}{detail['runs']} ({result.misfire}: {note})"
         print(line)
+
+
+def _next_detail(result: NextResult, index: int) -> dict[str, Any]:
+    """One occurrence of `next --json`: its runs, and the wall times a DST gap moved onto it."""
+    from cronctl.core.zones import parse_zone
+
+    when = result.occurrences[index]
+    walls = result.carried[index]
+    own = parse_zone(result.timezone).wall(when)
+    runs = len(walls) if result.misfire == "catch-up" else min(len(walls), 1)
+    return {
+        "at": format_utc(when),
+        "runs": runs,
+        "wall_times": [f"{w:%Y-%m-%dT%H:%M}" for w in walls],
+        "dst_skipped": [f"{w:%Y-%m-%dT%H:%M}" for w in walls if w != own],
+    }
+
+
+def _dst_note(detail: dict[str, Any], misfire: str) -> str:
+    """`02:00, 02:30 skipped by the DST change` (+ `, then its own time`, `; run once`)."""
+    note = ", ".join(w[-5:] for w in detail["dst_skipped"]) + " skipped by the DST change"
+    if len(detail["wall_times"]) > len(detail["dst_skipped"]):
+        note += ", then its own time"
+    return note if misfire == "catch-up" else note + "; run once"
 
 
 def render_due(result: DueResult, as_json: bool) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from cronctl.core.cronexpr import CronExpr, minute_floor
 from cronctl.core.values import LATEST
-from cronctl.core.zones import Zone, fires_at, next_occurrence
+from cronctl.core.zones import Zone, fires_at, next_occurrence, walls_at
 
 MISFIRE_POLICIES = ("coalesce", "catch-up", "skip")
 
@@ -108,6 +108,22 @@ class Task:
             return self.at == minute
         return fires_at(self.cron, self.zone, minute)
 
+    def walls_at(self, instant: datetime) -> tuple[datetime, ...]:
+        """The wall times (naive, in the task's zone) whose occurrence is this UTC minute.
+
+        One normally, none when the task does not fire; at the first minute after a
+        spring-forward gap, a fixed-time task also carries each time the gap swallowed.
+        """
+        minute = minute_floor(instant)
+        if self.cron is None:
+            return (self.zone.wall(minute),) if self.at == minute else ()
+        return walls_at(self.cron, self.zone, minute)
+
+    def runs_at(self, instant: datetime) -> int:
+        """How many runs this UTC minute gets: each carried wall time under `catch-up`, else 1."""
+        carried = len(self.walls_at(instant))
+        return carried if self.misfire == "catch-up" else min(carried, 1)
+
     def next_run(self, after: datetime) -> datetime | None:
         """The first occurrence strictly after `after` (None: a one-shot already past)."""
         if self.cron is None:
@@ -116,7 +132,11 @@ class Task:
         return next_occurrence(self.cron, self.zone, after)
 
     def next_runs(self, after: datetime, count: int = 1) -> list[datetime]:
-        """The next `count` occurrences strictly after `after`, as aware UTC datetimes."""
+        """The next `count` instants strictly after `after`, as aware UTC datetimes.
+
+        Each instant is listed once; `runs_at` says how many runs it gets (after a DST gap,
+        several under `catch-up`) and `walls_at` which wall times it stands for.
+        """
         runs: list[datetime] = []
         cursor = after
         while len(runs) < count and cursor < LATEST:

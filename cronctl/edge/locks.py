@@ -6,6 +6,7 @@ Layout (task names are validated, so each becomes exactly one file name)::
     LOCK_DIR/overlap/TASK.holder     who holds it: host, pid, start, the command (JSON)
     LOCK_DIR/overlap/TASK.guard      serialises "try the lock + read/write .holder"
     LOCK_DIR/claims/TASK@YYYYMMDDTHHMMZ   one per occurrence, never released        (SPEC 4.3)
+                                          (…THHMMSSZ: the 2nd, 3rd… after a DST gap)
     LOCK_DIR/paused/TASK.pause       operator pause (JSON)                         (SPEC 5.3)
 
 A ``:`` in a task name is written as ``%`` in file names: Windows servers behind a cifs
@@ -57,7 +58,9 @@ __all__ = [
 
 _TASK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$")
 _CLAIM_STAMP = "%Y%m%dT%H%MZ"
-_STAMP_SHAPE = re.compile(r"[0-9]{8}T[0-9]{4}Z")
+_CLAIM_STAMP_SECONDS = "%Y%m%dT%H%M%SZ"
+# A claim's stamp: the occurrence's minute, with seconds for the 2nd, 3rd... after a DST gap.
+_STAMP_SHAPE = re.compile(r"[0-9]{8}T[0-9]{4}(?:[0-9]{2})?Z")
 # The guard is held for a few system calls; waiting longer means its holder is stopped.
 _GUARD_WAIT_S = 5.0
 _MAX_RECORD_BYTES = 64 * 1024
@@ -436,9 +439,11 @@ def _read_command(value: object) -> procs.ProcessId | None:
 
 def _claim_stamp(occurrence: datetime) -> str:
     moment = _utc(occurrence)
-    if moment.second or moment.microsecond:
-        raise ValueError(f"occurrence {moment.isoformat()} is not on a whole minute")
-    return moment.strftime(_CLAIM_STAMP)
+    if moment.microsecond:
+        raise ValueError(f"occurrence {moment.isoformat()} is not on a whole second")
+    # A whole minute keeps the short stamp. Seconds tell apart the several occurrences
+    # the first minute after a DST gap carries (cronctl.core.due): TASK@YYYYMMDDTHHMMSSZ.
+    return moment.strftime(_CLAIM_STAMP_SECONDS if moment.second else _CLAIM_STAMP)
 
 
 def claim_occurrence(
@@ -502,7 +507,8 @@ def sweep_claims(lock_dir: Path, *, now: datetime, max_age: timedelta = CLAIM_SW
         return 0
     for entry in entries:
         stem, at, stamp = entry.name.rpartition("@")
-        if not at or stamp >= cutoff or not _STAMP_SHAPE.fullmatch(stamp):
+        # Compared by minute: 01:00:01 (a second occurrence after a DST gap) is as old as 01:00.
+        if not at or f"{stamp[:13]}Z" >= cutoff or not _STAMP_SHAPE.fullmatch(stamp):
             continue
         if _task_from_stem(stem) is not None:
             with suppress(OSError):

@@ -119,6 +119,8 @@ def test_list_shows_good_tasks_then_problems_and_exits_2(cli: Cli, tmp_path: Pat
 def test_next_for_a_task_and_for_an_expression(cli: Cli, tmp_path: Path) -> None:
     write_schedule(tmp_path / "schedules.toml", TASKS)
     task = json.loads(cli("next", "digest", "-n", "2", "--after", NOW, "--json").stdout)
+    # Keys may be added, never renamed: `details` says how many runs each instant gets.
+    assert [d["runs"] for d in task.pop("details")] == [1, 1]
     assert task == {
         "task": "digest", "expression": "0 9 * * 1-5", "timezone": "Europe/Berlin",
         "occurrences": ["2026-08-04T07:00:00Z", "2026-08-05T07:00:00Z"],

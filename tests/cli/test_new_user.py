@@ -60,6 +60,8 @@ BROKEN = [
 
 
 def test_status_of_a_broken_file_shows_the_errors_and_exits_2(cli: Cli, tmp_path: Path) -> None:
+    good = write_schedule(tmp_path / "good.toml", [BROKEN[1]])
+    assert cli("run", "-f", str(good), "--now", NOW).returncode == 0  # a store to read
     path = write_schedule(tmp_path / "bad.toml", BROKEN)
     result = cli("status", "-f", str(path), "--now", NOW)
     assert result.returncode == 2
