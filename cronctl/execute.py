@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
@@ -97,6 +98,12 @@ class RunContext:
     start: Callable[[runner.RunSpec], Running] = start_command
     condition: Callable[..., bool] = check_condition
     warn: Callable[[str], None] = field(default=lambda message: print(message, file=sys.stderr))
+    # Issue 11: waits (jitter, retry delays) go through `sleep` so tests can pin the clock;
+    # `on_done` hears each occurrence's final row as its task ends (live failure reports);
+    # `output` gives a task's output lines to a sink (`work --output`).
+    sleep: Callable[[float], None] = time.sleep
+    on_done: Callable[[Task, RunRow, str | None], None] | None = None
+    output: Callable[[str], Callable[[str], None]] | None = None
 
 
 @dataclass(frozen=True)
@@ -109,8 +116,16 @@ class RunReport:
 
     @property
     def failed(self) -> list[RunRow]:
-        """The runs that failed, timed out or could not start."""
-        return [r for r in self.runs if r.outcome in FAILED]
+        """The runs that failed, timed out or could not start (an occurrence's last attempt:
+        a failure that a retry made good is history, not a failure of this run)."""
+        last: dict[tuple[str, datetime], int] = {}
+        for r in self.runs:
+            last[_key(r)] = max(last.get(_key(r), 0), r.attempt)
+        return [r for r in self.runs if r.outcome in FAILED and r.attempt == last[_key(r)]]
+
+
+def _key(row: RunRow) -> tuple[str, datetime]:
+    return row.task, row.occurrence
 
 
 def new_run_id(occurrence: datetime) -> str:
@@ -141,6 +156,10 @@ def run_once(schedule: Schedule, now: datetime, ctx: RunContext) -> RunReport:
             results[row.id] = row
         if now.minute == 0:
             _sweep(store, ctx, now)
+        if schedule.settings.metrics_file is not None:
+            from cronctl.edge.metrics import write_metrics
+
+            write_metrics(schedule, store, now, ctx)
     return RunReport(now, list(results.values()))
 
 
@@ -253,7 +272,12 @@ def _run_task(store: Store, task: Task, rows: list[RunRow], ctx: RunContext) -> 
         except Exception as exc:
             result = replace(row, outcome="error", message=f"cronctl: {exc}")
         fields = {k: getattr(result, k) for k in _RESULT_FIELDS}
-        store.update_run(row.id, **fields)
+        store.update_run(result.id, **fields)
+        if result.attempt > 1 or task.notify != "always" or ctx.on_done is not None:
+            from cronctl import attempts
+
+            done.extend(attempts.earlier(store, result))
+            attempts.finished(store, task, result, ctx)
         done.append(result)
     return done
 
@@ -271,6 +295,10 @@ _RESULT_FIELDS = (
 
 
 def _run_occurrence(store: Store, task: Task, row: RunRow, ctx: RunContext) -> RunRow:
+    if task.jitter is not None:
+        from cronctl.core.opskeys import jitter_offset
+
+        ctx.sleep(jitter_offset(task, ctx.host))
     now = ctx.clock()
     if task.misfire_grace is not None and now - row.occurrence > task.misfire_grace:
         return replace(row, outcome="missed", message="older than misfire_grace when it came up")
@@ -299,6 +327,10 @@ def _run_occurrence(store: Store, task: Task, row: RunRow, ctx: RunContext) -> R
             )
         lock = attempt.lock
     try:
+        if task.reports_outside:
+            from cronctl import attempts
+
+            return attempts.execute(store, task, row, env, ctx, lock.fd if lock else None)
         return _execute(store, task, row, env, ctx, lock.fd if lock else None)
     finally:
         if lock is not None:
@@ -328,6 +360,7 @@ def _execute(
         timeout=task.timeout,
         log_path=log_path,
         pass_fds=(lock_fd,) if lock_fd is not None else (),
+        stream=ctx.output(task.name) if ctx.output is not None else None,
     )
     running = ctx.start(spec)
     if ctx.tracker is not None:

@@ -71,7 +71,10 @@ class DueResult:
 
 def check(schedule: Schedule, now: datetime, extra: list[Problem], strict: bool) -> CheckResult:
     """Validate everything, execute nothing: the loader's problems plus calendar warnings."""
+    from cronctl.core.opskeys import ops_problems
+
     problems = list(schedule.problems) + schedule_warnings(schedule, now) + extra
+    problems += ops_problems(schedule, now)
     problems.sort(key=lambda p: (p.severity != "error", p.file, p.line or 0))
     return CheckResult(problems, strict)
 

@@ -127,6 +127,22 @@ def run_command(
     if now is not None:
         # A pretended time holds for the whole run: leases and grace are judged by it too.
         ctx = replace(ctx, clock=lambda: instant)
+    schedule = this_host(schedule, ctx.host)
+    live = None
+    if not dry_run:
+        from cronctl.cli.live import LiveReports
+
+        live = LiveReports()
+        ctx = replace(ctx, on_done=live)
     report = run_once(schedule, instant, ctx)
-    render_run(report, as_json, verbose)
+    render_run(report, as_json, verbose, live.handled if live else frozenset())
     return 1 if report.failed else 0
+
+
+def this_host(schedule: Schedule, host: str) -> Schedule:
+    """The schedule without the tasks whose `hosts` leave this machine out (SPEC 9.2)."""
+    if not any(task.hosts for task in schedule.tasks):
+        return schedule
+    from cronctl.core.opskeys import runs_on
+
+    return replace(schedule, tasks=tuple(t for t in schedule.tasks if runs_on(t, host)))

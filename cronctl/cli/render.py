@@ -186,11 +186,19 @@ def run_json(row: Any, dry_run: bool = False) -> dict[str, Any]:
         "exit_code": row.exit_code,
         "started": format_utc(row.started) if row.started else None,
         "duration_s": row.duration_s,
+        "host": row.host,
+        "trigger": getattr(row, "trigger", "schedule"),
+        "attempt": getattr(row, "attempt", 1),
     }
 
 
-def render_run(report: Any, as_json: bool, verbose: bool) -> None:
-    """`run`: quiet on success; failures with their output tail on stderr (what cron mails)."""
+def render_run(
+    report: Any, as_json: bool, verbose: bool, handled: set[str] | frozenset[str] = frozenset()
+) -> None:
+    """`run`: quiet on success; failures with their output tail on stderr (what cron mails).
+
+    Failures in `handled` were dealt with as their task ended (cronctl.cli.live).
+    """
     if as_json:
         emit_json(
             {
@@ -202,7 +210,8 @@ def render_run(report: Any, as_json: bool, verbose: bool) -> None:
         for row in report.runs:
             print(_run_line(row), flush=True)
     for row in report.failed:
-        _failure(row)
+        if row.id not in handled:
+            _failure(row)
 
 
 def _run_line(row: Any) -> str:

@@ -11,6 +11,7 @@ from cronctl.core.cronexpr import CronExpr, minute_floor
 from cronctl.core.zones import Zone, fires_at, next_occurrence
 
 MISFIRE_POLICIES = ("coalesce", "catch-up", "skip")
+NOTIFY_MODES = ("always", "change")
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +41,7 @@ class Settings:
     lock_dir: Path | None = None
     lock_dir_shared: bool = False
     max_parallel: int = 8
+    metrics_file: Path | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +70,20 @@ class Task:
     shell: str = "/bin/sh"
     env: Mapping[str, str] = field(default_factory=dict)
     paused: bool = False
+    # SPEC 9.2, the operating keys (cronctl/core/opskeys.py checks them).
+    hosts: tuple[str, ...] = ()
+    retries: int = 0
+    retry_delay: timedelta = timedelta(seconds=30)
+    jitter: timedelta | None = None
+    ping_url: str | None = None
+    on_failure: str | None = None
+    on_success: str | None = None
+    notify: str = "always"
+
+    @property
+    def reports_outside(self) -> bool:
+        """Whether a run needs more than the command: retries, a ping, a hook."""
+        return bool(self.retries or self.ping_url or self.on_failure or self.on_success)
 
     @property
     def schedule(self) -> str:

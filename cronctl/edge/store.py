@@ -64,6 +64,13 @@ _ENVIRONMENT_CODES: Final = (
     sqlite3.SQLITE_PROTOCOL,
 )
 
+# Issue 11: how a run was started ("schedule" or "manual", by `cronctl exec`) and which
+# attempt of its occurrence it is (retries); rows from before default to a first scheduled run.
+_MIGRATION_RUN_TRIGGER_AND_ATTEMPT: Final = (
+    "ALTER TABLE runs ADD COLUMN trigger TEXT NOT NULL DEFAULT 'schedule'",
+    "ALTER TABLE runs ADD COLUMN attempt INTEGER NOT NULL DEFAULT 1",
+)
+
 #: Schema migrations: entry ``i`` takes the database from version ``i`` to ``i + 1``
 #: (``PRAGMA user_version``). Append only; never edit a migration that has been released.
 MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
@@ -80,6 +87,7 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
         "CREATE INDEX runs_by_occurrence ON runs (occurrence DESC, started DESC, id DESC)",
         "CREATE INDEX runs_unfinished ON runs (host) WHERE outcome IN ('pending', 'running')",
     ),
+    _MIGRATION_RUN_TRIGGER_AND_ATTEMPT,
 )
 #: The schema version this code writes; a database at a higher one is refused.
 SCHEMA_VERSION: Final = len(MIGRATIONS)
@@ -117,6 +125,8 @@ class RunRow:
     log_path: str | None = None
     tail: str = ""  # bounded by the caller (4 KiB)
     message: str | None = None
+    trigger: str = "schedule"  # or "manual" (`cronctl exec`)
+    attempt: int = 1  # 2, 3, ... for the retries of the same occurrence
 
 
 _RUN_FIELDS: Final = tuple(f.name for f in fields(RunRow))
@@ -551,3 +561,25 @@ class Store:
         sql = "DELETE FROM runs WHERE occurrence < ? AND outcome NOT IN ('pending', 'running')"
         with self.transaction() as txn:
             return txn._execute(sql, (cutoff,)).rowcount
+
+    def outcome_counts(self) -> dict[str, dict[str, int]]:
+        """Per task, how many rows of each outcome history holds (for metrics_file)."""
+        sql = "SELECT task, outcome, COUNT(*) FROM runs GROUP BY task, outcome"
+        counts: dict[str, dict[str, int]] = {}
+        for task, outcome, count in self._select(sql, ()):
+            counts.setdefault(task, {})[outcome] = int(count)
+        return counts
+
+    def last_ok(self, task: str) -> RunRow | None:
+        """Return the newest ``ok`` row of ``task`` (overdue and metrics judge by it)."""
+        rows = self._select(
+            f"SELECT {_RUN_COLUMNS} FROM runs WHERE task = ? AND outcome = 'ok' "  # noqa: S608
+            f"{_ORDER} LIMIT 1",
+            (task,),
+        )
+        return _row_to_run(rows[0]) if rows else None
+
+    def first_occurrence(self, task: str) -> datetime | None:
+        """The oldest occurrence history holds for ``task`` (when this machine first saw it)."""
+        rows = self._select("SELECT MIN(occurrence) FROM runs WHERE task = ?", (task,))
+        return _parse_time(rows[0][0]) if rows and rows[0][0] else None
