@@ -157,15 +157,19 @@ def list_(
     now: NowOpt = None,
     state_dir: StateOpt = None,
     lock_dir: LockOpt = None,
+    host: HostOpt = None,
 ) -> None:
     """Show every task with its schedule, next run and guards; then the problems."""
     from cronctl import service
+    from cronctl.cli.common import host_name
     from cronctl.cli.render import render_list
 
     schedule = load_schedule(file)
     extra = _lock_dir_problems(schedule, state_dir, lock_dir)
     last_runs, paused = _recorded(schedule, state_dir, lock_dir)
-    result = service.list_tasks(schedule, parse_instant(now), extra, last_runs, paused)
+    result = service.list_tasks(
+        schedule, parse_instant(now), extra, last_runs, paused, host_name(host)
+    )
     render_list(result, as_json)
     if schedule.errors:
         raise typer.Exit(2)
@@ -261,8 +265,10 @@ def work(
     def paths() -> list[Path]:
         return schedule_paths(file, os.environ)
 
+    from cronctl.cli.common import this_host
+
     worker = Worker(
-        load=lambda: load_paths(paths()),
+        load=lambda: this_host(load_paths(paths()), ctx.host),
         paths=paths,
         ctx=ctx,
         report=lambda report: render_run(report, False, verbose),

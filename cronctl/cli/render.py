@@ -113,6 +113,8 @@ def render_list(result: ListResult, as_json: bool) -> None:
                         "guards": row.task.guards,
                         "paused": row.paused,
                         "last_run": run_json(row.last_run) if row.last_run else None,
+                        "hosts": list(row.task.hosts),
+                        "other_hosts": row.other_hosts,
                     }
                     for row in result.rows
                 ],
@@ -123,6 +125,8 @@ def render_list(result: ListResult, as_json: bool) -> None:
     rows = []
     for row in result.rows:
         next_run = "paused" if row.paused else (format_utc(row.next_run) if row.next_run else "-")
+        if row.other_hosts:
+            next_run = "other hosts"
         last = "-"
         if row.last_run:
             last = f"{format_utc(row.last_run.occurrence)} {row.last_run.outcome}"
