@@ -50,7 +50,9 @@ def ping_target(url: str, kind: str, rid: str) -> str:
     return urlunsplit((parts.scheme, parts.netloc, path, query, ""))
 
 
-def send_ping(url: str, kind: str, rid: str, body: bytes = b"", timeout_s: float = LIMIT_S) -> None:
+def send_ping(
+    url: str, kind: str, rid: str, body: bytes = b"", timeout_s: float | None = None
+) -> None:
     """POST one ping; raises OSError (URLError, HTTPError, timeout, refused) or ValueError.
 
     The timeout bounds each socket operation (connect, send, each read): a server that
@@ -64,7 +66,8 @@ def send_ping(url: str, kind: str, rid: str, body: bytes = b"", timeout_s: float
         method="POST",
         headers={"User-Agent": "cronctl", "Content-Type": "text/plain; charset=utf-8"},
     )
-    with urllib.request.urlopen(request, timeout=timeout_s) as response:  # noqa: S310
+    limit = LIMIT_S if timeout_s is None else timeout_s
+    with urllib.request.urlopen(request, timeout=limit) as response:  # noqa: S310
         response.read(1024)  # HTTP errors (>= 400) were raised by urlopen as HTTPError
 
 
