@@ -252,9 +252,12 @@ def work(
     state_dir: StateOpt = None,
     lock_dir: LockOpt = None,
     host: HostOpt = None,
+    output: Annotated[
+        bool,
+        typer.Option("--output", help="Print each task's output lines, prefixed with its name."),
+    ] = False,
 ) -> None:
     """Stay in the foreground and run what is due at the start of every minute."""
-    from cronctl.cli.render import render_run
     from cronctl.edge.files import load_paths, schedule_paths
     from cronctl.work import Worker
 
@@ -265,13 +268,14 @@ def work(
     def paths() -> list[Path]:
         return schedule_paths(file, os.environ)
 
-    from cronctl.cli.common import this_host
+    from cronctl.cli.common import this_host, work_reporting
 
+    ctx, report = work_reporting(ctx, verbose, output)
     worker = Worker(
         load=lambda: this_host(load_paths(paths()), ctx.host),
         paths=paths,
         ctx=ctx,
-        report=lambda report: render_run(report, False, verbose),
+        report=report,
         grace_s=grace,
     )
     raise typer.Exit(worker.serve())

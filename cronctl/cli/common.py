@@ -11,11 +11,13 @@ import sys
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cronctl.errors import CronctlError, UsageError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from cronctl.core.model import Schedule
     from cronctl.execute import RunContext
 
@@ -146,3 +148,25 @@ def this_host(schedule: Schedule, host: str) -> Schedule:
     from cronctl.core.opskeys import runs_on
 
     return replace(schedule, tasks=tuple(t for t in schedule.tasks if runs_on(t, host)))
+
+
+def work_reporting(
+    ctx: RunContext, verbose: bool, output: bool
+) -> tuple[RunContext, Callable[[Any], None]]:
+    """`work`: failures reported as each task ends; with --output, every task's lines on
+    stdout as `TASK | line` (what `journalctl -u cronctl` then shows)."""
+    from cronctl.cli.live import LiveReports
+    from cronctl.cli.render import render_run
+
+    live = LiveReports()
+    ctx = replace(ctx, on_done=live)
+    if output:
+        from cronctl.edge.stream import printer
+
+        ctx = replace(ctx, output=lambda task: printer(f"{task} | "))
+
+    def report(result: Any) -> None:
+        render_run(result, False, verbose, live.handled)
+        live.forget(r.id for r in result.runs)  # `work` runs for months: keep the set small
+
+    return ctx, report

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 import threading
+from collections.abc import Iterable
 
 from cronctl.core.model import Task, format_utc
 from cronctl.edge.store import RunRow
@@ -36,3 +37,8 @@ class LiveReports:
                     file=sys.stderr,
                     flush=True,
                 )
+
+    def forget(self, run_ids: Iterable[str]) -> None:
+        """Drop ids whose tick has been rendered."""
+        with self._lock:
+            self.handled.difference_update(run_ids)
