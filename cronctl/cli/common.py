@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,9 +17,10 @@ from typing import TYPE_CHECKING, Any
 from cronctl.errors import CronctlError, UsageError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterable
 
-    from cronctl.core.model import Schedule
+    from cronctl.core.model import Schedule, Task
+    from cronctl.edge.store import RunRow
     from cronctl.execute import RunContext
 
 
@@ -132,8 +134,6 @@ def run_command(
     schedule = this_host(schedule, ctx.host)
     live = None
     if not dry_run:
-        from cronctl.cli.live import LiveReports
-
         live = LiveReports()
         ctx = replace(ctx, on_done=live)
     report = run_once(schedule, instant, ctx)
@@ -155,7 +155,6 @@ def work_reporting(
 ) -> tuple[RunContext, Callable[[Any], None]]:
     """`work`: failures reported as each task ends; with --output, every task's lines on
     stdout as `TASK | line` (what `journalctl -u cronctl` then shows)."""
-    from cronctl.cli.live import LiveReports
     from cronctl.cli.render import render_run
 
     live = LiveReports()
@@ -170,3 +169,35 @@ def work_reporting(
         live.forget(r.id for r in result.runs)  # `work` runs for months: keep the set small
 
     return ctx, report
+
+
+# Failure reports printed as each task ends, not when the slowest task of the minute ends:
+# a 0.1 s failure used to wait behind a sleeper, so cron's mails came late and out of order.
+class LiveReports:
+    """The `on_done` of a run: prints what each ending occurrence calls for."""
+
+    def __init__(self) -> None:
+        """Nothing reported yet."""
+        self._lock = threading.Lock()
+        self.handled: set[str] = set()  # run ids already dealt with (printed or silenced)
+
+    def __call__(self, task: Task, result: RunRow, kind: str | None) -> None:
+        """Print a failure report or a recovery line for `result` (`kind`), or nothing."""
+        from cronctl.cli.render import _failure
+        from cronctl.core.model import format_utc
+
+        with self._lock:
+            self.handled.add(result.id)
+            if kind == "failure":
+                _failure(result)
+            elif kind == "recovered":
+                print(
+                    f"cronctl: task {task.name} recovered: ok for {format_utc(result.occurrence)}",
+                    file=sys.stderr,
+                    flush=True,
+                )
+
+    def forget(self, run_ids: Iterable[str]) -> None:
+        """Drop ids whose tick has been rendered."""
+        with self._lock:
+            self.handled.difference_update(run_ids)

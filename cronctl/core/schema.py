@@ -234,11 +234,19 @@ def _parse_settings(table: dict[str, Any], base: Path, rep: _Reporter) -> None:
             rep.add(line, None, "bad-value", "'max_parallel' must be at least 1")
             continue
         if key in ("state_dir", "lock_dir", "metrics_file"):
-            value = (base / Path(value).expanduser()).resolve() if value else None
+            value = _settings_path(key, base, value) if value else None
             if value is None:
                 rep.add(line, None, "bad-value", f"{key!r} must not be empty")
                 continue
         rep.result.settings[key] = (value, line)
+
+
+def _settings_path(key: str, base: Path, value: str) -> Path:
+    path = base / Path(value).expanduser()
+    if key == "metrics_file":
+        # Its last part is never resolved: a link planted there is replaced, not followed.
+        return path.parent.resolve() / path.name
+    return path.resolve()
 
 
 def build_settings(values: dict[str, Any]) -> Settings:
