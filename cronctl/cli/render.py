@@ -256,6 +256,10 @@ def render_status(result: Any, as_json: bool) -> None:
                         "consecutive_failures": row.consecutive_failures,
                         "missed": row.missed,
                         "note": row.note,
+                        "overdue": row.overdue is not None,
+                        "overdue_since": format_utc(row.overdue) if row.overdue else None,
+                        "other_hosts": row.other_hosts,
+                        "host": getattr(result, "host", None),
                     }
                     for row in result.rows
                 ]
@@ -271,13 +275,27 @@ def render_status(result: Any, as_json: bool) -> None:
                 format_utc(last.occurrence) if last else "-",
                 last.outcome if last else "-",
                 f"{last.duration_s:.1f}s" if last and last.duration_s is not None else "-",
-                "paused" if row.paused else (format_utc(row.next_run) if row.next_run else "-"),
+                _status_next(row),
                 str(row.consecutive_failures),
                 str(row.missed),
-                row.note or (row.pause_reason or "" if row.paused else ""),
+                _status_note(row),
             ]
         )
     table(["TASK", "LAST RUN", "OUTCOME", "DURATION", "NEXT RUN", "FAILS", "MISSED", "NOTE"], rows)
+
+
+def _status_next(row: Any) -> str:
+    if getattr(row, "other_hosts", False):
+        return "other hosts"
+    return "paused" if row.paused else (format_utc(row.next_run) if row.next_run else "-")
+
+
+def _status_note(row: Any) -> str:
+    note = row.note or (row.pause_reason or "" if row.paused else "")
+    if getattr(row, "overdue", None) is not None:
+        overdue = f"overdue since {format_utc(row.overdue)}"
+        note = f"{overdue}; {note}" if note else overdue
+    return note
 
 
 def render_history(runs: Sequence[Any], as_json: bool) -> None:

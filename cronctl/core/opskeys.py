@@ -167,6 +167,27 @@ def ops_problems(schedule: Schedule, now: datetime) -> list[Problem]:
     return found
 
 
+def overdue_since(
+    task: Task, last_ok: datetime | None, first_seen: datetime | None, now: datetime
+) -> datetime | None:
+    """When the task became overdue (SPEC 9.4), or None if it is not.
+
+    Overdue: its last `ok` run (else, the first occurrence this machine saw) is older than two
+    of its periods plus its misfire grace; that is, the second occurrence after it, plus the
+    grace, has passed with no `ok` since. Periods are counted on the schedule, so a weekdays
+    task is not overdue over a weekend. A one-shot `at` task is never overdue (status notes it).
+    """
+    anchor = last_ok or first_seen
+    if task.cron is None or anchor is None:
+        return None
+    first = task.next_run(anchor)
+    second = task.next_run(first) if first is not None else None
+    if second is None:
+        return None
+    deadline = second + (task.misfire_grace or timedelta(0))
+    return deadline if now > deadline else None
+
+
 def jitter_offset(task: Task, host: str) -> float:
     """A stable delay in [0, jitter) seconds from host and task name: a hash, not random, so
     a machine's tasks keep their places minute after minute and machines spread apart."""
