@@ -42,6 +42,8 @@ def execute(
     while (delay := retry_delay(task, result, ctx)) is not None:
         store.update_run(result.id, **{k: getattr(result, k) for k in _RESULT_FIELDS})
         ctx.sleep(delay.total_seconds())
+        if ctx.stopping():
+            break  # told to stop during the delay: the failed attempt is the outcome
         row = replace(
             RunRow(row.id, row.task, row.occurrence, "pending", row.host, row.pid),
             id=new_run_id(row.occurrence),

@@ -104,6 +104,7 @@ class RunContext:
     sleep: Callable[[float], None] = time.sleep
     on_done: Callable[[Task, RunRow, str | None], None] | None = None
     output: Callable[[str], Callable[[str], None]] | None = None
+    stopping: Callable[[], bool] = lambda: False  # `work` was told to stop: no new attempts
 
 
 @dataclass(frozen=True)
@@ -299,6 +300,8 @@ def _run_occurrence(store: Store, task: Task, row: RunRow, ctx: RunContext) -> R
         from cronctl.core.opskeys import jitter_offset
 
         ctx.sleep(jitter_offset(task, ctx.host))
+        if ctx.stopping():
+            return replace(row, outcome="missed", message="cronctl stopped during the jitter")
     now = ctx.clock()
     if task.misfire_grace is not None and now - row.occurrence > task.misfire_grace:
         return replace(row, outcome="missed", message="older than misfire_grace when it came up")

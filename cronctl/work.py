@@ -57,12 +57,16 @@ class Worker:
     ) -> None:
         self._load = load
         self._paths = paths
-        self._ctx = replace(ctx, tracker=Tracker())
+        self._stop = threading.Event()
+        # A retry delay ends early when `work` is told to stop, and no new attempt starts.
+        self._ctx = replace(ctx, tracker=Tracker(), sleep=self._wait, stopping=self._stop.is_set)
         self._report = report
         self._grace_s = grace_s
-        self._stop = threading.Event()
         self._stop_signal: int | None = None
         self._threads: list[threading.Thread] = []
+
+    def _wait(self, seconds: float) -> None:
+        self._stop.wait(seconds)
 
     def request_stop(self, signum: int, _frame: FrameType | None = None) -> None:
         """Signal handler: stop starting tasks; the loop then forwards the signal."""

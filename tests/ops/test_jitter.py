@@ -43,6 +43,13 @@ def test_misfire_grace_is_judged_after_the_jitter(drive: Drive) -> None:
     assert row.outcome == "missed"
 
 
+def test_a_worker_told_to_stop_during_the_jitter_does_not_start_the_task(drive: Drive) -> None:
+    schedule = drive.schedule('name = "t"\ncommand = "touch ran"\nhourly = true\njitter = "30m"')
+    [row] = drive.run(schedule, stopping=lambda: True).runs
+    assert (row.outcome, row.message) == ("missed", "cronctl stopped during the jitter")
+    assert not (drive.root / "ran").exists()
+
+
 @pytest.mark.parametrize(
     ("schedule", "jitter", "ok"),
     [
