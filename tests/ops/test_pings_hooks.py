@@ -219,3 +219,29 @@ def test_a_hanging_hook_is_killed_at_the_limit(
     assert "on_success hook did not finish in 0.5s and was killed" in warning
     pid = int((drive.root / "pid").read_text())
     assert not Path(f"/proc/{pid}").exists() or " Z " in Path(f"/proc/{pid}/stat").read_text()
+
+
+@pytest.mark.parametrize(
+    ("line", "code"),
+    [
+        ('ping_url = "ftp://hc-ping.com/uuid"', "bad-url"),
+        ('ping_url = "hc-ping.com/uuid"', "bad-url"),
+        ('ping_url = "https:///uuid"', "bad-url"),
+        ('ping_url = "https://hc-ping.com/a b"', "bad-url"),
+        ("ping_url = 1", "bad-type"),
+        ('on_failure = "  "', "bad-value"),
+        ("on_success = true", "bad-type"),
+        ('jitter = "0s"', "bad-duration"),
+    ],
+)
+def test_check_locates_bad_ping_hook_and_jitter_values(
+    cli: Cli, tmp_path: Path, line: str, code: str
+) -> None:
+    write_schedule(
+        tmp_path / "schedules.toml", [f'name = "t"\ncommand = "true"\nhourly = true\n{line}']
+    )
+    result = cli("check", "--format", "json")
+    assert result.returncode == 1
+    [problem] = json.loads(result.stdout)["problems"]
+    assert (problem["code"], problem["task"], problem["line"]) == (code, "t", 6)
+    assert SECRET not in result.stdout
