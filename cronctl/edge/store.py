@@ -517,16 +517,21 @@ class Store:
         """Count ``task``'s failed/timeout/error rows, newest first, back to its latest ``ok``.
 
         Skipped, missed and unfinished (pending/running) rows neither count nor interrupt.
+        The attempts of one occurrence (retries) count once: it failed once, however often
+        it was tried.
         """
-        sql = f"SELECT outcome FROM runs WHERE task = ? {_ORDER}"  # noqa: S608
+        sql = f"SELECT outcome, occurrence FROM runs WHERE task = ? {_ORDER}"  # noqa: S608
         count = 0
+        counted: str | None = None
         with self._lock, _translated(self._path):
             cursor = self._conn.execute(sql, (task,))
             try:
-                for (outcome,) in cursor:
+                for outcome, occurrence in cursor:
                     if outcome == "ok":
                         break
-                    count += outcome in _FAILURES
+                    if outcome in _FAILURES and occurrence != counted:
+                        count += 1
+                        counted = occurrence
             finally:
                 cursor.close()
         return count

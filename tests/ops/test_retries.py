@@ -48,6 +48,8 @@ def test_retries_stop_after_n_more_attempts_and_the_last_failure_is_the_outcome(
     assert [r.attempt for r in report.runs] == [1, 2, 3]
     [failure] = report.failed
     assert (failure.attempt, failure.exit_code) == (3, 4)
+    with Store.open(drive.root / "state") as store:
+        assert store.consecutive_failures("broken") == 1  # one occurrence failed, tried 3 times
 
 
 def test_a_guarded_task_stops_retrying_when_the_next_occurrence_is_due(drive: Drive) -> None:
