@@ -113,6 +113,17 @@ class Task:
             labels.append("skip")
         if self.timeout:
             labels.append(f"timeout({format_duration(self.timeout)})")
+        return labels + self._operating_labels()
+
+    def _operating_labels(self) -> list[str]:
+        """The SPEC 9.2 keys, as `list` shows them beside the guards."""
+        labels = [f"retries({self.retries})"] if self.retries else []
+        if self.jitter:
+            labels.append(f"jitter({format_duration(self.jitter)})")
+        if self.ping_url:
+            labels.append("ping")
+        if self.on_failure or self.on_success:
+            labels.append("hooks")
         return labels
 
     def fires_at(self, minute: datetime) -> bool:

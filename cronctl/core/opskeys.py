@@ -18,7 +18,8 @@ from cronctl.errors import DurationError
 MAX_RETRIES = 10
 DEFAULT_RETRY_DELAY = timedelta(seconds=30)
 # Host name characters plus the glob's own: a pattern with anything else can never match.
-_HOST_PATTERN = re.compile(r"^[A-Za-z0-9._*?\[\]!-]+$")
+# (Compiled on first use: `run` imports this module every minute.)
+_HOST_PATTERN = r"^[A-Za-z0-9._*?\[\]!-]+$"
 
 
 def _is_str(v: object) -> bool:
@@ -88,7 +89,7 @@ def _hosts_problem(patterns: list[str]) -> tuple[str, str] | None:
             "bad-hosts",
         )
     for pattern in patterns:
-        if not _HOST_PATTERN.fullmatch(pattern):
+        if not re.fullmatch(_HOST_PATTERN, pattern):
             return (
                 f"hosts pattern {pattern!r} can never match a host name: use letters, digits, "
                 ". - _ and the globs * ? [...]",

@@ -58,7 +58,7 @@ def send_ping(
     The timeout bounds each socket operation (connect, send, each read): a server that
     accepts and never answers is cut off after 10 s.
     """
-    import urllib.request  # only for a task with ping_url: ~20 ms
+    import urllib.request  # only for a task with ping_url: ~40 ms
 
     request = urllib.request.Request(  # noqa: S310 (the scheme is checked: http or https)
         ping_target(url, kind, rid),

@@ -122,3 +122,17 @@ def test_run_json_reports_every_attempt_and_exits_by_the_last(cli: Cli, tmp_path
     runs = json.loads(result.stdout)["runs"]
     assert [(r["attempt"], r["outcome"]) for r in runs] == [(1, "failed"), (2, "ok")]
     assert result.stderr == ""
+
+
+def test_list_shows_retries_jitter_ping_and_hooks_beside_the_guards(
+    cli: Cli, tmp_path: Path
+) -> None:
+    write_schedule(
+        tmp_path / "schedules.toml",
+        [
+            'name = "t"\ncommand = "true"\nhourly = true\nretries = 2\njitter = "5m"\n'
+            'ping_url = "https://hc-ping.com/key"\non_failure = "true"\ntimeout = "1m"'
+        ],
+    )
+    [task] = json.loads(cli("list", "--json").stdout)["tasks"]
+    assert task["guards"] == ["timeout(1m)", "retries(2)", "jitter(5m)", "ping", "hooks"]
