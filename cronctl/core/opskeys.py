@@ -145,27 +145,46 @@ def shortest_period(task: Task, now: datetime, below: timedelta | None = None) -
 
 
 def ops_problems(schedule: Schedule, now: datetime) -> list[Problem]:
-    """`check`'s errors for the operating keys that need the calendar: a jitter as long as the
-    task's shortest period would push one run past the next."""
+    """`check`'s problems with the operating keys that need the calendar: a jitter as long as
+    the task's shortest period (an error: one run would be pushed past the next), and retries
+    of an unguarded task that can outlast it (a warning)."""
     found: list[Problem] = []
     for task in schedule.tasks:
-        if task.jitter is None:
-            continue
-        period = shortest_period(task, now, below=task.jitter)
-        if period is not None and task.jitter >= period:
-            found.append(
-                Problem(
-                    str(task.source),
-                    task.line,
-                    task.name,
-                    "error",
-                    "jitter-too-long",
-                    f"jitter {format_duration(task.jitter)} is not shorter than the task's "
-                    f"shortest period ({format_duration(period)}): a delayed run could reach "
-                    "the next one; make the jitter shorter",
+        if task.jitter is not None:
+            period = shortest_period(task, now, below=task.jitter)
+            if period is not None and task.jitter >= period:
+                found.append(
+                    _problem(task, "error", "jitter-too-long", _jitter_message(task, period))
                 )
-            )
+        if task.retries and not (task.without_overlapping or task.on_one_server):
+            total = task.retry_delay * ((1 << task.retries) - 1)
+            period = shortest_period(task, now, below=total)
+            if period is not None and total >= period:
+                found.append(
+                    _problem(
+                        task,
+                        "warning",
+                        "retries-outlast-period",
+                        f"its retry delays add up to {format_duration(total)}, not less than its "
+                        f"shortest period ({format_duration(period)}): the retries of one "
+                        "occurrence may run beside the next; add without_overlapping (retries "
+                        "then stop when the next occurrence is due) or shorten retry_delay",
+                    )
+                )
     return found
+
+
+def _jitter_message(task: Task, period: timedelta) -> str:
+    assert task.jitter is not None
+    return (
+        f"jitter {format_duration(task.jitter)} is not shorter than the task's shortest period "
+        f"({format_duration(period)}): a delayed run could reach the next one; make the jitter "
+        "shorter"
+    )
+
+
+def _problem(task: Task, severity: str, code: str, message: str) -> Problem:
+    return Problem(str(task.source), task.line, task.name, severity, code, message)
 
 
 def overdue_since(

@@ -120,3 +120,19 @@ def test_exec_of_an_unknown_task_is_a_usage_error(cli: Cli, tmp_path: Path) -> N
     write_schedule(tmp_path / "schedules.toml", ['name = "a"\ncommand = "true"\nhourly = true'])
     result = cli("exec", "nope")
     assert result.returncode == 2 and "no task named 'nope'" in result.stderr
+
+
+def test_exec_exit_codes_for_timeout_and_a_command_that_cannot_start(
+    cli: Cli, tmp_path: Path
+) -> None:
+    write_schedule(
+        tmp_path / "schedules.toml",
+        [
+            'name = "slow"\ncommand = "sleep 30"\nhourly = true\ntimeout = "1s"',
+            'name = "gone"\ncommand = ["/nonexistent/program"]\nhourly = true',
+        ],
+    )
+    slow = cli("exec", "slow")
+    assert slow.returncode == 124 and "task slow timeout" in slow.stderr
+    gone = cli("exec", "gone")
+    assert gone.returncode == 127 and "task gone error" in gone.stderr

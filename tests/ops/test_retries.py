@@ -136,3 +136,21 @@ def test_list_shows_retries_jitter_ping_and_hooks_beside_the_guards(
     )
     [task] = json.loads(cli("list", "--json").stdout)["tasks"]
     assert task["guards"] == ["timeout(1m)", "retries(2)", "jitter(5m)", "ping", "hooks"]
+
+
+@pytest.mark.parametrize(
+    ("keys", "warned"),
+    [
+        ('every_minutes = 5\nretries = 3\nretry_delay = "1m"', True),  # 1+2+4 = 7m >= 5m
+        ('every_minutes = 10\nretries = 3\nretry_delay = "1m"', False),  # 7m < 10m
+        ('every_minutes = 5\nretries = 3\nretry_delay = "1m"\nwithout_overlapping = true', False),
+    ],
+)
+def test_check_warns_when_retries_of_an_unguarded_task_can_outlast_its_period(
+    cli: Cli, tmp_path: Path, keys: str, warned: bool
+) -> None:
+    write_schedule(tmp_path / "schedules.toml", [f'name = "t"\ncommand = "true"\n{keys}'])
+    result = cli("check", "--format", "json", "--now", "2026-08-03T09:00:00Z")
+    codes = [p["code"] for p in json.loads(result.stdout)["problems"]]
+    assert codes == (["retries-outlast-period"] if warned else [])
+    assert result.returncode == 0  # a warning
