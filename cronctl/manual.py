@@ -122,6 +122,11 @@ def _take_lock(task: Task, ctx: RunContext, wait: bool) -> locks.OverlapLock:
         attempt = locks.try_overlap_lock(
             ctx.lock_dir, task.name, lease=task.overlap_lease, now=now, host=ctx.host, pid=ctx.pid
         )
+        busy = _running_here(task, ctx) if attempt.lock is not None else None
+        if busy is not None and attempt.lock is not None:
+            # An unguarded task's scheduled runs take no lock; history still shows them.
+            attempt.lock.release()
+            attempt = replace(attempt, lock=None, holder=busy)
         if attempt.lock is not None:
             if attempt.status == "overtaken":
                 holder = attempt.holder.describe() if attempt.holder else "an unknown run"
@@ -141,6 +146,18 @@ def _take_lock(task: Task, ctx: RunContext, wait: bool) -> locks.OverlapLock:
             ctx.warn(f"cronctl: task {task.name} is running{holder}; waiting for it to end")
             said = True
         ctx.sleep(WAIT_POLL_S)
+
+
+def _running_here(task: Task, ctx: RunContext) -> locks.HolderInfo | None:
+    """A run of `task` this machine's history shows running, by a cronctl still alive."""
+    from cronctl.execute import _alive
+
+    with Store.open(ctx.state_dir) as store:
+        for row in store.unfinished_runs(ctx.host):
+            mine = row.task == task.name and row.outcome == "running"
+            if mine and row.pid is not None and _alive(row.pid):
+                return locks.HolderInfo(ctx.host, row.pid, row.started or row.occurrence)
+    return None
 
 
 _Handler = signal.Handlers | int | None | object

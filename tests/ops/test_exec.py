@@ -136,3 +136,25 @@ def test_exec_exit_codes_for_timeout_and_a_command_that_cannot_start(
     assert slow.returncode == 124 and "task slow timeout" in slow.stderr
     gone = cli("exec", "gone")
     assert gone.returncode == 127 and "task gone error" in gone.stderr
+
+
+def test_exec_refuses_while_a_scheduled_run_of_an_unguarded_task_is_running(
+    cli: Cli, tmp_path: Path
+) -> None:
+    write_schedule(
+        tmp_path / "schedules.toml",
+        [
+            'name = "free"\ncommand = "touch started; while [ ! -e release ]; do sleep 0.05; '
+            'done"\nevery_minute = true'
+        ],
+    )
+    scheduled = cli.popen("run", "--now", "2026-08-03T09:00:00Z")
+    deadline = time.monotonic() + 15
+    while not (tmp_path / "started").exists():
+        assert time.monotonic() < deadline and scheduled.poll() is None
+        time.sleep(0.02)
+    refused = cli("exec", "free")
+    (tmp_path / "release").touch()
+    with scheduled:
+        scheduled.communicate(timeout=15)
+    assert refused.returncode == 2 and "task free is running (pid" in refused.stderr
