@@ -10,10 +10,11 @@ the operator started by hand are never what was meant. The run is recorded with
 from __future__ import annotations
 
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
 from types import FrameType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cronctl.core.model import Schedule, Task, format_duration
 from cronctl.core.opskeys import runs_on
@@ -23,7 +24,7 @@ from cronctl.edge.store import RunRow, Store
 from cronctl.errors import CronctlError, UsageError
 
 if TYPE_CHECKING:
-    from cronctl.execute import RunContext
+    from cronctl.execute import RunContext, Tracker
 
 WAIT_POLL_S = 0.5
 
@@ -160,15 +161,12 @@ def _running_here(task: Task, ctx: RunContext) -> locks.HolderInfo | None:
     return None
 
 
-_Handler = signal.Handlers | int | None | object
+_Handler = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
 
 
-def _forward_signals(tracker: object) -> tuple[_Handler, _Handler]:
+def _forward_signals(tracker: Tracker) -> tuple[_Handler, _Handler]:
     """Ctrl-C or SIGTERM reach the task (its own process group), which then ends and is
     recorded; cronctl itself waits for it rather than leaving it running unrecorded."""
-    from cronctl.execute import Tracker
-
-    assert isinstance(tracker, Tracker)
 
     def forward(signum: int, _frame: FrameType | None) -> None:
         tracker.signal_all(signum)
@@ -178,4 +176,4 @@ def _forward_signals(tracker: object) -> tuple[_Handler, _Handler]:
 
 def _restore(previous: tuple[_Handler, _Handler]) -> None:
     for signum, handler in zip((signal.SIGINT, signal.SIGTERM), previous, strict=True):
-        signal.signal(signum, handler)  # type: ignore[arg-type]
+        signal.signal(signum, handler)

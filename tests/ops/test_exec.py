@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import time
 from pathlib import Path
 
@@ -158,3 +159,24 @@ def test_exec_refuses_while_a_scheduled_run_of_an_unguarded_task_is_running(
     with scheduled:
         scheduled.communicate(timeout=15)
     assert refused.returncode == 2 and "task free is running (pid" in refused.stderr
+
+
+def test_sigterm_to_exec_reaches_the_task_which_is_then_recorded(cli: Cli, tmp_path: Path) -> None:
+    write_schedule(
+        tmp_path / "schedules.toml",
+        [
+            'name = "trapper"\ncommand = "trap \'echo got-term; exit 5\' TERM; touch started; '
+            'sleep 30 & wait"\nhourly = true'
+        ],
+    )
+    process = cli.popen("exec", "trapper")
+    deadline = time.monotonic() + 15
+    while not (tmp_path / "started").exists():
+        assert time.monotonic() < deadline and process.poll() is None
+        time.sleep(0.02)
+    process.send_signal(signal.SIGTERM)
+    with process:
+        out, _ = process.communicate(timeout=15)
+    assert process.returncode == 5 and "got-term" in out
+    [run] = _history(cli)
+    assert (run["outcome"], run["exit_code"], run["trigger"]) == ("failed", 5, "manual")
