@@ -24,7 +24,6 @@ from cronctl.edge.store import RunRow, Store
 if TYPE_CHECKING:
     from cronctl.execute import RunContext
 
-_FINAL = ("ok", "failed", "timeout", "error")
 _UNFINISHED = ("pending", "running")
 _HELP = {
     "cronctl_last_run_timestamp_seconds": ("gauge", "Start of the task's last run (Unix time)."),
@@ -84,7 +83,7 @@ def render(schedule: Schedule, store: Store, now: datetime) -> str:
 
 
 def _task_values(task: Task, store: Store, now: datetime) -> dict[str, float | None]:
-    last = _last_final(store, task.name)
+    last = store.last_ended(task.name)
     ok = store.last_ok(task.name)
     following = task.next_run(now)
     exit_code = None
@@ -98,14 +97,6 @@ def _task_values(task: Task, store: Store, now: datetime) -> dict[str, float | N
         "cronctl_consecutive_failures": store.consecutive_failures(task.name),
         "cronctl_next_run_timestamp_seconds": following.timestamp() if following else None,
     }
-
-
-def _last_final(store: Store, task: str) -> RunRow | None:
-    """The newest run that ended ok or failing (skipped and missed rows are not runs)."""
-    for row in store.history(task, limit=100):
-        if row.outcome in _FINAL:
-            return row
-    return None
 
 
 def _started(row: RunRow | None) -> float | None:

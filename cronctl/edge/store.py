@@ -577,8 +577,15 @@ class Store:
 
     def last_ok(self, task: str) -> RunRow | None:
         """Return the newest ``ok`` row of ``task`` (overdue and metrics judge by it)."""
+        return self._newest(task, "('ok')")
+
+    def last_ended(self, task: str) -> RunRow | None:
+        """Return the newest row of ``task`` that ended ok or failing (a run, not a skip)."""
+        return self._newest(task, "('ok', 'failed', 'timeout', 'error')")
+
+    def _newest(self, task: str, outcomes: str) -> RunRow | None:
         rows = self._select(
-            f"SELECT {_RUN_COLUMNS} FROM runs WHERE task = ? AND outcome = 'ok' "  # noqa: S608
+            f"SELECT {_RUN_COLUMNS} FROM runs WHERE task = ? AND outcome IN {outcomes} "  # noqa: S608
             f"{_ORDER} LIMIT 1",
             (task,),
         )
