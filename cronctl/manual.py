@@ -22,9 +22,10 @@ from cronctl.edge import locks
 from cronctl.edge.paths import ensure_private_dir
 from cronctl.edge.store import RunRow, Store
 from cronctl.errors import CronctlError, UsageError
+from cronctl.execute import Tracker
 
 if TYPE_CHECKING:
-    from cronctl.execute import RunContext, Tracker
+    from cronctl.execute import RunContext, Running
 
 WAIT_POLL_S = 0.5
 
@@ -39,42 +40,70 @@ class ExecResult:
 
 def exec_task(schedule: Schedule, name: str, ctx: RunContext, wait: bool) -> ExecResult:
     """Run `name` now under its overlap lock; refuse (or wait) while it is running."""
-    from cronctl.execute import _RESULT_FIELDS, Tracker, _execute, _task_env, new_run_id
-
     task = _find(schedule, name, ctx.host)
     ensure_private_dir(ctx.state_dir)
     if task.paused or task.name in locks.paused_tasks(ensure_private_dir(ctx.lock_dir)):
         ctx.warn(f"cronctl: note: task {task.name} is paused; running it anyway, as asked")
     lock = _take_lock(task, ctx, wait)
-    tracker = Tracker()
+    tracker = _Forwarder()
     ctx = replace(ctx, tracker=tracker)
     previous = _forward_signals(tracker)
     try:
-        now = ctx.clock()
-        row = RunRow(
-            id=new_run_id(now),
-            task=task.name,
-            occurrence=now.replace(microsecond=0),
-            outcome="pending",
-            host=ctx.host,
-            pid=ctx.pid,
-            trigger="manual",
-        )
-        with Store.open(ctx.state_dir) as store:
-            with store.transaction() as tx:
-                tx.add_run(row)
-            env = _task_env(task, row, ctx)
-            if task.reports_outside:
-                from cronctl import attempts
-
-                result = attempts.execute(store, task, row, env, ctx, lock.fd)
-            else:
-                result = _execute(store, task, row, env, ctx, lock.fd)
-            store.update_run(result.id, **{k: getattr(result, k) for k in _RESULT_FIELDS})
+        result = _in_worker(lambda: _run_now(task, ctx, lock.fd))
     finally:
         lock.release()
         _restore(previous)
     return ExecResult(result, exit_code_of(result))
+
+
+def _in_worker(body: Callable[[], RunRow]) -> RunRow:
+    """Run `body` in a thread while the main thread waits: a signal handler (which Python
+    runs in the main thread) then never interrupts the body inside a lock it holds."""
+    import threading
+
+    outcome: list[RunRow] = []
+    failure: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            outcome.append(body())
+        except BaseException as exc:
+            failure.append(exc)
+
+    worker = threading.Thread(target=target, name="cronctl-exec")
+    worker.start()
+    while worker.is_alive():
+        worker.join(0.2)
+    if failure:
+        raise failure[0]
+    return outcome[0]
+
+
+def _run_now(task: Task, ctx: RunContext, lock_fd: int) -> RunRow:
+    from cronctl.execute import _RESULT_FIELDS, _execute, _task_env, new_run_id
+
+    now = ctx.clock()
+    row = RunRow(
+        id=new_run_id(now),
+        task=task.name,
+        occurrence=now.replace(microsecond=0),
+        outcome="pending",
+        host=ctx.host,
+        pid=ctx.pid,
+        trigger="manual",
+    )
+    with Store.open(ctx.state_dir) as store:
+        with store.transaction() as tx:
+            tx.add_run(row)
+        env = _task_env(task, row, ctx)
+        if task.reports_outside:
+            from cronctl import attempts
+
+            result = attempts.execute(store, task, row, env, ctx, lock_fd)
+        else:
+            result = _execute(store, task, row, env, ctx, lock_fd)
+        store.update_run(result.id, **{k: getattr(result, k) for k in _RESULT_FIELDS})
+    return result
 
 
 def exit_code_of(run: RunRow) -> int:
@@ -161,15 +190,37 @@ def _running_here(task: Task, ctx: RunContext) -> locks.HolderInfo | None:
     return None
 
 
+class _Forwarder(Tracker):
+    """The running task, to forward signals to; a signal that comes before the task has
+    started (or been registered) is delivered as soon as it is."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pending: int | None = None
+
+    def add(self, command: Running) -> None:
+        """Remember the started command, and hand it a signal that came too early."""
+        super().add(command)
+        if self.pending is not None:
+            command.signal(self.pending)
+
+    def forward(self, signum: int) -> None:
+        """Send `signum` to the task now, or as soon as it starts."""
+        # Pending first: an `add` racing with us then either is in the snapshot that
+        # signal_all takes or sees the pending signal itself (at worst, it gets it twice).
+        self.pending = signum
+        self.signal_all(signum)
+
+
 _Handler = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
 
 
-def _forward_signals(tracker: Tracker) -> tuple[_Handler, _Handler]:
+def _forward_signals(tracker: _Forwarder) -> tuple[_Handler, _Handler]:
     """Ctrl-C or SIGTERM reach the task (its own process group), which then ends and is
     recorded; cronctl itself waits for it rather than leaving it running unrecorded."""
 
     def forward(signum: int, _frame: FrameType | None) -> None:
-        tracker.signal_all(signum)
+        tracker.forward(signum)
 
     return signal.signal(signal.SIGINT, forward), signal.signal(signal.SIGTERM, forward)
 
