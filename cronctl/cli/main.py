@@ -62,6 +62,9 @@ def _die(message: str, code: int = 2) -> NoReturn:
 
 
 def _dispatch(argv: Sequence[str]) -> int | None:
+    from cronctl.cli.common import reject_empty_paths
+
+    reject_empty_paths(argv)
     if list(argv) == ["--version"]:
         from cronctl import __version__
 

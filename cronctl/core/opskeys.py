@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from cronctl.core.model import NOTIFY_MODES, Problem, Schedule, Task, format_duration
-from cronctl.core.values import parse_duration
+from cronctl.core.values import check_text, parse_duration
 from cronctl.errors import DurationError
 
 MAX_RETRIES = 10
@@ -59,6 +59,8 @@ def ops_value_problem(key: str, value: Any) -> tuple[str, str] | None:
         return f'notify {value!r} is not one of "always", "change"', "bad-value"
     elif key in ("on_failure", "on_success") and not value.strip():
         return f"{key!r} must not be empty", "bad-value"
+    elif key in ("on_failure", "on_success") and (bad := check_text(key, value)):
+        return bad, "bad-value"
     elif key == "ping_url":
         return _url_problem(value)
     elif key == "hosts":

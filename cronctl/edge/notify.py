@@ -172,7 +172,7 @@ def run_hook(
         CRONCTL_RUN_ID=result.id,
         CRONCTL_LOG=result.log_path or "",
     )
-    log_dir = ensure_private_dir(state_dir / "logs" / task.name)
+    log_dir = ensure_private_dir(state_dir / "logs" / task.name, within=state_dir)
     spec = runner.RunSpec(
         command=command,
         shell=task.shell,
@@ -200,7 +200,7 @@ def run_hook(
 
 def first_notice(state_dir: Path, key: str) -> bool:
     """True the first time `key` is noticed since it was last cleared (creates its stamp)."""
-    directory = ensure_private_dir(state_dir / _NOTICES)
+    directory = ensure_private_dir(state_dir / _NOTICES, within=state_dir)
     try:
         fd = open_nofollow(directory / key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
@@ -214,6 +214,7 @@ def first_notice(state_dir: Path, key: str) -> bool:
 def clear_notice(state_dir: Path, key: str) -> None:
     """Forget `key`: the next problem is news again."""
     try:
-        (state_dir / _NOTICES / key).unlink()
+        # Checked first: a link planted at notices/ must not aim the unlink elsewhere.
+        (ensure_private_dir(state_dir / _NOTICES, within=state_dir) / key).unlink()
     except OSError:
         return

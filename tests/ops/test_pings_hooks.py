@@ -230,6 +230,7 @@ def test_a_hanging_hook_is_killed_at_the_limit(
         ('ping_url = "https://hc-ping.com/a b"', "bad-url"),
         ("ping_url = 1", "bad-type"),
         ('on_failure = "  "', "bad-value"),
+        ('on_failure = "echo \\u0000"', "bad-value"),
         ("on_success = true", "bad-type"),
         ('jitter = "0s"', "bad-duration"),
     ],
