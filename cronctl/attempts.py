@@ -15,6 +15,7 @@ from cronctl.core.model import Task
 from cronctl.edge.store import RunRow, Store
 
 if TYPE_CHECKING:
+    from cronctl.edge.locks import OverlapLock
     from cronctl.execute import RunContext
 
 RETRYABLE = ("failed", "timeout")
@@ -23,11 +24,16 @@ FINAL = ("ok", *FAILURES)
 
 
 def execute(
-    store: Store, task: Task, row: RunRow, env: dict[str, str], ctx: RunContext, lock_fd: int | None
+    store: Store,
+    task: Task,
+    row: RunRow,
+    env: dict[str, str],
+    ctx: RunContext,
+    lock: OverlapLock | None,
 ) -> RunRow:
     """Run the command, again on failure while retries last; ping and hook around it all.
 
-    The overlap lock (`lock_fd`) stays held through the retry delays: the occurrence is not
+    The overlap lock (`lock`) stays held through the retry delays: the occurrence is not
     over until its last attempt is.
     """
     from cronctl.execute import _RESULT_FIELDS, _execute, new_run_id
@@ -38,11 +44,11 @@ def execute(
 
         pinger = Pinger(task, ctx.state_dir, ctx.warn)
         pinger.start(row.id)
-    result = _execute(store, task, row, env, ctx, lock_fd)
+    result = _execute(store, task, row, env, ctx, lock)
     while (delay := retry_delay(task, result, ctx)) is not None:
         store.update_run(result.id, **{k: getattr(result, k) for k in _RESULT_FIELDS})
         ctx.sleep(delay.total_seconds())
-        if ctx.stopping():
+        if ctx.tracker is not None and ctx.tracker.stopping:
             break  # told to stop during the delay: the failed attempt is the outcome
         row = replace(
             RunRow(row.id, row.task, row.occurrence, "pending", row.host, row.pid),
@@ -53,7 +59,7 @@ def execute(
         with store.transaction() as tx:
             tx.add_run(row)
         env = {**env, "CRONCTL_RUN_ID": row.id, "CRONCTL_ATTEMPT": str(row.attempt)}
-        result = _execute(store, task, row, env, ctx, lock_fd)
+        result = _execute(store, task, row, env, ctx, lock)
     if pinger is not None:
         pinger.finish(result)
     if task.on_failure or task.on_success:

@@ -25,7 +25,7 @@ from cronctl.errors import CronctlError, UsageError
 from cronctl.execute import Tracker
 
 if TYPE_CHECKING:
-    from cronctl.execute import RunContext, Running
+    from cronctl.execute import RunContext
 
 WAIT_POLL_S = 0.5
 
@@ -45,11 +45,11 @@ def exec_task(schedule: Schedule, name: str, ctx: RunContext, wait: bool) -> Exe
     if task.paused or task.name in locks.paused_tasks(ensure_private_dir(ctx.lock_dir)):
         ctx.warn(f"cronctl: note: task {task.name} is paused; running it anyway, as asked")
     lock = _take_lock(task, ctx, wait)
-    tracker = _Forwarder()
+    tracker = Tracker()
     ctx = replace(ctx, tracker=tracker)
     previous = _forward_signals(tracker)
     try:
-        result = _in_worker(lambda: _run_now(task, ctx, lock.fd))
+        result = _in_worker(lambda: _run_now(task, ctx, lock))
     finally:
         lock.release()
         _restore(previous)
@@ -79,7 +79,7 @@ def _in_worker(body: Callable[[], RunRow]) -> RunRow:
     return outcome[0]
 
 
-def _run_now(task: Task, ctx: RunContext, lock_fd: int) -> RunRow:
+def _run_now(task: Task, ctx: RunContext, lock: locks.OverlapLock) -> RunRow:
     from cronctl.execute import _RESULT_FIELDS, _execute, _task_env, new_run_id
 
     now = ctx.clock()
@@ -99,9 +99,9 @@ def _run_now(task: Task, ctx: RunContext, lock_fd: int) -> RunRow:
         if task.reports_outside:
             from cronctl import attempts
 
-            result = attempts.execute(store, task, row, env, ctx, lock_fd)
+            result = attempts.execute(store, task, row, env, ctx, lock)
         else:
-            result = _execute(store, task, row, env, ctx, lock_fd)
+            result = _execute(store, task, row, env, ctx, lock)
         store.update_run(result.id, **{k: getattr(result, k) for k in _RESULT_FIELDS})
     return result
 
@@ -190,37 +190,15 @@ def _running_here(task: Task, ctx: RunContext) -> locks.HolderInfo | None:
     return None
 
 
-class _Forwarder(Tracker):
-    """The running task, to forward signals to; a signal that comes before the task has
-    started (or been registered) is delivered as soon as it is."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.pending: int | None = None
-
-    def add(self, command: Running) -> None:
-        """Remember the started command, and hand it a signal that came too early."""
-        super().add(command)
-        if self.pending is not None:
-            command.signal(self.pending)
-
-    def forward(self, signum: int) -> None:
-        """Send `signum` to the task now, or as soon as it starts."""
-        # Pending first: an `add` racing with us then either is in the snapshot that
-        # signal_all takes or sees the pending signal itself (at worst, it gets it twice).
-        self.pending = signum
-        self.signal_all(signum)
-
-
 _Handler = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
 
 
-def _forward_signals(tracker: _Forwarder) -> tuple[_Handler, _Handler]:
+def _forward_signals(tracker: Tracker) -> tuple[_Handler, _Handler]:
     """Ctrl-C or SIGTERM reach the task (its own process group), which then ends and is
     recorded; cronctl itself waits for it rather than leaving it running unrecorded."""
 
     def forward(signum: int, _frame: FrameType | None) -> None:
-        tracker.forward(signum)
+        tracker.stop(signum)  # a task registered after this is signalled as it starts
 
     return signal.signal(signal.SIGINT, forward), signal.signal(signal.SIGTERM, forward)
 

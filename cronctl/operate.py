@@ -45,7 +45,23 @@ class StatusResult:
 
 
 def _store(state_dir: Path) -> Store:
-    return Store.open(ensure_private_dir(state_dir))
+    """The existing store, for reading: a reading command never creates a directory or a file
+    (a typo'd --state-dir must not leave an empty store behind and report "nothing ran")."""
+    if not os.path.lexists(state_dir):
+        Store.open(state_dir, create=False)  # raises NoStateError, naming the directory
+    return Store.open(ensure_private_dir(state_dir), create=False)
+
+
+def _known_task(store: Store, schedule: Schedule | None, name: str) -> None:
+    """Unknown means neither in the schedule nor in this machine's history."""
+    if schedule is not None and any(t.name == name for t in schedule.tasks):
+        return
+    if store.history(name, 1):
+        return
+    raise UsageError(
+        f"no such task {name!r}: it is not in the schedule and has no history in "
+        f"{store.path.parent}; see `cronctl list` and `cronctl history`"
+    )
 
 
 def status(
@@ -104,9 +120,13 @@ def _note(task: Task, state: TaskState | None, last: RunRow | None) -> str | Non
     return "one-shot: its time passed without a run (paused or missed); it will not run"
 
 
-def history(state_dir: Path, task: str | None, limit: int) -> list[RunRow]:
+def history(
+    state_dir: Path, task: str | None, limit: int, schedule: Schedule | None = None
+) -> list[RunRow]:
     """Past runs, newest first."""
     with _store(state_dir) as store:
+        if task is not None:
+            _known_task(store, schedule, task)
         return store.history(task, limit)
 
 
@@ -130,7 +150,9 @@ class LogResult:
             raise _gone(self.run) from None
 
 
-def logs(state_dir: Path, task: str, run_id: str | None) -> LogResult:
+def logs(
+    state_dir: Path, task: str, run_id: str | None, schedule: Schedule | None = None
+) -> LogResult:
     """The captured output of the task's last run (or of a given run).
 
     Nothing on the way is followed through a link, and a FIFO or device planted where a
@@ -139,6 +161,7 @@ def logs(state_dir: Path, task: str, run_id: str | None) -> LogResult:
     from cronctl.edge.logfiles import log_file
 
     with _store(state_dir) as store:
+        _known_task(store, schedule, task)
         if run_id is not None:
             run = store.get_run(run_id)
             if run is None or run.task != task:
@@ -146,12 +169,13 @@ def logs(state_dir: Path, task: str, run_id: str | None) -> LogResult:
                     f"no run {run_id!r} of task {task!r}; see `cronctl history {task}`"
                 )
         else:
-            with_logs = [r for r in store.history(task, 200) if r.log_path]
+            # A run that printed nothing keeps no log file (log_path None): it is the answer.
+            with_logs = [r for r in store.history(task, 200) if r.log_path or r.started]
             if not with_logs:
                 raise UsageError(f"task {task!r} has no recorded output on this machine yet")
             run = with_logs[0]
     if run.log_path is None:
-        raise UsageError(f"run {run.id} ({run.outcome}) captured no output")
+        raise UsageError(f"run {run.id} ({run.outcome}) printed nothing")
     path = log_file(state_dir, run.task, run.log_path)
     if path is None or not os.path.lexists(path):
         raise _gone(run)

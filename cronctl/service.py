@@ -13,7 +13,7 @@ from typing import Any
 
 from cronctl.core.analysis import schedule_warnings
 from cronctl.core.cronexpr import minute_floor, parse_cron
-from cronctl.core.model import Problem, Schedule, Task
+from cronctl.core.model import Problem, Schedule, Task, problem_order
 from cronctl.core.values import LATEST
 from cronctl.core.zones import next_occurrence, parse_zone
 from cronctl.errors import UsageError
@@ -77,7 +77,7 @@ def check(schedule: Schedule, now: datetime, extra: list[Problem], strict: bool)
 
     problems = list(schedule.problems) + schedule_warnings(schedule, now) + extra
     problems += ops_problems(schedule, now)
-    problems.sort(key=lambda p: (p.severity != "error", p.file, p.line or 0))
+    problems.sort(key=problem_order)
     return CheckResult(problems, strict)
 
 
@@ -106,7 +106,9 @@ def list_tasks(
         )
         for t in schedule.tasks
     ]
-    problems = list(schedule.problems) + schedule_warnings(schedule, now) + extra
+    problems = sorted(
+        list(schedule.problems) + schedule_warnings(schedule, now) + extra, key=problem_order
+    )
     return ListResult(rows, problems)
 
 
@@ -147,5 +149,9 @@ def init(path: Path, force: bool) -> Path:
     if path.exists() and not force:
         raise UsageError(f"{path} already exists; pass --force to overwrite it")
     text = files("cronctl").joinpath("data/starter.toml").read_text(encoding="utf-8")
-    path.write_text(text, encoding="utf-8")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
     return path

@@ -89,8 +89,10 @@ def _full_app() -> typer.Typer:
     )
     from cronctl.cli.app import app
     from cronctl.cli.import_cmd import register
+    from cronctl.cli.view_cmds import register as register_views
 
     register(app)
+    register_views(app)
     return app
 
 

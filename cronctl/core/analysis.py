@@ -17,7 +17,18 @@ def schedule_warnings(schedule: Schedule, now: datetime) -> list[Problem]:
     found: list[Problem] = []
     for task in schedule.tasks:
         found.extend(task_warnings(task, now))
+    found.extend(herd_problems(schedule, now))
     return found
+
+
+def herd_problems(schedule: Schedule, now: datetime) -> list[Problem]:
+    """SPEC 10.2: more than `herd_limit` tasks starting in one minute, located at the first."""
+    from cronctl.core.calendar import herd_warnings
+
+    return [
+        Problem(str(task.source), task.line, None, "warning", "herd", message)
+        for task, message in herd_warnings(schedule.tasks, now, schedule.settings.herd_limit)
+    ]
 
 
 def task_warnings(task: Task, now: datetime) -> list[Problem]:

@@ -16,6 +16,12 @@ CATCH_UP_LIMIT = 100
 COUNT_LIMIT = 1000
 # Occurrences recorded one by one in history; beyond this only the count grows.
 MISSED_ROWS = 100
+#: on_one_server claims are swept once their occurrence is this old (SPEC 4.3).
+CLAIM_SWEEP_AGE = timedelta(days=7)
+#: An on_one_server task never runs an occurrence older than this, whatever its misfire policy:
+#: past the sweep, another machine may have run it and left no claim. The day of margin covers
+#: the hourly sweep and clocks that differ between machines (each sweeps by its own clock).
+CLAIM_REACH = CLAIM_SWEEP_AGE - timedelta(days=1)
 # Up to this wide a window, minutes are tested one by one (no croniter import).
 _SCAN_LIMIT = timedelta(hours=3)
 
@@ -50,6 +56,10 @@ def plan(task: Task, previous: Previous | None, now: datetime) -> Plan:
     if restarted or previous is None:
         # First sight (or a changed schedule): this minute counts, earlier ones never do.
         last = minute - MINUTE
+        if previous is not None:
+            # ...unless this machine already dealt with it: an edit within a minute that ran,
+            # or after the clock stepped back, must not run an occurrence again.
+            last = max(last, previous.last_occurrence)
         done = False
     else:
         last, done = previous.last_occurrence, previous.done
@@ -89,6 +99,8 @@ def _apply_policy(
     if grace is not None:
         # Older than the grace when its run would start: that start is now.
         keep = [t for t in keep if now - t <= grace]
+    if task.on_one_server:
+        keep = [t for t in keep if now - t <= CLAIM_REACH]
     kept = set(keep)
     return keep, [t for t in found if t not in kept]
 

@@ -42,6 +42,7 @@ class Settings:
     lock_dir: Path | None = None
     lock_dir_shared: bool = False
     max_parallel: int = 8
+    herd_limit: int = 20  # more tasks than this in one minute is a herd (check warns)
     metrics_file: Path | None = None
 
 
@@ -189,6 +190,11 @@ class Schedule:
     def due(self, at: datetime) -> list[Task]:
         """The tasks whose schedule names the UTC minute of `at`."""
         return [task for task in self.tasks if task.fires_at(at)]
+
+
+def problem_order(problem: Problem) -> tuple[bool, str, int]:
+    """The order problems are printed in by every command: errors first, then file, line."""
+    return (problem.severity != "error", problem.file, problem.line or 0)
 
 
 def format_utc(when: datetime) -> str:

@@ -104,6 +104,7 @@ SETTINGS_KEYS: dict[str, _Check] = {
     "lock_dir": (_is_str, "a directory path string"),
     "lock_dir_shared": (_is_bool, "true or false"),
     "max_parallel": (_is_int, "a positive integer"),
+    "herd_limit": (_is_int, "a positive integer"),
     "metrics_file": (_is_str, "a file path string"),
 }
 TOP_KEYS = ("cronctl", "defaults", "task")
@@ -119,6 +120,9 @@ class FileResult:
     tasks: list[Task] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     settings: dict[str, tuple[Any, int | None]] = field(default_factory=dict)
+    # Every well-formed task name with its line, valid task or not: duplicates are found
+    # at once, not only after the other errors in those tasks are fixed.
+    names: list[tuple[str, int | None]] = field(default_factory=list)
 
 
 class _Reporter:
@@ -233,6 +237,9 @@ def _parse_settings(table: dict[str, Any], base: Path, rep: _Reporter) -> None:
         if key == "max_parallel" and value < 1:
             rep.add(line, None, "bad-value", "'max_parallel' must be at least 1")
             continue
+        if key == "herd_limit" and value < 1:
+            rep.add(line, None, "bad-value", "'herd_limit' must be at least 1")
+            continue
         if key in ("state_dir", "lock_dir", "metrics_file"):
             if bad := check_text(key, value):
                 rep.add(line, None, "bad-value", bad)
@@ -259,6 +266,7 @@ def build_settings(values: dict[str, Any]) -> Settings:
         lock_dir=values.get("lock_dir"),
         lock_dir_shared=values.get("lock_dir_shared", False),
         max_parallel=values.get("max_parallel", 8),
+        herd_limit=values.get("herd_limit", 20),
         metrics_file=values.get("metrics_file"),
     )
 
@@ -352,6 +360,8 @@ def _parse_task(
             f"task name {name!r} is not allowed: use 1-100 of A-Z a-z 0-9 "
             "and . _ : - starting with a letter or digit (the name becomes a lock file name)",
         )
+    elif isinstance(name, str):
+        rep.result.names.append((name, header))
     command = raw.get("command")
     if "command" not in raw:
         report("name", "missing-key", "task has no 'command'; add command = \"...\"")

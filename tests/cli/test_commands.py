@@ -80,6 +80,7 @@ def test_list_json_has_the_spec_shape(cli: Cli, tmp_path: Path) -> None:
     assert rows["digest"] | {"hosts": [], "other_hosts": False} == {
         "name": "digest", "schedule": "0 9 * * 1-5", "timezone": "Europe/Berlin",
         "next_run": "2026-08-04T07:00:00Z", "guards": [], "paused": False, "last_run": None,
+        "schedule_words": "at 09:00, Monday through Friday (Europe/Berlin time)",
         "hosts": [], "other_hosts": False,  # keys may be added (SPEC 3), never renamed
     }  # fmt: skip
     assert rows["sweep"]["guards"] == ["no-overlap(5m)", "timeout(10m)"]
@@ -100,6 +101,7 @@ def test_list_plain_text_when_piped(cli: Cli, tmp_path: Path) -> None:
         "GUARDS",
         "LAST",
         "RUN",
+        "WHEN",
     ]
     assert lines[1].split()[:4] == ["digest", "0", "9", "*"]
     assert "paused" in lines[4]

@@ -19,8 +19,9 @@ from typing import Any
 
 import pytest
 
-from cronctl.edge import store as store_module
-from cronctl.edge.store import DB_NAME, MIGRATIONS, SCHEMA_VERSION, RunRow, Store, TaskState
+from cronctl.edge import dbfile
+from cronctl.edge.dbfile import MIGRATIONS
+from cronctl.edge.store import DB_NAME, SCHEMA_VERSION, RunRow, Store, TaskState
 from cronctl.errors import CronctlError, UnsafeDirectoryError
 
 T0 = datetime(2026, 8, 3, 9, 0, tzinfo=UTC)
@@ -365,8 +366,8 @@ def test_migrations_run_in_order_from_the_recorded_version(
         ("CREATE TABLE v2 (x)", "INSERT INTO v2 VALUES ('two')"),
         ("INSERT INTO v2 SELECT x || '+three' FROM v2",),
     )
-    monkeypatch.setattr(store_module, "MIGRATIONS", store_module.MIGRATIONS + later)
-    monkeypatch.setattr(store_module, "SCHEMA_VERSION", len(MIGRATIONS) + 2)
+    monkeypatch.setattr(dbfile, "MIGRATIONS", dbfile.MIGRATIONS + later)
+    monkeypatch.setattr(dbfile, "SCHEMA_VERSION", len(MIGRATIONS) + 2)
     Store.open(tmp_path).close()
     Store.open(tmp_path).close()  # already current: nothing runs twice
     conn = _raw(tmp_path / DB_NAME)
@@ -385,9 +386,9 @@ def test_a_failing_migration_leaves_the_database_at_its_old_version(
 ) -> None:
     Store.open(tmp_path).close()
     later = (("CREATE TABLE v2 (x)",), ("CREATE TABLE v2 (x)",))  # the second one fails
-    monkeypatch.setattr(store_module, "MIGRATIONS", store_module.MIGRATIONS + later)
-    monkeypatch.setattr(store_module, "SCHEMA_VERSION", len(MIGRATIONS) + 2)
-    with pytest.raises(sqlite3.OperationalError):
+    monkeypatch.setattr(dbfile, "MIGRATIONS", dbfile.MIGRATIONS + later)
+    monkeypatch.setattr(dbfile, "SCHEMA_VERSION", len(MIGRATIONS) + 2)
+    with pytest.raises(CronctlError, match="not a cronctl database"):
         Store.open(tmp_path)
     db = tmp_path / DB_NAME
     assert _raw_value(db, "PRAGMA user_version") == len(MIGRATIONS)

@@ -179,4 +179,4 @@ def test_sigterm_to_exec_reaches_the_task_which_is_then_recorded(cli: Cli, tmp_p
         out, _ = process.communicate(timeout=15)
     assert process.returncode == 5 and "got-term" in out
     [run] = _history(cli)
-    assert (run["outcome"], run["exit_code"], run["trigger"]) == ("failed", 5, "manual")
+    assert (run["outcome"], run["exit_code"], run["trigger"]) == ("interrupted", 5, "manual")

@@ -182,7 +182,8 @@ def test_hooks_get_the_outcome_variables_and_never_change_the_outcome(
     write_schedule(
         tmp_path / "schedules.toml",
         [
-            f'name = "bad"\ncommand = "exit 5"\nevery_minute = true\non_failure = "{hook}"\n'
+            f'name = "bad"\ncommand = "echo broke; exit 5"\nevery_minute = true\n'
+            f'on_failure = "{hook}"\n'
             f'on_success = "touch wrong"',
             f'name = "good"\ncommand = "true"\nevery_minute = true\non_success = "{hook}"',
         ],
