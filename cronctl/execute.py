@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
@@ -120,6 +121,12 @@ class RunContext:
     start: Callable[[runner.RunSpec], Running] = start_command
     condition: Callable[..., bool] = check_condition
     warn: Callable[[str], None] = field(default=lambda message: print(message, file=sys.stderr))
+    # Issue 11: waits (jitter, retry delays) go through `sleep` so tests can pin the clock;
+    # `on_done` hears each occurrence's final row as its task ends (live failure reports);
+    # `output` gives a task's output lines to a sink (`work --output`).
+    sleep: Callable[[float], None] = time.sleep
+    on_done: Callable[[Task, RunRow, str | None], None] | None = None
+    output: Callable[[str], Callable[[str], None]] | None = None
 
 
 @dataclass(frozen=True)
@@ -132,13 +139,21 @@ class RunReport:
 
     @property
     def failed(self) -> list[RunRow]:
-        """The runs that failed, timed out or could not start."""
-        return [r for r in self.runs if r.outcome in FAILED]
+        """The runs that failed, timed out or could not start (an occurrence's last attempt:
+        a failure that a retry made good is history, not a failure of this run)."""
+        last: dict[tuple[str, datetime], int] = {}
+        for r in self.runs:
+            last[_key(r)] = max(last.get(_key(r), 0), r.attempt)
+        return [r for r in self.runs if r.outcome in FAILED and r.attempt == last[_key(r)]]
 
     @property
     def interrupted(self) -> list[RunRow]:
         """The runs cronctl stopped (or did not start) because it was told to stop."""
         return [r for r in self.runs if r.outcome == "interrupted"]
+
+
+def _key(row: RunRow) -> tuple[str, datetime]:
+    return row.task, row.occurrence
 
 
 def new_run_id(occurrence: datetime) -> str:
@@ -172,6 +187,10 @@ def run_once(schedule: Schedule, now: datetime, ctx: RunContext) -> RunReport:
         if now.minute == 0 and not ctx.rehearsal:
             # Never by a pretended future time: that would delete present-day data.
             _sweep(store, ctx, min(now, real_clock()))
+        if schedule.settings.metrics_file is not None and not ctx.rehearsal:
+            from cronctl.edge.metrics import write_metrics
+
+            write_metrics(schedule, store, now, ctx)
     return RunReport(now, list(results.values()))
 
 
@@ -288,11 +307,16 @@ def _run_task(store: Store, task: Task, rows: list[RunRow], ctx: RunContext) -> 
             result = replace(row, outcome="error", message=f"cronctl: {exc}")
         fields = {k: getattr(result, k) for k in _RESULT_FIELDS}
         try:
-            store.update_run(row.id, **fields)
+            store.update_run(result.id, **fields)  # a retry's row has an id of its own
         except CronctlError as exc:
             result = _unsaved(result, fields, exc, ctx)
         else:
             unsaved.forget(ctx.state_dir, row.id)
+        if result.attempt > 1 or task.notify != "always" or ctx.on_done is not None:
+            from cronctl import attempts
+
+            done.extend(attempts.earlier(store, result))
+            attempts.finished(store, task, result, ctx)
         done.append(result)
     return done
 
@@ -332,6 +356,10 @@ def _run_occurrence(store: Store, task: Task, row: RunRow, ctx: RunContext) -> R
     # Imported here, not at the top: a `run` with nothing due never needs it.
     from cronctl.outcomes import NOT_STARTED, still_running
 
+    if task.jitter is not None:
+        from cronctl.core.opskeys import jitter_offset
+
+        ctx.sleep(jitter_offset(task, ctx.host))  # `work` ends it early when told to stop
     if ctx.tracker is not None and ctx.tracker.stopping:
         return replace(row, outcome="interrupted", message=NOT_STARTED)
     now = ctx.clock()
@@ -368,6 +396,10 @@ def _run_occurrence(store: Store, task: Task, row: RunRow, ctx: RunContext) -> R
             )
         lock = attempt.lock
     try:
+        if task.reports_outside:
+            from cronctl import attempts
+
+            return attempts.execute(store, task, row, env, ctx, lock)
         return _execute(store, task, row, env, ctx, lock)
     finally:
         if lock is not None:
@@ -398,6 +430,7 @@ def _execute(
         timeout=task.timeout,
         log_path=log_path,
         pass_fds=(lock.fd,) if lock is not None else (),
+        stream=ctx.output(task.name) if ctx.output is not None else None,
     )
     if ctx.tracker is not None and ctx.tracker.stopping:
         return replace(row, outcome="interrupted", message=NOT_STARTED, log_path=None)

@@ -27,6 +27,8 @@ class StatusRow:
     consecutive_failures: int
     missed: int
     note: str | None = None
+    overdue: datetime | None = None  # since when (SPEC 9.4)
+    other_hosts: bool = False  # `hosts` leaves this machine out
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,12 @@ class StatusResult:
     """`cronctl status`: every task of the schedule, as this machine has seen it."""
 
     rows: list[StatusRow]
+    host: str | None = None
+
+    @property
+    def alarming(self) -> list[StatusRow]:
+        """The tasks `status --check` fails on: failing (last run failed) or overdue."""
+        return [r for r in self.rows if r.consecutive_failures or r.overdue is not None]
 
 
 def _store(state_dir: Path) -> Store:
@@ -56,7 +64,9 @@ def _known_task(store: Store, schedule: Schedule | None, name: str) -> None:
     )
 
 
-def status(schedule: Schedule, state_dir: Path, lock_dir: Path, now: datetime) -> StatusResult:
+def status(
+    schedule: Schedule, state_dir: Path, lock_dir: Path, now: datetime, host: str | None = None
+) -> StatusResult:
     """Last run, outcome, next run, pause, failures in a row and missed count, per task."""
     paused = locks.paused_tasks(lock_dir)
     rows: list[StatusRow] = []
@@ -80,7 +90,26 @@ def status(schedule: Schedule, state_dir: Path, lock_dir: Path, now: datetime) -
                     note=_note(task, state, last),
                 )
             )
-    return StatusResult(rows)
+            rows[-1] = _operating(rows[-1], store, now, host)
+    return StatusResult(rows, host)
+
+
+def _operating(row: StatusRow, store: Store, now: datetime, host: str | None) -> StatusRow:
+    """Overdue and other-hosts, for `status` and `status --check` (SPEC 9.2, 9.4)."""
+    from dataclasses import replace
+
+    from cronctl.core.opskeys import overdue_since, runs_on
+
+    task = row.task
+    if host is not None and not runs_on(task, host):
+        return replace(row, other_hosts=True, next_run=None)
+    if row.paused:
+        return row
+    ok = store.last_ok(task.name)
+    since = overdue_since(
+        task, ok.occurrence if ok else None, store.first_occurrence(task.name), now
+    )
+    return replace(row, overdue=since)
 
 
 def _note(task: Task, state: TaskState | None, last: RunRow | None) -> str | None:

@@ -42,6 +42,7 @@ class TaskRow:
     next_run: datetime | None
     paused: bool
     last_run: Any = None  # a store RunRow, when this machine has run the task
+    other_hosts: bool = False  # `hosts` leaves this machine out: the task does not run here
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,10 @@ class DueResult:
 
 def check(schedule: Schedule, now: datetime, extra: list[Problem], strict: bool) -> CheckResult:
     """Validate everything, execute nothing: the loader's problems plus calendar warnings."""
+    from cronctl.core.opskeys import ops_problems
+
     problems = list(schedule.problems) + schedule_warnings(schedule, now) + extra
+    problems += ops_problems(schedule, now)
     problems.sort(key=problem_order)
     return CheckResult(problems, strict)
 
@@ -87,11 +91,23 @@ def list_tasks(
     extra: list[Problem],
     last_runs: Mapping[str, Any] | None = None,
     paused: frozenset[str] = frozenset(),
+    host: str | None = None,
 ) -> ListResult:
-    """Every good task with its next run and last run; then the problems."""
+    """Every good task with its next run and last run; then the problems.
+
+    With `host`, a task whose `hosts` leave that machine out is marked as for other hosts.
+    """
+    from cronctl.core.opskeys import runs_on
+
     last_runs = last_runs or {}
     rows = [
-        TaskRow(t, t.next_run(now), t.paused or t.name in paused, last_runs.get(t.name))
+        TaskRow(
+            t,
+            t.next_run(now),
+            t.paused or t.name in paused,
+            last_runs.get(t.name),
+            host is not None and not runs_on(t, host),
+        )
         for t in schedule.tasks
     ]
     problems = sorted(

@@ -61,10 +61,11 @@ class Worker:
     ) -> None:
         self._load = load
         self._paths = paths
-        self._ctx = replace(ctx, tracker=Tracker())
+        self._stop = threading.Event()
+        # A jitter or retry delay ends early when `work` is told to stop; nothing starts after.
+        self._ctx = replace(ctx, tracker=Tracker(), sleep=self._sleep_unless_stopped)
         self._report = report
         self._grace_s = grace_s
-        self._stop = threading.Event()
         self._stop_signal: int | None = None
         self._threads: list[threading.Thread] = []
         self._exit_code = 0
@@ -73,6 +74,9 @@ class Worker:
         self._clock = clock or (lambda: datetime.now(UTC))
         self._wait = wait or self._stop.wait
         self._said: str | None = None  # the last reload warning, so it is said once
+
+    def _sleep_unless_stopped(self, seconds: float) -> None:
+        self._stop.wait(seconds)
 
     def request_stop(self, signum: int, _frame: FrameType | None = None) -> None:
         """Signal handler: stop starting tasks; the loop then forwards the signal."""

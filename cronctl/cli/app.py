@@ -207,15 +207,19 @@ def list_(
     local: Annotated[
         bool, typer.Option("--local", help="Show times in each task's own zone, not UTC.")
     ] = False,
+    host: HostOpt = None,
 ) -> None:
     """Show every task with its schedule, next run and guards; then the problems."""
     from cronctl import service
+    from cronctl.cli.common import host_name
     from cronctl.cli.render import render_list
 
     schedule = load_schedule(file)
     extra = _lock_dir_problems(schedule, state_dir, lock_dir)
     last_runs, paused = _recorded(schedule, state_dir, lock_dir)
-    result = service.list_tasks(schedule, parse_instant(now), extra, last_runs, paused)
+    result = service.list_tasks(
+        schedule, parse_instant(now), extra, last_runs, paused, host_name(host)
+    )
     render_list(result, as_json, local)
     if schedule.errors:
         raise typer.Exit(2)
@@ -360,9 +364,12 @@ def work(
     state_dir: StateOpt = None,
     lock_dir: LockOpt = None,
     host: HostOpt = None,
+    output: Annotated[
+        bool,
+        typer.Option("--output", help="Print each task's output lines, prefixed with its name."),
+    ] = False,
 ) -> None:
     """Stay in the foreground and run what is due at the start of every minute."""
-    from cronctl.cli.render import render_run
     from cronctl.edge.files import load_paths, schedule_paths
     from cronctl.work import Worker
 
@@ -373,11 +380,14 @@ def work(
     def paths() -> list[Path]:
         return schedule_paths(file, os.environ)
 
+    from cronctl.cli.common import this_host, work_reporting
+
+    ctx, report = work_reporting(ctx, verbose, output)
     worker = Worker(
-        load=lambda: load_paths(paths()),
+        load=lambda: this_host(load_paths(paths()), ctx.host),
         paths=paths,
         ctx=ctx,
-        report=lambda report: render_run(report, False, verbose),
+        report=report,
         grace_s=grace,
     )
     raise typer.Exit(worker.serve())

@@ -8,16 +8,20 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cronctl.errors import CronctlError, UsageError
 
 if TYPE_CHECKING:
-    from cronctl.core.model import Schedule
+    from collections.abc import Callable, Iterable
+
+    from cronctl.core.model import Schedule, Task
+    from cronctl.edge.store import RunRow
     from cronctl.execute import RunContext, Tracker
 
 
@@ -170,9 +174,14 @@ def run_command(
     ctx = run_context(schedule, state_dir, lock_dir, strict, dry_run, verbose, host)
     if now is not None:
         ctx = pretended(ctx, instant, dry_run)
+    schedule = this_host(schedule, ctx.host)
+    live = None
+    if not dry_run:
+        live = LiveReports()
+        ctx = replace(ctx, on_done=live)
     stop = _StopOnSignal()
     report = run_once(schedule, instant, stop.install(ctx))
-    render_run(report, as_json, verbose)
+    render_run(report, as_json, verbose, live.handled if live else frozenset())
     if stop.signum is not None:
         return 128 + stop.signum  # 143 for SIGTERM, 130 for SIGINT, as a shell reports them
     return 1 if report.failed else 0
@@ -218,3 +227,66 @@ class _StopOnSignal:
             timer = threading.Timer(self._grace_s, tracker.signal_all, (signal.SIGKILL,))
             timer.daemon = True
             timer.start()
+
+
+def this_host(schedule: Schedule, host: str) -> Schedule:
+    """The schedule without the tasks whose `hosts` leave this machine out (SPEC 9.2)."""
+    if not any(task.hosts for task in schedule.tasks):
+        return schedule
+    from cronctl.core.opskeys import runs_on
+
+    return replace(schedule, tasks=tuple(t for t in schedule.tasks if runs_on(t, host)))
+
+
+def work_reporting(
+    ctx: RunContext, verbose: bool, output: bool
+) -> tuple[RunContext, Callable[[Any], None]]:
+    """`work`: failures reported as each task ends; with --output, every task's lines on
+    stdout as `TASK | line` (what `journalctl -u cronctl` then shows)."""
+    from cronctl.cli.render import render_run
+
+    live = LiveReports()
+    ctx = replace(ctx, on_done=live)
+    if output:
+        from cronctl.edge.stream import printer
+
+        ctx = replace(ctx, output=lambda task: printer(f"{task} | "))
+
+    def report(result: Any) -> None:
+        render_run(result, False, verbose, live.handled)
+        live.forget(r.id for r in result.runs)  # `work` runs for months: keep the set small
+
+    return ctx, report
+
+
+# Failure reports printed as each task ends, not when the slowest task of the minute ends:
+# a 0.1 s failure used to wait behind a sleeper, so cron's mails came late and out of order.
+class LiveReports:
+    """The `on_done` of a run: prints what each ending occurrence calls for."""
+
+    def __init__(self) -> None:
+        """Nothing reported yet."""
+        self._lock = threading.Lock()
+        self.handled: set[str] = set()  # run ids already dealt with (printed or silenced)
+
+    def __call__(self, task: Task, result: RunRow, kind: str | None) -> None:
+        """Print a failure report or a recovery line for `result` (`kind`), or nothing."""
+        from cronctl.cli.render import _failure
+        from cronctl.core.model import format_utc
+
+        with self._lock:
+            if kind is not None or result.outcome in ("failed", "timeout", "error"):
+                self.handled.add(result.id)  # printed now, or silenced by notify = "change"
+            if kind == "failure":
+                _failure(result)
+            elif kind == "recovered":
+                print(
+                    f"cronctl: task {task.name} recovered: ok for {format_utc(result.occurrence)}",
+                    file=sys.stderr,
+                    flush=True,
+                )
+
+    def forget(self, run_ids: Iterable[str]) -> None:
+        """Drop ids whose tick has been rendered."""
+        with self._lock:
+            self.handled.difference_update(run_ids)

@@ -12,6 +12,7 @@ import typer
 
 from cronctl.cli.app import (
     FileOpt,
+    HostOpt,
     JsonOpt,
     LockOpt,
     NowOpt,
@@ -50,19 +51,30 @@ def status(
     now: NowOpt = None,
     state_dir: StateOpt = None,
     lock_dir: LockOpt = None,
+    host: HostOpt = None,
+    check: Annotated[
+        bool, typer.Option("--check", help="Exit 1 when a task is failing or overdue.")
+    ] = False,
 ) -> None:
-    """Per task: last run, outcome, duration, next run, paused, failures in a row, missed."""
+    """Per task: last run, outcome, duration, next run, paused, failures in a row, missed,
+    overdue."""
     from cronctl import operate
+    from cronctl.cli.common import host_name
     from cronctl.cli.render import render_status
 
     schedule, states, locks = _dirs(file, state_dir, lock_dir)
-    render_status(operate.status(schedule, states, locks, parse_instant(now)), as_json)
+    result = operate.status(schedule, states, locks, parse_instant(now), host_name(host))
+    render_status(result, as_json)
     if schedule.errors:
         # As `list`: the good tasks are shown, but a broken file is never an exit 0.
         from cronctl.cli.render import render_problems
 
         render_problems(schedule.errors)
         raise typer.Exit(2)
+    if check and result.alarming:
+        names = ", ".join(r.task.name for r in result.alarming)
+        print(f"cronctl: failing or overdue: {names}", file=sys.stderr)
+        raise typer.Exit(1)
 
 
 @app.command()

@@ -182,6 +182,8 @@ def render_list(result: ListResult, as_json: bool, local: bool = False) -> None:
                         "guards": row.task.guards,
                         "paused": row.paused,
                         "last_run": run_json(row.last_run) if row.last_run else None,
+                        "hosts": list(row.task.hosts),
+                        "other_hosts": row.other_hosts,
                     }
                     for row in result.rows
                 ],
@@ -196,6 +198,8 @@ def render_list(result: ListResult, as_json: bool, local: bool = False) -> None:
             return local_time(when, task.zone) if local else format_utc(when)
 
         next_run = "paused" if row.paused else (shown(row.next_run) if row.next_run else "-")
+        if row.other_hosts:
+            next_run = "other hosts"
         last = "-"
         if row.last_run:
             last = f"{shown(row.last_run.occurrence)} {row.last_run.outcome}"
@@ -293,11 +297,19 @@ def run_json(row: Any, dry_run: bool = False) -> dict[str, Any]:
         "exit_code": row.exit_code,
         "started": format_utc(row.started) if row.started else None,
         "duration_s": row.duration_s,
+        "host": row.host,
+        "trigger": getattr(row, "trigger", "schedule"),
+        "attempt": getattr(row, "attempt", 1),
     }
 
 
-def render_run(report: Any, as_json: bool, verbose: bool) -> None:
-    """`run`: quiet on success; failures with their output tail on stderr (what cron mails)."""
+def render_run(
+    report: Any, as_json: bool, verbose: bool, handled: set[str] | frozenset[str] = frozenset()
+) -> None:
+    """`run`: quiet on success; failures with their output tail on stderr (what cron mails).
+
+    Failures in `handled` were dealt with as their task ended (cronctl.cli.live).
+    """
     if as_json:
         emit_json(
             {
@@ -309,7 +321,8 @@ def render_run(report: Any, as_json: bool, verbose: bool) -> None:
         for row in report.runs:
             print(_run_line(row), flush=True)
     for row in report.failed + getattr(report, "interrupted", []):
-        _failure(row)
+        if row.id not in handled:
+            _failure(row)
 
 
 def _run_line(row: Any) -> str:
@@ -380,6 +393,10 @@ def render_status(result: Any, as_json: bool) -> None:
                         "consecutive_failures": row.consecutive_failures,
                         "missed": row.missed,
                         "note": row.note,
+                        "overdue": row.overdue is not None,
+                        "overdue_since": format_utc(row.overdue) if row.overdue else None,
+                        "other_hosts": row.other_hosts,
+                        "host": getattr(result, "host", None),
                     }
                     for row in result.rows
                 ]
@@ -395,10 +412,10 @@ def render_status(result: Any, as_json: bool) -> None:
                 format_utc(last.occurrence) if last else "-",
                 last.outcome if last else "-",
                 f"{last.duration_s:.1f}s" if last and last.duration_s is not None else "-",
-                "paused" if row.paused else (format_utc(row.next_run) if row.next_run else "-"),
+                _status_next(row),
                 str(row.consecutive_failures),
                 str(row.missed),
-                row.note or (row.pause_reason or "" if row.paused else ""),
+                _status_note(row),
             ]
         )
     table(
@@ -406,6 +423,20 @@ def render_status(result: Any, as_json: bool) -> None:
         rows,
         drop=("MISSED", "DURATION", "FAILS", "NOTE"),
     )
+
+
+def _status_next(row: Any) -> str:
+    if getattr(row, "other_hosts", False):
+        return "other hosts"
+    return "paused" if row.paused else (format_utc(row.next_run) if row.next_run else "-")
+
+
+def _status_note(row: Any) -> str:
+    note = row.note or (row.pause_reason or "" if row.paused else "")
+    if getattr(row, "overdue", None) is not None:
+        overdue = f"overdue since {format_utc(row.overdue)}"
+        note = f"{overdue}; {note}" if note else overdue
+    return note
 
 
 def render_history(runs: Sequence[Any], as_json: bool) -> None:

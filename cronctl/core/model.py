@@ -12,6 +12,7 @@ from cronctl.core.values import LATEST
 from cronctl.core.zones import Zone, fires_at, next_occurrence, walls_at
 
 MISFIRE_POLICIES = ("coalesce", "catch-up", "skip")
+NOTIFY_MODES = ("always", "change")
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +43,7 @@ class Settings:
     lock_dir_shared: bool = False
     max_parallel: int = 8
     herd_limit: int = 20  # more tasks than this in one minute is a herd (check warns)
+    metrics_file: Path | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +72,20 @@ class Task:
     shell: str = "/bin/sh"
     env: Mapping[str, str] = field(default_factory=dict)
     paused: bool = False
+    # SPEC 9.2, the operating keys (cronctl/core/opskeys.py checks them).
+    hosts: tuple[str, ...] = ()
+    retries: int = 0
+    retry_delay: timedelta = timedelta(seconds=30)
+    jitter: timedelta | None = None
+    ping_url: str | None = None
+    on_failure: str | None = None
+    on_success: str | None = None
+    notify: str = "always"
+
+    @property
+    def reports_outside(self) -> bool:
+        """Whether a run needs more than the command: retries, a ping, a hook."""
+        return bool(self.retries or self.ping_url or self.on_failure or self.on_success)
 
     @property
     def schedule(self) -> str:
@@ -99,6 +115,17 @@ class Task:
             labels.append("skip")
         if self.timeout:
             labels.append(f"timeout({format_duration(self.timeout)})")
+        return labels + self._operating_labels()
+
+    def _operating_labels(self) -> list[str]:
+        """The SPEC 9.2 keys, as `list` shows them beside the guards."""
+        labels = [f"retries({self.retries})"] if self.retries else []
+        if self.jitter:
+            labels.append(f"jitter({format_duration(self.jitter)})")
+        if self.ping_url:
+            labels.append("ping")
+        if self.on_failure or self.on_success:
+            labels.append("hooks")
         return labels
 
     def fires_at(self, minute: datetime) -> bool:

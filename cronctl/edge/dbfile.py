@@ -43,6 +43,13 @@ _ENVIRONMENT_CODES: Final = (
     sqlite3.SQLITE_PROTOCOL,
 )
 
+# Issue 11: how a run was started ("schedule" or "manual", by `cronctl exec`) and which
+# attempt of its occurrence it is (retries); rows from before default to a first scheduled run.
+_MIGRATION_RUN_TRIGGER_AND_ATTEMPT: Final = (
+    "ALTER TABLE runs ADD COLUMN trigger TEXT NOT NULL DEFAULT 'schedule'",
+    "ALTER TABLE runs ADD COLUMN attempt INTEGER NOT NULL DEFAULT 1",
+)
+
 #: Schema migrations: entry ``i`` takes the database from version ``i`` to ``i + 1``
 #: (``PRAGMA user_version``). Append only; never edit a migration that has been released.
 MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
@@ -59,6 +66,7 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
         "CREATE INDEX runs_by_occurrence ON runs (occurrence DESC, started DESC, id DESC)",
         "CREATE INDEX runs_unfinished ON runs (host) WHERE outcome IN ('pending', 'running')",
     ),
+    _MIGRATION_RUN_TRIGGER_AND_ATTEMPT,
 )
 #: The schema version this code writes; a database at a higher one is refused.
 SCHEMA_VERSION: Final = len(MIGRATIONS)
@@ -87,6 +95,8 @@ _COLUMNS: Final = {
         "log_path": "TEXT",
         "tail": "TEXT",
         "message": "TEXT",
+        "trigger": "TEXT",
+        "attempt": "INTEGER",
     },
 }
 

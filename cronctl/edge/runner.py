@@ -19,7 +19,7 @@ import stat
 import subprocess
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -61,6 +61,8 @@ class RunSpec:
     log_path: Path
     pass_fds: tuple[int, ...] = ()
     kill_grace: float = 10.0
+    # Each output line, as it comes, besides the log (`cronctl exec`, `work --output`).
+    stream: Callable[[str], None] | None = None
 
     def argv(self) -> list[str]:
         """The argument vector: ``[shell, "-c", command]`` for a string, the array otherwise."""
@@ -119,6 +121,7 @@ class RunningCommand:
         self._result: CommandResult | None = None
         self._wait_lock = threading.Lock()
         self._interrupted = False
+        self.tee: threading.Thread | None = None  # copies a streamed command's output
 
     @property
     def pid(self) -> int | None:
@@ -170,6 +173,9 @@ class RunningCommand:
         outcome: Outcome = "timeout" if timed_out else ("ok" if returncode == 0 else "failed")
         if self._interrupted and outcome != "timeout":
             outcome = "interrupted"
+        if self.tee is not None:
+            # A grandchild left in the background may keep the pipe open: do not wait for it.
+            self.tee.join(_TEE_JOIN_S)
         return self._finish(outcome, exit_code, signal, _read_tail(self.spec.log_path), note)
 
     def _remaining(self) -> float | None:
@@ -251,6 +257,7 @@ def start(spec: RunSpec) -> RunningCommand:
     except OSError as exc:
         failure = f"cannot open log file {spec.log_path}: {exc}"
         return RunningCommand(spec, None, started, t0, failure)
+    pipe = _stream_pipe(spec, log_fd)
     try:
         argv = spec.argv()
         try:
@@ -259,7 +266,7 @@ def start(spec: RunSpec) -> RunningCommand:
             process = subprocess.Popen(
                 argv,
                 stdin=subprocess.DEVNULL,
-                stdout=log_fd,
+                stdout=log_fd if pipe is None else pipe[1],
                 stderr=subprocess.STDOUT,
                 cwd=spec.workdir,
                 env=dict(spec.env),
@@ -269,11 +276,41 @@ def start(spec: RunSpec) -> RunningCommand:
         except (OSError, ValueError) as exc:
             failure = _start_failure(exc, spec, argv)
             os.write(log_fd, f"cronctl: {failure}\n".encode(errors="replace"))
+            if pipe is not None:
+                os.close(pipe[0])
+                os.close(pipe[2])
             return RunningCommand(spec, None, started, t0, failure)
     finally:
         # The child has its own copy; keeping ours would only hold the file open.
         os.close(log_fd)
-    return RunningCommand(spec, process, started, t0)
+        if pipe is not None:
+            os.close(pipe[1])
+    running = RunningCommand(spec, process, started, t0)
+    if pipe is not None:
+        running.tee = _start_tee(pipe[0], pipe[2], spec)
+    return running
+
+
+_TEE_JOIN_S = 2.0
+
+
+def _stream_pipe(spec: RunSpec, log_fd: int) -> tuple[int, int, int] | None:
+    """(read end, write end, a copy of the log descriptor) for a streamed command, else None."""
+    if spec.stream is None:
+        return None
+    read_end, write_end = os.pipe()  # both close-on-exec: no other task inherits them
+    return read_end, write_end, os.dup(log_fd)
+
+
+def _start_tee(read_fd: int, log_fd: int, spec: RunSpec) -> threading.Thread:
+    from cronctl.edge.stream import tee
+
+    assert spec.stream is not None
+    thread = threading.Thread(
+        target=tee, args=(read_fd, log_fd, spec.stream), name="cronctl-tee", daemon=True
+    )
+    thread.start()
+    return thread
 
 
 def _open_log(path: Path) -> int:

@@ -94,6 +94,8 @@ class RunRow:
     log_path: str | None = None
     tail: str = ""  # bounded by the caller (4 KiB)
     message: str | None = None
+    trigger: str = "schedule"  # or "manual" (`cronctl exec`)
+    attempt: int = 1  # 2, 3, ... for the retries of the same occurrence
 
 
 _RUN_FIELDS: Final = tuple(f.name for f in fields(RunRow))
@@ -379,16 +381,21 @@ class Store:
         """Count ``task``'s failed/timeout/error rows, newest first, back to its latest ``ok``.
 
         Skipped, missed and unfinished (pending/running) rows neither count nor interrupt.
+        The attempts of one occurrence (retries) count once: it failed once, however often
+        it was tried.
         """
-        sql = f"SELECT outcome FROM runs WHERE task = ? {_ORDER}"  # noqa: S608
+        sql = f"SELECT outcome, occurrence FROM runs WHERE task = ? {_ORDER}"  # noqa: S608
         count = 0
+        counted: str | None = None
         with self._lock, translated(self._path):
             cursor = self._conn.execute(sql, (task,))
             try:
-                for (outcome,) in cursor:
+                for outcome, occurrence in cursor:
                     if outcome == "ok":
                         break
-                    count += outcome in _FAILURES
+                    if outcome in _FAILURES and occurrence != counted:
+                        count += 1
+                        counted = occurrence
             finally:
                 cursor.close()
         return count
@@ -450,3 +457,32 @@ class Store:
         sql = "DELETE FROM runs WHERE occurrence < ? AND outcome NOT IN ('pending', 'running')"
         with self.transaction() as txn:
             return txn._execute(sql, (cutoff,)).rowcount
+
+    def outcome_counts(self) -> dict[str, dict[str, int]]:
+        """Per task, how many rows of each outcome history holds (for metrics_file)."""
+        sql = "SELECT task, outcome, COUNT(*) FROM runs GROUP BY task, outcome"
+        counts: dict[str, dict[str, int]] = {}
+        for task, outcome, count in self._select(sql, ()):
+            counts.setdefault(task, {})[outcome] = int(count)
+        return counts
+
+    def last_ok(self, task: str) -> RunRow | None:
+        """Return the newest ``ok`` row of ``task`` (overdue and metrics judge by it)."""
+        return self._newest(task, "('ok')")
+
+    def last_ended(self, task: str) -> RunRow | None:
+        """Return the newest row of ``task`` that ended ok or failing (a run, not a skip)."""
+        return self._newest(task, "('ok', 'failed', 'timeout', 'error')")
+
+    def _newest(self, task: str, outcomes: str) -> RunRow | None:
+        rows = self._select(
+            f"SELECT {_RUN_COLUMNS} FROM runs WHERE task = ? AND outcome IN {outcomes} "  # noqa: S608
+            f"{_ORDER} LIMIT 1",
+            (task,),
+        )
+        return _row_to_run(rows[0]) if rows else None
+
+    def first_occurrence(self, task: str) -> datetime | None:
+        """The oldest occurrence history holds for ``task`` (when this machine first saw it)."""
+        rows = self._select("SELECT MIN(occurrence) FROM runs WHERE task = ?", (task,))
+        return _parse_time(rows[0][0]) if rows and rows[0][0] else None
