@@ -406,9 +406,12 @@ class Store:
 
         A crashed cronctl leaves them; so does one still at work, so check ``pid``.
         """
+        # Every `run` asks this: the partial index holds only unfinished rows, so the question
+        # costs the same with a day of history or ninety. Left to itself SQLite walks the whole
+        # table in ORDER BY order (measured: a third of a soak's time).
         rows = self._select(
-            f"SELECT {_RUN_COLUMNS} FROM runs WHERE (?1 IS NULL OR host = ?1) "  # noqa: S608
-            f"AND outcome IN ('pending', 'running') {_ORDER}",
+            f"SELECT {_RUN_COLUMNS} FROM runs INDEXED BY runs_unfinished "  # noqa: S608
+            f"WHERE (?1 IS NULL OR host = ?1) AND outcome IN ('pending', 'running') {_ORDER}",
             (host,),
         )
         return self._runs(rows)
