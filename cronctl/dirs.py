@@ -79,3 +79,21 @@ def daily_notice(state_dir: Path, key: str) -> bool:
     stamp.touch(mode=0o600)
     os.utime(stamp)
     return True
+
+
+def coordination_url(schedule: Schedule, flag: str | None, env: Mapping[str, str]) -> str | None:
+    """The coordination store's URL: --coordination, $CRONCTL_COORDINATION, [cronctl], or None
+    (files in lock_dir). An empty value counts as unset, as for lock_dir."""
+    for value, source in ((flag, "--coordination"), (env.get("CRONCTL_COORDINATION"), None)):
+        if not value:
+            continue
+        if not value.startswith(("postgresql://", "postgres://")):
+            from cronctl.errors import UsageError
+
+            # Never echo the value: it may hold a password.
+            raise UsageError(
+                f"{source or 'CRONCTL_COORDINATION'} must be a postgresql:// URL, e.g. "
+                "postgresql://cronctl@db.internal/ops?sslmode=verify-full"
+            )
+        return value
+    return schedule.settings.coordination

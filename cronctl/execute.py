@@ -8,6 +8,7 @@ import os
 import sys
 import threading
 from collections.abc import Callable, Mapping
+from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from cronctl.core.due import Plan, Previous, plan
 from cronctl.core.model import Schedule, Task, format_duration, format_utc
-from cronctl.edge import locks
+from cronctl.edge.coord import Coordinator, StoreUnavailable, open_coordinator
 from cronctl.edge.paths import ensure_private_dir
 from cronctl.edge.store import RunRow, Store, TaskState
 
@@ -97,6 +98,10 @@ class RunContext:
     start: Callable[[runner.RunSpec], Running] = start_command
     condition: Callable[..., bool] = check_condition
     warn: Callable[[str], None] = field(default=lambda message: print(message, file=sys.stderr))
+    # Claims, overlap locks, pauses, fleet records (edge/coord); None: files in lock_dir.
+    coord: Coordinator | None = None
+    # Claims decided in one round trip before the tasks start, by run id (see _preclaim).
+    claimed: dict[str, bool] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -122,7 +127,20 @@ def run_once(schedule: Schedule, now: datetime, ctx: RunContext) -> RunReport:
     """Plan every task's window at `now`, record it, then run what is due."""
     ensure_private_dir(ctx.state_dir)
     ensure_private_dir(ctx.lock_dir)
-    paused = locks.paused_tasks(ctx.lock_dir)
+    ctx = replace(ctx, coord=ctx.coord or open_coordinator(None, ctx.lock_dir), claimed={})
+    try:
+        return _run_once(schedule, now, ctx)
+    finally:
+        _coord(ctx).close()
+
+
+def _coord(ctx: RunContext) -> Coordinator:
+    assert ctx.coord is not None, "run_once sets the coordinator"
+    return ctx.coord
+
+
+def _run_once(schedule: Schedule, now: datetime, ctx: RunContext) -> RunReport:
+    paused = _paused(ctx)
     with Store.open(ctx.state_dir) as store:
         if ctx.dry_run:
             try:
@@ -137,11 +155,55 @@ def run_once(schedule: Schedule, now: datetime, ctx: RunContext) -> RunReport:
         for row in pending:
             by_task.setdefault(row.task, []).append(row)
         results: dict[str, RunRow] = {r.id: r for r in recovered + rows}
+        _preclaim(plans, by_task, ctx, now)
         for row in _run_all(store, plans, by_task, ctx):
             results[row.id] = row
+        from cronctl.edge.coord.outbox import publish
+
+        publish(store, _coord(ctx), list(results.values()), ctx.state_dir)
         if now.minute == 0:
             _sweep(store, ctx, now)
     return RunReport(now, list(results.values()))
+
+
+def _paused(ctx: RunContext) -> Mapping[str, object]:
+    """The operator pauses; none known when the store is unreachable (guarded tasks then
+    fail at their claim or lock, the others run: SPEC 8.2)."""
+    try:
+        return _coord(ctx).paused_tasks()
+    except StoreUnavailable as exc:
+        ctx.warn(f"cronctl: error: {exc}; guarded tasks are not started this minute")
+        return {}
+
+
+def _preclaim(
+    plans: Mapping[str, Plan], by_task: Mapping[str, list[RunRow]], ctx: RunContext, now: datetime
+) -> None:
+    """Claim the next occurrence of every on_one_server task without conditions in one round
+    trip. Tasks with when/skip claim after their conditions pass (SPEC 4.1): a condition may
+    hold on one machine only."""
+    first = [
+        rows[0]
+        for name, rows in by_task.items()
+        if (task := plans[name].task).on_one_server and not task.when and not task.skip
+    ]
+    if not first:
+        return
+    try:
+        won = _coord(ctx).claim(
+            [(r.task, r.occurrence) for r in first], host=ctx.host, pid=ctx.pid, now=now
+        )
+    except StoreUnavailable:
+        return  # each task then meets the store's failure at its own claim
+    ctx.claimed.update({r.id: (r.task, r.occurrence) in won for r in first})
+
+
+def _claim(task: Task, row: RunRow, ctx: RunContext, now: datetime) -> bool:
+    won = ctx.claimed.pop(row.id, None)
+    if won is None:
+        claim = (task.name, row.occurrence)
+        won = claim in _coord(ctx).claim([claim], host=ctx.host, pid=ctx.pid, now=now)
+    return won
 
 
 def _plan_all(
@@ -277,14 +339,21 @@ def _run_occurrence(store: Store, task: Task, row: RunRow, ctx: RunContext) -> R
     env = _task_env(task, row, ctx)
     if not _conditions_pass(task, env, ctx):
         return replace(row, outcome="skipped: condition")
-    if task.on_one_server and not locks.claim_occurrence(
-        ctx.lock_dir, task.name, row.occurrence, host=ctx.host, pid=ctx.pid, now=now
-    ):
+    try:
+        return _guarded(store, task, row, env, ctx, now)
+    except StoreUnavailable as exc:
+        return replace(row, outcome="error", message=str(exc))
+
+
+def _guarded(
+    store: Store, task: Task, row: RunRow, env: dict[str, str], ctx: RunContext, now: datetime
+) -> RunRow:
+    if task.on_one_server and not _claim(task, row, ctx, now):
         return replace(row, outcome="skipped: another server")
     lock = None
     if task.without_overlapping:
-        attempt = locks.try_overlap_lock(
-            ctx.lock_dir, task.name, lease=task.overlap_lease, now=now, host=ctx.host, pid=ctx.pid
+        attempt = _coord(ctx).try_overlap(
+            task.name, lease=task.overlap_lease, now=now, host=ctx.host, pid=ctx.pid
         )
         if not attempt.may_run:
             holder = f" ({attempt.holder.describe()})" if attempt.holder else ""
@@ -374,10 +443,13 @@ def _dry_outcome(row: RunRow, task: Task, ctx: RunContext) -> RunRow:
     """What would happen, found without running anything or taking any claim or lock."""
     if row.outcome != "pending":
         return row
-    if task.on_one_server and locks.claim_exists(ctx.lock_dir, task.name, row.occurrence):
-        return replace(row, outcome="skipped: another server")
-    if task.without_overlapping and locks.overlap_held(ctx.lock_dir, task.name):
-        return replace(row, outcome="skipped: still running")
+    try:
+        if task.on_one_server and _coord(ctx).claimed(task.name, row.occurrence):
+            return replace(row, outcome="skipped: another server")
+        if task.without_overlapping and _coord(ctx).overlap_held(task.name):
+            return replace(row, outcome="skipped: still running")
+    except StoreUnavailable as exc:
+        return replace(row, outcome="error", message=str(exc))
     note = " (conditions not evaluated)" if task.when or task.skip else ""
     return replace(row, outcome="would run", message=f"dry run{note}")
 
@@ -415,7 +487,8 @@ def _sweep(store: Store, ctx: RunContext, now: datetime) -> None:
     """Hourly housekeeping: old claims, logs and history rows."""
     from cronctl.edge import runner
 
-    locks.sweep_claims(ctx.lock_dir, now=now)
+    with suppress(StoreUnavailable):  # housekeeping waits for the next hour
+        _coord(ctx).sweep(now)
     runner.sweep_logs(ctx.state_dir / "logs", now=now, max_age=LOG_RETENTION)
     store.prune(now - HISTORY_RETENTION)
 

@@ -40,6 +40,7 @@ class Settings:
     lock_dir: Path | None = None
     lock_dir_shared: bool = False
     max_parallel: int = 8
+    coordination: str | None = None  # a postgresql:// URL (SPEC 8)
 
 
 @dataclass(frozen=True, slots=True)

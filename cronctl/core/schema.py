@@ -102,6 +102,7 @@ SETTINGS_KEYS: dict[str, _Check] = {
     "lock_dir": (_is_str, "a directory path string"),
     "lock_dir_shared": (_is_bool, "true or false"),
     "max_parallel": (_is_int, "a positive integer"),
+    "coordination": (_is_str, 'a "postgresql://..." URL string'),
 }
 TOP_KEYS = ("cronctl", "defaults", "task")
 DAY_KEYS = ("weekdays", "weekends", "days")
@@ -230,6 +231,10 @@ def _parse_settings(table: dict[str, Any], base: Path, rep: _Reporter) -> None:
         if key == "max_parallel" and value < 1:
             rep.add(line, None, "bad-value", "'max_parallel' must be at least 1")
             continue
+        if key == "coordination" and not value.startswith(("postgresql://", "postgres://")):
+            # The value is not echoed: it may hold a password.
+            rep.add(line, None, "bad-value", "'coordination' must be a postgresql:// URL")
+            continue
         if key in ("state_dir", "lock_dir"):
             value = (base / Path(value).expanduser()).resolve() if value else None
             if value is None:
@@ -245,6 +250,7 @@ def build_settings(values: dict[str, Any]) -> Settings:
         lock_dir=values.get("lock_dir"),
         lock_dir_shared=values.get("lock_dir_shared", False),
         max_parallel=values.get("max_parallel", 8),
+        coordination=values.get("coordination"),
     )
 
 
