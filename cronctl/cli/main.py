@@ -71,7 +71,10 @@ def _dispatch(argv: Sequence[str]) -> int | None:
             from cronctl.cli.common import run_command
 
             return run_command(**options)  # type: ignore[arg-type]
-    from cronctl.cli import ops  # noqa: F401  (registers status, history, logs, pause, resume)
+    from cronctl.cli import (
+        doctor_cmd,  # noqa: F401  (registers doctor)
+        ops,  # noqa: F401  (registers status, history, logs, pause, resume)
+    )
     from cronctl.cli.app import app
     from cronctl.cli.import_cmd import register
 
