@@ -106,19 +106,32 @@ class PostgresCoordinator:
         with self._mutex:
             if self._failure is not None:
                 raise StoreUnavailable(self._failure)
-            try:
-                if self._conn is None:
-                    self._conn = connect(self.url)
-                    self._pauses = ensure_schema(self._conn, self.url)
-                with self._conn.cursor() as cur:
-                    return work(cur)
-            except StoreUnavailable as exc:
-                self._failure = str(exc)
-                raise
-            except (psycopg2.OperationalError, psycopg2.InterfaceError) as exc:
-                self._failure = _unreachable(self.url, exc)
-                self._drop()
-                raise StoreUnavailable(self._failure) from None
+            # A connection that worked before may have been cut (a server restart, a network
+            # blip) while the tasks ran: one fresh connection is tried before giving up.
+            retry = self._conn is not None
+            while True:
+                try:
+                    if self._conn is None:
+                        self._conn = connect(self.url)
+                        self._pauses = ensure_schema(self._conn, self.url)
+                    with self._conn.cursor() as cur:
+                        return work(cur)
+                except StoreUnavailable as exc:
+                    self._failure = str(exc)
+                    raise
+                except psycopg2.Error as exc:
+                    # A lost server shows as OperationalError, or as a bare DatabaseError
+                    # ("server closed the connection unexpectedly") with the connection closed.
+                    lost = isinstance(exc, psycopg2.OperationalError | psycopg2.InterfaceError)
+                    lost = lost or type(exc) is psycopg2.DatabaseError
+                    if not lost and not (self._conn is None or self._conn.closed):
+                        raise
+                    self._drop()
+                    if retry:
+                        retry = False
+                        continue
+                    self._failure = _unreachable(self.url, exc)
+                    raise StoreUnavailable(self._failure) from None
 
     def _drop(self) -> None:
         conn, self._conn = self._conn, None
@@ -232,7 +245,6 @@ class PostgresCoordinator:
         self, task: str, *, reason: str | None, now: datetime, host: str, user: str
     ) -> None:
         """Upsert the pause row."""
-        self._pauses = None
         self._call(
             lambda cur: cur.execute(
                 "INSERT INTO cronctl.pauses (task, reason, since, host, usr) "
@@ -242,16 +254,18 @@ class PostgresCoordinator:
                 (task, reason, now, host, user),
             )
         )
+        self._pauses = None  # read afresh after the change
 
     def clear_pause(self, task: str) -> bool:
         """Delete the pause row."""
-        self._pauses = None
 
         def delete(cur: Any) -> bool:
             cur.execute("DELETE FROM cronctl.pauses WHERE task = %s", (task,))
             return bool(cur.rowcount)
 
-        return self._call(delete)
+        cleared = self._call(delete)
+        self._pauses = None  # read afresh after the change
+        return cleared
 
     # --- fleet history --------------------------------------------------------------------
 
