@@ -33,8 +33,8 @@ def _bindir() -> Path | None:
 class PgServer:
     """A throw-away cluster: start, stop, restart, SQL as the superuser."""
 
-    def __init__(self, bindir: Path, root: Path) -> None:
-        self.bindir, self.root = bindir, root
+    def __init__(self, bindir: Path, root: Path, durable: bool = False) -> None:
+        self.bindir, self.root, self.durable = bindir, root, durable
         self.data, self.socket = root / "data", root
         self._as_postgres = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
 
@@ -54,9 +54,12 @@ class PgServer:
         )  # fmt: skip
 
     def start(self) -> None:
-        """Start on the socket only; fsync off keeps the suite fast (durability across a
-        crash of the machine is PostgreSQL's business, not what these tests check)."""
-        opts = f"-k {self.socket} -c listen_addresses='' -c fsync=off -c max_connections=200"
+        """Start on the socket only. The tests run with fsync off, which keeps them fast
+        (durability across a crash of the machine is PostgreSQL's business, not what they
+        check; a server crash, which they do check, loses nothing committed either way);
+        benchmarks pass ``durable=True``."""
+        fsync = "on" if self.durable else "off"
+        opts = f"-k {self.socket} -c listen_addresses='' -c fsync={fsync} -c max_connections=200"
         self._ctl("-o", opts, "start")
 
     def stop(self, mode: str = "fast") -> None:

@@ -223,3 +223,24 @@ def test_check_never_connects(cli: Cli, tmp_path: Path) -> None:
     bad = cli("check", "-f", "bad.toml")
     assert bad.returncode == 1 and "postgresql://" in bad.stdout + bad.stderr
     assert "sekret" not in bad.stdout + bad.stderr
+
+
+def test_a_role_with_rights_on_one_schema_is_enough(
+    cli: Cli, pg_url: str, pg_server: PgServer, tmp_path: Path
+) -> None:
+    database = pg_url.split("@/", 1)[1].split("?")[0]
+    role = f"r_{database}"
+    pg_server.sql(f"CREATE ROLE {role} LOGIN")
+    pg_server.sql(f"REVOKE CREATE ON SCHEMA public FROM PUBLIC; REVOKE CREATE ON DATABASE "
+                  f"{database} FROM PUBLIC", database)  # fmt: skip
+    pg_server.sql(f"CREATE SCHEMA cronctl AUTHORIZATION {role}", database)
+    write_schedule(
+        tmp_path / "schedules.toml",
+        ['name = "t"\ncron = "* * * * *"\ncommand = "true"\non_one_server = true'],
+    )
+    env = {"CRONCTL_COORDINATION": pg_server.url(database, role), "CRONCTL_HOST": "a"}
+    result = cli("run", "--json", "--now", T, env=env)
+    assert result.returncode == 0, result.stderr
+    assert _outcomes(result) == {"t": "ok"}
+    assert cli("doctor", env=env).returncode in (0, 1)  # reachable; dirs may be judged
+    assert "reachable" in cli("doctor", env=env).stdout

@@ -90,7 +90,11 @@ def _migrate(conn: Any, url: str) -> None:
     try:
         with conn.cursor() as cur:
             cur.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATE_KEY,))
-            cur.execute("CREATE SCHEMA IF NOT EXISTS cronctl")
+            # CREATE SCHEMA checks the right to create schemas even with IF NOT EXISTS; a role
+            # given only its own schema (README) must never need it.
+            cur.execute("SELECT 1 FROM pg_namespace WHERE nspname = 'cronctl'")
+            if cur.fetchone() is None:
+                cur.execute("CREATE SCHEMA cronctl")
             cur.execute(
                 "CREATE TABLE IF NOT EXISTS cronctl.meta (one boolean PRIMARY KEY DEFAULT true "
                 "CHECK (one), version integer NOT NULL)"

@@ -125,7 +125,11 @@ class PostgresCoordinator:
                     lost = isinstance(exc, psycopg2.OperationalError | psycopg2.InterfaceError)
                     lost = lost or type(exc) is psycopg2.DatabaseError
                     if not lost and not (self._conn is None or self._conn.closed):
-                        raise
+                        # Reachable but refusing (permissions, a damaged schema): the same
+                        # handling as unreachable, with what the server said.
+                        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                        self._failure = f"coordination store error ({self.describe()}): {first}"
+                        raise StoreUnavailable(self._failure) from None
                     self._drop()
                     if retry:
                         retry = False
