@@ -116,9 +116,16 @@ def scale(server: PgServer, machines: int, tasks: int, minutes: int) -> dict[str
 
     server.sql("CREATE DATABASE scale")
     url = server.url("scale")
+    PostgresCoordinator(url).paused_tasks()  # create the schema once
     coords = [PostgresCoordinator(url) for _ in range(machines)]
+    # A run's connection (a new backend: fork, authentication, startup query), per machine:
+    # outside the claim timing, but its server CPU is measured too.
+    cpu_connect = _server_cpu(server)
+    connect_began = time.perf_counter()
     for coord in coords:
-        coord.paused_tasks()  # connect (and create the schema) outside the timing
+        coord.paused_tasks()
+    connect_wall = time.perf_counter() - connect_began
+    cpu_connect = _server_cpu(server) - cpu_connect
     names = [f"t{i:04d}" for i in range(tasks)]
     claim_s: list[float] = []
     publish_s: list[float] = []
@@ -170,6 +177,8 @@ def scale(server: PgServer, machines: int, tasks: int, minutes: int) -> dict[str
         "claim_round_trip_p99_ms": 1000 * claim_s[min(len(claim_s) - 1, int(len(claim_s) * 0.99))],
         "publish_p50_ms_winners": 1000 * statistics.median(publish_s or [0.0]),
         "server_cpu_s": cpu, "server_cpu_per_minute_s": cpu / minutes,
+        "connect_ms_each": 1000 * connect_wall / machines,
+        "server_cpu_per_connect_ms": 1000 * cpu_connect / machines,
     }  # fmt: skip
     print(f"\nscale: {machines} machines x {tasks} on_one_server tasks x {minutes} minutes")
     for key, value in result.items():
