@@ -244,3 +244,28 @@ def test_a_role_with_rights_on_one_schema_is_enough(
     assert _outcomes(result) == {"t": "ok"}
     assert cli("doctor", env=env).returncode in (0, 1)  # reachable; dirs may be judged
     assert "reachable" in cli("doctor", env=env).stdout
+
+
+def test_after_a_server_restart_a_holder_gets_time_to_take_its_lock_back(
+    pg_url: str, pg_server: PgServer
+) -> None:
+    """A holder last seen long before the restart (a long outage) still keeps contenders out
+    for the grace after the server's start, though its advisory lock is gone."""
+    from datetime import UTC, datetime
+
+    store = _coord(pg_url)
+    try:
+        store.paused_tasks()  # creates the schema
+        database = pg_url.split("@/", 1)[1].split("?")[0]
+        pg_server.sql(
+            "INSERT INTO cronctl.holders (task, host, pid, started, backend, seen) VALUES "
+            "('long', 'a', 42, now() - interval '1 hour', 1, now() - interval '10 minutes')",
+            database,
+        )
+        pg_server.restart_immediate()
+        now = datetime.now(UTC)
+        got = store.try_overlap("long", lease=None, now=now, host="b", pid=7)
+        assert got.status == "held" and got.holder is not None and got.holder.host == "a"
+        assert not store.overlap_held("long")  # the advisory lock itself is free
+    finally:
+        store.close()

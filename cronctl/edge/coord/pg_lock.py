@@ -13,8 +13,9 @@ Two things keep a contender out meanwhile:
 - the row in ``cronctl.holders`` (host, pid, start, backend, ``seen``): the holder's cronctl
   refreshes ``seen`` every few seconds while it waits for the task, and watches the socket;
   when the session is lost it takes the lock again on a new connection;
-- a contender that gets the advisory lock but finds a holder row seen within FRESH_S (or seen
-  up to a server restart that happened less than RESTART_GRACE_S ago) treats the lock as held.
+- a contender that gets the advisory lock but finds a holder row seen within FRESH_S, or seen
+  before a server restart that happened less than RESTART_GRACE_S ago (however long the server
+  was down), treats the lock as held: the holder is given that long to take its lock back.
 
 What remains: a lost session while cronctl itself is dead (two faults at once) leaves the task
 unguarded; see README "Fleets without a shared file system".
@@ -43,7 +44,7 @@ _TRY = """
 WITH got AS (SELECT pg_try_advisory_lock(%(key)s) AS ok)
 SELECT got.ok, h.host, h.pid, h.started, h.backend,
        h.backend <> pg_backend_pid() AND (h.seen > now() - make_interval(secs => %(fresh)s)
-        OR (h.seen >= pg_postmaster_start_time() - make_interval(secs => %(fresh)s)
+        OR (h.seen < pg_postmaster_start_time()
             AND now() < pg_postmaster_start_time() + make_interval(secs => %(grace)s)))
 FROM got LEFT JOIN cronctl.holders h ON h.task = %(task)s"""
 _RECORD = """
