@@ -158,9 +158,10 @@ def _run_once(schedule: Schedule, now: datetime, ctx: RunContext) -> RunReport:
         _preclaim(plans, by_task, ctx, now)
         for row in _run_all(store, plans, by_task, ctx):
             results[row.id] = row
-        from cronctl.edge.coord.outbox import publish
+        if _coord(ctx).kind != "files":  # only a store keeps a fleet history
+            from cronctl.edge.coord.outbox import publish
 
-        publish(store, _coord(ctx), list(results.values()), ctx.state_dir)
+            publish(store, _coord(ctx), list(results.values()), ctx.state_dir)
         if now.minute == 0:
             _sweep(store, ctx, now)
     return RunReport(now, list(results.values()))
