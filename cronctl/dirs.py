@@ -40,6 +40,8 @@ def lock_dir_warning(
     tasks = [t for t in schedule.tasks if t.on_one_server]
     if not tasks or schedule.settings.lock_dir_shared:
         return None
+    if schedule.settings.coordination or os.environ.get("CRONCTL_COORDINATION"):
+        return None  # claims live in the coordination store, not in lock_dir
     if only_if_present and not lock_dir.is_dir():
         return None
     from cronctl.edge.paths import filesystem_type, is_shared_fstype

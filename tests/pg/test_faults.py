@@ -269,3 +269,17 @@ def test_after_a_server_restart_a_holder_gets_time_to_take_its_lock_back(
         assert not store.overlap_held("long")  # the advisory lock itself is free
     finally:
         store.close()
+
+
+def test_check_does_not_ask_for_a_shared_lock_dir_when_a_store_coordinates(
+    cli: Cli, tmp_path: Path
+) -> None:
+    task = 'name = "t"\ncron = "* * * * *"\ncommand = "true"\non_one_server = true'
+    (tmp_path / "locks").mkdir()
+    header = f'[cronctl]\nlock_dir = "{tmp_path / "locks"}"\n'
+    write_schedule(tmp_path / "plain.toml", [task], header=header)
+    assert "lock-dir-not-shared" in cli("check", "--format", "json", "-f", "plain.toml").stdout
+    coordinated = header + 'coordination = "postgresql://u@/x?host=/nonexistent"\n'
+    write_schedule(tmp_path / "pg.toml", [task], header=coordinated)
+    result = cli("check", "--format", "json", "-f", "pg.toml")
+    assert result.returncode == 0 and "lock-dir-not-shared" not in result.stdout
