@@ -283,3 +283,16 @@ def test_check_does_not_ask_for_a_shared_lock_dir_when_a_store_coordinates(
     write_schedule(tmp_path / "pg.toml", [task], header=coordinated)
     result = cli("check", "--format", "json", "-f", "pg.toml")
     assert result.returncode == 0 and "lock-dir-not-shared" not in result.stdout
+
+
+def test_doctor_finds_a_healthy_set_up_and_dry_run_reads_the_store(
+    fleet: Callable[..., object], tmp_path: Path
+) -> None:
+    (tmp_path / "release").touch()
+    fleet("a", "run", "--now", T)
+    doctor = fleet("a", "doctor")
+    out = doctor.stdout  # type: ignore[attr-defined]
+    assert doctor.returncode == 0, out  # type: ignore[attr-defined]
+    assert "schema version 1 of 1" in out and "clock:" in out and "PROBLEM" not in out
+    dry = fleet("b", "run", "--dry-run", "--json", "--now", T)
+    assert _outcomes(dry) == {"long": "skipped: another server", "free": "would run"}
