@@ -69,17 +69,20 @@ NOTICE_INTERVAL_S = 24 * 3600
 
 def daily_notice(state_dir: Path, key: str) -> bool:
     """True at most once a day per key: for warnings `run` would otherwise mail every minute."""
-    from cronctl.edge.paths import ensure_private_dir
+    from cronctl.edge.paths import ensure_private_dir, open_nofollow
 
-    stamp = ensure_private_dir(state_dir / "notices") / key
+    stamp = ensure_private_dir(state_dir / "notices", within=state_dir) / key
+    # Never through a link: a symlink planted at the stamp must not make root touch its target.
+    fd = open_nofollow(stamp, os.O_WRONLY | os.O_CREAT, 0o600)
     try:
-        age = time.time() - stamp.stat().st_mtime
-    except FileNotFoundError:
-        age = float("inf")
-    if age < NOTICE_INTERVAL_S:
-        return False
-    stamp.touch(mode=0o600)
-    os.utime(stamp)
+        info = os.fstat(fd)
+        fresh = info.st_size > 0 and time.time() - info.st_mtime < NOTICE_INTERVAL_S
+        if fresh:
+            return False
+        os.write(fd, b"1")  # a stamp that has been set has a byte: a fresh create has none
+        os.utime(fd)
+    finally:
+        os.close(fd)
     return True
 
 

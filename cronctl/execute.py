@@ -383,7 +383,7 @@ def _execute(
     ctx: RunContext,
     lock_fd: int | None,
 ) -> RunRow:
-    log_dir = ensure_private_dir(ctx.state_dir / "logs" / task.name)
+    log_dir = ensure_private_dir(ctx.state_dir / "logs" / task.name, within=ctx.state_dir)
     log_path = log_dir / f"{row.id}.log"
     # Recorded before the start: a cronctl killed from here on leaves "running", which
     # recovery reports as an unknown outcome, never as "did not run".

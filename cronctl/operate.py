@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -9,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from cronctl.core.model import Schedule, Task
 from cronctl.edge import locks
-from cronctl.edge.paths import ensure_private_dir
+from cronctl.edge.paths import ensure_private_dir, verify_dir
 from cronctl.edge.store import RunRow, Store, TaskState
 from cronctl.errors import UsageError
 
@@ -94,14 +96,32 @@ def history(state_dir: Path, task: str | None, limit: int) -> list[RunRow]:
 
 @dataclass(frozen=True)
 class LogResult:
-    """`cronctl logs`: which run, and its captured output."""
+    """`cronctl logs`: which run, and the checked path of its captured output."""
 
     run: RunRow
-    text: str
+    path: Path
+
+    def chunks(self) -> Iterator[bytes]:
+        """The output in chunks: a log of any size is shown in constant memory.
+
+        :raises UsageError: the log was swept (kept 14 days) after `logs` found it.
+        """
+        from cronctl.edge.logfiles import log_chunks
+
+        try:
+            yield from log_chunks(self.path)
+        except FileNotFoundError:
+            raise _gone(self.run) from None
 
 
 def logs(state_dir: Path, task: str, run_id: str | None) -> LogResult:
-    """The captured output of the task's last run (or of a given run)."""
+    """The captured output of the task's last run (or of a given run).
+
+    Nothing on the way is followed through a link, and a FIFO or device planted where a
+    log should be is refused (UnsafeDirectoryError) instead of blocking (SPEC 6).
+    """
+    from cronctl.edge.logfiles import log_file
+
     with _store(state_dir) as store:
         if run_id is not None:
             run = store.get_run(run_id)
@@ -116,14 +136,17 @@ def logs(state_dir: Path, task: str, run_id: str | None) -> LogResult:
             run = with_logs[0]
     if run.log_path is None:
         raise UsageError(f"run {run.id} ({run.outcome}) captured no output")
-    try:
-        text = Path(run.log_path).read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        raise UsageError(
-            f"the log of run {run.id} ({run.log_path}) is gone (logs are kept 14 days); "
-            f"its last lines were:\n{run.tail}"
-        ) from None
-    return LogResult(run, text)
+    path = log_file(state_dir, run.task, run.log_path)
+    if path is None or not os.path.lexists(path):
+        raise _gone(run)
+    return LogResult(run, path)
+
+
+def _gone(run: RunRow) -> UsageError:
+    return UsageError(
+        f"the log of run {run.id} ({run.log_path}) is gone (logs are kept 14 days); "
+        f"its last lines were:\n{run.tail}"
+    )
 
 
 def pause(
@@ -150,7 +173,11 @@ def pause(
 def resume(schedule: Schedule, lock_dir: Path, name: str, coord: Coordinator | None = None) -> bool:
     """Clear an operator pause; False if the task was not paused that way."""
     task = _require_task(schedule, name)
-    cleared = coord.clear_pause(name) if coord else locks.clear_pause(lock_dir, name)
+    if coord is not None:
+        cleared = coord.clear_pause(name)
+    else:
+        # Unlinking goes through lock_dir/paused: never through a planted link (SPEC 6).
+        cleared = verify_dir(lock_dir) and locks.clear_pause(lock_dir, name)
     if not cleared and task.paused:
         raise UsageError(
             f"task {name!r} is paused by `paused = true` in {task.source}; "

@@ -14,6 +14,7 @@ from typing import Any
 from cronctl.core.analysis import schedule_warnings
 from cronctl.core.cronexpr import minute_floor, parse_cron
 from cronctl.core.model import Problem, Schedule, Task
+from cronctl.core.values import LATEST
 from cronctl.core.zones import next_occurrence, parse_zone
 from cronctl.errors import UsageError
 
@@ -110,6 +111,8 @@ def next_for_expression(expression: str, zone_name: str, after: datetime, count:
     runs: list[datetime] = []
     cursor = after
     for _ in range(count):
+        if cursor >= LATEST:  # past it, the next occurrence could be beyond year 9999
+            break
         cursor = next_occurrence(expr, zone, cursor)
         runs.append(cursor)
     return NextResult(None, expr.text, zone.name, runs)

@@ -63,6 +63,7 @@ class Worker:
         self._stop = threading.Event()
         self._stop_signal: int | None = None
         self._threads: list[threading.Thread] = []
+        self._said: str | None = None  # the last reload warning, so it is said once
 
     def request_stop(self, signum: int, _frame: FrameType | None = None) -> None:
         """Signal handler: stop starting tasks; the loop then forwards the signal."""
@@ -100,23 +101,33 @@ class Worker:
         return _Watched(schedule, file_stamps(self._paths()))
 
     def refresh(self, watched: _Watched) -> _Watched:
-        """A changed file is read again; a broken edit is reported and the old schedule kept."""
+        """A changed file is read again; a broken edit is reported and the old schedule kept.
+
+        Whatever a load raises, `work` keeps the last good schedule: one bad edit must not
+        stop every task on the machine. Each problem is said once, not every minute.
+        """
         try:
             stamps = file_stamps(self._paths())
-        except CronctlError as exc:
-            _say(f"cronctl work: warning: {exc}; keeping the last good schedule")
+        except Exception as exc:  # anything: see the docstring
+            self._say_once(f"cronctl work: warning: {_why(exc)}; keeping the last good schedule")
             return watched
+        self._said = None
         if stamps == watched.stamps:
             return watched
         try:
             schedule = self._load()
-        except CronctlError as exc:
-            return self._keep(watched, stamps, str(exc))
+        except Exception as exc:  # anything: see the docstring
+            return self._keep(watched, stamps, _why(exc))
         if schedule.errors:
             problem = "; ".join(p.describe() for p in schedule.errors[:5])
             return self._keep(watched, stamps, problem)
         _say(f"cronctl work: schedule reloaded: {len(schedule.tasks)} tasks")
         return _Watched(schedule, stamps)
+
+    def _say_once(self, message: str) -> None:
+        if message != self._said:
+            _say(message)
+        self._said = message
 
     @staticmethod
     def _keep(watched: _Watched, stamps: dict[Path, tuple[int, int]], problem: str) -> _Watched:
@@ -168,6 +179,13 @@ def seconds_to_boundary(now: datetime) -> float:
     """
     boundary = minute_floor(now) + _MINUTE
     return max(0.0, (boundary - now).total_seconds()) + _BOUNDARY_SLACK_S
+
+
+def _why(exc: Exception) -> str:
+    """A load failure for the log: cronctl's own errors as they are, anything else named."""
+    if isinstance(exc, CronctlError):
+        return str(exc)
+    return f"the schedule could not be loaded ({type(exc).__name__}: {exc})"
 
 
 def _say(message: str) -> None:

@@ -22,7 +22,7 @@ class Cli:
     def __call__(
         self,
         *args: str,
-        env: Mapping[str, str] | None = None,
+        env: Mapping[str, str | None] | None = None,
         timeout: float = 60,
         input_text: str | None = None,
     ) -> subprocess.CompletedProcess[str]:
@@ -30,7 +30,7 @@ class Cli:
         result = subprocess.run(
             [sys.executable, "-m", "cronctl", *args],
             cwd=self.cwd,
-            env={**self.env, **(env or {})},
+            env=_merged(self.env, env),
             capture_output=True,
             text=True,
             timeout=timeout,
@@ -40,23 +40,41 @@ class Cli:
         assert "Traceback" not in result.stderr, result.stderr
         return result
 
-    def popen(self, *args: str, env: Mapping[str, str] | None = None) -> subprocess.Popen[str]:
+    def popen(
+        self, *args: str, env: Mapping[str, str | None] | None = None
+    ) -> subprocess.Popen[str]:
         """Start without waiting (for concurrency and signal tests)."""
         return subprocess.Popen(
             [sys.executable, "-m", "cronctl", *args],
             cwd=self.cwd,
-            env={**self.env, **(env or {})},
+            env=_merged(self.env, env),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
         )
 
 
+#: Pass as ``env=`` to read state_dir from the schedule file: None removes the variable.
+FILE_STATE: Mapping[str, str | None] = {"CRONCTL_STATE_DIR": None}
+
+
+def _merged(base: Mapping[str, str], extra: Mapping[str, str | None] | None) -> dict[str, str]:
+    """``base`` updated by ``extra``; a None value in ``extra`` removes the variable."""
+    env = dict(base)
+    for key, value in (extra or {}).items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    return env
+
+
 def clean_env(home: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment minus CRONCTL_*, with HOME in the sandbox and colour off."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("CRONCTL_")}
     # Tests run as root in CI: never let a default state dir land in /var/lib/cronctl.
-    # A test that reads state_dir from its schedule file passes CRONCTL_STATE_DIR="".
+    # A test that reads state_dir from its schedule file passes env=FILE_STATE (it removes
+    # CRONCTL_STATE_DIR; an empty value is a usage error).
     env.update(
         {
             "HOME": str(home),

@@ -128,7 +128,10 @@ def _recorded(
     paused = frozenset(paused_tasks(locks))
     if not (states / "state.db").is_file():
         return {}, paused
+    from cronctl.edge.paths import verify_dir
     from cronctl.edge.store import Store
+
+    verify_dir(states)  # a state.db another user could have planted is never read
 
     with Store.open(states) as store:
         found = {t.name: store.last_run(t.name) for t in schedule.tasks}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -30,7 +31,32 @@ def parse_instant(text: str | None, flag: str = "--now") -> datetime:
         raise UsageError(f"{flag} {text!r} is not ISO 8601, e.g. 2026-08-03T09:00:00Z") from None
     if value.tzinfo is None:
         raise UsageError(f"{flag} {text!r} has no offset; add Z or +HH:MM")
+    from cronctl.core.values import instant_problem
+
+    if problem := instant_problem(value):
+        raise UsageError(f"{flag} {text!r} {problem}; give a time in that range")
     return value.astimezone(UTC)
+
+
+#: Options whose value names a file or directory: an empty value is never meant.
+_PATH_OPTIONS = ("--state-dir", "--lock-dir", "--file", "-f")
+
+
+def reject_empty_paths(argv: Sequence[str]) -> None:
+    """A usage error for ``--state-dir ""`` and the like, before anything reads them.
+
+    Typer turns an empty value into ``Path("")``, which is the current directory: a state
+    directory would silently land wherever cron started the command.
+    """
+    for index, arg in enumerate(argv):
+        name, eq, inline = arg.partition("=")
+        if arg == "--":
+            return
+        if name not in _PATH_OPTIONS:
+            continue
+        empty = inline == "" if eq else index + 1 < len(argv) and argv[index + 1] == ""
+        if empty:
+            raise UsageError(f"{name} was given an empty value; give a path, or leave {name} out")
 
 
 def host_name(flag: str | None = None) -> str:

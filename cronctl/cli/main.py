@@ -8,13 +8,17 @@ the typer app, which owns the documentation and the error messages.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from cronctl.errors import CronctlError
+
+if TYPE_CHECKING:
+    import typer
 
 _RUN_FLAGS = {"--dry-run": "dry_run", "-v": "verbose", "--verbose": "verbose",
               "--strict": "strict", "--json": "as_json"}  # fmt: skip
@@ -60,6 +64,9 @@ def _die(message: str, code: int = 2) -> NoReturn:
 
 
 def _dispatch(argv: Sequence[str]) -> int | None:
+    from cronctl.cli.common import reject_empty_paths
+
+    reject_empty_paths(argv)
     if list(argv) == ["--version"]:
         from cronctl import __version__
 
@@ -71,6 +78,13 @@ def _dispatch(argv: Sequence[str]) -> int | None:
             from cronctl.cli.common import run_command
 
             return run_command(**options)  # type: ignore[arg-type]
+    _full_app()()
+    return None
+
+
+@functools.cache
+def _full_app() -> typer.Typer:
+    """The typer app with every command registered, once per process (tests call main often)."""
     from cronctl.cli import (
         doctor_cmd,  # noqa: F401  (registers doctor)
         ops,  # noqa: F401  (registers status, history, logs, pause, resume)
@@ -79,8 +93,7 @@ def _dispatch(argv: Sequence[str]) -> int | None:
     from cronctl.cli.import_cmd import register
 
     register(app)
-    app()
-    return None
+    return app
 
 
 def main() -> None:

@@ -122,7 +122,17 @@ def logs(
     _, states, _ = _dirs(file, state_dir, lock_dir)
     result = operate.logs(states, name, run)
     print(f"# {result.run.task} {result.run.id} {result.run.outcome}", file=sys.stderr)
-    sys.stdout.write(result.text)
+    sys.stdout.flush()
+    try:
+        for chunk in result.chunks():  # streamed: a huge log never sits in memory whole
+            sys.stdout.buffer.write(chunk)
+        sys.stdout.buffer.flush()
+    except BrokenPipeError:
+        # `cronctl logs NAME | head` closed the pipe: done, like cat. Point stdout at
+        # /dev/null so the interpreter's final flush does not fail on it again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
 
 
 @app.command()

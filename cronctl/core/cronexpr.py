@@ -232,23 +232,42 @@ def _parse_item(item: str, spec: str, field: _Field) -> set[int]:
 
 
 def _parse_step(text: str, spec: str, field: _Field) -> int:
-    if not text.isdigit():
+    if not _is_number(text):
         raise CronSyntaxError(f"step {text!r} in the {field.name} field ({spec!r}) is not a number")
-    step = int(text)
+    step = _bounded_int(text)
     span = field.high - field.low + 1
     if step == 0 or step > span:
         raise CronSyntaxError(
-            f"step {step} in the {field.name} field ({spec!r}) must be between 1 and {span}"
+            f"step {_shown(text)} in the {field.name} field ({spec!r}) must be between 1 and {span}"
         )
     return step
 
 
+def _is_number(text: str) -> bool:
+    # ASCII only: str.isdigit() also accepts "²" and other scripts' digits, which int() refuses.
+    return text.isascii() and text.isdigit()
+
+
+def _bounded_int(text: str) -> int:
+    """The value of ASCII digits, capped: int() refuses more than 4,300 digits (CVE-2020-10735).
+
+    Any field's range ends below 100, so a capped value is out of range all the same.
+    """
+    digits = text.lstrip("0")
+    return int(digits or "0") if len(digits) <= 4 else 10_000
+
+
+def _shown(text: str) -> str:
+    digits = text.lstrip("0") or "0"
+    return digits if len(digits) <= 12 else f"{digits[:9]}... ({len(digits)} digits)"
+
+
 def _parse_value(text: str, spec: str, field: _Field) -> int:
-    if text.isdigit():
-        value = int(text)
+    if _is_number(text):
+        value = _bounded_int(text)
         if not field.low <= value <= field.high:
             raise CronSyntaxError(
-                f"{value} is out of range in the {field.name} field ({spec!r}); "
+                f"{_shown(text)} is out of range in the {field.name} field ({spec!r}); "
                 f"allowed: {field.low}-{field.high}"
             )
         return value

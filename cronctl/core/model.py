@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from cronctl.core.cronexpr import CronExpr, minute_floor
+from cronctl.core.values import LATEST
 from cronctl.core.zones import Zone, fires_at, next_occurrence
 
 MISFIRE_POLICIES = ("coalesce", "catch-up", "skip")
@@ -118,7 +119,8 @@ class Task:
         """The next `count` occurrences strictly after `after`, as aware UTC datetimes."""
         runs: list[datetime] = []
         cursor = after
-        while len(runs) < count:
+        while len(runs) < count and cursor < LATEST:
+            # Past LATEST the next occurrence could lie beyond year 9999: stop listing there.
             nxt = self.next_run(cursor)
             if nxt is None:
                 break

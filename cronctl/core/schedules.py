@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from cronctl.core.cronexpr import parse_cron
-from cronctl.core.values import parse_day_of_week, parse_time_of_day
+from cronctl.core.values import instant_problem, parse_day_of_week, parse_time_of_day
 from cronctl.errors import CronSyntaxError
 
 # Keys whose cron has a '*' day-of-week that weekdays/weekends/days may restrict.
@@ -153,6 +153,8 @@ def _at(value: datetime) -> datetime:
         )
     if value.second or value.microsecond:
         raise ScheduleProblem("'at' must be on a whole minute; cronctl is woken once a minute")
+    if problem := instant_problem(value):
+        raise ScheduleProblem(f"at = {value.isoformat()} {problem}")
     return value.astimezone(UTC)
 
 

@@ -14,7 +14,7 @@ from cronctl.core import schedules
 from cronctl.core.cronexpr import parse_cron
 from cronctl.core.lines import LineIndex
 from cronctl.core.model import MISFIRE_POLICIES, Problem, Settings, Task
-from cronctl.core.values import parse_duration
+from cronctl.core.values import check_env, check_text, parse_duration
 from cronctl.core.zones import Zone, parse_zone
 from cronctl.errors import CronSyntaxError, DurationError, ZoneError
 
@@ -236,6 +236,9 @@ def _parse_settings(table: dict[str, Any], base: Path, rep: _Reporter) -> None:
             rep.add(line, None, "bad-value", "'coordination' must be a postgresql:// URL")
             continue
         if key in ("state_dir", "lock_dir"):
+            if bad := check_text(key, value):
+                rep.add(line, None, "bad-value", bad)
+                continue
             value = (base / Path(value).expanduser()).resolve() if value else None
             if value is None:
                 rep.add(line, None, "bad-value", f"{key!r} must not be empty")
@@ -286,11 +289,23 @@ def _check_value(key: str, value: Any) -> tuple[str, str] | None:
             return f"misfire {value!r} is not one of {allowed}", "bad-value"
         elif key in ("when", "skip", "shell", "workdir") and not value.strip():
             return f"{key!r} must not be empty", "bad-value"
+        elif bad := _text_problem(key, value):
+            return bad, "bad-value"
     except DurationError as exc:
         return f"{key!r}: {exc}", "bad-duration"
     except ZoneError as exc:
         return str(exc), "bad-timezone"
     return None
+
+
+def _text_problem(key: str, value: Any) -> str | None:
+    """NUL bytes and unusable env names: values exec and open would refuse on every run."""
+    if key == "env":
+        return check_env(value)
+    if key == "command" and isinstance(value, list):
+        parts = [part for part in value if isinstance(part, str)]
+        return next((bad for part in parts if (bad := check_text(key, part))), None)
+    return check_text(key, value) if isinstance(value, str) else None
 
 
 def _parse_task(
@@ -334,6 +349,8 @@ def _parse_task(
         report("name", "missing-key", "task has no 'command'; add command = \"...\"")
     elif isinstance(command, str) and not command.strip():
         report("command", "bad-value", "'command' is empty; give the shell command to run")
+    elif bad := _text_problem("command", command):
+        report("command", "bad-value", bad)
     keys = [k for k in raw if k in SCHEDULE_KEYS]
     keys.sort(key=lambda k: lines.task_line(index, k) or 0)
     if not keys:

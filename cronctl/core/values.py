@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 import re
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from cronctl.errors import DurationError
 
-_DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+_DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$", re.ASCII)
+#: The longest duration cronctl accepts. Far beyond any sensible timeout or grace, and small
+#: enough that adding it to any instant cronctl works with stays inside datetime's range.
+MAX_DURATION = timedelta(days=3650)
+# More digits than any amount under MAX_DURATION needs: int() is never asked for a huge number.
+_MAX_DIGITS = 9
+#: The instants cronctl reasons about: ``--now``, ``--after`` and ``at`` must lie in
+#: [EARLIEST, LATEST). The margins keep every window, scan and duration cronctl adds or
+#: subtracts inside datetime's range (years 1-9999), so no date arithmetic can overflow.
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST = datetime(9000, 1, 1, tzinfo=UTC)
 _TIME = re.compile(r"^(\d{1,2}):(\d{2})$")
 _DAY_NAMES = {
     name: number
@@ -34,11 +44,56 @@ def parse_duration(text: str) -> timedelta:
             f"duration {text!r} is not understood; write a positive amount with units "
             'd, h, m, s in that order, e.g. "90s", "30m", "1h30m", "1d"'
         )
+    if any(g and len(g.lstrip("0")) > _MAX_DIGITS for g in match.groups()):
+        raise DurationError(_too_long(text))
     days, hours, minutes, seconds = (int(g) if g else 0 for g in match.groups())
-    delta = timedelta(days=days, hours=hours, minutes=minutes, seconds=seconds)
+    try:
+        delta = timedelta(days=days, hours=hours, minutes=minutes, seconds=seconds)
+    except OverflowError:
+        raise DurationError(_too_long(text)) from None
+    if delta > MAX_DURATION:
+        raise DurationError(_too_long(text))
     if delta <= timedelta(0):
         raise DurationError(f"duration {text!r} must be longer than zero")
     return delta
+
+
+def _too_long(text: str) -> str:
+    shown = text if len(text) <= 40 else text[:37] + "..."
+    return f"duration {shown!r} is too long; the most cronctl accepts is 3650d (ten years)"
+
+
+def instant_problem(value: datetime) -> str | None:
+    """Why an aware instant is outside what cronctl computes with, or None when it is fine."""
+    try:
+        if EARLIEST <= value.astimezone(UTC) < LATEST:
+            return None
+    except OverflowError:  # year 1 with a positive offset, 9999 with a negative one
+        pass
+    return "is outside the years 1970-8999, the range cronctl computes dates in"
+
+
+def check_text(key: str, value: str) -> str | None:
+    """What is wrong with a path, command or shell string from the file, or None.
+
+    A NUL byte cannot pass through exec or open: the file would check fine and every run fail.
+    """
+    if "\x00" in value:
+        return f"{key!r} contains a NUL character (\\u0000), which no path or command may hold"
+    return None
+
+
+def check_env(env: dict[str, str]) -> str | None:
+    """What is wrong with an ``env`` table, or None: names must be usable environment names."""
+    for name, value in env.items():
+        if not name or "=" in name or "\x00" in name:
+            return (
+                f"env name {name!r} cannot be an environment variable: it must be non-empty "
+                "and hold neither '=' nor a NUL character"
+            )
+        if "\x00" in value:
+            return f"env value of {name!r} contains a NUL character (\\u0000); remove it"
+    return None
 
 
 def parse_time_of_day(text: str) -> tuple[int, int]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -11,7 +12,7 @@ from cronctl.core.assemble import build_schedule
 from cronctl.core.lines import index_lines, syntax_error_line
 from cronctl.core.model import Problem, Schedule
 from cronctl.core.schema import FileResult, parse_document
-from cronctl.errors import ScheduleFileError
+from cronctl.errors import ScheduleFileError, UsageError
 
 DEFAULT_FILE = "schedules.toml"
 
@@ -20,8 +21,8 @@ def schedule_paths(given: Sequence[Path] | None, env: Mapping[str, str]) -> list
     """--file values (a directory means its *.toml, sorted), else CRONCTL_FILE, else the default."""
     if given:
         candidates = list(given)
-    elif env.get("CRONCTL_FILE"):
-        candidates = [Path(p) for p in env["CRONCTL_FILE"].split(os.pathsep) if p]
+    elif "CRONCTL_FILE" in env:
+        candidates = _env_files(env["CRONCTL_FILE"])
     else:
         candidates = [Path(DEFAULT_FILE)]
     paths: list[Path] = []
@@ -41,6 +42,18 @@ def schedule_paths(given: Sequence[Path] | None, env: Mapping[str, str]) -> list
         else:
             raise ScheduleFileError(f"{candidate}: not a regular file", candidate)
     return paths
+
+
+def _env_files(value: str) -> list[Path]:
+    """CRONCTL_FILE's paths; an empty value or an empty entry would quietly schedule nothing."""
+    parts = value.split(os.pathsep)
+    if not all(parts):
+        raise UsageError(
+            f"CRONCTL_FILE={value!r} is empty or has an empty entry; give schedule files "
+            f"separated by {os.pathsep!r} (e.g. CRONCTL_FILE=/srv/a.toml{os.pathsep}/srv/b.toml), "
+            "or unset it"
+        )
+    return [Path(p) for p in parts]
 
 
 def read_file(path: Path) -> FileResult:
@@ -69,19 +82,53 @@ def read_file(path: Path) -> FileResult:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         where, message = syntax_error_line(str(exc))
-        result.problems.append(
-            Problem(
-                str(path),
-                where or 1,
-                None,
-                "error",
-                "toml-syntax",
-                f"TOML syntax: {message}; fix the file so it parses",
-            )
-        )
+    except (RecursionError, ValueError) as exc:
+        # tomllib recurses once per nesting level and calls int() on every integer literal;
+        # both are limits of the parser, not syntax errors, so it reports no position.
+        where, message = _limit_problem(text, exc)
+    else:
+        parse_document(doc, index_lines(text), result)
         return result
-    parse_document(doc, index_lines(text), result)
+    result.problems.append(
+        Problem(
+            str(path),
+            where or 1,
+            None,
+            "error",
+            "toml-syntax",
+            f"TOML syntax: {message}; fix the file so it parses",
+        )
+    )
     return result
+
+
+#: Nesting deeper than this is reported at the line where it starts; tomllib itself gives up
+#: somewhere past a few hundred levels (Python's recursion limit).
+_DEEPEST = 100
+_LONG_INTEGER = re.compile(r"[0-9_]{4301,}")
+
+
+def _limit_problem(text: str, exc: Exception) -> tuple[int | None, str]:
+    """Where a file broke one of tomllib's limits, and a message saying which."""
+    if isinstance(exc, RecursionError):
+        return _deep_line(text), (
+            f"arrays or inline tables are nested too deeply (more than {_DEEPEST} levels)"
+        )
+    match = _LONG_INTEGER.search(text)
+    line = text.count("\n", 0, match.start()) + 1 if match else None
+    return line, "an integer has more than 4,300 digits, more than any value cronctl accepts"
+
+
+def _deep_line(text: str) -> int | None:
+    # Brackets inside strings or comments are counted too: this only points at a line.
+    depth = 0
+    for number, line in enumerate(text.splitlines(), start=1):
+        for char in line:
+            depth += char in "[{"
+            depth -= char in "]}"
+            if depth > _DEEPEST:
+                return number
+    return None
 
 
 def load_paths(paths: Sequence[Path]) -> Schedule:

@@ -52,6 +52,7 @@ __all__ = [
 
 _TASK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$")
 _CLAIM_STAMP = "%Y%m%dT%H%MZ"
+_STAMP_SHAPE = re.compile(r"[0-9]{8}T[0-9]{4}Z")
 # The guard is held for a few system calls; waiting longer means its holder is stopped.
 _GUARD_WAIT_S = 5.0
 _MAX_RECORD_BYTES = 64 * 1024
@@ -382,7 +383,9 @@ def sweep_claims(lock_dir: Path, *, now: datetime, max_age: timedelta = timedelt
     on another machine could distort. Housekeeping never fails a run: a claim that another
     machine swept first, or that cannot be removed, is left alone.
     """
-    cutoff = _utc(now) - max_age
+    # Stamps are fixed-width digits, so text order is time order: an hourly sweep of a week
+    # of every-minute claims (10,080 files) compares strings instead of parsing each date.
+    cutoff = (_utc(now) - max_age).strftime(_CLAIM_STAMP)
     removed = 0
     try:
         with os.scandir(lock_dir / "claims") as listing:
@@ -391,13 +394,9 @@ def sweep_claims(lock_dir: Path, *, now: datetime, max_age: timedelta = timedelt
         return 0
     for entry in entries:
         stem, at, stamp = entry.name.rpartition("@")
-        if not at or _task_from_stem(stem) is None:
+        if not at or stamp >= cutoff or not _STAMP_SHAPE.fullmatch(stamp):
             continue
-        try:
-            occurrence = datetime.strptime(stamp, _CLAIM_STAMP).replace(tzinfo=UTC)
-        except ValueError:
-            continue
-        if occurrence < cutoff:
+        if _task_from_stem(stem) is not None:
             with suppress(OSError):
                 Path(entry.path).unlink()
                 removed += 1

@@ -5,23 +5,28 @@ Three jobs, all at the edge because they ask the operating system:
 - pick the state and lock directories (SPEC 2: flag, environment, schedule file, default);
 - create them privately and refuse directories that other users could tamper with, and open
   and replace the files inside them without following planted links (SPEC 6);
-- tell from ``/proc/self/mountinfo`` whether the lock directory lives on a file system that
-  several machines can see, so that ``on_one_server`` can warn when it cannot keep its promise
-  (SPEC 4.3).
+- tell whether the lock directory lives on a file system that several machines can see, so
+  that ``on_one_server`` can warn when it cannot keep its promise (SPEC 4.3); the probe
+  itself lives in :mod:`cronctl.edge.mounts` and is re-exported here.
 """
 
 from __future__ import annotations
 
 import errno
 import os
-import re
 import stat
 from collections.abc import Mapping
 from contextlib import suppress
-from dataclasses import dataclass
 from pathlib import Path
 
-from cronctl.errors import UnsafeDirectoryError
+from cronctl.edge.mounts import (
+    MOUNTINFO_PATH,
+    Mount,
+    filesystem_type,
+    is_shared_fstype,
+    parse_mountinfo,
+)
+from cronctl.errors import UnsafeDirectoryError, UsageError
 
 __all__ = [
     "MOUNTINFO_PATH",
@@ -34,11 +39,9 @@ __all__ = [
     "open_nofollow",
     "parse_mountinfo",
     "resolve_dirs",
+    "verify_dir",
     "write_atomic",
 ]
-
-#: The per-process mount table Linux exposes; the probe reads it when no text is given.
-MOUNTINFO_PATH = Path("/proc/self/mountinfo")
 
 _PRIVATE_MODE = 0o700
 # Keeping S_ISGID on the directories we create makes the group inheritance continue downwards,
@@ -73,13 +76,19 @@ def resolve_dirs(
 ) -> tuple[Path, Path]:
     """Return ``(state_dir, lock_dir)``; for each, the first of flag, environment, file, default.
 
-    The environment variables are ``CRONCTL_STATE_DIR`` and ``CRONCTL_LOCK_DIR``; an empty value
-    counts as unset. ``file_state``/``file_lock`` come from the schedule file's ``[cronctl]``
-    table, already resolved against the file's own directory by the caller. ``lock_dir``
+    The environment variables are ``CRONCTL_STATE_DIR`` and ``CRONCTL_LOCK_DIR``; an empty
+    value is a usage error (it would otherwise fall through to a default without a word).
+    ``file_state``/``file_lock`` come from the schedule file's ``[cronctl]`` table, already
+    resolved against the file's own directory by the caller. ``lock_dir``
     defaults to ``STATE_DIR/locks`` of the state directory chosen here. Relative flag or
     environment values are made absolute against the current directory now, so that every
     later message names one unambiguous path.
     """
+    for name in ("CRONCTL_STATE_DIR", "CRONCTL_LOCK_DIR"):
+        if env.get(name) == "":
+            raise UsageError(
+                f"{name} is set but empty; unset it or give it a directory ({name}=/path)"
+            )
     state = _first(flag_state, env.get("CRONCTL_STATE_DIR"), file_state)
     if state is None:
         state = default_state_dir(env, is_root)
@@ -96,7 +105,14 @@ def _first(*candidates: Path | str | None) -> Path | None:
     return None
 
 
-def ensure_private_dir(path: Path) -> Path:
+#: What cronctl keeps directly inside a state or lock directory. Each one that exists is
+#: checked with its parent, so a link or a foreign file planted there is refused before use.
+_KNOWN_DIRS = ("logs", "notices", "overlap", "claims", "paused", "locks")
+#: The state database and the files SQLite keeps beside it (opened by SQLite, by name).
+_KNOWN_FILES = ("state.db", "state.db-wal", "state.db-shm", "state.db-journal")
+
+
+def ensure_private_dir(path: Path, *, within: Path | None = None) -> Path:
     """Create ``path`` (and missing parents) privately if needed, then check it is safe; return it.
 
     A directory that is created gets mode 0700, or ``2750`` when its parent has the setgid bit.
@@ -105,15 +121,60 @@ def ensure_private_dir(path: Path) -> Path:
     by-product of a 002 umask, and opening run logs to a whole group on that evidence alone
     would leak command output. Existing directories are never chmod-ed: they are only checked.
 
-    :raises UnsafeDirectoryError: a missing directory cannot be created; the final component
-        is a symlink or not a directory; the directory is world-writable without the sticky
-        bit; or it is owned by a user who is neither root nor the current effective user.
-        The message says what to do.
+    What is checked (SPEC 6): ``path`` itself, and whatever cronctl keeps directly inside it
+    (``logs``, ``claims``, ``state.db`` and the rest) when it exists. With ``within`` (a state
+    or lock directory that ``path`` lies in), ``within`` and every directory between it and
+    ``path`` are checked, each before anything is created inside it, so a symlink planted
+    at ``logs`` can never make cronctl create or write anything elsewhere.
+
+    :raises UnsafeDirectoryError: a missing directory cannot be created; a component is a
+        symlink or not a directory; it is writable by others (sticky bit or not) or by its
+        group without being setgid-shared; or it is owned by a user who is neither root nor
+        the current effective user. The message says what to do.
     """
-    path = Path(os.path.normpath(Path(path).absolute()))
-    _create_missing(path)
-    _verify(path)
+    path = _normal(path)
+    if within is None:
+        _create_missing(path)
+        _verify(path)
+        _verify_children(path)
+        return path
+    base = ensure_private_dir(within)
+    relative = path.relative_to(base)
+    current = base
+    for part in relative.parts:
+        current = current / part
+        if not os.path.lexists(current):
+            _mkdir(current)
+        _verify(current)
     return path
+
+
+def verify_dir(path: Path, *, within: Path | None = None) -> bool:
+    """Check an existing directory as :func:`ensure_private_dir` would, creating nothing.
+
+    Returns False when ``path`` (or a directory between ``within`` and it) does not exist,
+    for the commands that only read: they must not create anything.
+    """
+    path = _normal(path)
+    chain = [path] if within is None else _chain(_normal(within), path)
+    for directory in chain:
+        if not os.path.lexists(directory):
+            return False
+        _verify(directory)
+    if within is None:
+        _verify_children(path)
+    return True
+
+
+def _normal(path: Path) -> Path:
+    return Path(os.path.normpath(Path(path).absolute()))
+
+
+def _chain(base: Path, path: Path) -> list[Path]:
+    chain = [base]
+    for part in path.relative_to(base).parts:
+        chain.append(chain[-1] / part)
+    return chain
 
 
 def _create_missing(path: Path) -> None:
@@ -125,25 +186,29 @@ def _create_missing(path: Path) -> None:
             break
         current = current.parent
     for directory in reversed(missing):
-        mode = _GROUP_SHARED_MODE if _is_group_shared(directory.parent) else _PRIVATE_MODE
-        try:
-            directory.mkdir(mode)
-        except FileExistsError:
-            # Another cronctl started at the same minute won the race; _verify judges the result.
-            continue
-        except OSError as exc:
-            raise UnsafeDirectoryError(
-                f"cannot create {directory}: {exc.strerror}; create it yourself with mode 0700, "
-                f"or choose another directory (--state-dir / --lock-dir).",
-                directory,
-            ) from exc
-        # mkdir honours the umask, and a 077 umask would silently defeat the group sharing.
-        # fchmod on an O_NOFOLLOW descriptor: a symlink swapped in meanwhile is never chmod-ed.
-        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        try:
-            os.fchmod(fd, mode)
-        finally:
-            os.close(fd)
+        _mkdir(directory)
+
+
+def _mkdir(directory: Path) -> None:
+    mode = _GROUP_SHARED_MODE if _is_group_shared(directory.parent) else _PRIVATE_MODE
+    try:
+        directory.mkdir(mode)
+    except FileExistsError:
+        # Another cronctl started at the same minute won the race; _verify judges the result.
+        return
+    except OSError as exc:
+        raise UnsafeDirectoryError(
+            f"cannot create {directory}: {exc.strerror}; create it yourself with mode 0700, "
+            f"or choose another directory (--state-dir / --lock-dir).",
+            directory,
+        ) from exc
+    # mkdir honours the umask, and a 077 umask would silently defeat the group sharing.
+    # fchmod on an O_NOFOLLOW descriptor: a symlink swapped in meanwhile is never chmod-ed.
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        os.fchmod(fd, mode)
+    finally:
+        os.close(fd)
 
 
 def _is_group_shared(parent: Path) -> bool:
@@ -161,39 +226,79 @@ def _verify(path: Path) -> None:
         raise UnsafeDirectoryError(message, path) from exc
     if stat.S_ISLNK(st.st_mode):
         raise UnsafeDirectoryError(
-            f"{path} is a symbolic link; cronctl does not follow a link at the last component "
-            f"of its state or lock directory. Point the setting at the real directory "
-            f"({os.path.realpath(path)}) instead.",
+            f"{path} is a symbolic link; cronctl follows no link in its state or lock "
+            f"directory. Point the setting at the real directory ({os.path.realpath(path)}), "
+            f"or remove the link if cronctl did not make it.",
             path,
         )
     if not stat.S_ISDIR(st.st_mode):
         raise UnsafeDirectoryError(
             f"{path} exists but is not a directory; remove it or choose another path.", path
         )
-    if st.st_mode & stat.S_IWOTH and not st.st_mode & stat.S_ISVTX:
-        raise UnsafeDirectoryError(
-            f"{path} is world-writable without the sticky bit, so any user could replace "
-            f"cronctl's locks and claims; run `chmod o-w {path}` (or `chmod +t {path}`).",
-            path,
-        )
+    _check_owner_and_mode(path, st, "directory")
+
+
+def _verify_children(base: Path) -> None:
+    """Check what cronctl keeps inside ``base``: by lstat only, never opening a file.
+
+    Opening and closing a descriptor of ``state.db`` would drop SQLite's locks in this
+    process (SPEC 6), so the database is judged by its inode alone.
+    """
+    for name in _KNOWN_DIRS:
+        child = base / name
+        if os.path.lexists(child):
+            _verify(child)
+    for name in _KNOWN_FILES:
+        child = base / name
+        try:
+            st = os.lstat(child)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            raise UnsafeDirectoryError(f"{child}: cannot inspect: {exc.strerror}", base) from exc
+        if not stat.S_ISREG(st.st_mode):
+            raise _planted(child, "a symbolic link" if stat.S_ISLNK(st.st_mode) else "not a file")
+        _check_owner_and_mode(child, st, "file")
+
+
+def _check_owner_and_mode(path: Path, st: os.stat_result, kind: str) -> None:
+    """Refuse what another user could have made or could change (SPEC 6)."""
     euid = os.geteuid()
     if st.st_uid not in (0, euid):
+        where = path if kind == "directory" else path.parent
         raise UnsafeDirectoryError(
             f"{path} is owned by uid {st.st_uid}, not by root or by the user running cronctl "
-            f"(uid {euid}); run cronctl as that user, `chown {euid} {path}`, "
-            f"or choose another directory.",
-            path,
+            f"(uid {euid}); another user may have planted it. Run cronctl as that user, or "
+            f"check what it holds, then remove it or `chown {euid} {path}`.",
+            where,
+        )
+    if st.st_mode & stat.S_IWOTH:
+        raise UnsafeDirectoryError(
+            f"{path} is world-writable (sticky bit or not), so any user could plant "
+            f"or replace cronctl's {'files' if kind == 'directory' else 'data'}; "
+            f"run `chmod o-w {path}`.",
+            path if kind == "directory" else path.parent,
+        )
+    # A setgid directory is shared with its group on purpose; elsewhere group write is not.
+    if st.st_mode & stat.S_IWGRP and not (kind == "directory" and st.st_mode & stat.S_ISGID):
+        raise UnsafeDirectoryError(
+            f"{path} is writable by its group (gid {st.st_gid}) without being a setgid "
+            f"group-shared directory; run `chmod g-w {path}` (or `chmod g+s` on a directory "
+            f"that a group shares on purpose).",
+            path if kind == "directory" else path.parent,
         )
 
 
 def open_nofollow(path: Path, flags: int, mode: int = 0o600) -> int:
-    """Open a file in a cronctl directory; refuse a symlink or anything but a regular file.
+    """Open a file in a cronctl directory; refuse a symlink, anything but a regular file, and
+    a file owned by another user or writable by others.
 
     ``O_NOFOLLOW`` keeps a planted symlink from redirecting a write; ``O_NONBLOCK`` keeps a
     planted FIFO from hanging the run (it has no effect on regular files). The descriptor is
     close-on-exec.
 
-    :raises UnsafeDirectoryError: ``path`` is a symlink, FIFO, device or directory.
+    :raises UnsafeDirectoryError: ``path`` is a symlink, FIFO, device or directory, is owned
+        by a user other than root or the current one, or is group- or world-writable.
     :raises OSError: any other failure to open.
     """
     try:
@@ -202,9 +307,14 @@ def open_nofollow(path: Path, flags: int, mode: int = 0o600) -> int:
         if exc.errno == errno.ELOOP:
             raise _planted(path, "a symbolic link") from exc
         raise
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise _planted(path, "not a regular file")
+        _check_owner_and_mode(path, st, "file")
+    except BaseException:
         os.close(fd)
-        raise _planted(path, "not a regular file")
+        raise
     return fd
 
 
@@ -255,110 +365,3 @@ def fsync_dir(directory: Path) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
-
-
-@dataclass(frozen=True, slots=True)
-class Mount:
-    """One line of ``/proc/self/mountinfo``: where it is mounted, its type, and what it mounts."""
-
-    mount_point: str
-    fstype: str
-    source: str
-
-
-# The kernel escapes space, tab, newline and backslash in mountinfo as three octal digits.
-_OCTAL_ESCAPE = re.compile(rb"\\([0-7]{3})")
-
-
-def _unescape(field: str) -> str:
-    raw = os.fsencode(field)
-    decoded = _OCTAL_ESCAPE.sub(lambda m: bytes([int(m.group(1), 8)]), raw)
-    return os.fsdecode(decoded)
-
-
-def parse_mountinfo(text: str) -> list[Mount]:
-    """Parse the text of ``/proc/self/mountinfo`` into mounts, in file order.
-
-    The format (proc(5)) is ``ID PARENT MAJ:MIN ROOT MOUNT_POINT OPTIONS [OPTIONAL...] - FSTYPE
-    SOURCE SUPER_OPTIONS``; the optional fields (``shared:1``, ``master:2``...) vary in
-    number, so the ``-`` separator is what splits the line. Lines that do not follow the
-    format are skipped rather than fatal: the probe only feeds a warning.
-    """
-    mounts: list[Mount] = []
-    for line in text.splitlines():
-        fields = line.split(" ")
-        try:
-            separator = fields.index("-", 6)
-        except ValueError:
-            continue
-        if len(fields) <= separator + 1:
-            continue
-        mount_point = _unescape(fields[4])
-        fstype = fields[separator + 1]
-        source = _unescape(fields[separator + 2]) if len(fields) > separator + 2 else ""
-        mounts.append(Mount(mount_point=mount_point, fstype=fstype, source=source))
-    return mounts
-
-
-def filesystem_type(path: Path, mountinfo: str | None = None) -> str:
-    """Return the type of the file system holding ``path`` (``"ext4"``, ``"nfs4"``...).
-
-    The path is resolved first (it need not exist yet), then matched against the longest mount
-    point that contains it; when several mounts share that mount point, the last one listed is
-    the one on top. ``mountinfo`` is the text to use; when omitted, ``/proc/self/mountinfo`` is
-    read. Returns ``"unknown"`` when the table cannot be read or nothing matches (not Linux).
-    """
-    if mountinfo is None:
-        try:
-            mountinfo = MOUNTINFO_PATH.read_text(encoding="utf-8", errors="surrogateescape")
-        except OSError:
-            return "unknown"
-    target = str(Path(path).resolve())
-    best: Mount | None = None
-    for mount in parse_mountinfo(mountinfo):
-        if not _contains(mount.mount_point, target):
-            continue
-        if best is None or len(mount.mount_point) >= len(best.mount_point):
-            best = mount
-    return best.fstype if best is not None else "unknown"
-
-
-def _contains(mount_point: str, target: str) -> bool:
-    if mount_point == "/":
-        return target.startswith("/")
-    return target == mount_point or target.startswith(mount_point.rstrip("/") + "/")
-
-
-# Shared means: several machines can mount it and an O_EXCL create is decided in one place
-# (the server or the cluster's lock manager), which is what on_one_server's claims rely on.
-# Doubtful cases are left out on purpose, because a wrong "shared" silences the warning about
-# double runs while a wrong "local" only asks the operator to write `lock_dir_shared = true`:
-#   - fuse.sshfs: usually one developer's view of one server, with client-side attribute caches;
-#   - 9p and virtiofs: a host directory shown to its own VMs or WSL, normally one machine.
-_SHARED_FSTYPES = frozenset(
-    {
-        "nfs",
-        "nfs4",
-        "cifs",
-        "smb3",
-        "smbfs",
-        "ceph",
-        "fuse.ceph-fuse",
-        "glusterfs",
-        "fuse.glusterfs",
-        "lustre",
-        "gpfs",
-        "beegfs",
-        # Cluster file systems on shared block devices, with a distributed lock manager.
-        "ocfs2",
-        "gfs2",
-    }
-)
-
-
-def is_shared_fstype(fstype: str) -> bool:
-    """Whether a file system type is one that several machines share (nfs, cifs, ceph, ...).
-
-    Local types (ext4, xfs, btrfs, tmpfs, overlay, zfs) and anything unrecognised are not.
-    """
-    return fstype.lower() in _SHARED_FSTYPES

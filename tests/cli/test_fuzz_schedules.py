@@ -26,6 +26,19 @@ VALID = sorted((REPO_ROOT / "tests" / "data" / "valid").glob("*.toml"))
 SOURCES = [p.read_bytes() for p in VALID]
 VALUES = ['"x"', "5", "true", "[1, 2]", '{ a = "b" }', "2026-01-01T00:00:00Z", '""', "-1",
           '"* * * * *"', '"24:00"', "3.5", '"Mars/Olympus"', "[]"]  # fmt: skip
+# Values that once ended in "internal error": parser limits, overflows, NUL, bad env names.
+VALUES += [
+    "9" * 5000,
+    '"' + "9" * 5000 + 's"',
+    '"99999999999999d"',
+    '"*/' + "5" * 5000 + ' * * * *"',
+    "[" * 2000 + "]" * 2000,
+    '"a\\u0000b"',
+    '{ "A=B" = "x" }',
+    '{ "" = "x" }',
+    "9999-12-31T23:59:00-01:00",
+    "0001-01-01T00:00:00+01:00",
+]
 KEY = re.compile(rb"^(\s*)([A-Za-z_][A-Za-z0-9_]*)(\s*=)", re.MULTILINE)
 VALUE = re.compile(rb"^(\s*[A-Za-z_][A-Za-z0-9_]*\s*=\s*)(.*)$", re.MULTILINE)
 

@@ -12,11 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import Cli, write_schedule
+from tests.helpers import FILE_STATE, Cli, write_schedule
 
 T0 = datetime(2026, 8, 3, 9, 0, tzinfo=UTC)
-# Let the schedule file's [cronctl] state_dir apply (the fixture sets the variable).
-FILE_STATE = {"CRONCTL_STATE_DIR": ""}
 
 
 def at(minutes: int) -> str:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import Cli, write_schedule
+from tests.helpers import FILE_STATE, Cli, write_schedule
 
 DAY = datetime(2026, 8, 3, tzinfo=UTC)
 
@@ -210,7 +210,7 @@ def test_kill_9_at_random_moments_loses_no_run_and_repeats_none(cli: Cli, tmp_pa
         ],
         header='[cronctl]\nstate_dir = "state"\n',
     )
-    env = {"CRONCTL_STATE_DIR": ""}
+    env = FILE_STATE
     rng = random.Random(20261130)
     start = DAY.replace(hour=9)
     for i in range(60):

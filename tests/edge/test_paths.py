@@ -17,9 +17,10 @@ from cronctl.edge.paths import (
     open_nofollow,
     parse_mountinfo,
     resolve_dirs,
+    verify_dir,
     write_atomic,
 )
-from cronctl.errors import UnsafeDirectoryError
+from cronctl.errors import UnsafeDirectoryError, UsageError
 
 # --- default_state_dir / resolve_dirs -------------------------------------------------------
 
@@ -81,10 +82,11 @@ def test_each_directory_takes_the_first_of_flag_env_file_default(
     assert _resolve(env, **flags, **files) == (Path(expected[0]), Path(expected[1]))
 
 
-def test_an_empty_environment_variable_counts_as_unset() -> None:
-    state, lock = _resolve({"CRONCTL_STATE_DIR": "", "CRONCTL_LOCK_DIR": ""})
-    assert state == Path("/home/ann/.local/state/cronctl")
-    assert lock == state / "locks"
+@pytest.mark.parametrize("name", ["CRONCTL_STATE_DIR", "CRONCTL_LOCK_DIR"])
+def test_an_empty_environment_variable_is_a_usage_error_naming_it(name: str) -> None:
+    # It used to count as unset: CRONCTL_STATE_DIR="" reached /var/lib/cronctl for root.
+    with pytest.raises(UsageError, match=name):
+        _resolve({name: ""})
 
 
 def test_relative_flag_is_made_absolute_against_the_current_directory() -> None:
@@ -147,10 +149,12 @@ def test_existing_safe_directory_is_accepted_and_left_alone(tmp_path: Path) -> N
     assert _mode(existing) == 0o755
 
 
-def test_world_writable_directory_without_sticky_bit_is_refused(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", [0o777, 0o1777], ids=["plain", "sticky"])
+def test_world_writable_directory_is_refused_sticky_bit_or_not(tmp_path: Path, mode: int) -> None:
+    # SPEC 6: with 1777 another user could still plant `logs`, `paused/` or state.db itself.
     unsafe = tmp_path / "open"
     unsafe.mkdir()
-    unsafe.chmod(0o777)
+    unsafe.chmod(mode)
     with pytest.raises(UnsafeDirectoryError) as caught:
         ensure_private_dir(unsafe)
     message = str(caught.value)
@@ -160,11 +164,98 @@ def test_world_writable_directory_without_sticky_bit_is_refused(tmp_path: Path) 
     assert caught.value.path == unsafe
 
 
-def test_world_writable_directory_with_sticky_bit_is_accepted_like_tmp(tmp_path: Path) -> None:
-    sticky = tmp_path / "sticky"
-    sticky.mkdir()
-    sticky.chmod(0o1777)
-    assert ensure_private_dir(sticky) == sticky
+def test_group_writable_directory_is_refused_unless_setgid_shared(tmp_path: Path) -> None:
+    loose = tmp_path / "loose"
+    loose.mkdir()
+    loose.chmod(0o770)
+    with pytest.raises(UnsafeDirectoryError, match="writable by its group"):
+        ensure_private_dir(loose)
+    loose.chmod(0o2770)
+    assert ensure_private_dir(loose) == loose
+
+
+@pytest.mark.parametrize("child", ["logs", "notices", "claims", "paused", "overlap", "locks"])
+def test_a_symlink_planted_at_a_known_subdirectory_is_refused_with_its_parent(
+    tmp_path: Path, child: str
+) -> None:
+    state = ensure_private_dir(tmp_path / "state")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (state / child).symlink_to(elsewhere)
+    with pytest.raises(UnsafeDirectoryError, match="symbolic link") as caught:
+        ensure_private_dir(state)
+    assert caught.value.path == state / child
+
+
+def test_a_directory_inside_is_never_created_through_a_planted_link(tmp_path: Path) -> None:
+    state = ensure_private_dir(tmp_path / "state")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (state / "logs").symlink_to(elsewhere)
+    with pytest.raises(UnsafeDirectoryError, match="symbolic link"):
+        ensure_private_dir(state / "logs" / "backup", within=state)
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_every_directory_between_within_and_the_leaf_is_created_and_checked(
+    tmp_path: Path,
+) -> None:
+    state = ensure_private_dir(tmp_path / "state")
+    leaf = ensure_private_dir(state / "logs" / "backup", within=state)
+    assert leaf == state / "logs" / "backup"
+    assert _mode(state / "logs") == _mode(leaf) == 0o700
+    (state / "logs").chmod(0o777)
+    with pytest.raises(UnsafeDirectoryError, match="world-writable"):
+        ensure_private_dir(leaf, within=state)
+
+
+def test_verify_dir_creates_nothing_and_says_whether_it_exists(tmp_path: Path) -> None:
+    assert verify_dir(tmp_path / "missing") is False
+    assert verify_dir(tmp_path / "a" / "b", within=tmp_path) is False
+    assert not (tmp_path / "missing").exists() and not (tmp_path / "a").exists()
+    assert verify_dir(tmp_path) is True
+
+
+@pytest.mark.parametrize("name", ["state.db", "state.db-wal", "state.db-shm"])
+def test_a_symlink_at_the_state_database_or_its_sqlite_files_is_refused(
+    tmp_path: Path, name: str
+) -> None:
+    state = ensure_private_dir(tmp_path / "state")
+    (state / name).symlink_to(tmp_path / "attacker.db")
+    with pytest.raises(UnsafeDirectoryError, match="symbolic link"):
+        ensure_private_dir(state)
+
+
+def _chown_or_skip(path: Path, uid: int) -> None:
+    try:
+        os.chown(path, uid, -1, follow_symlinks=False)
+    except PermissionError:
+        pytest.skip("changing a file's owner needs root")
+
+
+@pytest.mark.parametrize("name", ["state.db", "state.db-wal", "state.db-shm"])
+def test_a_state_database_owned_by_another_user_is_refused(tmp_path: Path, name: str) -> None:
+    state = ensure_private_dir(tmp_path / "state")
+    (state / name).write_bytes(b"")
+    _chown_or_skip(state / name, 54321)
+    with pytest.raises(UnsafeDirectoryError, match="owned by uid 54321"):
+        ensure_private_dir(state)
+
+
+def test_open_nofollow_refuses_a_file_owned_by_another_user(tmp_path: Path) -> None:
+    planted = tmp_path / "t.pause"
+    planted.write_text("{}")
+    _chown_or_skip(planted, 54321)
+    with pytest.raises(UnsafeDirectoryError, match="owned by uid 54321"):
+        open_nofollow(planted, os.O_RDONLY)
+
+
+def test_open_nofollow_refuses_a_world_writable_file(tmp_path: Path) -> None:
+    loose = tmp_path / "x.log"
+    loose.write_text("")
+    loose.chmod(0o666)
+    with pytest.raises(UnsafeDirectoryError, match="world-writable"):
+        open_nofollow(loose, os.O_RDONLY)
 
 
 def test_directory_owned_by_another_ordinary_user_is_refused(tmp_path: Path) -> None:
@@ -327,3 +418,32 @@ def test_network_and_cluster_file_systems_are_shared(fstype: str) -> None:
 )
 def test_local_and_doubtful_file_systems_are_not_shared(fstype: str) -> None:
     assert not is_shared_fstype(fstype)
+
+
+# --- the once-a-day notice stamp (cronctl.dirs) ---------------------------------------------
+
+
+def test_the_notice_stamp_is_never_touched_through_a_planted_link(tmp_path: Path) -> None:
+    from cronctl.dirs import daily_notice
+
+    state = ensure_private_dir(tmp_path / "state")
+    (state / "notices").mkdir(mode=0o700)
+    target = tmp_path / "precious"
+    target.write_text("keep\n")
+    os.utime(target, (0, 0))
+    (state / "notices" / "lock-dir-not-shared").symlink_to(target)
+    with pytest.raises(UnsafeDirectoryError, match="symbolic link"):
+        daily_notice(state, "lock-dir-not-shared")
+    assert target.read_text() == "keep\n"
+    assert target.stat().st_mtime == 0
+
+
+def test_the_notice_is_given_once_a_day(tmp_path: Path) -> None:
+    from cronctl.dirs import daily_notice
+
+    state = ensure_private_dir(tmp_path / "state")
+    assert daily_notice(state, "k") is True
+    assert daily_notice(state, "k") is False
+    stamp = state / "notices" / "k"
+    os.utime(stamp, (0, 0))
+    assert daily_notice(state, "k") is True
