@@ -373,6 +373,9 @@ def _guarded(
     finally:
         if lock is not None:
             lock.release()
+            # A store lock whose session was lost under the task and not taken back says so.
+            if lost := getattr(lock, "lost", None):
+                ctx.warn(f"cronctl: warning: task {task.name}: {lost} while it ran")
 
 
 def _execute(

@@ -296,3 +296,38 @@ def test_doctor_finds_a_healthy_set_up_and_dry_run_reads_the_store(
     assert "schema version 1 of 1" in out and "clock:" in out and "PROBLEM" not in out
     dry = fleet("b", "run", "--dry-run", "--json", "--now", T)
     assert _outcomes(dry) == {"long": "skipped: another server", "free": "would run"}
+
+
+def test_a_lock_taken_by_another_after_a_cut_is_reported(
+    fleet: Callable[..., object], pg_url: str, tmp_path: Path
+) -> None:
+    import psycopg2
+
+    from cronctl.edge.coord.pg_lock import lock_key
+
+    a = fleet("a", "run", "--now", T, background=True)
+    _wait_for(lambda: (tmp_path / "started").exists(), "the task to start")
+    thief = psycopg2.connect(pg_url)
+    thief.autocommit = True
+    try:
+        with thief.cursor() as cur:
+            cur.execute("SET statement_timeout = '20s'")  # never hang the suite
+            # As a lease overtaker does: the holder row first, then end the session, then
+            # take the lock (the holder only takes it back while the row names it).
+            (backend,) = pg_server_backend(cur)
+            cur.execute("UPDATE cronctl.holders SET host = 'thief', backend = pg_backend_pid()")
+            cur.execute(
+                "SELECT pg_terminate_backend(%s, 5000), pg_advisory_lock(%s)",
+                (backend, lock_key("long")),
+            )
+        (tmp_path / "release").touch()
+        _, err = a.communicate(timeout=60)  # type: ignore[attr-defined]
+    finally:
+        thief.close()
+    assert "task long: another run took the overlap lock after this one lost it" in err, err
+
+
+def pg_server_backend(cur: object) -> tuple[int]:
+    """The holder's backend pid, from its row."""
+    cur.execute("SELECT backend FROM cronctl.holders")  # type: ignore[attr-defined]
+    return cur.fetchone()  # type: ignore[attr-defined, no-any-return]

@@ -52,6 +52,9 @@ INSERT INTO cronctl.holders (task, host, pid, started, backend, seen)
 VALUES (%(task)s, %(host)s, %(pid)s, %(started)s, pg_backend_pid(), now())
 ON CONFLICT (task) DO UPDATE SET host = EXCLUDED.host, pid = EXCLUDED.pid,
     started = EXCLUDED.started, backend = EXCLUDED.backend, seen = EXCLUDED.seen"""
+_RETAKE = """
+SELECT pg_try_advisory_lock(%(key)s) FROM cronctl.holders
+WHERE task = %(task)s AND host = %(host)s AND pid = %(pid)s AND started = %(started)s"""
 _HOLDERS_OF = """
 SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted
 AND classid = %(hi)s::oid AND objid = %(lo)s::oid AND objsubid = 1"""
@@ -113,7 +116,11 @@ def _attempt(cur: Any, params: dict[str, Any]) -> tuple[bool, HolderInfo | None,
 
 def _overtake(conn: Any, cur: Any, url: str, params: dict[str, Any], holder: HolderInfo) -> Overlap:
     """The holder ran past its lease: end its session (its processes keep running, as with a
-    file lock's orphaned inode) and take the lock."""
+    file lock's orphaned inode) and take the lock.
+
+    The holder row is made ours first: the stuck holder's watcher takes its lock back only
+    while the row still names it, so it cannot win the lock back in the gap."""
+    cur.execute(_RECORD, params)
     cur.execute(_HOLDERS_OF, _key_parts(params["key"]))
     for (backend,) in cur.fetchall():
         cur.execute("SELECT pg_terminate_backend(%s, 5000)", (backend,))
@@ -195,17 +202,24 @@ class PgLock:
     def _retake(self) -> None:
         """The session is gone (or answers no more): keep trying until it is ours again."""
         old = self._conn
-        while not self._stop.wait(RETRY_S):
+        # At once, then every RETRY_S: every moment without the lock lets a contender in.
+        while not self._stop.is_set():
+            conn = None
             try:
                 conn = connect(self._url)
                 with conn.cursor() as cur:
-                    cur.execute("SELECT pg_try_advisory_lock(%(key)s)", self._params)
-                    if not cur.fetchone()[0]:
+                    # Only while the holder row still names this run: a lease overtaker
+                    # rewrites it before ending this session.
+                    cur.execute(_RETAKE, self._params)
+                    if not (cur.fetchone() or [False])[0]:
                         conn.close()
                         self.lost = "another run took the overlap lock after this one lost it"
                         break
                     cur.execute(_RECORD, self._params)
-            except Exception:  # noqa: S112  (still unreachable: try again in a second)
+            except Exception:  # still unreachable: try again in a second
+                if conn is not None:
+                    _close_quietly(conn)
+                self._stop.wait(RETRY_S)
                 continue
             self._conn, self._fd = conn, conn.fileno()
             _close_quietly(old)
