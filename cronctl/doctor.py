@@ -104,14 +104,13 @@ def _sharing(schedule: Schedule, lock_dir: Path, url: str | None) -> Finding:
 def _store(url: str) -> list[Finding]:
     from cronctl.edge.coord import StoreUnavailable, redact_url
     from cronctl.edge.coord.pg_schema import SCHEMA_VERSION
-    from cronctl.edge.coord.postgres import PostgresCoordinator
+    from cronctl.edge.coord.postgres import PostgresCoordinator, driver
     from cronctl.errors import CronctlError
 
     subject = f"coordination {redact_url(url)}"
     store = PostgresCoordinator(url)
-    import psycopg2  # noqa: F401  (imported first, so "connect" times the connection only)
-
     try:
+        driver(url)  # imported first, so "connect" times the connection only
         start = time.perf_counter()
         version = store.schema_version()  # connects, creates or checks the schema
         connected = time.perf_counter() - start
@@ -122,7 +121,7 @@ def _store(url: str) -> list[Finding]:
         return [Finding("problem", subject, str(exc), "check the URL, the network, "
                         "pg_hba.conf and the password (PGPASSFILE, PGPASSWORD)")]  # fmt: skip
     except CronctlError as exc:
-        return [Finding("problem", subject, str(exc), "upgrade cronctl on this machine")]
+        return [Finding("problem", subject, str(exc), "do what the message says")]
     finally:
         store.close()
     round_trip = after - before

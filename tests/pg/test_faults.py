@@ -331,3 +331,20 @@ def pg_server_backend(cur: object) -> tuple[int]:
     """The holder's backend pid, from its row."""
     cur.execute("SELECT backend FROM cronctl.holders")  # type: ignore[attr-defined]
     return cur.fetchone()  # type: ignore[attr-defined, no-any-return]
+
+
+def test_a_missing_driver_is_a_clear_error_before_anything_runs(cli: Cli, tmp_path: Path) -> None:
+    # A psycopg2 that cannot be imported, first on the path: as on a machine without the extra.
+    fake = tmp_path / "nodriver" / "psycopg2"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('No module named psycopg2')\n")
+    write_schedule(tmp_path / "schedules.toml",
+                   ['name = "t"\ncron = "* * * * *"\ncommand = "touch ran"'])  # fmt: skip
+    env = {"PYTHONPATH": f"{fake.parent}:{cli.env['PYTHONPATH']}",
+           "CRONCTL_COORDINATION": "postgresql://u:sekret@/x?host=/nonexistent"}  # fmt: skip
+    result = cli("run", "--now", T, env=env)
+    assert result.returncode == 2
+    assert "pip install 'cronctl[postgres]'" in result.stderr and "sekret" not in result.stderr
+    assert not (tmp_path / "ran").exists()
+    doctor = cli("doctor", env=env)
+    assert doctor.returncode == 1 and "pip install 'cronctl[postgres]'" in doctor.stdout

@@ -52,7 +52,7 @@ def connect(url: str, *, timeout: int = CONNECT_TIMEOUT_S) -> Any:
 
     Raises :class:`StoreUnavailable` (password-free message) when it cannot connect.
     """
-    import psycopg2
+    psycopg2 = driver(url)
 
     try:
         conn = psycopg2.connect(
@@ -69,6 +69,20 @@ def connect(url: str, *, timeout: int = CONNECT_TIMEOUT_S) -> Any:
         raise StoreUnavailable(_unreachable(url, exc)) from None
     conn.autocommit = True
     return conn
+
+
+def driver(url: str) -> Any:
+    """The psycopg2 module, or a clear error when the extra is not installed."""
+    try:
+        import psycopg2
+    except ImportError:
+        from cronctl.errors import CronctlError
+
+        raise CronctlError(
+            f"coordination is set ({redact_url(url)}) but the PostgreSQL driver is not "
+            "installed: pip install 'cronctl[postgres]' (psycopg2-binary) on this machine"
+        ) from None
+    return psycopg2
 
 
 def _unreachable(url: str, exc: BaseException) -> str:
@@ -101,7 +115,7 @@ class PostgresCoordinator:
 
     def _call(self, work: Callable[[Any], T]) -> T:
         """Run ``work(cursor)`` on the run's connection; a lost store becomes StoreUnavailable."""
-        import psycopg2
+        psycopg2 = driver(self.url)
 
         with self._mutex:
             if self._failure is not None:
