@@ -31,6 +31,8 @@ class StatusRow:
     consecutive_failures: int
     missed: int
     note: str | None = None
+    overdue: datetime | None = None  # since when (SPEC 9.4)
+    other_hosts: bool = False  # `hosts` leaves this machine out
 
 
 @dataclass(frozen=True)
@@ -38,10 +40,32 @@ class StatusResult:
     """`cronctl status`: every task of the schedule, as this machine has seen it."""
 
     rows: list[StatusRow]
+    host: str | None = None
+
+    @property
+    def alarming(self) -> list[StatusRow]:
+        """The tasks `status --check` fails on: failing (last run failed) or overdue."""
+        return [r for r in self.rows if r.consecutive_failures or r.overdue is not None]
 
 
 def _store(state_dir: Path) -> Store:
-    return Store.open(ensure_private_dir(state_dir))
+    """The existing store, for reading: a reading command never creates a directory or a file
+    (a typo'd --state-dir must not leave an empty store behind and report "nothing ran")."""
+    if not os.path.lexists(state_dir):
+        Store.open(state_dir, create=False)  # raises NoStateError, naming the directory
+    return Store.open(ensure_private_dir(state_dir), create=False)
+
+
+def _known_task(store: Store, schedule: Schedule | None, name: str) -> None:
+    """Unknown means neither in the schedule nor in this machine's history."""
+    if schedule is not None and any(t.name == name for t in schedule.tasks):
+        return
+    if store.history(name, 1):
+        return
+    raise UsageError(
+        f"no such task {name!r}: it is not in the schedule and has no history in "
+        f"{store.path.parent}; see `cronctl list` and `cronctl history`"
+    )
 
 
 def status(
@@ -49,6 +73,7 @@ def status(
     state_dir: Path,
     lock_dir: Path,
     now: datetime,
+    host: str | None = None,
     coord: Coordinator | None = None,
 ) -> StatusResult:
     """Last run, outcome, next run, pause, failures in a row and missed count, per task.
@@ -77,7 +102,26 @@ def status(
                     note=_note(task, state, last),
                 )
             )
-    return StatusResult(rows)
+            rows[-1] = _operating(rows[-1], store, now, host)
+    return StatusResult(rows, host)
+
+
+def _operating(row: StatusRow, store: Store, now: datetime, host: str | None) -> StatusRow:
+    """Overdue and other-hosts, for `status` and `status --check` (SPEC 9.2, 9.4)."""
+    from dataclasses import replace
+
+    from cronctl.core.opskeys import overdue_since, runs_on
+
+    task = row.task
+    if host is not None and not runs_on(task, host):
+        return replace(row, other_hosts=True, next_run=None)
+    if row.paused:
+        return row
+    ok = store.last_ok(task.name)
+    since = overdue_since(
+        task, ok.occurrence if ok else None, store.first_occurrence(task.name), now
+    )
+    return replace(row, overdue=since)
 
 
 def _note(task: Task, state: TaskState | None, last: RunRow | None) -> str | None:
@@ -88,9 +132,13 @@ def _note(task: Task, state: TaskState | None, last: RunRow | None) -> str | Non
     return "one-shot: its time passed without a run (paused or missed); it will not run"
 
 
-def history(state_dir: Path, task: str | None, limit: int) -> list[RunRow]:
+def history(
+    state_dir: Path, task: str | None, limit: int, schedule: Schedule | None = None
+) -> list[RunRow]:
     """Past runs, newest first."""
     with _store(state_dir) as store:
+        if task is not None:
+            _known_task(store, schedule, task)
         return store.history(task, limit)
 
 
@@ -99,7 +147,7 @@ class LogResult:
     """`cronctl logs`: which run, and the checked path of its captured output."""
 
     run: RunRow
-    path: Path
+    path: Path | None  # None: the run printed nothing, so no log file was kept
 
     def chunks(self) -> Iterator[bytes]:
         """The output in chunks: a log of any size is shown in constant memory.
@@ -108,13 +156,18 @@ class LogResult:
         """
         from cronctl.edge.logfiles import log_chunks
 
+        if self.path is None:
+            return
+
         try:
             yield from log_chunks(self.path)
         except FileNotFoundError:
             raise _gone(self.run) from None
 
 
-def logs(state_dir: Path, task: str, run_id: str | None) -> LogResult:
+def logs(
+    state_dir: Path, task: str, run_id: str | None, schedule: Schedule | None = None
+) -> LogResult:
     """The captured output of the task's last run (or of a given run).
 
     Nothing on the way is followed through a link, and a FIFO or device planted where a
@@ -123,6 +176,7 @@ def logs(state_dir: Path, task: str, run_id: str | None) -> LogResult:
     from cronctl.edge.logfiles import log_file
 
     with _store(state_dir) as store:
+        _known_task(store, schedule, task)
         if run_id is not None:
             run = store.get_run(run_id)
             if run is None or run.task != task:
@@ -130,12 +184,13 @@ def logs(state_dir: Path, task: str, run_id: str | None) -> LogResult:
                     f"no run {run_id!r} of task {task!r}; see `cronctl history {task}`"
                 )
         else:
-            with_logs = [r for r in store.history(task, 200) if r.log_path]
+            # A run that printed nothing keeps no log file (log_path None): it is the answer.
+            with_logs = [r for r in store.history(task, 200) if r.log_path or r.started]
             if not with_logs:
                 raise UsageError(f"task {task!r} has no recorded output on this machine yet")
             run = with_logs[0]
     if run.log_path is None:
-        raise UsageError(f"run {run.id} ({run.outcome}) captured no output")
+        return LogResult(run, None)
     path = log_file(state_dir, run.task, run.log_path)
     if path is None or not os.path.lexists(path):
         raise _gone(run)

@@ -13,9 +13,9 @@ from typing import Any
 
 from cronctl.core.analysis import schedule_warnings
 from cronctl.core.cronexpr import minute_floor, parse_cron
-from cronctl.core.model import Problem, Schedule, Task
+from cronctl.core.model import Problem, Schedule, Task, problem_order
 from cronctl.core.values import LATEST
-from cronctl.core.zones import next_occurrence, parse_zone
+from cronctl.core.zones import next_occurrence, parse_zone, walls_at
 from cronctl.errors import UsageError
 
 
@@ -42,6 +42,7 @@ class TaskRow:
     next_run: datetime | None
     paused: bool
     last_run: Any = None  # a store RunRow, when this machine has run the task
+    other_hosts: bool = False  # `hosts` leaves this machine out: the task does not run here
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,10 @@ class NextResult:
     expression: str
     timezone: str
     occurrences: list[datetime]
+    # Per occurrence, the wall times it stands for (several after a DST gap), and the policy
+    # that decides how many of them run.
+    carried: list[tuple[datetime, ...]] = field(default_factory=list)
+    misfire: str = "coalesce"
 
 
 @dataclass(frozen=True)
@@ -72,8 +77,11 @@ class DueResult:
 
 def check(schedule: Schedule, now: datetime, extra: list[Problem], strict: bool) -> CheckResult:
     """Validate everything, execute nothing: the loader's problems plus calendar warnings."""
+    from cronctl.core.opskeys import ops_problems
+
     problems = list(schedule.problems) + schedule_warnings(schedule, now) + extra
-    problems.sort(key=lambda p: (p.severity != "error", p.file, p.line or 0))
+    problems += ops_problems(schedule, now)
+    problems.sort(key=problem_order)
     return CheckResult(problems, strict)
 
 
@@ -83,14 +91,28 @@ def list_tasks(
     extra: list[Problem],
     last_runs: Mapping[str, Any] | None = None,
     paused: frozenset[str] = frozenset(),
+    host: str | None = None,
 ) -> ListResult:
-    """Every good task with its next run and last run; then the problems."""
+    """Every good task with its next run and last run; then the problems.
+
+    With `host`, a task whose `hosts` leave that machine out is marked as for other hosts.
+    """
+    from cronctl.core.opskeys import runs_on
+
     last_runs = last_runs or {}
     rows = [
-        TaskRow(t, t.next_run(now), t.paused or t.name in paused, last_runs.get(t.name))
+        TaskRow(
+            t,
+            t.next_run(now),
+            t.paused or t.name in paused,
+            last_runs.get(t.name),
+            host is not None and not runs_on(t, host),
+        )
         for t in schedule.tasks
     ]
-    problems = list(schedule.problems) + schedule_warnings(schedule, now) + extra
+    problems = sorted(
+        list(schedule.problems) + schedule_warnings(schedule, now) + extra, key=problem_order
+    )
     return ListResult(rows, problems)
 
 
@@ -101,11 +123,15 @@ def next_for_task(schedule: Schedule, name: str, after: datetime, count: int) ->
     except KeyError:
         known = ", ".join(t.name for t in schedule.tasks[:10])
         raise UsageError(f"no task named {name!r}; tasks: {known or '(none)'}") from None
-    return NextResult(task.name, task.schedule, task.zone.name, task.next_runs(after, count))
+    runs = task.next_runs(after, count)
+    carried = [task.walls_at(t) for t in runs]
+    return NextResult(task.name, task.schedule, task.zone.name, runs, carried, task.misfire)
 
 
-def next_for_expression(expression: str, zone_name: str, after: datetime, count: int) -> NextResult:
-    """The next `count` runs of an ad-hoc expression in a zone."""
+def next_for_expression(
+    expression: str, zone_name: str, after: datetime, count: int, misfire: str = "coalesce"
+) -> NextResult:
+    """The next `count` runs of an ad-hoc expression in a zone (`misfire`: for DST gaps)."""
     expr = parse_cron(expression)
     zone = parse_zone(zone_name)
     runs: list[datetime] = []
@@ -115,7 +141,8 @@ def next_for_expression(expression: str, zone_name: str, after: datetime, count:
             break
         cursor = next_occurrence(expr, zone, cursor)
         runs.append(cursor)
-    return NextResult(None, expr.text, zone.name, runs)
+    carried = [walls_at(expr, zone, t) for t in runs]
+    return NextResult(None, expr.text, zone.name, runs, carried, misfire)
 
 
 def due(schedule: Schedule, now: datetime) -> DueResult:
@@ -131,5 +158,9 @@ def init(path: Path, force: bool) -> Path:
     if path.exists() and not force:
         raise UsageError(f"{path} already exists; pass --force to overwrite it")
     text = files("cronctl").joinpath("data/starter.toml").read_text(encoding="utf-8")
-    path.write_text(text, encoding="utf-8")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
     return path

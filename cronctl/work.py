@@ -14,7 +14,9 @@ from types import FrameType
 
 from cronctl.core.cronexpr import minute_floor
 from cronctl.core.model import Schedule
-from cronctl.errors import CronctlError
+from cronctl.edge.paths import ensure_private_dir
+from cronctl.edge.store import Store, StoreUnusableError
+from cronctl.errors import CronctlError, UnsafeDirectoryError
 from cronctl.execute import RunContext, RunReport, Tracker, run_once
 
 _MINUTE = timedelta(minutes=1)
@@ -54,16 +56,27 @@ class Worker:
         ctx: RunContext,
         report: Callable[[RunReport], None],
         grace_s: float = 30.0,
+        clock: Callable[[], datetime] | None = None,
+        wait: Callable[[float], bool] | None = None,
     ) -> None:
         self._load = load
         self._paths = paths
-        self._ctx = replace(ctx, tracker=Tracker())
+        self._stop = threading.Event()
+        # A jitter or retry delay ends early when `work` is told to stop; nothing starts after.
+        self._ctx = replace(ctx, tracker=Tracker(), sleep=self._sleep_unless_stopped)
         self._report = report
         self._grace_s = grace_s
-        self._stop = threading.Event()
         self._stop_signal: int | None = None
         self._threads: list[threading.Thread] = []
+        self._exit_code = 0
+        # The clock and the sleep between ticks, injectable so a test can drive many minutes
+        # in seconds; `wait` returns True when a stop was requested.
+        self._clock = clock or (lambda: datetime.now(UTC))
+        self._wait = wait or self._stop.wait
         self._said: str | None = None  # the last reload warning, so it is said once
+
+    def _sleep_unless_stopped(self, seconds: float) -> None:
+        self._stop.wait(seconds)
 
     def request_stop(self, signum: int, _frame: FrameType | None = None) -> None:
         """Signal handler: stop starting tasks; the loop then forwards the signal."""
@@ -73,18 +86,19 @@ class Worker:
     def serve(self) -> int:
         """Run until SIGTERM/SIGINT; return the exit code."""
         watched = self.watch()
+        self.check_store()
         signal.signal(signal.SIGTERM, self.request_stop)
         signal.signal(signal.SIGINT, self.request_stop)
         _say(f"cronctl work: {len(watched.schedule.tasks)} tasks; waiting for the next minute")
         last_boundary: datetime | None = None
         while not self._stop.is_set():
-            now = datetime.now(UTC)
+            now = self._clock()
             boundary = minute_floor(now) + _MINUTE
             if boundary == last_boundary:
                 # Woken a hair before the boundary (a slewed clock): this minute is done.
                 boundary += _MINUTE
                 now = boundary - _MINUTE
-            if self._stop.wait(seconds_to_boundary(now)):
+            if self._wait(seconds_to_boundary(now)) or self._stop.is_set():
                 break
             last_boundary = boundary
             watched = self.refresh(watched)
@@ -99,6 +113,11 @@ class Worker:
                 f"{len(schedule.errors)} error(s) in the schedule; fix them (cronctl check) first"
             )
         return _Watched(schedule, file_stamps(self._paths()))
+
+    def check_store(self) -> None:
+        """Open the state database once before the first tick: an unusable one stops `work`
+        now (exit 2), not at the next minute."""
+        Store.open(ensure_private_dir(self._ctx.state_dir)).close()
 
     def refresh(self, watched: _Watched) -> _Watched:
         """A changed file is read again; a broken edit is reported and the old schedule kept.
@@ -142,6 +161,8 @@ class Worker:
         def tick() -> None:
             try:
                 self._report(run_once(schedule, boundary, self._ctx))
+            except (StoreUnusableError, UnsafeDirectoryError) as exc:
+                self._fail(f"cronctl work: stopping: {exc}")
             except CronctlError as exc:
                 _say(f"cronctl work: error at {boundary:%H:%M}: {exc}")
             except OSError as exc:
@@ -152,11 +173,19 @@ class Worker:
         thread.start()
         self._threads.append(thread)
 
+    def _fail(self, message: str) -> None:
+        """A state database no retry can fix: say it once and exit 2 so a supervisor notices,
+        rather than print the same error every minute forever."""
+        if not self._stop.is_set():
+            _say(message)
+        self._exit_code = 2
+        self._stop.set()
+
     def _shutdown(self) -> int:
         tracker = self._ctx.tracker
         assert tracker is not None
         sig = self._stop_signal or signal.SIGTERM
-        count = tracker.signal_all(sig)
+        count = tracker.stop(sig)
         _say(
             f"cronctl work: stopping; signalled {count} running task(s), waiting up to "
             f"{self._grace_s:g}s"
@@ -169,7 +198,7 @@ class Worker:
             _say(f"cronctl work: grace period over; killed {killed} task(s)")
             for thread in self._threads:
                 thread.join(5.0)
-        return 0
+        return self._exit_code
 
 
 def seconds_to_boundary(now: datetime) -> float:

@@ -21,6 +21,7 @@ from cronctl.cli.common import (
     run_command,
     run_context,
 )
+from cronctl.cli.complete import task_names
 from cronctl.errors import UsageError
 
 if TYPE_CHECKING:
@@ -31,6 +32,9 @@ __all__ = ["app", "fail_on_errors", "load_schedule", "parse_instant"]
 app = typer.Typer(
     name="cronctl",
     help="Scheduled jobs in version control: one TOML file, one crontab line, locks that hold.",
+    epilog="Environment: CRONCTL_FILE (schedule files, ':'-separated), CRONCTL_STATE_DIR, "
+    "CRONCTL_LOCK_DIR, CRONCTL_HOST (this machine's name), CRONCTL_ENV=production (run refuses "
+    "on_one_server over a local lock_dir), NO_COLOR, CRONCTL_DEBUG=1 (tracebacks).",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
@@ -42,15 +46,19 @@ FileOpt = Annotated[
     typer.Option(
         "--file",
         "-f",
-        help="Schedule file or directory of *.toml (repeatable). Default: $CRONCTL_FILE or "
-        "./schedules.toml.",
+        metavar="FILE",
+        help="Schedule file or directory of *.toml (repeatable). Default: $CRONCTL_FILE "
+        "(':'-separated), else ./schedules.toml.",
         show_default=False,
     ),
 ]
 NowOpt = Annotated[
     str | None,
     typer.Option(
-        "--now", help="Pretend it is this instant (ISO 8601 with offset or Z).", show_default=False
+        "--now",
+        metavar="TIME",
+        help="Pretend it is this instant (ISO 8601 with offset or Z). Default: the clock.",
+        show_default=False,
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON (stable keys, UTC times).")]
@@ -61,14 +69,21 @@ StrictOpt = Annotated[
 StateOpt = Annotated[
     Path | None,
     typer.Option(
-        "--state-dir", help="History and scheduler state (default: see README).", show_default=False
+        "--state-dir",
+        metavar="DIR",
+        help="History and scheduler state. Default: $CRONCTL_STATE_DIR, else [cronctl] "
+        "state_dir, else /var/lib/cronctl for root or $XDG_STATE_HOME/cronctl "
+        "(~/.local/state/cronctl).",
+        show_default=False,
     ),
 ]
 LockOpt = Annotated[
     Path | None,
     typer.Option(
         "--lock-dir",
-        help="Locks, claims and pauses (default: STATE_DIR/locks).",
+        metavar="DIR",
+        help="Locks, claims and pauses. Default: $CRONCTL_LOCK_DIR, else [cronctl] lock_dir, "
+        "else STATE_DIR/locks.",
         show_default=False,
     ),
 ]
@@ -76,6 +91,7 @@ HostOpt = Annotated[
     str | None,
     typer.Option(
         "--host",
+        metavar="NAME",
         help="This machine's name in history, claims and locks (default: $CRONCTL_HOST, then "
         "the node name).",
         show_default=False,
@@ -113,7 +129,15 @@ def _lock_dir_problems(
     from cronctl import dirs
 
     _, locks = dirs.data_dirs(schedule, state_dir, lock_dir, os.environ)
-    warning = dirs.lock_dir_warning(schedule, locks, only_if_present=True)
+    # A named lock_dir (flag, environment, file) may be a mount this machine (a CI runner)
+    # lacks: judge it only where it exists. The default, STATE_DIR/locks, is local on every
+    # machine: judge it even before `run` creates it, by the file system it would be on.
+    named = (
+        lock_dir is not None
+        or bool(os.environ.get("CRONCTL_LOCK_DIR"))
+        or schedule.settings.lock_dir is not None
+    )
+    warning = dirs.lock_dir_warning(schedule, locks, only_if_present=named)
     return [warning] if warning else []
 
 
@@ -143,11 +167,26 @@ def check(
     file: FileOpt = None,
     strict: Annotated[bool, typer.Option("--strict", help="Treat warnings as errors.")] = False,
     fmt: Annotated[
-        str, typer.Option("--format", help="text, json or github (workflow annotations).")
+        str,
+        typer.Option(
+            "--format",
+            metavar="[text|json|github]",
+            help="text, json, or github (workflow annotations).",
+        ),
     ] = "text",
     now: NowOpt = None,
     state_dir: StateOpt = None,
     lock_dir: LockOpt = None,
+    diff: Annotated[
+        str | None,
+        typer.Option(
+            "--diff",
+            metavar="REF",
+            help="Also compare with the files at git revision REF: tasks added, removed, "
+            "renamed, changed, and the runs gained and lost in the next 14 days.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Validate the schedule files; execute nothing. Exit 1 when problems are found."""
     from cronctl import service
@@ -158,7 +197,12 @@ def check(
     schedule = load_schedule(file)
     extra = _lock_dir_problems(schedule, state_dir, lock_dir)
     result = service.check(schedule, parse_instant(now), extra, strict)
-    render_check(result, fmt, len(schedule.tasks), len(schedule.files))
+    if diff is not None:
+        from cronctl.cli.view_cmds import check_with_diff
+
+        check_with_diff(result, schedule, file, diff, parse_instant(now), fmt)
+    else:
+        render_check(result, fmt, len(schedule.tasks), len(schedule.files))
     raise typer.Exit(0 if result.ok else 1)
 
 
@@ -169,27 +213,67 @@ def list_(
     now: NowOpt = None,
     state_dir: StateOpt = None,
     lock_dir: LockOpt = None,
+    local: Annotated[
+        bool, typer.Option("--local", help="Show times in each task's own zone, not UTC.")
+    ] = False,
+    host: HostOpt = None,
 ) -> None:
     """Show every task with its schedule, next run and guards; then the problems."""
     from cronctl import service
+    from cronctl.cli.common import host_name
     from cronctl.cli.render import render_list
 
     schedule = load_schedule(file)
     extra = _lock_dir_problems(schedule, state_dir, lock_dir)
     last_runs, paused = _recorded(schedule, state_dir, lock_dir)
-    result = service.list_tasks(schedule, parse_instant(now), extra, last_runs, paused)
-    render_list(result, as_json)
+    result = service.list_tasks(
+        schedule, parse_instant(now), extra, last_runs, paused, host_name(host)
+    )
+    render_list(result, as_json, local)
     if schedule.errors:
         raise typer.Exit(2)
 
 
 @app.command("next")
 def next_(
-    name: Annotated[str | None, typer.Argument(help="Task name.", show_default=False)] = None,
-    count: Annotated[int, typer.Option("-n", "--count", min=1, max=1000)] = 5,
-    after: Annotated[str | None, typer.Option("--after", help="Start after this instant.")] = None,
-    cron: Annotated[str | None, typer.Option("--cron", help="An ad-hoc expression.")] = None,
-    tz: Annotated[str, typer.Option("--tz", help="Time zone for --cron.")] = "UTC",
+    name: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="[NAME]", help="Task name.", show_default=False, autocompletion=task_names
+        ),
+    ] = None,
+    count: Annotated[
+        int, typer.Option("-n", "--count", metavar="N", min=1, max=1000, help="How many (1-1000).")
+    ] = 5,
+    after: Annotated[
+        str | None,
+        typer.Option(
+            "--after",
+            metavar="TIME",
+            help="Start after this instant (ISO 8601). Default: now.",
+            show_default=False,
+        ),
+    ] = None,
+    cron: Annotated[
+        str | None,
+        typer.Option(
+            "--cron", metavar="EXPR", help="An ad-hoc 5-field expression.", show_default=False
+        ),
+    ] = None,
+    tz: Annotated[
+        str,
+        typer.Option(
+            "--tz", metavar="ZONE", help="Time zone for --cron: UTC, +HH:MM or an IANA name."
+        ),
+    ] = "UTC",
+    misfire: Annotated[
+        str,
+        typer.Option(
+            "--misfire",
+            metavar="POLICY",
+            help="Policy for --cron: coalesce, catch-up or skip (how many runs after a DST gap).",
+        ),
+    ] = "coalesce",
     file: FileOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -201,11 +285,38 @@ def next_(
     if (name is None) == (cron is None):
         raise UsageError("give a task NAME or --cron EXPR (one of them)")
     if cron is not None:
-        result = service.next_for_expression(cron, tz, start, count)
+        from cronctl.core.model import MISFIRE_POLICIES
+
+        if misfire not in MISFIRE_POLICIES:
+            raise UsageError(f"--misfire {misfire!r}: use one of {', '.join(MISFIRE_POLICIES)}")
+        result = service.next_for_expression(cron, tz, start, count, misfire)
     else:
         assert name is not None
-        result = service.next_for_task(load_schedule(file), name, start, count)
+        schedule = load_schedule(file)
+        result = service.next_for_task(schedule, name, start, count)
+        _say_if_paused(schedule, name)
     render_next(result, as_json, local=True)
+
+
+def _say_if_paused(schedule: Schedule, name: str) -> None:
+    """`next` lists the times a paused task would run; say on stderr that it will not."""
+    task = schedule.task(name)
+    if task.paused:
+        where = f"paused = true at {task.source}:{task.line}"
+    else:
+        from cronctl.edge.locks import paused_tasks
+
+        _, locks = _data_dirs(schedule)
+        if name not in paused_tasks(locks):
+            return
+        where = f"paused by `cronctl pause`; `cronctl resume {name}` undoes it"
+    print(f"note: {name} is paused ({where}): it runs at none of these times", file=sys.stderr)
+
+
+def _data_dirs(schedule: Schedule) -> tuple[Path, Path]:
+    from cronctl import dirs
+
+    return dirs.data_dirs(schedule, None, None, os.environ)
 
 
 @app.command()
@@ -219,7 +330,9 @@ def due(file: FileOpt = None, now: NowOpt = None, as_json: JsonOpt = False) -> N
 
 @app.command()
 def init(
-    path: Annotated[Path, typer.Argument(help="Where to write it.")] = Path("schedules.toml"),
+    path: Annotated[
+        Path, typer.Argument(metavar="[FILE]", help="Where to write it (parents are created).")
+    ] = Path("schedules.toml"),
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
 ) -> None:
     """Write a commented starter schedule file."""
@@ -264,9 +377,12 @@ def work(
     lock_dir: LockOpt = None,
     host: HostOpt = None,
     coordination: CoordOpt = None,
+    output: Annotated[
+        bool,
+        typer.Option("--output", help="Print each task's output lines, prefixed with its name."),
+    ] = False,
 ) -> None:
     """Stay in the foreground and run what is due at the start of every minute."""
-    from cronctl.cli.render import render_run
     from cronctl.edge.files import load_paths, schedule_paths
     from cronctl.work import Worker
 
@@ -279,11 +395,14 @@ def work(
     def paths() -> list[Path]:
         return schedule_paths(file, os.environ)
 
+    from cronctl.cli.common import this_host, work_reporting
+
+    ctx, report = work_reporting(ctx, verbose, output)
     worker = Worker(
-        load=lambda: load_paths(paths()),
+        load=lambda: this_host(load_paths(paths()), ctx.host),
         paths=paths,
         ctx=ctx,
-        report=lambda report: render_run(report, False, verbose),
+        report=report,
         grace_s=grace,
     )
     raise typer.Exit(worker.serve())

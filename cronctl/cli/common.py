@@ -8,17 +8,21 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cronctl.errors import CronctlError, UsageError
 
 if TYPE_CHECKING:
-    from cronctl.core.model import Schedule
-    from cronctl.execute import RunContext
+    from collections.abc import Callable, Iterable
+
+    from cronctl.core.model import Schedule, Task
+    from cronctl.edge.store import RunRow
+    from cronctl.execute import RunContext, Tracker
 
 
 def parse_instant(text: str | None, flag: str = "--now") -> datetime:
@@ -120,8 +124,10 @@ def run_context(
 
             why = "--strict" if strict else "CRONCTL_ENV=production"
             raise LockDirNotSharedError(f"refusing to run ({why}): {warning.message}")
-        # Once a day, not every minute: cron mails whatever `run` prints.
-        if verbose or dirs.daily_notice(states, "lock-dir-not-shared"):
+        # Once a day, not every minute: cron mails whatever `run` prints. -v: every time.
+        if verbose:
+            print(f"cronctl: warning: {warning.message}", file=sys.stderr)
+        elif dirs.daily_notice(states, "lock-dir-not-shared"):
             print(f"cronctl: warning: {warning.message} (repeated once a day)", file=sys.stderr)
     return RunContext(
         state_dir=states,
@@ -134,6 +140,22 @@ def run_context(
         max_parallel=schedule.settings.max_parallel,
         coord=open_coordinator(url, locks),
     )
+
+
+def pretended(ctx: RunContext, instant: datetime, dry_run: bool) -> RunContext:
+    """The context of `run --now TIME`: a time ahead of the clock is a rehearsal (SPEC 3)."""
+    from cronctl.execute import REHEARSAL_AHEAD, REHEARSAL_DIR
+
+    if instant - datetime.now(UTC) > REHEARSAL_AHEAD and not dry_run:
+        print(
+            f"cronctl: note: --now is ahead of this machine's clock: a rehearsal. It runs what "
+            f"is due then, records it in {ctx.state_dir / REHEARSAL_DIR} (not in the real "
+            f"history), claims in {ctx.lock_dir / REHEARSAL_DIR} and changes no real window",
+            file=sys.stderr,
+        )
+        return replace(ctx, rehearsal=True)
+    # A pretended time holds for the whole run: leases and grace are judged by it too.
+    return replace(ctx, clock=lambda: instant)
 
 
 def run_command(
@@ -157,8 +179,120 @@ def run_command(
     instant = parse_instant(now)
     ctx = run_context(schedule, state_dir, lock_dir, strict, dry_run, verbose, host, coordination)
     if now is not None:
-        # A pretended time holds for the whole run: leases and grace are judged by it too.
-        ctx = replace(ctx, clock=lambda: instant)
-    report = run_once(schedule, instant, ctx)
-    render_run(report, as_json, verbose)
+        ctx = pretended(ctx, instant, dry_run)
+    schedule = this_host(schedule, ctx.host)
+    live = None
+    if not dry_run:
+        live = LiveReports()
+        ctx = replace(ctx, on_done=live)
+    stop = _StopOnSignal()
+    report = run_once(schedule, instant, stop.install(ctx))
+    render_run(report, as_json, verbose, live.handled if live else frozenset())
+    if stop.signum is not None:
+        return 128 + stop.signum  # 143 for SIGTERM, 130 for SIGINT, as a shell reports them
     return 1 if report.failed else 0
+
+
+#: How long `run` waits, once told to stop, for its tasks to end before killing them (SPEC 4.4).
+STOP_GRACE_S = 30.0
+
+
+class _StopOnSignal:
+    """SIGTERM/SIGINT to `run`: stop starting tasks, forward the signal, SIGKILL after the grace.
+
+    The handler only sets flags and sends signals, so the main thread carries on waiting for
+    the tasks and records every outcome (``interrupted``) before `run` exits 143 / 130.
+    """
+
+    def __init__(self, grace_s: float = STOP_GRACE_S) -> None:
+        self.signum: int | None = None
+        self._grace_s = grace_s
+        self._tracker: Tracker | None = None
+
+    def install(self, ctx: RunContext) -> RunContext:
+        """Handle SIGTERM and SIGINT from now on; return ``ctx`` with a tracker to signal."""
+        import signal
+
+        from cronctl.execute import Tracker
+
+        self._tracker = Tracker()
+        signal.signal(signal.SIGTERM, self._handle)
+        signal.signal(signal.SIGINT, self._handle)
+        return replace(ctx, tracker=self._tracker)
+
+    def _handle(self, signum: int, _frame: object) -> None:
+        import signal
+        import threading
+
+        tracker = self._tracker
+        assert tracker is not None
+        first = self.signum is None
+        self.signum = signum
+        tracker.stop(signum)
+        if first:
+            timer = threading.Timer(self._grace_s, tracker.signal_all, (signal.SIGKILL,))
+            timer.daemon = True
+            timer.start()
+
+
+def this_host(schedule: Schedule, host: str) -> Schedule:
+    """The schedule without the tasks whose `hosts` leave this machine out (SPEC 9.2)."""
+    if not any(task.hosts for task in schedule.tasks):
+        return schedule
+    from cronctl.core.opskeys import runs_on
+
+    return replace(schedule, tasks=tuple(t for t in schedule.tasks if runs_on(t, host)))
+
+
+def work_reporting(
+    ctx: RunContext, verbose: bool, output: bool
+) -> tuple[RunContext, Callable[[Any], None]]:
+    """`work`: failures reported as each task ends; with --output, every task's lines on
+    stdout as `TASK | line` (what `journalctl -u cronctl` then shows)."""
+    from cronctl.cli.render import render_run
+
+    live = LiveReports()
+    ctx = replace(ctx, on_done=live)
+    if output:
+        from cronctl.edge.stream import printer
+
+        ctx = replace(ctx, output=lambda task: printer(f"{task} | "))
+
+    def report(result: Any) -> None:
+        render_run(result, False, verbose, live.handled)
+        live.forget(r.id for r in result.runs)  # `work` runs for months: keep the set small
+
+    return ctx, report
+
+
+# Failure reports printed as each task ends, not when the slowest task of the minute ends:
+# a 0.1 s failure used to wait behind a sleeper, so cron's mails came late and out of order.
+class LiveReports:
+    """The `on_done` of a run: prints what each ending occurrence calls for."""
+
+    def __init__(self) -> None:
+        """Nothing reported yet."""
+        self._lock = threading.Lock()
+        self.handled: set[str] = set()  # run ids already dealt with (printed or silenced)
+
+    def __call__(self, task: Task, result: RunRow, kind: str | None) -> None:
+        """Print a failure report or a recovery line for `result` (`kind`), or nothing."""
+        from cronctl.cli.render import _failure
+        from cronctl.core.model import format_utc
+
+        with self._lock:
+            if kind is not None or result.outcome in ("failed", "timeout", "error"):
+                self.handled.add(result.id)  # printed now, or silenced by notify = "change"
+            if kind == "failure":
+                _failure(result)
+            elif kind == "recovered":
+                print(
+                    f"cronctl: task {task.name} recovered: ok for {format_utc(result.occurrence)}",
+                    file=sys.stderr,
+                    flush=True,
+                )
+
+    def forget(self, run_ids: Iterable[str]) -> None:
+        """Drop ids whose tick has been rendered."""
+        with self._lock:
+            self.handled.difference_update(run_ids)

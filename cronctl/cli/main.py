@@ -87,12 +87,15 @@ def _full_app() -> typer.Typer:
     """The typer app with every command registered, once per process (tests call main often)."""
     from cronctl.cli import (
         doctor_cmd,  # noqa: F401  (registers doctor)
+        exec_cmd,  # noqa: F401  (registers exec)
         ops,  # noqa: F401  (registers status, history, logs, pause, resume)
     )
     from cronctl.cli.app import app
     from cronctl.cli.import_cmd import register
+    from cronctl.cli.view_cmds import register as register_views
 
     register(app)
+    register_views(app)
     return app
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import os
 import sys
 from pathlib import Path
@@ -21,12 +22,18 @@ from cronctl.cli.app import (
     load_schedule,
     parse_instant,
 )
+from cronctl.cli.complete import task_names
 
 if TYPE_CHECKING:
     from cronctl.core.model import Schedule
     from cronctl.edge.coord import Coordinator
 
-NameArg = Annotated[str, typer.Argument(help="Task name.", show_default=False)]
+NameArg = Annotated[
+    str,
+    typer.Argument(
+        metavar="NAME", help="Task name.", show_default=False, autocompletion=task_names
+    ),
+]
 FleetOpt = Annotated[
     bool, typer.Option("--fleet", help="Every machine's, from the coordination store.")
 ]
@@ -60,9 +67,15 @@ def status(
     lock_dir: LockOpt = None,
     fleet: FleetOpt = False,
     coordination: CoordOpt = None,
+    host: HostOpt = None,
+    check: Annotated[
+        bool, typer.Option("--check", help="Exit 1 when a task is failing or overdue.")
+    ] = False,
 ) -> None:
-    """Per task: last run, outcome, duration, next run, paused, failures in a row, missed."""
+    """Per task: last run, outcome, duration, next run, paused, failures in a row, missed,
+    overdue."""
     from cronctl import operate
+    from cronctl.cli.common import host_name
     from cronctl.cli.render import render_status
 
     schedule, states, locks = _dirs(file, state_dir, lock_dir)
@@ -73,13 +86,32 @@ def status(
 
         render_fleet_status(fleet_status(schedule, coord), as_json)
         return
-    render_status(operate.status(schedule, states, locks, parse_instant(now), coord), as_json)
+    result = operate.status(schedule, states, locks, parse_instant(now), host_name(host), coord)
+    render_status(result, as_json)
+    if schedule.errors:
+        # As `list`: the good tasks are shown, but a broken file is never an exit 0.
+        from cronctl.cli.render import render_problems
+
+        render_problems(schedule.errors)
+        raise typer.Exit(2)
+    if check and result.alarming:
+        names = ", ".join(r.task.name for r in result.alarming)
+        print(f"cronctl: failing or overdue: {names}", file=sys.stderr)
+        raise typer.Exit(1)
 
 
 @app.command()
 def history(
-    name: Annotated[str | None, typer.Argument(help="Only this task.", show_default=False)] = None,
-    limit: Annotated[int, typer.Option("--limit", "-n", min=1, max=100000)] = 20,
+    name: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="[NAME]", help="Only this task.", show_default=False, autocompletion=task_names
+        ),
+    ] = None,
+    limit: Annotated[
+        int,
+        typer.Option("--limit", "-n", metavar="N", min=1, max=100000, help="At most N runs."),
+    ] = 20,
     file: FileOpt = None,
     as_json: JsonOpt = False,
     state_dir: StateOpt = None,
@@ -105,27 +137,39 @@ def history(
         from cronctl.errors import UsageError
 
         raise UsageError("--host filters the fleet history: add --fleet")
-    render_history(operate.history(states, name, limit), as_json)
+    render_history(operate.history(states, name, limit, schedule), as_json)
 
 
 @app.command()
 def logs(
     name: NameArg,
-    run: Annotated[str | None, typer.Option("--run", help="A run id from `history`.")] = None,
+    run: Annotated[
+        str | None,
+        typer.Option("--run", metavar="ID", help="A run id from `history`. Default: the last run."),
+    ] = None,
     file: FileOpt = None,
     state_dir: StateOpt = None,
     lock_dir: LockOpt = None,
 ) -> None:
     """The captured output of the task's last run (or of --run ID)."""
     from cronctl import operate
+    from cronctl.cli.render import visible
 
-    _, states, _ = _dirs(file, state_dir, lock_dir)
-    result = operate.logs(states, name, run)
+    schedule, states, _ = _dirs(file, state_dir, lock_dir)
+    result = operate.logs(states, name, run, schedule)
     print(f"# {result.run.task} {result.run.id} {result.run.outcome}", file=sys.stderr)
+    if result.path is None:
+        print("# the run printed nothing (no log file is kept for a quiet run)", file=sys.stderr)
     sys.stdout.flush()
+    # On a terminal, escapes are shown, not obeyed (SPEC 4.4); a pipe gets the exact bytes.
+    decoder = codecs.getincrementaldecoder("utf-8")("replace") if sys.stdout.isatty() else None
     try:
         for chunk in result.chunks():  # streamed: a huge log never sits in memory whole
-            sys.stdout.buffer.write(chunk)
+            if decoder is None:
+                sys.stdout.buffer.write(chunk)
+            else:
+                sys.stdout.write(visible(decoder.decode(chunk)))
+        sys.stdout.flush()
         sys.stdout.buffer.flush()
     except BrokenPipeError:
         # `cronctl logs NAME | head` closed the pipe: done, like cat. Point stdout at
@@ -138,7 +182,9 @@ def logs(
 @app.command()
 def pause(
     name: NameArg,
-    reason: Annotated[str | None, typer.Option("--reason", help="Why; shown by status.")] = None,
+    reason: Annotated[
+        str | None, typer.Option("--reason", metavar="TEXT", help="Why; shown by status.")
+    ] = None,
     file: FileOpt = None,
     state_dir: StateOpt = None,
     lock_dir: LockOpt = None,

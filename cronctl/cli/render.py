@@ -13,6 +13,10 @@ from typing import TYPE_CHECKING, Any, TextIO
 from cronctl.core.model import Problem, format_utc
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
+    from cronctl.core.model import Task
+    from cronctl.core.zones import Zone
     from cronctl.service import CheckResult, DueResult, ListResult, NextResult
 
 
@@ -36,26 +40,81 @@ def problem_json(problem: Problem) -> dict[str, Any]:
 
 
 def table(
-    headers: Sequence[str], rows: Sequence[Sequence[str]], stream: TextIO | None = None
+    headers: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    stream: TextIO | None = None,
+    drop: Sequence[str] = (),
+    shrink: Sequence[str] = ("WHEN", "GUARDS", "NOTE"),
 ) -> None:
-    """A rich table on a terminal; aligned plain columns when piped (easy to grep and cut)."""
+    """A rich table on a terminal; aligned plain columns when piped (easy to grep and cut).
+
+    On a terminal nothing wraps: the columns named in `drop` go first, in that order, until
+    the table fits; then the free-text columns in `shrink` are shortened with an ellipsis.
+    Names and times are never cut.
+    """
     out = stream or sys.stdout
     if out.isatty():
         from rich.console import Console
         from rich.table import Table
+        from rich.text import Text
 
+        console = Console(file=out, no_color="NO_COLOR" in os.environ, highlight=False)
+        keep, widths = _fitting(headers, rows, console.width, drop, shrink)
         grid = Table(box=None, header_style="bold", pad_edge=False)
-        for header in headers:
-            grid.add_column(header, overflow="fold")
+        for index in keep:
+            grid.add_column(headers[index], no_wrap=True, overflow="ellipsis", width=widths[index])
         for row in rows:
-            grid.add_row(*row)
-        Console(file=out, no_color="NO_COLOR" in os.environ, highlight=False).print(grid)
+            # Text, not markup: a '[' in a note or a name is printed, not interpreted.
+            grid.add_row(*(Text(row[i], style=outcome_style(headers[i], row[i])) for i in keep))
+        console.print(grid)
         return
     widths = [len(h) for h in headers]
     for row in rows:
         widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
     for row in [list(headers), *rows]:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip(), file=out)
+
+
+def _fitting(
+    headers: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    width: int,
+    drop: Sequence[str],
+    shrink: Sequence[str],
+) -> tuple[list[int], list[int]]:
+    """The columns kept and each one's width: drop columns, then narrow free text."""
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+    keep = list(range(len(headers)))
+
+    def total() -> int:
+        return sum(widths[i] for i in keep) + 2 * (len(keep) - 1)
+
+    for name in drop:
+        if total() <= width:
+            break
+        keep = [i for i in keep if headers[i] != name]
+    for index in [i for i in keep if headers[i] in shrink]:
+        excess = total() - width
+        if excess > 0:
+            widths[index] = max(len(headers[index]), 8, widths[index] - excess)
+    return keep, widths
+
+
+_OUTCOME_COLUMNS = ("OUTCOME", "LAST RUN")
+
+
+def outcome_style(header: str, value: str) -> str:
+    """ok green; failed, timeout, error, interrupted red; skipped and missed yellow."""
+    if header not in _OUTCOME_COLUMNS or not value:
+        return ""
+    word = value.split()[-1] if header == "LAST RUN" else value
+    if word == "ok":
+        return "green"
+    if word.startswith(("failed", "timeout", "error", "interrupted")):
+        return "red"
+    if word.startswith(("skipped", "missed")) or word in ("condition", "server", "running"):
+        return "yellow"
+    return ""
 
 
 def summary(problems: Sequence[Problem]) -> str:
@@ -99,8 +158,17 @@ def render_problems(problems: Sequence[Problem]) -> None:
         print(problem.describe(), file=sys.stderr)
 
 
-def render_list(result: ListResult, as_json: bool) -> None:
-    """`list`: one row per task, then the problems."""
+def local_time(when: datetime, zone: Zone) -> str:
+    """`2026-08-03T11:00+02:00`: an instant as the task's wall clock, offset included."""
+    wall = when.astimezone(zone.tz)
+    offset = wall.strftime("%z")
+    return f"{wall:%Y-%m-%dT%H:%M}{offset[:3]}:{offset[3:]}"
+
+
+def render_list(result: ListResult, as_json: bool, local: bool = False) -> None:
+    """`list`: one row per task, then the problems (`local`: times in each task's zone)."""
+    from cronctl.core.describe import describe
+
     if as_json:
         emit_json(
             {
@@ -108,11 +176,14 @@ def render_list(result: ListResult, as_json: bool) -> None:
                     {
                         "name": row.task.name,
                         "schedule": row.task.schedule,
+                        "schedule_words": describe(row.task),
                         "timezone": row.task.zone.name,
                         "next_run": format_utc(row.next_run) if row.next_run else None,
                         "guards": row.task.guards,
                         "paused": row.paused,
                         "last_run": run_json(row.last_run) if row.last_run else None,
+                        "hosts": list(row.task.hosts),
+                        "other_hosts": row.other_hosts,
                     }
                     for row in result.rows
                 ],
@@ -122,10 +193,16 @@ def render_list(result: ListResult, as_json: bool) -> None:
         return
     rows = []
     for row in result.rows:
-        next_run = "paused" if row.paused else (format_utc(row.next_run) if row.next_run else "-")
+
+        def shown(when: datetime, task: Task = row.task) -> str:
+            return local_time(when, task.zone) if local else format_utc(when)
+
+        next_run = "paused" if row.paused else (shown(row.next_run) if row.next_run else "-")
+        if row.other_hosts:
+            next_run = "other hosts"
         last = "-"
         if row.last_run:
-            last = f"{format_utc(row.last_run.occurrence)} {row.last_run.outcome}"
+            last = f"{shown(row.last_run.occurrence)} {row.last_run.outcome}"
         rows.append(
             [
                 row.task.name,
@@ -134,9 +211,14 @@ def render_list(result: ListResult, as_json: bool) -> None:
                 next_run,
                 ",".join(row.task.guards) or "-",
                 last,
+                describe(row.task),  # last: words with spaces, after the columns scripts cut
             ]
         )
-    table(["TASK", "SCHEDULE", "TIMEZONE", "NEXT RUN", "GUARDS", "LAST RUN"], rows)
+    table(
+        ["TASK", "SCHEDULE", "TIMEZONE", "NEXT RUN", "GUARDS", "LAST RUN", "WHEN"],
+        rows,
+        drop=("GUARDS", "LAST RUN", "SCHEDULE", "TIMEZONE"),
+    )
     # Errors in full; warnings as a count (a listing is not a lint report: `check` is).
     errors = [p for p in result.problems if p.severity == "error"]
     render_problems(errors)
@@ -154,17 +236,46 @@ def render_next(result: NextResult, as_json: bool, local: bool) -> None:
                 "expression": result.expression,
                 "timezone": result.timezone,
                 "occurrences": [format_utc(t) for t in result.occurrences],
+                "details": [_next_detail(result, i) for i in range(len(result.carried))],
             }
         )
         return
     from cronctl.core.zones import parse_zone
 
     zone = parse_zone(result.timezone)
-    for when in result.occurrences:
+    for i, when in enumerate(result.occurrences):
         line = format_utc(when)
         if local and result.timezone != "UTC":
             line += f"  {zone.wall(when):%a %Y-%m-%d %H:%M} {result.timezone}"
+        detail = _next_detail(result, i) if i < len(result.carried) else None
+        if detail and detail["dst_skipped"]:
+            note = _dst_note(detail, result.misfire)
+            line += f"  \N{MULTIPLICATION SIGN}{detail['runs']} ({result.misfire}: {note})"
         print(line)
+
+
+def _next_detail(result: NextResult, index: int) -> dict[str, Any]:
+    """One occurrence of `next --json`: its runs, and the wall times a DST gap moved onto it."""
+    from cronctl.core.zones import parse_zone
+
+    when = result.occurrences[index]
+    walls = result.carried[index]
+    own = parse_zone(result.timezone).wall(when)
+    runs = len(walls) if result.misfire == "catch-up" else min(len(walls), 1)
+    return {
+        "at": format_utc(when),
+        "runs": runs,
+        "wall_times": [f"{w:%Y-%m-%dT%H:%M}" for w in walls],
+        "dst_skipped": [f"{w:%Y-%m-%dT%H:%M}" for w in walls if w != own],
+    }
+
+
+def _dst_note(detail: dict[str, Any], misfire: str) -> str:
+    """`02:00, 02:30 skipped by the DST change` (+ `, then its own time`, `; run once`)."""
+    note = ", ".join(w[-5:] for w in detail["dst_skipped"]) + " skipped by the DST change"
+    if len(detail["wall_times"]) > len(detail["dst_skipped"]):
+        note += ", then its own time"
+    return note if misfire == "catch-up" else note + "; run once"
 
 
 def render_due(result: DueResult, as_json: bool) -> None:
@@ -187,11 +298,18 @@ def run_json(row: Any, dry_run: bool = False) -> dict[str, Any]:
         "started": format_utc(row.started) if row.started else None,
         "duration_s": row.duration_s,
         "host": row.host,
+        "trigger": getattr(row, "trigger", "schedule"),
+        "attempt": getattr(row, "attempt", 1),
     }
 
 
-def render_run(report: Any, as_json: bool, verbose: bool) -> None:
-    """`run`: quiet on success; failures with their output tail on stderr (what cron mails)."""
+def render_run(
+    report: Any, as_json: bool, verbose: bool, handled: set[str] | frozenset[str] = frozenset()
+) -> None:
+    """`run`: quiet on success; failures with their output tail on stderr (what cron mails).
+
+    Failures in `handled` were dealt with as their task ended (cronctl.cli.live).
+    """
     if as_json:
         emit_json(
             {
@@ -202,31 +320,62 @@ def render_run(report: Any, as_json: bool, verbose: bool) -> None:
     elif verbose or report.dry_run:
         for row in report.runs:
             print(_run_line(row), flush=True)
-    for row in report.failed:
-        _failure(row)
+    for row in report.failed + getattr(report, "interrupted", []):
+        if row.id not in handled:
+            _failure(row)
 
 
 def _run_line(row: Any) -> str:
     took = f" {row.duration_s:.2f}s" if row.duration_s is not None else ""
     code = f" exit {row.exit_code}" if row.exit_code is not None and row.exit_code != 0 else ""
-    note = f" ({row.message})" if row.message and row.outcome != "ok" else ""
+    note = f" ({visible(row.message)})" if row.message and row.outcome != "ok" else ""
     return f"{format_utc(row.occurrence)}  {row.task}  {row.outcome}{code}{took}{note}"
 
 
 def _failure(row: Any) -> None:
-    what = {
-        "failed": f"failed (exit {row.exit_code})",
-        "timeout": "timed out",
-        "error": "could not run",
-    }.get(row.outcome, row.outcome)
+    message = row.message
+    if row.outcome == "failed" and row.exit_code is None and (message or "").startswith("killed"):
+        # "failed (killed by SIGKILL)": the signal is the reason, never "exit None".
+        killed, _, message = message.partition("; ")
+        what = f"failed ({killed})"
+    else:
+        what = {
+            "failed": f"failed (exit {row.exit_code})",
+            "timeout": "timed out",
+            "error": "could not run",
+        }.get(row.outcome, row.outcome)
     took = f" after {row.duration_s:.1f}s" if row.duration_s is not None else ""
     lines = [f"cronctl: task {row.task} {what} for {format_utc(row.occurrence)}{took}"]
-    if row.message:
-        lines.append(f"  {row.message}")
+    if message:
+        lines.append(f"  {visible(message)}")
     if row.log_path:
         lines.append(f"  log: {row.log_path}")
-    lines.extend(f"  | {line}" for line in (row.tail or "").rstrip("\n").splitlines())
+    tail = visible(row.tail or "").rstrip("\n")
+    lines.extend(f"  | {line}" for line in tail.split("\n") if tail)
     print("\n".join(lines), file=sys.stderr, flush=True)
+
+
+def _caret(code: int) -> str:
+    # cat -v's notation: ^[ for ESC, ^? for DEL, M-^[ for the C1 twin of ESC (U+009B).
+    if code >= 0x80:
+        return "M-" + _caret(code - 0x80)
+    return "^?" if code == 0x7F else "^" + chr(code + 0x40)
+
+
+_VISIBLE = {c: _caret(c) for c in (*range(0x20), 0x7F, *range(0x80, 0xA0)) if c not in (9, 10)}
+# Bidirectional overrides reorder what a reader sees ("Trojan Source"): name them too.
+_VISIBLE.update({c: f"<U+{c:04X}>" for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))})
+
+
+def visible(text: str) -> str:
+    """Task output made safe for a terminal or a mail: control characters shown, not obeyed.
+
+    ESC becomes ``^[``, carriage return ``^M``, DEL ``^?``, the C1 controls (U+0080-U+009F,
+    which some terminals also obey) ``M-^[`` and so on, as ``cat -v`` shows them; newlines
+    and tabs stay; bidirectional overrides are named (``<U+202E>``). Log files keep the
+    bytes; this is only for what a person reads.
+    """
+    return text.translate(_VISIBLE)
 
 
 def render_status(result: Any, as_json: bool) -> None:
@@ -244,6 +393,10 @@ def render_status(result: Any, as_json: bool) -> None:
                         "consecutive_failures": row.consecutive_failures,
                         "missed": row.missed,
                         "note": row.note,
+                        "overdue": row.overdue is not None,
+                        "overdue_since": format_utc(row.overdue) if row.overdue else None,
+                        "other_hosts": row.other_hosts,
+                        "host": getattr(result, "host", None),
                     }
                     for row in result.rows
                 ]
@@ -259,13 +412,31 @@ def render_status(result: Any, as_json: bool) -> None:
                 format_utc(last.occurrence) if last else "-",
                 last.outcome if last else "-",
                 f"{last.duration_s:.1f}s" if last and last.duration_s is not None else "-",
-                "paused" if row.paused else (format_utc(row.next_run) if row.next_run else "-"),
+                _status_next(row),
                 str(row.consecutive_failures),
                 str(row.missed),
-                row.note or (row.pause_reason or "" if row.paused else ""),
+                _status_note(row),
             ]
         )
-    table(["TASK", "LAST RUN", "OUTCOME", "DURATION", "NEXT RUN", "FAILS", "MISSED", "NOTE"], rows)
+    table(
+        ["TASK", "LAST RUN", "OUTCOME", "DURATION", "NEXT RUN", "FAILS", "MISSED", "NOTE"],
+        rows,
+        drop=("MISSED", "DURATION", "FAILS", "NOTE"),
+    )
+
+
+def _status_next(row: Any) -> str:
+    if getattr(row, "other_hosts", False):
+        return "other hosts"
+    return "paused" if row.paused else (format_utc(row.next_run) if row.next_run else "-")
+
+
+def _status_note(row: Any) -> str:
+    note = row.note or (row.pause_reason or "" if row.paused else "")
+    if getattr(row, "overdue", None) is not None:
+        overdue = f"overdue since {format_utc(row.overdue)}"
+        note = f"{overdue}; {note}" if note else overdue
+    return note
 
 
 def render_history(runs: Sequence[Any], as_json: bool, hosts: bool = False) -> None:
@@ -283,12 +454,13 @@ def render_history(runs: Sequence[Any], as_json: bool, hosts: bool = False) -> N
                 *([r.host] if hosts else []),
                 format_utc(r.occurrence),
                 r.outcome,
-                "-" if r.exit_code is None else str(r.exit_code),
+                _exit_text(r),
                 format_utc(r.started) if r.started else "-",
                 f"{r.duration_s:.2f}s" if r.duration_s is not None else "-",
             ]
             for r in runs
         ],
+        drop=("STARTED", "EXIT", "DURATION", "ID"),
     )
 
 
@@ -326,3 +498,11 @@ def render_fleet_status(result: Any, as_json: bool) -> None:
             ]
         )
     table(["TASK", "HOST", "LAST RUN", "OUTCOME", "DURATION", "PAUSED"], rows)
+
+
+def _exit_text(row: Any) -> str:
+    """The EXIT column: the code, or the signal that ended the run (``SIGKILL``), or ``-``."""
+    if row.exit_code is not None:
+        return str(row.exit_code)
+    killed = (row.message or "").partition("; ")[0]
+    return killed.removeprefix("killed by ") if killed.startswith("killed by ") else "-"

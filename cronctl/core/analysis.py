@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from cronctl.core.cronexpr import CronExpr, minute_ceil
+from cronctl.core.cronnotes import corner_notes
 from cronctl.core.model import Problem, Schedule, Task, format_utc
 from cronctl.core.zones import Segment, transitions
 
@@ -17,7 +18,18 @@ def schedule_warnings(schedule: Schedule, now: datetime) -> list[Problem]:
     found: list[Problem] = []
     for task in schedule.tasks:
         found.extend(task_warnings(task, now))
+    found.extend(herd_problems(schedule, now))
     return found
+
+
+def herd_problems(schedule: Schedule, now: datetime) -> list[Problem]:
+    """SPEC 10.2: more than `herd_limit` tasks starting in one minute, located at the first."""
+    from cronctl.core.calendar import herd_warnings
+
+    return [
+        Problem(str(task.source), task.line, None, "warning", "herd", message)
+        for task, message in herd_warnings(schedule.tasks, now, schedule.settings.herd_limit)
+    ]
 
 
 def task_warnings(task: Task, now: datetime) -> list[Problem]:
@@ -36,6 +48,8 @@ def task_warnings(task: Task, now: datetime) -> list[Problem]:
                 "if you meant AND"
             ),
         )
+    for code, note in corner_notes(task.cron) if task.cron is not None else ():
+        warn(code, note)
     if task.at is not None and task.at <= now:
         warn(
             "at-in-past",
@@ -59,16 +73,15 @@ def _dst_message(task: Task, cron: CronExpr, seg: Segment) -> tuple[str, str] | 
         if not hits:
             return None
         day = f"{hits[0]:%Y-%m-%d}"
-        times = ", ".join(f"{h:%H:%M}" for h in hits[:3]) + (" ..." if len(hits) > 3 else "")
+        count = f"{len(hits)} occurrence{'s' if len(hits) > 1 else ''}"
         if cron.fixed_time:
-            what = (
-                f"it runs once at {seg.wall(minute_ceil(seg.start)):%H:%M} local "
-                f"({format_utc(seg.start)}) instead"
-            )
+            what = _gap_policy(task, seg, len(hits))
         else:
-            what = "those runs do not happen"
+            what = f"a wildcard schedule has no runs in a gap: those {count} do not happen"
         return "dst-gap", (
-            f"on {day} clocks in {zone} spring forward: {times} do not exist; {what}"
+            f"on {day} clocks in {zone} spring forward: {_times(hits)} "
+            f"{'do' if len(hits) > 1 else 'does'} not exist "
+            f"({count} swallowed); {what}"
         )
     repeats = seg.repeats_until
     if repeats is None:
@@ -78,9 +91,37 @@ def _dst_message(task: Task, cron: CronExpr, seg: Segment) -> tuple[str, str] | 
     if not hits:
         return None
     day = f"{hits[0]:%Y-%m-%d}"
-    times = ", ".join(f"{h:%H:%M}" for h in hits[:3]) + (" ..." if len(hits) > 3 else "")
     what = "it runs once, at the first pass" if cron.fixed_time else "it runs in both passes"
-    return "dst-overlap", (f"on {day} clocks in {zone} fall back: {times} happen twice; {what}")
+    return "dst-overlap", (
+        f"on {day} clocks in {zone} fall back: {_times(hits)} happen twice; {what}"
+    )
+
+
+def _times(walls: list[datetime]) -> str:
+    return ", ".join(f"{h:%H:%M}" for h in walls[:3]) + (" ..." if len(walls) > 3 else "")
+
+
+def _gap_policy(task: Task, seg: Segment, swallowed: int) -> str:
+    """Where a fixed-time task's swallowed times land and how many runs its policy makes."""
+    assert seg.start is not None
+    landing = minute_ceil(seg.start)
+    where = f"{seg.wall(landing):%H:%M} local ({format_utc(landing)})"
+    carried = len(task.walls_at(landing))
+    lands = "they land" if swallowed > 1 else "it lands"
+    own = f" besides its own {seg.wall(landing):%H:%M} run" if carried > swallowed else ""
+    if task.misfire == "catch-up":
+        return (
+            f'{lands} at {where}{own}, where misfire = "catch-up" runs it '
+            f"{carried} times in turn, as Debian cron does"
+        )
+    if carried == 1:
+        return f"it runs once at {where} instead"
+    others = "the other" if carried == 2 else f"the other {carried - 1}"
+    return (
+        f'{lands} at {where}{own}, where misfire = "{task.misfire}" runs it once and '
+        f"records {others} as missed (Debian cron runs each, as "
+        'misfire = "catch-up" does)'
+    )
 
 
 def _matching_walls(cron: CronExpr, start: datetime, end: datetime) -> list[datetime]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cronctl.core.model import Problem, Schedule, Task
+from cronctl.core.model import Problem, Schedule, Task, problem_order
 from cronctl.core.schema import FileResult, build_settings
 
 
@@ -12,7 +12,7 @@ def build_schedule(results: list[FileResult]) -> Schedule:
     """Combine per-file results; the first definition of a name wins, later ones are errors."""
     problems: list[Problem] = []
     tasks: list[Task] = []
-    seen: dict[str, Task] = {}
+    seen: dict[str, tuple[str, int | None]] = {}
     duplicates: list[str] = []
     settings: dict[str, tuple[Any, str]] = {}
     for result in results:
@@ -33,25 +33,29 @@ def build_schedule(results: list[FileResult]) -> Schedule:
                 )
             else:
                 settings.setdefault(key, (value, result.display))
-        for task in result.tasks:
-            first = seen.get(task.name)
+        defined = {(t.name, t.line): t for t in result.tasks}
+        for name, line in result.names:
+            first = seen.get(name)
             if first is None:
-                seen[task.name] = task
-                tasks.append(task)
+                seen[name] = (result.display, line)
+                if (name, line) in defined:
+                    tasks.append(defined[(name, line)])
                 continue
-            if task.name not in duplicates:
-                duplicates.append(task.name)
+            if name not in duplicates:
+                duplicates.append(name)
             problems.append(
                 Problem(
                     result.display,
-                    task.line,
-                    task.name,
+                    line,
+                    name,
                     "error",
                     "duplicate-name",
-                    f"task name {task.name!r} is already used at {first.source}:{first.line}; "
+                    f"task name {name!r} is already used at {first[0]}:{first[1]}; "
                     "names must be unique across all files (they key locks and claims)",
                 )
             )
+    # One order everywhere (check, list, run): errors first, then by file and line.
+    problems.sort(key=problem_order)
     return Schedule(
         files=tuple(r.path for r in results),
         tasks=tuple(tasks),

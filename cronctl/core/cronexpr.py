@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass
+from dataclasses import field as _dc_field
 from datetime import date, datetime, timedelta
 from functools import lru_cache
 from typing import Any
@@ -70,6 +71,8 @@ class CronExpr:
     day_star: bool
     weekday_star: bool
     fixed_time: bool
+    # The fields as written (after macro expansion): `check` explains Vixie corners from them.
+    written: tuple[str, ...] = _dc_field(default=(), compare=False)
 
     @property
     def day_or_day(self) -> bool:
@@ -132,6 +135,7 @@ def parse_cron(source: str) -> CronExpr:
         day_star=fields[2].startswith("*"),
         weekday_star=fields[4].startswith("*"),
         fixed_time=not fields[0].startswith("*") and not fields[1].startswith("*"),
+        written=tuple(fields),
     )
     if not _fires_ever(expr):
         raise CronSyntaxError(
@@ -181,17 +185,16 @@ def _parse_field_text(spec: str, field: _Field) -> tuple[frozenset[int], str]:
             what = "'?' (no specific value)" if mark == "?" else "'#' (nth weekday)"
             _unsupported(what, spec, field)
     items = spec.split(",")
-    if len(items) > 1 and any(item.startswith("*") for item in items):
-        raise CronSyntaxError(
-            f"'*' inside a list in the {field.name} field ({spec!r}); "
-            f"'*' already means every value, so write it alone"
-        )
+    star_list = len(items) > 1 and items[0].startswith("*")
+    _reject_late_star(items, spec, field)
     values: set[int] = set()
-    for item in items:
-        values |= _parse_item(item, spec, field)
+    for position, item in enumerate(items):
+        values |= _parse_item(item, spec, field, any_step=star_list and position == 0)
     if field.name == "day-of-week" and 7 in values:
         values = (values - {7}) | {0}
     frozen = frozenset(values)
+    if star_list:
+        return frozen, _star_list_text(frozen, field)
     if spec.startswith("*"):
         # Kept as written: croniter (implement_cron_bug) and Debian cron read the
         # day fields' AND/OR rule from a leading '*'.
@@ -199,7 +202,35 @@ def _parse_field_text(spec: str, field: _Field) -> tuple[frozenset[int], str]:
     return frozen, _compress(sorted(frozen))
 
 
-def _parse_item(item: str, spec: str, field: _Field) -> set[int]:
+def _reject_late_star(items: list[str], spec: str, field: _Field) -> None:
+    # Debian cron reads a field's AND/OR (and wildcard) flag from its first character
+    # only: `1-7,*/100` names the same days as `*/100,1-7` but ORs them with the day of
+    # week. Only the first item of a list may be a '*' item, where it means what it says.
+    for item in items[1:]:
+        if item.startswith("*"):
+            raise CronSyntaxError(
+                f"'*' later in a list in the {field.name} field ({spec!r}); cron reads a "
+                "'*' item as a wildcard marker only at the start of a field: move it first "
+                f"(e.g. {','.join([item, *(i for i in items if i != item)])!r}) or drop it"
+            )
+
+
+def _star_list_text(values: frozenset[int], field: _Field) -> str:
+    """`*/100,1-7` -> `*/31,1-7`: a leading '*' item croniter reads as the first value only.
+
+    A list that starts with '*' always holds the field's first value, so `*/SPAN` (which
+    names just that value) keeps the leading '*' without adding anything.
+    """
+    span = field.high - field.low + 1
+    full = set(range(field.low, field.high + 1))
+    if field.name == "day-of-week":
+        full = (full - {7}) | {0}
+    if values >= full:
+        return "*"
+    return f"*/{span}," + _compress(sorted(values))
+
+
+def _parse_item(item: str, spec: str, field: _Field, any_step: bool = False) -> set[int]:
     if item == "":
         raise CronSyntaxError(f"empty value in the {field.name} field ({spec!r})", field=field.name)
     if item.startswith("-"):
@@ -211,7 +242,9 @@ def _parse_item(item: str, spec: str, field: _Field) -> set[int]:
     base, slash, step_text = item.partition("/")
     step = 1
     if slash:
-        step = _parse_step(step_text, spec, field)
+        # Vixie cron: a '*/S' item leading a list may step past the field (`*/100,1-7`:
+        # only the first value), the classic way to mark a day field '*'.
+        step = _parse_step(step_text, spec, field, any_size=any_step and base == "*")
     if base == "*":
         low, high = field.low, field.high
     elif "-" in base:
@@ -231,11 +264,13 @@ def _parse_item(item: str, spec: str, field: _Field) -> set[int]:
     return set(range(low, high + 1, step))
 
 
-def _parse_step(text: str, spec: str, field: _Field) -> int:
+def _parse_step(text: str, spec: str, field: _Field, any_size: bool = False) -> int:
     if not _is_number(text):
         raise CronSyntaxError(f"step {text!r} in the {field.name} field ({spec!r}) is not a number")
     step = _bounded_int(text)
     span = field.high - field.low + 1
+    if any_size and step > 0 and len(text) <= 4:
+        return step
     if step == 0 or step > span:
         raise CronSyntaxError(
             f"step {_shown(text)} in the {field.name} field ({spec!r}) must be between 1 and {span}"

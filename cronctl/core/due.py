@@ -1,6 +1,12 @@
 """What a run at time T must deal with: the occurrences in (last, T] and the misfire policy.
 
 Pure: the caller passes the task, what this machine last dealt with, and T.
+
+An occurrence is a UTC instant. The first minute after a spring-forward gap may carry
+several occurrences of a fixed-time task (one per swallowed wall time, then its own):
+they are told apart by seconds, the minute plus 0, 1, 2 ... seconds in wall-time order, so
+claims, history rows and CRONCTL_OCCURRENCE stay distinct and the same on every machine,
+while windows still advance by whole minutes (all of them are dealt with together).
 """
 
 from __future__ import annotations
@@ -12,10 +18,17 @@ from cronctl.core.cronexpr import minute_floor
 from cronctl.core.model import Task
 
 MINUTE = timedelta(minutes=1)
+SECOND = timedelta(seconds=1)
 CATCH_UP_LIMIT = 100
 COUNT_LIMIT = 1000
 # Occurrences recorded one by one in history; beyond this only the count grows.
 MISSED_ROWS = 100
+#: on_one_server claims are swept once their occurrence is this old (SPEC 4.3).
+CLAIM_SWEEP_AGE = timedelta(days=7)
+#: An on_one_server task never runs an occurrence older than this, whatever its misfire policy:
+#: past the sweep, another machine may have run it and left no claim. The day of margin covers
+#: the hourly sweep and clocks that differ between machines (each sweeps by its own clock).
+CLAIM_REACH = CLAIM_SWEEP_AGE - timedelta(days=1)
 # Up to this wide a window, minutes are tested one by one (no croniter import).
 _SCAN_LIMIT = timedelta(hours=3)
 
@@ -50,6 +63,10 @@ def plan(task: Task, previous: Previous | None, now: datetime) -> Plan:
     if restarted or previous is None:
         # First sight (or a changed schedule): this minute counts, earlier ones never do.
         last = minute - MINUTE
+        if previous is not None:
+            # ...unless this machine already dealt with it: an edit within a minute that ran,
+            # or after the clock stepped back, must not run an occurrence again.
+            last = max(last, previous.last_occurrence)
         done = False
     else:
         last, done = previous.last_occurrence, previous.done
@@ -81,14 +98,18 @@ def _apply_policy(
     minute = minute_floor(now)
     grace = task.misfire_grace
     if task.misfire == "skip":
-        keep = [found[-1]] if found[-1] == minute else []
+        keep = [t for t in found if minute_floor(t) == minute][:1]
     elif task.misfire == "catch-up":
         keep = found[-CATCH_UP_LIMIT:]
     else:
-        keep = [found[-1]]
+        # The latest instant, once: its first identity (the whole minute).
+        latest = minute_floor(found[-1])
+        keep = [next(t for t in found if minute_floor(t) == latest)]
     if grace is not None:
         # Older than the grace when its run would start: that start is now.
         keep = [t for t in keep if now - t <= grace]
+    if task.on_one_server:
+        keep = [t for t in keep if now - t <= CLAIM_REACH]
     kept = set(keep)
     return keep, [t for t in found if t not in kept]
 
@@ -106,8 +127,7 @@ def occurrences(task: Task, last: datetime, minute: datetime) -> tuple[list[date
         found = []
         probe = last + MINUTE
         while probe <= minute:
-            if task.fires_at(probe):
-                found.append(probe)
+            found.extend(identities(task, probe))
             probe += MINUTE
         return found, len(found)
     first = _forward(task, last, minute, COUNT_LIMIT + 1)
@@ -126,9 +146,14 @@ def _forward(task: Task, last: datetime, minute: datetime, limit: int) -> list[d
         nxt = task.next_run(cursor)
         if nxt is None or nxt > minute:
             break
-        found.append(nxt)
+        found.extend(identities(task, nxt) or [nxt])
         cursor = nxt
     return found
+
+
+def identities(task: Task, minute: datetime) -> list[datetime]:
+    """The occurrences at a UTC minute: the minute itself, plus a second per further one."""
+    return [minute + i * SECOND for i in range(len(task.walls_at(minute)))]
 
 
 def _newest(task: Task, floor: datetime, minute: datetime) -> list[datetime]:

@@ -82,6 +82,9 @@ def _enter_table(index: LineIndex, opening: str, name: str, number: int) -> _Blo
         block = index.tasks[-1]
         block.keys.setdefault(parts[1] if len(parts) > 1 else parts[0], number)
         return _Block(number)
+    # A [name] or [name.sub] header defines the top-level key `name` (e.g. a [task] table
+    # written where [[task]] was meant): messages about that key point at the header.
+    index.tables[""].keys.setdefault(parts[0], number)
     block = index.tables.setdefault(parts[0], _Block(number))
     if len(parts) > 1:
         block.keys.setdefault(parts[1], number)

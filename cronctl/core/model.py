@@ -9,9 +9,10 @@ from pathlib import Path
 
 from cronctl.core.cronexpr import CronExpr, minute_floor
 from cronctl.core.values import LATEST
-from cronctl.core.zones import Zone, fires_at, next_occurrence
+from cronctl.core.zones import Zone, fires_at, next_occurrence, walls_at
 
 MISFIRE_POLICIES = ("coalesce", "catch-up", "skip")
+NOTIFY_MODES = ("always", "change")
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +43,8 @@ class Settings:
     lock_dir_shared: bool = False
     max_parallel: int = 8
     coordination: str | None = None  # a postgresql:// URL (SPEC 8)
+    herd_limit: int = 20  # more tasks than this in one minute is a herd (check warns)
+    metrics_file: Path | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +73,20 @@ class Task:
     shell: str = "/bin/sh"
     env: Mapping[str, str] = field(default_factory=dict)
     paused: bool = False
+    # SPEC 9.2, the operating keys (cronctl/core/opskeys.py checks them).
+    hosts: tuple[str, ...] = ()
+    retries: int = 0
+    retry_delay: timedelta = timedelta(seconds=30)
+    jitter: timedelta | None = None
+    ping_url: str | None = None
+    on_failure: str | None = None
+    on_success: str | None = None
+    notify: str = "always"
+
+    @property
+    def reports_outside(self) -> bool:
+        """Whether a run needs more than the command: retries, a ping, a hook."""
+        return bool(self.retries or self.ping_url or self.on_failure or self.on_success)
 
     @property
     def schedule(self) -> str:
@@ -99,6 +116,17 @@ class Task:
             labels.append("skip")
         if self.timeout:
             labels.append(f"timeout({format_duration(self.timeout)})")
+        return labels + self._operating_labels()
+
+    def _operating_labels(self) -> list[str]:
+        """The SPEC 9.2 keys, as `list` shows them beside the guards."""
+        labels = [f"retries({self.retries})"] if self.retries else []
+        if self.jitter:
+            labels.append(f"jitter({format_duration(self.jitter)})")
+        if self.ping_url:
+            labels.append("ping")
+        if self.on_failure or self.on_success:
+            labels.append("hooks")
         return labels
 
     def fires_at(self, minute: datetime) -> bool:
@@ -108,6 +136,22 @@ class Task:
             return self.at == minute
         return fires_at(self.cron, self.zone, minute)
 
+    def walls_at(self, instant: datetime) -> tuple[datetime, ...]:
+        """The wall times (naive, in the task's zone) whose occurrence is this UTC minute.
+
+        One normally, none when the task does not fire; at the first minute after a
+        spring-forward gap, a fixed-time task also carries each time the gap swallowed.
+        """
+        minute = minute_floor(instant)
+        if self.cron is None:
+            return (self.zone.wall(minute),) if self.at == minute else ()
+        return walls_at(self.cron, self.zone, minute)
+
+    def runs_at(self, instant: datetime) -> int:
+        """How many runs this UTC minute gets: each carried wall time under `catch-up`, else 1."""
+        carried = len(self.walls_at(instant))
+        return carried if self.misfire == "catch-up" else min(carried, 1)
+
     def next_run(self, after: datetime) -> datetime | None:
         """The first occurrence strictly after `after` (None: a one-shot already past)."""
         if self.cron is None:
@@ -116,7 +160,11 @@ class Task:
         return next_occurrence(self.cron, self.zone, after)
 
     def next_runs(self, after: datetime, count: int = 1) -> list[datetime]:
-        """The next `count` occurrences strictly after `after`, as aware UTC datetimes."""
+        """The next `count` instants strictly after `after`, as aware UTC datetimes.
+
+        Each instant is listed once; `runs_at` says how many runs it gets (after a DST gap,
+        several under `catch-up`) and `walls_at` which wall times it stands for.
+        """
         runs: list[datetime] = []
         cursor = after
         while len(runs) < count and cursor < LATEST:
@@ -163,6 +211,11 @@ class Schedule:
     def due(self, at: datetime) -> list[Task]:
         """The tasks whose schedule names the UTC minute of `at`."""
         return [task for task in self.tasks if task.fires_at(at)]
+
+
+def problem_order(problem: Problem) -> tuple[bool, str, int]:
+    """The order problems are printed in by every command: errors first, then file, line."""
+    return (problem.severity != "error", problem.file, problem.line or 0)
 
 
 def format_utc(when: datetime) -> str:

@@ -14,6 +14,7 @@ from cronctl.core import schedules
 from cronctl.core.cronexpr import parse_cron
 from cronctl.core.lines import LineIndex
 from cronctl.core.model import MISFIRE_POLICIES, Problem, Settings, Task
+from cronctl.core.opskeys import OPS_KEYS, ops_fields, ops_value_problem
 from cronctl.core.values import check_env, check_text, parse_duration
 from cronctl.core.zones import Zone, parse_zone
 from cronctl.errors import CronSyntaxError, DurationError, ZoneError
@@ -69,6 +70,7 @@ GUARD_KEYS: dict[str, _Check] = {
     "workdir": (_is_str, "a directory path string"),
     "shell": (_is_str, 'a path string such as "/bin/bash"'),
     "env": (_is_env, 'a table of strings, e.g. { PATH = "/usr/bin:/bin" }'),
+    **OPS_KEYS,
 }
 SCHEDULE_KEYS: dict[str, _Check] = {
     "cron": (_is_str, "a cron expression string"),
@@ -103,6 +105,8 @@ SETTINGS_KEYS: dict[str, _Check] = {
     "lock_dir_shared": (_is_bool, "true or false"),
     "max_parallel": (_is_int, "a positive integer"),
     "coordination": (_is_str, 'a "postgresql://..." URL string'),
+    "herd_limit": (_is_int, "a positive integer"),
+    "metrics_file": (_is_str, "a file path string"),
 }
 TOP_KEYS = ("cronctl", "defaults", "task")
 DAY_KEYS = ("weekdays", "weekends", "days")
@@ -117,6 +121,9 @@ class FileResult:
     tasks: list[Task] = field(default_factory=list)
     problems: list[Problem] = field(default_factory=list)
     settings: dict[str, tuple[Any, int | None]] = field(default_factory=dict)
+    # Every well-formed task name with its line, valid task or not: duplicates are found
+    # at once, not only after the other errors in those tasks are fixed.
+    names: list[tuple[str, int | None]] = field(default_factory=list)
 
 
 class _Reporter:
@@ -235,15 +242,26 @@ def _parse_settings(table: dict[str, Any], base: Path, rep: _Reporter) -> None:
             # The value is not echoed: it may hold a password.
             rep.add(line, None, "bad-value", "'coordination' must be a postgresql:// URL")
             continue
-        if key in ("state_dir", "lock_dir"):
+        if key == "herd_limit" and value < 1:
+            rep.add(line, None, "bad-value", "'herd_limit' must be at least 1")
+            continue
+        if key in ("state_dir", "lock_dir", "metrics_file"):
             if bad := check_text(key, value):
                 rep.add(line, None, "bad-value", bad)
                 continue
-            value = (base / Path(value).expanduser()).resolve() if value else None
+            value = _settings_path(key, base, value) if value else None
             if value is None:
                 rep.add(line, None, "bad-value", f"{key!r} must not be empty")
                 continue
         rep.result.settings[key] = (value, line)
+
+
+def _settings_path(key: str, base: Path, value: str) -> Path:
+    path = base / Path(value).expanduser()
+    if key == "metrics_file":
+        # Its last part is never resolved: a link planted there is replaced, not followed.
+        return path.parent.resolve() / path.name
+    return path.resolve()
 
 
 def build_settings(values: dict[str, Any]) -> Settings:
@@ -254,6 +272,8 @@ def build_settings(values: dict[str, Any]) -> Settings:
         lock_dir_shared=values.get("lock_dir_shared", False),
         max_parallel=values.get("max_parallel", 8),
         coordination=values.get("coordination"),
+        herd_limit=values.get("herd_limit", 20),
+        metrics_file=values.get("metrics_file"),
     )
 
 
@@ -277,6 +297,8 @@ def _parse_defaults(table: dict[str, Any], rep: _Reporter) -> dict[str, Any]:
 
 def _check_value(key: str, value: Any) -> tuple[str, str] | None:
     """Value checks of guard keys whose type is already right: (message, code) or None."""
+    if key in OPS_KEYS:
+        return ops_value_problem(key, value)
     try:
         if key in ("timeout", "misfire_grace") or (
             key == "without_overlapping" and isinstance(value, str)
@@ -344,6 +366,8 @@ def _parse_task(
             f"task name {name!r} is not allowed: use 1-100 of A-Z a-z 0-9 "
             "and . _ : - starting with a letter or digit (the name becomes a lock file name)",
         )
+    elif isinstance(name, str):
+        rep.result.names.append((name, header))
     command = raw.get("command")
     if "command" not in raw:
         report("name", "missing-key", "task has no 'command'; add command = \"...\"")
@@ -433,4 +457,5 @@ def _make_task(
         shell=settings.get("shell", "/bin/sh"),
         env=dict(settings["env"]),
         paused=raw.get("paused", False),
+        **ops_fields(settings),
     )

@@ -4,9 +4,10 @@ A zone's timeline is cut into *segments*: stretches of UTC time with one UTC
 offset. Inside a segment, wall time is UTC plus the offset, so croniter can
 search naive wall times. At the seams cronctl applies Debian cron's rule:
 
-- spring forward (a gap of wall times that never happen): a fixed-time task
-  whose time falls in the gap runs once, at the first minute after it; a
-  wildcard task has no occurrences in the gap;
+- spring forward (a gap of wall times that never happen): each time of a
+  fixed-time task that falls in the gap is an occurrence at the first minute
+  after it (the misfire policy decides how many of them run); a wildcard task
+  has no occurrences in the gap;
 - fall back (wall times that happen twice): a fixed-time task runs at the
   first pass only; a wildcard task runs in both passes.
 """
@@ -26,6 +27,9 @@ _MAX_OFFSET = timedelta(hours=18)
 _MINUTE = timedelta(minutes=1)
 # How far ahead a segment's end is looked for; beyond it an offset is taken as final.
 _HORIZON_YEARS = 5
+# The most occurrences one instant carries (a DST gap's swallowed times plus its own): each
+# has its own identity, the instant plus 0-59 seconds (see cronctl.core.due).
+MAX_PER_INSTANT = 60
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,22 +141,34 @@ def next_occurrence(expr: CronExpr, zone: Zone, after: datetime) -> datetime:
 
 def fires_at(expr: CronExpr, zone: Zone, minute: datetime) -> bool:
     """Whether `expr` fires at the UTC `minute`; no croniter, so cheap for `run`."""
+    return bool(walls_at(expr, zone, minute))
+
+
+def walls_at(expr: CronExpr, zone: Zone, minute: datetime) -> tuple[datetime, ...]:
+    """The naive wall times whose occurrence is the UTC `minute`, oldest first (empty: none).
+
+    Usually the minute's own wall time alone. At the first minute after a spring-forward
+    gap, a fixed-time expression also carries each wall time of the gap it names, before
+    its own (Debian cron runs each of them there). At most MAX_PER_INSTANT, the newest kept.
+    """
     minute = _require_aware(minute).astimezone(UTC)
     seg = zone.segment_at(minute)
     wall = seg.wall(minute)
+    own: tuple[datetime, ...] = ()
     if expr.matches(wall):
         repeats_until = seg.repeats_until
-        return not (expr.fixed_time and repeats_until is not None and wall < repeats_until)
+        if not (expr.fixed_time and repeats_until is not None and wall < repeats_until):
+            own = (wall,)
     gap = seg.gap
-    if expr.fixed_time and gap is not None and seg.start is not None:
-        if minute != minute_ceil(seg.start):
-            return False
-        probe = minute_ceil(gap[0])
-        while probe < gap[1]:
-            if expr.matches(probe):
-                return True
-            probe += _MINUTE
-    return False
+    if not expr.fixed_time or gap is None or seg.start is None or minute != minute_ceil(seg.start):
+        return own
+    swallowed: list[datetime] = []
+    probe = minute_ceil(gap[0])
+    while probe < gap[1]:
+        if expr.matches(probe):
+            swallowed.append(probe)
+        probe += _MINUTE
+    return (*swallowed, *own)[-MAX_PER_INSTANT:]
 
 
 def transitions(zone: Zone, start: datetime, end: datetime) -> list[Segment]:

@@ -58,11 +58,16 @@ def _env_files(value: str) -> list[Path]:
 
 def read_file(path: Path) -> FileResult:
     """Read and validate one file; unreadable bytes and TOML syntax become problems."""
-    result = FileResult(path=path, display=str(path))
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise ScheduleFileError(f"{path}: cannot read: {exc.strerror}", path) from None
+    return parse_bytes(path, data)
+
+
+def parse_bytes(path: Path, data: bytes) -> FileResult:
+    """Validate a schedule file's bytes as if read from `path` (e.g. a revision's from git)."""
+    result = FileResult(path=path, display=str(path))
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

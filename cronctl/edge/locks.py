@@ -3,9 +3,10 @@
 Layout (task names are validated, so each becomes exactly one file name)::
 
     LOCK_DIR/overlap/TASK.lock       kernel lock (flock) held for the whole run   (SPEC 4.2)
-    LOCK_DIR/overlap/TASK.holder     who holds it: host, pid, start (JSON)
+    LOCK_DIR/overlap/TASK.holder     who holds it: host, pid, start, the command (JSON)
     LOCK_DIR/overlap/TASK.guard      serialises "try the lock + read/write .holder"
     LOCK_DIR/claims/TASK@YYYYMMDDTHHMMZ   one per occurrence, never released        (SPEC 4.3)
+                                          (…THHMMSSZ: the 2nd, 3rd… after a DST gap)
     LOCK_DIR/paused/TASK.pause       operator pause (JSON)                         (SPEC 5.3)
 
 A ``:`` in a task name is written as ``%`` in file names: Windows servers behind a cifs
@@ -29,10 +30,15 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
+from cronctl.core.due import CLAIM_SWEEP_AGE
 from cronctl.edge.paths import ensure_private_dir, fsync_dir, open_nofollow, write_atomic
 from cronctl.errors import UnsafeDirectoryError
+
+if TYPE_CHECKING:
+    # Imported where used: a run with nothing due never reads /proc.
+    from cronctl.edge import procs
 
 __all__ = [
     "HolderInfo",
@@ -52,7 +58,9 @@ __all__ = [
 
 _TASK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$")
 _CLAIM_STAMP = "%Y%m%dT%H%MZ"
-_STAMP_SHAPE = re.compile(r"[0-9]{8}T[0-9]{4}Z")
+_CLAIM_STAMP_SECONDS = "%Y%m%dT%H%M%SZ"
+# A claim's stamp: the occurrence's minute, with seconds for the 2nd, 3rd... after a DST gap.
+_STAMP_SHAPE = re.compile(r"[0-9]{8}T[0-9]{4}(?:[0-9]{2})?Z")
 # The guard is held for a few system calls; waiting longer means its holder is stopped.
 _GUARD_WAIT_S = 5.0
 _MAX_RECORD_BYTES = 64 * 1024
@@ -121,7 +129,7 @@ def _read_record(path: Path) -> dict[str, object] | None:
         os.close(fd)
     try:
         record = _loads(raw.decode("utf-8", errors="replace"))
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nesting thousands deep
         return None
     return record if isinstance(record, dict) else None
 
@@ -149,15 +157,29 @@ def _flock_nonblocking(fd: int) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class HolderInfo:
-    """Who holds an overlap lock: the machine, the cronctl process and when its run started."""
+    """Who holds an overlap lock: the machine, the cronctl process and when its run started.
+
+    ``command`` identifies the task's own process (its group leader) once it has started, and
+    ``timeout`` is the task's timeout at that time (None: none).
+    """
 
     host: str
     pid: int
     started: datetime
+    command: procs.ProcessId | None = None
+    timeout: timedelta | None = None
 
     def describe(self) -> str:
-        """One phrase for warnings: ``pid 42 on web-1 since 2026-08-03T09:00:00Z``."""
-        return f"pid {self.pid} on {self.host} since {_iso(self.started)}"
+        """One phrase for messages: ``pid 42 on web-1 since 2026-08-03T09:00:00Z``.
+
+        The pid is the command's when known: that is the process an operator would look at.
+        """
+        pid = self.command.pid if self.command is not None else self.pid
+        return f"pid {pid} on {self.host} since {_iso(self.started)}"
+
+    def overdue(self, now: datetime, slack: timedelta) -> bool:
+        """Whether the holder has run past its timeout by more than ``slack``."""
+        return self.timeout is not None and _utc(now) - self.started > self.timeout + slack
 
 
 class OverlapLock:
@@ -172,12 +194,32 @@ class OverlapLock:
     ``pass_fds=(lock.fd,)``, never ``preexec_fn`` (which would run at-fork hooks).
     """
 
-    __slots__ = ("_fd", "path")
+    __slots__ = ("_fd", "_holder", "_holder_path", "path")
 
     def __init__(self, fd: int, path: Path) -> None:
         """Wrap ``fd``, already locked, for the lock file at ``path``."""
         self._fd: int | None = fd
         self.path = path
+        self._holder: HolderInfo | None = None
+        self._holder_path: Path | None = None
+
+    def record_command(self, pid: int) -> None:
+        """Add the started command's identity to the holder record.
+
+        A task may close the descriptor it inherited (``os.closerange``, a shell closing every
+        fd); if cronctl then dies, the flock is gone while the task still runs. The record
+        (pid, start time, boot) lets the next contender see that the task lives on. A command
+        that already exited is not recorded: there is nothing left to protect.
+        """
+        from cronctl.edge import procs
+
+        who = procs.identify(pid)
+        if who is None or self._holder is None or self._holder_path is None:
+            return
+        self._holder = HolderInfo(
+            self._holder.host, self._holder.pid, self._holder.started, who, self._holder.timeout
+        )
+        _write_holder(self._holder_path, self._holder)
 
     @property
     def fd(self) -> int:
@@ -227,6 +269,7 @@ def try_overlap_lock(
     now: datetime,
     host: str,
     pid: int,
+    timeout: timedelta | None = None,
 ) -> OverlapResult:
     """Try, without waiting, to take ``task``'s overlap lock in ``lock_dir``.
 
@@ -237,18 +280,30 @@ def try_overlap_lock(
     The attempt and the ``.holder`` record happen under a short guard lock, so a contender
     never reads the previous holder's record in the instant between the new holder's flock
     and its write; without that, yesterday's start time could make a fresh run look stuck.
+
+    The flock is the first line of defence; the second is the holder record's command
+    (:meth:`OverlapLock.record_command`): a free flock whose last holder's command, or a
+    member of its process group, still runs on this host and boot counts as held, since the
+    task closed the descriptor it was given. ``timeout`` is recorded so that a contender can
+    tell a holder that should have been killed long ago.
     """
     directory = ensure_private_dir(lock_dir / "overlap")
     lock_path = _task_path(directory, task, ".lock")
     holder_path = _task_path(directory, task, ".holder")
-    me = HolderInfo(host=host, pid=pid, started=_utc(now))
+    me = HolderInfo(host=host, pid=pid, started=_utc(now), timeout=timeout)
     with _guard(_task_path(directory, task, ".guard")) as guarded:
         lock = _lock_file(lock_path)
         if lock is not None:
-            return OverlapResult("acquired", _record_holder(lock, holder_path, me), None)
+            previous = _read_holder(holder_path) if guarded else None
+            if previous is None or not _command_lives(previous, host):
+                return OverlapResult("acquired", _record_holder(lock, holder_path, me), None)
+            if not _past_lease(previous, me, lease):
+                lock.release()
+                return OverlapResult("held", None, previous)
+            return OverlapResult("overtaken", _record_holder(lock, holder_path, me), previous)
         holder = _read_holder(holder_path)
         # Without the guard the record may be stale, so it is not evidence of a stuck run.
-        if not guarded or lease is None or holder is None or me.started - holder.started <= lease:
+        if not guarded or holder is None or not _past_lease(holder, me, lease):
             return OverlapResult("held", None, holder)
         with suppress(FileNotFoundError):
             lock_path.unlink()
@@ -269,9 +324,12 @@ def overlap_held(lock_dir: Path, task: str) -> bool:
         with _guard(_task_path(directory, task, ".guard"), create=False) as guarded:
             fd = open_nofollow(_task_path(directory, task, ".lock"), os.O_RDONLY)
             try:
-                return not guarded or not _flock_nonblocking(fd)
+                if not guarded or not _flock_nonblocking(fd):
+                    return True
             finally:
                 os.close(fd)
+            holder = _read_holder(_task_path(directory, task, ".holder"))
+            return holder is not None and _command_lives(holder, holder.host)
     except FileNotFoundError:
         return False  # never taken on this lock_dir
 
@@ -303,17 +361,51 @@ def _lock_file(path: Path) -> OverlapLock | None:
     return OverlapLock(fd, path)
 
 
+def _past_lease(holder: HolderInfo, me: HolderInfo, lease: timedelta | None) -> bool:
+    return lease is not None and me.started - holder.started > lease
+
+
+def _command_lives(holder: HolderInfo, host: str) -> bool:
+    """Whether the holder's command (or its process group) still runs on this machine.
+
+    A recorded pid now used by a process with another start time was recycled: the kernel
+    only hands out a number no process group uses, so the old group is gone too. Another
+    host's processes cannot be seen from here; the flock is then the only evidence.
+    """
+    from cronctl.edge import procs
+
+    command = holder.command
+    if command is None or holder.host != host or command.boot != procs.boot_id():
+        return False
+    if procs.same_process_alive(command):
+        return True
+    return procs.identify(command.pid) is None and procs.group_alive(command.pid)
+
+
 def _record_holder(lock: OverlapLock, holder_path: Path, me: HolderInfo) -> OverlapLock:
-    record = {"host": me.host, "pid": me.pid, "started": _iso(me.started)}
     try:
-        # Not fsynced: the record only matters while the lock is held, and no lock survives a
-        # reboot; an fsync here would cost every run a disk flush for nothing.
-        data = _dumps(record)
-        write_atomic(holder_path, data, _file_mode(holder_path.parent), durable=False)
+        _write_holder(holder_path, me)
     except BaseException:
         lock.release()
         raise
+    lock._holder, lock._holder_path = me, holder_path
     return lock
+
+
+def _write_holder(holder_path: Path, holder: HolderInfo) -> None:
+    record: dict[str, object] = {
+        "host": holder.host,
+        "pid": holder.pid,
+        "started": _iso(holder.started),
+    }
+    if holder.timeout is not None:
+        record["timeout_s"] = holder.timeout.total_seconds()
+    if holder.command is not None:
+        command = holder.command
+        record["command"] = {"pid": command.pid, "start": command.start_ticks, "boot": command.boot}
+    # Not fsynced: the record only matters while the task lives, and no task survives a
+    # reboot (the boot id says so); an fsync here would cost every run a disk flush.
+    write_atomic(holder_path, _dumps(record), _file_mode(holder_path.parent), durable=False)
 
 
 def _read_holder(path: Path) -> HolderInfo | None:
@@ -323,7 +415,23 @@ def _read_holder(path: Path) -> HolderInfo | None:
     host, pid, started = record.get("host"), record.get("pid"), _parse_time(record.get("started"))
     if not isinstance(host, str) or not isinstance(pid, int) or started is None:
         return None
-    return HolderInfo(host=host, pid=pid, started=started)
+    timeout_s = record.get("timeout_s")
+    timeout = None
+    if isinstance(timeout_s, int | float) and 0 <= timeout_s < 10**9:
+        timeout = timedelta(seconds=timeout_s)
+    return HolderInfo(host, pid, started, _read_command(record.get("command")), timeout)
+
+
+def _read_command(value: object) -> procs.ProcessId | None:
+    from cronctl.edge import procs
+
+    if not isinstance(value, dict):
+        return None
+    pid, start, boot = value.get("pid"), value.get("start"), value.get("boot")
+    if not isinstance(pid, int) or not isinstance(start, int) or not isinstance(boot, str):
+        return None
+    # Linux pids never exceed 2**22 (PID_MAX_LIMIT); a larger one is a damaged record.
+    return procs.ProcessId(pid, start, boot) if 0 < pid <= 2**22 else None
 
 
 # --- occurrence claims (SPEC 4.3) ---------------------------------------------------------
@@ -331,9 +439,11 @@ def _read_holder(path: Path) -> HolderInfo | None:
 
 def _claim_stamp(occurrence: datetime) -> str:
     moment = _utc(occurrence)
-    if moment.second or moment.microsecond:
-        raise ValueError(f"occurrence {moment.isoformat()} is not on a whole minute")
-    return moment.strftime(_CLAIM_STAMP)
+    if moment.microsecond:
+        raise ValueError(f"occurrence {moment.isoformat()} is not on a whole second")
+    # A whole minute keeps the short stamp. Seconds tell apart the several occurrences
+    # the first minute after a DST gap carries (cronctl.core.due): TASK@YYYYMMDDTHHMMSSZ.
+    return moment.strftime(_CLAIM_STAMP_SECONDS if moment.second else _CLAIM_STAMP)
 
 
 def claim_occurrence(
@@ -376,8 +486,11 @@ def claim_exists(lock_dir: Path, task: str, occurrence: datetime) -> bool:
     return os.path.lexists(path)
 
 
-def sweep_claims(lock_dir: Path, *, now: datetime, max_age: timedelta = timedelta(days=7)) -> int:
+def sweep_claims(lock_dir: Path, *, now: datetime, max_age: timedelta = CLAIM_SWEEP_AGE) -> int:
     """Delete claims whose occurrence is older than ``max_age``; return how many went.
+
+    Safe because no on_one_server task reaches back that far (``due.CLAIM_REACH``, a day
+    shorter): a swept claim can never be wanted again.
 
     Age comes from the occurrence in the file name, not the mtime, which a copy or a clock
     on another machine could distort. Housekeeping never fails a run: a claim that another
@@ -394,7 +507,8 @@ def sweep_claims(lock_dir: Path, *, now: datetime, max_age: timedelta = timedelt
         return 0
     for entry in entries:
         stem, at, stamp = entry.name.rpartition("@")
-        if not at or stamp >= cutoff or not _STAMP_SHAPE.fullmatch(stamp):
+        # Compared by minute: 01:00:01 (a second occurrence after a DST gap) is as old as 01:00.
+        if not at or f"{stamp[:13]}Z" >= cutoff or not _STAMP_SHAPE.fullmatch(stamp):
             continue
         if _task_from_stem(stem) is not None:
             with suppress(OSError):

@@ -19,13 +19,14 @@ import stat
 import subprocess
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Literal
 
+from cronctl.edge import procs
 from cronctl.edge.paths import open_nofollow
 
 __all__ = [
@@ -34,15 +35,17 @@ __all__ = [
     "RunSpec",
     "RunningCommand",
     "run_condition",
+    "signal_name",
     "start",
     "sweep_logs",
 ]
 
-Outcome = Literal["ok", "failed", "timeout", "error"]
+Outcome = Literal["ok", "failed", "timeout", "interrupted", "error"]
 
 _TAIL_BYTES = 4096
 _TAIL_LINES = 20
 _POLL_S = 0.05
+_LINGER_POLL_S = 0.5
 _UTF8_CONTINUATION = bytes(range(0x80, 0xC0))
 
 
@@ -58,6 +61,8 @@ class RunSpec:
     log_path: Path
     pass_fds: tuple[int, ...] = ()
     kill_grace: float = 10.0
+    # Each output line, as it comes, besides the log (`cronctl exec`, `work --output`).
+    stream: Callable[[str], None] | None = None
 
     def argv(self) -> list[str]:
         """The argument vector: ``[shell, "-c", command]`` for a string, the array otherwise."""
@@ -72,7 +77,9 @@ class CommandResult:
 
     ``exit_code`` is None when the command did not start or was killed by a signal, and
     ``signal`` then names the signal. ``tail`` is the end of the output (at most 20 lines
-    and 4 KiB), or the reason it could not start. ``message`` is that reason, else None.
+    and 4 KiB), or the reason it could not start. ``message`` is that reason (or why a
+    timeout struck after the command itself had exited), else None. ``log_kept`` is False
+    when the command printed nothing and its empty log file was removed.
     """
 
     outcome: Outcome
@@ -83,6 +90,15 @@ class CommandResult:
     duration_s: float
     tail: str
     message: str | None = None
+    log_kept: bool = True
+
+
+def signal_name(number: int) -> str:
+    """The conventional name of signal ``number`` (``SIGTERM``), or ``signal 42`` if unnamed."""
+    try:
+        return signals.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 class RunningCommand:
@@ -104,6 +120,8 @@ class RunningCommand:
         self._failure = failure
         self._result: CommandResult | None = None
         self._wait_lock = threading.Lock()
+        self._interrupted = False
+        self.tee: threading.Thread | None = None  # copies a streamed command's output
 
     @property
     def pid(self) -> int | None:
@@ -111,12 +129,18 @@ class RunningCommand:
         return self._process.pid if self._process is not None else None
 
     def signal(self, sig: int) -> None:
-        """Send ``sig`` to the command's whole process group (``cronctl work`` forwards SIGTERM).
+        """Send ``sig`` to the command's whole process group: cronctl was told to stop.
 
-        Does nothing once the command has been reaped, so a recycled pid is never signalled.
+        The run then ends as ``interrupted`` (unless its timeout struck first). Once the
+        leader is reaped the group is signalled only while members remain, whose presence
+        keeps the number reserved, so a recycled pid is never signalled.
         """
-        if self._process is not None and self._process.returncode is None:
-            _killpg(self._process.pid, sig)
+        process = self._process
+        if process is None or self._result is not None:
+            return
+        self._interrupted = True
+        if process.returncode is None or procs.group_alive(process.pid):
+            _killpg(process.pid, sig)
 
     def wait(self) -> CommandResult:
         """Wait for the command, killing its group on timeout; safe to call more than once."""
@@ -132,17 +156,50 @@ class RunningCommand:
             return self._finish("error", None, None, _read_tail(self.spec.log_path) or message)
         timed_out = False
         try:
-            timeout = self.spec.timeout
-            remaining = None if timeout is None else timeout.total_seconds() - self._elapsed()
-            process.wait(timeout=None if remaining is None else max(remaining, 0.0))
+            process.wait(timeout=self._remaining())
         except subprocess.TimeoutExpired:
             timed_out = True
+            self._terminate_group(process)
+        note = None
+        if not timed_out and self._lingering(process.pid):
+            # The shell is gone but processes it left in its group still hold the overlap
+            # lock: the timeout applies to them too, or every later run is skipped forever.
+            timed_out = True
+            note = "its command exited but left processes that held the lock past the timeout"
             self._terminate_group(process)
         returncode = process.returncode
         exit_code = returncode if returncode >= 0 else None
         signal = -returncode if returncode < 0 else None
         outcome: Outcome = "timeout" if timed_out else ("ok" if returncode == 0 else "failed")
-        return self._finish(outcome, exit_code, signal, _read_tail(self.spec.log_path))
+        if self._interrupted and outcome != "timeout":
+            outcome = "interrupted"
+        if self.tee is not None:
+            # A grandchild left in the background may keep the pipe open: do not wait for it.
+            self.tee.join(_TEE_JOIN_S)
+        return self._finish(outcome, exit_code, signal, _read_tail(self.spec.log_path), note)
+
+    def _remaining(self) -> float | None:
+        timeout = self.spec.timeout
+        if timeout is None:
+            return None
+        return max(timeout.total_seconds() - self._elapsed(), 0.0)
+
+    def _lingering(self, pgid: int) -> bool:
+        """After the leader exits: wait while members holding the lock live, up to the timeout.
+
+        True when some were still alive at the timeout (the caller then kills the group).
+        Only a command handed a lock is watched: elsewhere a background process left on
+        purpose is the task's business, and `run` must not wait for it.
+        """
+        remaining = self._remaining()
+        if remaining is None or not self.spec.pass_fds:
+            return False
+        deadline = time.monotonic() + remaining
+        while procs.group_alive(pgid):
+            if time.monotonic() >= deadline:
+                return True
+            time.sleep(min(_LINGER_POLL_S, max(deadline - time.monotonic(), 0.0)))
+        return False
 
     def _terminate_group(self, process: subprocess.Popen[bytes]) -> None:
         pgid = process.pid
@@ -150,7 +207,7 @@ class RunningCommand:
         deadline = time.monotonic() + self.spec.kill_grace
         while time.monotonic() < deadline:
             # The leader may exit at once while a grandchild ignores SIGTERM: wait for both.
-            if process.poll() is not None and not _group_alive(pgid):
+            if process.poll() is not None and not procs.group_alive(pgid):
                 return
             time.sleep(_POLL_S)
         _killpg(pgid, signals.SIGKILL)
@@ -164,9 +221,15 @@ class RunningCommand:
         return time.monotonic() - self._t0
 
     def _finish(
-        self, outcome: Outcome, exit_code: int | None, signal: int | None, tail: str
+        self,
+        outcome: Outcome,
+        exit_code: int | None,
+        signal: int | None,
+        tail: str,
+        note: str | None = None,
     ) -> CommandResult:
         elapsed = self._elapsed()
+        kept = self._process is None or _keep_log(self.spec.log_path, self._process.pid)
         return CommandResult(
             outcome=outcome,
             exit_code=exit_code,
@@ -175,7 +238,8 @@ class RunningCommand:
             ended=self._started + timedelta(seconds=elapsed),
             duration_s=round(elapsed, 3),
             tail=tail,
-            message=self._failure,
+            message=self._failure or note,
+            log_kept=kept,
         )
 
 
@@ -193,6 +257,7 @@ def start(spec: RunSpec) -> RunningCommand:
     except OSError as exc:
         failure = f"cannot open log file {spec.log_path}: {exc}"
         return RunningCommand(spec, None, started, t0, failure)
+    pipe = _stream_pipe(spec, log_fd)
     try:
         argv = spec.argv()
         try:
@@ -201,7 +266,7 @@ def start(spec: RunSpec) -> RunningCommand:
             process = subprocess.Popen(
                 argv,
                 stdin=subprocess.DEVNULL,
-                stdout=log_fd,
+                stdout=log_fd if pipe is None else pipe[1],
                 stderr=subprocess.STDOUT,
                 cwd=spec.workdir,
                 env=dict(spec.env),
@@ -211,11 +276,41 @@ def start(spec: RunSpec) -> RunningCommand:
         except (OSError, ValueError) as exc:
             failure = _start_failure(exc, spec, argv)
             os.write(log_fd, f"cronctl: {failure}\n".encode(errors="replace"))
+            if pipe is not None:
+                os.close(pipe[0])
+                os.close(pipe[2])
             return RunningCommand(spec, None, started, t0, failure)
     finally:
         # The child has its own copy; keeping ours would only hold the file open.
         os.close(log_fd)
-    return RunningCommand(spec, process, started, t0)
+        if pipe is not None:
+            os.close(pipe[1])
+    running = RunningCommand(spec, process, started, t0)
+    if pipe is not None:
+        running.tee = _start_tee(pipe[0], pipe[2], spec)
+    return running
+
+
+_TEE_JOIN_S = 2.0
+
+
+def _stream_pipe(spec: RunSpec, log_fd: int) -> tuple[int, int, int] | None:
+    """(read end, write end, a copy of the log descriptor) for a streamed command, else None."""
+    if spec.stream is None:
+        return None
+    read_end, write_end = os.pipe()  # both close-on-exec: no other task inherits them
+    return read_end, write_end, os.dup(log_fd)
+
+
+def _start_tee(read_fd: int, log_fd: int, spec: RunSpec) -> threading.Thread:
+    from cronctl.edge.stream import tee
+
+    assert spec.stream is not None
+    thread = threading.Thread(
+        target=tee, args=(read_fd, log_fd, spec.stream), name="cronctl-tee", daemon=True
+    )
+    thread.start()
+    return thread
 
 
 def _open_log(path: Path) -> int:
@@ -256,8 +351,10 @@ def _read_tail(path: Path) -> str:
         # Cut mid-line, maybe mid-character: drop the broken character but keep the rest of the
         # line (the end of a long error line is worth reading), and mark the cut.
         data = b"\xe2\x80\xa6" + data.lstrip(_UTF8_CONTINUATION)
-    text = data.decode("utf-8", errors="replace")
-    return "\n".join(text.splitlines()[-_TAIL_LINES:])
+    text = data.decode("utf-8", errors="replace").replace("\r\n", "\n")
+    # Lines end at "\n" only: a lone "\r" (which redraws a terminal line) stays for render to
+    # show, rather than hiding what it would have overwritten.
+    return "\n".join(text.rstrip("\n").split("\n")[-_TAIL_LINES:])
 
 
 def _killpg(pgid: int, sig: int) -> None:
@@ -266,42 +363,34 @@ def _killpg(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
 
 
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # a member changed uid (setuid program): it exists
-    return _has_live_member(pgid)
-
-
 def _wait_group_gone(pgid: int, timeout_s: float = 2.0) -> None:
     # SIGKILL is delivered when each member is next scheduled; waiting a moment means the
     # caller's "timeout" really means "nothing left", which the next run's lock relies on.
     deadline = time.monotonic() + timeout_s
-    while _group_alive(pgid) and time.monotonic() < deadline:
+    while procs.group_alive(pgid) and time.monotonic() < deadline:
         time.sleep(0.01)
 
 
-def _has_live_member(pgid: int) -> bool:
-    # kill(0) also succeeds for zombies, and in a container whose pid 1 does not reap, orphaned
-    # grandchildren stay zombies forever; /proc tells the living from the dead.
+def _keep_log(path: Path, pgid: int) -> bool:
+    """Remove the log of a run that printed nothing; True when the log stays.
+
+    An every-minute task would otherwise leave 1,440 empty files a day. A log is kept while
+    the command's group lives: a process it left behind may still write to it.
+    """
     try:
-        entries = list(Path("/proc").iterdir())
+        fd = open_nofollow(path, os.O_RDONLY)
+    except OSError:
+        return True  # cannot tell: keep the path, so nobody is told "it printed nothing"
+    try:
+        empty = os.fstat(fd).st_size == 0
+    finally:
+        os.close(fd)
+    if not empty or procs.group_alive(pgid):
+        return True
+    try:
+        path.unlink()
     except OSError:
         return True
-    for entry in entries:
-        if not entry.name.isdigit():
-            continue
-        try:
-            raw = (entry / "stat").read_bytes()
-        except OSError:
-            continue
-        # "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses.
-        fields = raw.rpartition(b")")[2].split()
-        if len(fields) > 2 and fields[0] != b"Z" and int(fields[2]) == pgid:
-            return True
     return False
 
 

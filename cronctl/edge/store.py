@@ -21,27 +21,34 @@ transaction holds it until its block ends.
 
 from __future__ import annotations
 
-import os
 import sqlite3
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import astuple, dataclass, fields
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Final, NoReturn
+from typing import Any, Final
 
-from cronctl.edge.paths import fsync_dir, open_nofollow
-from cronctl.errors import CronctlError, UnsafeDirectoryError
+from cronctl.edge.dbfile import (
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    NoStateError,
+    StoreUnusableError,
+    move_aside,
+    open_connection,
+    translated,
+)
 
 __all__ = [
     "DB_NAME",
     "MIGRATIONS",
     "OUTCOMES",
     "SCHEMA_VERSION",
+    "NoStateError",
     "RunRow",
     "Store",
+    "StoreUnusableError",
     "TaskState",
     "Txn",
 ]
@@ -50,41 +57,11 @@ __all__ = [
 DB_NAME: Final = "state.db"
 
 _SKIPS: Final = ("paused", "condition", "another server", "still running")
-_ENDINGS: Final = ("ok", "failed", "timeout", "error", "missed")
+_ENDINGS: Final = ("ok", "failed", "timeout", "interrupted", "error", "missed")
 #: Every outcome a run row may hold (SPEC 4.4), plus the two states of a run in progress.
 OUTCOMES: Final = frozenset(("pending", "running", *_ENDINGS, *(f"skipped: {w}" for w in _SKIPS)))
 _FAILURES: Final = ("failed", "timeout", "error")
-# Failures caused by the file or the machine rather than by cronctl's own SQL.
-_ENVIRONMENT_CODES: Final = (
-    sqlite3.SQLITE_PERM,
-    sqlite3.SQLITE_NOMEM,
-    sqlite3.SQLITE_READONLY,
-    sqlite3.SQLITE_IOERR,
-    sqlite3.SQLITE_CANTOPEN,
-    sqlite3.SQLITE_PROTOCOL,
-)
 
-#: Schema migrations: entry ``i`` takes the database from version ``i`` to ``i + 1``
-#: (``PRAGMA user_version``). Append only; never edit a migration that has been released.
-MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
-    (
-        """CREATE TABLE task_state (
-            name TEXT PRIMARY KEY, fingerprint TEXT NOT NULL, last_occurrence TEXT NOT NULL,
-            missed_total INTEGER NOT NULL DEFAULT 0, done INTEGER NOT NULL DEFAULT 0)""",
-        """CREATE TABLE runs (
-            id TEXT PRIMARY KEY, task TEXT NOT NULL, occurrence TEXT NOT NULL,
-            outcome TEXT NOT NULL, host TEXT NOT NULL, pid INTEGER, exit_code INTEGER,
-            started TEXT, ended TEXT, duration_s REAL, log_path TEXT,
-            tail TEXT NOT NULL DEFAULT '', message TEXT)""",
-        "CREATE INDEX runs_by_task ON runs (task, occurrence DESC, started DESC, id DESC)",
-        "CREATE INDEX runs_by_occurrence ON runs (occurrence DESC, started DESC, id DESC)",
-        "CREATE INDEX runs_unfinished ON runs (host) WHERE outcome IN ('pending', 'running')",
-    ),
-)
-#: The schema version this code writes; a database at a higher one is refused.
-SCHEMA_VERSION: Final = len(MIGRATIONS)
-
-_BUSY_TIMEOUT_MS: Final = 30_000
 _ORDER: Final = "ORDER BY occurrence DESC, started DESC, id DESC"
 _STATE_COLUMNS: Final = "name, fingerprint, last_occurrence, missed_total, done"
 
@@ -117,6 +94,8 @@ class RunRow:
     log_path: str | None = None
     tail: str = ""  # bounded by the caller (4 KiB)
     message: str | None = None
+    trigger: str = "schedule"  # or "manual" (`cronctl exec`)
+    attempt: int = 1  # 2, 3, ... for the retries of the same occurrence
 
 
 _RUN_FIELDS: Final = tuple(f.name for f in fields(RunRow))
@@ -141,7 +120,25 @@ def _occurrence_text(value: datetime, what: str) -> str:
 
 
 def _parse_time(text: str) -> datetime:
-    return datetime.fromisoformat(text).astimezone(UTC)
+    value = datetime.fromisoformat(text)  # TypeError/ValueError: not a time cronctl wrote
+    if value.tzinfo is None:
+        raise ValueError(f"time without an offset: {text!r}")
+    return value.astimezone(UTC)
+
+
+# The kind of value each RunRow field must hold when read back (a foreign file may hold anything).
+_RUN_KINDS: Final[dict[str, type | tuple[type, ...]]] = {
+    "id": str,
+    "task": str,
+    "outcome": str,
+    "host": str,
+    "pid": (int, type(None)),
+    "exit_code": (int, type(None)),
+    "duration_s": (float, int, type(None)),
+    "log_path": (str, type(None)),
+    "tail": str,
+    "message": (str, type(None)),
+}
 
 
 def _run_column(name: str, value: object) -> object:
@@ -164,154 +161,33 @@ def _run_column(name: str, value: object) -> object:
 def _row_to_run(row: tuple[Any, ...]) -> RunRow:
     values = dict(zip(_RUN_FIELDS, row, strict=True))
     for name in ("occurrence", "started", "ended"):
-        if values[name] is not None:
+        if values[name] is not None or name == "occurrence":
             values[name] = _parse_time(values[name])
+    for name, kinds in _RUN_KINDS.items():
+        if not isinstance(values[name], kinds):
+            raise ValueError(f"runs.{name} holds {values[name]!r}")
+    if values["outcome"] not in OUTCOMES:
+        raise ValueError(f"runs.outcome holds {values['outcome']!r}")
     return RunRow(**values)
 
 
 def _row_to_state(row: tuple[Any, ...]) -> TaskState:
     name, fingerprint, last, missed, done = row
-    return TaskState(name, fingerprint, _parse_time(last), int(missed), bool(done))
-
-
-# --- errors ---------------------------------------------------------------------------------
-
-
-def _store_error(path: Path, message: str) -> CronctlError:
-    # The one place to change if errors.py grows a StateStoreError that carries the path.
-    return CronctlError(f"{path}: {message}")
-
-
-def _primary_code(exc: sqlite3.Error) -> int | None:
-    code: int | None = getattr(exc, "sqlite_errorcode", None)  # None: raised by Python's module
-    return None if code is None else code & 0xFF  # SQLITE_IOERR_WRITE -> SQLITE_IOERR
-
-
-def _raise_translated(path: Path, exc: sqlite3.Error) -> NoReturn:
-    """Turn what the world did to the file into a CronctlError; let programming errors through."""
-    code = _primary_code(exc)
-    if code in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
-        message = (
-            f"the state database is damaged or is not a cronctl database ({exc}). Move it "
-            f"aside with its -wal and -shm files (`mkdir {path.parent}/broken && mv {path}* "
-            f"{path.parent}/broken/`) and run cronctl again, which starts a new one: the run "
-            f"history is lost, and scheduling restarts from now (occurrences missed before "
-            f"that are not caught up)."
-        )
-    elif code == sqlite3.SQLITE_FULL:
-        message = (
-            f"the disk is full ({exc}); nothing was recorded. Free space on the file system "
-            f"that holds {path.parent}."
-        )
-    elif code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
-        message = (
-            f"the state database stayed locked by another process for "
-            f"{_BUSY_TIMEOUT_MS // 1000} s ({exc}); look for a stuck cronctl (`fuser {path}`)."
-        )
-    elif code in _ENVIRONMENT_CODES:
-        message = (
-            f"cannot use the state database ({exc}); check that the file and its directory "
-            f"belong to the user running cronctl and that the file system is writable."
-        )
-    else:
-        raise exc
-    raise _store_error(path, message) from exc
+    if not (isinstance(name, str) and isinstance(fingerprint, str) and isinstance(missed, int)):
+        raise ValueError(f"task_state holds {row!r}")
+    return TaskState(name, fingerprint, _parse_time(last), missed, bool(done))
 
 
 @contextmanager
-def _translated(path: Path) -> Iterator[None]:
+def _own_values(path: Path) -> Iterator[None]:
+    """Turn a value cronctl never writes (a foreign or hand-edited file) into a clear error."""
     try:
         yield
-    except sqlite3.Error as exc:
-        _raise_translated(path, exc)
-
-
-# --- opening and migrating ------------------------------------------------------------------
-
-
-def _create_file(path: Path) -> None:
-    """Create the database file 0600 without following a planted link, before SQLite sees it."""
-    try:
-        fd = open_nofollow(path, os.O_RDWR | os.O_CREAT, 0o600)
-    except UnsafeDirectoryError:
-        raise
-    except OSError as exc:
-        message = (
-            f"cannot open the state database: {exc.strerror}; it must be a file that the user "
-            f"running cronctl owns and can write, on a writable file system."
-        )
-        raise _store_error(path, message) from exc
-    try:
-        is_new = os.fstat(fd).st_size == 0
-    finally:
-        os.close(fd)
-    if is_new:
-        fsync_dir(path.parent)
-
-
-def _configure(conn: sqlite3.Connection, path: Path) -> None:
-    conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
-    # FULL: in WAL mode, NORMAL syncs only at checkpoints, so a power loss can drop the last
-    # commits: a run would vanish from history, or last_occurrence would move back and the
-    # occurrence would run a second time. FULL syncs the WAL at every commit (a few ms).
-    conn.execute("PRAGMA synchronous = FULL")
-    _use_wal(conn, path)
-
-
-def _use_wal(conn: sqlite3.Connection, path: Path) -> None:
-    # Switching a new file to WAL (persistent, so a no-op later) upgrades a read lock to a write
-    # lock, and SQLite never waits on such an upgrade (it could deadlock): it fails at once with
-    # "database is locked" when another cronctl is switching too. So that wait happens here.
-    deadline = time.monotonic() + _BUSY_TIMEOUT_MS / 1000
-    while True:
-        try:
-            (mode,) = conn.execute("PRAGMA journal_mode = WAL").fetchone()
-        except sqlite3.OperationalError as exc:
-            if _primary_code(exc) != sqlite3.SQLITE_BUSY or time.monotonic() > deadline:
-                raise
-            time.sleep(0.01)
-            continue
-        if str(mode).lower() != "wal":
-            reason = f"SQLite cannot use WAL mode here (it stays in {mode} mode)"
-            raise _store_error(path, f"{reason}; put state_dir on a local file system.")
-        return
-
-
-def _user_version(conn: sqlite3.Connection) -> int:
-    (version,) = conn.execute("PRAGMA user_version").fetchone()
-    return int(version)
-
-
-def _refuse_newer(path: Path, version: int) -> None:
-    if version > SCHEMA_VERSION:
-        raise _store_error(
-            path,
-            f"the state database has schema version {version}, but this cronctl knows versions "
-            f"up to {SCHEMA_VERSION} only: a newer cronctl wrote it. Upgrade cronctl on this "
-            f"machine (or move the file aside to start over, losing the history).",
-        )
-
-
-def _migrate(conn: sqlite3.Connection, path: Path) -> None:
-    """Apply the missing migrations in order, all in one transaction."""
-    version = _user_version(conn)
-    _refuse_newer(path, version)
-    if version == SCHEMA_VERSION:
-        return  # the common case: one read, no write lock
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        version = _user_version(conn)  # another process may have migrated meanwhile
-        _refuse_newer(path, version)
-        for target, statements in enumerate(MIGRATIONS[version:], start=version + 1):
-            for statement in statements:
-                conn.execute(statement)
-            conn.execute(f"PRAGMA user_version = {target}")
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            with suppress(sqlite3.Error):
-                conn.execute("ROLLBACK")
-        raise
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise StoreUnusableError(
+            f"{path}: the state database holds a value cronctl did not write ({exc}); it is "
+            f"not a cronctl database, or was edited by hand. {move_aside(path)}"
+        ) from exc
 
 
 # --- the store ------------------------------------------------------------------------------
@@ -328,7 +204,7 @@ class Txn:
     def _execute(self, sql: str, params: tuple[object, ...]) -> sqlite3.Cursor:
         if self._conn is None:
             raise RuntimeError("this transaction has ended; use it only inside its `with` block")
-        with _translated(self._path):
+        with translated(self._path):
             return self._conn.execute(sql, params)
 
     def _end(self) -> None:
@@ -338,12 +214,15 @@ class Txn:
         """Return the remembered state of task ``name``, or None if this machine never saw it."""
         sql = f"SELECT {_STATE_COLUMNS} FROM task_state WHERE name = ?"  # noqa: S608
         row = self._execute(sql, (name,)).fetchone()
-        return None if row is None else _row_to_state(row)
+        with _own_values(self._path):
+            return None if row is None else _row_to_state(row)
 
     def states(self) -> dict[str, TaskState]:
         """Every remembered task state, in one query (a run plans all tasks at once)."""
         sql = f"SELECT {_STATE_COLUMNS} FROM task_state"  # noqa: S608
-        return {row[0]: _row_to_state(row) for row in self._execute(sql, ()).fetchall()}
+        rows = self._execute(sql, ()).fetchall()
+        with _own_values(self._path):
+            return {row[0]: _row_to_state(row) for row in rows}
 
     def put_state(self, state: TaskState) -> None:
         """Insert or replace the state of task ``state.name``."""
@@ -403,28 +282,23 @@ class Store:
         return self._path
 
     @classmethod
-    def open(cls, state_dir: Path) -> Store:
-        """Open ``state_dir/state.db``, creating and migrating it as needed.
+    def open(cls, state_dir: Path, *, create: bool = True) -> Store:
+        """Open ``state_dir/state.db``, creating (unless ``create`` is false) and migrating it.
 
-        ``state_dir`` must exist and have been checked by the caller.
+        ``state_dir`` must exist and have been checked by the caller. No descriptor of the file
+        is ever opened outside SQLite (SPEC 6), so any number of stores may be open at once in
+        one process.
 
-        :raises UnsafeDirectoryError: ``state.db`` is a symlink or not a regular file.
-        :raises CronctlError: the file is damaged or not SQLite, was written by a newer cronctl,
-            cannot be opened, or the disk is full; the message names the file and what to do.
+        :raises UnsafeDirectoryError: ``state.db`` (or its -wal/-shm) is a symlink, not a
+            regular file, owned by another user or world-writable.
+        :raises NoStateError: there is no database and ``create`` is false.
+        :raises StoreUnusableError: the file is damaged, not SQLite, not cronctl's, written by a
+            newer cronctl, or cannot be opened.
+        :raises CronctlError: the disk is full or the file stayed locked; the message names the
+            file and what to do.
         """
         path = Path(state_dir) / DB_NAME
-        _create_file(path)
-        with _translated(path):
-            # isolation_level=None: we send BEGIN IMMEDIATE/COMMIT ourselves; the module's own
-            # deferred transactions would let two read-then-write callers deadlock.
-            conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        try:
-            with _translated(path):
-                _configure(conn, path)
-                _migrate(conn, path)
-        except BaseException:
-            conn.close()
-            raise
+        conn = open_connection(path, create=create)
         return cls(conn, path)
 
     def close(self) -> None:
@@ -450,12 +324,12 @@ class Store:
         with self._lock:
             if self._conn.in_transaction:
                 raise RuntimeError("a transaction is already open on this store; use its Txn")
-            with _translated(self._path):
+            with translated(self._path):
                 self._conn.execute("BEGIN IMMEDIATE")
             txn = Txn(self._conn, self._path)
             try:
                 yield txn
-                with _translated(self._path):
+                with translated(self._path):
                     self._conn.execute("COMMIT")
             except BaseException:
                 if self._conn.in_transaction:
@@ -475,13 +349,13 @@ class Store:
             txn.update_run(run_id, **fields)
 
     def _select(self, sql: str, params: tuple[object, ...]) -> list[tuple[Any, ...]]:
-        with self._lock, _translated(self._path):
+        with self._lock, translated(self._path):
             return self._conn.execute(sql, params).fetchall()
 
     def get_run(self, run_id: str) -> RunRow | None:
         """Return run ``run_id``, or None."""
         rows = self._select(f"SELECT {_RUN_COLUMNS} FROM runs WHERE id = ?", (run_id,))  # noqa: S608
-        return _row_to_run(rows[0]) if rows else None
+        return self._runs(rows[:1])[0] if rows else None
 
     def history(self, task: str | None = None, limit: int = 50) -> list[RunRow]:
         """Return up to ``limit`` rows, of ``task`` or of every task, newest first.
@@ -492,7 +366,7 @@ class Store:
             raise ValueError(f"limit must be 0 or more, got {limit}")
         where, params = ("WHERE task = ?", (task,)) if task is not None else ("", ())
         sql = f"SELECT {_RUN_COLUMNS} FROM runs {where} {_ORDER} LIMIT ?"  # noqa: S608
-        return [_row_to_run(row) for row in self._select(sql, (*params, limit))]
+        return self._runs(self._select(sql, (*params, limit)))
 
     def last_run(self, task: str) -> RunRow | None:
         """Return the newest row of ``task`` that is neither ``missed`` nor ``pending``."""
@@ -501,42 +375,74 @@ class Store:
             f"AND outcome NOT IN ('missed', 'pending') {_ORDER} LIMIT 1",
             (task,),
         )
-        return _row_to_run(rows[0]) if rows else None
+        return self._runs(rows[:1])[0] if rows else None
 
     def consecutive_failures(self, task: str) -> int:
         """Count ``task``'s failed/timeout/error rows, newest first, back to its latest ``ok``.
 
         Skipped, missed and unfinished (pending/running) rows neither count nor interrupt.
+        The attempts of one occurrence (retries) count once: it failed once, however often
+        it was tried.
         """
-        sql = f"SELECT outcome FROM runs WHERE task = ? {_ORDER}"  # noqa: S608
+        sql = f"SELECT outcome, occurrence FROM runs WHERE task = ? {_ORDER}"  # noqa: S608
         count = 0
-        with self._lock, _translated(self._path):
+        counted: str | None = None
+        with self._lock, translated(self._path):
             cursor = self._conn.execute(sql, (task,))
             try:
-                for (outcome,) in cursor:
+                for outcome, occurrence in cursor:
                     if outcome == "ok":
                         break
-                    count += outcome in _FAILURES
+                    if outcome in _FAILURES and occurrence != counted:
+                        count += 1
+                        counted = occurrence
             finally:
                 cursor.close()
         return count
 
-    def unfinished_runs(self, host: str) -> list[RunRow]:
-        """Return ``host``'s rows still ``pending`` or ``running``, newest first.
+    def unfinished_runs(self, host: str | None) -> list[RunRow]:
+        """Return ``host``'s rows (every host's when None) still ``pending`` or ``running``,
+        newest first.
 
         A crashed cronctl leaves them; so does one still at work, so check ``pid``.
         """
         rows = self._select(
-            f"SELECT {_RUN_COLUMNS} FROM runs WHERE host = ? "  # noqa: S608
+            f"SELECT {_RUN_COLUMNS} FROM runs WHERE (?1 IS NULL OR host = ?1) "  # noqa: S608
             f"AND outcome IN ('pending', 'running') {_ORDER}",
             (host,),
         )
-        return [_row_to_run(row) for row in rows]
+        return self._runs(rows)
+
+    def close_unfinished(self, run: RunRow, **fields: object) -> bool:
+        """Change ``fields`` of ``run`` only if it is still unfinished and still owned by
+        ``run.pid``; return whether it was.
+
+        The condition is what makes recovery safe: an owner that records its end between
+        recovery's read and this write keeps its outcome (it is never overwritten).
+
+        :raises ValueError: a name that is not a RunRow field, or a value of the wrong kind.
+        """
+        unknown = sorted(set(fields) - _UPDATABLE)
+        if unknown or not fields:
+            raise ValueError(f"cannot update run fields {unknown or 'none'}")
+        assignments = ", ".join(f"{name} = ?" for name in fields)
+        values = tuple(_run_column(name, value) for name, value in fields.items())
+        sql = (
+            f"UPDATE runs SET {assignments} WHERE id = ? "  # noqa: S608 (names checked above)
+            "AND outcome IN ('pending', 'running') AND pid IS ?"
+        )
+        with self.transaction() as txn:
+            return txn._execute(sql, (*values, run.id, run.pid)).rowcount == 1
 
     def states(self) -> dict[str, TaskState]:
         """Return the remembered state of every task, by name."""
         rows = self._select(f"SELECT {_STATE_COLUMNS} FROM task_state", ())  # noqa: S608
-        return {row[0]: _row_to_state(row) for row in rows}
+        with _own_values(self._path):
+            return {row[0]: _row_to_state(row) for row in rows}
+
+    def _runs(self, rows: list[tuple[Any, ...]]) -> list[RunRow]:
+        with _own_values(self._path):
+            return [_row_to_run(row) for row in rows]
 
     def prune(self, before: datetime) -> int:
         """Delete finished run rows whose occurrence is older than ``before``; return how many.
@@ -551,3 +457,32 @@ class Store:
         sql = "DELETE FROM runs WHERE occurrence < ? AND outcome NOT IN ('pending', 'running')"
         with self.transaction() as txn:
             return txn._execute(sql, (cutoff,)).rowcount
+
+    def outcome_counts(self) -> dict[str, dict[str, int]]:
+        """Per task, how many rows of each outcome history holds (for metrics_file)."""
+        sql = "SELECT task, outcome, COUNT(*) FROM runs GROUP BY task, outcome"
+        counts: dict[str, dict[str, int]] = {}
+        for task, outcome, count in self._select(sql, ()):
+            counts.setdefault(task, {})[outcome] = int(count)
+        return counts
+
+    def last_ok(self, task: str) -> RunRow | None:
+        """Return the newest ``ok`` row of ``task`` (overdue and metrics judge by it)."""
+        return self._newest(task, "('ok')")
+
+    def last_ended(self, task: str) -> RunRow | None:
+        """Return the newest row of ``task`` that ended ok or failing (a run, not a skip)."""
+        return self._newest(task, "('ok', 'failed', 'timeout', 'error')")
+
+    def _newest(self, task: str, outcomes: str) -> RunRow | None:
+        rows = self._select(
+            f"SELECT {_RUN_COLUMNS} FROM runs WHERE task = ? AND outcome IN {outcomes} "  # noqa: S608
+            f"{_ORDER} LIMIT 1",
+            (task,),
+        )
+        return _row_to_run(rows[0]) if rows else None
+
+    def first_occurrence(self, task: str) -> datetime | None:
+        """The oldest occurrence history holds for ``task`` (when this machine first saw it)."""
+        rows = self._select("SELECT MIN(occurrence) FROM runs WHERE task = ?", (task,))
+        return _parse_time(rows[0][0]) if rows and rows[0][0] else None

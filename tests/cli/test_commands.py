@@ -77,9 +77,11 @@ def test_list_json_has_the_spec_shape(cli: Cli, tmp_path: Path) -> None:
     assert result.returncode == 0
     data = json.loads(result.stdout)
     rows = {t["name"]: t for t in data["tasks"]}
-    assert rows["digest"] == {
+    assert rows["digest"] | {"hosts": [], "other_hosts": False} == {
         "name": "digest", "schedule": "0 9 * * 1-5", "timezone": "Europe/Berlin",
         "next_run": "2026-08-04T07:00:00Z", "guards": [], "paused": False, "last_run": None,
+        "schedule_words": "at 09:00, Monday through Friday (Europe/Berlin time)",
+        "hosts": [], "other_hosts": False,  # keys may be added (SPEC 3), never renamed
     }  # fmt: skip
     assert rows["sweep"]["guards"] == ["no-overlap(5m)", "timeout(10m)"]
     assert rows["launch"]["schedule"] == "@at 2030-01-15T09:00:00Z"
@@ -99,6 +101,7 @@ def test_list_plain_text_when_piped(cli: Cli, tmp_path: Path) -> None:
         "GUARDS",
         "LAST",
         "RUN",
+        "WHEN",
     ]
     assert lines[1].split()[:4] == ["digest", "0", "9", "*"]
     assert "paused" in lines[4]
@@ -117,6 +120,8 @@ def test_list_shows_good_tasks_then_problems_and_exits_2(cli: Cli, tmp_path: Pat
 def test_next_for_a_task_and_for_an_expression(cli: Cli, tmp_path: Path) -> None:
     write_schedule(tmp_path / "schedules.toml", TASKS)
     task = json.loads(cli("next", "digest", "-n", "2", "--after", NOW, "--json").stdout)
+    # Keys may be added, never renamed: `details` says how many runs each instant gets.
+    assert [d["runs"] for d in task.pop("details")] == [1, 1]
     assert task == {
         "task": "digest", "expression": "0 9 * * 1-5", "timezone": "Europe/Berlin",
         "occurrences": ["2026-08-04T07:00:00Z", "2026-08-05T07:00:00Z"],

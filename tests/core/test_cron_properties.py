@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from cronctl.core.cronexpr import CronExpr, next_wall, parse_cron
-from cronctl.core.zones import fires_at, next_occurrence, parse_zone
+from cronctl.core.zones import MAX_PER_INSTANT, fires_at, next_occurrence, parse_zone, walls_at
 from cronctl.errors import CronSyntaxError
 
 MINUTE = timedelta(minutes=1)
@@ -128,6 +128,9 @@ def test_brute_force_matcher_reads_fields_as_the_man_page_says() -> None:
     assert field_set("50/5", 0) == {50, 55}
     assert field_set("mon-wed,7", 4) == {0, 1, 2, 3}
     assert field_set("nov/1", 3) == {11, 12}
+    assert field_set("*/100,1-7", 2) == {1, 2, 3, 4, 5, 6, 7}
+    brute = Brute.read("0 9 */100,1-7 * MON")  # the first Monday of the month
+    assert brute.next_after(datetime(2027, 3, 2)) == datetime(2027, 4, 5, 9, 0)
     brute = Brute.read("0 0 13 * 5")
     assert brute.next_after(datetime(2026, 4, 10)) == datetime(2026, 4, 13)
     brute = Brute.read("0 0 */2 * 1")
@@ -171,12 +174,17 @@ def _item(draw: st.DrawFn, field: int) -> str:
 def _field(draw: st.DrawFn, field: int, star_weight: int = 1) -> str:
     low, high, _ = RANGES[field]
     span = high - low + 1
-    choice = draw(st.integers(0, 2 + star_weight))
+    choice = draw(st.integers(0, 3 + star_weight))
     if choice == 0:
         return "*"
     if choice == 1:
         return f"*/{draw(st.integers(1, span))}"
-    return ",".join(draw(st.lists(_item(field), min_size=1, max_size=3)))
+    items = ",".join(draw(st.lists(_item(field), min_size=1, max_size=3)))
+    if choice == 2 and star_weight:
+        # A list led by '*' (Vixie): `*/100,1-7`, `*,5`, `*/15,5`; the step may pass the field.
+        star = draw(st.sampled_from(["*", f"*/{draw(st.integers(1, span))}", "*/100"]))
+        return f"{star},{items}"
+    return items
 
 
 @st.composite
@@ -345,8 +353,8 @@ def near_transition(draw: st.DrawFn) -> tuple[str, datetime]:
 @st.composite
 def daily_expressions(draw: st.DrawFn) -> str:
     """Expressions that fire on most days, so a window around a transition has something to see."""
-    minute = draw(_field(0, star_weight=0))
-    hour = draw(_field(1, star_weight=0))
+    minute = draw(_field(0, star_weight=draw(st.integers(0, 1))))
+    hour = draw(_field(1, star_weight=draw(st.integers(0, 1))))
     weekday = draw(st.one_of(st.just("*"), _field(4, star_weight=0)))
     return f"{minute} {hour} * * {weekday}"
 
@@ -384,6 +392,39 @@ def test_fires_at_follows_debian_dst_rule_read_off_zoneinfo(
     for i in range(2 * WINDOW + 1):
         minute = low + i * MINUTE
         assert fires_at(expr, zone, minute) == debian_fires(expr, tz, minute), minute
+
+
+def debian_runs(expr: CronExpr, tz: ZoneInfo, minute: datetime) -> int:
+    """How many runs Debian's daemon starts at one UTC minute: after a forward jump it
+    queues a fixed-time job once per skipped wall minute it names, then the minute itself."""
+    local = minute.astimezone(tz)
+    wall = local.replace(tzinfo=None)
+    runs = 0
+    if expr.matches(wall):
+        first_pass = wall.replace(tzinfo=tz, fold=0).astimezone(UTC)
+        runs += not (expr.fixed_time and first_pass < minute)
+    before = (minute - MINUTE).astimezone(tz)
+    if expr.fixed_time and local.utcoffset() > before.utcoffset():  # type: ignore[operator]
+        skipped = before.replace(tzinfo=None) + MINUTE
+        while skipped < wall:
+            runs += expr.matches(skipped)
+            skipped += MINUTE
+    return runs
+
+
+@PROPERTY_SETTINGS
+@given(text=daily_expressions(), where=near_transition())
+def test_walls_at_counts_the_runs_debian_starts_at_each_minute(
+    text: str, where: tuple[str, datetime]
+) -> None:
+    expr = _parsed(text)
+    name, middle = where
+    zone, tz = parse_zone(name), ZoneInfo(name)
+    low = middle - WINDOW * MINUTE
+    for i in range(2 * WINDOW + 1):
+        minute = low + i * MINUTE
+        expected = min(debian_runs(expr, tz, minute), MAX_PER_INSTANT)
+        assert len(walls_at(expr, zone, minute)) == expected, minute
 
 
 @PROPERTY_SETTINGS

@@ -64,6 +64,14 @@ NORMALIZED = [
     ("0 */2 * * *", "0 */2 * * *"),
     ("0 0 */2 * 1", "0 0 */2 * 1"),
     ("0 0 1 * */2", "0 0 1 * */2"),
+    # A list led by '*' (Vixie): the '*' item is its values, and may step past the field
+    # (only the first value); kept led by '*/SPAN', which names just that first value.
+    ("0 9 */100,1-7 * MON", "0 9 */31,1-7 * 1"),
+    ("*,5 * * * *", "* * * * *"),
+    ("*/15,5 2 * * *", "*/60,0,5,15,30,45 2 * * *"),
+    ("0 */12,5 * * *", "0 */24,0,5,12 * * *"),
+    ("0 0 1 */6,2 *", "0 0 1 */12,1,2,7 *"),
+    ("0 0 * * */7,WED", "0 0 * * */8,0,3"),
     # Month and day names, any case.
     ("0 0 * JAN *", "0 0 * 1 *"),
     ("0 0 * jan *", "0 0 * 1 *"),
@@ -282,9 +290,10 @@ COMMON_PATTERNS = [
     ("1-2/0", "1-2/0"),
     ("1/0", "1/0"),
     ("*/{big}", "*/{big}"),
-    ("*,1", "*,1"),
+    # A '*' item only leads a list (Debian reads the wildcard flag from the first character).
     ("1,*", "1,*"),
-    ("*/2,1", "*/2,1"),
+    ("1,*/2", "1,*/2"),
+    ("1-2,*/{big}", "1-2,*/{big}"),
     ("1,,2", "1,,2"),
     (",1", ",1"),
     ("1,", "1,"),

@@ -354,11 +354,26 @@ def test_task_names_with_colons_get_a_portable_claim_name(tmp_path: Path) -> Non
 
 
 @pytest.mark.parametrize(
-    "occurrence", [T0 + timedelta(seconds=30), T0.replace(tzinfo=None)], ids=["seconds", "naive"]
+    "occurrence",
+    [T0 + timedelta(milliseconds=30), T0.replace(tzinfo=None)],
+    ids=["fraction", "naive"],
 )
-def test_occurrence_must_be_an_aware_whole_minute(tmp_path: Path, occurrence: datetime) -> None:
+def test_occurrence_must_be_an_aware_whole_second(tmp_path: Path, occurrence: datetime) -> None:
     with pytest.raises(ValueError):
         claim_occurrence(tmp_path, "report", occurrence, host="a", pid=1, now=T0)
+
+
+def test_occurrences_one_second_apart_are_claimed_apart_and_swept(tmp_path: Path) -> None:
+    # The first minute after a DST gap carries several occurrences: T0, T0+1s, ...
+    second = T0 + timedelta(seconds=1)
+    assert claim_occurrence(tmp_path, "report", T0, host="a", pid=1, now=T0)
+    assert claim_occurrence(tmp_path, "report", second, host="a", pid=1, now=T0)
+    assert not claim_occurrence(tmp_path, "report", second, host="b", pid=2, now=T0)
+    names = sorted(p.name for p in (tmp_path / "claims").iterdir())
+    assert names == ["report@20260803T090001Z", "report@20260803T0900Z"]
+    # Aged by their minute: at the 7-day boundary both stay, a minute later both go.
+    assert sweep_claims(tmp_path, now=T0 + timedelta(days=7)) == 0
+    assert sweep_claims(tmp_path, now=T0 + timedelta(days=7, minutes=1)) == 2
 
 
 def test_symlink_planted_at_the_claim_path_is_not_followed(tmp_path: Path) -> None:

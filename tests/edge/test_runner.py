@@ -306,7 +306,7 @@ def test_signal_is_forwarded_to_the_group(tmp_path: Path) -> None:
         time.sleep(0.01)
     running.signal(signal.SIGTERM)
     result = running.wait()
-    assert (result.outcome, result.signal) == ("failed", signal.SIGTERM)
+    assert (result.outcome, result.signal) == ("interrupted", signal.SIGTERM)
     # Delivery to the grandchild is asynchronous; it only has to die soon.
     child = int(pid_file.read_text())
     deadline = time.monotonic() + 5
@@ -376,3 +376,48 @@ def test_sweep_logs_removes_only_old_log_files(tmp_path: Path) -> None:
 def test_sweep_logs_of_a_missing_directory_removes_nothing(tmp_path: Path) -> None:
     now = datetime(2026, 8, 3, tzinfo=UTC)
     assert sweep_logs(tmp_path / "nowhere", now=now) == 0
+
+
+# --- quiet runs and processes left behind -------------------------------------------------------
+
+
+def test_a_run_that_printed_nothing_leaves_no_log_file(tmp_path: Path) -> None:
+    result = _run(tmp_path, "true")
+    assert (result.outcome, result.log_kept) == ("ok", False)
+    assert not (tmp_path / "run.log").exists()
+
+
+def test_a_run_that_printed_something_keeps_its_log(tmp_path: Path) -> None:
+    result = _run(tmp_path, "echo hi")
+    assert result.log_kept
+    assert (tmp_path / "run.log").read_text() == "hi\n"
+
+
+def test_a_process_left_behind_without_a_lock_is_not_waited_for(tmp_path: Path) -> None:
+    # Only a command holding the overlap lock is watched past its exit; this one holds none.
+    result = _run(tmp_path, "sleep 60 & echo $! > bg.pid", timeout=timedelta(seconds=30))
+    background = int((tmp_path / "bg.pid").read_text())
+    try:
+        assert result.outcome == "ok"
+        assert _alive(background)
+        assert result.log_kept  # it may still write to the log
+    finally:
+        os.kill(background, signal.SIGKILL)
+
+
+def test_a_process_left_behind_holding_the_lock_dies_at_the_timeout(tmp_path: Path) -> None:
+    read_end, write_end = os.pipe()  # stands for the overlap lock's descriptor
+    try:
+        result = _run(
+            tmp_path,
+            "sleep 60 & echo $! > bg.pid",
+            timeout=timedelta(seconds=1),
+            pass_fds=(write_end,),
+        )
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+    background = int((tmp_path / "bg.pid").read_text())
+    assert (result.outcome, result.exit_code) == ("timeout", 0)
+    assert result.message is not None and "left processes" in result.message
+    assert not _alive(background)

@@ -19,7 +19,8 @@ from typing import Any
 
 import pytest
 
-from cronctl.edge import store as store_module
+from cronctl.edge import dbfile
+from cronctl.edge.dbfile import MIGRATIONS
 from cronctl.edge.store import DB_NAME, SCHEMA_VERSION, RunRow, Store, TaskState
 from cronctl.errors import CronctlError, UnsafeDirectoryError
 
@@ -352,20 +353,21 @@ def test_an_empty_file_and_a_version_0_database_are_migrated_to_the_current_vers
     with Store.open(tmp_path) as store:
         _add(store, _run("r1"))
         assert store.get_run("r1") is not None
-    assert _raw_value(tmp_path / DB_NAME, "PRAGMA user_version") == SCHEMA_VERSION == 1
+    version = _raw_value(tmp_path / DB_NAME, "PRAGMA user_version")
+    assert version == SCHEMA_VERSION == len(MIGRATIONS)
     assert _raw_value(tmp_path / DB_NAME, "PRAGMA journal_mode") == "wal"
 
 
 def test_migrations_run_in_order_from_the_recorded_version(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    Store.open(tmp_path).close()  # version 1
+    Store.open(tmp_path).close()  # the current version
     later = (
         ("CREATE TABLE v2 (x)", "INSERT INTO v2 VALUES ('two')"),
         ("INSERT INTO v2 SELECT x || '+three' FROM v2",),
     )
-    monkeypatch.setattr(store_module, "MIGRATIONS", store_module.MIGRATIONS + later)
-    monkeypatch.setattr(store_module, "SCHEMA_VERSION", 3)
+    monkeypatch.setattr(dbfile, "MIGRATIONS", dbfile.MIGRATIONS + later)
+    monkeypatch.setattr(dbfile, "SCHEMA_VERSION", len(MIGRATIONS) + 2)
     Store.open(tmp_path).close()
     Store.open(tmp_path).close()  # already current: nothing runs twice
     conn = _raw(tmp_path / DB_NAME)
@@ -374,7 +376,7 @@ def test_migrations_run_in_order_from_the_recorded_version(
             ("two",),
             ("two+three",),
         ]
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == 3
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS) + 2
     finally:
         conn.close()
 
@@ -383,13 +385,13 @@ def test_a_failing_migration_leaves_the_database_at_its_old_version(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     Store.open(tmp_path).close()
-    later = (("CREATE TABLE v2 (x)",), ("CREATE TABLE v2 (x)",))  # version 3 fails
-    monkeypatch.setattr(store_module, "MIGRATIONS", store_module.MIGRATIONS + later)
-    monkeypatch.setattr(store_module, "SCHEMA_VERSION", 3)
-    with pytest.raises(sqlite3.OperationalError):
+    later = (("CREATE TABLE v2 (x)",), ("CREATE TABLE v2 (x)",))  # the second one fails
+    monkeypatch.setattr(dbfile, "MIGRATIONS", dbfile.MIGRATIONS + later)
+    monkeypatch.setattr(dbfile, "SCHEMA_VERSION", len(MIGRATIONS) + 2)
+    with pytest.raises(CronctlError, match="not a cronctl database"):
         Store.open(tmp_path)
     db = tmp_path / DB_NAME
-    assert _raw_value(db, "PRAGMA user_version") == 1
+    assert _raw_value(db, "PRAGMA user_version") == len(MIGRATIONS)
     assert _raw_value(db, "SELECT count(*) FROM sqlite_master WHERE name = 'v2'") == 0
 
 
@@ -590,3 +592,22 @@ def test_rows_round_trip_through_history_unchanged(store: Store) -> None:
     run = _run("r1", started=T0, ended=T0 + timedelta(seconds=1), tail="é" * 100, pid=3)
     _add(store, run, replace(run, id="r2", task="other"))
     assert store.history("backup") == [run]
+
+
+def test_a_version_1_database_gains_trigger_and_attempt_and_keeps_its_rows(tmp_path: Path) -> None:
+    conn = _raw(tmp_path / DB_NAME)
+    for statement in MIGRATIONS[0]:
+        conn.execute(statement)
+    conn.execute(
+        "INSERT INTO runs (id, task, occurrence, outcome, host) "
+        "VALUES ('old', 'a', '2026-08-03T09:00:00Z', 'ok', 'h')"
+    )
+    conn.execute("PRAGMA user_version = 1")
+    conn.commit()
+    conn.close()
+    with Store.open(tmp_path) as store:
+        old = store.get_run("old")
+        _add(store, replace(_run("new"), trigger="manual", attempt=3))
+        new = store.get_run("new")
+    assert old is not None and (old.trigger, old.attempt) == ("schedule", 1)
+    assert new is not None and (new.trigger, new.attempt) == ("manual", 3)

@@ -54,6 +54,10 @@ class HeldLock(Protocol):
         """Drop cronctl's own reference; processes still holding the descriptor keep the lock."""
         ...
 
+    def record_command(self, pid: int) -> None:
+        """Name the started command in the holder record (best effort)."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class Overlap:
@@ -91,9 +95,16 @@ class Coordinator(Protocol):
         ...
 
     def try_overlap(
-        self, task: str, *, lease: timedelta | None, now: datetime, host: str, pid: int
+        self,
+        task: str,
+        *,
+        lease: timedelta | None,
+        now: datetime,
+        host: str,
+        pid: int,
+        timeout: timedelta | None = None,
     ) -> Overlap:
-        """Try, without waiting, to take the task's overlap lock."""
+        """Try, without waiting, to take the task's overlap lock (``timeout``: the task's)."""
         ...
 
     def overlap_held(self, task: str) -> bool:

@@ -43,10 +43,19 @@ class FilesCoordinator:
         return locks.claim_exists(self.lock_dir, task, occurrence)
 
     def try_overlap(
-        self, task: str, *, lease: timedelta | None, now: datetime, host: str, pid: int
+        self,
+        task: str,
+        *,
+        lease: timedelta | None,
+        now: datetime,
+        host: str,
+        pid: int,
+        timeout: timedelta | None = None,
     ) -> Overlap:
         """flock on ``overlap/TASK.lock``."""
-        got = locks.try_overlap_lock(self.lock_dir, task, lease=lease, now=now, host=host, pid=pid)
+        got = locks.try_overlap_lock(
+            self.lock_dir, task, lease=lease, now=now, host=host, pid=pid, timeout=timeout
+        )
         return Overlap(got.status, got.lock, got.holder)
 
     def overlap_held(self, task: str) -> bool:

@@ -42,16 +42,17 @@ RETRY_S = 1.0
 
 _TRY = """
 WITH got AS (SELECT pg_try_advisory_lock(%(key)s) AS ok)
-SELECT got.ok, h.host, h.pid, h.started, h.backend,
+SELECT got.ok, h.host, h.pid, h.started, h.timeout_s,
        h.backend <> pg_backend_pid() AND (h.seen > now() - make_interval(secs => %(fresh)s)
         OR (h.seen < pg_postmaster_start_time()
             AND now() < pg_postmaster_start_time() + make_interval(secs => %(grace)s)))
 FROM got LEFT JOIN cronctl.holders h ON h.task = %(task)s"""
 _RECORD = """
-INSERT INTO cronctl.holders (task, host, pid, started, backend, seen)
-VALUES (%(task)s, %(host)s, %(pid)s, %(started)s, pg_backend_pid(), now())
+INSERT INTO cronctl.holders (task, host, pid, started, backend, seen, timeout_s)
+VALUES (%(task)s, %(host)s, %(pid)s, %(started)s, pg_backend_pid(), now(), %(timeout_s)s)
 ON CONFLICT (task) DO UPDATE SET host = EXCLUDED.host, pid = EXCLUDED.pid,
-    started = EXCLUDED.started, backend = EXCLUDED.backend, seen = EXCLUDED.seen"""
+    started = EXCLUDED.started, backend = EXCLUDED.backend, seen = EXCLUDED.seen,
+    timeout_s = EXCLUDED.timeout_s, command_pid = NULL"""
 _RETAKE = """
 SELECT pg_try_advisory_lock(%(key)s) FROM cronctl.holders
 WHERE task = %(task)s AND host = %(host)s AND pid = %(pid)s AND started = %(started)s"""
@@ -78,14 +79,22 @@ def is_held(cur: Any, task: str) -> bool:
 
 
 def try_lock(
-    url: str, task: str, *, lease: timedelta | None, now: datetime, host: str, pid: int
+    url: str,
+    task: str,
+    *,
+    lease: timedelta | None,
+    now: datetime,
+    host: str,
+    pid: int,
+    timeout: timedelta | None = None,
 ) -> Overlap:
     """Take the task's lock on a new connection, without waiting."""
     import psycopg2
 
     params = {"key": lock_key(task), "task": task, "host": host, "pid": pid,
               "started": now.astimezone(UTC), "fresh": FRESH_S,
-              "grace": RESTART_GRACE_S}  # fmt: skip
+              "grace": RESTART_GRACE_S,
+              "timeout_s": timeout.total_seconds() if timeout else None}  # fmt: skip
     conn = connect(url)
     try:
         with conn.cursor() as cur:
@@ -109,8 +118,8 @@ def try_lock(
 
 def _attempt(cur: Any, params: dict[str, Any]) -> tuple[bool, HolderInfo | None, bool]:
     cur.execute(_TRY, params)
-    ok, host, pid, started, _backend, fresh = cur.fetchone()
-    holder = holder_from_row(host, pid, started) if host is not None else None
+    ok, host, pid, started, timeout_s, fresh = cur.fetchone()
+    holder = holder_from_row(host, pid, started, timeout_s) if host is not None else None
     return bool(ok), holder, bool(fresh)
 
 
@@ -152,6 +161,16 @@ class PgLock:
     def fd(self) -> int:
         """The socket whose session holds the lock."""
         return self._fd
+
+    def record_command(self, pid: int) -> None:
+        """Note the command's pid in the holder row (for operators; best effort: the row is a
+        second line of defence, never a reason to stop the run)."""
+        with suppress(Exception), self._conn.cursor() as cur:
+            cur.execute(
+                "UPDATE cronctl.holders SET command_pid = %s "
+                "WHERE task = %s AND backend = pg_backend_pid()",
+                (pid, self._params["task"]),
+            )
 
     def release(self) -> None:
         """Forget the holder row and drop cronctl's reference to the socket, idempotently.

@@ -23,7 +23,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         """CREATE TABLE cronctl.holders (
             task text PRIMARY KEY, host text NOT NULL, pid integer NOT NULL,
             started timestamptz NOT NULL, backend integer NOT NULL,
-            seen timestamptz NOT NULL DEFAULT now())""",
+            seen timestamptz NOT NULL DEFAULT now(), timeout_s double precision,
+            command_pid integer)""",
         """CREATE TABLE cronctl.runs (
             id text PRIMARY KEY, task text NOT NULL, occurrence timestamptz NOT NULL,
             host text NOT NULL, pid integer, outcome text NOT NULL, exit_code integer,

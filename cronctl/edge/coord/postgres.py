@@ -223,7 +223,14 @@ class PostgresCoordinator:
     # --- overlap locks --------------------------------------------------------------------
 
     def try_overlap(
-        self, task: str, *, lease: timedelta | None, now: datetime, host: str, pid: int
+        self,
+        task: str,
+        *,
+        lease: timedelta | None,
+        now: datetime,
+        host: str,
+        pid: int,
+        timeout: timedelta | None = None,
     ) -> Overlap:
         """A session advisory lock on a dedicated connection (see :mod:`.pg_lock`)."""
         from cronctl.edge.coord import pg_lock
@@ -231,7 +238,9 @@ class PostgresCoordinator:
         # The run's connection first: it creates the schema and fails fast when unreachable.
         self._call(lambda cur: None)
         try:
-            return pg_lock.try_lock(self.url, task, lease=lease, now=now, host=host, pid=pid)
+            return pg_lock.try_lock(
+                self.url, task, lease=lease, now=now, host=host, pid=pid, timeout=timeout
+            )
         except StoreUnavailable as exc:
             with self._mutex:
                 self._failure = str(exc)
@@ -318,6 +327,12 @@ class PostgresCoordinator:
         )
 
 
-def holder_from_row(host: str | None, pid: int | None, started: datetime | None) -> HolderInfo:
-    """A HolderInfo from a ``holders`` row (fields may be missing in a damaged row)."""
-    return HolderInfo(host or "?", pid or 0, _utc(started) or datetime.now(UTC))
+def holder_from_row(
+    host: str | None, pid: int | None, started: datetime | None, timeout_s: float | None = None
+) -> HolderInfo:
+    """A HolderInfo from a ``holders`` row (fields may be missing in a damaged row).
+
+    The command's pid is not checked across machines, so ``command`` stays unset; ``timeout``
+    lets a contender see a holder long past its own timeout (outcomes.still_running)."""
+    timeout = timedelta(seconds=timeout_s) if timeout_s is not None else None
+    return HolderInfo(host or "?", pid or 0, _utc(started) or datetime.now(UTC), timeout=timeout)

@@ -1,0 +1,45 @@
+"""`cronctl exec NAME [--wait]`: run one task now (SPEC 9.1)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+from cronctl.cli.app import FileOpt, HostOpt, LockOpt, StateOpt, app
+from cronctl.cli.common import fail_on_errors, load_schedule, run_context
+
+
+@app.command("exec")
+def exec_(
+    name: Annotated[str, typer.Argument(help="Task name.", show_default=False)],
+    wait: Annotated[
+        bool, typer.Option("--wait", help="If the task is running, wait for it to end first.")
+    ] = False,
+    file: FileOpt = None,
+    state_dir: StateOpt = None,
+    lock_dir: LockOpt = None,
+    host: HostOpt = None,
+) -> None:
+    """Run one task now, outside its schedule; exit with the task's exit code."""
+    from dataclasses import replace
+
+    from cronctl.edge.stream import printer
+    from cronctl.manual import exec_task
+
+    schedule = load_schedule(file)
+    fail_on_errors(schedule)
+    ctx = run_context(schedule, state_dir, lock_dir, False, False, host=host)
+    show = printer()
+    ctx = replace(ctx, output=lambda _task: show)
+    result = exec_task(schedule, name, ctx, wait)
+    run = result.run
+    if run.outcome != "ok":
+        detail = f" ({run.message})" if run.message else ""
+        print(
+            f"cronctl: task {run.task} {run.outcome}{detail}; run {run.id}, "
+            f"log {run.log_path or '-'}",
+            file=sys.stderr,
+        )
+    raise typer.Exit(result.exit_code)

@@ -1,0 +1,60 @@
+"""What the export targets share: the per-task result and the limits every target has."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from cronctl.core.model import Task
+
+
+@dataclass
+class Exported:
+    """One task's files for a target, and what the target could not express."""
+
+    task: str
+    files: dict[str, str] = field(default_factory=dict)  # file name -> text
+    lost: list[str] = field(default_factory=list)  # "what: why", in words a reviewer acts on
+
+    @property
+    def skipped(self) -> bool:
+        """The task could not be exported at all (its reasons are in `lost`)."""
+        return not self.files
+
+
+def whole_hour_zone(task: Task) -> str | None:
+    """The zone as an IANA name both targets accept: UTC, a tz name, or Etc/GMT±N; else None."""
+    if not task.zone.fixed or task.zone.name == "UTC":
+        return task.zone.name
+    offset = task.zone.tz.utcoffset(None)
+    assert offset is not None
+    if offset % timedelta(hours=1):
+        return None
+    hours = int(offset / timedelta(hours=1))
+    # The Etc/ zones' signs are POSIX's, the inverse of ISO 8601's: +05:00 is Etc/GMT-5.
+    return "UTC" if hours == 0 else f"Etc/GMT{-hours:+d}"
+
+
+def dst_limits(task: Task, now: datetime) -> list[str]:
+    """The task's DST gaps and overlaps in the next 12 months (each target has its own rule)."""
+    from cronctl.core.analysis import task_warnings
+
+    return [
+        f"DST rule ({w.code}): {w.message}; the target applies its own rule on that day"
+        for w in task_warnings(task, now)
+        if w.code in ("dst-gap", "dst-overlap")
+    ]
+
+
+def common_limits(task: Task) -> list[str]:
+    """Keys no export target has: claims across machines, and the ones later SPEC sections add."""
+    lost = []
+    if task.on_one_server:
+        lost.append(
+            "on_one_server: one run per occurrence across machines; run the exported job on "
+            "one machine only (or rely on the target's own single scheduler)"
+        )
+    for key in ("hosts", "ping_url", "on_failure", "on_success", "notify"):
+        if getattr(task, key, None):
+            lost.append(f"{key}: not exported; the target has no such setting")
+    return lost

@@ -1,0 +1,172 @@
+"""Occurrences counted hour by hour: the arithmetic behind timeline, herds and check --diff.
+
+Walking a task occurrence by occurrence costs a croniter search each; an every-minute
+task has 10,080 a week. Here a UTC hour whose wall clock is plain (one offset, a whole
+number of hours, no DST seam inside it) is answered from the expression's sets at once,
+and only the few hours around a seam are tested minute by minute with the exact rule.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from cronctl.core.cronexpr import minute_ceil
+from cronctl.core.model import Task, format_utc
+from cronctl.core.zones import fires_at
+
+HOUR = timedelta(hours=1)
+MINUTE = timedelta(minutes=1)
+
+
+def hour_floor(when: datetime) -> datetime:
+    """The UTC hour holding `when`."""
+    return when.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+
+
+def hour_minutes(task: Task, hour: datetime) -> list[int]:
+    """The minutes (0-59) of the UTC hour starting at `hour` at which `task` fires."""
+    if task.cron is None:
+        assert task.at is not None
+        return [task.at.minute] if hour <= task.at < hour + HOUR else []
+    cron = task.cron
+    seg = task.zone.segment_at(hour)
+    plain = (
+        (seg.start is None or minute_ceil(seg.start) < hour)
+        and (seg.end is None or seg.end >= hour + HOUR)
+        and (seg.repeats_until is None or seg.wall(hour) >= seg.repeats_until)
+        and seg.offset % HOUR == timedelta(0)
+    )
+    if plain:
+        wall = seg.wall(hour)
+        named = (
+            wall.hour in cron.hours and wall.month in cron.months and cron.matches_day(wall.date())
+        )
+        return sorted(cron.minutes) if named else []
+    # A seam or a half-hour offset: the exact rule, minute by minute (rare hours only).
+    return [m for m in range(60) if fires_at(cron, task.zone, hour + m * MINUTE)]
+
+
+def occurrences(task: Task, start: datetime, end: datetime) -> Iterator[datetime]:
+    """Every occurrence of `task` in [start, end), in order, as aware UTC datetimes."""
+    start = minute_ceil(start.astimezone(UTC))
+    hour = hour_floor(start)
+    while hour < end:
+        for minute in hour_minutes(task, hour):
+            when = hour + minute * MINUTE
+            if start <= when < end:
+                yield when
+        hour += HOUR
+
+
+@dataclass(frozen=True)
+class TaskLane:
+    """One task's runs per UTC hour across the timeline."""
+
+    task: Task
+    per_hour: tuple[int, ...]
+
+    @property
+    def total(self) -> int:
+        """Runs in the whole window."""
+        return sum(self.per_hour)
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """Runs per UTC hour over `days` days from `start` (a UTC midnight), per task and in all."""
+
+    start: datetime
+    days: int
+    lanes: tuple[TaskLane, ...]
+
+    def heat(self) -> list[list[int]]:
+        """Runs of all tasks per [day][hour]."""
+        grid = [[0] * 24 for _ in range(self.days)]
+        for lane in self.lanes:
+            for index, count in enumerate(lane.per_hour):
+                grid[index // 24][index % 24] += count
+        return grid
+
+    def day(self, index: int) -> datetime:
+        """The UTC midnight that starts day `index`."""
+        return self.start + timedelta(days=index)
+
+
+def build_timeline(tasks: Sequence[Task], start: datetime, days: int) -> Timeline:
+    """Count each task's runs per UTC hour for `days` days from the UTC midnight of `start`."""
+    midnight = hour_floor(start).replace(hour=0)
+    lanes = []
+    for task in tasks:
+        counts = [0] * (days * 24)
+        if not task.paused:
+            for index in range(days * 24):
+                counts[index] = len(hour_minutes(task, midnight + index * HOUR))
+        lanes.append(TaskLane(task, tuple(counts)))
+    return Timeline(midnight, days, tuple(lanes))
+
+
+@dataclass(frozen=True)
+class Herd:
+    """Tasks that start in the same minute: the first such minute and how often it recurs."""
+
+    first: datetime
+    tasks: tuple[str, ...]
+    minutes: int  # how many minutes in the window this same set of tasks shares
+
+
+def find_herds(tasks: Sequence[Task], start: datetime, end: datetime, limit: int) -> list[Herd]:
+    """Minutes in [start, end) where more than `limit` tasks fire, grouped by the set of tasks."""
+    counted = [t for t in tasks if not t.paused and not _jittered(t)]
+    if len(counted) <= limit:
+        return []
+    groups: dict[tuple[str, ...], Herd] = {}
+    hour = hour_floor(start)
+    while hour < end:
+        per_minute: Counter[int] = Counter()
+        names: dict[int, list[str]] = {}
+        for task in counted:
+            for minute in hour_minutes(task, hour):
+                per_minute[minute] += 1
+                names.setdefault(minute, []).append(task.name)
+        for minute, count in sorted(per_minute.items()):
+            when = hour + minute * MINUTE
+            if count <= limit or not start <= when < end:
+                continue
+            key = tuple(sorted(names[minute]))
+            found = groups.get(key)
+            groups[key] = (
+                Herd(when, key, 1) if found is None else Herd(found.first, key, found.minutes + 1)
+            )
+        hour += HOUR
+    return sorted(groups.values(), key=lambda h: h.first)
+
+
+def _jittered(task: Task) -> bool:
+    # `jitter` (SPEC 9.2) spreads a task's start over its window, so it joins no herd.
+    return bool(getattr(task, "jitter", None))
+
+
+HERD_WINDOW = timedelta(days=7)
+
+
+def herd_warnings(tasks: Sequence[Task], now: datetime, limit: int) -> list[tuple[Task, str]]:
+    """For `check`: each herd in the next 7 days as (its first task, the message)."""
+    by_name = {t.name: t for t in tasks}
+    found = []
+    for herd in find_herds(tasks, now, now + HERD_WINDOW, limit):
+        names = ", ".join(herd.tasks)
+        again = (
+            f" (and {herd.minutes - 1} more minute{'s' * (herd.minutes != 2)} in the next 7 days)"
+            if herd.minutes > 1
+            else ""
+        )
+        message = (
+            f"{len(herd.tasks)} tasks start in the same minute, {format_utc(herd.first)}{again}, "
+            f"more than herd_limit {limit}: {names}; give some of them a `jitter` "
+            '(e.g. jitter = "5m") or move them to other minutes'
+        )
+        found.append((by_name[herd.tasks[0]], message))
+    return found

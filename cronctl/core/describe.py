@@ -1,0 +1,119 @@
+"""A schedule in words, for `list`: "at 03:00, Monday through Friday".
+
+Written here rather than taken from cron-descriptor: the words must say what cronctl
+does, and cronctl's day rule (both day fields restricted: either matches; a day field
+starting with '*': both must match) is where cron-descriptor 1.4 differs: it describes
+`0 0 */2 * 1` as "every 2 days, or on Monday", where cron (and cronctl) run on Mondays
+that are odd days of the month.
+"""
+
+from __future__ import annotations
+
+from cronctl.core.cronexpr import CronExpr
+from cronctl.core.model import Task, format_utc
+
+_DAYS = ("Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday")
+_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August",
+           "September", "October", "November", "December")  # fmt: skip
+
+
+def _runs(values: list[int]) -> list[tuple[int, int]]:
+    runs: list[tuple[int, int]] = []
+    for value in values:
+        if runs and runs[-1][1] == value - 1:
+            runs[-1] = (runs[-1][0], value)
+        else:
+            runs.append((value, value))
+    return runs
+
+
+def _join(words: list[str], last: str = "and") -> str:
+    if len(words) <= 2:
+        return f" {last} ".join(words)
+    return ", ".join(words[:-1]) + f" {last} " + words[-1]
+
+
+def _named(values: list[int], names: tuple[str, ...], base: int) -> str:
+    parts = []
+    for first, last in _runs(values):
+        if last - first >= 2:
+            parts.append(f"{names[first - base]} through {names[last - base]}")
+        else:
+            parts += [names[v - base] for v in range(first, last + 1)]
+    return _join(parts)
+
+
+def _numbers(values: list[int]) -> str:
+    step = values[1] - values[0] if len(values) >= 3 else 0
+    if step > 1 and values == list(range(values[0], values[-1] + 1, step)):
+        return f"{values[0]}, {values[1]}, ..., {values[-1]}"
+    parts = []
+    for first, last in _runs(values):
+        parts.append(str(first) if first == last else f"{first}-{last}")
+    return _join(parts)
+
+
+def _time(cron: CronExpr) -> str:
+    minutes, hours = sorted(cron.minutes), sorted(cron.hours)
+    all_hours = len(hours) == 24
+    if len(minutes) * len(hours) <= 4:
+        times = [f"{h:02d}:{m:02d}" for h in hours for m in minutes]
+        return f"at {_join(times)}"
+    if len(minutes) == 60:
+        what = "every minute"
+    elif len(minutes) >= 3 and minutes == list(range(minutes[0], 60, minutes[1] - minutes[0])):
+        step = minutes[1] - minutes[0]
+        what = f"every {step} minutes" + (f" from :{minutes[0]:02d}" if minutes[0] else "")
+    else:
+        what = "every hour at " + _join([f":{m:02d}" for m in minutes])
+    if all_hours:
+        return what
+    step = hours[1] - hours[0] if len(hours) >= 3 else 0
+    if step > 1 and hours == list(range(hours[0], 24, step)) and what.startswith("every hour"):
+        start = f", from {hours[0]:02d}:00" if hours[0] else ""
+        return f"every {step} hours at {what.removeprefix('every hour at ')}{start}"
+    spans = _runs(hours)
+    if len(spans) <= 2:
+        return what + ", " + _join([f"{a:02d}:00-{b:02d}:59" for a, b in spans])
+    return what + f", in the hours {_numbers(hours)}"
+
+
+def _days(cron: CronExpr) -> str:
+    days, weekdays = sorted(cron.days), sorted(cron.weekdays)
+    on_weekdays = _named(sorted((d - 1) % 7 + 1 for d in weekdays), (*_DAYS[1:], _DAYS[0]), 1)
+    on_days = (
+        f"day {_numbers(days)} of the month"
+        if len(days) == 1
+        else (f"days {_numbers(days)} of the month")
+    )
+    if cron.day_or_day:
+        # Cron's rule: two restricted day fields match on EITHER.
+        return f"on {on_days} and on every {on_weekdays}"
+    weekday_words = on_weekdays if "through" in on_weekdays else f"on {on_weekdays}"
+    if len(weekdays) < 7 and len(days) < 31:
+        # A day field starting with '*' makes cron AND them: say so (cron-descriptor says "or").
+        return f"{weekday_words}, but only on {on_days}"
+    if len(weekdays) < 7:
+        return weekday_words
+    return f"on {on_days}" if len(days) < 31 else ""
+
+
+def describe_cron(cron: CronExpr) -> str:
+    """An expression in words (times are wall times in the task's zone)."""
+    words = [_time(cron)]
+    days = _days(cron)
+    if days:
+        words.append(days)
+    months = sorted(cron.months)
+    if len(months) < 12:
+        words.append("in " + _named(months, _MONTHS, 1))
+    return ", ".join(words)
+
+
+def describe(task: Task) -> str:
+    """The task's schedule in words, its zone named when it is not UTC."""
+    if task.cron is None:
+        assert task.at is not None
+        return f"once, at {format_utc(task.at)}"
+    text = describe_cron(task.cron)
+    return text if task.zone.name == "UTC" else f"{text} ({task.zone.name} time)"

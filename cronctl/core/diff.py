@@ -1,0 +1,139 @@
+"""Two schedules compared, for `check --diff REF`: what a change adds, removes and moves.
+
+Pure: the caller reads both schedules and passes the time the occurrences start from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from datetime import datetime, timedelta
+
+from cronctl.core.calendar import occurrences
+from cronctl.core.model import Schedule, Task
+
+DIFF_WINDOW = timedelta(days=14)
+SHOWN = 10  # occurrences listed per direction; the counts cover the whole window
+
+# Where a task is written is not what it does: moving it in the file is no change.
+_IGNORED = {"source", "line"}
+_SCHEDULE_FIELDS = {"schedule_key", "schedule_value", "cron", "at"}
+
+
+@dataclass(frozen=True)
+class TaskChange:
+    """A task in both revisions whose definition differs."""
+
+    old: Task
+    new: Task
+    keys: tuple[str, ...]  # what changed: "schedule", "timezone", "command", ...
+    gained: tuple[datetime, ...] = ()  # the first SHOWN occurrences the change adds
+    lost: tuple[datetime, ...] = ()
+    gained_count: int = 0
+    lost_count: int = 0
+
+    @property
+    def moves(self) -> bool:
+        """Whether the change adds or removes occurrences."""
+        return bool(self.gained_count or self.lost_count)
+
+
+@dataclass(frozen=True)
+class ScheduleDiff:
+    """Tasks added, removed, renamed (same command) and changed between two revisions."""
+
+    added: tuple[Task, ...]
+    removed: tuple[Task, ...]
+    renamed: tuple[tuple[Task, Task], ...]  # (old, new)
+    changed: tuple[TaskChange, ...]
+    start: datetime
+    end: datetime
+
+    @property
+    def empty(self) -> bool:
+        """No task differs."""
+        return not (self.added or self.removed or self.renamed or self.changed)
+
+
+def changed_keys(old: Task, new: Task) -> tuple[str, ...]:
+    """The task keys whose values differ, the schedule keys reported as one "schedule"."""
+    keys: list[str] = []
+    for item in fields(Task):
+        if item.name in _IGNORED or getattr(old, item.name) == getattr(new, item.name):
+            continue
+        name = "schedule" if item.name in _SCHEDULE_FIELDS else item.name
+        name = "timezone" if name == "zone" else name
+        if name not in keys:
+            keys.append(name)
+    return tuple(keys)
+
+
+def _moved(old: Task, new: Task, start: datetime, end: datetime) -> dict[str, object]:
+    if old.fingerprint == new.fingerprint and old.paused == new.paused:
+        return {}
+    before = set() if old.paused else set(occurrences(old, start, end))
+    after = set() if new.paused else set(occurrences(new, start, end))
+    gained = sorted(after - before)
+    lost = sorted(before - after)
+    return {
+        "gained": tuple(gained[:SHOWN]),
+        "lost": tuple(lost[:SHOWN]),
+        "gained_count": len(gained),
+        "lost_count": len(lost),
+    }
+
+
+def diff_schedules(old: Schedule, new: Schedule, now: datetime) -> ScheduleDiff:
+    """Compare `old` (e.g. the base branch) with `new` over the 14 days after `now`."""
+    end = now + DIFF_WINDOW
+    before = {t.name: t for t in old.tasks}
+    after = {t.name: t for t in new.tasks}
+    added = [t for name, t in after.items() if name not in before]
+    removed = [t for name, t in before.items() if name not in after]
+    renamed: list[tuple[Task, Task]] = []
+    for task in list(added):
+        twin = next((r for r in removed if r.command == task.command), None)
+        if twin is not None:
+            renamed.append((twin, task))
+            added.remove(task)
+            removed.remove(twin)
+    changed = []
+    for name, task in after.items():
+        was = before.get(name)
+        if was is None:
+            continue
+        keys = changed_keys(was, task)
+        if keys:
+            changed.append(TaskChange(was, task, keys, **_moved(was, task, now, end)))  # type: ignore[arg-type]
+    return ScheduleDiff(tuple(added), tuple(removed), tuple(renamed), tuple(changed), now, end)
+
+
+def time_of_day(task: Task) -> str | None:
+    """'02:00' when the task runs at one wall time each day it runs, else None."""
+    cron = task.cron
+    if cron is None or len(cron.minutes) != 1 or len(cron.hours) != 1:
+        return None
+    return f"{next(iter(cron.hours)):02d}:{next(iter(cron.minutes)):02d}"
+
+
+def move_summary(change: TaskChange) -> str:
+    """One sentence for a reviewer: 'this change moves X from 02:00 to 14:00 (UTC)'."""
+    old, new = change.old, change.new
+    name = new.name
+    if old.paused != new.paused:
+        return f"this change {'pauses' if new.paused else 'resumes'} {name}"
+    was, now = time_of_day(old), time_of_day(new)
+    same_days = (
+        old.cron is not None
+        and new.cron is not None
+        and (old.cron.days, old.cron.months, old.cron.weekdays, old.cron.day_star)
+        == (new.cron.days, new.cron.months, new.cron.weekdays, new.cron.day_star)
+    )
+    if was and now and same_days:
+        if was == now:
+            return f"this change moves {name} at {now} from {old.zone.name} to {new.zone.name}"
+        zones = old.zone.name if old.zone == new.zone else f"{old.zone.name} -> {new.zone.name}"
+        return f"this change moves {name} from {was} to {now} ({zones})"
+    return (
+        f"this change moves {name} from {old.schedule!r} ({old.zone.name}) "
+        f"to {new.schedule!r} ({new.zone.name})"
+    )

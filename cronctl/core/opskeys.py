@@ -1,0 +1,231 @@
+"""The operating keys of SPEC 9.2 (hosts, retries, jitter, pings, hooks, notify): their
+checks, their values on a Task, and the calendar checks `check` adds for them.
+
+Pure: no I/O, no clock. Kept apart from schema.py so that file's hunks stay small.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Any
+
+from cronctl.core.model import NOTIFY_MODES, Problem, Schedule, Task, format_duration
+from cronctl.core.values import check_text, parse_duration
+from cronctl.errors import DurationError
+
+MAX_RETRIES = 10
+DEFAULT_RETRY_DELAY = timedelta(seconds=30)
+# Host name characters plus the glob's own: a pattern with anything else can never match.
+# (Compiled on first use: `run` imports this module every minute.)
+_HOST_PATTERN = r"^[A-Za-z0-9._*?\[\]!-]+$"
+
+
+def _is_str(v: object) -> bool:
+    return isinstance(v, str)
+
+
+def _is_int(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_str_list(v: object) -> bool:
+    return isinstance(v, list) and all(isinstance(x, str) for x in v)
+
+
+OPS_KEYS: dict[str, tuple[Callable[[object], bool], str]] = {
+    "hosts": (_is_str_list, 'an array of host name patterns, e.g. ["web-*", "db1"]'),
+    "retries": (_is_int, "an integer 0-10"),
+    "retry_delay": (_is_str, 'a duration string such as "30s"'),
+    "jitter": (_is_str, 'a duration string such as "5m"'),
+    "ping_url": (_is_str, 'a URL string such as "https://hc-ping.com/UUID"'),
+    "on_failure": (_is_str, "a shell command string"),
+    "on_success": (_is_str, "a shell command string"),
+    "notify": (_is_str, 'one of "always", "change"'),
+}
+
+
+def ops_value_problem(key: str, value: Any) -> tuple[str, str] | None:
+    """Value checks of an operating key whose type is right: (message, code) or None."""
+    if key in ("retry_delay", "jitter"):
+        try:
+            parse_duration(value)
+        except DurationError as exc:
+            return f"{key!r}: {exc}", "bad-duration"
+    elif key == "retries" and not 0 <= value <= MAX_RETRIES:
+        return f"'retries' must be 0-{MAX_RETRIES}, not {value}", "bad-value"
+    elif key == "notify" and value not in NOTIFY_MODES:
+        return f'notify {value!r} is not one of "always", "change"', "bad-value"
+    elif key in ("on_failure", "on_success") and not value.strip():
+        return f"{key!r} must not be empty", "bad-value"
+    elif key in ("on_failure", "on_success") and (bad := check_text(key, value)):
+        return bad, "bad-value"
+    elif key == "ping_url":
+        return _url_problem(value)
+    elif key == "hosts":
+        return _hosts_problem(value)
+    return None
+
+
+def _url_problem(url: str) -> tuple[str, str] | None:
+    from urllib.parse import urlsplit  # already loaded by pathlib: costs nothing
+
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname or url != url.strip():
+        return (
+            "'ping_url' must be an http:// or https:// URL with a host, "
+            'e.g. "https://hc-ping.com/UUID"',
+            "bad-url",
+        )
+    if any(ch.isspace() or not ch.isprintable() for ch in url):
+        return "'ping_url' must not hold spaces or control characters", "bad-url"
+    return None
+
+
+def _hosts_problem(patterns: list[str]) -> tuple[str, str] | None:
+    if not patterns:
+        return (
+            "'hosts' is empty, so the task would run nowhere; list patterns such as "
+            '["web-*"], or remove the key to run everywhere',
+            "bad-hosts",
+        )
+    for pattern in patterns:
+        if not re.fullmatch(_HOST_PATTERN, pattern):
+            return (
+                f"hosts pattern {pattern!r} can never match a host name: use letters, digits, "
+                ". - _ and the globs * ? [...]",
+                "bad-hosts",
+            )
+        if pattern.count("[") != pattern.count("]"):
+            return (f"hosts pattern {pattern!r} has an unclosed [...] set", "bad-hosts")
+    return None
+
+
+def ops_fields(settings: dict[str, Any]) -> dict[str, Any]:
+    """The Task fields of the operating keys, from a task's merged, validated settings."""
+    fields: dict[str, Any] = {}
+    if "hosts" in settings:
+        fields["hosts"] = tuple(settings["hosts"])
+    if "retries" in settings:
+        fields["retries"] = settings["retries"]
+    if "retry_delay" in settings:
+        fields["retry_delay"] = parse_duration(settings["retry_delay"])
+    if "jitter" in settings:
+        fields["jitter"] = parse_duration(settings["jitter"])
+    for key in ("ping_url", "on_failure", "on_success", "notify"):
+        if key in settings:
+            fields[key] = settings[key]
+    return fields
+
+
+# At most this many occurrences are walked to find a task's shortest period.
+_PERIOD_SAMPLE = 1500
+
+
+def shortest_period(task: Task, now: datetime, below: timedelta | None = None) -> timedelta | None:
+    """The shortest gap between consecutive occurrences over the next year (sampled), or None
+    for a one-shot task. Stops early once a gap is `below` or shorter (enough to reject)."""
+    if task.cron is None:
+        return None
+    shortest: timedelta | None = None
+    previous = task.next_run(now)
+    horizon = now + timedelta(days=366)
+    for _ in range(_PERIOD_SAMPLE):
+        if previous is None or previous > horizon:
+            break
+        current = task.next_run(previous)
+        if current is None:
+            break
+        gap = current - previous
+        if shortest is None or gap < shortest:
+            shortest = gap
+            if (below is not None and shortest <= below) or shortest <= timedelta(minutes=1):
+                break
+        previous = current
+    return shortest
+
+
+def ops_problems(schedule: Schedule, now: datetime) -> list[Problem]:
+    """`check`'s problems with the operating keys that need the calendar: a jitter as long as
+    the task's shortest period (an error: one run would be pushed past the next), and retries
+    of an unguarded task that can outlast it (a warning)."""
+    found: list[Problem] = []
+    for task in schedule.tasks:
+        if task.jitter is not None:
+            period = shortest_period(task, now, below=task.jitter)
+            if period is not None and task.jitter >= period:
+                found.append(
+                    _problem(task, "error", "jitter-too-long", _jitter_message(task, period))
+                )
+        if task.retries and not (task.without_overlapping or task.on_one_server):
+            total = task.retry_delay * ((1 << task.retries) - 1)
+            period = shortest_period(task, now, below=total)
+            if period is not None and total >= period:
+                found.append(
+                    _problem(
+                        task,
+                        "warning",
+                        "retries-outlast-period",
+                        f"its retry delays add up to {format_duration(total)}, not less than its "
+                        f"shortest period ({format_duration(period)}): the retries of one "
+                        "occurrence may run beside the next; add without_overlapping (retries "
+                        "then stop when the next occurrence is due) or shorten retry_delay",
+                    )
+                )
+    return found
+
+
+def _jitter_message(task: Task, period: timedelta) -> str:
+    assert task.jitter is not None
+    return (
+        f"jitter {format_duration(task.jitter)} is not shorter than the task's shortest period "
+        f"({format_duration(period)}): a delayed run could reach the next one; make the jitter "
+        "shorter"
+    )
+
+
+def _problem(task: Task, severity: str, code: str, message: str) -> Problem:
+    return Problem(str(task.source), task.line, task.name, severity, code, message)
+
+
+def overdue_since(
+    task: Task, last_ok: datetime | None, first_seen: datetime | None, now: datetime
+) -> datetime | None:
+    """When the task became overdue (SPEC 9.4), or None if it is not.
+
+    Overdue: its last `ok` run (else, the first occurrence this machine saw) is older than two
+    of its periods plus its misfire grace; that is, the second occurrence after it, plus the
+    grace, has passed with no `ok` since. Periods are counted on the schedule, so a weekdays
+    task is not overdue over a weekend. A one-shot `at` task is never overdue (status notes it).
+    """
+    anchor = last_ok or first_seen
+    if task.cron is None or anchor is None:
+        return None
+    first = task.next_run(anchor)
+    second = task.next_run(first) if first is not None else None
+    if second is None:
+        return None
+    deadline = second + (task.misfire_grace or timedelta(0))
+    return deadline if now > deadline else None
+
+
+def jitter_offset(task: Task, host: str) -> float:
+    """A stable delay in [0, jitter) seconds from host and task name: a hash, not random, so
+    a machine's tasks keep their places minute after minute and machines spread apart."""
+    if task.jitter is None:
+        return 0.0
+    import hashlib
+
+    digest = hashlib.sha256(f"{host}\0{task.name}".encode()).digest()
+    fraction = int.from_bytes(digest[:8], "big") / 2**64
+    return fraction * task.jitter.total_seconds()
+
+
+def runs_on(task: Task, host: str) -> bool:
+    """Whether the task exists on the machine called `host` (no `hosts`: everywhere)."""
+    if not task.hosts:
+        return True
+    from fnmatch import fnmatchcase
+
+    return any(fnmatchcase(host, pattern) for pattern in task.hosts)

@@ -1,0 +1,91 @@
+"""Who a process is, from ``/proc``: pid, start time and boot, so a recycled pid is never mistaken.
+
+A pid alone names a process only while it lives: once it exits the kernel may hand the number
+to anything. ``(boot id, pid, start time)`` names one process for good: the start time is field
+22 of ``/proc/PID/stat`` (clock ticks since boot) and the boot id changes at every boot. The
+overlap lock records this identity for the task's command, so a lock whose descriptor a task
+closed can still be recognised as held (SPEC 4.2).
+
+Zombies count as gone: in a container whose pid 1 never reaps, an orphan stays a zombie forever.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+__all__ = ["ProcessId", "boot_id", "group_alive", "identify", "same_process_alive"]
+
+_PROC = Path("/proc")
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessId:
+    """One process for good: its pid, its start time in ticks since boot, and the boot."""
+
+    pid: int
+    start_ticks: int
+    boot: str
+
+
+@cache
+def boot_id() -> str:
+    """This boot's id (``/proc/sys/kernel/random/boot_id``), or "" where there is none."""
+    try:
+        return (_PROC / "sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
+def _stat_fields(pid: int) -> list[bytes] | None:
+    # "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses, so split after
+    # the last ")"; fields[0] is then the state (field 3) and fields[19] the start time (22).
+    try:
+        raw = (_PROC / str(pid) / "stat").read_bytes()
+    except OSError:
+        return None
+    fields = raw.rpartition(b")")[2].split()
+    return fields if len(fields) > 19 else None
+
+
+def identify(pid: int) -> ProcessId | None:
+    """The identity of live process ``pid``, or None when it is gone (or a zombie)."""
+    fields = _stat_fields(pid)
+    if fields is None or fields[0] in (b"Z", b"X"):
+        return None
+    return ProcessId(pid, int(fields[19]), boot_id())
+
+
+def same_process_alive(who: ProcessId) -> bool:
+    """Whether the process ``who`` names still runs (same boot, same pid, same start time)."""
+    if not who.boot or who.boot != boot_id():
+        return False
+    now = identify(who.pid)
+    return now is not None and now.start_ticks == who.start_ticks
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether process group ``pgid`` has a live (non-zombie) member.
+
+    Linux never reuses a number while a process group of that id has members, so a member
+    found here belongs to the group that was started under ``pgid``.
+    """
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # a member changed uid (setuid program): it exists
+    try:
+        with os.scandir(_PROC) as listing:
+            names = [entry.name for entry in listing if entry.name.isdigit()]
+    except OSError:
+        return True  # cannot tell the living from zombies: the safe answer is "alive"
+    return any(_in_group(name, pgid) for name in names)
+
+
+def _in_group(name: str, pgid: int) -> bool:
+    fields = _stat_fields(int(name))
+    return fields is not None and fields[0] not in (b"Z", b"X") and int(fields[2]) == pgid

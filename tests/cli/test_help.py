@@ -1,0 +1,46 @@
+"""Help a user can act on without the README; task names complete in the shell."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import Cli, write_schedule
+
+COMMANDS = ["check", "list", "next", "due", "init", "run", "work", "status", "history", "logs",
+            "pause", "resume", "import", "timeline", "export"]  # fmt: skip
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_help_states_defaults_and_uses_the_same_placeholders(cli: Cli, command: str) -> None:
+    out = cli(command, "--help", env={"COLUMNS": "200"}).stdout
+    assert "see README" not in out
+    assert "<str>" not in out and "<path>" not in out  # typer's generic placeholders
+    if "--file" in out:
+        assert "-f, --file FILE" in out and "$CRONCTL_FILE" in out
+    if "--now" in out:
+        assert "--now TIME" in out
+    if "--state-dir" in out:
+        assert "$CRONCTL_STATE_DIR" in out and "/var/lib/cronctl" in out
+    if "--format" in out:
+        assert "text, json, or github" in out
+
+
+def test_top_level_help_names_the_environment_variables(cli: Cli) -> None:
+    out = cli("--help", env={"COLUMNS": "200"}).stdout
+    for name in ("CRONCTL_FILE", "CRONCTL_STATE_DIR", "CRONCTL_LOCK_DIR", "CRONCTL_HOST",
+                 "CRONCTL_ENV", "NO_COLOR"):  # fmt: skip
+        assert name in out
+
+
+def test_shell_completion_offers_the_task_names(cli: Cli, tmp_path: Path) -> None:
+    tasks = [f'name = "{n}"\ncommand = "true"\nhourly = true'
+             for n in ("refresh-cache", "rotate-logs", "backup")]  # fmt: skip
+    write_schedule(tmp_path / "s.toml", tasks)
+    # `python -m cronctl` is the program name here; an installed `cronctl` reads
+    # _CRONCTL_COMPLETE.
+    env = {"_PYTHON _M CRONCTL_COMPLETE": "complete_bash", "COMP_CWORD": "4",
+           "COMP_WORDS": "cronctl logs -f s.toml r"}  # fmt: skip
+    result = cli(env=env)
+    assert result.stdout.split() == ["refresh-cache", "rotate-logs"]

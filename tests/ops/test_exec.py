@@ -1,0 +1,182 @@
+"""`cronctl exec`: run one task now, under its lock and timeout, recorded as manual."""
+
+from __future__ import annotations
+
+import json
+import signal
+import time
+from pathlib import Path
+
+from tests.helpers import Cli, write_schedule
+
+
+def _history(cli: Cli) -> list[dict[str, object]]:
+    result = cli("history", "--json")
+    assert result.returncode == 0, result.stderr
+    runs: list[dict[str, object]] = json.loads(result.stdout)["runs"]
+    return runs
+
+
+def test_exec_streams_output_logs_it_and_exits_with_the_tasks_code(
+    cli: Cli, tmp_path: Path
+) -> None:
+    write_schedule(
+        tmp_path / "schedules.toml",
+        [
+            'name = "job"\ncommand = "echo out-line; printf \'esc\\\\033[2J\\\\n\'; '
+            'echo err-line >&2; exit 7"\ndaily_at = "03:00"'
+        ],
+    )
+    result = cli("exec", "job")
+    assert result.returncode == 7
+    assert "out-line" in result.stdout and "err-line" in result.stdout
+    assert "esc^[[2J" in result.stdout and "\x1b" not in result.stdout
+    [run] = _history(cli)
+    assert run["trigger"] == "manual" and run["attempt"] == 1
+    assert run["outcome"] == "failed" and run["exit_code"] == 7
+    log = cli("logs", "job").stdout
+    assert "out-line" in log and "\x1b[2J" in log  # the log keeps the bytes
+
+
+def test_scheduled_runs_are_recorded_with_trigger_schedule_and_host(
+    cli: Cli, tmp_path: Path
+) -> None:
+    write_schedule(
+        tmp_path / "schedules.toml", ['name = "a"\ncommand = "true"\nevery_minute = true']
+    )
+    result = cli("run", "--now", "2026-08-03T09:00:00Z", "--json", "--host", "web-1")
+    [run] = json.loads(result.stdout)["runs"]
+    assert (run["trigger"], run["attempt"], run["host"]) == ("schedule", 1, "web-1")
+
+
+def test_exec_skips_conditions_and_claims_and_leaves_the_window_alone(
+    cli: Cli, tmp_path: Path
+) -> None:
+    write_schedule(
+        tmp_path / "schedules.toml",
+        [
+            'name = "guarded"\ncommand = "touch ran"\nevery_minute = true\nwhen = "false"\n'
+            "on_one_server = true"
+        ],
+    )
+    assert cli("exec", "guarded").returncode == 0
+    assert (tmp_path / "ran").exists()
+    locks = tmp_path / "home" / "state" / "cronctl" / "locks"
+    assert not list(locks.glob("claims/*")), "exec must not claim an occurrence"
+    # The schedule window is untouched: the first scheduled run starts at its own minute.
+    result = cli("run", "--now", "2026-08-03T09:00:00Z", "--json")
+    outcomes = [r["outcome"] for r in json.loads(result.stdout)["runs"]]
+    assert outcomes == ["skipped: condition"]
+
+
+def test_a_paused_task_runs_with_a_note(cli: Cli, tmp_path: Path) -> None:
+    write_schedule(tmp_path / "schedules.toml", ['name = "p"\ncommand = "true"\nhourly = true'])
+    assert cli("pause", "p").returncode == 0
+    result = cli("exec", "p")
+    assert result.returncode == 0
+    assert "task p is paused; running it anyway" in result.stderr
+
+
+def test_exec_refuses_while_the_task_runs_and_waits_with_wait(cli: Cli, tmp_path: Path) -> None:
+    write_schedule(
+        tmp_path / "schedules.toml",
+        [
+            'name = "slow"\ncommand = "touch started.$$; while [ ! -e release ]; do sleep 0.05; '
+            'done"\nhourly = true'
+        ],
+    )
+    first = cli.popen("exec", "slow")
+    deadline = time.monotonic() + 15
+    while not list(tmp_path.glob("started.*")):
+        assert time.monotonic() < deadline and first.poll() is None
+        time.sleep(0.02)
+    refused = cli("exec", "slow")
+    assert refused.returncode == 2
+    assert "task slow is running" in refused.stderr and "--wait" in refused.stderr
+    waiting = cli.popen("exec", "slow", "--wait")
+    assert waiting.stderr is not None
+    assert "task slow is running" in waiting.stderr.readline()  # it found the lock held
+    (tmp_path / "release").touch()
+    first.communicate(timeout=15)
+    waiting.communicate(timeout=15)
+    assert (first.returncode, waiting.returncode) == (0, 0)
+    assert len(list(tmp_path.glob("started.*"))) == 2
+    runs = _history(cli)
+    assert [r["outcome"] for r in runs] == ["ok", "ok"]
+
+
+def test_exec_of_a_task_for_other_hosts_is_refused(cli: Cli, tmp_path: Path) -> None:
+    write_schedule(
+        tmp_path / "schedules.toml",
+        ['name = "db"\ncommand = "touch ran"\nhourly = true\nhosts = ["db-*"]'],
+    )
+    result = cli("exec", "db", "--host", "web-1")
+    assert result.returncode == 2
+    assert "runs only on hosts matching db-*" in result.stderr
+    assert not (tmp_path / "ran").exists()
+    assert cli("exec", "db", "--host", "db-2").returncode == 0
+
+
+def test_exec_of_an_unknown_task_is_a_usage_error(cli: Cli, tmp_path: Path) -> None:
+    write_schedule(tmp_path / "schedules.toml", ['name = "a"\ncommand = "true"\nhourly = true'])
+    result = cli("exec", "nope")
+    assert result.returncode == 2 and "no task named 'nope'" in result.stderr
+
+
+def test_exec_exit_codes_for_timeout_and_a_command_that_cannot_start(
+    cli: Cli, tmp_path: Path
+) -> None:
+    write_schedule(
+        tmp_path / "schedules.toml",
+        [
+            'name = "slow"\ncommand = "sleep 30"\nhourly = true\ntimeout = "1s"',
+            'name = "gone"\ncommand = ["/nonexistent/program"]\nhourly = true',
+        ],
+    )
+    slow = cli("exec", "slow")
+    assert slow.returncode == 124 and "task slow timeout" in slow.stderr
+    gone = cli("exec", "gone")
+    assert gone.returncode == 127 and "task gone error" in gone.stderr
+
+
+def test_exec_refuses_while_a_scheduled_run_of_an_unguarded_task_is_running(
+    cli: Cli, tmp_path: Path
+) -> None:
+    write_schedule(
+        tmp_path / "schedules.toml",
+        [
+            'name = "free"\ncommand = "touch started; while [ ! -e release ]; do sleep 0.05; '
+            'done"\nevery_minute = true'
+        ],
+    )
+    scheduled = cli.popen("run", "--now", "2026-08-03T09:00:00Z")
+    deadline = time.monotonic() + 15
+    while not (tmp_path / "started").exists():
+        assert time.monotonic() < deadline and scheduled.poll() is None
+        time.sleep(0.02)
+    refused = cli("exec", "free")
+    (tmp_path / "release").touch()
+    with scheduled:
+        scheduled.communicate(timeout=15)
+    assert refused.returncode == 2 and "task free is running (pid" in refused.stderr
+
+
+def test_sigterm_to_exec_reaches_the_task_which_is_then_recorded(cli: Cli, tmp_path: Path) -> None:
+    write_schedule(
+        tmp_path / "schedules.toml",
+        [
+            'name = "trapper"\ncommand = "trap \'echo got-term; exit 5\' TERM; touch started; '
+            'sleep 30 & wait"\nhourly = true'
+        ],
+    )
+    process = cli.popen("exec", "trapper")
+    deadline = time.monotonic() + 15
+    while not (tmp_path / "started").exists():
+        assert time.monotonic() < deadline and process.poll() is None
+        time.sleep(0.02)
+    process.send_signal(signal.SIGTERM)
+    with process:
+        out, _ = process.communicate(timeout=15)
+    assert process.returncode == 5 and "got-term" in out
+    [run] = _history(cli)
+    assert (run["outcome"], run["exit_code"], run["trigger"]) == ("interrupted", 5, "manual")
