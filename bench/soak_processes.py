@@ -19,7 +19,12 @@ ledger first, then may sleep. Afterwards, from the ledgers and each machine's st
 
 Exit 0 when all hold, 1 otherwise.
 
-    /tmp/venv/bin/python bench/soak_processes.py [--seed 6] [--json bench/soak.json]
+`--postgresql`: the same day with coordination on a PostgreSQL the script starts (as
+tests/pg does): each machine has its own, unshared lock_dir, so only the store keeps them
+apart, and the store itself is crashed and restarted (`pg_ctl restart -m immediate`) at
+random steps while runs are in flight.
+
+    /tmp/venv/bin/python bench/soak_processes.py [--seed 6] [--postgresql] [--json bench/soak.json]
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ import time
 from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import _common as c
 
@@ -103,21 +109,61 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=6)
     p.add_argument("--mean-step", type=float, default=4.0, help="mean minutes between ticks (4)")
     p.add_argument("--kill-rate", type=float, default=0.1, help="share of runs killed (0.1)")
+    p.add_argument("--postgresql", action="store_true", help="coordinate on a PostgreSQL")
+    p.add_argument("--restart-rate", type=float, default=0.03, help="store crashes per step")
     args = p.parse_args()
     tool = c.Tool.find(args.cronctl)
     with c.Sandbox(args.keep, prefix="cronctl-soak-") as box:
-        result = soak(tool, box, args.seed, args.mean_step, args.kill_rate)
+        store = _start_store(box) if args.postgresql else None
+        try:
+            result = soak(tool, box, args.seed, args.mean_step, args.kill_rate,
+                          store, args.restart_rate)  # fmt: skip
+        finally:
+            if store is not None:
+                store.stop("immediate")
         c.write_json(args.json, result)
     sys.exit(0 if result["ok"] else 1)
 
 
-def soak(tool: c.Tool, box: c.Sandbox, seed: int, mean_step: float, kill_rate: float) -> dict:
+def _start_store(box: c.Sandbox) -> Any:
+    """A PostgreSQL in the sandbox, as the tests start theirs (tests/pg/conftest.py)."""
+    import os
+    import shutil
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "pg"))
+    from conftest import PgServer, _bindir
+
+    bindir = _bindir()
+    if bindir is None:
+        sys.exit("soak: --postgresql needs PostgreSQL installed (initdb not found)")
+    root = box.root / "pg"
+    root.mkdir()
+    if os.geteuid() == 0:
+        shutil.chown(box.root, "postgres")  # the server must reach its directory
+        shutil.chown(root, "postgres", "postgres")
+    server = PgServer(bindir, root, durable=True)
+    server.init()
+    server.start()
+    return server
+
+
+def soak(
+    tool: c.Tool,
+    box: c.Sandbox,
+    seed: int,
+    mean_step: float,
+    kill_rate: float,
+    store: Any = None,
+    restart_rate: float = 0.0,
+) -> dict:
     info = c.machine(tool, box.root)
     c.print_machine(info)
     rng = random.Random(seed)
     schedule = schedule_file(box.root / "schedules.toml")
     c.run_checked([str(tool.cronctl), "check", "-f", str(schedule)], box.env())
     locks = box.root / "locks"
+    coordination = {"CRONCTL_COORDINATION": store.url()} if store is not None else {}
+    restarts = 0
     machines = {
         name: {
             "state": box.root / f"state-{name}",
@@ -148,8 +194,16 @@ def soak(tool: c.Tool, box: c.Sandbox, seed: int, mean_step: float, kill_rate: f
             elif roll < 0.18:
                 at -= timedelta(minutes=rng.randint(1, 3))  # clock stepped back
             repeats = 2 if rng.random() < 0.08 else 1  # doubled tick
+            # With a store, each machine's lock_dir is its own: only the store keeps them apart.
+            lock_dir = box.root / f"locks-{name}" if store is not None else locks
             for _ in range(repeats):
-                procs.append((name, at, start_run(tool, box, schedule, m, locks, at)))
+                procs.append(
+                    (name, at, start_run(tool, box, schedule, m, lock_dir, at, coordination))
+                )
+        if store is not None and rng.random() < restart_rate:
+            time.sleep(rng.uniform(0.0, 0.3))  # while the runs are in flight
+            store.restart_immediate()
+            restarts += 1
         kill_at = {
             i: time.monotonic() + rng.uniform(0.05, 0.6)
             for i in range(len(procs))
@@ -174,13 +228,23 @@ def soak(tool: c.Tool, box: c.Sandbox, seed: int, mean_step: float, kill_rate: f
             print(f"  {minute:%H:%M} simulated after {elapsed:.0f} s, {steps} steps")
     time.sleep(1.0)  # tasks orphaned by a killed cronctl finish their sleep
     elapsed = time.monotonic() - started
-    return check_invariants(info, machines, seed, steps, elapsed)
+    result = check_invariants(info, machines, seed, steps, elapsed)
+    if store is not None:
+        result["postgresql"] = {"store_restarts": restarts}
+        print(f"store: PostgreSQL, crashed and restarted {restarts} times")
+    return result
 
 
 def start_run(
-    tool: c.Tool, box: c.Sandbox, schedule: Path, m: dict, locks: Path, at: datetime
+    tool: c.Tool,
+    box: c.Sandbox,
+    schedule: Path,
+    m: dict,
+    locks: Path,
+    at: datetime,
+    extra: dict[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
-    env = box.env(state=m["state"], locks=locks, SOAK_LEDGER=str(m["ledger"]))
+    env = box.env(state=m["state"], locks=locks, SOAK_LEDGER=str(m["ledger"]), **(extra or {}))
     now = at.strftime("%Y-%m-%dT%H:%M:%SZ")
     return subprocess.Popen(
         [str(tool.cronctl), "run", "-f", str(schedule), "--now", now],

@@ -15,7 +15,7 @@ from cronctl.core.model import Task
 from cronctl.edge.store import RunRow, Store
 
 if TYPE_CHECKING:
-    from cronctl.edge.locks import OverlapLock
+    from cronctl.edge.coord import HeldLock
     from cronctl.execute import RunContext
 
 RETRYABLE = ("failed", "timeout")
@@ -29,7 +29,7 @@ def execute(
     row: RunRow,
     env: dict[str, str],
     ctx: RunContext,
-    lock: OverlapLock | None,
+    lock: HeldLock | None,
 ) -> RunRow:
     """Run the command, again on failure while retries last; ping and hook around it all.
 

@@ -40,6 +40,8 @@ def lock_dir_warning(
     tasks = [t for t in schedule.tasks if t.on_one_server]
     if not tasks or schedule.settings.lock_dir_shared:
         return None
+    if schedule.settings.coordination or os.environ.get("CRONCTL_COORDINATION"):
+        return None  # claims live in the coordination store, not in lock_dir
     if only_if_present and not lock_dir.is_dir():
         return None
     from cronctl.edge.paths import filesystem_type, is_shared_fstype
@@ -82,3 +84,21 @@ def daily_notice(state_dir: Path, key: str) -> bool:
     finally:
         os.close(fd)
     return True
+
+
+def coordination_url(schedule: Schedule, flag: str | None, env: Mapping[str, str]) -> str | None:
+    """The coordination store's URL: --coordination, $CRONCTL_COORDINATION, [cronctl], or None
+    (files in lock_dir). An empty value counts as unset, as for lock_dir."""
+    for value, source in ((flag, "--coordination"), (env.get("CRONCTL_COORDINATION"), None)):
+        if not value:
+            continue
+        if not value.startswith(("postgresql://", "postgres://")):
+            from cronctl.errors import UsageError
+
+            # Never echo the value: it may hold a password.
+            raise UsageError(
+                f"{source or 'CRONCTL_COORDINATION'} must be a postgresql:// URL, e.g. "
+                "postgresql://cronctl@db.internal/ops?sslmode=verify-full"
+            )
+        return value
+    return schedule.settings.coordination

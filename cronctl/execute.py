@@ -9,6 +9,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
+from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from cronctl.core.due import Plan, Previous, plan
 from cronctl.core.model import Schedule, Task, format_duration, format_utc
 from cronctl.edge import locks
+from cronctl.edge.coord import Coordinator, HeldLock, StoreUnavailable, open_coordinator
 from cronctl.edge.paths import ensure_private_dir
 from cronctl.edge.store import RunRow, Store, TaskState
 from cronctl.errors import CronctlError
@@ -121,6 +123,10 @@ class RunContext:
     start: Callable[[runner.RunSpec], Running] = start_command
     condition: Callable[..., bool] = check_condition
     warn: Callable[[str], None] = field(default=lambda message: print(message, file=sys.stderr))
+    # Claims, overlap locks, pauses, fleet records (edge/coord); None: files in lock_dir.
+    coord: Coordinator | None = None
+    # Claims decided in one round trip before the tasks start, by run id (see _preclaim).
+    claimed: dict[str, bool] = field(default_factory=dict)
     # Issue 11: waits (jitter, retry delays) go through `sleep` so tests can pin the clock;
     # `on_done` hears each occurrence's final row as its task ends (live failure reports);
     # `output` gives a task's output lines to a sink (`work --output`).
@@ -167,7 +173,20 @@ def run_once(schedule: Schedule, now: datetime, ctx: RunContext) -> RunReport:
         ctx = replace(ctx, state_dir=ensure_private_dir(ctx.state_dir) / REHEARSAL_DIR)
     ensure_private_dir(ctx.state_dir)
     ensure_private_dir(ctx.lock_dir)
-    paused = locks.paused_tasks(ctx.lock_dir)
+    ctx = replace(ctx, coord=ctx.coord or open_coordinator(None, ctx.lock_dir), claimed={})
+    try:
+        return _run_once(schedule, now, ctx)
+    finally:
+        _coord(ctx).close()
+
+
+def _coord(ctx: RunContext) -> Coordinator:
+    assert ctx.coord is not None, "run_once sets the coordinator"
+    return ctx.coord
+
+
+def _run_once(schedule: Schedule, now: datetime, ctx: RunContext) -> RunReport:
+    paused = _paused(ctx)
     with Store.open(ctx.state_dir) as store:
         if ctx.dry_run:
             try:
@@ -182,8 +201,13 @@ def run_once(schedule: Schedule, now: datetime, ctx: RunContext) -> RunReport:
         for row in pending:
             by_task.setdefault(row.task, []).append(row)
         results: dict[str, RunRow] = {r.id: r for r in recovered + rows}
+        _preclaim(plans, by_task, ctx, now)
         for row in _run_all(store, plans, by_task, ctx):
             results[row.id] = row
+        if _coord(ctx).kind != "files" and not ctx.rehearsal:  # a store keeps fleet history
+            from cronctl.edge.coord.outbox import publish
+
+            publish(store, _coord(ctx), list(results.values()), ctx.state_dir)
         if now.minute == 0 and not ctx.rehearsal:
             # Never by a pretended future time: that would delete present-day data.
             _sweep(store, ctx, min(now, real_clock()))
@@ -192,6 +216,57 @@ def run_once(schedule: Schedule, now: datetime, ctx: RunContext) -> RunReport:
 
             write_metrics(schedule, store, now, ctx)
     return RunReport(now, list(results.values()))
+
+
+def _paused(ctx: RunContext) -> Mapping[str, object]:
+    """The operator pauses; none known when the store is unreachable (guarded tasks then
+    fail at their claim or lock, the others run: SPEC 8.2)."""
+    try:
+        return _coord(ctx).paused_tasks()
+    except StoreUnavailable as exc:
+        ctx.warn(f"cronctl: error: {exc}; guarded tasks are not started this minute")
+        return {}
+
+
+def _preclaim(
+    plans: Mapping[str, Plan], by_task: Mapping[str, list[RunRow]], ctx: RunContext, now: datetime
+) -> None:
+    """Claim the next occurrence of every on_one_server task without conditions in one round
+    trip. Tasks with when/skip claim after their conditions pass (SPEC 4.1): a condition may
+    hold on one machine only. A rehearsal never claims in the store (see _claim)."""
+    if ctx.rehearsal:
+        return
+    first = [
+        rows[0]
+        for name, rows in by_task.items()
+        if (task := plans[name].task).on_one_server and not task.when and not task.skip
+    ]
+    if not first:
+        return
+    try:
+        won = _coord(ctx).claim(
+            [(r.task, r.occurrence) for r in first], host=ctx.host, pid=ctx.pid, now=now
+        )
+    except StoreUnavailable:
+        return  # each task then meets the store's failure at its own claim
+    ctx.claimed.update({r.id: (r.task, r.occurrence) in won for r in first})
+
+
+def _claim(task: Task, row: RunRow, ctx: RunContext, now: datetime) -> bool:
+    if ctx.rehearsal:
+        # A claim taken for a pretended future occurrence would make the real one, when its
+        # time comes, look run by another server: rehearsals claim among themselves, apart
+        # (machines rehearsing the same future still run each occurrence once), in lock_dir
+        # also when a coordination store holds the real claims.
+        lock_dir = ensure_private_dir(ctx.lock_dir / REHEARSAL_DIR, within=ctx.lock_dir)
+        return locks.claim_occurrence(
+            lock_dir, task.name, row.occurrence, host=ctx.host, pid=ctx.pid, now=now
+        )
+    won = ctx.claimed.pop(row.id, None)
+    if won is None:
+        claim = (task.name, row.occurrence)
+        won = claim in _coord(ctx).claim([claim], host=ctx.host, pid=ctx.pid, now=now)
+    return won
 
 
 def _plan_all(
@@ -354,7 +429,7 @@ _RESULT_FIELDS = (
 
 def _run_occurrence(store: Store, task: Task, row: RunRow, ctx: RunContext) -> RunRow:
     # Imported here, not at the top: a `run` with nothing due never needs it.
-    from cronctl.outcomes import NOT_STARTED, still_running
+    from cronctl.outcomes import NOT_STARTED
 
     if task.jitter is not None:
         from cronctl.core.opskeys import jitter_offset
@@ -371,12 +446,22 @@ def _run_occurrence(store: Store, task: Task, row: RunRow, ctx: RunContext) -> R
     if ctx.tracker is not None and ctx.tracker.stopping:
         # Told to stop while a condition ran: take no claim that another server could use.
         return replace(row, outcome="interrupted", message=NOT_STARTED)
+    try:
+        return _guarded(store, task, row, env, ctx, now)
+    except StoreUnavailable as exc:
+        return replace(row, outcome="error", message=str(exc))
+
+
+def _guarded(
+    store: Store, task: Task, row: RunRow, env: dict[str, str], ctx: RunContext, now: datetime
+) -> RunRow:
+    from cronctl.outcomes import still_running
+
     if task.on_one_server and not _claim(task, row, ctx, now):
         return replace(row, outcome="skipped: another server")
     lock = None
     if task.without_overlapping:
-        attempt = locks.try_overlap_lock(
-            ctx.lock_dir,
+        attempt = _coord(ctx).try_overlap(
             task.name,
             lease=task.overlap_lease,
             now=now,
@@ -404,6 +489,9 @@ def _run_occurrence(store: Store, task: Task, row: RunRow, ctx: RunContext) -> R
     finally:
         if lock is not None:
             lock.release()
+            # A store lock whose session was lost under the task and not taken back says so.
+            if lost := getattr(lock, "lost", None):
+                ctx.warn(f"cronctl: warning: task {task.name}: {lost} while it ran")
 
 
 def _execute(
@@ -412,7 +500,7 @@ def _execute(
     row: RunRow,
     env: dict[str, str],
     ctx: RunContext,
-    lock: locks.OverlapLock | None,
+    lock: HeldLock | None,
 ) -> RunRow:
     log_dir = ensure_private_dir(ctx.state_dir / "logs" / task.name, within=ctx.state_dir)
     log_path = log_dir / f"{row.id}.log"
@@ -456,18 +544,6 @@ def _execute(
     )
 
 
-def _claim(task: Task, row: RunRow, ctx: RunContext, now: datetime) -> bool:
-    lock_dir = ctx.lock_dir
-    if ctx.rehearsal:
-        # A claim taken for a pretended future occurrence would make the real one, when its
-        # time comes, look run by another server: rehearsals claim among themselves, apart
-        # (machines rehearsing the same future still run each occurrence once).
-        lock_dir = ensure_private_dir(lock_dir / REHEARSAL_DIR, within=lock_dir)
-    return locks.claim_occurrence(
-        lock_dir, task.name, row.occurrence, host=ctx.host, pid=ctx.pid, now=now
-    )
-
-
 def _task_env(task: Task, row: RunRow, ctx: RunContext) -> dict[str, str]:
     env = dict(ctx.env)
     env.update(task.env)
@@ -492,10 +568,13 @@ def _dry_outcome(row: RunRow, task: Task, ctx: RunContext) -> RunRow:
     """What would happen, found without running anything or taking any claim or lock."""
     if row.outcome != "pending":
         return row
-    if task.on_one_server and locks.claim_exists(ctx.lock_dir, task.name, row.occurrence):
-        return replace(row, outcome="skipped: another server")
-    if task.without_overlapping and locks.overlap_held(ctx.lock_dir, task.name):
-        return replace(row, outcome="skipped: still running")
+    try:
+        if task.on_one_server and _coord(ctx).claimed(task.name, row.occurrence):
+            return replace(row, outcome="skipped: another server")
+        if task.without_overlapping and _coord(ctx).overlap_held(task.name):
+            return replace(row, outcome="skipped: still running")
+    except StoreUnavailable as exc:
+        return replace(row, outcome="error", message=str(exc))
     # Printed as "would run (when/skip not evaluated)": the outcome already says "dry run".
     note = "when/skip not evaluated" if task.when or task.skip else ""
     return replace(row, outcome="would run", message=note)
@@ -576,7 +655,8 @@ def _sweep(store: Store, ctx: RunContext, now: datetime) -> None:
     """Hourly housekeeping: old claims, logs and history rows."""
     from cronctl.edge import runner
 
-    locks.sweep_claims(ctx.lock_dir, now=now)
+    with suppress(StoreUnavailable):  # housekeeping waits for the next hour
+        _coord(ctx).sweep(now)
     runner.sweep_logs(ctx.state_dir / "logs", now=now, max_age=LOG_RETENTION)
     store.prune(now - HISTORY_RETENTION)
 

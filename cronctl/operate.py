@@ -7,12 +7,16 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cronctl.core.model import Schedule, Task
 from cronctl.edge import locks
 from cronctl.edge.paths import ensure_private_dir, verify_dir
 from cronctl.edge.store import RunRow, Store, TaskState
 from cronctl.errors import UsageError
+
+if TYPE_CHECKING:
+    from cronctl.edge.coord import Coordinator
 
 
 @dataclass(frozen=True)
@@ -65,10 +69,18 @@ def _known_task(store: Store, schedule: Schedule | None, name: str) -> None:
 
 
 def status(
-    schedule: Schedule, state_dir: Path, lock_dir: Path, now: datetime, host: str | None = None
+    schedule: Schedule,
+    state_dir: Path,
+    lock_dir: Path,
+    now: datetime,
+    host: str | None = None,
+    coord: Coordinator | None = None,
 ) -> StatusResult:
-    """Last run, outcome, next run, pause, failures in a row and missed count, per task."""
-    paused = locks.paused_tasks(lock_dir)
+    """Last run, outcome, next run, pause, failures in a row and missed count, per task.
+
+    Pauses come from ``coord`` (the coordination store) when given, else from lock_dir.
+    """
+    paused = coord.paused_tasks() if coord else locks.paused_tasks(lock_dir)
     rows: list[StatusRow] = []
     with _store(state_dir) as store:
         states = store.states()
@@ -200,19 +212,27 @@ def pause(
     now: datetime,
     host: str,
     user: str,
+    coord: Coordinator | None = None,
 ) -> None:
-    """Mark a task paused in lock_dir, so every machine sharing it skips the task."""
+    """Mark a task paused in lock_dir (or the coordination store), so every machine sharing
+    it skips the task."""
     _require_task(schedule, name)
+    if coord is not None:
+        coord.set_pause(name, reason=reason, now=now, host=host, user=user)
+        return
     locks.set_pause(
         ensure_private_dir(lock_dir), name, reason=reason, now=now, host=host, user=user
     )
 
 
-def resume(schedule: Schedule, lock_dir: Path, name: str) -> bool:
+def resume(schedule: Schedule, lock_dir: Path, name: str, coord: Coordinator | None = None) -> bool:
     """Clear an operator pause; False if the task was not paused that way."""
     task = _require_task(schedule, name)
-    # Unlinking goes through lock_dir/paused: never through a planted link (SPEC 6).
-    cleared = verify_dir(lock_dir) and locks.clear_pause(lock_dir, name)
+    if coord is not None:
+        cleared = coord.clear_pause(name)
+    else:
+        # Unlinking goes through lock_dir/paused: never through a planted link (SPEC 6).
+        cleared = verify_dir(lock_dir) and locks.clear_pause(lock_dir, name)
     if not cleared and task.paused:
         raise UsageError(
             f"task {name!r} is paused by `paused = true` in {task.source}; "

@@ -16,12 +16,13 @@ from cronctl.edge.store import RunRow
 
 if TYPE_CHECKING:
     from cronctl.edge import runner
+    from cronctl.edge.coord import HeldLock
 
 __all__ = ["NOT_STARTED", "OVERDUE_SLACK", "record_command", "result_message", "still_running"]
 
 
 def record_command(
-    task: Task, lock: locks.OverlapLock | None, pid: object, warn: Callable[[str], None]
+    task: Task, lock: HeldLock | None, pid: object, warn: Callable[[str], None]
 ) -> None:
     """Name the started command in the overlap lock's holder record; never stops the run.
 

@@ -97,6 +97,15 @@ HostOpt = Annotated[
         show_default=False,
     ),
 ]
+CoordOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--coordination",
+        help="postgresql:// URL of the fleet's coordination store (default: "
+        "$CRONCTL_COORDINATION, then [cronctl] coordination; none: files in lock_dir).",
+        show_default=False,
+    ),
+]
 
 
 def _version(value: bool) -> None:
@@ -346,10 +355,13 @@ def run(
     state_dir: StateOpt = None,
     lock_dir: LockOpt = None,
     host: HostOpt = None,
+    coordination: CoordOpt = None,
 ) -> None:
     """Run what is due now (call it from cron every minute). Exit 1 if a task failed."""
     raise typer.Exit(
-        run_command(file, now, dry_run, verbose, strict, as_json, state_dir, lock_dir, host)
+        run_command(
+            file, now, dry_run, verbose, strict, as_json, state_dir, lock_dir, host, coordination
+        )
     )
 
 
@@ -364,6 +376,7 @@ def work(
     state_dir: StateOpt = None,
     lock_dir: LockOpt = None,
     host: HostOpt = None,
+    coordination: CoordOpt = None,
     output: Annotated[
         bool,
         typer.Option("--output", help="Print each task's output lines, prefixed with its name."),
@@ -375,7 +388,9 @@ def work(
 
     schedule = load_schedule(file)
     fail_on_errors(schedule)
-    ctx = run_context(schedule, state_dir, lock_dir, strict, False, verbose=True, host=host)
+    ctx = run_context(
+        schedule, state_dir, lock_dir, strict, False, True, host=host, coordination=coordination
+    )
 
     def paths() -> list[Path]:
         return schedule_paths(file, os.environ)

@@ -106,13 +106,17 @@ def run_context(
     dry_run: bool,
     verbose: bool = False,
     host: str | None = None,
+    coordination: str | None = None,
 ) -> RunContext:
     """Where the run's data lives and how it behaves; refuses a local lock_dir if asked."""
     from cronctl import dirs
+    from cronctl.edge.coord import open_coordinator
     from cronctl.execute import RunContext, real_clock
 
     states, locks = dirs.data_dirs(schedule, state_dir, lock_dir, os.environ)
-    warning = dirs.lock_dir_warning(schedule, locks)
+    url = dirs.coordination_url(schedule, coordination, os.environ)
+    # With a coordination store, claims do not live in lock_dir: whether it is shared is moot.
+    warning = None if url else dirs.lock_dir_warning(schedule, locks)
     if warning is not None:
         production = os.environ.get("CRONCTL_ENV") == "production"
         if strict or production:
@@ -134,6 +138,7 @@ def run_context(
         clock=real_clock,
         dry_run=dry_run,
         max_parallel=schedule.settings.max_parallel,
+        coord=open_coordinator(url, locks),
     )
 
 
@@ -163,6 +168,7 @@ def run_command(
     state_dir: Path | None,
     lock_dir: Path | None,
     host: str | None = None,
+    coordination: str | None = None,
 ) -> int:
     """`cronctl run`: the exit code (0, or 1 when a task failed)."""
     from cronctl.cli.render import render_run
@@ -171,7 +177,7 @@ def run_command(
     schedule = load_schedule(files)
     fail_on_errors(schedule)
     instant = parse_instant(now)
-    ctx = run_context(schedule, state_dir, lock_dir, strict, dry_run, verbose, host)
+    ctx = run_context(schedule, state_dir, lock_dir, strict, dry_run, verbose, host, coordination)
     if now is not None:
         ctx = pretended(ctx, instant, dry_run)
     schedule = this_host(schedule, ctx.host)

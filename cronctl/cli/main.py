@@ -23,7 +23,8 @@ if TYPE_CHECKING:
 _RUN_FLAGS = {"--dry-run": "dry_run", "-v": "verbose", "--verbose": "verbose",
               "--strict": "strict", "--json": "as_json"}  # fmt: skip
 _RUN_VALUES = {"-f": "files", "--file": "files", "--now": "now", "--state-dir": "state_dir",
-               "--lock-dir": "lock_dir", "--host": "host"}  # fmt: skip
+               "--lock-dir": "lock_dir", "--host": "host",
+               "--coordination": "coordination"}  # fmt: skip
 
 
 def parse_run(args: Sequence[str]) -> dict[str, object] | None:
@@ -31,6 +32,7 @@ def parse_run(args: Sequence[str]) -> dict[str, object] | None:
     options: dict[str, object] = {
         "files": None, "now": None, "dry_run": False, "verbose": False, "strict": False,
         "as_json": False, "state_dir": None, "lock_dir": None, "host": None,
+        "coordination": None,
     }  # fmt: skip
     queue = list(args)
     while queue:
@@ -47,7 +49,7 @@ def parse_run(args: Sequence[str]) -> dict[str, object] | None:
                 files = options["files"] or []
                 assert isinstance(files, list)
                 options["files"] = [*files, Path(value)]
-            elif key in ("now", "host"):
+            elif key in ("now", "host", "coordination"):
                 options[key] = value
             else:
                 options[key] = Path(value)
@@ -84,6 +86,7 @@ def _dispatch(argv: Sequence[str]) -> int | None:
 def _full_app() -> typer.Typer:
     """The typer app with every command registered, once per process (tests call main often)."""
     from cronctl.cli import (
+        doctor_cmd,  # noqa: F401  (registers doctor)
         exec_cmd,  # noqa: F401  (registers exec)
         ops,  # noqa: F401  (registers status, history, logs, pause, resume)
     )

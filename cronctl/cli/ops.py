@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from cronctl.cli.app import (
+    CoordOpt,
     FileOpt,
     HostOpt,
     JsonOpt,
@@ -25,6 +26,7 @@ from cronctl.cli.complete import task_names
 
 if TYPE_CHECKING:
     from cronctl.core.model import Schedule
+    from cronctl.edge.coord import Coordinator
 
 NameArg = Annotated[
     str,
@@ -32,6 +34,18 @@ NameArg = Annotated[
         metavar="NAME", help="Task name.", show_default=False, autocompletion=task_names
     ),
 ]
+FleetOpt = Annotated[
+    bool, typer.Option("--fleet", help="Every machine's, from the coordination store.")
+]
+
+
+def _coord(schedule: Schedule, locks: Path, flag: str | None) -> Coordinator | None:
+    """The coordination store when one is configured (None: files in lock_dir)."""
+    from cronctl import dirs
+    from cronctl.edge.coord import open_coordinator
+
+    url = dirs.coordination_url(schedule, flag, os.environ)
+    return open_coordinator(url, locks) if url else None
 
 
 def _dirs(
@@ -51,6 +65,8 @@ def status(
     now: NowOpt = None,
     state_dir: StateOpt = None,
     lock_dir: LockOpt = None,
+    fleet: FleetOpt = False,
+    coordination: CoordOpt = None,
     host: HostOpt = None,
     check: Annotated[
         bool, typer.Option("--check", help="Exit 1 when a task is failing or overdue.")
@@ -63,7 +79,14 @@ def status(
     from cronctl.cli.render import render_status
 
     schedule, states, locks = _dirs(file, state_dir, lock_dir)
-    result = operate.status(schedule, states, locks, parse_instant(now), host_name(host))
+    coord = _coord(schedule, locks, coordination)
+    if fleet:
+        from cronctl.cli.render import render_fleet_status
+        from cronctl.fleet import fleet_status
+
+        render_fleet_status(fleet_status(schedule, coord), as_json)
+        return
+    result = operate.status(schedule, states, locks, parse_instant(now), host_name(host), coord)
     render_status(result, as_json)
     if schedule.errors:
         # As `list`: the good tasks are shown, but a broken file is never an exit 0.
@@ -93,12 +116,27 @@ def history(
     as_json: JsonOpt = False,
     state_dir: StateOpt = None,
     lock_dir: LockOpt = None,
+    fleet: FleetOpt = False,
+    host: Annotated[
+        str | None, typer.Option("--host", help="With --fleet: only this machine's runs.")
+    ] = None,
+    coordination: CoordOpt = None,
 ) -> None:
-    """Past runs on this machine, newest first."""
+    """Past runs on this machine (--fleet: on every machine), newest first."""
     from cronctl import operate
     from cronctl.cli.render import render_history
 
-    schedule, states, _ = _dirs(file, state_dir, lock_dir)
+    schedule, states, locks = _dirs(file, state_dir, lock_dir)
+    if fleet:
+        from cronctl.fleet import fleet_history
+
+        coord = _coord(schedule, locks, coordination)
+        render_history(fleet_history(coord, name, host, limit), as_json, hosts=True)
+        return
+    if host is not None:
+        from cronctl.errors import UsageError
+
+        raise UsageError("--host filters the fleet history: add --fleet")
     render_history(operate.history(states, name, limit, schedule), as_json)
 
 
@@ -150,14 +188,20 @@ def pause(
     file: FileOpt = None,
     state_dir: StateOpt = None,
     lock_dir: LockOpt = None,
+    host: HostOpt = None,
+    coordination: CoordOpt = None,
 ) -> None:
-    """Pause a task on every machine that shares the lock directory."""
+    """Pause a task on every machine that shares the lock directory (or coordination store)."""
     from cronctl import operate
+    from cronctl.cli.common import host_name
 
     schedule, _, locks = _dirs(file, state_dir, lock_dir)
+    coord = _coord(schedule, locks, coordination)
     user = os.environ.get("USER") or os.environ.get("LOGNAME") or str(os.getuid())
-    operate.pause(schedule, locks, name, reason, parse_instant(None), os.uname().nodename, user)
-    print(f"paused {name} (lock_dir {locks}); `cronctl resume {name}` undoes it", file=sys.stderr)
+    me = host_name(host)
+    operate.pause(schedule, locks, name, reason, parse_instant(None), me, user, coord)
+    where = coord.describe() if coord else f"lock_dir {locks}"
+    print(f"paused {name} ({where}); `cronctl resume {name}` undoes it", file=sys.stderr)
 
 
 @app.command()
@@ -166,12 +210,13 @@ def resume(
     file: FileOpt = None,
     state_dir: StateOpt = None,
     lock_dir: LockOpt = None,
+    coordination: CoordOpt = None,
 ) -> None:
     """Resume a paused task; it realigns to its next occurrence, nothing is caught up."""
     from cronctl import operate
 
     schedule, _, locks = _dirs(file, state_dir, lock_dir)
-    if operate.resume(schedule, locks, name):
+    if operate.resume(schedule, locks, name, _coord(schedule, locks, coordination)):
         print(f"resumed {name}", file=sys.stderr)
     else:
         print(f"{name} was not paused", file=sys.stderr)

@@ -439,17 +439,19 @@ def _status_note(row: Any) -> str:
     return note
 
 
-def render_history(runs: Sequence[Any], as_json: bool) -> None:
-    """`history`: one row per run, newest first."""
+def render_history(runs: Sequence[Any], as_json: bool, hosts: bool = False) -> None:
+    """`history`: one row per run, newest first (`hosts`: with a HOST column, for --fleet)."""
     if as_json:
         emit_json({"runs": [run_json(r) for r in runs]})
         return
+    host = ["HOST"] if hosts else []
     table(
-        ["ID", "TASK", "OCCURRENCE", "OUTCOME", "EXIT", "STARTED", "DURATION"],
+        ["ID", "TASK", *host, "OCCURRENCE", "OUTCOME", "EXIT", "STARTED", "DURATION"],
         [
             [
                 r.id,
                 r.task,
+                *([r.host] if hosts else []),
                 format_utc(r.occurrence),
                 r.outcome,
                 _exit_text(r),
@@ -460,6 +462,42 @@ def render_history(runs: Sequence[Any], as_json: bool) -> None:
         ],
         drop=("STARTED", "EXIT", "DURATION", "ID"),
     )
+
+
+def render_fleet_status(result: Any, as_json: bool) -> None:
+    """`status --fleet`: one row per task and machine, with a HOST column."""
+    if as_json:
+        emit_json(
+            {
+                "tasks": [
+                    {
+                        "name": row.task,
+                        "host": row.host,
+                        "paused": row.paused,
+                        "pause_reason": row.pause_reason,
+                        "last_run": run_json(row.last_run) if row.last_run else None,
+                    }
+                    for row in result.rows
+                ]
+            }
+        )
+        return
+    rows = []
+    for row in result.rows:
+        last = row.last_run
+        rows.append(
+            [
+                row.task,
+                row.host or "-",
+                format_utc(last.occurrence) if last else "-",
+                last.outcome if last else "-",
+                f"{last.duration_s:.1f}s" if last and last.duration_s is not None else "-",
+                "paused" + (f" ({row.pause_reason})" if row.pause_reason else "")
+                if row.paused
+                else "",
+            ]
+        )
+    table(["TASK", "HOST", "LAST RUN", "OUTCOME", "DURATION", "PAUSED"], rows)
 
 
 def _exit_text(row: Any) -> str:

@@ -42,6 +42,7 @@ class Settings:
     lock_dir: Path | None = None
     lock_dir_shared: bool = False
     max_parallel: int = 8
+    coordination: str | None = None  # a postgresql:// URL (SPEC 8)
     herd_limit: int = 20  # more tasks than this in one minute is a herd (check warns)
     metrics_file: Path | None = None
 

@@ -104,6 +104,7 @@ SETTINGS_KEYS: dict[str, _Check] = {
     "lock_dir": (_is_str, "a directory path string"),
     "lock_dir_shared": (_is_bool, "true or false"),
     "max_parallel": (_is_int, "a positive integer"),
+    "coordination": (_is_str, 'a "postgresql://..." URL string'),
     "herd_limit": (_is_int, "a positive integer"),
     "metrics_file": (_is_str, "a file path string"),
 }
@@ -237,6 +238,10 @@ def _parse_settings(table: dict[str, Any], base: Path, rep: _Reporter) -> None:
         if key == "max_parallel" and value < 1:
             rep.add(line, None, "bad-value", "'max_parallel' must be at least 1")
             continue
+        if key == "coordination" and not value.startswith(("postgresql://", "postgres://")):
+            # The value is not echoed: it may hold a password.
+            rep.add(line, None, "bad-value", "'coordination' must be a postgresql:// URL")
+            continue
         if key == "herd_limit" and value < 1:
             rep.add(line, None, "bad-value", "'herd_limit' must be at least 1")
             continue
@@ -266,6 +271,7 @@ def build_settings(values: dict[str, Any]) -> Settings:
         lock_dir=values.get("lock_dir"),
         lock_dir_shared=values.get("lock_dir_shared", False),
         max_parallel=values.get("max_parallel", 8),
+        coordination=values.get("coordination"),
         herd_limit=values.get("herd_limit", 20),
         metrics_file=values.get("metrics_file"),
     )

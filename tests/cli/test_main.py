@@ -13,7 +13,7 @@ from tests.helpers import Cli, write_schedule
 
 DEFAULTS = {
     "files": None, "now": None, "dry_run": False, "verbose": False, "strict": False,
-    "as_json": False, "state_dir": None, "lock_dir": None, "host": None,
+    "as_json": False, "state_dir": None, "lock_dir": None, "host": None, "coordination": None,
 }  # fmt: skip
 
 
@@ -26,6 +26,7 @@ DEFAULTS = {
         (["-f", "a.toml", "--file=b.toml"], {"files": [Path("a.toml"), Path("b.toml")]}),
         (["--now", "2026-08-03T09:00:00Z"], {"now": "2026-08-03T09:00:00Z"}),
         (["--state-dir", "/s", "--lock-dir=/l"], {"state_dir": Path("/s"), "lock_dir": Path("/l")}),
+        (["--coordination", "postgresql://db/x"], {"coordination": "postgresql://db/x"}),
     ],
 )  # fmt: skip
 def test_plain_run_command_lines_are_parsed_without_typer(

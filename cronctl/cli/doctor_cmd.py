@@ -1,0 +1,37 @@
+"""`cronctl doctor`: check this machine's set-up; exit 1 when anything needs attention."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import typer
+
+from cronctl.cli.app import CoordOpt, FileOpt, HostOpt, LockOpt, StateOpt, app, load_schedule
+
+_MARK = {"ok": "ok     ", "warning": "WARN   ", "problem": "PROBLEM"}
+
+
+@app.command()
+def doctor(
+    file: FileOpt = None,
+    state_dir: StateOpt = None,
+    lock_dir: LockOpt = None,
+    host: HostOpt = None,
+    coordination: CoordOpt = None,
+) -> None:
+    """Check directories, lock sharing, the coordination store and the clock (exit 1: fix)."""
+    from cronctl import dirs
+    from cronctl.cli.common import host_name
+    from cronctl.doctor import doctor as run_doctor
+
+    schedule = load_schedule(file)
+    states, locks = dirs.data_dirs(schedule, state_dir, lock_dir, os.environ)
+    url = dirs.coordination_url(schedule, coordination, os.environ)
+    result = run_doctor(schedule, Path(states), Path(locks), url)
+    print(f"ok      this machine is {host_name(host)!r} in claims, locks and history")
+    for finding in result.findings:
+        print(f"{_MARK[finding.level]} {finding.subject}: {finding.message}")
+        if finding.advice and finding.level != "ok":
+            print(f"        -> {finding.advice}")
+    raise typer.Exit(0 if result.ok else 1)

@@ -1,0 +1,350 @@
+"""Faults with real processes against a real PostgreSQL: cronctl killed, the server crashed,
+stopped, a lock's session cut. The invariants: an on_one_server occurrence runs at most once,
+a without_overlapping task never runs twice at once, the history stays complete."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from cronctl.edge.coord.postgres import PostgresCoordinator
+from tests.helpers import Cli, write_schedule
+from tests.pg.conftest import PgServer
+
+T = "2026-08-03T09:00:00Z"
+T1 = "2026-08-03T09:01:00Z"
+T2 = "2026-08-03T09:02:00Z"
+# The task says it started (its pid), then waits for the test to let it finish.
+LONG = "echo $$ > started; while [ ! -e release ]; do sleep 0.05; done; echo done >> finished"
+
+
+def _wait_for(predicate: Callable[[], bool], what: str, limit: float = 30.0) -> None:
+    """Poll until true (a bound against hanging, not a timing assertion)."""
+    deadline = time.monotonic() + limit
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up waiting for {what}")
+        time.sleep(0.05)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.fixture
+def fleet(cli: Cli, pg_url: str, tmp_path: Path) -> Iterator[Callable[..., object]]:
+    """Run cronctl as machine NAME (its own state dir and host) against the test's store."""
+    write_schedule(
+        tmp_path / "schedules.toml",
+        [
+            f'name = "long"\ncron = "* * * * *"\ncommand = "{LONG}"\n'
+            "on_one_server = true\nwithout_overlapping = true",
+            'name = "free"\ncron = "* * * * *"\ncommand = "echo $CRONCTL_OCCURRENCE >> free.log"',
+        ],
+    )
+
+    def env(host: str) -> dict[str, str]:
+        return {"CRONCTL_HOST": host, "CRONCTL_COORDINATION": pg_url,
+                "CRONCTL_STATE_DIR": str(tmp_path / host)}  # fmt: skip
+
+    def run(host: str, *args: str, background: bool = False) -> object:
+        if background:
+            return cli.popen(*args, env=env(host))
+        return cli(*args, env=env(host))
+
+    yield run
+    (tmp_path / "release").touch()
+
+
+def _outcomes(result: object) -> dict[str, str]:
+    runs = json.loads(result.stdout)["runs"]  # type: ignore[attr-defined]
+    return {r["task"]: r["outcome"] for r in runs}
+
+
+def _coord(pg_url: str) -> PostgresCoordinator:
+    return PostgresCoordinator(pg_url)
+
+
+def test_kill_9_of_cronctl_leaves_the_lock_with_the_running_task(
+    fleet: Callable[..., object], pg_url: str, tmp_path: Path
+) -> None:
+    a = fleet("a", "run", "--now", T, background=True)
+    _wait_for(lambda: (tmp_path / "started").exists(), "the task to start")
+    task_pid = int((tmp_path / "started").read_text())
+    a.kill()  # type: ignore[attr-defined]  (SIGKILL)
+    a.communicate(timeout=30)  # type: ignore[attr-defined]
+    assert _alive(task_pid)
+    store = _coord(pg_url)
+    try:
+        assert store.overlap_held("long")
+        assert (
+            _outcomes(fleet("b", "run", "--json", "--now", T1))["long"] == "skipped: still running"
+        )
+        (tmp_path / "release").touch()
+        _wait_for(lambda: not _alive(task_pid), "the task to end")
+        _wait_for(lambda: not store.overlap_held("long"), "the server to free the lock")
+    finally:
+        store.close()
+    # a's next run closes the interrupted row and publishes it: the fleet history is complete.
+    fleet("a", "run", "--now", T2)
+    history = json.loads(fleet("a", "history", "--fleet", "--json", "--host", "a").stdout)
+    mine = {(r["task"], r["occurrence"]): r["outcome"] for r in history["runs"]}
+    assert mine[("long", T)] == "error"
+    assert all(r["host"] == "a" for r in history["runs"])
+
+
+def test_server_crash_mid_run_keeps_claims_and_the_lock(
+    fleet: Callable[..., object], pg_url: str, pg_server: PgServer, tmp_path: Path
+) -> None:
+    a = fleet("a", "run", "--json", "--now", T, background=True)
+    _wait_for(lambda: (tmp_path / "started").exists(), "the task to start")
+    pg_server.restart_immediate()
+    store = _coord(pg_url)
+    try:
+        # The holder's cronctl takes its lock back on a new session.
+        _wait_for(lambda: store.overlap_held("long"), "the holder to retake its lock")
+        assert (
+            _outcomes(fleet("b", "run", "--json", "--now", T))["long"] == "skipped: another server"
+        )
+        assert (
+            _outcomes(fleet("c", "run", "--json", "--now", T1))["long"] == "skipped: still running"
+        )
+    finally:
+        store.close()
+    (tmp_path / "release").touch()
+    out, err = a.communicate(timeout=60)  # type: ignore[attr-defined]
+    assert a.returncode == 0, err  # type: ignore[attr-defined]
+    assert json.loads(out)["runs"][0]["outcome"] in ("ok",)
+    assert (tmp_path / "finished").read_text().count("done") == 1
+    runs = json.loads(fleet("b", "history", "--fleet", "--json", "long").stdout)["runs"]
+    assert [(r["host"], r["outcome"]) for r in runs if r["occurrence"] == T] == [("a", "ok")]
+
+
+def test_store_stopped_guarded_tasks_fail_others_run_nothing_twice_after(
+    fleet: Callable[..., object], pg_server: PgServer, tmp_path: Path
+) -> None:
+    (tmp_path / "release").touch()
+    fleet("a", "run", "--now", "2026-08-03T08:59:00Z")  # the schema exists; a window starts
+    pg_server.stop()
+    try:
+        down = fleet("a", "run", "--json", "--now", T)
+    finally:
+        pg_server.start()
+    assert down.returncode == 1  # type: ignore[attr-defined]
+    assert _outcomes(down) == {"long": "error", "free": "ok"}
+    stderr = down.stderr  # type: ignore[attr-defined]
+    assert "coordination store unreachable" in stderr
+    assert stderr.count("cronctl: error: coordination store unreachable") == 1
+    assert (tmp_path / "finished").read_text().count("done") == 1  # only 08:59's run
+    # Back: the same minute again runs nothing; the next minute runs and publishes the backlog.
+    again = fleet("a", "run", "--json", "--now", T)
+    assert _outcomes(again) == {}
+    assert _outcomes(fleet("a", "run", "--json", "--now", T1)) == {"long": "ok", "free": "ok"}
+    runs = json.loads(fleet("a", "history", "--fleet", "--json").stdout)["runs"]
+    at_t = {r["task"]: r["outcome"] for r in runs if r["occurrence"] == T}
+    assert at_t == {"long": "error", "free": "ok"}
+    assert (tmp_path / "free.log").read_text().split().count(T) == 1
+
+
+def test_a_cut_lock_session_is_taken_back_and_no_one_overlaps(
+    fleet: Callable[..., object], pg_url: str, pg_server: PgServer, tmp_path: Path
+) -> None:
+    a = fleet("a", "run", "--json", "--now", T, background=True)
+    _wait_for(lambda: (tmp_path / "started").exists(), "the task to start")
+    database = pg_url.split("@/", 1)[1].split("?")[0]
+    (backend,) = pg_server.sql("SELECT backend FROM cronctl.holders", database)[0]
+    pg_server.sql(f"SELECT pg_terminate_backend({int(backend)})", database)  # type: ignore[arg-type]
+
+    def retaken() -> bool:
+        rows = pg_server.sql("SELECT backend FROM cronctl.holders", database)
+        return bool(rows) and rows[0][0] != backend
+
+    _wait_for(retaken, "the holder to retake its lock")
+    assert _outcomes(fleet("b", "run", "--json", "--now", T1))["long"] == "skipped: still running"
+    (tmp_path / "release").touch()
+    _, err = a.communicate(timeout=60)  # type: ignore[attr-defined]
+    assert a.returncode == 0, err  # type: ignore[attr-defined]
+    assert (tmp_path / "finished").read_text().count("done") == 1
+
+
+def test_password_is_never_printed_and_a_newer_schema_is_refused(
+    fleet: Callable[..., object], cli: Cli, pg_url: str, pg_server: PgServer, tmp_path: Path
+) -> None:
+    (tmp_path / "release").touch()
+    bad = "postgresql://cronctl:sekret@/x?host=/nonexistent&sslmode=disable"
+    result = cli("run", "--coordination", bad, "--now", T, env={"CRONCTL_HOST": "a"})
+    assert result.returncode == 1
+    assert "sekret" not in result.stderr + result.stdout and "cronctl:***@" in result.stderr
+    doctor = cli("doctor", "--coordination", bad)
+    assert doctor.returncode == 1 and "sekret" not in doctor.stdout + doctor.stderr
+    fleet("a", "run", "--now", T)
+    database = pg_url.split("@/", 1)[1].split("?")[0]
+    pg_server.sql("UPDATE cronctl.meta SET version = 99", database)
+    refused = fleet("a", "run", "--now", T1)
+    assert refused.returncode == 2  # type: ignore[attr-defined]
+    assert "schema version 99" in refused.stderr  # type: ignore[attr-defined]
+
+
+def test_pause_on_one_machine_holds_on_another_and_fleet_views_show_hosts(
+    fleet: Callable[..., object], tmp_path: Path
+) -> None:
+    (tmp_path / "release").touch()
+    assert fleet("a", "pause", "free", "--reason", "db move").returncode == 0  # type: ignore[attr-defined]
+    assert _outcomes(fleet("b", "run", "--json", "--now", T))["free"] == "skipped: paused"
+    fleet("a", "resume", "free")
+    assert _outcomes(fleet("a", "run", "--json", "--now", T1))["free"] == "ok"
+    status = fleet("a", "status", "--fleet")
+    assert "HOST" in status.stdout  # type: ignore[attr-defined]
+    rows = json.loads(fleet("a", "status", "--fleet", "--json").stdout)["tasks"]  # type: ignore[attr-defined]
+    assert {(r["name"], r["host"]) for r in rows} >= {("free", "a"), ("long", "b")}
+    only_b = json.loads(fleet("a", "history", "--fleet", "--json", "--host", "b").stdout)
+    assert only_b["runs"] and {r["host"] for r in only_b["runs"]} == {"b"}
+
+
+def test_check_never_connects(cli: Cli, tmp_path: Path) -> None:
+    write_schedule(
+        tmp_path / "schedules.toml",
+        ['name = "t"\ncron = "* * * * *"\ncommand = "true"\non_one_server = true'],
+        header='[cronctl]\ncoordination = "postgresql://u:sekret@/x?host=/nonexistent"\n',
+    )
+    result = cli("check")
+    assert result.returncode == 0, result.stdout + result.stderr
+    write_schedule(tmp_path / "bad.toml", ['name = "t"\ncron = "* * * * *"\ncommand = "true"'],
+                   header='[cronctl]\ncoordination = "mysql://u:sekret@db/x"\n')  # fmt: skip
+    bad = cli("check", "-f", "bad.toml")
+    assert bad.returncode == 1 and "postgresql://" in bad.stdout + bad.stderr
+    assert "sekret" not in bad.stdout + bad.stderr
+
+
+def test_a_role_with_rights_on_one_schema_is_enough(
+    cli: Cli, pg_url: str, pg_server: PgServer, tmp_path: Path
+) -> None:
+    database = pg_url.split("@/", 1)[1].split("?")[0]
+    role = f"r_{database}"
+    pg_server.sql(f"CREATE ROLE {role} LOGIN")
+    pg_server.sql(f"REVOKE CREATE ON SCHEMA public FROM PUBLIC; REVOKE CREATE ON DATABASE "
+                  f"{database} FROM PUBLIC", database)  # fmt: skip
+    pg_server.sql(f"CREATE SCHEMA cronctl AUTHORIZATION {role}", database)
+    write_schedule(
+        tmp_path / "schedules.toml",
+        ['name = "t"\ncron = "* * * * *"\ncommand = "true"\non_one_server = true'],
+    )
+    env = {"CRONCTL_COORDINATION": pg_server.url(database, role), "CRONCTL_HOST": "a"}
+    result = cli("run", "--json", "--now", T, env=env)
+    assert result.returncode == 0, result.stderr
+    assert _outcomes(result) == {"t": "ok"}
+    assert cli("doctor", env=env).returncode in (0, 1)  # reachable; dirs may be judged
+    assert "reachable" in cli("doctor", env=env).stdout
+
+
+def test_after_a_server_restart_a_holder_gets_time_to_take_its_lock_back(
+    pg_url: str, pg_server: PgServer
+) -> None:
+    """A holder last seen long before the restart (a long outage) still keeps contenders out
+    for the grace after the server's start, though its advisory lock is gone."""
+    from datetime import UTC, datetime
+
+    store = _coord(pg_url)
+    try:
+        store.paused_tasks()  # creates the schema
+        database = pg_url.split("@/", 1)[1].split("?")[0]
+        pg_server.sql(
+            "INSERT INTO cronctl.holders (task, host, pid, started, backend, seen) VALUES "
+            "('long', 'a', 42, now() - interval '1 hour', 1, now() - interval '10 minutes')",
+            database,
+        )
+        pg_server.restart_immediate()
+        now = datetime.now(UTC)
+        got = store.try_overlap("long", lease=None, now=now, host="b", pid=7)
+        assert got.status == "held" and got.holder is not None and got.holder.host == "a"
+        assert not store.overlap_held("long")  # the advisory lock itself is free
+    finally:
+        store.close()
+
+
+def test_check_does_not_ask_for_a_shared_lock_dir_when_a_store_coordinates(
+    cli: Cli, tmp_path: Path
+) -> None:
+    task = 'name = "t"\ncron = "* * * * *"\ncommand = "true"\non_one_server = true'
+    (tmp_path / "locks").mkdir()
+    header = f'[cronctl]\nlock_dir = "{tmp_path / "locks"}"\n'
+    write_schedule(tmp_path / "plain.toml", [task], header=header)
+    assert "lock-dir-not-shared" in cli("check", "--format", "json", "-f", "plain.toml").stdout
+    coordinated = header + 'coordination = "postgresql://u@/x?host=/nonexistent"\n'
+    write_schedule(tmp_path / "pg.toml", [task], header=coordinated)
+    result = cli("check", "--format", "json", "-f", "pg.toml")
+    assert result.returncode == 0 and "lock-dir-not-shared" not in result.stdout
+
+
+def test_doctor_finds_a_healthy_set_up_and_dry_run_reads_the_store(
+    fleet: Callable[..., object], tmp_path: Path
+) -> None:
+    (tmp_path / "release").touch()
+    fleet("a", "run", "--now", T)
+    doctor = fleet("a", "doctor")
+    out = doctor.stdout  # type: ignore[attr-defined]
+    assert doctor.returncode == 0, out  # type: ignore[attr-defined]
+    assert "schema version 1 of 1" in out and "clock:" in out and "PROBLEM" not in out
+    dry = fleet("b", "run", "--dry-run", "--json", "--now", T)
+    assert _outcomes(dry) == {"long": "skipped: another server", "free": "would run"}
+
+
+def test_a_lock_taken_by_another_after_a_cut_is_reported(
+    fleet: Callable[..., object], pg_url: str, tmp_path: Path
+) -> None:
+    import psycopg2
+
+    from cronctl.edge.coord.pg_lock import lock_key
+
+    a = fleet("a", "run", "--now", T, background=True)
+    _wait_for(lambda: (tmp_path / "started").exists(), "the task to start")
+    thief = psycopg2.connect(pg_url)
+    thief.autocommit = True
+    try:
+        with thief.cursor() as cur:
+            cur.execute("SET statement_timeout = '20s'")  # never hang the suite
+            # As a lease overtaker does: the holder row first, then end the session, then
+            # take the lock (the holder only takes it back while the row names it).
+            (backend,) = pg_server_backend(cur)
+            cur.execute("UPDATE cronctl.holders SET host = 'thief', backend = pg_backend_pid()")
+            cur.execute(
+                "SELECT pg_terminate_backend(%s, 5000), pg_advisory_lock(%s)",
+                (backend, lock_key("long")),
+            )
+        (tmp_path / "release").touch()
+        _, err = a.communicate(timeout=60)  # type: ignore[attr-defined]
+    finally:
+        thief.close()
+    assert "task long: another run took the overlap lock after this one lost it" in err, err
+
+
+def pg_server_backend(cur: object) -> tuple[int]:
+    """The holder's backend pid, from its row."""
+    cur.execute("SELECT backend FROM cronctl.holders")  # type: ignore[attr-defined]
+    return cur.fetchone()  # type: ignore[attr-defined, no-any-return]
+
+
+def test_a_missing_driver_is_a_clear_error_before_anything_runs(cli: Cli, tmp_path: Path) -> None:
+    # A psycopg2 that cannot be imported, first on the path: as on a machine without the extra.
+    fake = tmp_path / "nodriver" / "psycopg2"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('No module named psycopg2')\n")
+    write_schedule(tmp_path / "schedules.toml",
+                   ['name = "t"\ncron = "* * * * *"\ncommand = "touch ran"'])  # fmt: skip
+    env = {"PYTHONPATH": f"{fake.parent}:{cli.env['PYTHONPATH']}",
+           "CRONCTL_COORDINATION": "postgresql://u:sekret@/x?host=/nonexistent"}  # fmt: skip
+    result = cli("run", "--now", T, env=env)
+    assert result.returncode == 2
+    assert "pip install 'cronctl[postgres]'" in result.stderr and "sekret" not in result.stderr
+    assert not (tmp_path / "ran").exists()
+    doctor = cli("doctor", env=env)
+    assert doctor.returncode == 1 and "pip install 'cronctl[postgres]'" in doctor.stdout
