@@ -255,9 +255,7 @@ class Txn:
         :raises ValueError: a name that is not a RunRow field (``id`` cannot change either).
         :raises KeyError: no row has that id (for instance, pruned).
         """
-        unknown = sorted(set(fields) - _UPDATABLE)
-        if unknown:
-            raise ValueError(f"cannot update run fields {unknown}; allowed: {sorted(_UPDATABLE)}")
+        _check_updatable(fields)
         if not fields:
             return
         assignments = ", ".join(f"{name} = ?" for name in fields)
@@ -265,6 +263,24 @@ class Txn:
         sql = f"UPDATE runs SET {assignments} WHERE id = ?"  # noqa: S608 (names checked above)
         if self._execute(sql, (*values, run_id)).rowcount == 0:
             raise KeyError(run_id)
+
+
+def _check_updatable(fields: dict[str, object]) -> None:
+    unknown = sorted(set(fields) - _UPDATABLE)
+    if unknown:
+        raise ValueError(f"cannot update run fields {unknown}; allowed: {sorted(_UPDATABLE)}")
+
+
+class _Update:
+    """One update_run waiting for the group commit that carries it."""
+
+    __slots__ = ("done", "error", "fields", "run_id")
+
+    def __init__(self, run_id: str, fields: dict[str, object]) -> None:
+        self.run_id = run_id
+        self.fields = fields
+        self.done = False
+        self.error: BaseException | None = None
 
 
 class Store:
@@ -275,6 +291,10 @@ class Store:
         self._conn = conn
         self._path = path
         self._lock = threading.RLock()
+        # Group commit of update_run (see there): the queue, and whether a thread commits it.
+        self._group = threading.Condition(threading.Lock())
+        self._queue: list[_Update] = []
+        self._leading = False
 
     @property
     def path(self) -> Path:
@@ -340,13 +360,55 @@ class Store:
                 txn._end()
 
     def update_run(self, run_id: str, **fields: object) -> None:
-        """Change some fields of run ``run_id``, in a short transaction of its own.
+        """Change some fields of run ``run_id``; committed (durable) when this returns.
+
+        Group commit: the updates other threads of this process make meanwhile share the
+        transaction, so N threads marking runs "running" or recording results pay for one
+        commit (one ``fdatasync``) instead of N. Each caller still waits for its own commit
+        and hears its own error, as if the transaction were its alone.
 
         :raises ValueError: a name that is not a RunRow field (``id`` cannot change either).
         :raises KeyError: no row has that id.
         """
-        with self.transaction() as txn:
-            txn.update_run(run_id, **fields)
+        _check_updatable(fields)
+        if not fields:
+            return
+        item = _Update(run_id, fields)
+        with self._group:
+            self._queue.append(item)
+            while not item.done:
+                if self._leading:
+                    self._group.wait()
+                    continue
+                self._leading = True
+                batch, self._queue = self._queue, []
+                self._group.release()
+                try:
+                    self._commit(batch)
+                finally:
+                    self._group.acquire()
+                    self._leading = False
+                    self._group.notify_all()
+        if item.error is not None:
+            raise item.error
+
+    def _commit(self, batch: list[_Update]) -> None:
+        """One transaction for the batch; an error of the whole transaction is every item's."""
+        try:
+            with self.transaction() as txn:
+                for item in batch:
+                    try:
+                        txn.update_run(item.run_id, **item.fields)
+                    except KeyError as exc:  # this row only (pruned): the others commit
+                        item.error = exc
+        except BaseException as exc:
+            for item in batch:
+                item.error = exc
+            if not isinstance(exc, Exception):
+                raise
+        finally:
+            for item in batch:
+                item.done = True
 
     def _select(self, sql: str, params: tuple[object, ...]) -> list[tuple[Any, ...]]:
         with self._lock, translated(self._path):
