@@ -1,7 +1,7 @@
 """One occurrence beyond its command (SPEC 9.2): retries, the heartbeat ping, the hooks, and
 what to report when it ends (`notify`).
 
-Imported by execute.py only for a task that uses these keys (or when a run reports live), so
+Imported by cronctl.execution only for a task that uses these keys (or when a run reports live), so
 a plain `cronctl run` pays nothing for them.
 """
 
@@ -36,7 +36,8 @@ def execute(
     The overlap lock (`lock`) stays held through the retry delays: the occurrence is not
     over until its last attempt is.
     """
-    from cronctl.execute import _RESULT_FIELDS, _execute, new_run_id
+    from cronctl.execution.context import RESULT_FIELDS, new_run_id
+    from cronctl.execution.occurrence import execute as _execute
 
     pinger = None
     if task.ping_url is not None:
@@ -46,7 +47,7 @@ def execute(
         pinger.start(row.id)
     result = _execute(store, task, row, env, ctx, lock)
     while (delay := retry_delay(task, result, ctx)) is not None:
-        store.update_run(result.id, **{k: getattr(result, k) for k in _RESULT_FIELDS})
+        store.update_run(result.id, **{k: getattr(result, k) for k in RESULT_FIELDS})
         ctx.sleep(delay.total_seconds())
         if ctx.tracker is not None and ctx.tracker.stopping:
             break  # told to stop during the delay: the failed attempt is the outcome

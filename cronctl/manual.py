@@ -80,7 +80,9 @@ def _in_worker(body: Callable[[], RunRow]) -> RunRow:
 
 
 def _run_now(task: Task, ctx: RunContext, lock: locks.OverlapLock) -> RunRow:
-    from cronctl.execute import _RESULT_FIELDS, _execute, _task_env, new_run_id
+    from cronctl.execution.context import RESULT_FIELDS, new_run_id
+    from cronctl.execution.occurrence import execute as _execute
+    from cronctl.execution.occurrence import task_env as _task_env
 
     now = ctx.clock()
     row = RunRow(
@@ -102,7 +104,7 @@ def _run_now(task: Task, ctx: RunContext, lock: locks.OverlapLock) -> RunRow:
             result = attempts.execute(store, task, row, env, ctx, lock)
         else:
             result = _execute(store, task, row, env, ctx, lock)
-        store.update_run(result.id, **{k: getattr(result, k) for k in _RESULT_FIELDS})
+        store.update_run(result.id, **{k: getattr(result, k) for k in RESULT_FIELDS})
     return result
 
 

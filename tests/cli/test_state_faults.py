@@ -255,7 +255,7 @@ def _ctx(tmp_path: Path, host: str = "test") -> RunContext:
 def test_recovery_never_overwrites_an_end_its_owner_recorded_meanwhile(
     tmp_path: Path, monkeypatch: object
 ) -> None:
-    from cronctl import execute
+    from cronctl.execution import recovery
 
     state = tmp_path / "state"
     _open_row(state, "r1", "test", datetime.now(UTC))
@@ -266,9 +266,9 @@ def test_recovery_never_overwrites_an_end_its_owner_recorded_meanwhile(
             store.update_run("r1", outcome="ok", exit_code=0)
         return False
 
-    monkeypatch.setattr(execute, "_alive", owner_finishes_then_exits)  # type: ignore[attr-defined]
+    monkeypatch.setattr(recovery, "alive", owner_finishes_then_exits)  # type: ignore[attr-defined]
     with Store.open(state) as store:
-        closed = execute._recover(store, _ctx(tmp_path), _EMPTY)
+        closed = recovery.recover(store, _ctx(tmp_path), _EMPTY)
         row = store.get_run("r1")
     assert closed == []
     assert row is not None and (row.outcome, row.exit_code) == ("ok", 0)

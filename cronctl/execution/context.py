@@ -1,0 +1,183 @@
+"""Where and as whom a run happens (RunContext), what it reports (RunReport), and the
+commands running right now (Tracker)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from cronctl.core.model import Task
+from cronctl.edge.coord import Coordinator
+from cronctl.edge.store import RunRow
+
+if TYPE_CHECKING:
+    from cronctl.edge import runner
+
+CONDITION_TIMEOUT_S = 30.0
+#: `run --now T` with T this far ahead of the machine's clock is a rehearsal (RunContext).
+REHEARSAL_AHEAD = timedelta(minutes=5)
+#: Where a rehearsal keeps its windows, history and logs: inside state_dir, apart.
+REHEARSAL_DIR = "rehearsal"
+LOG_RETENTION = timedelta(days=14)
+HISTORY_RETENTION = timedelta(days=90)
+FAILED = ("failed", "timeout", "error")
+#: The fields of a run row that its end sets.
+RESULT_FIELDS = (
+    "outcome",
+    "exit_code",
+    "started",
+    "ended",
+    "duration_s",
+    "log_path",
+    "tail",
+    "message",
+)
+
+
+def start_command(spec: runner.RunSpec) -> Running:
+    """runner.start, imported on first use: a run with nothing due never needs subprocess."""
+    from cronctl.edge import runner
+
+    return runner.start(spec)
+
+
+def check_condition(command: str, **options: Any) -> bool:
+    """runner.run_condition, imported on first use."""
+    from cronctl.edge import runner
+
+    return runner.run_condition(command, **options)
+
+
+class Running(Protocol):
+    """A started command, as runner.start returns it (tests may inject their own)."""
+
+    def wait(self) -> runner.CommandResult:
+        """Block until it ends; its result."""
+        ...
+
+    def signal(self, sig: int) -> None:
+        """Forward a signal to its process group."""
+        ...
+
+
+class Tracker:
+    """The commands running right now, so `work` and `run` can forward a signal to them."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running: set[Running] = set()
+        self._stop_signal: int | None = None
+
+    @property
+    def stopping(self) -> bool:
+        """Whether cronctl was told to stop: nothing more may start."""
+        return self._stop_signal is not None
+
+    def stop(self, sig: int) -> int:
+        """Start nothing more and forward ``sig`` to every running command; return how many."""
+        with self._lock:
+            self._stop_signal = sig
+        return self.signal_all(sig)
+
+    def add(self, command: Running) -> None:
+        """Remember a started command; one started as the stop came is signalled at once."""
+        with self._lock:
+            self._running.add(command)
+            sig = self._stop_signal
+        if sig is not None:
+            command.signal(sig)
+
+    def discard(self, command: Running) -> None:
+        """Forget a finished command."""
+        with self._lock:
+            self._running.discard(command)
+
+    def signal_all(self, sig: int) -> int:
+        """Send `sig` to every running command's process group; return how many."""
+        with self._lock:
+            running = list(self._running)
+        for command in running:
+            command.signal(sig)
+        return len(running)
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """Where and as whom a run happens, and how to tell the time."""
+
+    state_dir: Path
+    lock_dir: Path
+    host: str
+    pid: int
+    env: Mapping[str, str]
+    clock: Callable[[], datetime]
+    dry_run: bool = False
+    # A --now ahead of the machine's clock (see REHEARSAL_AHEAD): it runs what is due then, but
+    # records it apart and takes no claim, so it cannot touch present-day runs or data.
+    rehearsal: bool = False
+    max_parallel: int = 8
+    tracker: Tracker | None = None
+    # The process edge, injectable so the soak test can drive weeks of ticks in process.
+    start: Callable[[runner.RunSpec], Running] = start_command
+    condition: Callable[..., bool] = check_condition
+    warn: Callable[[str], None] = field(default=lambda message: print(message, file=sys.stderr))
+    # Claims, overlap locks, pauses, fleet records (edge/coord); None: files in lock_dir.
+    coord: Coordinator | None = None
+    # Claims decided in one round trip before the tasks start, by run id (see _preclaim).
+    claimed: dict[str, bool] = field(default_factory=dict)
+    # Issue 11: waits (jitter, retry delays) go through `sleep` so tests can pin the clock;
+    # `on_done` hears each occurrence's final row as its task ends (live failure reports);
+    # `output` gives a task's output lines to a sink (`work --output`).
+    sleep: Callable[[float], None] = time.sleep
+    on_done: Callable[[Task, RunRow, str | None], None] | None = None
+    output: Callable[[str], Callable[[str], None]] | None = None
+
+
+@dataclass(frozen=True)
+class RunReport:
+    """`cronctl run`: every occurrence dealt with in this run, in order."""
+
+    now: datetime
+    runs: list[RunRow]
+    dry_run: bool = False
+
+    @property
+    def failed(self) -> list[RunRow]:
+        """The runs that failed, timed out or could not start (an occurrence's last attempt:
+        a failure that a retry made good is history, not a failure of this run)."""
+        last: dict[tuple[str, datetime], int] = {}
+        for r in self.runs:
+            last[_key(r)] = max(last.get(_key(r), 0), r.attempt)
+        return [r for r in self.runs if r.outcome in FAILED and r.attempt == last[_key(r)]]
+
+    @property
+    def interrupted(self) -> list[RunRow]:
+        """The runs cronctl stopped (or did not start) because it was told to stop."""
+        return [r for r in self.runs if r.outcome == "interrupted"]
+
+
+def _key(row: RunRow) -> tuple[str, datetime]:
+    return row.task, row.occurrence
+
+
+def new_run_id(occurrence: datetime) -> str:
+    """Sortable and unique: the occurrence's minute and six random hex digits."""
+    return f"{occurrence:%Y%m%dT%H%MZ}-{os.urandom(3).hex()}"
+
+
+def coord_of(ctx: RunContext) -> Coordinator:
+    """The run's coordinator (run_once sets it before anything asks)."""
+    assert ctx.coord is not None, "run_once sets the coordinator"
+    return ctx.coord
+
+
+def real_clock() -> datetime:
+    """The machine's clock, in UTC."""
+    return datetime.now(UTC)
