@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import astuple, dataclass, fields
 from datetime import UTC, datetime, timedelta
@@ -46,6 +46,7 @@ __all__ = [
     "OUTCOMES",
     "SCHEMA_VERSION",
     "NoStateError",
+    "PendingUpdate",
     "RunRow",
     "Store",
     "StoreUnusableError",
@@ -272,7 +273,7 @@ def _check_updatable(fields: dict[str, object]) -> None:
 
 
 class _Update:
-    """One update_run waiting for the group commit that carries it."""
+    """One update_run waiting for the group commit that carries it (PendingUpdate)."""
 
     __slots__ = ("done", "error", "fields", "run_id")
 
@@ -281,6 +282,11 @@ class _Update:
         self.fields = fields
         self.done = False
         self.error: BaseException | None = None
+
+
+#: The handle of :meth:`Store.update_run_later`: ``done`` once committed or failed, and
+#: ``error`` (None: saved).
+PendingUpdate = _Update
 
 
 class Store:
@@ -322,7 +328,9 @@ class Store:
         return cls(conn, path)
 
     def close(self) -> None:
-        """Close the connection; the store cannot be used afterwards."""
+        """Commit what is queued (:meth:`update_run_later`), then close the connection; the
+        store cannot be used afterwards."""
+        self.flush()
         with self._lock:
             self._conn.close()
 
@@ -376,21 +384,51 @@ class Store:
         item = _Update(run_id, fields)
         with self._group:
             self._queue.append(item)
-            while not item.done:
-                if self._leading:
-                    self._group.wait()
-                    continue
-                self._leading = True
-                batch, self._queue = self._queue, []
-                self._group.release()
-                try:
-                    self._commit(batch)
-                finally:
-                    self._group.acquire()
-                    self._leading = False
-                    self._group.notify_all()
+            self._drive(lambda: item.done)
         if item.error is not None:
             raise item.error
+
+    def update_run_later(self, run_id: str, **fields: object) -> PendingUpdate:
+        """Queue a change of run ``run_id`` for the next group commit and return at once.
+
+        The change is committed with the next :meth:`update_run` of any thread, or by
+        :meth:`flush` (:meth:`close` flushes too); the returned handle then says whether it
+        was saved (``error``). For results: a crash before that commit leaves the row
+        "running", which recovery reports as an unknown outcome, never as not run.
+
+        :raises ValueError: a name that is not a RunRow field (``id`` cannot change either).
+        """
+        _check_updatable(fields)
+        item = _Update(run_id, fields)
+        with self._group:
+            if fields:
+                self._queue.append(item)
+            else:
+                item.done = True
+        return item
+
+    def flush(self) -> None:
+        """Commit every queued change (see :meth:`update_run_later`); errors stay on the
+        handles."""
+        with self._group:
+            self._drive(lambda: not self._queue and not self._leading)
+
+    def _drive(self, done: Callable[[], bool]) -> None:
+        """Wait (holding ``self._group``) until ``done()``; commit the queue when no other
+        thread is committing: the leader of a group commit takes everything queued so far."""
+        while not done():
+            if self._leading or not self._queue:
+                self._group.wait()
+                continue
+            self._leading = True
+            batch, self._queue = self._queue, []
+            self._group.release()
+            try:
+                self._commit(batch)
+            finally:
+                self._group.acquire()
+                self._leading = False
+                self._group.notify_all()
 
     def _commit(self, batch: list[_Update]) -> None:
         """One transaction for the batch; an error of the whole transaction is every item's."""

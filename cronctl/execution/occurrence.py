@@ -7,13 +7,13 @@ import threading
 from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from cronctl.core.due import Plan
 from cronctl.core.model import Task, format_utc
 from cronctl.edge.coord import HeldLock, StoreUnavailable
 from cronctl.edge.paths import ensure_private_dir
-from cronctl.edge.store import RunRow, Store
+from cronctl.edge.store import PendingUpdate, RunRow, Store
 from cronctl.errors import CronctlError
 from cronctl.execution import guards
 from cronctl.execution.context import RESULT_FIELDS, RunContext
@@ -25,6 +25,7 @@ def run_all(
     """Each task's occurrences in a worker thread, at most max_parallel at once."""
     units = iter(list(by_task.items()))
     results: list[RunRow] = []
+    later: list[_Later] = []
     guard = threading.Lock()
 
     def worker() -> None:
@@ -35,7 +36,7 @@ def run_all(
                 return
             name, rows = unit
             try:
-                done = run_task(store, plans[name].task, rows, ctx)
+                done = run_task(store, plans[name].task, rows, ctx, later)
             except Exception as exc:
                 ctx.warn(f"cronctl: error: task {name}: could not record its run: {exc}")
                 done = [replace(r, outcome="error", message=str(exc)) for r in rows]
@@ -50,11 +51,27 @@ def run_all(
         thread.start()
     for thread in threads:
         thread.join()
-    return results
+    return _settle(store, results, later, ctx)
 
 
-def run_task(store: Store, task: Task, rows: list[RunRow], ctx: RunContext) -> list[RunRow]:
-    """The occurrences of one task, oldest first, one at a time (catch-up never overlaps)."""
+class _Later(NamedTuple):
+    """A result handed to the group commit without waiting (see run_task)."""
+
+    handle: PendingUpdate
+    result: RunRow
+    fields: dict[str, Any]
+
+
+def run_task(
+    store: Store, task: Task, rows: list[RunRow], ctx: RunContext, later: list[_Later]
+) -> list[RunRow]:
+    """The occurrences of one task, oldest first, one at a time (catch-up never overlaps).
+
+    A plain task's result joins the next group commit without waiting for it (``later``,
+    settled by _settle once every worker is done): a crash before that commit leaves the row
+    "running", reported as an unknown outcome, never run again. A task whose end is reported
+    from history (notify, retries, live reports) waits, as those read what was saved.
+    """
     from cronctl.edge import unsaved
 
     done: list[RunRow] = []
@@ -65,19 +82,48 @@ def run_task(store: Store, task: Task, rows: list[RunRow], ctx: RunContext) -> l
         except Exception as exc:
             result = replace(row, outcome="error", message=f"cronctl: {exc}")
         fields = {k: getattr(result, k) for k in RESULT_FIELDS}
+        reported = result.attempt > 1 or task.notify != "always" or ctx.on_done is not None
+        if not reported:
+            handle = store.update_run_later(result.id, **fields)  # a retry's row has its own id
+            later.append(_Later(handle, result, fields))
+            done.append(result)
+            continue
         try:
-            store.update_run(result.id, **fields)  # a retry's row has an id of its own
+            store.update_run(result.id, **fields)
         except CronctlError as exc:
             result = _unsaved(result, fields, exc, ctx)
         else:
             unsaved.forget(ctx.state_dir, row.id)
-        if result.attempt > 1 or task.notify != "always" or ctx.on_done is not None:
-            from cronctl import attempts
+        from cronctl import attempts
 
-            done.extend(attempts.earlier(store, result))
-            attempts.finished(store, task, result, ctx)
+        done.extend(attempts.earlier(store, result))
+        attempts.finished(store, task, result, ctx)
         done.append(result)
     return done
+
+
+def _settle(
+    store: Store, results: list[RunRow], later: list[_Later], ctx: RunContext
+) -> list[RunRow]:
+    """Commit the results still queued; drop the reservations of those saved, report those
+    that could not be (kept aside, SPEC 4.4) as run_task reported them before batching."""
+    if not later:
+        return results
+    from cronctl.edge import unsaved
+
+    store.flush()
+    changed: dict[str, RunRow] = {}
+    for handle, result, fields in later:
+        if handle.error is None:
+            unsaved.forget(ctx.state_dir, result.id)
+        elif isinstance(handle.error, CronctlError):
+            changed[result.id] = _unsaved(result, fields, handle.error, ctx)
+        else:
+            ctx.warn(
+                f"cronctl: error: task {result.task}: could not record its run: {handle.error}"
+            )
+            changed[result.id] = replace(result, outcome="error", message=str(handle.error))
+    return [changed.get(r.id, r) for r in results]
 
 
 def _unsaved(result: RunRow, fields: dict[str, Any], exc: CronctlError, ctx: RunContext) -> RunRow:

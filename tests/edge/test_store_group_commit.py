@@ -82,3 +82,33 @@ def test_a_bad_field_is_refused_before_anything_is_queued(tmp_path: Path) -> Non
             store.update_run(row.id, id="other")
         store.update_run(row.id, outcome="ok")  # the store still works
         assert store.get_run(row.id) is not None
+
+
+def test_a_later_update_rides_the_next_commit_or_the_flush(tmp_path: Path) -> None:
+    """update_run_later returns at once; the next update_run or flush commits it, and its
+    handle says whether it was saved."""
+    with Store.open(tmp_path) as store, Store.open(tmp_path) as other:
+        first, second, third = _rows(store, 3)
+        handle = store.update_run_later(first.id, outcome="ok", exit_code=0)
+        seen = other.get_run(first.id)
+        assert seen is not None and seen.outcome == "pending"  # queued, not committed
+        store.update_run(second.id, outcome="running")  # carries the queued change along
+        assert handle.done and handle.error is None
+        seen = other.get_run(first.id)
+        assert seen is not None and (seen.outcome, seen.exit_code) == ("ok", 0)
+        gone = store.update_run_later("gone", outcome="ok")
+        store.update_run_later(third.id, outcome="failed")
+        store.flush()
+        assert isinstance(gone.error, KeyError)
+        seen = other.get_run(third.id)
+        assert seen is not None and seen.outcome == "failed"
+
+
+def test_close_commits_what_is_queued(tmp_path: Path) -> None:
+    store = Store.open(tmp_path)
+    (row,) = _rows(store, 1)
+    store.update_run_later(row.id, outcome="ok")
+    store.close()
+    with Store.open(tmp_path) as again:
+        seen = again.get_run(row.id)
+    assert seen is not None and seen.outcome == "ok"
