@@ -45,15 +45,15 @@ def plan_all(
                 tx.add_run(row)
             if decided.last_occurrence is not None:
                 missed_total = state.missed_total if state and not decided.restarted else 0
-                tx.put_state(
-                    TaskState(
-                        task.name,
-                        task.fingerprint,
-                        decided.last_occurrence,
-                        missed_total + decided.missed_count,
-                        decided.done,
-                    )
+                new = TaskState(
+                    task.name,
+                    task.fingerprint,
+                    decided.last_occurrence,
+                    missed_total + decided.missed_count,
+                    decided.done,
                 )
+                if new != state:  # a quiet minute changes no state: no write (1,000 in `work`)
+                    tx.put_state(new)
         if ctx.dry_run:
             raise DryRunRollback(plans, rows)
     return plans, rows
