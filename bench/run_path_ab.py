@@ -1,0 +1,126 @@
+"""Two cronctl revisions side by side on the run path (issue 13), interleaved run by run.
+
+On a shared 2-core VM the load changes from minute to minute, so measuring one revision after
+the other compares the load, not the code. Here every round times each command once, in a
+fresh order, so a burst of load falls on both revisions alike:
+
+- the floor (`python -c pass`) and the bare Python spawner of run_due.py (100 x
+  `Popen(sh -c true)`, 8 threads, log files);
+- per revision: `run` with 100 due `true` tasks; the same all `without_overlapping`; and
+  `run` with 100 tasks nothing due (startup.py's mix).
+
+Before each timed `run` the state of the minute before is restored (untimed), as in
+run_due.py and startup.py.
+
+    python bench/run_path_ab.py --before OLD/cronctl --after NEW/cronctl [--rounds 15]
+        [--json bench/run_path_ab.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import shutil
+import statistics
+import subprocess
+import time
+from pathlib import Path
+
+import _common as c
+import run_due
+import startup
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--before", type=Path, required=True, help="the older cronctl script")
+    p.add_argument("--after", type=Path, required=True, help="the newer cronctl script")
+    p.add_argument("--rounds", type=int, default=15)
+    p.add_argument("--json", type=Path)
+    p.add_argument("--keep", action="store_true")
+    args = p.parse_args()
+    tools = {"before": c.Tool.find(args.before), "after": c.Tool.find(args.after)}
+    with c.Sandbox(args.keep) as box:
+        c.write_json(args.json, measure(tools, box, args.rounds))
+
+
+def measure(tools: dict[str, c.Tool], box: c.Sandbox, rounds: int) -> dict[str, object]:
+    info = c.machine(tools["after"], box.root)
+    c.print_machine(info)
+    schedules = {
+        "due": run_due.schedule(box.root / "due.toml", None),
+        "overlap": run_due.schedule(box.root / "overlap.toml", None, overlap=True),
+        "quiet": c.write_schedule(
+            box.root / "quiet.toml", [c.rare_task(i) for i in range(startup.TASKS)]
+        ),
+    }
+    befores = {"due": run_due.BEFORE, "overlap": run_due.BEFORE, "quiet": startup.BEFORE}
+    nows = {"due": run_due.NOW, "overlap": run_due.NOW, "quiet": startup.NOW}
+    commands: dict[str, tuple[list[str], dict[str, str], Path | None, Path | None]] = {}
+    python = str(tools["after"].python)
+    spawn_logs = box.root / "spawner-logs"
+    spawn_logs.mkdir()
+    env0 = box.env()
+    commands["floor: python -c pass"] = ([python, "-c", "pass"], env0, None, None)
+    commands["spawner: 100x Popen(sh -c true), 8 threads"] = (
+        [python, "-c", run_due.SPAWNER, str(spawn_logs), "8"],
+        env0,
+        None,
+        None,
+    )
+    for rev, tool in tools.items():
+        for name, path in schedules.items():
+            template = box.root / f"template-{rev}-{name}"
+            state = box.root / f"state-{rev}-{name}"
+            locks = box.root / f"locks-{rev}-{name}"
+            c.run_checked(
+                [str(tool.cronctl), "run", "-f", str(path), "--now", befores[name]],
+                box.env(state=template, locks=locks),
+            )
+            argv = [str(tool.cronctl), "run", "-f", str(path), "--now", nows[name]]
+            commands[f"{rev}: {name}"] = (argv, box.env(state=state, locks=locks), template, state)
+    times: dict[str, list[float]] = {label: [] for label in commands}
+    order = list(commands)
+    for _ in range(rounds + 1):  # the first round warms caches and is not kept
+        random.shuffle(order)
+        for label in order:
+            argv, env, template, state = commands[label]
+            if template is not None and state is not None:
+                shutil.rmtree(state, ignore_errors=True)
+                shutil.copytree(template, state, symlinks=True)
+            t0 = time.perf_counter()
+            done = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, check=False)
+            elapsed = time.perf_counter() - t0
+            if done.returncode != 0:
+                raise SystemExit(f"bench: {label} exited {done.returncode}")
+            times[label].append(elapsed)
+    for label in times:
+        times[label] = times[label][1:]
+    floor = statistics.median(times["floor: python -c pass"])
+    spawner = statistics.median(times["spawner: 100x Popen(sh -c true), 8 threads"])
+    rows = []
+    print("\n| command | median ms | min ms | max ms | vs floor | vs spawner |")
+    print("|---|---|---|---|---|---|")
+    for label, samples in times.items():
+        med = statistics.median(samples)
+        rows.append(
+            {
+                "label": label,
+                "median_s": med,
+                "min_s": min(samples),
+                "max_s": max(samples),
+                "times_s": samples,
+                "vs_floor": med / floor,
+                "vs_spawner": med / spawner,
+            }
+        )
+        print(
+            f"| {label} | {med * 1000:.1f} | {min(samples) * 1000:.1f} | "
+            f"{max(samples) * 1000:.1f} | {med / floor:.2f}x | {med / spawner:.2f}x |"
+        )
+    info["revisions"] = {rev: str(tool.cronctl) for rev, tool in tools.items()}
+    return {"benchmark": "run_path_ab", "machine": info, "rounds": rounds, "timings": rows}
+
+
+if __name__ == "__main__":
+    main()
