@@ -39,6 +39,7 @@ HEARTBEAT_S = 5.0
 FRESH_S = 15
 RESTART_GRACE_S = 30
 RETRY_S = 1.0
+SETTLE_S = 0.05
 
 _TRY = """
 WITH got AS (SELECT pg_try_advisory_lock(%(key)s) AS ok)
@@ -230,10 +231,20 @@ class PgLock:
                     # Only while the holder row still names this run: a lease overtaker
                     # rewrites it before ending this session.
                     cur.execute(_RETAKE, self._params)
-                    if not (cur.fetchone() or [False])[0]:
+                    row = cur.fetchone()
+                    if row is None:
                         conn.close()
                         self.lost = "another run took the overlap lock after this one lost it"
                         break
+                    if not row[0]:
+                        # The row still names this run, but the lock is not free yet: a
+                        # terminated backend sends its goodbye before it releases its locks
+                        # (or a contender holds it for an instant before it sees the row).
+                        conn.close()
+                        if self._beat():  # the old session answers: it still holds the lock
+                            return
+                        self._stop.wait(SETTLE_S)
+                        continue
                     cur.execute(_RECORD, self._params)
             except Exception:  # still unreachable: try again in a second
                 if conn is not None:
