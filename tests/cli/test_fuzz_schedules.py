@@ -8,22 +8,15 @@ its stdout and stderr captured; a few examples also go through a real subprocess
 
 from __future__ import annotations
 
-import contextlib
-import functools
-import io
 import json
 import re
-import sys
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
-from unittest import mock
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cronctl.cli import main as cli_main
-from cronctl.cli.main import main
+from tests import helpers
 from tests.helpers import REPO_ROOT
 
 VALID = sorted((REPO_ROOT / "tests" / "data" / "valid").glob("*.toml"))
@@ -79,44 +72,10 @@ def damaged(draw: st.DrawFn) -> bytes:
     return bytes(data)
 
 
-_FULL_APP = cli_main._full_app
-
-
-@functools.cache
-def _built_app() -> Callable[[], object]:
-    """The click command typer builds from cronctl's app, built once.
-
-    Typer rebuilds it on every call (~70% of this test's time: once per process is all
-    `cronctl` ever needs); the command tree, its parsing and cronctl's error mapping in
-    main() are the same. The real-process test below keeps the unpatched path."""
-    import typer.main
-
-    return typer.main.get_command(_FULL_APP())
-
-
 def invoke(*args: str) -> tuple[int, str, str]:
     """cronctl's console entry point, in process: (exit code, stdout, stderr)."""
-    out, err = io.StringIO(), io.StringIO()
-    old_argv = sys.argv
-    sys.argv = ["cronctl", *args]
-    code: int | str | None = 0
-    try:
-        with (
-            mock.patch.object(cli_main, "_full_app", _built_app),
-            contextlib.redirect_stdout(out),
-            contextlib.redirect_stderr(err),
-        ):
-            try:
-                main()
-            except SystemExit as exit_:
-                code = exit_.code
-    finally:
-        sys.argv = old_argv
-    return (
-        (code if isinstance(code, int) else (0 if code is None else 2)),
-        out.getvalue(),
-        err.getvalue(),
-    )
+    done = helpers.invoke(*args)
+    return done.returncode, done.stdout, done.stderr
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
