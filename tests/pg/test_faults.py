@@ -67,8 +67,8 @@ def fleet(cli: Cli, pg_url: str, tmp_path: Path) -> Iterator[Callable[..., objec
 
     yield run
     (tmp_path / "release").touch()
-    # A test that failed midway leaves its cronctl running: reap it here, or its Popen's
-    # ResourceWarning surfaces later and fails whichever test is running then.
+    # A test that failed half-way leaves its background run: end it here, not in a later
+    # test's garbage collection (an unraisable ResourceWarning there fails that test).
     for process in started:
         try:
             process.communicate(timeout=30)
