@@ -100,16 +100,16 @@ def list_tasks(
     from cronctl.core.opskeys import runs_on
 
     last_runs = last_runs or {}
-    rows = [
-        TaskRow(
-            t,
-            t.next_run(now),
-            t.paused or t.name in paused,
-            last_runs.get(t.name),
-            host is not None and not runs_on(t, host),
-        )
-        for t in schedule.tasks
-    ]
+    # Tasks sharing a schedule and zone share the next run: each pair is searched once.
+    next_runs: dict[object, datetime | None] = {}
+    rows = []
+    for t in schedule.tasks:
+        key = (t.cron, t.zone) if t.cron is not None else ("at", t.at)
+        if key not in next_runs:
+            next_runs[key] = t.next_run(now)
+        paused_now = t.paused or t.name in paused
+        other_hosts = host is not None and not runs_on(t, host)
+        rows.append(TaskRow(t, next_runs[key], paused_now, last_runs.get(t.name), other_hosts))
     problems = sorted(
         list(schedule.problems) + schedule_warnings(schedule, now) + extra, key=problem_order
     )

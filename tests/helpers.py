@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import io
 import os
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from unittest import mock
+
+from cronctl.cli import main as cli_main
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+_REAL_FULL_APP = cli_main._full_app  # before any test patches it
 
 
 @dataclass(frozen=True)
@@ -93,3 +100,65 @@ def write_schedule(path: Path, tasks: Sequence[str], header: str = "") -> Path:
     body = header + "".join(f"\n[[task]]\n{t.strip()}\n" for t in tasks)
     path.write_text(body, encoding="utf-8")
     return path
+
+
+@functools.cache
+def _built_app() -> Callable[[], object]:
+    """The click command typer builds from cronctl's app, built once per test session.
+
+    Typer rebuilds it on every call (once per process is all `cronctl` ever needs, but an
+    in-process test calls it hundreds of times); the command tree, its parsing and the error
+    mapping in cronctl's main() are the same."""
+    import typer.main
+
+    return typer.main.get_command(_REAL_FULL_APP())
+
+
+@contextlib.contextmanager
+def _as_process(cwd: Path | None, env: Mapping[str, str] | None) -> Iterator[None]:
+    """This process's argv-independent surroundings (cwd, environment) for one call."""
+    old_cwd, old_env = Path.cwd(), dict(os.environ)
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        if env is not None:
+            os.environ.clear()
+            os.environ.update(env)
+        yield
+    finally:
+        os.chdir(old_cwd)
+        if env is not None:
+            os.environ.clear()
+            os.environ.update(old_env)
+
+
+def invoke(
+    *args: str, cwd: Path | None = None, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`python -m cronctl ARGS` run in this process: cronctl's console entry point with its
+    stdout and stderr captured, in `cwd` with exactly `env`.
+
+    For the many tests whose subject is what cronctl says, not the process boundary (a real
+    process costs ~0.2 s of start-up each). A traceback, as from a real process, shows up
+    as the exception escaping."""
+    out, err = io.StringIO(), io.StringIO()
+    old_argv = sys.argv
+    sys.argv = ["cronctl", *args]
+    code: int | str | None = 0
+    try:
+        with (
+            _as_process(cwd, env),
+            mock.patch.object(cli_main, "_full_app", _built_app),
+            contextlib.redirect_stdout(out),
+            contextlib.redirect_stderr(err),
+        ):
+            try:
+                cli_main.main()
+            except SystemExit as exit_:
+                code = exit_.code
+    finally:
+        sys.argv = old_argv
+    returncode = code if isinstance(code, int) else (0 if code is None else 2)
+    return subprocess.CompletedProcess(
+        ["cronctl", *args], returncode, out.getvalue(), err.getvalue()
+    )

@@ -101,6 +101,7 @@ CoordOpt = Annotated[
     str | None,
     typer.Option(
         "--coordination",
+        metavar="URL",
         help="postgresql:// URL of the fleet's coordination store (default: "
         "$CRONCTL_COORDINATION, then [cronctl] coordination; none: files in lock_dir).",
         show_default=False,

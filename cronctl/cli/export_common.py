@@ -54,7 +54,9 @@ def common_limits(task: Task) -> list[str]:
             "on_one_server: one run per occurrence across machines; run the exported job on "
             "one machine only (or rely on the target's own single scheduler)"
         )
-    for key in ("hosts", "ping_url", "on_failure", "on_success", "notify"):
+    for key in ("hosts", "ping_url", "on_failure", "on_success"):
         if getattr(task, key, None):
             lost.append(f"{key}: not exported; the target has no such setting")
+    if getattr(task, "notify", "always") != "always":  # the default is every failure: no loss
+        lost.append("notify: not exported; the target has no such setting")
     return lost

@@ -118,7 +118,8 @@ def history(
     lock_dir: LockOpt = None,
     fleet: FleetOpt = False,
     host: Annotated[
-        str | None, typer.Option("--host", help="With --fleet: only this machine's runs.")
+        str | None,
+        typer.Option("--host", metavar="NAME", help="With --fleet: only this machine's runs."),
     ] = None,
     coordination: CoordOpt = None,
 ) -> None:

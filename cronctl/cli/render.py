@@ -58,8 +58,14 @@ def table(
         from rich.table import Table
         from rich.text import Text
 
+        from cronctl.cli.render_lines import LONG_TABLE_ROWS, print_lines
+
         console = Console(file=out, no_color="NO_COLOR" in os.environ, highlight=False)
         keep, widths = _fitting(headers, rows, console.width, drop, shrink)
+        fits = sum(widths[i] for i in keep) + 2 * (len(keep) - 1) <= console.width
+        if fits and len(rows) >= LONG_TABLE_ROWS:  # a rich Table is slow when long
+            print_lines(console, headers, rows, keep, widths, outcome_style)
+            return
         grid = Table(box=None, header_style="bold", pad_edge=False)
         for index in keep:
             grid.add_column(headers[index], no_wrap=True, overflow="ellipsis", width=widths[index])

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from functools import lru_cache
 
 from cronctl.core.cronexpr import CronExpr, minute_ceil
 from cronctl.core.cronnotes import corner_notes
+from cronctl.core.cronwalk import matching_walls
 from cronctl.core.model import Problem, Schedule, Task, format_utc
-from cronctl.core.zones import Segment, transitions
+from cronctl.core.zones import Segment, Zone, transitions, walls_at
 
 _MINUTE = timedelta(minutes=1)
 DST_WINDOW = timedelta(days=366)
@@ -48,8 +50,9 @@ def task_warnings(task: Task, now: datetime) -> list[Problem]:
                 "if you meant AND"
             ),
         )
-    for code, note in corner_notes(task.cron) if task.cron is not None else ():
-        warn(code, note)
+    if task.cron is not None:
+        for code, note in _corner_notes(task.cron, task.cron.written):
+            warn(code, note)
     if task.at is not None and task.at <= now:
         warn(
             "at-in-past",
@@ -57,16 +60,40 @@ def task_warnings(task: Task, now: datetime) -> list[Problem]:
             "again; remove the task",
         )
     if task.cron is not None and not task.zone.fixed:
-        for seg in transitions(task.zone, now, now + DST_WINDOW):
-            message = _dst_message(task, task.cron, seg)
-            if message:
-                warn(*message)
+        for code, message in _dst_messages(task.cron, task.zone, task.misfire, now):
+            warn(code, message)
     return found
 
 
-def _dst_message(task: Task, cron: CronExpr, seg: Segment) -> tuple[str, str] | None:
+# The warnings depend on the schedule, the zone and the misfire policy, not on the task:
+# a large schedule repeats a few of them thousands of times, so each is worked out once.
+@lru_cache(maxsize=4096)
+def _corner_notes(cron: CronExpr, written: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    # `written` is part of the key: the notes quote the fields as written, which CronExpr
+    # leaves out of its equality (`MON/2` and `1/2` are the same expression).
+    return tuple(corner_notes(cron))
+
+
+@lru_cache(maxsize=4096)
+def _dst_messages(
+    cron: CronExpr, zone: Zone, misfire: str, now: datetime
+) -> tuple[tuple[str, str], ...]:
+    found = []
+    for seg in _seams(zone, now):
+        message = _dst_message(cron, zone, misfire, seg)
+        if message:
+            found.append(message)
+    return tuple(found)
+
+
+@lru_cache(maxsize=256)
+def _seams(zone: Zone, now: datetime) -> tuple[Segment, ...]:
+    return tuple(transitions(zone, now, now + DST_WINDOW))
+
+
+def _dst_message(cron: CronExpr, tz: Zone, misfire: str, seg: Segment) -> tuple[str, str] | None:
     assert seg.start is not None
-    zone = task.zone.name
+    zone = tz.name
     gap = seg.gap
     if gap is not None:
         hits = _matching_walls(cron, gap[0], gap[1])
@@ -75,7 +102,7 @@ def _dst_message(task: Task, cron: CronExpr, seg: Segment) -> tuple[str, str] | 
         day = f"{hits[0]:%Y-%m-%d}"
         count = f"{len(hits)} occurrence{'s' if len(hits) > 1 else ''}"
         if cron.fixed_time:
-            what = _gap_policy(task, seg, len(hits))
+            what = _gap_policy(cron, tz, misfire, seg, len(hits))
         else:
             what = f"a wildcard schedule has no runs in a gap: those {count} do not happen"
         return "dst-gap", (
@@ -101,15 +128,15 @@ def _times(walls: list[datetime]) -> str:
     return ", ".join(f"{h:%H:%M}" for h in walls[:3]) + (" ..." if len(walls) > 3 else "")
 
 
-def _gap_policy(task: Task, seg: Segment, swallowed: int) -> str:
+def _gap_policy(cron: CronExpr, zone: Zone, misfire: str, seg: Segment, swallowed: int) -> str:
     """Where a fixed-time task's swallowed times land and how many runs its policy makes."""
     assert seg.start is not None
     landing = minute_ceil(seg.start)
     where = f"{seg.wall(landing):%H:%M} local ({format_utc(landing)})"
-    carried = len(task.walls_at(landing))
+    carried = len(walls_at(cron, zone, landing))
     lands = "they land" if swallowed > 1 else "it lands"
     own = f" besides its own {seg.wall(landing):%H:%M} run" if carried > swallowed else ""
-    if task.misfire == "catch-up":
+    if misfire == "catch-up":
         return (
             f'{lands} at {where}{own}, where misfire = "catch-up" runs it '
             f"{carried} times in turn, as Debian cron does"
@@ -118,17 +145,11 @@ def _gap_policy(task: Task, seg: Segment, swallowed: int) -> str:
         return f"it runs once at {where} instead"
     others = "the other" if carried == 2 else f"the other {carried - 1}"
     return (
-        f'{lands} at {where}{own}, where misfire = "{task.misfire}" runs it once and '
+        f'{lands} at {where}{own}, where misfire = "{misfire}" runs it once and '
         f"records {others} as missed (Debian cron runs each, as "
         'misfire = "catch-up" does)'
     )
 
 
 def _matching_walls(cron: CronExpr, start: datetime, end: datetime) -> list[datetime]:
-    walls: list[datetime] = []
-    probe = minute_ceil(start)
-    while probe < end:
-        if cron.matches(probe):
-            walls.append(probe)
-        probe += _MINUTE
-    return walls
+    return list(matching_walls(cron, start, end))

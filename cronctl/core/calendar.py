@@ -13,9 +13,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from cronctl.core.cronexpr import minute_ceil
+from cronctl.core.cronexpr import minute_ceil, minute_floor
 from cronctl.core.model import Task, format_utc
-from cronctl.core.zones import fires_at
+from cronctl.core.zones import fires_at, firing_minutes
 
 HOUR = timedelta(hours=1)
 MINUTE = timedelta(minutes=1)
@@ -122,25 +122,50 @@ def find_herds(tasks: Sequence[Task], start: datetime, end: datetime, limit: int
     counted = [t for t in tasks if not t.paused and not _jittered(t)]
     if len(counted) <= limit:
         return []
+    # Tasks with the same schedule in the same zone fire together: walk each pair once.
+    together: dict[object, list[Task]] = {}
+    for task in counted:
+        together.setdefault(_firing_key(task), []).append(task)
+    names = [[t.name for t in group] for group in together.values()]
+    minutes = [_group_minutes(group[0], start, end) for group in together.values()]
+    crowd: Counter[datetime] = Counter()
+    for index, group_minutes in enumerate(minutes):
+        size = len(names[index])
+        for when in group_minutes:
+            crowd[when] += size
+    members: dict[datetime, list[int]] = {when: [] for when, n in crowd.items() if n > limit}
+    for index, group_minutes in enumerate(minutes):
+        for when in group_minutes:
+            if when in members:
+                members[when].append(index)
+    return _herds(members, names)
+
+
+def _firing_key(task: Task) -> object:
+    return (task.cron, task.zone) if task.cron is not None else ("at", task.at)
+
+
+def _group_minutes(task: Task, start: datetime, end: datetime) -> list[datetime]:
+    if task.cron is None:
+        assert task.at is not None
+        when = minute_floor(task.at)
+        return [when] if start <= when < end else []
+    return firing_minutes(task.cron, task.zone, start, end)
+
+
+def _herds(members: dict[datetime, list[int]], names: list[list[str]]) -> list[Herd]:
+    """The crowded minutes, in order, grouped by the set of task names."""
     groups: dict[tuple[str, ...], Herd] = {}
-    hour = hour_floor(start)
-    while hour < end:
-        per_minute: Counter[int] = Counter()
-        names: dict[int, list[str]] = {}
-        for task in counted:
-            for minute in hour_minutes(task, hour):
-                per_minute[minute] += 1
-                names.setdefault(minute, []).append(task.name)
-        for minute, count in sorted(per_minute.items()):
-            when = hour + minute * MINUTE
-            if count <= limit or not start <= when < end:
-                continue
-            key = tuple(sorted(names[minute]))
-            found = groups.get(key)
-            groups[key] = (
-                Herd(when, key, 1) if found is None else Herd(found.first, key, found.minutes + 1)
-            )
-        hour += HOUR
+    keys: dict[tuple[int, ...], tuple[str, ...]] = {}
+    for when in sorted(members):
+        ids = tuple(members[when])
+        key = keys.get(ids)
+        if key is None:
+            key = keys[ids] = tuple(sorted(n for i in ids for n in names[i]))
+        found = groups.get(key)
+        groups[key] = (
+            Herd(when, key, 1) if found is None else Herd(found.first, key, found.minutes + 1)
+        )
     return sorted(groups.values(), key=lambda h: h.first)
 
 

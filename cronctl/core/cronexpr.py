@@ -1,9 +1,9 @@
 """The cron language cronctl accepts, validated and normalized by cronctl itself.
 
-croniter does the calendar arithmetic, but it speaks its own dialect (``N-N`` is
-the whole field, reversed ranges wrap, ``R`` is random). So every expression is
-parsed here first, into value sets, and croniter only ever sees the normalized
-text of an expression that is already known to be in our language.
+Every expression is parsed here into value sets; the calendar search runs over those
+sets (cronctl.core.cronwalk). The normalized text is still what croniter reads the same
+way (its dialect differs: ``N-N`` is the whole field, reversed ranges wrap, ``R`` is
+random), so exports and the property tests can hand it to croniter unchanged.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from dataclasses import field as _dc_field
 from datetime import date, datetime, timedelta
 from functools import lru_cache
-from typing import Any
 
 from cronctl.errors import CronSyntaxError
 
@@ -367,21 +366,15 @@ def _fires_ever(expr: CronExpr) -> bool:
     return False
 
 
-_CRONITER_CACHE: dict[str, Any] = {}
-
-
 def next_wall(expr: CronExpr, wall: datetime) -> datetime:
-    """The first naive wall time strictly after `wall` that `expr` names (croniter's arithmetic)."""
-    from croniter import croniter  # ~90 ms to import: only where a search is needed
+    """The first naive wall time strictly after `wall` that `expr` names.
 
-    it = _CRONITER_CACHE.get(expr.text)
-    if it is None:
-        it = croniter(expr.text, wall, implement_cron_bug=True)
-        _CRONITER_CACHE[expr.text] = it
-    else:
-        it.set_current(wall, force=True)
-    result: datetime = it.get_next(datetime)
-    return result
+    Searched over the value sets by cronctl.core.cronwalk (imported here on first use:
+    a quiet `run` never searches).
+    """
+    from cronctl.core.cronwalk import next_wall as walk
+
+    return walk(expr, wall)
 
 
 def minute_floor(when: datetime) -> datetime:

@@ -9,6 +9,8 @@ that are odd days of the month.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from cronctl.core.cronexpr import CronExpr
 from cronctl.core.model import Task, format_utc
 
@@ -98,8 +100,13 @@ def _days(cron: CronExpr) -> str:
     return f"on {on_days}" if len(days) < 31 else ""
 
 
+@lru_cache(maxsize=4096)
 def describe_cron(cron: CronExpr) -> str:
-    """An expression in words (times are wall times in the task's zone)."""
+    """An expression in words (times are wall times in the task's zone).
+
+    Cached: the words depend on the value sets alone, and a large schedule repeats a
+    few dozen expressions thousands of times.
+    """
     words = [_time(cron)]
     days = _days(cron)
     if days:

@@ -15,6 +15,7 @@ search naive wall times. At the seams cronctl applies Debian cron's rule:
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from functools import lru_cache
@@ -169,6 +170,52 @@ def walls_at(expr: CronExpr, zone: Zone, minute: datetime) -> tuple[datetime, ..
             swallowed.append(probe)
         probe += _MINUTE
     return (*swallowed, *own)[-MAX_PER_INSTANT:]
+
+
+def firing_minutes(expr: CronExpr, zone: Zone, start: datetime, end: datetime) -> list[datetime]:
+    """Every UTC minute in [start, end) at which `fires_at` is true, oldest first.
+
+    Walks the expression's value sets one offset segment at a time, instead of testing
+    each minute: a week of a rare task costs a few day checks, not 10,080 tests.
+    """
+    low = minute_ceil(_require_aware(start).astimezone(UTC))
+    end = _require_aware(end).astimezone(UTC)
+    found: list[datetime] = []
+    while low < end:
+        seg = zone.segment_at(low)
+        high = end if seg.end is None else min(end, seg.end)
+        if seg.offset % _MINUTE:
+            # An offset with seconds (a historic local mean time): minute by minute.
+            found += [m for m in _minutes(low, high) if fires_at(expr, zone, m)]
+        else:
+            found += _segment_minutes(expr, seg, low, high)
+        low = minute_ceil(high)
+    return found
+
+
+def _minutes(low: datetime, high: datetime) -> Iterator[datetime]:
+    while low < high:
+        yield low
+        low += _MINUTE
+
+
+def _segment_minutes(expr: CronExpr, seg: Segment, low: datetime, high: datetime) -> list[datetime]:
+    """The firing minutes in [low, high), all inside `seg` (whole-minute offset)."""
+    from cronctl.core.cronwalk import matching_walls  # not on `run`'s import path
+
+    walls: Iterable[datetime] = matching_walls(expr, seg.wall(low), seg.wall(high))
+    repeats_until = seg.repeats_until
+    if expr.fixed_time and repeats_until is not None:
+        # Fall back: a fixed time runs at the first pass only (the last segment's).
+        walls = (w for w in walls if w >= repeats_until)
+    found = [seg.instant(w) for w in walls]
+    gap = seg.gap
+    if expr.fixed_time and gap is not None and seg.start is not None:
+        landing = minute_ceil(seg.start)
+        carried = low <= landing < high and (not found or found[0] != landing)
+        if carried and any(True for _ in matching_walls(expr, gap[0], gap[1])):
+            found.insert(0, landing)  # the gap's swallowed times run at its first minute
+    return found
 
 
 def transitions(zone: Zone, start: datetime, end: datetime) -> list[Segment]:

@@ -146,3 +146,17 @@ def test_export_never_overwrites_without_force(cli: Cli, schedule: Path, tmp_pat
     assert again.returncode == 2 and "pass --force" in again.stderr
     forced = cli("export", "--to", "systemd", "-f", str(schedule), "-o", str(out), "--force")
     assert forced.returncode == 0
+
+
+def test_only_settings_a_task_uses_are_listed_as_not_expressed(cli: Cli, tmp_path: Path) -> None:
+    write_schedule(
+        tmp_path / "schedules.toml",
+        [
+            'name = "plain"\ncommand = "true"\nhourly = true',
+            'name = "quiet"\ncommand = "true"\nhourly = true\nnotify = "change"',
+        ],
+    )
+    result = cli("export", "--to", "systemd", "-o", "units")
+    assert result.returncode == 0, result.stderr
+    assert "task plain" not in result.stderr  # notify's default loses nothing
+    assert "task quiet: not expressed: notify" in result.stderr

@@ -8,18 +8,15 @@ its stdout and stderr captured; a few examples also go through a real subprocess
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import re
-import sys
 import tempfile
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cronctl.cli.main import main
+from tests import helpers
 from tests.helpers import REPO_ROOT
 
 VALID = sorted((REPO_ROOT / "tests" / "data" / "valid").glob("*.toml"))
@@ -77,23 +74,8 @@ def damaged(draw: st.DrawFn) -> bytes:
 
 def invoke(*args: str) -> tuple[int, str, str]:
     """cronctl's console entry point, in process: (exit code, stdout, stderr)."""
-    out, err = io.StringIO(), io.StringIO()
-    old_argv = sys.argv
-    sys.argv = ["cronctl", *args]
-    code: int | str | None = 0
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                main()
-            except SystemExit as exit_:
-                code = exit_.code
-    finally:
-        sys.argv = old_argv
-    return (
-        (code if isinstance(code, int) else (0 if code is None else 2)),
-        out.getvalue(),
-        err.getvalue(),
-    )
+    done = helpers.invoke(*args)
+    return done.returncode, done.stdout, done.stderr
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

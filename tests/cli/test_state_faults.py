@@ -48,11 +48,13 @@ class FastClock:
         return False
 
 
-def _readers(state: Path, schedule: Path, home: Path, stop: threading.Event) -> list[int]:
-    """Other cronctl processes reading (and dry-running) the same store until stopped."""
+def _readers(
+    state: Path, schedule: Path, home: Path, stop: threading.Event, codes: list[int]
+) -> None:
+    """Other cronctl processes reading (and dry-running) the same store until stopped;
+    their exit codes go to `codes` as they finish."""
     env = clean_env(home, {"CRONCTL_STATE_DIR": str(state)})
     commands = (["status"], ["history", "--limit", "5"], ["run", "--dry-run"])
-    codes: list[int] = []
     while not stop.is_set():
         for args in commands:
             done = subprocess.run(
@@ -64,7 +66,6 @@ def _readers(state: Path, schedule: Path, home: Path, stop: threading.Event) -> 
             )
             assert b"Traceback" not in done.stderr, done.stderr
             codes.append(done.returncode)
-    return codes
 
 
 def test_work_with_overlapping_ticks_and_readers_keeps_the_database_sound(tmp_path: Path) -> None:
@@ -100,11 +101,22 @@ def test_work_with_overlapping_ticks_and_readers_keeps_the_database_sound(tmp_pa
     def read() -> None:
         while not ledger.exists() and not stop.is_set():
             time.sleep(0.05)
-        codes.extend(_readers(state, schedule, tmp_path / "home", readers_done))
+        _readers(state, schedule, tmp_path / "home", readers_done, codes)
+
+    def enough() -> None:
+        # Until 40 runs were started and the readers made two rounds meanwhile (it used to
+        # be a fixed 10 s); the bound only keeps a broken `work` from hanging the test.
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not stop.is_set():
+            started = len(ledger.read_text().split()) if ledger.exists() else 0
+            if started >= 40 and len(codes) >= 6:
+                break
+            time.sleep(0.05)
+        stop.set()
 
     reader = threading.Thread(target=read)
     reader.start()
-    timer = threading.Timer(10.0, stop.set)
+    timer = threading.Thread(target=enough)
     timer.start()
     try:
         exit_code = worker.serve()
@@ -112,6 +124,7 @@ def test_work_with_overlapping_ticks_and_readers_keeps_the_database_sound(tmp_pa
         stop.set()
         readers_done.set()
         reader.join(30)
+        timer.join(5)
     assert exit_code == 0
     assert codes and set(codes) <= {0}, codes
     conn = sqlite3.connect(state / "state.db")

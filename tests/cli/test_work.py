@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from cronctl.edge.files import load_paths
@@ -15,9 +17,35 @@ from tests.helpers import Cli, write_schedule
 
 SLOW_TASK = (
     'name = "slow"\nevery_minute = true\n'
-    "command = \"date +%s.%N >> started; trap 'echo term > got-term; exit 0' TERM; "
+    "command = \"echo $CRONCTL_OCCURRENCE >> started; trap 'echo term > got-term; exit 0' TERM; "
     'sleep 120 & wait"'
 )
+# `python -m cronctl` with the worker's clock set to half a second before a minute boundary:
+# the real process, its threads and signals, without waiting up to a minute for the boundary.
+NEAR_BOUNDARY = """
+import sys
+from datetime import UTC, datetime, timedelta
+from cronctl import work
+from cronctl.core.cronexpr import minute_floor
+
+real = work.Worker.__init__
+shift = []
+
+def clock():
+    # Set at the first reading, which the loop takes just before it waits for the boundary.
+    now = datetime.now(UTC)
+    shift.append(shift[0] if shift else minute_floor(now) + timedelta(seconds=59.5) - now)
+    return now + shift[-1]
+
+def init(self, *args, **kwargs):
+    kwargs.setdefault("clock", clock)
+    real(self, *args, **kwargs)
+
+work.Worker.__init__ = init
+sys.argv = ["cronctl", *sys.argv[1:]]
+from cronctl.cli.main import main
+main()
+"""
 
 
 def wait_for(path: Path, timeout: float) -> None:
@@ -29,12 +57,22 @@ def wait_for(path: Path, timeout: float) -> None:
 
 def test_work_starts_tasks_at_the_boundary_and_forwards_sigterm(cli: Cli, tmp_path: Path) -> None:
     write_schedule(tmp_path / "schedules.toml", [SLOW_TASK])
-    worker = cli.popen("work", "--grace", "10")
+    launched = datetime.now(UTC)
+    worker = subprocess.Popen(
+        [sys.executable, "-c", NEAR_BOUNDARY, "work", "--grace", "10"],
+        cwd=tmp_path,
+        env=dict(cli.env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
-        wait_for(tmp_path / "started", timeout=75)
-        started = float((tmp_path / "started").read_text().split()[0])
-        past_boundary = started % 60
-        assert past_boundary < 1.0, f"task started {past_boundary:.3f}s after the minute"
+        wait_for(tmp_path / "started", timeout=30)
+        # The tick ran the minute that began at the (shifted) boundary, and only that one.
+        (occurrence,) = (tmp_path / "started").read_text().split()
+        at = datetime.fromisoformat(occurrence)
+        assert at.second == 0 and at.microsecond == 0
+        assert launched < at <= launched + timedelta(minutes=1, seconds=30)
         time.sleep(0.3)  # the shell has set its trap
         worker.send_signal(signal.SIGTERM)
         _, err = worker.communicate(timeout=20)

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
-from cronctl.core.calendar import build_timeline, find_herds, occurrences
-from cronctl.core.cronexpr import parse_cron
+from cronctl.core.calendar import Herd, build_timeline, find_herds, occurrences
+from cronctl.core.cronexpr import minute_ceil, parse_cron
 from cronctl.core.model import Task
 from cronctl.core.zones import parse_zone
 
@@ -80,3 +82,51 @@ def test_herd_needs_more_than_the_limit_and_ignores_jittered_tasks() -> None:
     assert len(herds) == 1
     assert herds[0].first == datetime(2026, 8, 3, 3, tzinfo=UTC)
     assert herds[0].tasks == ("job0", "job1", "job2") and herds[0].minutes == 7
+
+
+@functools.cache
+def firing_names(start: datetime, end: datetime) -> tuple[tuple[datetime, tuple[str, ...]], ...]:
+    """Every minute of [start, end) with the sorted names of the herd mix's tasks firing in it."""
+    counted = [t for t in herd_mix() if not t.paused and not t.jitter]
+    found = []
+    minute = minute_ceil(start)
+    while minute < end:
+        found.append((minute, tuple(sorted(t.name for t in counted if t.fires_at(minute)))))
+        minute += timedelta(minutes=1)
+    return tuple(found)
+
+
+def naive_herds(start: datetime, end: datetime, limit: int) -> list[Herd]:
+    """The herd rule read literally off the minute-by-minute walk (slow and obvious)."""
+    groups: dict[tuple[str, ...], tuple[datetime, int]] = {}
+    for minute, names in firing_names(start, end):
+        if len(names) > limit:
+            first, count = groups.get(names, (minute, 0))
+            groups[names] = (first, count + 1)
+    return sorted((Herd(f, n, c) for n, (f, c) in groups.items()), key=lambda h: h.first)
+
+
+def herd_mix() -> list[Task]:
+    """Tasks sharing schedules and zones (so they herd), across DST seams and a half-hour offset;
+    the same expression in several zones, a one-shot, a paused and a jittered task."""
+    at = datetime(2026, 3, 29, 1, 0, tzinfo=UTC)
+    tasks = [make_task(expr, zone, f"{i}-{copy}") for i, (expr, zone) in enumerate(CASES)
+             for copy in range(2)]  # fmt: skip
+    tasks += [make_task("0 * * * *", "UTC", f"hourly-{i}") for i in range(2)]
+    tasks += [make_task("0 1 * * *", zone, f"one-{zone}") for zone in ("+01:00", "Europe/Berlin")]
+    tasks += [make_task("0 3 * * *", "UTC", "paused", paused=True)]
+    tasks += [make_task("0 3 * * *", "UTC", "jittered", jitter=timedelta(minutes=5))]
+    once = make_task("0 3 * * *", "UTC", "once")
+    return [*tasks, dataclasses.replace(once, cron=None, at=at, schedule_key="at")]
+
+
+@pytest.mark.parametrize(
+    "start", ["2026-03-27T22:13:30Z", "2026-10-24T00:00:00Z", "2026-03-07T12:00:00Z"]
+)
+def test_herds_equal_the_minute_by_minute_count(start: str) -> None:
+    begin = datetime.fromisoformat(start)
+    end = begin + timedelta(days=3)
+    for limit in (1, 2, 3):
+        found = find_herds(herd_mix(), begin, end, limit)
+        assert found == naive_herds(begin, end, limit), limit
+        assert found  # the mix does herd

@@ -1,4 +1,4 @@
-"""Property tests: croniter's answers, as cronctl uses them, against a brute-force matcher.
+"""Property tests: cronctl's calendar search (and croniter's) against a brute-force matcher.
 
 The matcher below reads the raw field text itself (not cronexpr's value sets)
 and walks the calendar day by day, then minute by minute within a matching
@@ -16,7 +16,15 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from cronctl.core.cronexpr import CronExpr, next_wall, parse_cron
-from cronctl.core.zones import MAX_PER_INSTANT, fires_at, next_occurrence, parse_zone, walls_at
+from cronctl.core.cronwalk import matching_walls
+from cronctl.core.zones import (
+    MAX_PER_INSTANT,
+    fires_at,
+    firing_minutes,
+    next_occurrence,
+    parse_zone,
+    walls_at,
+)
 from cronctl.errors import CronSyntaxError
 
 MINUTE = timedelta(minutes=1)
@@ -137,6 +145,14 @@ def test_brute_force_matcher_reads_fields_as_the_man_page_says() -> None:
     assert brute.next_after(datetime(2026, 8, 3)) == datetime(2026, 8, 17)
 
 
+def croniter_next(expr: CronExpr, wall: datetime) -> datetime:
+    """What croniter answers for the normalized text (cronctl searched with it until 2026-12)."""
+    from croniter import croniter
+
+    found: datetime = croniter(expr.text, wall, implement_cron_bug=True).get_next(datetime)
+    return found
+
+
 # --- strategies -------------------------------------------------------------------
 
 
@@ -241,12 +257,13 @@ def test_normalized_text_reparses_to_the_same_expression(text: str) -> None:
 
 @PROPERTY_SETTINGS
 @given(text=expressions(), start=start_instants())
-def test_next_wall_equals_brute_force(text: str, start: datetime) -> None:
+def test_next_wall_equals_croniter_and_brute_force(text: str, start: datetime) -> None:
     expr = _parsed(text)
     wall = start.replace(tzinfo=None)
     expected = Brute.read(text).next_after(wall)
     assume(expected is not None)
-    assert next_wall(expr, wall) == expected
+    assert croniter_next(expr, wall) == expected
+    assert next_wall(expr, wall) == expected  # cronctl's own search (cronctl.core.cronwalk)
 
 
 @PROPERTY_SETTINGS
@@ -463,3 +480,98 @@ def test_next_occurrence_depends_on_the_instant_not_the_offset_it_is_written_in(
     zone = parse_zone(zone_name)
     expected = next_occurrence(expr, zone, start)
     assert next_occurrence(expr, zone, start.astimezone(written_in)) == expected
+
+
+# --- cronctl's own search (cronctl.core.cronwalk) against croniter and brute force ---------
+
+
+def brute_minutes(
+    brute: Brute, start: datetime, end: datetime, shift: timedelta = timedelta(0)
+) -> list[datetime]:
+    """The whole minutes in [start, end) whose wall time (minute + shift) the matcher names."""
+    probe = start.replace(second=0, microsecond=0)
+    probe += MINUTE if probe < start else timedelta(0)
+    found = []
+    while probe < end:
+        if brute.minute_matches((probe + shift).replace(tzinfo=None)):
+            found.append(probe)
+        probe += MINUTE
+    return found
+
+
+@PROPERTY_SETTINGS
+@given(text=expressions(), start=start_instants(), minutes=st.integers(0, 3 * 24 * 60))
+def test_matching_walls_lists_every_brute_force_match_in_the_range(
+    text: str, start: datetime, minutes: int
+) -> None:
+    expr = _parsed(text)
+    low = start.replace(tzinfo=None)
+    high = low + minutes * MINUTE
+    assert list(matching_walls(expr, low, high)) == brute_minutes(Brute.read(text), low, high)
+
+
+@PROPERTY_SETTINGS
+@given(
+    text=expressions(),
+    start=start_instants(),
+    offset=st.sampled_from(["UTC", "+05:45", "-03:30", "+14:00", "-09:30", "-12:00"]),
+    minutes=st.integers(0, 2 * 24 * 60),
+)
+def test_firing_minutes_in_utc_and_fixed_offsets_equal_brute_force(
+    text: str, start: datetime, offset: str, minutes: int
+) -> None:
+    expr = _parsed(text)
+    zone = parse_zone(offset)
+    shift = zone.tz.utcoffset(None)
+    assert shift is not None
+    end = start + minutes * MINUTE
+    expected = brute_minutes(Brute.read(text), start, end, shift)
+    assert firing_minutes(expr, zone, start, end) == expected
+
+
+@PROPERTY_SETTINGS
+@given(
+    text=st.one_of(expressions(), daily_expressions()),
+    where=near_transition(),
+    seconds=st.integers(0, 59),
+)
+def test_firing_minutes_around_dst_transitions_follow_the_debian_rule(
+    text: str, where: tuple[str, datetime], seconds: int
+) -> None:
+    expr = _parsed(text)
+    name, middle = where
+    zone, tz = parse_zone(name), ZoneInfo(name)
+    low = middle - WINDOW * MINUTE
+    expected = [
+        low + i * MINUTE for i in range(2 * WINDOW) if debian_fires(expr, tz, low + i * MINUTE)
+    ]
+    assert firing_minutes(expr, zone, low, low + 2 * WINDOW * MINUTE) == expected
+    # A start off the minute: the first minute counted is the next whole one.
+    later = low + seconds * timedelta(seconds=1) + timedelta(microseconds=1)
+    assert (
+        firing_minutes(expr, zone, later, low + 2 * WINDOW * MINUTE)
+        == expected[1 if expected and expected[0] == low else 0 :]
+    )
+
+
+@PROPERTY_SETTINGS
+@given(text=expressions(), where=near_transition())
+def test_next_occurrence_in_dst_zones_is_the_first_minute_the_debian_rule_fires(
+    text: str, where: tuple[str, datetime]
+) -> None:
+    expr = _parsed(text)
+    name, start = where
+    zone, tz = parse_zone(name), ZoneInfo(name)
+    expected = next(
+        (
+            start + i * MINUTE
+            for i in range(1, 2 * WINDOW + 1)
+            if debian_fires(expr, tz, start + i * MINUTE)
+        ),
+        None,
+    )
+    found = next_occurrence(expr, zone, start)
+    if expected is None:
+        assert found > start + 2 * WINDOW * MINUTE
+    else:
+        assert found == expected

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -56,13 +57,24 @@ def fleet(cli: Cli, pg_url: str, tmp_path: Path) -> Iterator[Callable[..., objec
         return {"CRONCTL_HOST": host, "CRONCTL_COORDINATION": pg_url,
                 "CRONCTL_STATE_DIR": str(tmp_path / host)}  # fmt: skip
 
+    started: list[subprocess.Popen[str]] = []
+
     def run(host: str, *args: str, background: bool = False) -> object:
         if background:
-            return cli.popen(*args, env=env(host))
+            started.append(cli.popen(*args, env=env(host)))
+            return started[-1]
         return cli(*args, env=env(host))
 
     yield run
     (tmp_path / "release").touch()
+    # A test that failed half-way leaves its background run: end it here, not in a later
+    # test's garbage collection (an unraisable ResourceWarning there fails that test).
+    for process in started:
+        try:
+            process.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.communicate()
 
 
 def _outcomes(result: object) -> dict[str, str]:

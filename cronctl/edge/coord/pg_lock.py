@@ -221,6 +221,7 @@ class PgLock:
     def _retake(self) -> None:
         """The session is gone (or answers no more): keep trying until it is ours again."""
         old = self._conn
+        old_backend = _backend_pid(old)
         # At once, then every RETRY_S: every moment without the lock lets a contender in.
         while not self._stop.is_set():
             conn = None
@@ -230,7 +231,14 @@ class PgLock:
                     # Only while the holder row still names this run: a lease overtaker
                     # rewrites it before ending this session.
                     cur.execute(_RETAKE, self._params)
-                    if not (cur.fetchone() or [False])[0]:
+                    row = cur.fetchone()
+                    if row is not None and not row[0] and _held_only_by(cur, self, old_backend):
+                        # Our own session is still dying (pg_terminate_backend returns before
+                        # the backend has let go): its lock is ours to take back in a moment.
+                        _close_quietly(conn)
+                        self._stop.wait(RETRY_S / 10)
+                        continue
+                    if not (row or [False])[0]:
                         conn.close()
                         self.lost = "another run took the overlap lock after this one lost it"
                         break
@@ -245,6 +253,23 @@ class PgLock:
             return
         self._stop.set()
         self.lost = self.lost or "the overlap lock's session was lost"
+
+
+def _backend_pid(conn: Any) -> int | None:
+    """The server process of ``conn``'s session, as libpq remembers it (no round trip)."""
+    try:
+        return int(conn.get_backend_pid())
+    except Exception:
+        return None
+
+
+def _held_only_by(cur: Any, lock: PgLock, backend: int | None) -> bool:
+    """Whether the advisory lock is held by ``backend`` alone (or by nobody any more)."""
+    if backend is None:
+        return False
+    cur.execute(_HOLDERS_OF, _key_parts(lock._params["key"]))
+    holders = {pid for (pid,) in cur.fetchall()}
+    return holders <= {backend}
 
 
 def _close_quietly(conn: Any) -> None:
