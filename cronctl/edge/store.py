@@ -65,6 +65,12 @@ _FAILURES: Final = ("failed", "timeout", "error")
 
 _ORDER: Final = "ORDER BY occurrence DESC, started DESC, id DESC"
 _STATE_COLUMNS: Final = "name, fingerprint, last_occurrence, missed_total, done"
+_PUT_STATE: Final = (
+    f"INSERT INTO task_state ({_STATE_COLUMNS}) VALUES (?, ?, ?, ?, ?) "  # noqa: S608
+    "ON CONFLICT (name) DO UPDATE SET fingerprint = excluded.fingerprint, "
+    "last_occurrence = excluded.last_occurrence, missed_total = excluded.missed_total, "
+    "done = excluded.done"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -227,14 +233,24 @@ class Txn:
 
     def put_state(self, state: TaskState) -> None:
         """Insert or replace the state of task ``state.name``."""
-        last = _occurrence_text(state.last_occurrence, "last_occurrence")
-        self._execute(
-            f"INSERT INTO task_state ({_STATE_COLUMNS}) VALUES (?, ?, ?, ?, ?) "  # noqa: S608
-            "ON CONFLICT (name) DO UPDATE SET fingerprint = excluded.fingerprint, "
-            "last_occurrence = excluded.last_occurrence, missed_total = excluded.missed_total, "
-            "done = excluded.done",
-            (state.name, state.fingerprint, last, int(state.missed_total), int(state.done)),
-        )
+        self.put_states([state])
+
+    def put_states(self, states: list[TaskState]) -> None:
+        """Insert or replace several task states in one statement (a run plans every task)."""
+        if self._conn is None:
+            raise RuntimeError("this transaction has ended; use it only inside its `with` block")
+        rows = [
+            (
+                state.name,
+                state.fingerprint,
+                _occurrence_text(state.last_occurrence, "last_occurrence"),
+                int(state.missed_total),
+                int(state.done),
+            )
+            for state in states
+        ]
+        with translated(self._path):
+            self._conn.executemany(_PUT_STATE, rows)
 
     def add_run(self, run: RunRow) -> None:
         """Record a new run row.

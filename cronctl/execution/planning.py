@@ -19,6 +19,7 @@ def plan_all(
     """One transaction: read each task's window, decide, record the decisions."""
     plans: dict[str, Plan] = {}
     rows: list[RunRow] = []
+    changed: list[TaskState] = []
     with store.transaction() as tx:
         states = tx.states()
         for task in schedule.tasks:
@@ -52,10 +53,11 @@ def plan_all(
                     missed_total + decided.missed_count,
                     decided.done,
                 )
-                if new != state:  # a quiet minute changes no state: no write (1,000 in `work`)
-                    tx.put_state(new)
+                if new != state:
+                    changed.append(new)
         if ctx.dry_run:
             raise DryRunRollback(plans, rows)
+        tx.put_states(changed)  # one statement for every task's new window
     return plans, rows
 
 
