@@ -17,13 +17,21 @@ from cronctl.execution.context import CONDITION_TIMEOUT_S, REHEARSAL_DIR, RunCon
 
 
 def paused(ctx: RunContext) -> Mapping[str, object]:
-    """The operator pauses; none known when the store is unreachable (guarded tasks then
-    fail at their claim or lock, the others run: SPEC 8.2)."""
+    """The operator pauses. When the store is unreachable, the pauses last read from it still
+    hold (guarded tasks then fail at their claim or lock, the others run: SPEC 8.2)."""
+    from cronctl.edge.coord import outbox
+
+    coord = coord_of(ctx)
     try:
-        return coord_of(ctx).paused_tasks()
+        pauses = coord.paused_tasks()
     except StoreUnavailable as exc:
-        ctx.warn(f"cronctl: error: {exc}; guarded tasks are not started this minute")
-        return {}
+        kept = outbox.remembered_pauses(ctx.state_dir)
+        also = f"; the pauses last read from it still hold ({', '.join(kept)})" if kept else ""
+        ctx.warn(f"cronctl: error: {exc}; guarded tasks are not started this minute{also}")
+        return dict.fromkeys(kept)
+    if coord.kind != "files":
+        outbox.remember_pauses(ctx.state_dir, list(pauses))
+    return pauses
 
 
 def preclaim(

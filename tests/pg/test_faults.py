@@ -222,6 +222,26 @@ def test_pause_on_one_machine_holds_on_another_and_fleet_views_show_hosts(
     assert only_b["runs"] and {r["host"] for r in only_b["runs"]} == {"b"}
 
 
+def test_a_pause_still_holds_while_the_store_is_unreachable(
+    fleet: Callable[..., object], pg_server: PgServer, tmp_path: Path
+) -> None:
+    (tmp_path / "release").touch()
+    assert fleet("a", "pause", "free").returncode == 0  # type: ignore[attr-defined]
+    assert _outcomes(fleet("a", "run", "--json", "--now", T))["free"] == "skipped: paused"
+    pg_server.stop()
+    try:
+        down = fleet("a", "run", "--json", "--now", T1)
+    finally:
+        pg_server.start()
+    assert _outcomes(down) == {"long": "error", "free": "skipped: paused"}
+    assert "pauses last read from it still hold (free)" in down.stderr  # type: ignore[attr-defined]
+    assert not (tmp_path / "free.log").exists()
+    # Resumed in the store: the next run that reaches it forgets the pause.
+    fleet("a", "resume", "free")
+    assert _outcomes(fleet("a", "run", "--json", "--now", T2))["free"] == "ok"
+    assert not (tmp_path / "a" / "coord-pauses").exists()
+
+
 def test_check_never_connects(cli: Cli, tmp_path: Path) -> None:
     write_schedule(
         tmp_path / "schedules.toml",

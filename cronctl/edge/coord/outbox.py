@@ -1,4 +1,6 @@
-"""Fleet records not yet published: ``STATE_DIR/coord-outbox`` lists their run ids (SPEC 8.2).
+"""What a machine keeps of the store locally: fleet records not yet published
+(``STATE_DIR/coord-outbox`` lists their run ids, SPEC 8.2), and the pauses last read
+(``STATE_DIR/coord-pauses``), so a pause still holds while the store is unreachable.
 
 A run publishes its records in one round trip at its end. When the store cannot take them,
 their ids go to the outbox; the next run that reaches the store sends them again, read afresh
@@ -21,6 +23,7 @@ if TYPE_CHECKING:
     from cronctl.edge.store import RunRow, Store
 
 OUTBOX = "coord-outbox"
+PAUSES = "coord-pauses"
 #: At most this many ids wait (a store down for days must not grow the file without end).
 MAX_WAITING = 100_000
 # Each winner records the occurrence; 49 machines of 50 saying "someone else ran it" each
@@ -66,3 +69,20 @@ def _read(path: Path) -> list[str]:
 
 def _write(path: Path, ids: list[str]) -> None:
     write_atomic(path, "".join(f"{i}\n" for i in ids).encode("ascii", "replace"), durable=True)
+
+
+def remember_pauses(state_dir: Path, paused: Sequence[str]) -> None:
+    """Keep the names of the tasks paused in the store, rewriting the file only on a change."""
+    names = sorted(paused)
+    if _read(state_dir / PAUSES) == names:
+        return
+    if not names:
+        with suppress(FileNotFoundError):
+            (state_dir / PAUSES).unlink()
+        return
+    write_atomic(state_dir / PAUSES, "".join(f"{n}\n" for n in names).encode(), durable=True)
+
+
+def remembered_pauses(state_dir: Path) -> list[str]:
+    """The pauses last read from the store (for a minute when it cannot be reached)."""
+    return _read(state_dir / PAUSES)
