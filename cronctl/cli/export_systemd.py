@@ -10,19 +10,10 @@ from datetime import datetime
 
 from cronctl.cli.export_common import Exported, common_limits, dst_limits, whole_hour_zone
 from cronctl.core.cronexpr import CronExpr
+from cronctl.core.describe import spans
 from cronctl.core.model import Task, format_duration
 
 _WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
-
-
-def _runs(values: list[int]) -> list[tuple[int, int]]:
-    runs: list[tuple[int, int]] = []
-    for value in values:
-        if runs and runs[-1][1] == value - 1:
-            runs[-1] = (runs[-1][0], value)
-        else:
-            runs.append((value, value))
-    return runs
 
 
 def calendar_field(values: frozenset[int], low: int, high: int) -> str:
@@ -35,7 +26,7 @@ def calendar_field(values: frozenset[int], low: int, high: int) -> str:
         if step > 1 and ordered == list(range(ordered[0], high + 1, step)):
             return f"{ordered[0]:02d}/{step}"
     parts = []
-    for first, last in _runs(ordered):
+    for first, last in spans(ordered):
         if first == last:
             parts.append(f"{first:02d}")
         elif last == first + 1:
@@ -49,7 +40,7 @@ def weekday_field(weekdays: frozenset[int]) -> str:
     """Cron's 0-6 (Sunday 0) as systemd's names: 'Mon..Fri', 'Sat,Sun'."""
     monday_first = sorted((d - 1) % 7 for d in weekdays)
     parts = []
-    for first, last in _runs(monday_first):
+    for first, last in spans(monday_first):
         if first == last:
             parts.append(_WEEKDAYS[first])
         else:

@@ -19,7 +19,8 @@ _MONTHS = ("January", "February", "March", "April", "May", "June", "July", "Augu
            "September", "October", "November", "December")  # fmt: skip
 
 
-def _runs(values: list[int]) -> list[tuple[int, int]]:
+def spans(values: list[int]) -> list[tuple[int, int]]:
+    """Sorted values as spans of consecutive numbers: [1, 2, 3, 5] -> (1, 3), (5, 5)."""
     runs: list[tuple[int, int]] = []
     for value in values:
         if runs and runs[-1][1] == value - 1:
@@ -37,7 +38,7 @@ def _join(words: list[str], last: str = "and") -> str:
 
 def _named(values: list[int], names: tuple[str, ...], base: int) -> str:
     parts = []
-    for first, last in _runs(values):
+    for first, last in spans(values):
         if last - first >= 2:
             parts.append(f"{names[first - base]} through {names[last - base]}")
         else:
@@ -50,7 +51,7 @@ def _numbers(values: list[int]) -> str:
     if step > 1 and values == list(range(values[0], values[-1] + 1, step)):
         return f"{values[0]}, {values[1]}, ..., {values[-1]}"
     parts = []
-    for first, last in _runs(values):
+    for first, last in spans(values):
         parts.append(str(first) if first == last else f"{first}-{last}")
     return _join(parts)
 
@@ -74,9 +75,9 @@ def _time(cron: CronExpr) -> str:
     if step > 1 and hours == list(range(hours[0], 24, step)) and what.startswith("every hour"):
         start = f", from {hours[0]:02d}:00" if hours[0] else ""
         return f"every {step} hours at {what.removeprefix('every hour at ')}{start}"
-    spans = _runs(hours)
-    if len(spans) <= 2:
-        return what + ", " + _join([f"{a:02d}:00-{b:02d}:59" for a, b in spans])
+    hour_spans = spans(hours)
+    if len(hour_spans) <= 2:
+        return what + ", " + _join([f"{a:02d}:00-{b:02d}:59" for a, b in hour_spans])
     return what + f", in the hours {_numbers(hours)}"
 
 
