@@ -232,7 +232,8 @@ class PgLock:
                     # rewrites it before ending this session.
                     cur.execute(_RETAKE, self._params)
                     row = cur.fetchone()
-                    if row is not None and not row[0] and _held_only_by(cur, self, old_backend):
+                    dying = row is not None and not row[0]
+                    if dying and _held_only_by(cur, self._params["key"], old_backend):
                         # Our own session is still dying (pg_terminate_backend returns before
                         # the backend has let go): its lock is ours to take back in a moment.
                         _close_quietly(conn)
@@ -263,11 +264,11 @@ def _backend_pid(conn: Any) -> int | None:
         return None
 
 
-def _held_only_by(cur: Any, lock: PgLock, backend: int | None) -> bool:
-    """Whether the advisory lock is held by ``backend`` alone (or by nobody any more)."""
+def _held_only_by(cur: Any, key: int, backend: int | None) -> bool:
+    """Whether the advisory lock ``key`` is held by ``backend`` alone (or by nobody any more)."""
     if backend is None:
         return False
-    cur.execute(_HOLDERS_OF, _key_parts(lock._params["key"]))
+    cur.execute(_HOLDERS_OF, _key_parts(key))
     holders = {pid for (pid,) in cur.fetchall()}
     return holders <= {backend}
 
