@@ -83,11 +83,13 @@ def _task_from_stem(stem: str) -> str | None:
 
 
 def _task_path(directory: Path, task: str, suffix: str) -> Path:
-    path = directory / (_file_stem(task) + suffix)
-    # The name pattern already excludes '/', but this is the check that a path never escapes.
-    if path.parent != directory or os.path.normpath(path) != str(path):
+    name = _file_stem(task) + suffix
+    text = f"{directory}/{name}"
+    # The name pattern already excludes '/', but this is the check that a path never escapes
+    # (text, not pathlib: every guarded run asks it three times).
+    if "/" in name or os.path.normpath(text) != text:
         raise ValueError(f"task {task!r} does not map to a file inside {directory}")
-    return path
+    return Path(text)
 
 
 def _file_mode(directory: Path) -> int:
@@ -205,14 +207,14 @@ class OverlapLock:
     ``pass_fds=(lock.fd,)``, never ``preexec_fn`` (which would run at-fork hooks).
     """
 
-    __slots__ = ("_fd", "_holder", "_holder_path", "path")
+    __slots__ = ("_fd", "_holder", "_holder_fd", "path")
 
     def __init__(self, fd: int, path: Path) -> None:
         """Wrap ``fd``, already locked, for the lock file at ``path``."""
         self._fd: int | None = fd
         self.path = path
         self._holder: HolderInfo | None = None
-        self._holder_path: Path | None = None
+        self._holder_fd: int | None = None  # the holder record, rewritten in place
 
     def record_command(self, pid: int) -> None:
         """Add the started command's identity to the holder record.
@@ -225,12 +227,12 @@ class OverlapLock:
         from cronctl.edge import procs
 
         who = procs.identify(pid)
-        if who is None or self._holder is None or self._holder_path is None:
+        if who is None or self._holder is None or self._holder_fd is None:
             return
         self._holder = HolderInfo(
             self._holder.host, self._holder.pid, self._holder.started, who, self._holder.timeout
         )
-        _write_holder(self._holder_path, self._holder)
+        _write_holder(self._holder_fd, self._holder)
 
     @property
     def fd(self) -> int:
@@ -250,6 +252,9 @@ class OverlapLock:
         fd, self._fd = self._fd, None
         if fd is not None:
             os.close(fd)
+        holder_fd, self._holder_fd = self._holder_fd, None
+        if holder_fd is not None:
+            os.close(holder_fd)
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,30 +303,31 @@ def try_overlap_lock(
     task closed the descriptor it was given. ``timeout`` is recorded so that a contender can
     tell a holder that should have been killed long ago.
     """
-    directory = ensure_private_dir(lock_dir / "overlap")
+    directory = ensure_private_dir(lock_dir / "overlap", within=lock_dir)
+    mode = _file_mode(directory)
     lock_path = _task_path(directory, task, ".lock")
     holder_path = _task_path(directory, task, ".holder")
     me = HolderInfo(host=host, pid=pid, started=_utc(now), timeout=timeout)
-    with _guard(_task_path(directory, task, ".guard")) as guarded:
-        lock = _lock_file(lock_path)
+    with _guard(_task_path(directory, task, ".guard"), mode=mode) as guarded:
+        lock = _lock_file(lock_path, mode)
         if lock is not None:
             previous = _read_holder(holder_path) if guarded else None
             if previous is None or not _command_lives(previous, host):
-                return OverlapResult("acquired", _record_holder(lock, holder_path, me), None)
+                return OverlapResult("acquired", _record_holder(lock, holder_path, me, mode), None)
             if not _past_lease(previous, me, lease):
                 lock.release()
                 return OverlapResult("held", None, previous)
-            return OverlapResult("overtaken", _record_holder(lock, holder_path, me), previous)
+            return OverlapResult("overtaken", _record_holder(lock, holder_path, me, mode), previous)
         holder = _read_holder(holder_path)
         # Without the guard the record may be stale, so it is not evidence of a stuck run.
         if not guarded or holder is None or not _past_lease(holder, me, lease):
             return OverlapResult("held", None, holder)
         with suppress(FileNotFoundError):
             lock_path.unlink()
-        lock = _lock_file(lock_path)
+        lock = _lock_file(lock_path, mode)
         if lock is None:
             return OverlapResult("held", None, holder)
-        return OverlapResult("overtaken", _record_holder(lock, holder_path, me), holder)
+        return OverlapResult("overtaken", _record_holder(lock, holder_path, me, mode), holder)
 
 
 def overlap_held(lock_dir: Path, task: str) -> bool:
@@ -346,9 +352,11 @@ def overlap_held(lock_dir: Path, task: str) -> bool:
 
 
 @contextmanager
-def _guard(path: Path, *, create: bool = True) -> Iterator[bool]:
+def _guard(path: Path, *, create: bool = True, mode: int | None = None) -> Iterator[bool]:
     flags = os.O_RDONLY | (os.O_CREAT if create else 0)
-    fd = open_nofollow(path, flags, _file_mode(path.parent) if create else 0o600)
+    if mode is None:
+        mode = _file_mode(path.parent) if create else 0o600
+    fd = open_nofollow(path, flags, mode)
     try:
         deadline = time.monotonic() + _GUARD_WAIT_S
         while not (got := _flock_nonblocking(fd)) and time.monotonic() < deadline:
@@ -358,9 +366,9 @@ def _guard(path: Path, *, create: bool = True) -> Iterator[bool]:
         os.close(fd)
 
 
-def _lock_file(path: Path) -> OverlapLock | None:
+def _lock_file(path: Path, mode: int) -> OverlapLock | None:
     # flock works on a read-only descriptor, so the lock file never needs to be writable.
-    fd = open_nofollow(path, os.O_RDONLY | os.O_CREAT, _file_mode(path.parent))
+    fd = open_nofollow(path, os.O_RDONLY | os.O_CREAT, mode)
     try:
         locked = _flock_nonblocking(fd)
     except BaseException:
@@ -393,17 +401,31 @@ def _command_lives(holder: HolderInfo, host: str) -> bool:
     return procs.identify(command.pid) is None and procs.group_alive(command.pid)
 
 
-def _record_holder(lock: OverlapLock, holder_path: Path, me: HolderInfo) -> OverlapLock:
+def _record_holder(lock: OverlapLock, holder_path: Path, me: HolderInfo, mode: int) -> OverlapLock:
+    """Write ``me`` as the holder record (under the guard) and keep its descriptor in
+    ``lock`` for :meth:`OverlapLock.record_command`.
+
+    The record is rewritten in place, not replaced by rename: every reader that acts on it
+    holds the guard, as this first write does; the second write (the command's identity) is
+    not guarded, and a read torn by it parses as no record, which a contender holding no
+    flock never sees (cronctl holds the flock while it writes). Two renames a run cost more
+    than the rest of the guard.
+    """
     try:
-        _write_holder(holder_path, me)
+        fd = open_nofollow(holder_path, os.O_WRONLY | os.O_CREAT, mode)
     except BaseException:
         lock.release()
         raise
-    lock._holder, lock._holder_path = me, holder_path
+    lock._holder, lock._holder_fd = me, fd
+    try:
+        _write_holder(fd, me)
+    except BaseException:
+        lock.release()
+        raise
     return lock
 
 
-def _write_holder(holder_path: Path, holder: HolderInfo) -> None:
+def _write_holder(fd: int, holder: HolderInfo) -> None:
     record: dict[str, object] = {
         "host": holder.host,
         "pid": holder.pid,
@@ -416,7 +438,10 @@ def _write_holder(holder_path: Path, holder: HolderInfo) -> None:
         record["command"] = {"pid": command.pid, "start": command.start_ticks, "boot": command.boot}
     # Not fsynced: the record only matters while the task lives, and no task survives a
     # reboot (the boot id says so); an fsync here would cost every run a disk flush.
-    write_atomic(holder_path, _dumps(record), _file_mode(holder_path.parent), durable=False)
+    data = _dumps(record)
+    if os.pwrite(fd, data, 0) != len(data):
+        raise OSError(errno.ENOSPC, "short write of the overlap holder record")
+    os.ftruncate(fd, len(data))
 
 
 def _read_holder(path: Path) -> HolderInfo | None:
@@ -468,7 +493,7 @@ def claim_occurrence(
     :func:`sweep_claims` removes it after a week. Anything already at that name, even a
     symlink, counts as taken and is never written through.
     """
-    directory = ensure_private_dir(lock_dir / "claims")
+    directory = ensure_private_dir(lock_dir / "claims", within=lock_dir)
     path = _task_path(directory, task, "@" + _claim_stamp(occurrence))
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
@@ -545,7 +570,7 @@ def set_pause(
     lock_dir: Path, task: str, *, reason: str | None, now: datetime, host: str, user: str
 ) -> None:
     """Mark ``task`` paused (atomically; pausing again replaces the reason and time)."""
-    directory = ensure_private_dir(lock_dir / "paused")
+    directory = ensure_private_dir(lock_dir / "paused", within=lock_dir)
     path = _task_path(directory, task, ".pause")
     record = {"reason": reason, "since": _iso(now), "host": host, "user": user}
     write_atomic(path, _dumps(record), _file_mode(directory), durable=True)

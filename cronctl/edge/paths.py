@@ -136,19 +136,42 @@ def ensure_private_dir(path: Path, *, within: Path | None = None) -> Path:
     """
     path = _normal(path)
     if within is None:
-        _create_missing(path)
-        _verify(path)
-        _verify_children(path)
+        st = _lstat(path)
+        if st is None:
+            _create_missing(path)
+        _verify(path, st)
+        _verify_children(path, st)
         return path
     base = ensure_private_dir(within)
-    relative = path.relative_to(base)
-    current = base
-    for part in relative.parts:
-        current = current / part
-        if not os.path.lexists(current):
-            _mkdir(current)
-        _verify(current)
+    current = str(base)
+    # Each level: one lstat (it says both whether to create and what to check), no pathlib.
+    for part in _parts_below(str(base), str(path)):
+        current = f"{current.rstrip('/')}/{part}"
+        st = _lstat(current)
+        if st is None:
+            _mkdir(Path(current))
+        _verify(current, st)
     return path
+
+
+def _parts_below(base: str, path: str) -> list[str]:
+    """The components of ``path`` below ``base`` (both normal and absolute)."""
+    if path == base:
+        return []
+    prefix = base if base.endswith("/") else base + "/"
+    if not path.startswith(prefix):
+        raise ValueError(f"{path!r} is not within {base!r}")
+    return path[len(prefix) :].split("/")
+
+
+def _lstat(path: Path | str) -> os.stat_result | None:
+    """``lstat``, or None when nothing is there (any other failure is _verify's to report)."""
+    try:
+        return os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return None  # _verify lstats again and says why
 
 
 def verify_dir(path: Path, *, within: Path | None = None) -> bool:
@@ -169,7 +192,12 @@ def verify_dir(path: Path, *, within: Path | None = None) -> bool:
 
 
 def _normal(path: Path) -> Path:
-    return Path(os.path.normpath(Path(path).absolute()))
+    # os.path on text, not pathlib: this runs for every log, claim and lock of a run.
+    text = os.fspath(path)
+    normal = os.path.normpath(text if text.startswith("/") else f"{Path.cwd()}/{text}")
+    if normal == text and isinstance(path, Path):
+        return path
+    return Path(normal)
 
 
 def _chain(base: Path, path: Path) -> list[Path]:
@@ -220,12 +248,17 @@ def _is_group_shared(parent: Path) -> bool:
         return False
 
 
-def _verify(path: Path) -> None:
-    try:
-        st = os.lstat(path)
-    except OSError as exc:
-        message = f"{path}: cannot inspect the directory: {exc.strerror}"
-        raise UnsafeDirectoryError(message, path) from exc
+def _verify(where: Path | str, st: os.stat_result | None = None) -> None:
+    """Check the directory ``where`` (``st``: its lstat, when the caller has just taken it)."""
+    if st is None:
+        try:
+            st = os.lstat(where)
+        except OSError as exc:
+            message = f"{where}: cannot inspect the directory: {exc.strerror}"
+            raise UnsafeDirectoryError(message, Path(where)) from exc
+    if _sound_dir(st):
+        return
+    path = Path(where)
     if stat.S_ISLNK(st.st_mode):
         raise UnsafeDirectoryError(
             f"{path} is a symbolic link; cronctl follows no link in its state or lock "
@@ -240,16 +273,30 @@ def _verify(path: Path) -> None:
     _check_owner_and_mode(path, st, "directory")
 
 
-def _verify_children(base: Path) -> None:
+def _sound_dir(st: os.stat_result) -> bool:
+    """What _verify accepts, in one test: a real directory owned by root or us, writable by
+    nobody else (group write only on a setgid directory)."""
+    mode = st.st_mode
+    return (
+        stat.S_ISDIR(mode)
+        and st.st_uid in (0, os.geteuid())
+        and not mode & stat.S_IWOTH
+        and not (mode & stat.S_IWGRP and not mode & stat.S_ISGID)
+    )
+
+
+def _verify_children(base: Path, seen: os.stat_result | None = None) -> None:
     """Check what cronctl keeps inside ``base``: by lstat only, never opening a file.
 
     Opening and closing a descriptor of ``state.db`` would drop SQLite's locks in this
-    process (SPEC 6), so the database is judged by its inode alone.
+    process (SPEC 6), so the database is judged by its inode alone. ``seen`` is ``base``'s
+    own lstat when the caller has just taken it.
     """
-    try:
-        seen = os.lstat(base)
-    except OSError:
-        seen = None
+    if seen is None:
+        try:
+            seen = os.lstat(base)
+        except OSError:
+            seen = None
     # Entries only come and go (or are swapped for links) through the directory itself, which
     # moves its mtime: a directory unchanged since its children passed needs no second look.
     # A run asks this for every log, claim and lock it touches (measured: 16 % of a soak).

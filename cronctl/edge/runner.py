@@ -111,9 +111,15 @@ class RunningCommand:
         started: datetime,
         t0: float,
         failure: str | None = None,
+        log_fd: int | None = None,
     ) -> None:
-        """Wrap ``process``, started at ``started`` (monotonic ``t0``); see :func:`start`."""
+        """Wrap ``process``, started at ``started`` (monotonic ``t0``); see :func:`start`.
+
+        ``log_fd`` is cronctl's own descriptor of the log (read and write): the tail and the
+        "printed nothing" check read through it, and :meth:`wait` closes it.
+        """
         self.spec = spec
+        self._log_fd = log_fd
         self._process = process
         self._started = started
         self._t0 = t0
@@ -176,7 +182,12 @@ class RunningCommand:
         if self.tee is not None:
             # A grandchild left in the background may keep the pipe open: do not wait for it.
             self.tee.join(_TEE_JOIN_S)
-        return self._finish(outcome, exit_code, signal, _read_tail(self.spec.log_path), note)
+        return self._finish(outcome, exit_code, signal, self._tail(), note)
+
+    def _tail(self) -> str:
+        if self._log_fd is None:
+            return _read_tail(self.spec.log_path)
+        return _tail_of(self._log_fd)
 
     def _remaining(self) -> float | None:
         timeout = self.spec.timeout
@@ -229,7 +240,14 @@ class RunningCommand:
         note: str | None = None,
     ) -> CommandResult:
         elapsed = self._elapsed()
-        kept = self._process is None or _keep_log(self.spec.log_path, self._process.pid)
+        try:
+            kept = self._process is None or _keep_log(
+                self.spec.log_path, self._process.pid, self._log_fd
+            )
+        finally:
+            if self._log_fd is not None:
+                os.close(self._log_fd)
+                self._log_fd = None
         return CommandResult(
             outcome=outcome,
             exit_code=exit_code,
@@ -265,27 +283,28 @@ def start(spec: RunSpec) -> RunningCommand:
                 raise ValueError("the command is empty")
             process = subprocess.Popen(
                 argv,
-                stdin=subprocess.DEVNULL,
+                stdin=_devnull(),
                 stdout=log_fd if pipe is None else pipe[1],
                 stderr=subprocess.STDOUT,
                 cwd=spec.workdir,
-                env=dict(spec.env),
+                env=spec.env,
                 start_new_session=True,
                 pass_fds=spec.pass_fds,
             )
         except (OSError, ValueError) as exc:
             failure = _start_failure(exc, spec, argv)
             os.write(log_fd, f"cronctl: {failure}\n".encode(errors="replace"))
+            os.close(log_fd)
             if pipe is not None:
                 os.close(pipe[0])
                 os.close(pipe[2])
             return RunningCommand(spec, None, started, t0, failure)
     finally:
-        # The child has its own copy; keeping ours would only hold the file open.
-        os.close(log_fd)
         if pipe is not None:
             os.close(pipe[1])
-    running = RunningCommand(spec, process, started, t0)
+    # Ours stays open (close-on-exec: no other task inherits it) for the tail and the
+    # "printed nothing" check, one open per run instead of three.
+    running = RunningCommand(spec, process, started, t0, log_fd=log_fd)
     if pipe is not None:
         running.tee = _start_tee(pipe[0], pipe[2], spec)
     return running
@@ -313,9 +332,30 @@ def _start_tee(read_fd: int, log_fd: int, spec: RunSpec) -> threading.Thread:
     return thread
 
 
+_devnull_fd: int | None = None
+_devnull_lock = threading.Lock()
+
+
+def _devnull() -> int:
+    """One ``/dev/null`` descriptor for every command's stdin (close-on-exec; the child gets
+    it as fd 0), instead of subprocess opening and closing one per start."""
+    global _devnull_fd
+    with _devnull_lock:
+        if _devnull_fd is None:
+            _devnull_fd = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+        return _devnull_fd
+
+
 def _open_log(path: Path) -> int:
-    # Refuses a planted symlink or FIFO (UnsafeDirectoryError is a PermissionError).
-    fd = open_nofollow(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)
+    # Read and write: cronctl reads the tail through the same descriptor. Refuses a planted
+    # symlink or FIFO (UnsafeDirectoryError is a PermissionError).
+    flags = os.O_RDWR | os.O_CREAT | os.O_APPEND
+    try:
+        # A run id is new, so is its log: created here with mode 0600 (or less, by the umask).
+        return open_nofollow(path, flags | os.O_EXCL, 0o600)
+    except FileExistsError:
+        pass
+    fd = open_nofollow(path, flags | os.O_TRUNC, 0o600)
     try:
         # O_CREAT's mode only applies to a new file; a log left by an older run keeps its own.
         os.fchmod(fd, 0o600)
@@ -341,12 +381,18 @@ def _read_tail(path: Path) -> str:
     except OSError:
         return ""
     try:
+        return _tail_of(fd)
+    finally:
+        os.close(fd)
+
+
+def _tail_of(fd: int) -> str:
+    """The end of the log open at ``fd``: at most 20 lines and 4 KiB."""
+    try:
         offset = max(0, os.fstat(fd).st_size - _TAIL_BYTES)
         data = os.pread(fd, _TAIL_BYTES, offset)
     except OSError:
         return ""
-    finally:
-        os.close(fd)
     if offset > 0:
         # Cut mid-line, maybe mid-character: drop the broken character but keep the rest of the
         # line (the end of a long error line is worth reading), and mark the cut.
@@ -371,20 +417,17 @@ def _wait_group_gone(pgid: int, timeout_s: float = 2.0) -> None:
         time.sleep(0.01)
 
 
-def _keep_log(path: Path, pgid: int) -> bool:
+def _keep_log(path: Path, pgid: int, fd: int | None = None) -> bool:
     """Remove the log of a run that printed nothing; True when the log stays.
 
     An every-minute task would otherwise leave 1,440 empty files a day. A log is kept while
-    the command's group lives: a process it left behind may still write to it.
+    the command's group lives: a process it left behind may still write to it. ``fd`` is
+    cronctl's open descriptor of the log, if it has one.
     """
     try:
-        fd = open_nofollow(path, os.O_RDONLY)
+        empty = _is_empty(path, fd)
     except OSError:
         return True  # cannot tell: keep the path, so nobody is told "it printed nothing"
-    try:
-        empty = os.fstat(fd).st_size == 0
-    finally:
-        os.close(fd)
     if not empty or procs.group_alive(pgid):
         return True
     try:
@@ -392,6 +435,16 @@ def _keep_log(path: Path, pgid: int) -> bool:
     except OSError:
         return True
     return False
+
+
+def _is_empty(path: Path, fd: int | None) -> bool:
+    if fd is not None:
+        return os.fstat(fd).st_size == 0
+    fd = open_nofollow(path, os.O_RDONLY)
+    try:
+        return os.fstat(fd).st_size == 0
+    finally:
+        os.close(fd)
 
 
 def run_condition(

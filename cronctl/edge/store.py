@@ -404,6 +404,27 @@ class Store:
         if item.error is not None:
             raise item.error
 
+    def update_runs(
+        self, changes: list[tuple[str, dict[str, object]]]
+    ) -> list[BaseException | None]:
+        """Change several runs in one group commit, durable when this returns (as
+        :meth:`update_run` for each); return each change's error, in order (None: saved).
+
+        :raises ValueError: a name that is not a RunRow field (nothing is changed then).
+        """
+        items = []
+        for run_id, change in changes:
+            _check_updatable(change)
+            items.append(_Update(run_id, change))
+        with self._group:
+            for item in items:
+                if item.fields:
+                    self._queue.append(item)
+                else:
+                    item.done = True
+            self._drive(lambda: all(item.done for item in items))
+        return [item.error for item in items]
+
     def update_run_later(self, run_id: str, **fields: object) -> PendingUpdate:
         """Queue a change of run ``run_id`` for the next group commit and return at once.
 

@@ -36,7 +36,7 @@ def _path(state_dir: Path, run_id: str) -> Path:
 def reserve(state_dir: Path, run_id: str) -> bool:
     """Reserve the space of ``run_id``'s result before it runs; False if that failed."""
     try:
-        ensure_private_dir(state_dir / DIR_NAME)
+        ensure_private_dir(state_dir / DIR_NAME, within=state_dir)
         fd = open_nofollow(_path(state_dir, run_id), os.O_WRONLY | os.O_CREAT | os.O_EXCL)
     except OSError:  # UnsafeDirectoryError is one too
         return False

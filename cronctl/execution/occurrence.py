@@ -3,10 +3,13 @@ through its guards to its command, and its result recorded (or kept aside, SPEC 
 
 from __future__ import annotations
 
+import functools
+import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import datetime
+from pathlib import Path
 from typing import Any, NamedTuple
 
 from cronctl.core.due import Plan
@@ -16,42 +19,156 @@ from cronctl.edge.paths import ensure_private_dir
 from cronctl.edge.store import PendingUpdate, RunRow, Store
 from cronctl.errors import CronctlError
 from cronctl.execution import guards
-from cronctl.execution.context import RESULT_FIELDS, RunContext
+from cronctl.execution.context import FAILED, RESULT_FIELDS, RunContext
 
 
 def run_all(
     store: Store, plans: Mapping[str, Plan], by_task: Mapping[str, list[RunRow]], ctx: RunContext
 ) -> list[RunRow]:
     """Each task's occurrences in a worker thread, at most max_parallel at once."""
-    units = iter(list(by_task.items()))
+    queue = _Queue(store, plans, by_task, ctx)
     results: list[RunRow] = []
     later: list[_Later] = []
     guard = threading.Lock()
 
     def worker() -> None:
-        while True:
-            with guard:
-                unit = next(units, None)
-            if unit is None:
-                return
+        ahead = True  # the first wave starts at once: its marks share one commit
+        while (unit := queue.take()) is not None:
             name, rows = unit
             try:
-                done = run_task(store, plans[name].task, rows, ctx, later)
+                done = run_task(store, plans[name].task, rows, ctx, later, queue, ahead)
             except Exception as exc:
                 ctx.warn(f"cronctl: error: task {name}: could not record its run: {exc}")
                 done = [replace(r, outcome="error", message=str(exc)) for r in rows]
+            ahead = _quick(done)
             with guard:
                 results.extend(done)
 
     threads = [
-        threading.Thread(target=worker, name=f"cronctl-run-{i}")
-        for i in range(max(1, min(ctx.max_parallel, len(by_task))))
+        threading.Thread(target=worker, name=f"cronctl-run-{i}") for i in range(queue.workers)
     ]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
     return _settle(store, results, later, ctx)
+
+
+#: A worker whose last command ended within this many seconds marks the next rows with its
+#: own (see _Queue): the queue is moving, so they will start right away.
+_QUICK_S = 1.0
+
+
+def _quick(done: list[RunRow]) -> bool:
+    last = done[-1].duration_s if done else None
+    return last is not None and last < _QUICK_S
+
+
+class _Mark:
+    """One commit of "running" marks, and each row's error once it is done."""
+
+    __slots__ = ("done", "errors")
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.errors: dict[str, BaseException] = {}
+
+
+class _Queue:
+    """The units of work (a task's due rows) handed to the workers, and their "running" marks.
+
+    A command never starts before its row is durably marked "running" (a crash from then on is
+    reported as an unknown outcome, never as "did not run"). One commit per start would make
+    100 quick tasks wait for ~100 commits, so a worker that commits its own mark also marks the
+    first rows of the next units (at most max_parallel - 1), which the next workers take: the
+    first wave shares one commit, and later waves do while commands end quickly (_QUICK_S).
+    Only rows that start at once are marked ahead (no jitter, no condition, no retries or
+    hooks, a claim already won). A crash between such a mark and the start reports that row
+    as of unknown outcome though it may not have started: never as run twice.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        plans: Mapping[str, Plan],
+        by_task: Mapping[str, list[RunRow]],
+        ctx: RunContext,
+    ) -> None:
+        self._store = store
+        self._plans = plans
+        self._ctx = ctx
+        self._units = list(by_task.items())
+        self._next = 0
+        self._lock = threading.Lock()
+        self._marks: dict[str, _Mark] = {}  # row id -> the commit carrying its mark
+        self.workers = max(1, min(ctx.max_parallel, len(self._units)))
+
+    def take(self) -> tuple[str, list[RunRow]] | None:
+        """The next unit, or None when all are taken."""
+        with self._lock:
+            if self._next >= len(self._units):
+                return None
+            self._next += 1
+            return self._units[self._next - 1]
+
+    def mark(self, task: Task, row: RunRow, ahead: bool) -> None:
+        """Return once ``row`` is durably "running", committing its mark (with the next
+        rows' when ``ahead``) unless another worker's commit carries it.
+
+        :raises KeyError: the row is gone (pruned); other errors of the commit.
+        """
+        with self._lock:
+            mark = self._marks.get(row.id)
+            batch: list[tuple[Task, RunRow]] = []
+            if mark is None:
+                mark = _Mark()
+                batch = [(task, row), *(self._ahead() if ahead else ())]
+                for _, r in batch:
+                    self._marks[r.id] = mark
+        if batch:
+            try:
+                changes = [(r.id, running_fields(t, r, self._ctx)) for t, r in batch]
+                errors = self._store.update_runs(changes)
+                mark.errors = {r.id: e for (_, r), e in zip(batch, errors, strict=True) if e}
+            except BaseException as exc:
+                mark.errors = {r.id: exc for _, r in batch}
+                raise
+            finally:
+                mark.done.set()
+        else:
+            mark.done.wait()
+        if (error := mark.errors.get(row.id)) is not None:
+            raise error
+
+    def _ahead(self) -> list[tuple[Task, RunRow]]:
+        """Up to max_parallel - 1 unmarked first rows that start at once, of the units just
+        taken by other workers (about to ask for their own mark) and of the next ones."""
+        found: list[tuple[Task, RunRow]] = []
+        window = self._units[max(0, self._next - self.workers) : self._next + self.workers]
+        for name, rows in window:
+            if len(found) >= self._ctx.max_parallel - 1:
+                break
+            task = self._plans[name].task
+            if rows[0].id not in self._marks and _starts_at_once(task, rows[0], self._ctx):
+                found.append((task, rows[0]))
+        return found
+
+
+def _starts_at_once(task: Task, row: RunRow, ctx: RunContext) -> bool:
+    """Whether nothing but the overlap lock stands between ``row`` and its start."""
+    if task.jitter is not None or task.when or task.skip or task.reports_outside:
+        return False
+    return not task.on_one_server or ctx.claimed.get(row.id) is True
+
+
+def running_fields(task: Task, row: RunRow, ctx: RunContext) -> dict[str, object]:
+    """What the "running" mark of ``row`` records: when, and where its log goes."""
+    return {"outcome": "running", "started": ctx.clock(), "log_path": str(log_path(task, row, ctx))}
+
+
+def log_path(task: Task, row: RunRow, ctx: RunContext) -> Path:
+    """``STATE_DIR/logs/TASK/RUN_ID.log`` (its directory is made by execute)."""
+    return Path(os.path.normpath(ctx.state_dir / "logs" / task.name)) / f"{row.id}.log"
 
 
 class _Later(NamedTuple):
@@ -63,7 +180,13 @@ class _Later(NamedTuple):
 
 
 def run_task(
-    store: Store, task: Task, rows: list[RunRow], ctx: RunContext, later: list[_Later]
+    store: Store,
+    task: Task,
+    rows: list[RunRow],
+    ctx: RunContext,
+    later: list[_Later],
+    queue: _Queue | None = None,
+    ahead: bool = False,
 ) -> list[RunRow]:
     """The occurrences of one task, oldest first, one at a time (catch-up never overlaps).
 
@@ -75,17 +198,24 @@ def run_task(
     from cronctl.edge import unsaved
 
     done: list[RunRow] = []
-    for row in rows:
+    for i, row in enumerate(rows):
         unsaved.reserve(ctx.state_dir, row.id)  # room for the result if the disk fills up
+        mark = None
+        if queue is not None:
+            # Catch-up rows after the first follow their own command: marked one at a time.
+            mark = functools.partial(queue.mark, task, row, ahead and i == 0)
         try:
-            result = run_occurrence(store, task, row, ctx)
+            result = run_occurrence(store, task, row, ctx, mark)
         except Exception as exc:
             result = replace(row, outcome="error", message=f"cronctl: {exc}")
         fields = {k: getattr(result, k) for k in RESULT_FIELDS}
-        reported = result.attempt > 1 or task.notify != "always" or ctx.on_done is not None
-        if not reported:
+        if not _waits(task, result, ctx):
             handle = store.update_run_later(result.id, **fields)  # a retry's row has its own id
             later.append(_Later(handle, result, fields))
+            if ctx.on_done is not None:
+                from cronctl import attempts
+
+                attempts.finished(store, task, result, ctx)  # reads no history: see _waits
             done.append(result)
             continue
         try:
@@ -100,6 +230,19 @@ def run_task(
         attempts.finished(store, task, result, ctx)
         done.append(result)
     return done
+
+
+def _waits(task: Task, result: RunRow, ctx: RunContext) -> bool:
+    """Whether ``result`` must be committed before run_task goes on.
+
+    A report read from history (``notify = "change"``, a retry's earlier attempts) must find
+    the rows before it saved; a failure printed as it ends (``on_done``) is saved first, so a
+    crash cannot report it a second time as of unknown outcome. Anything else, an ok run with
+    ``notify = "always"`` above all, joins the next group commit.
+    """
+    if result.attempt > 1 or task.notify != "always":
+        return True
+    return ctx.on_done is not None and result.outcome in FAILED
 
 
 def _settle(
@@ -145,8 +288,16 @@ def _unsaved(result: RunRow, fields: dict[str, Any], exc: CronctlError, ctx: Run
     return replace(result, message="; ".join(filter(None, (result.message, note))))
 
 
-def run_occurrence(store: Store, task: Task, row: RunRow, ctx: RunContext) -> RunRow:
-    """One occurrence through jitter, misfire grace, conditions and guards to its end."""
+def run_occurrence(
+    store: Store,
+    task: Task,
+    row: RunRow,
+    ctx: RunContext,
+    mark: Callable[[], None] | None = None,
+) -> RunRow:
+    """One occurrence through jitter, misfire grace, conditions and guards to its end.
+
+    ``mark`` makes the row durably "running" (run_all's queue); None: execute commits it."""
     # Imported here, not at the top: a `run` with nothing due never needs it.
     from cronctl.outcomes import NOT_STARTED
 
@@ -166,13 +317,19 @@ def run_occurrence(store: Store, task: Task, row: RunRow, ctx: RunContext) -> Ru
         # Told to stop while a condition ran: take no claim that another server could use.
         return replace(row, outcome="interrupted", message=NOT_STARTED)
     try:
-        return _guarded(store, task, row, env, ctx, now)
+        return _guarded(store, task, row, env, ctx, now, mark)
     except StoreUnavailable as exc:
         return replace(row, outcome="error", message=str(exc))
 
 
 def _guarded(
-    store: Store, task: Task, row: RunRow, env: dict[str, str], ctx: RunContext, now: datetime
+    store: Store,
+    task: Task,
+    row: RunRow,
+    env: dict[str, str],
+    ctx: RunContext,
+    now: datetime,
+    mark: Callable[[], None] | None,
 ) -> RunRow:
     skipped, lock = guards.acquire(task, row, ctx, now)
     if skipped is not None:
@@ -182,7 +339,7 @@ def _guarded(
             from cronctl import attempts
 
             return attempts.execute(store, task, row, env, ctx, lock)
-        return execute(store, task, row, env, ctx, lock)
+        return execute(store, task, row, env, ctx, lock, mark)
     finally:
         if lock is not None:
             guards.release(task, lock, ctx)
@@ -195,13 +352,17 @@ def execute(
     env: dict[str, str],
     ctx: RunContext,
     lock: HeldLock | None,
+    mark: Callable[[], None] | None = None,
 ) -> RunRow:
     """Mark the run "running" (durably), start the command, wait for it: its result row."""
-    log_dir = ensure_private_dir(ctx.state_dir / "logs" / task.name, within=ctx.state_dir)
-    log_path = log_dir / f"{row.id}.log"
+    path = log_path(task, row, ctx)
+    ensure_private_dir(path.parent, within=ctx.state_dir)
     # Recorded before the start: a cronctl killed from here on leaves "running", which
     # recovery reports as an unknown outcome, never as "did not run".
-    store.update_run(row.id, outcome="running", started=ctx.clock(), log_path=str(log_path))
+    if mark is None:
+        store.update_run(row.id, **running_fields(task, row, ctx))
+    else:
+        mark()
     from cronctl.edge import runner
     from cronctl.outcomes import NOT_STARTED, record_command, result_message
 
@@ -211,7 +372,7 @@ def execute(
         workdir=task.workdir,
         env=env,
         timeout=task.timeout,
-        log_path=log_path,
+        log_path=path,
         pass_fds=(lock.fd,) if lock is not None else (),
         stream=ctx.output(task.name) if ctx.output is not None else None,
     )
@@ -233,7 +394,7 @@ def execute(
         started=result.started,
         ended=result.ended,
         duration_s=result.duration_s,
-        log_path=str(log_path) if getattr(result, "log_kept", True) else None,
+        log_path=str(path) if getattr(result, "log_kept", True) else None,
         tail=result.tail,
         message=result_message(result),
     )
