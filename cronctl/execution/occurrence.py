@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from cronctl.core.due import Plan
 from cronctl.core.model import Task, format_utc
@@ -21,12 +21,33 @@ from cronctl.errors import CronctlError
 from cronctl.execution import guards
 from cronctl.execution.context import FAILED, RESULT_FIELDS, RunContext
 
+if TYPE_CHECKING:
+    from cronctl.edge.unsaved import Slots
+
 
 def run_all(
     store: Store, plans: Mapping[str, Plan], by_task: Mapping[str, list[RunRow]], ctx: RunContext
 ) -> list[RunRow]:
     """Each task's occurrences in a worker thread, at most max_parallel at once."""
-    queue = _Queue(store, plans, by_task, ctx)
+    from cronctl.edge import unsaved
+
+    # Room for every result in case the disk fills up, reserved before anything starts.
+    slots = unsaved.reserve(ctx.state_dir, [r.id for rows in by_task.values() for r in rows])
+    try:
+        return _run_all(store, plans, by_task, ctx, slots)
+    finally:
+        if slots is not None:
+            slots.close()
+
+
+def _run_all(
+    store: Store,
+    plans: Mapping[str, Plan],
+    by_task: Mapping[str, list[RunRow]],
+    ctx: RunContext,
+    slots: Slots | None,
+) -> list[RunRow]:
+    queue = _Queue(store, plans, by_task, ctx, slots)
     results: list[RunRow] = []
     later: list[_Later] = []
     guard = threading.Lock()
@@ -51,7 +72,7 @@ def run_all(
         thread.start()
     for thread in threads:
         thread.join()
-    return _settle(store, results, later, ctx)
+    return _settle(store, results, later, ctx, slots)
 
 
 #: A worker whose last command ended within this many seconds marks the next rows with its
@@ -93,8 +114,10 @@ class _Queue:
         plans: Mapping[str, Plan],
         by_task: Mapping[str, list[RunRow]],
         ctx: RunContext,
+        slots: Slots | None = None,
     ) -> None:
         self._store = store
+        self.slots = slots
         self._plans = plans
         self._ctx = ctx
         self._units = list(by_task.items())
@@ -121,14 +144,16 @@ class _Queue:
             mark = self._marks.get(row.id)
             batch: list[tuple[Task, RunRow]] = []
             if mark is None:
-                mark = _Mark()
+                mark = self._marks[row.id] = _Mark()  # first: _ahead must not take it again
                 batch = [(task, row), *(self._ahead() if ahead else ())]
                 for _, r in batch:
                     self._marks[r.id] = mark
         if batch:
             try:
                 changes = [(r.id, running_fields(t, r, self._ctx)) for t, r in batch]
-                errors = self._store.update_runs(changes)
+                # Only rows still pending: a row marked ahead may meet a refusing guard and
+                # have its skip recorded first; the mark must not overwrite it.
+                errors = self._store.update_runs(changes, pending_only=True)
                 mark.errors = {r.id: e for (_, r), e in zip(batch, errors, strict=True) if e}
             except BaseException as exc:
                 mark.errors = {r.id: exc for _, r in batch}
@@ -168,7 +193,7 @@ def running_fields(task: Task, row: RunRow, ctx: RunContext) -> dict[str, object
 
 def log_path(task: Task, row: RunRow, ctx: RunContext) -> Path:
     """``STATE_DIR/logs/TASK/RUN_ID.log`` (its directory is made by execute)."""
-    return Path(os.path.normpath(ctx.state_dir / "logs" / task.name)) / f"{row.id}.log"
+    return Path(os.path.normpath(f"{ctx.state_dir}/logs/{task.name}/{row.id}.log"))
 
 
 class _Later(NamedTuple):
@@ -195,11 +220,9 @@ def run_task(
     "running", reported as an unknown outcome, never run again. A task whose end is reported
     from history (notify, retries, live reports) waits, as those read what was saved.
     """
-    from cronctl.edge import unsaved
-
+    slots = queue.slots if queue is not None else None
     done: list[RunRow] = []
     for i, row in enumerate(rows):
-        unsaved.reserve(ctx.state_dir, row.id)  # room for the result if the disk fills up
         mark = None
         if queue is not None:
             # Catch-up rows after the first follow their own command: marked one at a time.
@@ -221,9 +244,7 @@ def run_task(
         try:
             store.update_run(result.id, **fields)
         except CronctlError as exc:
-            result = _unsaved(result, fields, exc, ctx)
-        else:
-            unsaved.forget(ctx.state_dir, row.id)
+            result = _unsaved(result, fields, exc, ctx, slots)
         from cronctl import attempts
 
         done.extend(attempts.earlier(store, result))
@@ -246,21 +267,23 @@ def _waits(task: Task, result: RunRow, ctx: RunContext) -> bool:
 
 
 def _settle(
-    store: Store, results: list[RunRow], later: list[_Later], ctx: RunContext
+    store: Store,
+    results: list[RunRow],
+    later: list[_Later],
+    ctx: RunContext,
+    slots: Slots | None = None,
 ) -> list[RunRow]:
-    """Commit the results still queued; drop the reservations of those saved, report those
-    that could not be (kept aside, SPEC 4.4) as run_task reported them before batching."""
+    """Commit the results still queued; report those that could not be saved (kept aside,
+    SPEC 4.4) as run_task reported them before batching."""
     if not later:
         return results
-    from cronctl.edge import unsaved
-
     store.flush()
     changed: dict[str, RunRow] = {}
     for handle, result, fields in later:
         if handle.error is None:
-            unsaved.forget(ctx.state_dir, result.id)
-        elif isinstance(handle.error, CronctlError):
-            changed[result.id] = _unsaved(result, fields, handle.error, ctx)
+            continue
+        if isinstance(handle.error, CronctlError):
+            changed[result.id] = _unsaved(result, fields, handle.error, ctx, slots)
         else:
             ctx.warn(
                 f"cronctl: error: task {result.task}: could not record its run: {handle.error}"
@@ -269,11 +292,20 @@ def _settle(
     return [changed.get(r.id, r) for r in results]
 
 
-def _unsaved(result: RunRow, fields: dict[str, Any], exc: CronctlError, ctx: RunContext) -> RunRow:
+def _unsaved(
+    result: RunRow,
+    fields: dict[str, Any],
+    exc: CronctlError,
+    ctx: RunContext,
+    slots: Slots | None = None,
+) -> RunRow:
     """Report once what is known of a run whose record could not be saved (SPEC 4.4)."""
     from cronctl.edge import unsaved
 
-    why = unsaved.keep(ctx.state_dir, result.id, fields)
+    if slots is not None:
+        why = slots.keep(result.id, fields)
+    else:
+        why = unsaved.keep(ctx.state_dir, result.id, fields)
     later = (
         "it is kept aside and recorded by the next run"
         if why is None

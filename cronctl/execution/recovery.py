@@ -7,6 +7,7 @@ import os
 from contextlib import suppress
 from dataclasses import replace
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from cronctl.core.model import Schedule
 from cronctl.edge.coord import StoreUnavailable
@@ -20,6 +21,9 @@ from cronctl.execution.context import (
     real_clock,
 )
 
+if TYPE_CHECKING:
+    from cronctl.edge.unsaved import Kept
+
 #: A row left open under another host name is judged only after this long (or the longest
 #: task timeout, if longer): state_dir belongs to one machine, so such a row was left by this
 #: machine under an earlier name (a renamed container), but its pid means nothing until no run
@@ -32,9 +36,12 @@ def recover(store: Store, ctx: RunContext, schedule: Schedule) -> list[RunRow]:
 
     They are reported as errors of this run, so cron's mail says what was interrupted.
     """
+    from cronctl.edge import unsaved
+
+    kept = unsaved.Kept(ctx.state_dir)  # the results earlier runs could not save
     closed: list[RunRow] = []
     for row in store.unfinished_runs(None):
-        if _apply_unsaved(store, row, ctx):
+        if _apply_unsaved(store, row, ctx, kept):
             continue  # ended and reported when it ran; now recorded, not reported again
         # A live owner is still at work: another `run`, or this very process (`work` ticks
         # in threads, so a slow task from the last minute shares our pid).
@@ -51,6 +58,7 @@ def recover(store: Store, ctx: RunContext, schedule: Schedule) -> list[RunRow]:
         if store.close_unfinished(row, outcome="error", message=message):
             closed.append(replace(row, outcome="error", message=message))
         _forget_unsaved(ctx, row)
+    kept.done()  # only now: a store that failed above leaves them for the next run
     return closed
 
 
@@ -60,10 +68,10 @@ def _forget_unsaved(ctx: RunContext, row: RunRow) -> None:
     unsaved.forget(ctx.state_dir, row.id)  # the reservation a crash left behind
 
 
-def _apply_unsaved(store: Store, row: RunRow, ctx: RunContext) -> bool:
+def _apply_unsaved(store: Store, row: RunRow, ctx: RunContext, kept: Kept) -> bool:
     from cronctl.edge import unsaved
 
-    fields = unsaved.take(ctx.state_dir, row.id)
+    fields = kept.take(row.id)
     if fields is None:
         return False
     fields = {k: v for k, v in fields.items() if k in RESULT_FIELDS}

@@ -127,3 +127,5 @@ def test_a_crash_in_a_slow_first_wave_leaves_the_queue_not_run_and_runs_nothing_
         "a5": False,
     }
     assert all("did not run" in messages[f"a{i}"] for i in range(2, 6))
+    # The killed run's reserved space (all zeros) went with the recovery.
+    assert list((db.parent / "unsaved").iterdir()) == []

@@ -112,3 +112,22 @@ def test_close_commits_what_is_queued(tmp_path: Path) -> None:
     with Store.open(tmp_path) as again:
         seen = again.get_run(row.id)
     assert seen is not None and seen.outcome == "ok"
+
+
+def test_a_mark_made_ahead_never_overwrites_a_result_recorded_first(tmp_path: Path) -> None:
+    """run's queue marks the next rows "running" ahead; one of them may meet a refusing guard
+    and queue its skip before that mark's commit: the mark then changes nothing, whatever the
+    order within the shared transaction, and says so (KeyError) to whoever would start it."""
+    with Store.open(tmp_path) as store:
+        skipped, started = _rows(store, 2)
+        store.update_run_later(skipped.id, outcome="skipped: still running")
+        errors = store.update_runs(
+            [(r.id, {"outcome": "running", "started": T0}) for r in (skipped, started)],
+            pending_only=True,
+        )
+        assert isinstance(errors[0], KeyError) and errors[1] is None
+        found = {r.id: store.get_run(r.id) for r in (skipped, started)}
+    assert {k: (v.outcome if v else None) for k, v in found.items()} == {
+        skipped.id: "skipped: still running",
+        started.id: "running",
+    }
