@@ -20,7 +20,6 @@ A result with no slot (a retry's row, or a run that could not reserve) is writte
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 from collections.abc import Iterable
@@ -46,12 +45,16 @@ def _path(state_dir: Path, run_id: str) -> Path:
 
 
 def _encode(fields: dict[str, object], run_id: str | None = None) -> bytes:
+    import json  # only for a result that could not be saved: most runs never need it
+
     values = {k: v.isoformat() if isinstance(v, datetime) else v for k, v in fields.items()}
     record: dict[str, object] = values if run_id is None else {"id": run_id, "result": values}
     return json.dumps(record, ensure_ascii=False).encode()
 
 
 def _decode(raw: bytes) -> dict[str, object] | None:
+    import json
+
     raw = raw.rstrip(b"\0")
     try:
         data = json.loads(raw) if raw else None

@@ -3,14 +3,14 @@ through its guards to its command, and its result recorded (or kept aside, SPEC 
 
 from __future__ import annotations
 
-import functools
 import os
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
+from contextlib import suppress
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from cronctl.core.due import Plan
 from cronctl.core.model import Task, format_utc
@@ -53,15 +53,15 @@ def _run_all(
     guard = threading.Lock()
 
     def worker() -> None:
-        ahead = True  # the first wave starts at once: its marks share one commit
+        quick: bool | None = None  # None: the first wave, which starts at once
         while (unit := queue.take()) is not None:
             name, rows = unit
             try:
-                done = run_task(store, plans[name].task, rows, ctx, later, queue, ahead)
+                done = run_task(store, plans[name].task, rows, ctx, later, queue, quick)
             except Exception as exc:
                 ctx.warn(f"cronctl: error: task {name}: could not record its run: {exc}")
                 done = [replace(r, outcome="error", message=str(exc)) for r in rows]
-            ahead = _quick(done)
+            quick = _quick(done)
             with guard:
                 results.extend(done)
 
@@ -85,6 +85,16 @@ def _quick(done: list[RunRow]) -> bool:
     return last is not None and last < _QUICK_S
 
 
+class Marker(Protocol):
+    """How execute makes its row durably "running" (run_all's queue; None: by itself)."""
+
+    def __call__(self) -> None:
+        """Before the start: return once the row's mark is committed."""
+
+    def started(self) -> None:
+        """After the start: the command runs; nothing may raise from here."""
+
+
 class _Mark:
     """One commit of "running" marks, and each row's error once it is done."""
 
@@ -103,9 +113,12 @@ class _Queue:
     100 quick tasks wait for ~100 commits, so a worker that commits its own mark also marks the
     first rows of the next units (at most max_parallel - 1), which the next workers take: the
     first wave shares one commit, and later waves do while commands end quickly (_QUICK_S).
-    Only rows that start at once are marked ahead (no jitter, no condition, no retries or
-    hooks, a claim already won). A crash between such a mark and the start reports that row
-    as of unknown outcome though it may not have started: never as run twice.
+    A worker whose command has just started (and would only wait for it now) also commits
+    the marks of the next rows when fewer than a wave are marked and not yet taken, so that
+    the next workers find theirs committed (mark_next). Only rows that start at once are
+    marked ahead (no jitter, no condition, no retries or hooks, a claim already won), at most
+    a wave beyond those taken. A crash between such a mark and the start reports that row as
+    of unknown outcome though it may not have started: never as run twice.
     """
 
     def __init__(
@@ -149,21 +162,48 @@ class _Queue:
                 for _, r in batch:
                     self._marks[r.id] = mark
         if batch:
-            try:
-                changes = [(r.id, running_fields(t, r, self._ctx)) for t, r in batch]
-                # Only rows still pending: a row marked ahead may meet a refusing guard and
-                # have its skip recorded first; the mark must not overwrite it.
-                errors = self._store.update_runs(changes, pending_only=True)
-                mark.errors = {r.id: e for (_, r), e in zip(batch, errors, strict=True) if e}
-            except BaseException as exc:
-                mark.errors = {r.id: exc for _, r in batch}
-                raise
-            finally:
-                mark.done.set()
+            self._commit(batch, mark)
         else:
             mark.done.wait()
         if (error := mark.errors.get(row.id)) is not None:
             raise error
+
+    def mark_next(self) -> None:
+        """Commit the marks of the next rows while fewer than a wave are marked and not yet
+        taken: called by a worker whose command has just started. Never raises: an error is
+        the error of each row it was for, met by its worker at mark()."""
+        with self._lock:
+            upcoming = self._units[self._next : self._next + 2 * self.workers]
+            waiting = sum(1 for _, rows in upcoming if rows[0].id in self._marks)
+            if waiting >= self.workers:
+                return
+            batch: list[tuple[Task, RunRow]] = []
+            for name, rows in upcoming:
+                if len(batch) + waiting >= self.workers:
+                    break
+                task = self._plans[name].task
+                if rows[0].id not in self._marks and _starts_at_once(task, rows[0], self._ctx):
+                    batch.append((task, rows[0]))
+            if not batch:
+                return
+            mark = _Mark()
+            for _, r in batch:
+                self._marks[r.id] = mark
+        with suppress(Exception):  # kept in mark.errors for the rows' own workers
+            self._commit(batch, mark)
+
+    def _commit(self, batch: list[tuple[Task, RunRow]], mark: _Mark) -> None:
+        try:
+            changes = [(r.id, running_fields(t, r, self._ctx)) for t, r in batch]
+            # Only rows still pending: a row marked ahead may meet a refusing guard and have
+            # its skip recorded first; the mark must not overwrite it.
+            errors = self._store.update_runs(changes, pending_only=True)
+            mark.errors = {r.id: e for (_, r), e in zip(batch, errors, strict=True) if e}
+        except BaseException as exc:
+            mark.errors = {r.id: exc for _, r in batch}
+            raise
+        finally:
+            mark.done.set()
 
     def _ahead(self) -> list[tuple[Task, RunRow]]:
         """Up to max_parallel - 1 unmarked first rows that start at once, of the units just
@@ -177,6 +217,29 @@ class _Queue:
             if rows[0].id not in self._marks and _starts_at_once(task, rows[0], self._ctx):
                 found.append((task, rows[0]))
         return found
+
+
+class _RowMark:
+    """One row's mark through the queue (the ``mark`` that execute is handed).
+
+    ``quick``: whether the worker's last command ended quickly (None: it has had none, this
+    row is in the first wave). The first wave and a quick worker carry the next rows' marks
+    with their own; only a quick worker marks more once its command has started.
+    """
+
+    __slots__ = ("_queue", "_quick", "_row", "_task")
+
+    def __init__(self, queue: _Queue, task: Task, row: RunRow, quick: bool | None) -> None:
+        self._queue, self._task, self._row, self._quick = queue, task, row, quick
+
+    def __call__(self) -> None:
+        """Before the start: return once the row is durably "running"."""
+        self._queue.mark(self._task, self._row, self._quick is not False)
+
+    def started(self) -> None:
+        """After the start: the worker would only wait now, so it marks the next rows."""
+        if self._quick:
+            self._queue.mark_next()
 
 
 def _starts_at_once(task: Task, row: RunRow, ctx: RunContext) -> bool:
@@ -211,7 +274,7 @@ def run_task(
     ctx: RunContext,
     later: list[_Later],
     queue: _Queue | None = None,
-    ahead: bool = False,
+    quick: bool | None = False,
 ) -> list[RunRow]:
     """The occurrences of one task, oldest first, one at a time (catch-up never overlaps).
 
@@ -226,7 +289,7 @@ def run_task(
         mark = None
         if queue is not None:
             # Catch-up rows after the first follow their own command: marked one at a time.
-            mark = functools.partial(queue.mark, task, row, ahead and i == 0)
+            mark = _RowMark(queue, task, row, quick if i == 0 else False)
         try:
             result = run_occurrence(store, task, row, ctx, mark)
         except Exception as exc:
@@ -325,7 +388,7 @@ def run_occurrence(
     task: Task,
     row: RunRow,
     ctx: RunContext,
-    mark: Callable[[], None] | None = None,
+    mark: Marker | None = None,
 ) -> RunRow:
     """One occurrence through jitter, misfire grace, conditions and guards to its end.
 
@@ -361,7 +424,7 @@ def _guarded(
     env: dict[str, str],
     ctx: RunContext,
     now: datetime,
-    mark: Callable[[], None] | None,
+    mark: Marker | None,
 ) -> RunRow:
     skipped, lock = guards.acquire(task, row, ctx, now)
     if skipped is not None:
@@ -384,7 +447,7 @@ def execute(
     env: dict[str, str],
     ctx: RunContext,
     lock: HeldLock | None,
-    mark: Callable[[], None] | None = None,
+    mark: Marker | None = None,
 ) -> RunRow:
     """Mark the run "running" (durably), start the command, wait for it: its result row."""
     path = log_path(task, row, ctx)
@@ -413,6 +476,8 @@ def execute(
     running = ctx.start(spec)
     if ctx.tracker is not None:
         ctx.tracker.add(running)
+    if mark is not None:
+        mark.started()
     try:
         record_command(task, lock, getattr(running, "pid", None), ctx.warn)
         result = running.wait()

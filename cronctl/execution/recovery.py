@@ -36,11 +36,15 @@ def recover(store: Store, ctx: RunContext, schedule: Schedule) -> list[RunRow]:
 
     They are reported as errors of this run, so cron's mail says what was interrupted.
     """
+    unfinished = store.unfinished_runs(None)
+    if not unfinished:
+        # A kept result or a crashed run's reservation always comes with an unfinished row.
+        return []
     from cronctl.edge import unsaved
 
     kept = unsaved.Kept(ctx.state_dir)  # the results earlier runs could not save
     closed: list[RunRow] = []
-    for row in store.unfinished_runs(None):
+    for row in unfinished:
         if _apply_unsaved(store, row, ctx, kept):
             continue  # ended and reported when it ran; now recorded, not reported again
         # A live owner is still at work: another `run`, or this very process (`work` ticks
