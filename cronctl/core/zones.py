@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from functools import lru_cache
 
 from cronctl.core.cronexpr import CronExpr, minute_ceil, minute_floor, next_wall
+from cronctl.core.record import record
 from cronctl.errors import ZoneError
 
 _OFFSET = re.compile(r"^([+-])(\d{2}):(\d{2})$")
@@ -33,7 +33,7 @@ _HORIZON_YEARS = 5
 MAX_PER_INSTANT = 60
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Segment:
     """A stretch of UTC time [start, end) with one UTC offset (None: unbounded)."""
 
@@ -68,7 +68,7 @@ class Segment:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Zone:
     """A task's time zone: "UTC", a fixed offset "+05:45", or an IANA name."""
 

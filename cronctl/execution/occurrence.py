@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
-from dataclasses import replace
 from datetime import datetime
 from typing import Any, NamedTuple
 
 from cronctl.core.due import Plan
 from cronctl.core.model import Task, format_utc
+from cronctl.core.record import replace
 from cronctl.edge.coord import HeldLock, StoreUnavailable
 from cronctl.edge.paths import ensure_private_dir
 from cronctl.edge.store import PendingUpdate, RunRow, Store

@@ -6,6 +6,8 @@ import copy
 import dataclasses
 import inspect
 import pickle
+import subprocess
+import sys
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
@@ -319,3 +321,22 @@ def test_the_public_records_work_with_dataclasses_functions(tmp_path: Path) -> N
     with pytest.raises(dataclasses.FrozenInstanceError):
         task.name = "v"  # type: ignore[misc]
     assert pickle.loads(pickle.dumps(task)) == task  # noqa: S301  (bytes made just above)
+
+
+def test_a_quiet_run_imports_no_dataclasses(tmp_path: Path) -> None:
+    path = tmp_path / "s.toml"
+    path.write_text('[[task]]\nname = "t"\ncommand = "true"\ndaily_at = "03:00"\n')
+    probe = (
+        "import sys\n"
+        "from cronctl.cli.main import main\n"
+        "sys.argv = ['cronctl', 'run', '-f', sys.argv[1], '--now', '2026-08-03T12:34:00Z',\n"
+        "            '--state-dir', sys.argv[2], '--lock-dir', sys.argv[3]]\n"
+        "try:\n"
+        "    main()\n"
+        "finally:\n"
+        "    print(sorted(m for m in ('dataclasses', 'inspect') if m in sys.modules))\n"
+    )
+    argv = [sys.executable, "-c", probe, str(path), str(tmp_path / "s"), str(tmp_path / "l")]
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "[]"
