@@ -93,6 +93,19 @@ def test_repr_eq_and_defaults_match(options: dict[str, bool]) -> None:
     assert mine("x").tags == () and mine("x", 2).tries == 2
 
 
+@pytest.mark.parametrize("count", [0, 1, 2])
+def test_eq_and_hash_of_few_fields_match_even_for_nan(count: int) -> None:
+    def body(_field: Callable[..., Any]) -> dict[str, Any]:
+        return {"__doc__": "Few.", "__annotations__": {f"f{i}": "float" for i in range(count)}}
+
+    mine, theirs = _pair(body, frozen=True)
+    nan = float("nan")
+    values = [nan] * count
+    assert (mine(*values) == mine(*values)) == (theirs(*values) == theirs(*values))
+    assert hash(mine(*values)) == hash(theirs(*values))
+    assert (mine(*[1.0] * count) == mine(*[2.0] * count)) == (count == 0)
+
+
 def test_a_default_factory_makes_a_new_value_per_instance() -> None:
     mine, _ = _pair(_job_body)
     first, second = mine("a"), mine("b")
