@@ -23,11 +23,11 @@ from cronctl.edge.files import load_paths
 
 
 def _pair(body: Callable[[Callable[..., Any]], dict[str, Any]], **options: bool) -> tuple[Any, Any]:
-    made = []
+    made: list[Any] = []
     for decorate, make_field in ((record, field), (dataclasses.dataclass, dataclasses.field)):
         namespace = body(make_field)
         cls = type("Job", (), {"__module__": __name__, "__qualname__": "Job", **namespace})
-        made.append(decorate(**options)(cls))  # type: ignore[operator]
+        made.append(decorate(**options)(cls))
     return made[0], made[1]
 
 
@@ -63,9 +63,9 @@ def test_init_signature_doc_and_match_args_are_the_dataclass_ones(options: dict[
     mine, theirs = _pair(_frozen_body, **options)
     # (The `<factory>` markers are each module's own object, so compare the text.)
     assert str(inspect.signature(mine)) == str(inspect.signature(theirs))
-    assert mine.__init__.__annotations__ == theirs.__init__.__annotations__  # type: ignore[misc]
-    assert mine.__init__.__qualname__ == theirs.__init__.__qualname__  # type: ignore[misc]
-    assert mine.__match_args__ == theirs.__match_args__  # type: ignore[attr-defined]
+    assert mine.__init__.__annotations__ == theirs.__init__.__annotations__
+    assert mine.__init__.__qualname__ == theirs.__init__.__qualname__
+    assert mine.__match_args__ == theirs.__match_args__
     assert mine.__doc__ == theirs.__doc__ == "A job."
 
 
@@ -191,7 +191,7 @@ def test_the_dataclasses_module_sees_a_dataclass(options: dict[str, bool]) -> No
     mine, theirs = _pair(_frozen_body, **options)
     assert dataclasses.is_dataclass(mine) and dataclasses.is_dataclass(mine("x"))
     assert repr(dataclasses.fields(mine)) == repr(dataclasses.fields(theirs))
-    assert repr(mine.__dataclass_params__) == repr(theirs.__dataclass_params__)  # type: ignore[attr-defined]
+    assert repr(mine.__dataclass_params__) == repr(theirs.__dataclass_params__)
     job = mine("x", tags=("a",))
     assert dataclasses.asdict(job) == dataclasses.asdict(theirs("x", tags=("a",)))
     assert dataclasses.astuple(job) == ("x", 1, timedelta(seconds=30), ("a",), "")
