@@ -7,11 +7,11 @@ a plain `cronctl run` pays nothing for them.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from cronctl.core.model import Task
+from cronctl.core.record import replace
 from cronctl.edge.store import RunRow, Store
 
 if TYPE_CHECKING:

@@ -7,11 +7,11 @@ this module ties them together and keeps the names callers import from here.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
 from cronctl.core.model import Schedule
+from cronctl.core.record import replace
 from cronctl.edge.coord import open_coordinator
 from cronctl.edge.paths import ensure_private_dir
 from cronctl.edge.store import RunRow, Store

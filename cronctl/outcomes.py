@@ -6,11 +6,11 @@ Split from `cronctl.execute` so the order of a due task stays readable there.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from cronctl.core.model import Task, format_duration
+from cronctl.core.record import replace
 from cronctl.edge import locks
 from cronctl.edge.store import RunRow
 

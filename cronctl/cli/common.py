@@ -10,11 +10,11 @@ import os
 import sys
 import threading
 from collections.abc import Sequence
-from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cronctl.core.record import replace
 from cronctl.errors import CronctlError, UsageError
 
 if TYPE_CHECKING:

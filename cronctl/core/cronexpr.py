@@ -10,18 +10,18 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from dataclasses import dataclass
-from dataclasses import field as _dc_field
 from datetime import date, datetime, timedelta
 from functools import lru_cache
 
+from cronctl.core.record import field as _record_field
+from cronctl.core.record import record
 from cronctl.errors import CronSyntaxError
 
 _MONTHS = ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")
 _DAYS = ("SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT")
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class _Field:
     name: str
     low: int
@@ -57,7 +57,7 @@ _UNSUPPORTED_WORDS = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class CronExpr:
     """A validated five-field expression: its value sets and its normalized text."""
 
@@ -71,7 +71,7 @@ class CronExpr:
     weekday_star: bool
     fixed_time: bool
     # The fields as written (after macro expansion): `check` explains Vixie corners from them.
-    written: tuple[str, ...] = _dc_field(default=(), compare=False)
+    written: tuple[str, ...] = _record_field(default=(), compare=False)
 
     @property
     def day_or_day(self) -> bool:

@@ -7,20 +7,21 @@ header of each table, and the first line of each key inside it.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+
+from cronctl.core.record import field, record
 
 _HEADER = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*(\]\]?)\s*(#.*)?$")
 _KEY = re.compile(r"""^\s*("[^"]*"|'[^']*'|[A-Za-z0-9_-]+)\s*[.=]""")
 _SYNTAX_LINE = re.compile(r"\(at line (\d+), column \d+\)")
 
 
-@dataclass
+@record
 class _Block:
     header_line: int
     keys: dict[str, int] = field(default_factory=dict)
 
 
-@dataclass
+@record
 class LineIndex:
     """Lines of the [cronctl] and [defaults] keys, and of each [[task]] and its keys."""
 

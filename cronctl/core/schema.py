@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from functools import lru_cache
 from pathlib import Path
@@ -15,6 +14,7 @@ from cronctl.core.cronexpr import parse_cron
 from cronctl.core.lines import LineIndex
 from cronctl.core.model import MISFIRE_POLICIES, Problem, Settings, Task
 from cronctl.core.opskeys import OPS_KEYS, ops_fields, ops_value_problem
+from cronctl.core.record import field, record
 from cronctl.core.values import check_env, check_text, parse_duration
 from cronctl.core.zones import Zone, parse_zone
 from cronctl.errors import CronSyntaxError, DurationError, ZoneError
@@ -112,7 +112,7 @@ TOP_KEYS = ("cronctl", "defaults", "task")
 DAY_KEYS = ("weekdays", "weekends", "days")
 
 
-@dataclass
+@record
 class FileResult:
     """What one file contributed: its tasks, its problems, its [cronctl] values."""
 

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from functools import lru_cache
 
 from cronctl.core.cronexpr import CronExpr, minute_ceil, minute_floor, next_wall
+from cronctl.core.record import record
 from cronctl.errors import ZoneError
 
 _OFFSET = re.compile(r"^([+-])(\d{2}):(\d{2})$")
@@ -33,7 +33,7 @@ _HORIZON_YEARS = 5
 MAX_PER_INSTANT = 60
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Segment:
     """A stretch of UTC time [start, end) with one UTC offset (None: unbounded)."""
 
@@ -68,7 +68,7 @@ class Segment:
         )
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Zone:
     """A task's time zone: "UTC", a fixed offset "+05:45", or an IANA name."""
 
@@ -153,7 +153,17 @@ def walls_at(expr: CronExpr, zone: Zone, minute: datetime) -> tuple[datetime, ..
     its own (Debian cron runs each of them there). At most MAX_PER_INSTANT, the newest kept.
     """
     minute = _require_aware(minute).astimezone(UTC)
-    seg = zone.segment_at(minute)
+    day = minute.replace(hour=0, minute=0, second=0, microsecond=0)
+    if not zone.fixed and _settled(zone.name, day):
+        # No change of offset near: no gap ends here and no fall back repeats, so the answer
+        # is the segment's without finding the segment (years of day probes, see below).
+        wall = (minute + _offset(zone.tz, minute)).replace(tzinfo=None)
+        return (wall,) if expr.matches(wall) else ()
+    return segment_walls(expr, zone.segment_at(minute), minute)
+
+
+def segment_walls(expr: CronExpr, seg: Segment, minute: datetime) -> tuple[datetime, ...]:
+    """walls_at, worked out from the segment that holds the UTC `minute`."""
     wall = seg.wall(minute)
     own: tuple[datetime, ...] = ()
     if expr.matches(wall):
@@ -269,6 +279,26 @@ def _year_changes(name: str, year: int) -> tuple[tuple[datetime, timedelta, time
             before = after
         day = nxt
     return tuple(changes)
+
+
+@lru_cache(maxsize=4096)
+def _settled(name: str, day: datetime) -> bool:
+    """Whether _year_changes finds no offset change in the 48 hours before any minute of `day`.
+
+    A segment's start matters to walls_at only that close: a fall back repeats the wall times
+    of the last prev_offset - offset (under 48 hours, as |offset| < 24 h) after it, and a gap
+    is carried at its first minute. _year_changes finds a change between two UTC midnights
+    whose offsets differ; so when the midnights from 3 days before `day` (UTC midnight) to
+    the next have one offset, none of its changes falls in that window.
+    """
+    from zoneinfo import ZoneInfo
+
+    tz = ZoneInfo(name)
+    try:
+        offsets = {_offset(tz, day + timedelta(days=n)) for n in range(-3, 2)}
+    except OverflowError:  # the ends of datetime's range: take the long way
+        return False
+    return len(offsets) == 1
 
 
 @lru_cache(maxsize=4096)

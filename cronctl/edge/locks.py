@@ -29,12 +29,12 @@ import stat
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from cronctl.core.due import CLAIM_SWEEP_AGE
+from cronctl.core.record import record
 from cronctl.edge.paths import ensure_private_dir, fsync_dir, open_nofollow, write_atomic
 from cronctl.errors import UnsafeDirectoryError
 
@@ -168,7 +168,7 @@ def _flock_nonblocking(fd: int) -> bool:
 # --- overlap lock (SPEC 4.2) --------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class HolderInfo:
     """Who holds an overlap lock: the machine, the cronctl process and when its run started.
 
@@ -257,7 +257,7 @@ class OverlapLock:
             os.close(holder_fd)
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class OverlapResult:
     """The answer of :func:`try_overlap_lock`.
 
@@ -556,7 +556,7 @@ def sweep_claims(lock_dir: Path, *, now: datetime, max_age: timedelta = CLAIM_SW
 # --- pause markers (SPEC 5.3) -------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class PauseInfo:
     """An operator pause: why, since when, and who set it from where (None when unknown)."""
 

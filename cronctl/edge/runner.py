@@ -21,11 +21,11 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from contextlib import suppress
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Literal
 
+from cronctl.core.record import record
 from cronctl.edge import procs
 from cronctl.edge.paths import open_nofollow
 
@@ -49,7 +49,7 @@ _LINGER_POLL_S = 0.5
 _UTF8_CONTINUATION = bytes(range(0x80, 0xC0))
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class RunSpec:
     """Everything needed to run one command; ``env`` is complete (the runner merges nothing)."""
 
@@ -71,7 +71,7 @@ class RunSpec:
         return list(self.command)
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class CommandResult:
     """How a command ended.
 

@@ -8,12 +8,12 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from cronctl.core.model import Task
+from cronctl.core.record import field, record
 from cronctl.edge.coord import Coordinator
 from cronctl.edge.store import RunRow
 
@@ -108,7 +108,7 @@ class Tracker:
         return len(running)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RunContext:
     """Where and as whom a run happens, and how to tell the time."""
 
@@ -140,7 +140,7 @@ class RunContext:
     output: Callable[[str], Callable[[str], None]] | None = None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RunReport:
     """`cronctl run`: every occurrence dealt with in this run, in order."""
 

@@ -4,11 +4,11 @@ conditions, the on_one_server claim, the without_overlapping lock."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from datetime import datetime, timedelta
 
 from cronctl.core.due import Plan
 from cronctl.core.model import Task, format_duration
+from cronctl.core.record import replace
 from cronctl.edge import locks
 from cronctl.edge.coord import HeldLock, StoreUnavailable
 from cronctl.edge.paths import ensure_private_dir

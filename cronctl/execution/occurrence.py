@@ -7,13 +7,13 @@ import os
 import threading
 from collections.abc import Mapping
 from contextlib import suppress
-from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from cronctl.core.due import Plan
 from cronctl.core.model import Task, format_utc
+from cronctl.core.record import replace
 from cronctl.edge.coord import HeldLock, StoreUnavailable
 from cronctl.edge.paths import ensure_private_dir
 from cronctl.edge.store import PendingUpdate, RunRow, Store

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from datetime import datetime, timedelta
 
 from cronctl.core.due import Plan, Previous, plan
 from cronctl.core.model import Schedule, Task, format_utc
+from cronctl.core.record import replace
 from cronctl.edge.coord import StoreUnavailable
 from cronctl.edge.store import RunRow, Store, TaskState
 from cronctl.execution.context import RunContext, coord_of, new_run_id

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import os
 from contextlib import suppress
-from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from cronctl.core.model import Schedule
+from cronctl.core.record import replace
 from cronctl.edge.coord import StoreUnavailable
 from cronctl.edge.store import RunRow, Store
 from cronctl.execution.context import (

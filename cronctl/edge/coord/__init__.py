@@ -14,11 +14,11 @@ imports it on every start.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol
 
+from cronctl.core.record import record
 from cronctl.errors import CronctlError
 
 if TYPE_CHECKING:
@@ -59,7 +59,7 @@ class HeldLock(Protocol):
         ...
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Overlap:
     """The answer of :meth:`Coordinator.try_overlap` (the statuses of locks.OverlapResult)."""
 
