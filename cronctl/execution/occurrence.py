@@ -169,13 +169,13 @@ class _Queue:
             raise error
 
     def mark_next(self) -> None:
-        """Commit the marks of the next rows while fewer than a wave are marked and not yet
-        taken: called by a worker whose command has just started. Never raises: an error is
-        the error of each row it was for, met by its worker at mark()."""
+        """Commit the marks of the next rows, up to a wave marked and not yet taken, once half
+        a wave or less is left: called by a worker whose command has just started. Never
+        raises: an error is the error of each row it was for, met by its worker at mark()."""
         with self._lock:
             upcoming = self._units[self._next : self._next + 2 * self.workers]
             waiting = sum(1 for _, rows in upcoming if rows[0].id in self._marks)
-            if waiting >= self.workers:
+            if waiting > self.workers // 2:  # refill when half a wave is left: fewer commits
                 return
             batch: list[tuple[Task, RunRow]] = []
             for name, rows in upcoming:
