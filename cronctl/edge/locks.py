@@ -131,6 +131,10 @@ def _read_record(path: Path) -> dict[str, object] | None:
         return None
     finally:
         os.close(fd)
+    return _parse_record(raw)
+
+
+def _parse_record(raw: bytes) -> dict[str, object] | None:
     try:
         record = _loads(raw.decode("utf-8", errors="replace"))
     except (ValueError, RecursionError):  # RecursionError: nesting thousands deep
@@ -311,13 +315,19 @@ def try_overlap_lock(
     with _guard(_task_path(directory, task, ".guard"), mode=mode) as guarded:
         lock = _lock_file(lock_path, mode)
         if lock is not None:
-            previous = _read_holder(holder_path) if guarded else None
+            # One descriptor of the holder record: the previous holder's is read through it
+            # and ours written through it (see _record_holder).
+            fd = _open_holder(lock, holder_path, mode)
+            old = _pread_all(fd)
+            # Without the guard the record may be stale, so it is not evidence either way.
+            previous = _holder_from(_parse_record(old)) if guarded and old else None
             if previous is None or not _command_lives(previous, host):
-                return OverlapResult("acquired", _record_holder(lock, holder_path, me, mode), None)
+                return OverlapResult("acquired", _record_holder(lock, fd, me, len(old)), None)
             if not _past_lease(previous, me, lease):
+                os.close(fd)
                 lock.release()
                 return OverlapResult("held", None, previous)
-            return OverlapResult("overtaken", _record_holder(lock, holder_path, me, mode), previous)
+            return OverlapResult("overtaken", _record_holder(lock, fd, me, len(old)), previous)
         holder = _read_holder(holder_path)
         # Without the guard the record may be stale, so it is not evidence of a stuck run.
         if not guarded or holder is None or not _past_lease(holder, me, lease):
@@ -327,7 +337,8 @@ def try_overlap_lock(
         lock = _lock_file(lock_path, mode)
         if lock is None:
             return OverlapResult("held", None, holder)
-        return OverlapResult("overtaken", _record_holder(lock, holder_path, me, mode), holder)
+        fd = _open_holder(lock, holder_path, mode)
+        return OverlapResult("overtaken", _record_holder(lock, fd, me, _MAX_RECORD_BYTES), holder)
 
 
 def overlap_held(lock_dir: Path, task: str) -> bool:
@@ -396,14 +407,34 @@ def _command_lives(holder: HolderInfo, host: str) -> bool:
     command = holder.command
     if command is None or holder.host != host or command.boot != procs.boot_id():
         return False
-    if procs.same_process_alive(command):
-        return True
-    return procs.identify(command.pid) is None and procs.group_alive(command.pid)
+    now = procs.identify(command.pid)  # once: each read of /proc is three system calls
+    if now is not None:
+        # The same process (a boot id is needed to say so), or the number was recycled.
+        return bool(command.boot) and now.start_ticks == command.start_ticks
+    return procs.group_alive(command.pid)
 
 
-def _record_holder(lock: OverlapLock, holder_path: Path, me: HolderInfo, mode: int) -> OverlapLock:
-    """Write ``me`` as the holder record (under the guard) and keep its descriptor in
-    ``lock`` for :meth:`OverlapLock.record_command`.
+def _open_holder(lock: OverlapLock, holder_path: Path, mode: int) -> int:
+    """Open (or create) the holder record for reading and writing; the lock is let go if
+    that fails."""
+    try:
+        return open_nofollow(holder_path, os.O_RDWR | os.O_CREAT, mode)
+    except BaseException:
+        lock.release()
+        raise
+
+
+def _pread_all(fd: int) -> bytes:
+    try:
+        return os.pread(fd, _MAX_RECORD_BYTES, 0)
+    except OSError:
+        return b""
+
+
+def _record_holder(lock: OverlapLock, fd: int, me: HolderInfo, old_size: int) -> OverlapLock:
+    """Write ``me`` as the holder record (under the guard) on ``fd``, whose content was
+    ``old_size`` bytes long, and keep ``fd`` in ``lock`` for
+    :meth:`OverlapLock.record_command`.
 
     The record is rewritten in place, not replaced by rename: every reader that acts on it
     holds the guard, as this first write does; the second write (the command's identity) is
@@ -411,21 +442,22 @@ def _record_holder(lock: OverlapLock, holder_path: Path, me: HolderInfo, mode: i
     flock never sees (cronctl holds the flock while it writes). Two renames a run cost more
     than the rest of the guard.
     """
-    try:
-        fd = open_nofollow(holder_path, os.O_WRONLY | os.O_CREAT, mode)
-    except BaseException:
-        lock.release()
-        raise
     lock._holder, lock._holder_fd = me, fd
     try:
-        _write_holder(fd, me)
+        _write_holder(fd, me, truncate=old_size > _HOLDER_WIDTH)
     except BaseException:
         lock.release()
         raise
     return lock
 
 
-def _write_holder(fd: int, holder: HolderInfo) -> None:
+#: Holder records are padded with spaces to this width (JSON allows them), so that writing
+#: one over another never needs a truncation; a longer one (a very long host name) is cut
+#: to its own length.
+_HOLDER_WIDTH = 512
+
+
+def _write_holder(fd: int, holder: HolderInfo, truncate: bool = False) -> None:
     record: dict[str, object] = {
         "host": holder.host,
         "pid": holder.pid,
@@ -439,13 +471,19 @@ def _write_holder(fd: int, holder: HolderInfo) -> None:
     # Not fsynced: the record only matters while the task lives, and no task survives a
     # reboot (the boot id says so); an fsync here would cost every run a disk flush.
     data = _dumps(record)
+    if len(data) < _HOLDER_WIDTH:
+        data = data.ljust(_HOLDER_WIDTH)
     if os.pwrite(fd, data, 0) != len(data):
         raise OSError(errno.ENOSPC, "short write of the overlap holder record")
-    os.ftruncate(fd, len(data))
+    if truncate or len(data) > _HOLDER_WIDTH:
+        os.ftruncate(fd, len(data))
 
 
 def _read_holder(path: Path) -> HolderInfo | None:
-    record = _read_record(path)
+    return _holder_from(_read_record(path))
+
+
+def _holder_from(record: dict[str, object] | None) -> HolderInfo | None:
     if record is None:
         return None
     host, pid, started = record.get("host"), record.get("pid"), _parse_time(record.get("started"))

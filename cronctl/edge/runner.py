@@ -389,7 +389,10 @@ def _read_tail(path: Path) -> str:
 def _tail_of(fd: int) -> str:
     """The end of the log open at ``fd``: at most 20 lines and 4 KiB."""
     try:
-        offset = max(0, os.fstat(fd).st_size - _TAIL_BYTES)
+        size = os.fstat(fd).st_size
+        if size == 0:
+            return ""
+        offset = max(0, size - _TAIL_BYTES)
         data = os.pread(fd, _TAIL_BYTES, offset)
     except OSError:
         return ""
@@ -424,11 +427,15 @@ def _keep_log(path: Path, pgid: int, fd: int | None = None) -> bool:
     the command's group lives: a process it left behind may still write to it. ``fd`` is
     cronctl's open descriptor of the log, if it has one.
     """
+    # The group first, then the size: once no member is left, nothing can write any more
+    # (the other way round, a member could write and exit in between, unseen).
+    if procs.group_alive(pgid):
+        return True
     try:
         empty = _is_empty(path, fd)
     except OSError:
         return True  # cannot tell: keep the path, so nobody is told "it printed nothing"
-    if not empty or procs.group_alive(pgid):
+    if not empty:
         return True
     try:
         path.unlink()

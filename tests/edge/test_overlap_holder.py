@@ -154,3 +154,34 @@ def test_a_holder_record_nested_thousands_deep_is_ignored(tmp_path: Path) -> Non
     assert result.status == "acquired"
     assert result.lock is not None
     result.lock.release()
+
+
+def test_a_record_written_over_a_longer_one_leaves_nothing_of_it(tmp_path: Path) -> None:
+    """Records are rewritten in place (padded, not truncated, when they fit): what an older
+    cronctl or a very long host name left must not trail behind a new one."""
+    overlap = tmp_path / "overlap"
+    overlap.mkdir(mode=0o700)
+    old = {"host": "h" * 3000, "pid": 7, "started": "2026-08-03T08:00:00Z"}
+    (overlap / "job.holder").write_text(json.dumps(old))
+    (overlap / "job.holder").chmod(0o600)
+    first = attempt(tmp_path)
+    assert first.status == "acquired" and first.lock is not None
+    assert holder_record(tmp_path)["host"] == "web-1"
+    child = subprocess.Popen(["true"], start_new_session=True)
+    first.lock.record_command(child.pid)
+    child.wait()
+    first.lock.release()
+    assert holder_record(tmp_path)["pid"] == 1
+    long_host = "x" * 700  # longer than the padded width: the file is cut to the record
+    got = try_overlap_lock(tmp_path, "job", lease=None, now=T0, host=long_host, pid=2)
+    assert got.lock is not None
+    assert holder_record(tmp_path) == {
+        "host": long_host,
+        "pid": 2,
+        "started": "2026-08-03T09:00:00Z",
+    }
+    got.lock.release()
+    again = attempt(tmp_path)
+    assert again.status == "acquired" and again.lock is not None
+    assert holder_record(tmp_path)["host"] == "web-1"
+    again.lock.release()
