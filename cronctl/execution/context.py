@@ -168,8 +168,15 @@ def _key(row: RunRow) -> tuple[str, datetime]:
 
 
 def new_run_id(occurrence: datetime) -> str:
-    """Sortable and unique: the occurrence's minute and six random hex digits."""
-    return f"{occurrence:%Y%m%dT%H%MZ}-{os.urandom(3).hex()}"
+    """Sortable and unique: the occurrence's minute and 64 random bits (16 hex digits).
+
+    Ids of one minute must not collide, in one run (state.db's key: a collision fails the
+    whole planning transaction) nor across a fleet (the store's history is keyed by id).
+    Six hex digits, as before, collided in about one run of 100 tasks in 3,400 (n^2 / 2^25;
+    it happened in a benchmark), 3 % of the runs of 1,000, and surely among 50 machines'
+    rows of one minute; with 64 bits, 50,000 ids a minute collide once in ~10^10 minutes.
+    """
+    return f"{occurrence:%Y%m%dT%H%MZ}-{os.urandom(8).hex()}"
 
 
 def coord_of(ctx: RunContext) -> Coordinator:

@@ -611,3 +611,16 @@ def test_a_version_1_database_gains_trigger_and_attempt_and_keeps_its_rows(tmp_p
         new = store.get_run("new")
     assert old is not None and (old.trigger, old.attempt) == ("schedule", 1)
     assert new is not None and (new.trigger, new.attempt) == ("manual", 3)
+
+
+def test_run_ids_of_one_minute_do_not_collide() -> None:
+    """The id is state.db's key and the fleet store's: a collision failed a whole run's
+    planning (it happened with six random hex digits, n^2 / 2^25 a run)."""
+    import re
+
+    from cronctl.execution.context import new_run_id
+
+    minute = datetime(2026, 8, 3, 9, 0, tzinfo=UTC)
+    ids = [new_run_id(minute) for _ in range(200_000)]
+    assert all(re.fullmatch(r"20260803T0900Z-[0-9a-f]{16}", i) for i in ids[:100])
+    assert len(set(ids)) == len(ids)  # 2^24 values would hold ~1,200 collisions here
