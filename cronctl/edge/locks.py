@@ -83,7 +83,11 @@ def _task_from_stem(stem: str) -> str | None:
 
 
 def _task_path(directory: Path, task: str, suffix: str) -> Path:
-    name = _file_stem(task) + suffix
+    return _stem_path(directory, _file_stem(task), suffix, task)
+
+
+def _stem_path(directory: Path, stem: str, suffix: str, task: str) -> Path:
+    name = stem + suffix
     text = f"{directory}/{name}"
     # The name pattern already excludes '/', but this is the check that a path never escapes
     # (text, not pathlib: every guarded run asks it three times).
@@ -309,10 +313,11 @@ def try_overlap_lock(
     """
     directory = ensure_private_dir(lock_dir / "overlap", within=lock_dir)
     mode = _file_mode(directory)
-    lock_path = _task_path(directory, task, ".lock")
-    holder_path = _task_path(directory, task, ".holder")
+    stem = _file_stem(task)  # the name check, once
+    lock_path = _stem_path(directory, stem, ".lock", task)
+    holder_path = _stem_path(directory, stem, ".holder", task)
     me = HolderInfo(host=host, pid=pid, started=_utc(now), timeout=timeout)
-    with _guard(_task_path(directory, task, ".guard"), mode=mode) as guarded:
+    with _guard(_stem_path(directory, stem, ".guard", task), mode=mode) as guarded:
         lock = _lock_file(lock_path, mode)
         if lock is not None:
             # One descriptor of the holder record: the previous holder's is read through it

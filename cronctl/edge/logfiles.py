@@ -19,8 +19,8 @@ __all__ = ["CHUNK_BYTES", "log_chunks", "log_file"]
 
 #: How much of a log is held in memory at once.
 CHUNK_BYTES = 64 * 1024
-# Run ids are `YYYYMMDDTHHMMZ-` and 16 hex digits (execute.new_run_id); nothing else names a log file,
-# so a recorded path can never lead out of the task's log directory.
+# Run ids are `YYYYMMDDTHHMMZ-` and 16 hex digits (execute.new_run_id); nothing else names
+# a log file, so a recorded path can never lead out of the task's log directory.
 _LOG_NAME = re.compile(r"[0-9A-Za-z][0-9A-Za-z._-]*\.log")
 _TASK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,99}")
 
