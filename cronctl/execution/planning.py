@@ -29,7 +29,7 @@ def plan_all(
     plans: dict[str, Plan] = {}
     rows: list[RunRow] = []
     changed: list[TaskState] = []
-    early = ahead.decided if ahead is not None and ahead.now == now else {}
+    early = ahead.take(now) if ahead is not None else {}
     with store.transaction() as tx:
         states = tx.states()
         for task in schedule.tasks:
@@ -96,6 +96,14 @@ class Ahead:
         """The decisions for `now` (see plan_ahead)."""
         self.now = now
         self.decided = decided
+
+    def take(
+        self, now: datetime
+    ) -> dict[str, tuple[Task, TaskState | None, Plan, TaskState | None]]:
+        """The decisions if they are for `now` (else none), handed over once: a tick whose
+        tasks run for hours does not keep a thousand of them alive meanwhile."""
+        decided, self.decided = self.decided, {}
+        return decided if now == self.now else {}
 
 
 def plan_ahead(

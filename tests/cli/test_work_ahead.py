@@ -78,6 +78,7 @@ def test_a_decision_made_ahead_for_another_minute_is_not_used(tmp_path: Path) ->
     report = run_once(schedule, T0 + MINUTE, ctx, ahead)
     runs = sorted((r.occurrence, r.outcome) for r in report.runs)
     assert runs == [(T0, "missed"), (T0 + MINUTE, "ok")]  # coalesced, as at the boundary
+    assert ahead.take(T0) == {}  # handed over (and dropped) once
 
 
 def test_a_tick_planned_ahead_deals_with_the_same_occurrences_as_one_planned_at_the_boundary(
