@@ -71,20 +71,27 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def run_once(schedule: Schedule, now: datetime, ctx: RunContext) -> RunReport:
-    """Plan every task's window at `now`, record it, then run what is due."""
+def run_once(
+    schedule: Schedule, now: datetime, ctx: RunContext, ahead: planning.Ahead | None = None
+) -> RunReport:
+    """Plan every task's window at `now`, record it, then run what is due.
+
+    `ahead`: decisions worked out before `now` came (`work`); planning checks each is still
+    what it would decide now."""
     if ctx.rehearsal:
         ctx = replace(ctx, state_dir=ensure_private_dir(ctx.state_dir) / REHEARSAL_DIR)
     ensure_private_dir(ctx.state_dir)
     ensure_private_dir(ctx.lock_dir)
     ctx = replace(ctx, coord=ctx.coord or open_coordinator(None, ctx.lock_dir), claimed={})
     try:
-        return _run_once(schedule, now, ctx)
+        return _run_once(schedule, now, ctx, ahead)
     finally:
         coord_of(ctx).close()
 
 
-def _run_once(schedule: Schedule, now: datetime, ctx: RunContext) -> RunReport:
+def _run_once(
+    schedule: Schedule, now: datetime, ctx: RunContext, ahead: planning.Ahead | None
+) -> RunReport:
     from cronctl.execution.guards import paused as operator_pauses
 
     paused = operator_pauses(ctx)
@@ -98,7 +105,7 @@ def _run_once(schedule: Schedule, now: datetime, ctx: RunContext) -> RunReport:
                 ]
                 return RunReport(now, runs, dry_run=True)
         recovered = recovery.recover(store, ctx, schedule)
-        plans, rows = planning.plan_all(store, schedule, now, paused, ctx)
+        plans, rows = planning.plan_all(store, schedule, now, paused, ctx, ahead)
         pending = [r for r in rows if r.outcome == "pending"]
         results: dict[str, RunRow] = {r.id: r for r in recovered + rows}
         if pending:

@@ -11,9 +11,13 @@ import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 from unittest import mock
 
 from cronctl.cli import main as cli_main
+
+if TYPE_CHECKING:
+    from cronctl.execute import RunContext
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 _REAL_FULL_APP = cli_main._full_app  # before any test patches it
@@ -161,4 +165,18 @@ def invoke(
     returncode = code if isinstance(code, int) else (0 if code is None else 2)
     return subprocess.CompletedProcess(
         ["cronctl", *args], returncode, out.getvalue(), err.getvalue()
+    )
+
+
+def local_context(tmp_path: Path) -> RunContext:
+    """The RunContext of a `run` or `work` in this process, with state and locks in tmp_path."""
+    from cronctl.execute import RunContext, real_clock
+
+    return RunContext(
+        state_dir=tmp_path / "state",
+        lock_dir=tmp_path / "state" / "locks",
+        host="test",
+        pid=os.getpid(),
+        env={},
+        clock=real_clock,
     )

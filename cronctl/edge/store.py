@@ -239,16 +239,18 @@ class Txn:
         """Insert or replace several task states in one statement (a run plans every task)."""
         if self._conn is None:
             raise RuntimeError("this transaction has ended; use it only inside its `with` block")
-        rows = [
-            (
-                state.name,
-                state.fingerprint,
-                _occurrence_text(state.last_occurrence, "last_occurrence"),
-                int(state.missed_total),
-                int(state.done),
+        # Most windows move to the same minute: each instant is formatted once (the
+        # formatting was half the time of writing 1,000 states).
+        texts: dict[datetime, str] = {}
+        rows = []
+        for state in states:
+            when = state.last_occurrence
+            text = texts.get(when)
+            if text is None:
+                text = texts[when] = _occurrence_text(when, "last_occurrence")
+            rows.append(
+                (state.name, state.fingerprint, text, int(state.missed_total), int(state.done))
             )
-            for state in states
-        ]
         with translated(self._path):
             self._conn.executemany(_PUT_STATE, rows)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 
 from cronctl.core.due import Plan, Previous, plan
@@ -14,20 +14,31 @@ from cronctl.execution.context import RunContext, coord_of, new_run_id
 
 
 def plan_all(
-    store: Store, schedule: Schedule, now: datetime, paused: Mapping[str, object], ctx: RunContext
+    store: Store,
+    schedule: Schedule,
+    now: datetime,
+    paused: Mapping[str, object],
+    ctx: RunContext,
+    ahead: Ahead | None = None,
 ) -> tuple[dict[str, Plan], list[RunRow]]:
-    """One transaction: read each task's window, decide, record the decisions."""
+    """One transaction: read each task's window, decide, record the decisions.
+
+    `ahead` holds decisions worked out before `now` came (plan_ahead); each is used only for
+    the very task object and state it was worked out from, as read here, under the write lock.
+    """
     plans: dict[str, Plan] = {}
     rows: list[RunRow] = []
     changed: list[TaskState] = []
+    early = ahead.take(now) if ahead is not None else {}
     with store.transaction() as tx:
         states = tx.states()
         for task in schedule.tasks:
             state = states.get(task.name)
-            previous = (
-                Previous(state.fingerprint, state.last_occurrence, state.done) if state else None
-            )
-            decided = plan(task, previous, now)
+            known = early.get(task.name)
+            if known is not None and known[0] is task and known[1] == state:
+                decided, new = known[2], known[3]
+            else:
+                decided, new = decide(task, state, now)
             plans[task.name] = decided
             if decided.clock_behind and decided.clock_behind > timedelta(minutes=5):
                 ctx.warn(
@@ -36,29 +47,81 @@ def plan_all(
                     f"({format_utc(decided.last_occurrence or now)}); nothing runs twice, so it "
                     "waits for the clock to catch up"
                 )
-            outcome = "skipped: paused" if task.paused or task.name in paused else "pending"
-            task_rows = [make_row(task, when, "missed", ctx) for when in decided.missed]
-            task_rows += [make_row(task, when, outcome, ctx) for when in decided.run]
-            rows.extend(task_rows)
-            if ctx.dry_run:
-                continue
-            for row in task_rows:
-                tx.add_run(row)
-            if decided.last_occurrence is not None:
-                missed_total = state.missed_total if state and not decided.restarted else 0
-                new = TaskState(
-                    task.name,
-                    task.fingerprint,
-                    decided.last_occurrence,
-                    missed_total + decided.missed_count,
-                    decided.done,
-                )
-                if new != state:
-                    changed.append(new)
+            if decided.run or decided.missed:
+                outcome = "skipped: paused" if task.paused or task.name in paused else "pending"
+                task_rows = [make_row(task, when, "missed", ctx) for when in decided.missed]
+                task_rows += [make_row(task, when, outcome, ctx) for when in decided.run]
+                rows.extend(task_rows)
+                if not ctx.dry_run:
+                    for row in task_rows:
+                        tx.add_run(row)
+            if new is not None:
+                changed.append(new)
         if ctx.dry_run:
             raise DryRunRollback(plans, rows)
         tx.put_states(changed)  # one statement for every task's new window
     return plans, rows
+
+
+def decide(task: Task, state: TaskState | None, now: datetime) -> tuple[Plan, TaskState | None]:
+    """`task`'s plan at `now` from its remembered `state`, and the state to record (None: the
+    same as before)."""
+    previous = Previous(state.fingerprint, state.last_occurrence, state.done) if state else None
+    decided = plan(task, previous, now)
+    if decided.last_occurrence is None:
+        return decided, None
+    missed_total = state.missed_total if state and not decided.restarted else 0
+    new = TaskState(
+        task.name,
+        task.fingerprint,
+        decided.last_occurrence,
+        missed_total + decided.missed_count,
+        decided.done,
+    )
+    return decided, (None if new == state else new)
+
+
+class Ahead:
+    """Decisions worked out before their minute came (`work`, just before the boundary), from
+    a snapshot of the states read outside any transaction: by task name, the task object and
+    the state each was decided from, the plan and the state to record."""
+
+    __slots__ = ("decided", "now")
+
+    def __init__(
+        self,
+        now: datetime,
+        decided: dict[str, tuple[Task, TaskState | None, Plan, TaskState | None]],
+    ) -> None:
+        """The decisions for `now` (see plan_ahead)."""
+        self.now = now
+        self.decided = decided
+
+    def take(
+        self, now: datetime
+    ) -> dict[str, tuple[Task, TaskState | None, Plan, TaskState | None]]:
+        """The decisions if they are for `now` (else none), handed over once: a tick whose
+        tasks run for hours does not keep a thousand of them alive meanwhile."""
+        decided, self.decided = self.decided, {}
+        return decided if now == self.now else {}
+
+
+def plan_ahead(
+    schedule: Schedule,
+    states: Mapping[str, TaskState],
+    now: datetime,
+    stop: Callable[[], bool] = lambda: False,
+) -> Ahead:
+    """Every task's decision at `now` from `states`, worked out before `now` comes (due.plan is
+    pure, so only the states can differ by then; plan_all checks them). It ends early, with
+    the tasks decided so far, once `stop()` says so (checked every 100 tasks)."""
+    decided: dict[str, tuple[Task, TaskState | None, Plan, TaskState | None]] = {}
+    for i, task in enumerate(schedule.tasks):
+        if i % 100 == 0 and stop():
+            break
+        state = states.get(task.name)
+        decided[task.name] = (task, state, *decide(task, state, now))
+    return Ahead(now, decided)
 
 
 class DryRunRollback(Exception):

@@ -11,9 +11,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from cronctl.edge.files import load_paths
-from cronctl.execute import RunContext, real_clock
 from cronctl.work import Worker
-from tests.helpers import Cli, write_schedule
+from tests.helpers import Cli, local_context, write_schedule
 
 SLOW_TASK = (
     'name = "slow"\nevery_minute = true\n'
@@ -86,14 +85,7 @@ def test_work_starts_tasks_at_the_boundary_and_forwards_sigterm(cli: Cli, tmp_pa
 
 
 def _worker(tmp_path: Path, path: Path) -> Worker:
-    ctx = RunContext(
-        state_dir=tmp_path / "state",
-        lock_dir=tmp_path / "state" / "locks",
-        host="test",
-        pid=os.getpid(),
-        env={},
-        clock=real_clock,
-    )
+    ctx = local_context(tmp_path)
     return Worker(
         load=lambda: load_paths([path]), paths=lambda: [path], ctx=ctx, report=lambda _report: None
     )
@@ -133,14 +125,33 @@ def test_work_refuses_to_start_on_a_broken_schedule(cli: Cli, tmp_path: Path) ->
     assert "schedules.toml:2" in result.stderr
 
 
-def test_boundary_arithmetic_never_drifts() -> None:
-    # Sleeping to the next boundary from any second of a minute lands on the boundary.
-    from cronctl.work import seconds_to_boundary
+def test_waiting_for_the_boundary_never_ends_before_it_even_when_the_timer_wakes_early() -> None:
+    # A timer that wakes at 90 % of each sleep (or a clock slewed slow): the wait goes on
+    # sleeping what is left, and ends at the boundary itself, not a hair before nor after.
+    from cronctl.work import wait_until
 
     for second in (0.0, 0.2, 29.5, 59.999):
-        now = datetime(2026, 8, 3, 9, 0, tzinfo=UTC).timestamp() + second
-        wake = now + seconds_to_boundary(datetime.fromtimestamp(now, UTC))
-        assert 0 < wake % 60 < 0.1
+        now = [datetime(2026, 8, 3, 9, 0, tzinfo=UTC) + timedelta(seconds=second)]
+        boundary = datetime(2026, 8, 3, 9, 1, tzinfo=UTC)
+        sleeps: list[float] = []
+
+        def early(seconds: float, now: list[datetime] = now, sleeps: list[float] = sleeps) -> bool:
+            sleeps.append(seconds)
+            now[0] += timedelta(seconds=seconds * 0.9)
+            return False
+
+        assert wait_until(boundary, lambda now=now: now[0], early, lambda: False) is False
+        assert now[0] == boundary
+        assert 1 < len(sleeps) < 20
+
+
+def test_waiting_for_the_boundary_ends_at_once_on_a_stop() -> None:
+    from cronctl.work import wait_until
+
+    start = datetime(2026, 8, 3, 9, 0, 30, tzinfo=UTC)
+    boundary = start + timedelta(seconds=30)
+    assert wait_until(boundary, lambda: start, lambda _s: True, lambda: False) is True
+    assert wait_until(boundary, lambda: start, lambda _s: False, lambda: True) is True
 
 
 def test_a_slow_task_of_the_last_tick_is_not_taken_for_a_crash(tmp_path: Path) -> None:

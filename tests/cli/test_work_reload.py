@@ -9,9 +9,8 @@ from pathlib import Path
 import pytest
 
 from cronctl.edge.files import load_paths
-from cronctl.execute import RunContext, real_clock
 from cronctl.work import Worker
-from tests.helpers import write_schedule
+from tests.helpers import local_context, write_schedule
 
 GOOD = ['name = "a"\ncommand = "true"\nhourly = true']
 # Each of these once escaped the reload as a Python exception and stopped `work`.
@@ -28,14 +27,7 @@ BROKEN_EDITS = {
 
 
 def _worker(tmp_path: Path, load: object, path: Path) -> Worker:
-    ctx = RunContext(
-        state_dir=tmp_path / "state",
-        lock_dir=tmp_path / "state" / "locks",
-        host="test",
-        pid=os.getpid(),
-        env={},
-        clock=real_clock,
-    )
+    ctx = local_context(tmp_path)
     return Worker(load=load, paths=lambda: [path], ctx=ctx, report=lambda _r: None)  # type: ignore[arg-type]
 
 

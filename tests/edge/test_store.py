@@ -136,6 +136,22 @@ def test_put_state_replaces_the_previous_state(store: Store) -> None:
     assert set(store.states()) == {"backup", "other"}
 
 
+def test_put_states_writes_each_state_with_its_own_instant(store: Store) -> None:
+    # Most states of a run share one instant (formatted once); the others keep their own,
+    # and the same instant in another offset is the same text.
+    plus_two = timezone(timedelta(hours=2))
+    states = [
+        TaskState("a", "fp", T0),
+        TaskState("b", "fp", T0 - timedelta(days=3), missed_total=2, done=True),
+        TaskState("c", "fp", T0.astimezone(plus_two)),
+        TaskState("d", "fp", T0 + timedelta(seconds=1)),
+    ]
+    with store.transaction() as txn:
+        txn.put_states(states)
+    assert store.states() == {s.name: s for s in states}
+    assert {s.last_occurrence.utcoffset() for s in store.states().values()} == {timedelta(0)}
+
+
 def test_run_row_round_trips_every_field_in_utc(store: Store) -> None:
     paris = timezone(timedelta(hours=2))
     started = datetime(2026, 8, 3, 11, 0, 0, 123456, tzinfo=paris)

@@ -1,0 +1,126 @@
+"""`work` decides each task's minute just before the boundary (plan_ahead); at the boundary a
+decision is used only if the task and its state are still what it was decided from."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from cronctl.edge.files import load_paths
+from cronctl.edge.store import Store, TaskState
+from cronctl.execute import run_once
+from cronctl.execution.planning import plan_ahead
+from tests.helpers import Cli, local_context, write_schedule
+
+T0 = datetime(2026, 8, 3, 9, 0, tzinfo=UTC)
+MINUTE = timedelta(minutes=1)
+
+
+def _ledger_task(name: str, ledger: Path, schedule: str = "every_minute = true") -> str:
+    return f'name = "{name}"\ncommand = "echo $CRONCTL_OCCURRENCE >> {ledger}"\n{schedule}'
+
+
+def _snapshot(tmp_path: Path) -> dict[str, TaskState]:
+    with Store.open(tmp_path / "state") as store:
+        return dict(store.states())
+
+
+def test_a_decision_made_ahead_is_not_used_when_another_process_dealt_with_the_minute(
+    cli: Cli, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "ledger"
+    path = write_schedule(tmp_path / "s.toml", [_ledger_task("a", ledger)])
+    schedule = load_paths([path])
+    ctx = local_context(tmp_path)
+    run_once(schedule, T0 - MINUTE, ctx)  # 08:59 dealt with
+    ahead = plan_ahead(schedule, _snapshot(tmp_path), T0)  # from that: 09:00 is due
+    assert ahead.decided["a"][2].run == [T0]
+    # Between the snapshot and the boundary, another cronctl deals with 09:00.
+    ran = cli(
+        "run", "-f", str(path), "--now", "2026-08-03T09:00:00Z",
+        "--state-dir", str(ctx.state_dir), "--lock-dir", str(ctx.lock_dir),
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    report = run_once(schedule, T0, ctx, ahead)
+    assert report.runs == []
+    assert ledger.read_text().split() == ["2026-08-03T08:59:00Z", "2026-08-03T09:00:00Z"]
+    with Store.open(ctx.state_dir) as store:
+        assert store.states()["a"].last_occurrence == T0
+
+
+def test_a_decision_made_ahead_is_not_used_for_a_task_whose_schedule_changed(
+    tmp_path: Path,
+) -> None:
+    ledger = tmp_path / "ledger"
+    path = write_schedule(tmp_path / "s.toml", [_ledger_task("a", ledger, "hourly_at = 30")])
+    before = load_paths([path])
+    ctx = local_context(tmp_path)
+    run_once(before, T0 - MINUTE, ctx)
+    ahead = plan_ahead(before, _snapshot(tmp_path), T0)  # hourly at :30: nothing at 09:00
+    assert ahead.decided["a"][2].run == []
+    write_schedule(path, [_ledger_task("a", ledger)])  # the edit: every minute
+    after = load_paths([path])
+    report = run_once(after, T0, ctx, ahead)
+    assert [(r.task, r.occurrence, r.outcome) for r in report.runs] == [("a", T0, "ok")]
+    with Store.open(ctx.state_dir) as store:
+        state = store.states()["a"]
+    assert state.fingerprint == after.tasks[0].fingerprint != before.tasks[0].fingerprint
+
+
+def test_a_decision_made_ahead_for_another_minute_is_not_used(tmp_path: Path) -> None:
+    # A tick that comes late or early (a clock step) plans its own minute afresh.
+    ledger = tmp_path / "ledger"
+    path = write_schedule(tmp_path / "s.toml", [_ledger_task("a", ledger)])
+    schedule = load_paths([path])
+    ctx = local_context(tmp_path)
+    run_once(schedule, T0 - MINUTE, ctx)
+    ahead = plan_ahead(schedule, _snapshot(tmp_path), T0)
+    report = run_once(schedule, T0 + MINUTE, ctx, ahead)
+    runs = sorted((r.occurrence, r.outcome) for r in report.runs)
+    assert runs == [(T0, "missed"), (T0 + MINUTE, "ok")]  # coalesced, as at the boundary
+    assert ahead.take(T0) == {}  # handed over (and dropped) once
+
+
+def test_a_tick_planned_ahead_deals_with_the_same_occurrences_as_one_planned_at_the_boundary(
+    tmp_path: Path,
+) -> None:
+    tasks = [
+        _ledger_task("every", tmp_path / "every"),
+        _ledger_task("quiet", tmp_path / "quiet", "daily_at = '03:00'"),
+        _ledger_task("berlin", tmp_path / "b", "cron = '*/2 * * * *'\ntimezone = 'Europe/Berlin'"),
+    ]  # fmt: skip
+    path = write_schedule(tmp_path / "s.toml", tasks)
+    schedule = load_paths([path])
+    seen: dict[bool, list[tuple[str, datetime, str]]] = {}
+    for early in (False, True):
+        root = tmp_path / f"early-{early}"
+        root.mkdir()
+        ctx = local_context(root)
+        rows = []
+        for k in range(-1, 4):
+            now = T0 + k * MINUTE
+            ahead = plan_ahead(schedule, _snapshot(root), now) if early and k >= 0 else None
+            rows += [
+                (r.task, r.occurrence, r.outcome) for r in run_once(schedule, now, ctx, ahead).runs
+            ]
+        with Store.open(ctx.state_dir) as store:
+            rows += [(s.name, s.last_occurrence, s.fingerprint) for s in store.states().values()]
+        seen[early] = sorted(rows)
+    assert seen[True] == seen[False]
+    assert ("berlin", T0 + 2 * MINUTE, "ok") in seen[True]
+
+
+def test_planning_ahead_stops_when_told_and_the_tasks_left_are_planned_at_the_boundary(
+    tmp_path: Path,
+) -> None:
+    ledgers = [tmp_path / f"l{i}" for i in range(120)]
+    path = write_schedule(
+        tmp_path / "s.toml", [_ledger_task(f"t{i}", ledger) for i, ledger in enumerate(ledgers)]
+    )
+    schedule = load_paths([path])
+    calls = iter(range(10))
+    ahead = plan_ahead(schedule, {}, T0, stop=lambda: next(calls) >= 1)  # after 100 tasks
+    assert len(ahead.decided) == 100
+    ctx = local_context(tmp_path)
+    report = run_once(schedule, T0, ctx, ahead)
+    assert len([r for r in report.runs if r.outcome == "ok"]) == 120
