@@ -82,7 +82,9 @@ def run_once(
         ctx = replace(ctx, state_dir=ensure_private_dir(ctx.state_dir) / REHEARSAL_DIR)
     ensure_private_dir(ctx.state_dir)
     ensure_private_dir(ctx.lock_dir)
-    ctx = replace(ctx, coord=ctx.coord or open_coordinator(None, ctx.lock_dir), claimed={})
+    ctx = replace(
+        ctx, coord=ctx.coord or open_coordinator(None, ctx.lock_dir), claimed={}, marked=set()
+    )
     try:
         return _run_once(schedule, now, ctx, ahead)
     finally:

@@ -132,6 +132,9 @@ class RunContext:
     coord: Coordinator | None = None
     # Claims decided in one round trip before the tasks start, by run id (see _preclaim).
     claimed: dict[str, bool] = field(default_factory=dict)
+    # Rows the planning transaction recorded "running" already (the first wave: see
+    # planning.plan_all), so their workers start them without a commit of their own.
+    marked: set[str] = field(default_factory=set)
     # Issue 11: waits (jitter, retry delays) go through `sleep` so tests can pin the clock;
     # `on_done` hears each occurrence's final row as its task ends (live failure reports);
     # `output` gives a task's output lines to a sink (`work --output`).
@@ -177,6 +180,22 @@ def new_run_id(occurrence: datetime) -> str:
     rows of one minute; with 64 bits, 50,000 ids a minute collide once in ~10^10 minutes.
     """
     return f"{occurrence:%Y%m%dT%H%MZ}-{os.urandom(8).hex()}"
+
+
+def log_path(task: Task, row: RunRow, ctx: RunContext) -> Path:
+    """``STATE_DIR/logs/TASK/RUN_ID.log`` (its directory is made by execute)."""
+    return Path(os.path.normpath(f"{ctx.state_dir}/logs/{task.name}/{row.id}.log"))
+
+
+def running_fields(task: Task, row: RunRow, ctx: RunContext) -> dict[str, object]:
+    """What the "running" mark of ``row`` records: when, and where its log goes."""
+    return {"outcome": "running", "started": ctx.clock(), "log_path": str(log_path(task, row, ctx))}
+
+
+def starts_at_once(task: Task) -> bool:
+    """Whether nothing stands between a due row of ``task`` and its start but a claim and
+    the overlap lock: no jitter, no condition, no retries or hooks around the command."""
+    return task.jitter is None and not task.when and not task.skip and not task.reports_outside
 
 
 def coord_of(ctx: RunContext) -> Coordinator:

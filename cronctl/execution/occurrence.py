@@ -3,12 +3,10 @@ through its guards to its command, and its result recorded (or kept aside, SPEC 
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Mapping
 from contextlib import suppress
 from datetime import datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from cronctl.core.due import Plan
@@ -19,7 +17,14 @@ from cronctl.edge.paths import ensure_private_dir
 from cronctl.edge.store import PendingUpdate, RunRow, Store
 from cronctl.errors import CronctlError
 from cronctl.execution import guards
-from cronctl.execution.context import FAILED, RESULT_FIELDS, RunContext
+from cronctl.execution.context import (
+    FAILED,
+    RESULT_FIELDS,
+    RunContext,
+    log_path,
+    running_fields,
+    starts_at_once,
+)
 
 if TYPE_CHECKING:
     from cronctl.edge.unsaved import Slots
@@ -137,6 +142,10 @@ class _Queue:
         self._next = 0
         self._lock = threading.Lock()
         self._marks: dict[str, _Mark] = {}  # row id -> the commit carrying its mark
+        if ctx.marked:  # committed "running" by the planning transaction
+            planned = _Mark()
+            planned.done.set()
+            self._marks = dict.fromkeys(ctx.marked, planned)
         self.workers = max(1, min(ctx.max_parallel, len(self._units)))
 
     def take(self) -> tuple[str, list[RunRow]] | None:
@@ -244,19 +253,9 @@ class _RowMark:
 
 def _starts_at_once(task: Task, row: RunRow, ctx: RunContext) -> bool:
     """Whether nothing but the overlap lock stands between ``row`` and its start."""
-    if task.jitter is not None or task.when or task.skip or task.reports_outside:
+    if not starts_at_once(task):
         return False
     return not task.on_one_server or ctx.claimed.get(row.id) is True
-
-
-def running_fields(task: Task, row: RunRow, ctx: RunContext) -> dict[str, object]:
-    """What the "running" mark of ``row`` records: when, and where its log goes."""
-    return {"outcome": "running", "started": ctx.clock(), "log_path": str(log_path(task, row, ctx))}
-
-
-def log_path(task: Task, row: RunRow, ctx: RunContext) -> Path:
-    """``STATE_DIR/logs/TASK/RUN_ID.log`` (its directory is made by execute)."""
-    return Path(os.path.normpath(f"{ctx.state_dir}/logs/{task.name}/{row.id}.log"))
 
 
 class _Later(NamedTuple):

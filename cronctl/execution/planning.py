@@ -10,7 +10,13 @@ from cronctl.core.model import Schedule, Task, format_utc
 from cronctl.core.record import replace
 from cronctl.edge.coord import StoreUnavailable
 from cronctl.edge.store import RunRow, Store, TaskState
-from cronctl.execution.context import RunContext, coord_of, new_run_id
+from cronctl.execution.context import (
+    RunContext,
+    coord_of,
+    new_run_id,
+    running_fields,
+    starts_at_once,
+)
 
 
 def plan_all(
@@ -30,6 +36,7 @@ def plan_all(
     rows: list[RunRow] = []
     changed: list[TaskState] = []
     early = ahead.take(now) if ahead is not None else {}
+    units = 0  # tasks with an occurrence to run, in the order run_all's workers take them
     with store.transaction() as tx:
         states = tx.states()
         for task in schedule.tasks:
@@ -52,15 +59,33 @@ def plan_all(
                 task_rows = [make_row(task, when, "missed", ctx) for when in decided.missed]
                 task_rows += [make_row(task, when, outcome, ctx) for when in decided.run]
                 rows.extend(task_rows)
+                first_wave = outcome == "pending" and decided.run and units < ctx.max_parallel
+                units += outcome == "pending" and bool(decided.run)
                 if not ctx.dry_run:
                     for row in task_rows:
-                        tx.add_run(row)
+                        tx.add_run(_first_mark(task, row, ctx) if first_wave else row)
+                        first_wave = False
             if new is not None:
                 changed.append(new)
         if ctx.dry_run:
             raise DryRunRollback(plans, rows)
         tx.put_states(changed)  # one statement for every task's new window
     return plans, rows
+
+
+def _first_mark(task: Task, row: RunRow, ctx: RunContext) -> RunRow:
+    """The row as recorded: already "running" when it is one of the first wave's (a worker
+    takes it at once) and nothing but the overlap lock stands before its start, so that its
+    mark is durable with the plan and costs no commit of its own; else as it is.
+
+    A crash between this commit and the start says "outcome unknown" (it may have started),
+    never "did not run", and never runs it again; a guard that then refuses records its skip.
+    An `on_one_server` row waits for its claim, taken after this transaction.
+    """
+    if row.outcome != "pending" or task.on_one_server or not starts_at_once(task):
+        return row
+    ctx.marked.add(row.id)
+    return replace(row, **running_fields(task, row, ctx))
 
 
 def decide(task: Task, state: TaskState | None, now: datetime) -> tuple[Plan, TaskState | None]:
