@@ -186,13 +186,7 @@ class _Queue:
             waiting = sum(1 for _, rows in upcoming if rows[0].id in self._marks)
             if waiting > self.workers // 2:  # refill when half a wave is left: fewer commits
                 return
-            batch: list[tuple[Task, RunRow]] = []
-            for name, rows in upcoming:
-                if len(batch) + waiting >= self.workers:
-                    break
-                task = self._plans[name].task
-                if rows[0].id not in self._marks and _starts_at_once(task, rows[0], self._ctx):
-                    batch.append((task, rows[0]))
+            batch = self._unmarked(upcoming, self.workers - waiting)
             if not batch:
                 return
             mark = _Mark()
@@ -217,10 +211,16 @@ class _Queue:
     def _ahead(self) -> list[tuple[Task, RunRow]]:
         """Up to max_parallel - 1 unmarked first rows that start at once, of the units just
         taken by other workers (about to ask for their own mark) and of the next ones."""
-        found: list[tuple[Task, RunRow]] = []
         window = self._units[max(0, self._next - self.workers) : self._next + self.workers]
-        for name, rows in window:
-            if len(found) >= self._ctx.max_parallel - 1:
+        return self._unmarked(window, self._ctx.max_parallel - 1)
+
+    def _unmarked(
+        self, units: list[tuple[str, list[RunRow]]], limit: int
+    ) -> list[tuple[Task, RunRow]]:
+        """Up to ``limit`` first rows of ``units``, not marked yet, that start at once."""
+        found: list[tuple[Task, RunRow]] = []
+        for name, rows in units:
+            if len(found) >= limit:
                 break
             task = self._plans[name].task
             if rows[0].id not in self._marks and _starts_at_once(task, rows[0], self._ctx):
@@ -476,10 +476,12 @@ def execute(
     running = ctx.start(spec)
     if ctx.tracker is not None:
         ctx.tracker.add(running)
-    if mark is not None:
-        mark.started()
     try:
         record_command(task, lock, getattr(running, "pid", None), ctx.warn)
+        if mark is not None:
+            # After the holder record names the command: a commit here must not widen the
+            # moment in which a lock whose descriptor the task closes is not yet recognised.
+            mark.started()
         result = running.wait()
     finally:
         if ctx.tracker is not None:
