@@ -279,20 +279,22 @@ class Txn:
         _check_updatable(fields)
         if not fields:
             return
-        assignments = ", ".join(f"{name} = ?" for name in fields)
-        values = tuple(_run_column(name, value) for name, value in fields.items())
-        sql = f"UPDATE runs SET {assignments} WHERE id = ?"  # noqa: S608 (names checked above)
-        if self._execute(sql, (*values, run_id)).rowcount == 0:
+        if self._update(run_id, fields, "") == 0:
             raise KeyError(run_id)
 
     def update_pending_run(self, run_id: str, **fields: object) -> bool:
         """Change fields of run ``run_id`` only while it is still ``pending``; return whether
         it was (a "running" mark made ahead must never overwrite a result recorded first)."""
         _check_updatable(fields)
+        return self._update(run_id, fields, "AND outcome = 'pending'") == 1
+
+    def _update(self, run_id: str, fields: dict[str, object], condition: str, *more: object) -> int:
+        """UPDATE run ``run_id``'s checked ``fields`` where ``condition`` (SQL of our own, its
+        parameters ``more``) also holds; the number of rows changed."""
         assignments = ", ".join(f"{name} = ?" for name in fields)
         values = tuple(_run_column(name, value) for name, value in fields.items())
-        sql = f"UPDATE runs SET {assignments} WHERE id = ? AND outcome = 'pending'"  # noqa: S608
-        return self._execute(sql, (*values, run_id)).rowcount == 1
+        sql = f"UPDATE runs SET {assignments} WHERE id = ? {condition}"  # noqa: S608 (names checked)
+        return int(self._execute(sql, (*values, run_id, *more)).rowcount)
 
 
 def _check_updatable(fields: dict[str, object]) -> None:
@@ -408,15 +410,9 @@ class Store:
         :raises ValueError: a name that is not a RunRow field (``id`` cannot change either).
         :raises KeyError: no row has that id.
         """
-        _check_updatable(fields)
-        if not fields:
-            return
-        item = _Update(run_id, fields)
-        with self._group:
-            self._queue.append(item)
-            self._drive(lambda: item.done)
-        if item.error is not None:
-            raise item.error
+        (error,) = self.update_runs([(run_id, fields)])
+        if error is not None:
+            raise error
 
     def update_runs(
         self, changes: list[tuple[str, dict[str, object]]], *, pending_only: bool = False
@@ -585,14 +581,9 @@ class Store:
         unknown = sorted(set(fields) - _UPDATABLE)
         if unknown or not fields:
             raise ValueError(f"cannot update run fields {unknown or 'none'}")
-        assignments = ", ".join(f"{name} = ?" for name in fields)
-        values = tuple(_run_column(name, value) for name, value in fields.items())
-        sql = (
-            f"UPDATE runs SET {assignments} WHERE id = ? "  # noqa: S608 (names checked above)
-            "AND outcome IN ('pending', 'running') AND pid IS ?"
-        )
+        condition = "AND outcome IN ('pending', 'running') AND pid IS ?"
         with self.transaction() as txn:
-            return txn._execute(sql, (*values, run.id, run.pid)).rowcount == 1
+            return txn._update(run.id, fields, condition, run.pid) == 1
 
     def states(self) -> dict[str, TaskState]:
         """Return the remembered state of every task, by name."""
