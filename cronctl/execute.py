@@ -23,7 +23,6 @@ from cronctl.execution.context import (
     LOG_RETENTION,
     REHEARSAL_AHEAD,
     REHEARSAL_DIR,
-    RESULT_FIELDS,
     RunContext,
     Running,
     RunReport,
@@ -55,9 +54,7 @@ __all__ = [
     "start_command",
 ]
 
-# Names other modules imported from here before the split (attempts, manual, tests).
-_RESULT_FIELDS = RESULT_FIELDS
-_alive = recovery.alive
+# A name the tests import from here since before the split.
 _recover = recovery.recover
 
 

@@ -182,7 +182,7 @@ def _take_lock(task: Task, ctx: RunContext, wait: bool) -> locks.OverlapLock:
 
 def _running_here(task: Task, ctx: RunContext) -> locks.HolderInfo | None:
     """A run of `task` this machine's history shows running, by a cronctl still alive."""
-    from cronctl.execute import _alive
+    from cronctl.edge.procs import alive as _alive
 
     with Store.open(ctx.state_dir) as store:
         for row in store.unfinished_runs(ctx.host):

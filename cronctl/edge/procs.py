@@ -17,7 +17,7 @@ from pathlib import Path
 
 from cronctl.core.record import record
 
-__all__ = ["ProcessId", "boot_id", "group_alive", "identify", "same_process_alive"]
+__all__ = ["ProcessId", "alive", "boot_id", "group_alive", "identify", "same_process_alive"]
 
 _PROC = Path("/proc")
 
@@ -55,6 +55,17 @@ def _stat_fields(pid: int) -> list[bytes] | None:
         os.close(fd)
     fields = raw.rpartition(b")")[2].split()
     return fields if len(fields) > 19 else None
+
+
+def alive(pid: int) -> bool:
+    """Whether process `pid` exists (one of another user's counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def identify(pid: int) -> ProcessId | None:

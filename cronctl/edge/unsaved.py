@@ -28,6 +28,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Final
 
+from cronctl.edge import procs
 from cronctl.edge.paths import ensure_private_dir, open_nofollow, verify_dir, write_atomic
 
 DIR_NAME: Final = "unsaved"
@@ -60,13 +61,17 @@ def _decode(raw: bytes) -> dict[str, object] | None:
         data = json.loads(raw) if raw else None
     except ValueError:
         return None
-    if not isinstance(data, dict):
-        return None
+    return _with_times(data) if isinstance(data, dict) else None
+
+
+def _with_times(result: dict[str, object]) -> dict[str, object]:
+    """``result`` with its ``started``/``ended`` read back as datetimes (as _encode wrote)."""
     for name in _TIMES:
-        if isinstance(data.get(name), str):
+        value = result.get(name)
+        if isinstance(value, str):
             with suppress(ValueError):
-                data[name] = datetime.fromisoformat(data[name])
-    return data
+                result[name] = datetime.fromisoformat(value)
+    return result
 
 
 class Slots:
@@ -194,13 +199,9 @@ def _owner_gone(name: str) -> bool:
     if pid == os.getpid():
         with _LIVE_LOCK:
             return name not in _LIVE
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except (PermissionError, OverflowError):
-        return False
-    return False
+    # Linux pids never exceed 2**22 (PID_MAX_LIMIT); a larger number is not a name cronctl
+    # made (and os.kill would overflow on it): leave it alone.
+    return pid <= 2**22 and not procs.alive(pid)
 
 
 def _read_slots(path: Path) -> dict[str, dict[str, object]]:
@@ -218,11 +219,7 @@ def _read_slots(path: Path) -> dict[str, dict[str, object]]:
             record = _decode(os.pread(fd, RESERVE, offset))
             result = record.get("result") if record else None
             if record and isinstance(record.get("id"), str) and isinstance(result, dict):
-                for name in _TIMES:
-                    if isinstance(result.get(name), str):
-                        with suppress(ValueError):
-                            result[name] = datetime.fromisoformat(result[name])
-                found[str(record["id"])] = result
+                found[str(record["id"])] = _with_times(result)
     except OSError:
         pass
     finally:

@@ -3,7 +3,6 @@ housekeeping."""
 
 from __future__ import annotations
 
-import os
 from contextlib import suppress
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
@@ -41,6 +40,7 @@ def recover(store: Store, ctx: RunContext, schedule: Schedule) -> list[RunRow]:
         # A kept result or a crashed run's reservation always comes with an unfinished row.
         return []
     from cronctl.edge import unsaved
+    from cronctl.edge.procs import alive
 
     kept = unsaved.Kept(ctx.state_dir)  # the results earlier runs could not save
     closed: list[RunRow] = []
@@ -91,17 +91,6 @@ def _foreign_row_is_old(row: RunRow, schedule: Schedule) -> bool:
     longest = max((t.timeout for t in schedule.tasks if t.timeout), default=timedelta(0))
     since = row.started or row.occurrence
     return real_clock() - since > max(FOREIGN_HOST_AGE, longest)
-
-
-def alive(pid: int) -> bool:
-    """Whether process `pid` exists (one of another user's counts)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def sweep(store: Store, ctx: RunContext, now: datetime) -> None:

@@ -268,6 +268,7 @@ def _ctx(tmp_path: Path, host: str = "test") -> RunContext:
 def test_recovery_never_overwrites_an_end_its_owner_recorded_meanwhile(
     tmp_path: Path, monkeypatch: object
 ) -> None:
+    from cronctl.edge import procs
     from cronctl.execution import recovery
 
     state = tmp_path / "state"
@@ -279,7 +280,8 @@ def test_recovery_never_overwrites_an_end_its_owner_recorded_meanwhile(
             store.update_run("r1", outcome="ok", exit_code=0)
         return False
 
-    monkeypatch.setattr(recovery, "alive", owner_finishes_then_exits)  # type: ignore[attr-defined]
+    # recovery asks procs.alive when it looks at each open row
+    monkeypatch.setattr(procs, "alive", owner_finishes_then_exits)  # type: ignore[attr-defined]
     with Store.open(state) as store:
         closed = recovery.recover(store, _ctx(tmp_path), _EMPTY)
         row = store.get_run("r1")
