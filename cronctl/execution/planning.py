@@ -56,15 +56,17 @@ def plan_all(
                 )
             if decided.run or decided.missed:
                 outcome = "skipped: paused" if task.paused or task.name in paused else "pending"
-                task_rows = [make_row(task, when, "missed", ctx) for when in decided.missed]
-                task_rows += [make_row(task, when, outcome, ctx) for when in decided.run]
-                rows.extend(task_rows)
-                first_wave = outcome == "pending" and decided.run and units < ctx.max_parallel
-                units += outcome == "pending" and bool(decided.run)
+                missed = [make_row(task, when, "missed", ctx) for when in decided.missed]
+                runs = [make_row(task, when, outcome, ctx) for when in decided.run]
+                rows += missed + runs
+                recorded = missed + runs
+                if outcome == "pending" and runs:
+                    if units < ctx.max_parallel and not ctx.dry_run:  # taken at once by a worker
+                        recorded = [*missed, _first_mark(task, runs[0], ctx), *runs[1:]]
+                    units += 1
                 if not ctx.dry_run:
-                    for row in task_rows:
-                        tx.add_run(_first_mark(task, row, ctx) if first_wave else row)
-                        first_wave = False
+                    for row in recorded:
+                        tx.add_run(row)
             if new is not None:
                 changed.append(new)
         if ctx.dry_run:
@@ -74,15 +76,15 @@ def plan_all(
 
 
 def _first_mark(task: Task, row: RunRow, ctx: RunContext) -> RunRow:
-    """The row as recorded: already "running" when it is one of the first wave's (a worker
-    takes it at once) and nothing but the overlap lock stands before its start, so that its
-    mark is durable with the plan and costs no commit of its own; else as it is.
+    """A pending first-wave row as recorded: already "running" when nothing but the overlap
+    lock stands before its start (a worker takes it at once), so that its mark is durable
+    with the plan and costs no commit of its own; else as it is.
 
     A crash between this commit and the start says "outcome unknown" (it may have started),
     never "did not run", and never runs it again; a guard that then refuses records its skip.
     An `on_one_server` row waits for its claim, taken after this transaction.
     """
-    if row.outcome != "pending" or task.on_one_server or not starts_at_once(task):
+    if task.on_one_server or not starts_at_once(task):
         return row
     ctx.marked.add(row.id)
     return replace(row, **running_fields(task, row, ctx))
