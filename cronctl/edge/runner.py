@@ -182,12 +182,9 @@ class RunningCommand:
         if self.tee is not None:
             # A grandchild left in the background may keep the pipe open: do not wait for it.
             self.tee.join(_TEE_JOIN_S)
-        return self._finish(outcome, exit_code, signal, self._tail(), note)
-
-    def _tail(self) -> str:
-        if self._log_fd is None:
-            return _read_tail(self.spec.log_path)
-        return _tail_of(self._log_fd)
+        # start() hands every started command the log's descriptor: read through it.
+        tail = _tail_of(self._log_fd) if self._log_fd is not None else ""
+        return self._finish(outcome, exit_code, signal, tail, note)
 
     def _remaining(self) -> float | None:
         timeout = self.spec.timeout
@@ -240,9 +237,12 @@ class RunningCommand:
         note: str | None = None,
     ) -> CommandResult:
         elapsed = self._elapsed()
+        fd = self._log_fd
         try:
-            kept = self._process is None or _keep_log(
-                self.spec.log_path, self._process.pid, self._log_fd
+            kept = (
+                self._process is None
+                or fd is None
+                or _keep_log(self.spec.log_path, self._process.pid, fd)
             )
         finally:
             if self._log_fd is not None:
@@ -420,19 +420,19 @@ def _wait_group_gone(pgid: int, timeout_s: float = 2.0) -> None:
         time.sleep(0.01)
 
 
-def _keep_log(path: Path, pgid: int, fd: int | None = None) -> bool:
+def _keep_log(path: Path, pgid: int, fd: int) -> bool:
     """Remove the log of a run that printed nothing; True when the log stays.
 
     An every-minute task would otherwise leave 1,440 empty files a day. A log is kept while
     the command's group lives: a process it left behind may still write to it. ``fd`` is
-    cronctl's open descriptor of the log, if it has one.
+    cronctl's open descriptor of the log.
     """
     # The group first, then the size: once no member is left, nothing can write any more
     # (the other way round, a member could write and exit in between, unseen).
     if procs.group_alive(pgid):
         return True
     try:
-        empty = _is_empty(path, fd)
+        empty = os.fstat(fd).st_size == 0
     except OSError:
         return True  # cannot tell: keep the path, so nobody is told "it printed nothing"
     if not empty:
@@ -442,16 +442,6 @@ def _keep_log(path: Path, pgid: int, fd: int | None = None) -> bool:
     except OSError:
         return True
     return False
-
-
-def _is_empty(path: Path, fd: int | None) -> bool:
-    if fd is not None:
-        return os.fstat(fd).st_size == 0
-    fd = open_nofollow(path, os.O_RDONLY)
-    try:
-        return os.fstat(fd).st_size == 0
-    finally:
-        os.close(fd)
 
 
 def run_condition(
