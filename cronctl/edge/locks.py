@@ -343,7 +343,8 @@ def try_overlap_lock(
         if lock is None:
             return OverlapResult("held", None, holder)
         fd = _open_holder(lock, holder_path, mode)
-        return OverlapResult("overtaken", _record_holder(lock, fd, me, _MAX_RECORD_BYTES), holder)
+        # The old record was not read here: cut whatever it was to the new one's length.
+        return OverlapResult("overtaken", _record_holder(lock, fd, me, None), holder)
 
 
 def overlap_held(lock_dir: Path, task: str) -> bool:
@@ -436,9 +437,9 @@ def _pread_all(fd: int) -> bytes:
         return b""
 
 
-def _record_holder(lock: OverlapLock, fd: int, me: HolderInfo, old_size: int) -> OverlapLock:
+def _record_holder(lock: OverlapLock, fd: int, me: HolderInfo, old_size: int | None) -> OverlapLock:
     """Write ``me`` as the holder record (under the guard) on ``fd``, whose content was
-    ``old_size`` bytes long, and keep ``fd`` in ``lock`` for
+    ``old_size`` bytes long (None: not known), and keep ``fd`` in ``lock`` for
     :meth:`OverlapLock.record_command`.
 
     The record is rewritten in place, not replaced by rename: every reader that acts on it
@@ -449,7 +450,7 @@ def _record_holder(lock: OverlapLock, fd: int, me: HolderInfo, old_size: int) ->
     """
     lock._holder, lock._holder_fd = me, fd
     try:
-        _write_holder(fd, me, truncate=old_size > _HOLDER_WIDTH)
+        _write_holder(fd, me, truncate=old_size is None or old_size > _HOLDER_WIDTH)
     except BaseException:
         lock.release()
         raise
