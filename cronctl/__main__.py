@@ -1,5 +1,5 @@
 """python -m cronctl"""
 
-from cronctl.cli.main import main
+from cronctl.cli.main import entry
 
-main()
+entry()

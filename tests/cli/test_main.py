@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -79,3 +83,108 @@ def test_unknown_flag_gets_typers_usage_error(cli: Cli) -> None:
 def test_run_help_is_typers(cli: Cli) -> None:
     result = cli("run", "--help")
     assert result.returncode == 0 and "--dry-run" in result.stdout
+
+
+# --- leaving without the interpreter's teardown (cronctl.cli.main.entry) ----------------------
+
+
+def _leave_in_child(
+    tmp_path: Path, body: str, *, stdout: int | None = None
+) -> subprocess.CompletedProcess[bytes]:
+    """Run ``body`` then ``leave`` in a fresh interpreter, as the console script does."""
+    script = tmp_path / "child.py"
+    script.write_text(
+        "import atexit, sys, threading, time\n"
+        "from pathlib import Path\n"
+        "from cronctl.cli.main import entry, leave\n" + textwrap.dedent(body)
+    )
+    return subprocess.run(
+        [sys.executable, str(script)],
+        stdout=subprocess.PIPE if stdout is None else stdout,
+        stderr=subprocess.PIPE,
+        timeout=60,
+        check=False,
+        # Buffered as in production: cron's environment has no PYTHONUNBUFFERED.
+        env={k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"},
+    )
+
+
+def test_leave_flushes_buffered_output_and_runs_atexit_handlers(tmp_path: Path) -> None:
+    done = tmp_path / "atexit-ran"
+    result = _leave_in_child(
+        tmp_path,
+        f"""
+        atexit.register(lambda: Path({str(done)!r}).write_text("yes"))
+        sys.stdout.write("buffered, never flushed by hand")
+        sys.stderr.write("to stderr")
+        leave(3)
+        """,
+    )
+    assert result.returncode == 3
+    assert result.stdout == b"buffered, never flushed by hand"
+    assert result.stderr == b"to stderr"
+    assert done.read_text() == "yes"
+
+
+def test_leave_waits_like_a_normal_exit_while_a_thread_that_is_not_a_daemon_lives(
+    tmp_path: Path,
+) -> None:
+    done = tmp_path / "thread-finished"
+    result = _leave_in_child(
+        tmp_path,
+        f"""
+        started = threading.Event()
+        def work():
+            started.set()
+            time.sleep(0.3)
+            Path({str(done)!r}).write_text("finished")
+        threading.Thread(target=work).start()
+        started.wait()
+        leave(4)
+        """,
+    )
+    assert result.returncode == 4
+    assert done.read_text() == "finished"  # os._exit would have cut it short
+
+
+def test_leave_exits_120_when_stdout_cannot_be_flushed_as_python_does(tmp_path: Path) -> None:
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # nobody reads: the final flush meets EPIPE
+    try:
+        result = _leave_in_child(tmp_path, 'sys.stdout.write("lost")\nleave(0)\n', stdout=write_end)
+    finally:
+        os.close(write_end)
+    assert result.returncode == 120
+
+
+@pytest.mark.parametrize(
+    ("raised", "code", "stderr"),
+    [("None", 0, b""), ("5", 5, b""), ("'a message'", 1, b"a message\n"), ("256 + 7", 7, b"")],
+)
+def test_entry_exits_as_systemexit_would(
+    tmp_path: Path, raised: str, code: int, stderr: bytes
+) -> None:
+    result = _leave_in_child(
+        tmp_path,
+        f"""
+        import cronctl.cli.main as cli_main
+        def fake_main():
+            raise SystemExit({raised})
+        cli_main.main = fake_main
+        entry()
+        """,
+    )
+    assert (result.returncode, result.stderr) == (code, stderr)
+
+
+def test_the_console_script_and_python_m_cronctl_use_entry(tmp_path: Path) -> None:
+    pyproject = Path(__file__).parents[2] / "pyproject.toml"
+    assert 'cronctl = "cronctl.cli.main:entry"' in pyproject.read_text()
+    result = subprocess.run(
+        [sys.executable, "-m", "cronctl", "check", "-f", str(tmp_path / "missing.toml")],
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert b"missing.toml" in result.stderr
