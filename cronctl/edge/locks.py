@@ -35,7 +35,13 @@ from typing import TYPE_CHECKING, Literal
 
 from cronctl.core.due import CLAIM_SWEEP_AGE
 from cronctl.core.record import record
-from cronctl.edge.paths import ensure_private_dir, fsync_dir, open_nofollow, write_atomic
+from cronctl.edge.paths import (
+    ensure_private_dir,
+    fsync_dir,
+    open_dir,
+    open_nofollow,
+    write_atomic,
+)
 from cronctl.errors import UnsafeDirectoryError
 
 if TYPE_CHECKING:
@@ -44,6 +50,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "HolderInfo",
+    "OverlapDir",
     "OverlapLock",
     "OverlapResult",
     "PauseInfo",
@@ -123,10 +130,10 @@ def _loads(text: str) -> object:
     return json.loads(text)
 
 
-def _read_record(path: Path) -> dict[str, object] | None:
+def _read_record(path: Path, dir_fd: int | None = None) -> dict[str, object] | None:
     """Read a small JSON object written by this module; None when missing or unreadable."""
     try:
-        fd = open_nofollow(path, os.O_RDONLY)
+        fd = open_nofollow(path, os.O_RDONLY, dir_fd=dir_fd)
     except (OSError, UnsafeDirectoryError):
         return None
     try:
@@ -201,6 +208,41 @@ class HolderInfo:
     def overdue(self, now: datetime, slack: timedelta) -> bool:
         """Whether the holder has run past its timeout by more than ``slack``."""
         return self.timeout is not None and _utc(now) - self.started > self.timeout + slack
+
+
+class OverlapDir:
+    """``LOCK_DIR/overlap``, checked and opened once for many locks (a run takes one per
+    guarded task): each lock's files are opened by name relative to this descriptor
+    (``openat``), so the directories above them are neither walked nor checked again, and
+    cannot be swapped under a run once it has checked them. :meth:`close` when done.
+    """
+
+    __slots__ = ("fd", "mode", "path")
+
+    def __init__(self, lock_dir: Path) -> None:
+        """Make or check ``lock_dir/overlap`` (within ``lock_dir``) and open it."""
+        self.path = ensure_private_dir(lock_dir / "overlap", within=lock_dir)
+        fd, st = open_dir(self.path)
+        self.fd: int | None = fd
+        # A setgid lock_dir is shared by a group on purpose; let the group read who holds what.
+        self.mode = 0o640 if st.st_mode & stat.S_ISGID else 0o600
+
+    def file(self, stem: str, suffix: str, task: str) -> Path:
+        """The path of one of a lock's files (for messages and the name check)."""
+        return _stem_path(self.path, stem, suffix, task)
+
+    @property
+    def dir_fd(self) -> int:
+        """The open directory."""
+        if self.fd is None:
+            raise ValueError(f"{self.path} was closed")
+        return self.fd
+
+    def close(self) -> None:
+        """Close the directory; idempotent. Locks taken in it are not affected."""
+        fd, self.fd = self.fd, None
+        if fd is not None:
+            os.close(fd)
 
 
 class OverlapLock:
@@ -294,6 +336,7 @@ def try_overlap_lock(
     host: str,
     pid: int,
     timeout: timedelta | None = None,
+    directory: OverlapDir | None = None,
 ) -> OverlapResult:
     """Try, without waiting, to take ``task``'s overlap lock in ``lock_dir``.
 
@@ -310,19 +353,39 @@ def try_overlap_lock(
     member of its process group, still runs on this host and boot counts as held, since the
     task closed the descriptor it was given. ``timeout`` is recorded so that a contender can
     tell a holder that should have been killed long ago.
+
+    ``directory``: ``lock_dir``'s overlap directory, already opened (a run taking many locks
+    opens it once); without it, it is opened for this call.
     """
-    directory = ensure_private_dir(lock_dir / "overlap", within=lock_dir)
-    mode = _file_mode(directory)
+    if directory is None:
+        directory = OverlapDir(lock_dir)
+        try:
+            return _try_overlap_lock(directory, task, lease, now, host, pid, timeout)
+        finally:
+            directory.close()
+    return _try_overlap_lock(directory, task, lease, now, host, pid, timeout)
+
+
+def _try_overlap_lock(
+    directory: OverlapDir,
+    task: str,
+    lease: timedelta | None,
+    now: datetime,
+    host: str,
+    pid: int,
+    timeout: timedelta | None,
+) -> OverlapResult:
+    dir_fd, mode = directory.dir_fd, directory.mode
     stem = _file_stem(task)  # the name check, once
-    lock_path = _stem_path(directory, stem, ".lock", task)
-    holder_path = _stem_path(directory, stem, ".holder", task)
+    lock_path = directory.file(stem, ".lock", task)
+    holder_path = directory.file(stem, ".holder", task)
     me = HolderInfo(host=host, pid=pid, started=_utc(now), timeout=timeout)
-    with _guard(_stem_path(directory, stem, ".guard", task), mode=mode) as guarded:
-        lock = _lock_file(lock_path, mode)
+    with _guard(directory.file(stem, ".guard", task), mode=mode, dir_fd=dir_fd) as guarded:
+        lock = _lock_file(lock_path, mode, dir_fd)
         if lock is not None:
             # One descriptor of the holder record: the previous holder's is read through it
             # and ours written through it (see _record_holder).
-            fd = _open_holder(lock, holder_path, mode)
+            fd = _open_holder(lock, holder_path, mode, dir_fd)
             old = _pread_all(fd)
             # Without the guard the record may be stale, so it is not evidence either way.
             previous = _holder_from(_parse_record(old)) if guarded and old else None
@@ -333,16 +396,16 @@ def try_overlap_lock(
                 lock.release()
                 return OverlapResult("held", None, previous)
             return OverlapResult("overtaken", _record_holder(lock, fd, me, len(old)), previous)
-        holder = _read_holder(holder_path)
+        holder = _holder_from(_read_record(holder_path, dir_fd))
         # Without the guard the record may be stale, so it is not evidence of a stuck run.
         if not guarded or holder is None or not _past_lease(holder, me, lease):
             return OverlapResult("held", None, holder)
         with suppress(FileNotFoundError):
-            lock_path.unlink()
-        lock = _lock_file(lock_path, mode)
+            os.unlink(lock_path.name, dir_fd=dir_fd)
+        lock = _lock_file(lock_path, mode, dir_fd)
         if lock is None:
             return OverlapResult("held", None, holder)
-        fd = _open_holder(lock, holder_path, mode)
+        fd = _open_holder(lock, holder_path, mode, dir_fd)
         # The old record was not read here: cut whatever it was to the new one's length.
         return OverlapResult("overtaken", _record_holder(lock, fd, me, None), holder)
 
@@ -369,11 +432,13 @@ def overlap_held(lock_dir: Path, task: str) -> bool:
 
 
 @contextmanager
-def _guard(path: Path, *, create: bool = True, mode: int | None = None) -> Iterator[bool]:
+def _guard(
+    path: Path, *, create: bool = True, mode: int | None = None, dir_fd: int | None = None
+) -> Iterator[bool]:
     flags = os.O_RDONLY | (os.O_CREAT if create else 0)
     if mode is None:
         mode = _file_mode(path.parent) if create else 0o600
-    fd = open_nofollow(path, flags, mode)
+    fd = open_nofollow(path, flags, mode, dir_fd=dir_fd)
     try:
         deadline = time.monotonic() + _GUARD_WAIT_S
         while not (got := _flock_nonblocking(fd)) and time.monotonic() < deadline:
@@ -383,9 +448,9 @@ def _guard(path: Path, *, create: bool = True, mode: int | None = None) -> Itera
         os.close(fd)
 
 
-def _lock_file(path: Path, mode: int) -> OverlapLock | None:
+def _lock_file(path: Path, mode: int, dir_fd: int | None = None) -> OverlapLock | None:
     # flock works on a read-only descriptor, so the lock file never needs to be writable.
-    fd = open_nofollow(path, os.O_RDONLY | os.O_CREAT, mode)
+    fd = open_nofollow(path, os.O_RDONLY | os.O_CREAT, mode, dir_fd=dir_fd)
     try:
         locked = _flock_nonblocking(fd)
     except BaseException:
@@ -420,11 +485,11 @@ def _command_lives(holder: HolderInfo, host: str) -> bool:
     return procs.group_alive(command.pid)
 
 
-def _open_holder(lock: OverlapLock, holder_path: Path, mode: int) -> int:
+def _open_holder(lock: OverlapLock, holder_path: Path, mode: int, dir_fd: int) -> int:
     """Open (or create) the holder record for reading and writing; the lock is let go if
     that fails."""
     try:
-        return open_nofollow(holder_path, os.O_RDWR | os.O_CREAT, mode)
+        return open_nofollow(holder_path, os.O_RDWR | os.O_CREAT, mode, dir_fd=dir_fd)
     except BaseException:
         lock.release()
         raise

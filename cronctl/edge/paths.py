@@ -36,6 +36,7 @@ __all__ = [
     "filesystem_type",
     "fsync_dir",
     "is_shared_fstype",
+    "open_dir",
     "open_nofollow",
     "parse_mountinfo",
     "resolve_dirs",
@@ -350,20 +351,26 @@ def _check_owner_and_mode(path: Path, st: os.stat_result, kind: str) -> None:
         )
 
 
-def open_nofollow(path: Path, flags: int, mode: int = 0o600) -> int:
+def open_nofollow(path: Path, flags: int, mode: int = 0o600, *, dir_fd: int | None = None) -> int:
     """Open a file in a cronctl directory; refuse a symlink, anything but a regular file, and
     a file owned by another user or writable by others.
 
     ``O_NOFOLLOW`` keeps a planted symlink from redirecting a write; ``O_NONBLOCK`` keeps a
     planted FIFO from hanging the run (it has no effect on regular files). The descriptor is
-    close-on-exec.
+    close-on-exec. With ``dir_fd`` (a directory opened by :func:`open_dir`, which is
+    ``path``'s parent), the file is opened by its name relative to it: no path above it is
+    walked again.
 
     :raises UnsafeDirectoryError: ``path`` is a symlink, FIFO, device or directory, is owned
         by a user other than root or the current one, or is group- or world-writable.
     :raises OSError: any other failure to open.
     """
+    flags |= os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     try:
-        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, mode)
+        if dir_fd is None:
+            fd = os.open(path, flags, mode)
+        else:
+            fd = os.open(path.name, flags, mode, dir_fd=dir_fd)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise _planted(path, "a symbolic link") from exc
@@ -377,6 +384,34 @@ def open_nofollow(path: Path, flags: int, mode: int = 0o600) -> int:
         os.close(fd)
         raise
     return fd
+
+
+def open_dir(path: Path) -> tuple[int, os.stat_result]:
+    """Open a directory that :func:`ensure_private_dir` has made or checked, to open files
+    in it by name (``open_nofollow(..., dir_fd=)``); the descriptor (close-on-exec) and its
+    ``fstat``.
+
+    What was opened is checked again, by its descriptor: had the directory been swapped
+    since its check, a link is refused by ``O_NOFOLLOW`` and anything else by the same test,
+    and from here on nothing can swap it under the descriptor.
+
+    :raises UnsafeDirectoryError: as :func:`ensure_private_dir`.
+    """
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            _verify(path)  # says what is there instead
+        raise
+    try:
+        st = os.fstat(fd)
+        if not _sound_dir(st):
+            _check_owner_and_mode(path, st, "directory")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, st
 
 
 def _planted(path: Path, what: str) -> UnsafeDirectoryError:

@@ -5,6 +5,7 @@ A thin wrapper on purpose: locks.py keeps the file layout, the guard and the hol
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -25,6 +26,12 @@ class FilesCoordinator:
     def __init__(self, lock_dir: Path) -> None:
         """Coordinate through ``lock_dir`` (already resolved and checked by the caller)."""
         self.lock_dir = lock_dir
+        # overlap/, checked and opened at the first overlap lock, used by every later one
+        # until close(): a run of 100 guarded tasks walked and checked it 100 times.
+        self._overlap: locks.OverlapDir | None = None
+        self._overlap_lock = threading.Lock()
+        self._overlap_users = 0  # attempts in flight: close() never pulls the fd from under one
+        self._closed = False
 
     def describe(self) -> str:
         """The lock directory."""
@@ -53,9 +60,31 @@ class FilesCoordinator:
         timeout: timedelta | None = None,
     ) -> Overlap:
         """flock on ``overlap/TASK.lock``."""
-        got = locks.try_overlap_lock(
-            self.lock_dir, task, lease=lease, now=now, host=host, pid=pid, timeout=timeout
-        )
+        with self._overlap_lock:
+            if self._closed:
+                directory = None  # after close(): this attempt opens (and closes) its own
+            else:
+                if self._overlap is None:
+                    self._overlap = locks.OverlapDir(self.lock_dir)
+                directory = self._overlap
+                self._overlap_users += 1
+        try:
+            got = locks.try_overlap_lock(
+                self.lock_dir,
+                task,
+                lease=lease,
+                now=now,
+                host=host,
+                pid=pid,
+                timeout=timeout,
+                directory=directory,
+            )
+        finally:
+            if directory is not None:
+                with self._overlap_lock:
+                    self._overlap_users -= 1
+                    if self._closed and not self._overlap_users:
+                        self._close_overlap()
         return Overlap(got.status, got.lock, got.holder)
 
     def overlap_held(self, task: str) -> bool:
@@ -84,4 +113,14 @@ class FilesCoordinator:
         locks.sweep_claims(self.lock_dir, now=now)
 
     def close(self) -> None:
-        """Nothing to close."""
+        """Close the overlap directory, if a lock was taken in it (the locks stay held)."""
+        with self._overlap_lock:
+            self._closed = True
+            if not self._overlap_users:
+                self._close_overlap()
+
+    def _close_overlap(self) -> None:
+        # Under _overlap_lock, with no attempt in flight.
+        directory, self._overlap = self._overlap, None
+        if directory is not None:
+            directory.close()
