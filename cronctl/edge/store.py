@@ -286,7 +286,31 @@ class Txn:
         """Change fields of run ``run_id`` only while it is still ``pending``; return whether
         it was (a "running" mark made ahead must never overwrite a result recorded first)."""
         _check_updatable(fields)
-        return self._update(run_id, fields, "AND outcome = 'pending'") == 1
+        return self._update(run_id, fields, _PENDING_ONLY) == 1
+
+    def update_many(self, changes: list[tuple[str, dict[str, object]]], pending_only: bool) -> bool:
+        """Apply changes that all set the same fields, in one statement, if each changes its
+        row (``pending_only``: a row still "pending"); True if so. If one would not (a row
+        pruned, a result recorded first), none is applied and False is returned: the caller
+        applies them one by one, to learn which."""
+        if self._conn is None:
+            raise RuntimeError("this transaction has ended; use it only inside its `with` block")
+        names = list(changes[0][1])
+        condition = _PENDING_ONLY if pending_only else ""
+        assignments = ", ".join(f"{name} = ?" for name in names)
+        sql = f"UPDATE runs SET {assignments} WHERE id = ? {condition}"  # noqa: S608 (names checked)
+        rows = [
+            (*(_run_column(name, fields[name]) for name in names), run_id)
+            for run_id, fields in changes
+        ]
+        with translated(self._path):
+            self._conn.execute("SAVEPOINT alike")
+            if self._conn.executemany(sql, rows).rowcount == len(rows):
+                self._conn.execute("RELEASE alike")
+                return True
+            self._conn.execute("ROLLBACK TO alike")
+            self._conn.execute("RELEASE alike")
+            return False
 
     def _update(self, run_id: str, fields: dict[str, object], condition: str, *more: object) -> int:
         """UPDATE run ``run_id``'s checked ``fields`` where ``condition`` (SQL of our own, its
@@ -297,10 +321,27 @@ class Txn:
         return int(self._execute(sql, (*values, run_id, *more)).rowcount)
 
 
+_PENDING_ONLY = "AND outcome = 'pending'"
+
+
 def _check_updatable(fields: dict[str, object]) -> None:
     unknown = sorted(set(fields) - _UPDATABLE)
     if unknown:
         raise ValueError(f"cannot update run fields {unknown}; allowed: {sorted(_UPDATABLE)}")
+
+
+def _alike(batch: list[_Update]) -> list[list[_Update]]:
+    """The batch in runs of consecutive changes that set the same fields the same way, in
+    order (a later change of a row must still land after an earlier one)."""
+    groups: list[list[_Update]] = []
+    key: tuple[bool, tuple[str, ...]] | None = None
+    for item in batch:
+        this = (item.pending_only, tuple(item.fields))
+        if this != key:
+            groups.append([])
+            key = this
+        groups[-1].append(item)
+    return groups
 
 
 class _Update:
@@ -484,14 +525,18 @@ class Store:
         """One transaction for the batch; an error of the whole transaction is every item's."""
         try:
             with self.transaction() as txn:
-                for item in batch:
-                    try:
-                        if not item.pending_only:
-                            txn.update_run(item.run_id, **item.fields)
-                        elif not txn.update_pending_run(item.run_id, **item.fields):
-                            raise KeyError(item.run_id)
-                    except KeyError as exc:  # this row only (pruned): the others commit
-                        item.error = exc
+                for group in _alike(batch):
+                    changes = [(item.run_id, item.fields) for item in group]
+                    if len(group) > 1 and txn.update_many(changes, group[0].pending_only):
+                        continue  # 100 marks, or 100 results, one statement
+                    for item in group:
+                        try:
+                            if not item.pending_only:
+                                txn.update_run(item.run_id, **item.fields)
+                            elif not txn.update_pending_run(item.run_id, **item.fields):
+                                raise KeyError(item.run_id)
+                        except KeyError as exc:  # this row only (pruned): the others commit
+                            item.error = exc
         except BaseException as exc:
             for item in batch:
                 item.error = exc

@@ -131,3 +131,56 @@ def test_a_mark_made_ahead_never_overwrites_a_result_recorded_first(tmp_path: Pa
         skipped.id: "skipped: still running",
         started.id: "running",
     }
+
+
+def _outcomes(store: Store, rows: list[RunRow]) -> list[str | None]:
+    found = [store.get_run(r.id) for r in rows]
+    return [f.outcome if f else None for f in found]
+
+
+def test_alike_changes_share_one_statement_and_a_refused_one_is_found_alone(
+    tmp_path: Path,
+) -> None:
+    """Marks setting the same fields go in one statement; when one of them is refused (its
+    row no longer pending, or gone), that one alone fails and every other still lands."""
+    with Store.open(tmp_path) as store:
+        rows = _rows(store, 6)
+        store.update_run(rows[2].id, outcome="skipped: still running")
+        with Store.open(tmp_path) as other, other.transaction() as tx:  # pruned meanwhile
+            tx._execute("DELETE FROM runs WHERE id = ?", (rows[4].id,))
+        marks = [(r.id, {"outcome": "running", "started": T0}) for r in rows]
+        errors = store.update_runs(marks, pending_only=True)
+        assert [type(e).__name__ if e else None for e in errors] == [
+            None, None, "KeyError", None, "KeyError", None,
+        ]  # fmt: skip
+        assert _outcomes(store, rows) == [
+            "running", "running", "skipped: still running", "running", None, "running",
+        ]  # fmt: skip
+        # Marks that all apply: one statement, all of them.
+        more = _rows_named(store, "s", 5)
+        errors = store.update_runs(
+            [(r.id, {"outcome": "running", "started": T0}) for r in more], pending_only=True
+        )
+        assert errors == [None] * 5
+        assert _outcomes(store, more) == ["running"] * 5
+
+
+def test_changes_of_one_row_land_in_the_order_they_were_queued(tmp_path: Path) -> None:
+    """A row's mark and then its result, queued for the same commit, are applied in order,
+    whatever the grouping of alike changes around them."""
+    with Store.open(tmp_path) as store:
+        rows = _rows(store, 3)
+        for row in rows:
+            store.update_run_later(row.id, outcome="running", started=T0)
+        store.update_run_later(rows[1].id, outcome="ok", exit_code=0)
+        store.update_run_later(rows[0].id, outcome="failed", exit_code=1)
+        store.flush()
+        assert _outcomes(store, rows) == ["failed", "ok", "running"]
+
+
+def _rows_named(store: Store, prefix: str, n: int) -> list[RunRow]:
+    rows = [RunRow(f"{prefix}{i:03d}", f"task-{i}", T0, "pending", "h", 1) for i in range(n)]
+    with store.transaction() as tx:
+        for row in rows:
+            tx.add_run(row)
+    return rows
