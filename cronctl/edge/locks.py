@@ -130,7 +130,7 @@ def _loads(text: str) -> object:
     return json.loads(text)
 
 
-def _read_record(path: Path, dir_fd: int | None = None) -> dict[str, object] | None:
+def _read_record(path: Path | str, dir_fd: int | None = None) -> dict[str, object] | None:
     """Read a small JSON object written by this module; None when missing or unreadable."""
     try:
         fd = open_nofollow(path, os.O_RDONLY, dir_fd=dir_fd)
@@ -227,9 +227,13 @@ class OverlapDir:
         # A setgid lock_dir is shared by a group on purpose; let the group read who holds what.
         self.mode = 0o640 if st.st_mode & stat.S_ISGID else 0o600
 
-    def file(self, stem: str, suffix: str, task: str) -> Path:
-        """The path of one of a lock's files (for messages and the name check)."""
-        return _stem_path(self.path, stem, suffix, task)
+    def file(self, stem: str, suffix: str, task: str) -> str:
+        """The path of one of a lock's files, as text: opened by its name through
+        :attr:`dir_fd`, the rest is for messages (no pathlib: a guarded run asks three)."""
+        name = stem + suffix
+        if "/" in name or name in (".", ".."):  # the name pattern excludes these already
+            raise ValueError(f"task {task!r} does not map to a file inside {self.path}")
+        return f"{self.path}/{name}"
 
     @property
     def dir_fd(self) -> int:
@@ -259,7 +263,7 @@ class OverlapLock:
 
     __slots__ = ("_fd", "_holder", "_holder_fd", "path")
 
-    def __init__(self, fd: int, path: Path) -> None:
+    def __init__(self, fd: int, path: Path | str) -> None:
         """Wrap ``fd``, already locked, for the lock file at ``path``."""
         self._fd: int | None = fd
         self.path = path
@@ -401,7 +405,7 @@ def _try_overlap_lock(
         if not guarded or holder is None or not _past_lease(holder, me, lease):
             return OverlapResult("held", None, holder)
         with suppress(FileNotFoundError):
-            os.unlink(lock_path.name, dir_fd=dir_fd)
+            os.unlink(lock_path.rpartition("/")[2], dir_fd=dir_fd)
         lock = _lock_file(lock_path, mode, dir_fd)
         if lock is None:
             return OverlapResult("held", None, holder)
@@ -433,11 +437,11 @@ def overlap_held(lock_dir: Path, task: str) -> bool:
 
 @contextmanager
 def _guard(
-    path: Path, *, create: bool = True, mode: int | None = None, dir_fd: int | None = None
+    path: Path | str, *, create: bool = True, mode: int | None = None, dir_fd: int | None = None
 ) -> Iterator[bool]:
     flags = os.O_RDONLY | (os.O_CREAT if create else 0)
     if mode is None:
-        mode = _file_mode(path.parent) if create else 0o600
+        mode = _file_mode(Path(path).parent) if create else 0o600
     fd = open_nofollow(path, flags, mode, dir_fd=dir_fd)
     try:
         deadline = time.monotonic() + _GUARD_WAIT_S
@@ -448,7 +452,7 @@ def _guard(
         os.close(fd)
 
 
-def _lock_file(path: Path, mode: int, dir_fd: int | None = None) -> OverlapLock | None:
+def _lock_file(path: Path | str, mode: int, dir_fd: int | None = None) -> OverlapLock | None:
     # flock works on a read-only descriptor, so the lock file never needs to be writable.
     fd = open_nofollow(path, os.O_RDONLY | os.O_CREAT, mode, dir_fd=dir_fd)
     try:
@@ -485,7 +489,7 @@ def _command_lives(holder: HolderInfo, host: str) -> bool:
     return procs.group_alive(command.pid)
 
 
-def _open_holder(lock: OverlapLock, holder_path: Path, mode: int, dir_fd: int) -> int:
+def _open_holder(lock: OverlapLock, holder_path: str, mode: int, dir_fd: int) -> int:
     """Open (or create) the holder record for reading and writing; the lock is let go if
     that fails."""
     try:
