@@ -182,9 +182,13 @@ class RunningCommand:
         if self.tee is not None:
             # A grandchild left in the background may keep the pipe open: do not wait for it.
             self.tee.join(_TEE_JOIN_S)
-        # start() hands every started command the log's descriptor: read through it.
-        tail = _tail_of(self._log_fd) if self._log_fd is not None else ""
-        return self._finish(outcome, exit_code, signal, tail, note)
+        # start() hands every started command the log's descriptor: read through it. Whether
+        # the log stays is asked first: its one fstat then also says where the tail starts.
+        kept, size = True, None
+        if self._log_fd is not None:
+            kept, size = _keep_log(self.spec.log_path, process.pid, self._log_fd)
+        tail = _tail_of(self._log_fd, size) if self._log_fd is not None and kept else ""
+        return self._finish(outcome, exit_code, signal, tail, note, kept)
 
     def _remaining(self) -> float | None:
         timeout = self.spec.timeout
@@ -235,19 +239,12 @@ class RunningCommand:
         signal: int | None,
         tail: str,
         note: str | None = None,
+        kept: bool = True,
     ) -> CommandResult:
         elapsed = self._elapsed()
-        fd = self._log_fd
-        try:
-            kept = (
-                self._process is None
-                or fd is None
-                or _keep_log(self.spec.log_path, self._process.pid, fd)
-            )
-        finally:
-            if self._log_fd is not None:
-                os.close(self._log_fd)
-                self._log_fd = None
+        if self._log_fd is not None:
+            os.close(self._log_fd)
+            self._log_fd = None
         return CommandResult(
             outcome=outcome,
             exit_code=exit_code,
@@ -386,10 +383,12 @@ def _read_tail(path: Path) -> str:
         os.close(fd)
 
 
-def _tail_of(fd: int) -> str:
-    """The end of the log open at ``fd``: at most 20 lines and 4 KiB."""
+def _tail_of(fd: int, size: int | None = None) -> str:
+    """The end of the log open at ``fd`` (``size`` bytes long, when just read): at most 20
+    lines and 4 KiB."""
     try:
-        size = os.fstat(fd).st_size
+        if size is None:
+            size = os.fstat(fd).st_size
         if size == 0:
             return ""
         offset = max(0, size - _TAIL_BYTES)
@@ -420,8 +419,9 @@ def _wait_group_gone(pgid: int, timeout_s: float = 2.0) -> None:
         time.sleep(0.01)
 
 
-def _keep_log(path: Path, pgid: int, fd: int) -> bool:
-    """Remove the log of a run that printed nothing; True when the log stays.
+def _keep_log(path: Path, pgid: int, fd: int) -> tuple[bool, int | None]:
+    """Remove the log of a run that printed nothing; whether the log stays, and its final
+    size when known (None: a process left behind may still write to it, or no fstat).
 
     An every-minute task would otherwise leave 1,440 empty files a day. A log is kept while
     the command's group lives: a process it left behind may still write to it. ``fd`` is
@@ -430,18 +430,18 @@ def _keep_log(path: Path, pgid: int, fd: int) -> bool:
     # The group first, then the size: once no member is left, nothing can write any more
     # (the other way round, a member could write and exit in between, unseen).
     if procs.group_alive(pgid):
-        return True
+        return True, None
     try:
-        empty = os.fstat(fd).st_size == 0
+        size = os.fstat(fd).st_size
     except OSError:
-        return True  # cannot tell: keep the path, so nobody is told "it printed nothing"
-    if not empty:
-        return True
+        return True, None  # cannot tell: keep the path, so nobody is told "it printed nothing"
+    if size:
+        return True, size
     try:
         path.unlink()
     except OSError:
-        return True
-    return False
+        return True, 0
+    return False, 0
 
 
 def run_condition(
