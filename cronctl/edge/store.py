@@ -50,6 +50,7 @@ __all__ = [
     "RunRow",
     "Store",
     "StoreUnusableError",
+    "StoredState",
     "TaskState",
     "Txn",
 ]
@@ -71,6 +72,13 @@ _PUT_STATE: Final = (
     "last_occurrence = excluded.last_occurrence, missed_total = excluded.missed_total, "
     "done = excluded.done"
 )
+# A compare-and-set: the window moves only if the row is still exactly as it was read.
+_ADVANCE_STATE: Final = (
+    "UPDATE task_state SET last_occurrence = ? WHERE name = ? AND fingerprint = ? "
+    "AND last_occurrence = ? AND missed_total = ? AND done = ?"
+)
+#: A task_state row as stored: (name, fingerprint, last_occurrence text, missed_total, done).
+StoredState = tuple[Any, ...]
 
 
 @record(frozen=True, slots=True)
@@ -230,6 +238,35 @@ class Txn:
         rows = self._execute(sql, ()).fetchall()
         with _own_values(self._path):
             return {row[0]: _row_to_state(row) for row in rows}
+
+    def stored_states(self) -> dict[str, StoredState]:
+        """Every task state as stored, unparsed (cheap to compare with an earlier read;
+        :meth:`parse_state` makes one a TaskState)."""
+        sql = f"SELECT {_STATE_COLUMNS} FROM task_state"  # noqa: S608
+        return {row[0]: row for row in self._execute(sql, ()).fetchall()}
+
+    def parse_state(self, row: StoredState) -> TaskState:
+        """The TaskState of a row :meth:`stored_states` returned."""
+        with _own_values(self._path):
+            return _row_to_state(row)
+
+    def advance_states(self, moves: list[tuple[StoredState, datetime]]) -> int:
+        """Move each stored row's last_occurrence to its new instant, only where the row is
+        still exactly as read (a compare-and-set: a write that comes late never moves a
+        window back nor overwrites what another process recorded meanwhile); how many moved."""
+        if not moves:
+            return 0
+        if self._conn is None:
+            raise RuntimeError("this transaction has ended; use it only inside its `with` block")
+        texts: dict[datetime, str] = {}
+        rows = []
+        for (name, fingerprint, last, missed, done), when in moves:
+            text = texts.get(when)
+            if text is None:
+                text = texts[when] = _occurrence_text(when, "last_occurrence")
+            rows.append((text, name, fingerprint, last, missed, done))
+        with translated(self._path):
+            return int(self._conn.executemany(_ADVANCE_STATE, rows).rowcount)
 
     def put_state(self, state: TaskState) -> None:
         """Insert or replace the state of task ``state.name``."""
@@ -590,6 +627,16 @@ class Store:
         rows = self._select(f"SELECT {_STATE_COLUMNS} FROM task_state", ())  # noqa: S608
         with _own_values(self._path):
             return {row[0]: _row_to_state(row) for row in rows}
+
+    def stored_states(self) -> dict[str, StoredState]:
+        """Every task state as stored, unparsed (see :meth:`Txn.stored_states`)."""
+        rows = self._select(f"SELECT {_STATE_COLUMNS} FROM task_state", ())  # noqa: S608
+        return {row[0]: row for row in rows}
+
+    def parse_state(self, row: StoredState) -> TaskState:
+        """The TaskState of a row :meth:`stored_states` returned."""
+        with _own_values(self._path):
+            return _row_to_state(row)
 
     def _runs(self, rows: list[tuple[Any, ...]]) -> list[RunRow]:
         with _own_values(self._path):
