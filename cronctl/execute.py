@@ -115,7 +115,8 @@ def _run_once(
             for row in pending:
                 by_task.setdefault(row.task, []).append(row)
             preclaim(plans, by_task, ctx, now)
-            for row in run_all(store, plans, by_task, ctx):
+            started = None if ahead is None else lambda: planning.advance_quiet(store, ahead, ctx)
+            for row in run_all(store, plans, by_task, ctx, started):
                 results[row.id] = row
         if coord_of(ctx).kind != "files" and not ctx.rehearsal:  # a store keeps fleet history
             from cronctl.edge.coord.outbox import publish

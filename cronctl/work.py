@@ -120,12 +120,16 @@ class Worker:
         problem itself."""
         if self._ctx.rehearsal or self._ctx.dry_run:
             return None
+
+        def passed() -> bool:  # the boundary came: what is left is decided there
+            return self._clock() >= boundary
+
         try:
             with Store.open(ensure_private_dir(self._ctx.state_dir), create=False) as store:
-                states = store.states()
+                stored = store.stored_states()
+            return plan_ahead(schedule, stored, store.parse_state, boundary, stop=passed)
         except Exception:  # anything: see the docstring
             return None
-        return plan_ahead(schedule, states, boundary, stop=lambda: self._clock() >= boundary)
 
     def watch(self) -> _Watched:
         """Load the schedule to start with; a broken one stops `work` before it starts."""
