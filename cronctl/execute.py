@@ -94,7 +94,8 @@ def _run_once(
     from cronctl.execution.guards import paused as operator_pauses
 
     paused = operator_pauses(ctx)
-    with Store.open(ctx.state_dir) as store:
+    kept = ahead.open_store() if ahead is not None else None  # `work`'s, open since its lead
+    with kept or Store.open(ctx.state_dir) as store:
         if ctx.dry_run:
             try:
                 planning.plan_all(store, schedule, now, paused, ctx)

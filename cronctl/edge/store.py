@@ -35,6 +35,8 @@ from cronctl.edge.dbfile import (
     SCHEMA_VERSION,
     NoStateError,
     StoreUnusableError,
+    file_id,
+    inspect_file,
     move_aside,
     open_connection,
     translated,
@@ -249,6 +251,13 @@ class Txn:
         """The TaskState of a row :meth:`stored_states` returned."""
         with _own_values(self._path):
             return _row_to_state(row)
+
+    def data_version(self) -> int:
+        """SQLite's data version on this connection: the same number as at an earlier read on
+        it (:meth:`Store.snapshot`) only if no other connection has committed since (this
+        connection's own commits do not count; a checkpoint may change it too)."""
+        (version,) = self._execute("PRAGMA data_version", ()).fetchone()
+        return int(version)
 
     def advance_states(self, moves: list[tuple[StoredState, datetime]]) -> int:
         """Move each stored row's last_occurrence to its new instant, only where the row is
@@ -637,6 +646,31 @@ class Store:
         """The TaskState of a row :meth:`stored_states` returned."""
         with _own_values(self._path):
             return _row_to_state(row)
+
+    def snapshot(self) -> tuple[dict[str, StoredState], int]:
+        """Every task state as stored and the data version they were read at, in one read
+        transaction (a transaction that sees the same version later sees the same rows, if
+        it is on this store: see :meth:`Txn.data_version`)."""
+        sql = f"SELECT {_STATE_COLUMNS} FROM task_state"  # noqa: S608
+        with self._lock, translated(self._path):
+            self._conn.execute("BEGIN")
+            try:
+                rows = self._conn.execute(sql).fetchall()
+                (version,) = self._conn.execute("PRAGMA data_version").fetchone()
+            finally:
+                self._conn.execute("COMMIT")  # ends the read; nothing was written
+        return {row[0]: row for row in rows}, int(version)
+
+    def file_id(self) -> tuple[int, int] | None:
+        """(st_dev, st_ino) of the file at this store's path now (None: none): the same just
+        before and just after :meth:`open` names the file the connection is to."""
+        return file_id(self._path)
+
+    def still_at(self, opened: tuple[int, int]) -> bool:
+        """Whether the file at this store's path is still ``opened`` (its :meth:`file_id`
+        around the open), and still a private regular file of ours (else, as at open,
+        UnsafeDirectoryError): a store kept open a moment goes on only with its own file."""
+        return inspect_file(self._path) and file_id(self._path) == opened
 
     def _runs(self, rows: list[tuple[Any, ...]]) -> list[RunRow]:
         with _own_values(self._path):

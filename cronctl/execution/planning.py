@@ -42,11 +42,14 @@ def plan_all(
     units = 0
     early = ahead.take(now)
     with store.transaction() as tx:
-        stored = tx.stored_states()
-        if early is not None and early.holds(schedule, stored):
-            sorted_ = early  # every task and stored row as decided from: nothing to check
+        if early is not None and early.covers(schedule) and ahead.unchanged(store, tx):
+            sorted_ = early  # nothing committed since the snapshot: the rows are as read then
         else:
-            sorted_ = _recheck(tx, schedule, stored, now, early)
+            stored = tx.stored_states()
+            if early is not None and early.covers(schedule) and early.stored == stored:
+                sorted_ = early  # every task and stored row as decided from
+            else:
+                sorted_ = _recheck(tx, schedule, stored, now, early)
         for task, decided in sorted_.active:
             if decided.clock_behind:
                 _warn_behind(task, decided, now, ctx)
@@ -238,10 +241,10 @@ class Decisions:
         self.by_task: dict[str, Decision] = {}
         self.complete = True  # every task of `schedule` decided (plan_ahead may stop short)
 
-    def holds(self, schedule: Schedule, stored: Mapping[str, StoredState]) -> bool:
-        """Whether every decision holds as it is: made for each task of this very `schedule`
-        (a reload makes new task objects) from these very `stored` rows."""
-        return self.complete and schedule is self.schedule and stored == self.stored
+    def covers(self, schedule: Schedule) -> bool:
+        """Whether every task of this very `schedule` was decided (a reload makes new task
+        objects): then every decision holds if the rows are still `stored`."""
+        return self.complete and schedule is self.schedule
 
     def add(
         self,
@@ -266,10 +269,11 @@ class Decisions:
 
 class Ahead:
     """Decisions worked out before their minute came (`work`, just before the boundary), from
-    a snapshot of the stored states read outside any transaction; and, once plan_all has
-    used them, the quiet windows it left for advance_quiet."""
+    a snapshot of the stored states read outside any transaction; the store they were read
+    from, kept open for the tick; and, once plan_all has used them, the quiet windows it
+    left for advance_quiet."""
 
-    __slots__ = ("decisions", "now", "quiet")
+    __slots__ = ("_handed", "_opened", "decisions", "now", "quiet", "store", "version")
 
     def __init__(self, now: datetime, decisions: Decisions | None) -> None:
         """The decisions for `now` (see plan_ahead); None: cut short, every task is decided
@@ -277,6 +281,10 @@ class Ahead:
         self.now = now
         self.decisions = decisions
         self.quiet: list[tuple[StoredState, datetime]] = []
+        self.store: Store | None = None
+        self.version: int | None = None
+        self._opened: tuple[int, int] | None = None
+        self._handed = False
 
     @property
     def decided(self) -> dict[str, Decision]:
@@ -289,6 +297,43 @@ class Ahead:
         tasks run for hours does not keep a thousand of them alive meanwhile."""
         decisions, self.decisions = self.decisions, None
         return decisions if now == self.now else None
+
+    def keep(self, store: Store, version: int, opened: tuple[int, int]) -> None:
+        """Keep `store` (on the file `opened`, see Store.file_id) for the tick: the decisions
+        were made from its snapshot at data `version`. It spares the tick its own open and,
+        when nothing was committed since, the rows' read."""
+        self.store, self.version, self._opened = store, version, opened
+
+    def open_store(self) -> Store | None:
+        """The kept store, handed over once (the caller closes it), if it is still on the file
+        at its path; else None (closed: the tick opens the file there itself)."""
+        store, opened = self.store, self._opened
+        if store is None or opened is None or self._handed:
+            return None
+        self._handed = True
+        try:
+            still = store.still_at(opened)
+        except Exception:  # anything: the tick's own open meets it and says so
+            still = False
+        if still:
+            return store
+        self.store = None
+        store.close()
+        return None
+
+    def close(self) -> None:
+        """Close the kept store if no tick took it."""
+        if self.store is not None and not self._handed:
+            self._handed = True
+            self.store.close()
+
+    def unchanged(self, store: Store, tx: Txn) -> bool:
+        """Whether `tx`, on the kept `store`, sees what its snapshot saw: no other connection
+        has committed since (the store's own commits before planning, recovery's, touch only
+        run rows)."""
+        if self.version is None or store is not self.store:
+            return False
+        return tx.data_version() == self.version
 
 
 def plan_ahead(

@@ -309,3 +309,44 @@ def test_work_plans_every_task_ahead_from_the_stored_rows(tmp_path: Path) -> Non
     assert ahead is not None
     assert sorted(ahead.decided) == ["daily", "every", "soon"]
     assert ahead.decided["every"][2].run == [T0]
+
+
+def _worker_ahead(schedule: Schedule, ctx: RunContext, now: datetime) -> Ahead:
+    """What `work` plans in its lead, a second before `now`: its store kept for the tick."""
+    lead = now - timedelta(seconds=1)
+    worker = Worker(lambda: schedule, lambda: [], ctx, lambda _r: None, clock=lambda: lead)
+    ahead = worker._plan_ahead(schedule, now)
+    assert ahead is not None
+    assert ahead.store is not None
+    return ahead
+
+
+def test_the_store_kept_from_the_lead_sees_a_commit_made_since(cli: Cli, tmp_path: Path) -> None:
+    path = _schedule(tmp_path)
+    schedule = load_paths([path])
+    ctx = local_context(tmp_path)
+    run_once(schedule, T0 - MINUTE, ctx)
+    ahead = _worker_ahead(schedule, ctx, T0)
+    ran = _other_run(cli, path, "2026-08-03T09:00:00Z", ctx)  # after the lead's snapshot
+    assert ran.returncode == 0, ran.stderr
+    assert run_once(schedule, T0, ctx, ahead).runs == []  # 09:00 dealt with: not run again
+    assert _ledger(tmp_path, "every") == ["2026-08-03T08:59:00Z", "2026-08-03T09:00:00Z"]
+
+
+def test_a_database_replaced_after_the_lead_is_not_written_through_the_kept_store(
+    tmp_path: Path,
+) -> None:
+    schedule = load_paths([_schedule(tmp_path)])
+    ctx = local_context(tmp_path)
+    run_once(schedule, T0 - MINUTE, ctx)
+    ahead = _worker_ahead(schedule, ctx, T0)
+    db = ctx.state_dir / "state.db"
+    for name in ("state.db", "state.db-wal", "state.db-shm"):
+        (ctx.state_dir / name).unlink(missing_ok=True)
+    # A fresh database where the old one was: the tick plans from it (first sight of each
+    # task at 09:00), never from the kept connection to the old file.
+    report = run_once(schedule, T0, ctx, ahead)
+    assert sorted((r.task, r.outcome) for r in report.runs) == [("every", "ok")]
+    assert db.exists()
+    assert _windows(tmp_path) == {"every": T0, "soon": T0, "daily": T0}
+    assert ahead.store is None
