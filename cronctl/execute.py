@@ -94,7 +94,8 @@ def _run_once(
     from cronctl.execution.guards import paused as operator_pauses
 
     paused = operator_pauses(ctx)
-    with Store.open(ctx.state_dir) as store:
+    kept = ahead.open_store() if ahead is not None else None  # `work`'s, open since its lead
+    with kept or Store.open(ctx.state_dir) as store:
         if ctx.dry_run:
             try:
                 planning.plan_all(store, schedule, now, paused, ctx)
@@ -115,7 +116,8 @@ def _run_once(
             for row in pending:
                 by_task.setdefault(row.task, []).append(row)
             preclaim(plans, by_task, ctx, now)
-            for row in run_all(store, plans, by_task, ctx):
+            started = None if ahead is None else lambda: planning.advance_quiet(store, ahead, ctx)
+            for row in run_all(store, plans, by_task, ctx, started):
                 results[row.id] = row
         if coord_of(ctx).kind != "files" and not ctx.rehearsal:  # a store keeps fleet history
             from cronctl.edge.coord.outbox import publish

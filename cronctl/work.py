@@ -15,8 +15,9 @@ from types import FrameType
 
 from cronctl.core.cronexpr import minute_floor
 from cronctl.core.model import Schedule
+from cronctl.edge.dbfile import file_id
 from cronctl.edge.paths import ensure_private_dir
-from cronctl.edge.store import Store, StoreUnusableError
+from cronctl.edge.store import DB_NAME, Store, StoreUnusableError
 from cronctl.errors import CronctlError, UnsafeDirectoryError
 from cronctl.execute import RunContext, RunReport, Tracker, run_once
 from cronctl.execution.planning import Ahead, plan_ahead
@@ -105,6 +106,8 @@ class Worker:
             watched = self.refresh(watched)
             ahead = self._plan_ahead(watched.schedule, boundary)
             if self._wait_until(boundary):
+                if ahead is not None:
+                    ahead.close()
                 break
             last_boundary = boundary
             watched = self.refresh(watched)  # an edit in the last second: its tasks planned anew
@@ -115,17 +118,32 @@ class Worker:
         return wait_until(instant, self._clock, self._wait, self._stop.is_set)
 
     def _plan_ahead(self, schedule: Schedule, boundary: datetime) -> Ahead | None:
-        """Every task's decision at `boundary` from the states as they are now (see Ahead);
-        None if the states cannot be read: the tick then plans, and meets and reports the
-        problem itself."""
+        """Every task's decision at `boundary` from the states as they are now (see Ahead),
+        with the store they were read from kept open for the tick; None if the states cannot
+        be read: the tick then plans, and meets and reports the problem itself."""
         if self._ctx.rehearsal or self._ctx.dry_run:
             return None
+
+        def passed() -> bool:  # the boundary came: what is left is decided there
+            return self._clock() >= boundary
+
         try:
-            with Store.open(ensure_private_dir(self._ctx.state_dir), create=False) as store:
-                states = store.states()
+            state_dir = ensure_private_dir(self._ctx.state_dir)
+            before = file_id(state_dir / DB_NAME)
+            store = Store.open(state_dir, create=False)
         except Exception:  # anything: see the docstring
             return None
-        return plan_ahead(schedule, states, boundary, stop=lambda: self._clock() >= boundary)
+        try:
+            stored, version = store.snapshot()
+            ahead = plan_ahead(schedule, stored, store.parse_state, boundary, stop=passed)
+        except Exception:  # anything: see the docstring
+            store.close()
+            return None
+        if before is not None and store.file_id() == before:  # the file it opened is that one
+            ahead.keep(store, version, before)
+        else:
+            store.close()
+        return ahead
 
     def watch(self) -> _Watched:
         """Load the schedule to start with; a broken one stops `work` before it starts."""

@@ -225,6 +225,22 @@ def _refuse_foreign_file(name: Path, info: os.stat_result) -> None:
     )
 
 
+def file_id(path: Path) -> tuple[int, int] | None:
+    """(st_dev, st_ino) of ``path``, not followed (None: there is nothing there); by ``lstat``
+    only, as _inspect."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    return info.st_dev, info.st_ino
+
+
+def inspect_file(path: Path) -> bool:
+    """Whether the database at ``path`` exists, refusing it as opening it would (a link,
+    not a regular file, not ours: UnsafeDirectoryError)."""
+    return _inspect(path)
+
+
 def _connect(path: Path, exists: bool) -> sqlite3.Connection:
     """Let SQLite open (or create) the file itself: cronctl never holds a descriptor of it.
 

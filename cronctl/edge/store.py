@@ -35,6 +35,8 @@ from cronctl.edge.dbfile import (
     SCHEMA_VERSION,
     NoStateError,
     StoreUnusableError,
+    file_id,
+    inspect_file,
     move_aside,
     open_connection,
     translated,
@@ -50,6 +52,7 @@ __all__ = [
     "RunRow",
     "Store",
     "StoreUnusableError",
+    "StoredState",
     "TaskState",
     "Txn",
 ]
@@ -71,6 +74,13 @@ _PUT_STATE: Final = (
     "last_occurrence = excluded.last_occurrence, missed_total = excluded.missed_total, "
     "done = excluded.done"
 )
+# A compare-and-set: the window moves only if the row is still exactly as it was read.
+_ADVANCE_STATE: Final = (
+    "UPDATE task_state SET last_occurrence = ? WHERE name = ? AND fingerprint = ? "
+    "AND last_occurrence = ? AND missed_total = ? AND done = ?"
+)
+#: A task_state row as stored: (name, fingerprint, last_occurrence text, missed_total, done).
+StoredState = tuple[Any, ...]
 
 
 @record(frozen=True, slots=True)
@@ -230,6 +240,42 @@ class Txn:
         rows = self._execute(sql, ()).fetchall()
         with _own_values(self._path):
             return {row[0]: _row_to_state(row) for row in rows}
+
+    def stored_states(self) -> dict[str, StoredState]:
+        """Every task state as stored, unparsed (cheap to compare with an earlier read;
+        :meth:`parse_state` makes one a TaskState)."""
+        sql = f"SELECT {_STATE_COLUMNS} FROM task_state"  # noqa: S608
+        return {row[0]: row for row in self._execute(sql, ()).fetchall()}
+
+    def parse_state(self, row: StoredState) -> TaskState:
+        """The TaskState of a row :meth:`stored_states` returned."""
+        with _own_values(self._path):
+            return _row_to_state(row)
+
+    def data_version(self) -> int:
+        """SQLite's data version on this connection: the same number as at an earlier read on
+        it (:meth:`Store.snapshot`) only if no other connection has committed since (this
+        connection's own commits do not count; a checkpoint may change it too)."""
+        (version,) = self._execute("PRAGMA data_version", ()).fetchone()
+        return int(version)
+
+    def advance_states(self, moves: list[tuple[StoredState, datetime]]) -> int:
+        """Move each stored row's last_occurrence to its new instant, only where the row is
+        still exactly as read (a compare-and-set: a write that comes late never moves a
+        window back nor overwrites what another process recorded meanwhile); how many moved."""
+        if not moves:
+            return 0
+        if self._conn is None:
+            raise RuntimeError("this transaction has ended; use it only inside its `with` block")
+        texts: dict[datetime, str] = {}
+        rows = []
+        for (name, fingerprint, last, missed, done), when in moves:
+            text = texts.get(when)
+            if text is None:
+                text = texts[when] = _occurrence_text(when, "last_occurrence")
+            rows.append((text, name, fingerprint, last, missed, done))
+        with translated(self._path):
+            return int(self._conn.executemany(_ADVANCE_STATE, rows).rowcount)
 
     def put_state(self, state: TaskState) -> None:
         """Insert or replace the state of task ``state.name``."""
@@ -635,6 +681,41 @@ class Store:
         rows = self._select(f"SELECT {_STATE_COLUMNS} FROM task_state", ())  # noqa: S608
         with _own_values(self._path):
             return {row[0]: _row_to_state(row) for row in rows}
+
+    def stored_states(self) -> dict[str, StoredState]:
+        """Every task state as stored, unparsed (see :meth:`Txn.stored_states`)."""
+        rows = self._select(f"SELECT {_STATE_COLUMNS} FROM task_state", ())  # noqa: S608
+        return {row[0]: row for row in rows}
+
+    def parse_state(self, row: StoredState) -> TaskState:
+        """The TaskState of a row :meth:`stored_states` returned."""
+        with _own_values(self._path):
+            return _row_to_state(row)
+
+    def snapshot(self) -> tuple[dict[str, StoredState], int]:
+        """Every task state as stored and the data version they were read at, in one read
+        transaction (a transaction that sees the same version later sees the same rows, if
+        it is on this store: see :meth:`Txn.data_version`)."""
+        sql = f"SELECT {_STATE_COLUMNS} FROM task_state"  # noqa: S608
+        with self._lock, translated(self._path):
+            self._conn.execute("BEGIN")
+            try:
+                rows = self._conn.execute(sql).fetchall()
+                (version,) = self._conn.execute("PRAGMA data_version").fetchone()
+            finally:
+                self._conn.execute("COMMIT")  # ends the read; nothing was written
+        return {row[0]: row for row in rows}, int(version)
+
+    def file_id(self) -> tuple[int, int] | None:
+        """(st_dev, st_ino) of the file at this store's path now (None: none): the same just
+        before and just after :meth:`open` names the file the connection is to."""
+        return file_id(self._path)
+
+    def still_at(self, opened: tuple[int, int]) -> bool:
+        """Whether the file at this store's path is still ``opened`` (its :meth:`file_id`
+        around the open), and still a private regular file of ours (else, as at open,
+        UnsafeDirectoryError): a store kept open a moment goes on only with its own file."""
+        return inspect_file(self._path) and file_id(self._path) == opened
 
     def _runs(self, rows: list[tuple[Any, ...]]) -> list[RunRow]:
         with _own_values(self._path):

@@ -4,7 +4,7 @@ through its guards to its command, and its result recorded (or kept aside, SPEC 
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import suppress
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
@@ -31,15 +31,23 @@ if TYPE_CHECKING:
 
 
 def run_all(
-    store: Store, plans: Mapping[str, Plan], by_task: Mapping[str, list[RunRow]], ctx: RunContext
+    store: Store,
+    plans: Mapping[str, Plan],
+    by_task: Mapping[str, list[RunRow]],
+    ctx: RunContext,
+    started: Callable[[], None] | None = None,
 ) -> list[RunRow]:
-    """Each task's occurrences in a worker thread, at most max_parallel at once."""
+    """Each task's occurrences in a worker thread, at most max_parallel at once.
+
+    `started` is called (in this thread, never raising) once the first wave, the rows
+    planning marked "running", has started (or ended: a guard refused), or after
+    _FIRST_WAVE_S at most."""
     from cronctl.edge import unsaved
 
     # Room for every result in case the disk fills up, reserved before anything starts.
     slots = unsaved.reserve(ctx.state_dir, [r.id for rows in by_task.values() for r in rows])
     try:
-        return _run_all(store, plans, by_task, ctx, slots)
+        return _run_all(store, plans, by_task, ctx, slots, started)
     finally:
         if slots is not None:
             slots.close()
@@ -51,6 +59,7 @@ def _run_all(
     by_task: Mapping[str, list[RunRow]],
     ctx: RunContext,
     slots: Slots | None,
+    started: Callable[[], None] | None = None,
 ) -> list[RunRow]:
     queue = _Queue(store, plans, by_task, ctx, slots)
     results: list[RunRow] = []
@@ -66,6 +75,8 @@ def _run_all(
             except Exception as exc:
                 ctx.warn(f"cronctl: error: task {name}: could not record its run: {exc}")
                 done = [replace(r, outcome="error", message=str(exc)) for r in rows]
+            finally:
+                queue.settled(rows[0].id)
             quick = _quick(done)
             with guard:
                 results.extend(done)
@@ -75,9 +86,19 @@ def _run_all(
     ]
     for thread in threads:
         thread.start()
-    for thread in threads:
-        thread.join()
+    try:
+        if started is not None:
+            queue.first_wave.wait(_FIRST_WAVE_S)
+            started()
+    finally:
+        for thread in threads:
+            thread.join()
     return _settle(store, results, later, ctx, slots)
+
+
+#: How long run_all waits at most for its first wave to start before it goes on (a start
+#: takes milliseconds; this only bounds a start that hangs).
+_FIRST_WAVE_S = 2.0
 
 
 #: A worker whose last command ended within this many seconds marks the next rows with its
@@ -147,6 +168,18 @@ class _Queue:
             planned.done.set()
             self._marks = dict.fromkeys(ctx.marked, planned)
         self.workers = max(1, min(ctx.max_parallel, len(self._units)))
+        # The first wave (rows marked by planning) not yet started nor ended; then set.
+        self._first = set(ctx.marked)
+        self.first_wave = threading.Event()
+        if not self._first:
+            self.first_wave.set()
+
+    def settled(self, row_id: str) -> None:
+        """Row ``row_id``'s command has started, or its occurrence is over (see first_wave)."""
+        with self._lock:
+            self._first.discard(row_id)
+            if not self._first:
+                self.first_wave.set()
 
     def take(self) -> tuple[str, list[RunRow]] | None:
         """The next unit, or None when all are taken."""
@@ -247,6 +280,7 @@ class _RowMark:
 
     def started(self) -> None:
         """After the start: the worker would only wait now, so it marks the next rows."""
+        self._queue.settled(self._row.id)
         if self._quick:
             self._queue.mark_next()
 

@@ -6,10 +6,11 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from cronctl.core.model import Schedule
 from cronctl.edge.files import load_paths
-from cronctl.edge.store import Store, TaskState
+from cronctl.edge.store import Store, StoredState, TaskState
 from cronctl.execute import run_once
-from cronctl.execution.planning import plan_ahead
+from cronctl.execution.planning import Ahead, plan_ahead
 from tests.helpers import Cli, local_context, write_schedule
 
 T0 = datetime(2026, 8, 3, 9, 0, tzinfo=UTC)
@@ -20,9 +21,11 @@ def _ledger_task(name: str, ledger: Path, schedule: str = "every_minute = true")
     return f'name = "{name}"\ncommand = "echo $CRONCTL_OCCURRENCE >> {ledger}"\n{schedule}'
 
 
-def _snapshot(tmp_path: Path) -> dict[str, TaskState]:
+def _ahead(schedule: Schedule, tmp_path: Path, now: datetime) -> Ahead:
+    """Decisions for `now` from the states as they are (what `work` does in its lead)."""
     with Store.open(tmp_path / "state") as store:
-        return dict(store.states())
+        stored = store.stored_states()
+    return plan_ahead(schedule, stored, store.parse_state, now)
 
 
 def test_a_decision_made_ahead_is_not_used_when_another_process_dealt_with_the_minute(
@@ -33,7 +36,7 @@ def test_a_decision_made_ahead_is_not_used_when_another_process_dealt_with_the_m
     schedule = load_paths([path])
     ctx = local_context(tmp_path)
     run_once(schedule, T0 - MINUTE, ctx)  # 08:59 dealt with
-    ahead = plan_ahead(schedule, _snapshot(tmp_path), T0)  # from that: 09:00 is due
+    ahead = _ahead(schedule, tmp_path, T0)  # from that: 09:00 is due
     assert ahead.decided["a"][2].run == [T0]
     # Between the snapshot and the boundary, another cronctl deals with 09:00.
     ran = cli(
@@ -56,7 +59,7 @@ def test_a_decision_made_ahead_is_not_used_for_a_task_whose_schedule_changed(
     before = load_paths([path])
     ctx = local_context(tmp_path)
     run_once(before, T0 - MINUTE, ctx)
-    ahead = plan_ahead(before, _snapshot(tmp_path), T0)  # hourly at :30: nothing at 09:00
+    ahead = _ahead(before, tmp_path, T0)  # hourly at :30: nothing at 09:00
     assert ahead.decided["a"][2].run == []
     write_schedule(path, [_ledger_task("a", ledger)])  # the edit: every minute
     after = load_paths([path])
@@ -74,11 +77,11 @@ def test_a_decision_made_ahead_for_another_minute_is_not_used(tmp_path: Path) ->
     schedule = load_paths([path])
     ctx = local_context(tmp_path)
     run_once(schedule, T0 - MINUTE, ctx)
-    ahead = plan_ahead(schedule, _snapshot(tmp_path), T0)
+    ahead = _ahead(schedule, tmp_path, T0)
     report = run_once(schedule, T0 + MINUTE, ctx, ahead)
     runs = sorted((r.occurrence, r.outcome) for r in report.runs)
     assert runs == [(T0, "missed"), (T0 + MINUTE, "ok")]  # coalesced, as at the boundary
-    assert ahead.take(T0) == {}  # handed over (and dropped) once
+    assert ahead.take(T0) is None  # handed over (and dropped) once
 
 
 def test_a_tick_planned_ahead_deals_with_the_same_occurrences_as_one_planned_at_the_boundary(
@@ -99,7 +102,7 @@ def test_a_tick_planned_ahead_deals_with_the_same_occurrences_as_one_planned_at_
         rows = []
         for k in range(-1, 4):
             now = T0 + k * MINUTE
-            ahead = plan_ahead(schedule, _snapshot(root), now) if early and k >= 0 else None
+            ahead = _ahead(schedule, root, now) if early and k >= 0 else None
             rows += [
                 (r.task, r.occurrence, r.outcome) for r in run_once(schedule, now, ctx, ahead).runs
             ]
@@ -108,6 +111,10 @@ def test_a_tick_planned_ahead_deals_with_the_same_occurrences_as_one_planned_at_
         seen[early] = sorted(rows)
     assert seen[True] == seen[False]
     assert ("berlin", T0 + 2 * MINUTE, "ok") in seen[True]
+
+
+def _no_parse(row: StoredState) -> TaskState:
+    raise AssertionError(f"no stored row to parse: {row!r}")
 
 
 def test_planning_ahead_stops_when_told_and_the_tasks_left_are_planned_at_the_boundary(
@@ -119,7 +126,9 @@ def test_planning_ahead_stops_when_told_and_the_tasks_left_are_planned_at_the_bo
     )
     schedule = load_paths([path])
     calls = iter(range(10))
-    ahead = plan_ahead(schedule, {}, T0, stop=lambda: next(calls) >= 1)  # after 100 tasks
+    ahead = plan_ahead(
+        schedule, {}, _no_parse, T0, stop=lambda: next(calls) >= 1
+    )  # after 100 tasks
     assert len(ahead.decided) == 100
     ctx = local_context(tmp_path)
     report = run_once(schedule, T0, ctx, ahead)

@@ -152,6 +152,47 @@ def test_put_states_writes_each_state_with_its_own_instant(store: Store) -> None
     assert {s.last_occurrence.utcoffset() for s in store.states().values()} == {timedelta(0)}
 
 
+def test_stored_states_are_the_rows_as_stored_and_parse_to_the_states(store: Store) -> None:
+    state = TaskState("backup", "fp", T0, missed_total=2, done=True)
+    with store.transaction() as txn:
+        txn.put_state(state)
+        assert txn.stored_states() == {"backup": ("backup", "fp", "2026-08-03T09:00:00Z", 2, 1)}
+    (row,) = store.stored_states().values()
+    assert store.parse_state(row) == state
+
+
+def test_a_stored_row_cronctl_did_not_write_is_refused_when_parsed(store: Store) -> None:
+    with pytest.raises(CronctlError, match="did not write"):
+        store.parse_state(("backup", "fp", "not a time", 0, 0))
+
+
+def test_advance_states_moves_only_the_windows_still_as_they_were_read(store: Store) -> None:
+    # The compare-and-set of work's second transaction: a row another process changed since
+    # it was read (here: moved on, edited, counted a miss) keeps what that process wrote.
+    minute = timedelta(minutes=1)
+    names = ("same", "moved", "edited", "counted")
+    with store.transaction() as txn:
+        txn.put_states([TaskState(name, "fp", T0) for name in names])
+    read = store.stored_states()
+    with store.transaction() as txn:
+        txn.put_states(
+            [
+                TaskState("moved", "fp", T0 + 2 * minute),
+                TaskState("edited", "other", T0),
+                TaskState("counted", "fp", T0, missed_total=1),
+            ]
+        )
+    with store.transaction() as txn:
+        moved = txn.advance_states([(read[name], T0 + minute) for name in names])
+    assert moved == 1
+    assert store.states() == {
+        "same": TaskState("same", "fp", T0 + minute),
+        "moved": TaskState("moved", "fp", T0 + 2 * minute),  # never moved back
+        "edited": TaskState("edited", "other", T0),
+        "counted": TaskState("counted", "fp", T0, missed_total=1),
+    }
+
+
 def test_run_row_round_trips_every_field_in_utc(store: Store) -> None:
     paris = timezone(timedelta(hours=2))
     started = datetime(2026, 8, 3, 11, 0, 0, 123456, tzinfo=paris)
