@@ -188,6 +188,19 @@ def _row_to_run(row: tuple[Any, ...]) -> RunRow:
     return RunRow(**values)
 
 
+def _window_text(texts: dict[datetime, str], when: datetime) -> str:
+    """A window's instant as stored, formatted once per instant in ``texts``: most windows
+    move to the same minute (the formatting was half the time of writing 1,000 states)."""
+    text = texts.get(when)
+    if text is None:
+        text = texts[when] = _occurrence_text(when, "last_occurrence")
+    return text
+
+
+#: Every task state row (the planning reads, the lead's snapshot, status).
+_ALL_STATES = f"SELECT {_STATE_COLUMNS} FROM task_state"  # noqa: S608
+
+
 def _row_to_state(row: tuple[Any, ...]) -> TaskState:
     name, fingerprint, last, missed, done = row
     if not (isinstance(name, str) and isinstance(fingerprint, str) and isinstance(missed, int)):
@@ -236,16 +249,14 @@ class Txn:
 
     def states(self) -> dict[str, TaskState]:
         """Every remembered task state, in one query (a run plans all tasks at once)."""
-        sql = f"SELECT {_STATE_COLUMNS} FROM task_state"  # noqa: S608
-        rows = self._execute(sql, ()).fetchall()
+        rows = self._execute(_ALL_STATES, ()).fetchall()
         with _own_values(self._path):
             return {row[0]: _row_to_state(row) for row in rows}
 
     def stored_states(self) -> dict[str, StoredState]:
         """Every task state as stored, unparsed (cheap to compare with an earlier read;
         :meth:`parse_state` makes one a TaskState)."""
-        sql = f"SELECT {_STATE_COLUMNS} FROM task_state"  # noqa: S608
-        return {row[0]: row for row in self._execute(sql, ()).fetchall()}
+        return {row[0]: row for row in self._execute(_ALL_STATES, ()).fetchall()}
 
     def parse_state(self, row: StoredState) -> TaskState:
         """The TaskState of a row :meth:`stored_states` returned."""
@@ -268,12 +279,10 @@ class Txn:
         if self._conn is None:
             raise RuntimeError("this transaction has ended; use it only inside its `with` block")
         texts: dict[datetime, str] = {}
-        rows = []
-        for (name, fingerprint, last, missed, done), when in moves:
-            text = texts.get(when)
-            if text is None:
-                text = texts[when] = _occurrence_text(when, "last_occurrence")
-            rows.append((text, name, fingerprint, last, missed, done))
+        rows = [
+            (_window_text(texts, when), name, fingerprint, last, missed, done)
+            for (name, fingerprint, last, missed, done), when in moves
+        ]
         with translated(self._path):
             return int(self._conn.executemany(_ADVANCE_STATE, rows).rowcount)
 
@@ -285,18 +294,17 @@ class Txn:
         """Insert or replace several task states in one statement (a run plans every task)."""
         if self._conn is None:
             raise RuntimeError("this transaction has ended; use it only inside its `with` block")
-        # Most windows move to the same minute: each instant is formatted once (the
-        # formatting was half the time of writing 1,000 states).
         texts: dict[datetime, str] = {}
-        rows = []
-        for state in states:
-            when = state.last_occurrence
-            text = texts.get(when)
-            if text is None:
-                text = texts[when] = _occurrence_text(when, "last_occurrence")
-            rows.append(
-                (state.name, state.fingerprint, text, int(state.missed_total), int(state.done))
+        rows = [
+            (
+                state.name,
+                state.fingerprint,
+                _window_text(texts, state.last_occurrence),
+                int(state.missed_total),
+                int(state.done),
             )
+            for state in states
+        ]
         with translated(self._path):
             self._conn.executemany(_PUT_STATE, rows)
 
@@ -678,14 +686,13 @@ class Store:
 
     def states(self) -> dict[str, TaskState]:
         """Return the remembered state of every task, by name."""
-        rows = self._select(f"SELECT {_STATE_COLUMNS} FROM task_state", ())  # noqa: S608
+        rows = self._select(_ALL_STATES, ())
         with _own_values(self._path):
             return {row[0]: _row_to_state(row) for row in rows}
 
     def stored_states(self) -> dict[str, StoredState]:
         """Every task state as stored, unparsed (see :meth:`Txn.stored_states`)."""
-        rows = self._select(f"SELECT {_STATE_COLUMNS} FROM task_state", ())  # noqa: S608
-        return {row[0]: row for row in rows}
+        return {row[0]: row for row in self._select(_ALL_STATES, ())}
 
     def parse_state(self, row: StoredState) -> TaskState:
         """The TaskState of a row :meth:`stored_states` returned."""
@@ -696,11 +703,10 @@ class Store:
         """Every task state as stored and the data version they were read at, in one read
         transaction (a transaction that sees the same version later sees the same rows, if
         it is on this store: see :meth:`Txn.data_version`)."""
-        sql = f"SELECT {_STATE_COLUMNS} FROM task_state"  # noqa: S608
         with self._lock, translated(self._path):
             self._conn.execute("BEGIN")
             try:
-                rows = self._conn.execute(sql).fetchall()
+                rows = self._conn.execute(_ALL_STATES).fetchall()
                 (version,) = self._conn.execute("PRAGMA data_version").fetchone()
             finally:
                 self._conn.execute("COMMIT")  # ends the read; nothing was written
