@@ -104,8 +104,12 @@ def _stem_path(directory: Path, stem: str, suffix: str, task: str) -> Path:
 
 
 def _file_mode(directory: Path) -> int:
+    return _mode_under(directory.stat().st_mode)
+
+
+def _mode_under(dir_mode: int) -> int:
     # A setgid lock_dir is shared by a group on purpose; let the group read who holds what.
-    return 0o640 if directory.stat().st_mode & stat.S_ISGID else 0o600
+    return 0o640 if dir_mode & stat.S_ISGID else 0o600
 
 
 def _iso(moment: datetime) -> str:
@@ -224,8 +228,7 @@ class OverlapDir:
         self.path = ensure_private_dir(lock_dir / "overlap", within=lock_dir)
         fd, st = open_dir(self.path)
         self.fd: int | None = fd
-        # A setgid lock_dir is shared by a group on purpose; let the group read who holds what.
-        self.mode = 0o640 if st.st_mode & stat.S_ISGID else 0o600
+        self.mode = _mode_under(st.st_mode)
 
     def file(self, stem: str, suffix: str, task: str) -> str:
         """The path of one of a lock's files, as text: opened by its name through
