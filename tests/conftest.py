@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,3 +31,18 @@ def _no_default_state_dir_appears() -> Iterator[None]:
     yield
     appeared = [str(path) for path in _DEFAULT_STATE_DIRS if path.exists() and path not in before]
     assert not appeared, f"a test created a default state dir: {appeared}"
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto` (pyproject's addopts): one worker a core, at most four, none on one core.
+
+    More would not pay: the simulated week alone is a third of the suite, and every worker
+    starts its own PostgreSQL. `-n 0` on the command line runs the suite in one process."""
+    cores = len(os.sched_getaffinity(0))
+    return 0 if cores < 2 else min(cores, 4)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Start the tests marked `long` first: one worker takes the simulated week while the
+    others work through the rest, instead of the week starting last and running alone."""
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)

@@ -68,6 +68,7 @@ def _readers(
             codes.append(done.returncode)
 
 
+@pytest.mark.long
 def test_work_with_overlapping_ticks_and_readers_keeps_the_database_sound(tmp_path: Path) -> None:
     state, ledger = tmp_path / "state", tmp_path / "ledger"
     tasks = [

@@ -199,6 +199,7 @@ def test_machine_back_from_downtime_finds_the_occurrence_claimed(cli: Cli, tmp_p
     assert (tmp_path / "ledger").read_text() == "a\n"
 
 
+@pytest.mark.long
 def test_kill_9_at_random_moments_loses_no_run_and_repeats_none(cli: Cli, tmp_path: Path) -> None:
     write_schedule(
         tmp_path / "schedules.toml",

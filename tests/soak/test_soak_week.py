@@ -315,6 +315,7 @@ def fast_dir() -> Iterator[Path]:
         yield Path(directory)
 
 
+@pytest.mark.long
 def test_a_week_of_ticks_on_two_machines_matches_the_model(fast_dir: Path) -> None:
     schedule_file = fast_dir / "schedules.toml"
     schedule_file.write_text(
