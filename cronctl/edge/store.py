@@ -74,6 +74,12 @@ _PUT_STATE: Final = (
     "last_occurrence = excluded.last_occurrence, missed_total = excluded.missed_total, "
     "done = excluded.done"
 )
+# A first window, written only where the task has no row yet (never over one another process
+# wrote meanwhile): the compare-and-set of a row read as absent.
+_ADD_STATE: Final = (
+    f"INSERT INTO task_state ({_STATE_COLUMNS}) VALUES (?, ?, ?, ?, ?) "  # noqa: S608
+    "ON CONFLICT (name) DO NOTHING"
+)
 # A compare-and-set: the window moves only if the row is still exactly as it was read.
 _ADVANCE_STATE: Final = (
     "UPDATE task_state SET last_occurrence = ? WHERE name = ? AND fingerprint = ? "
@@ -286,12 +292,24 @@ class Txn:
         with translated(self._path):
             return int(self._conn.executemany(_ADVANCE_STATE, rows).rowcount)
 
+    def add_states(self, states: list[TaskState]) -> int:
+        """Insert each state only where its task has no row yet (a compare-and-set of a row
+        read as absent: a row another process wrote meanwhile keeps what it says); how many
+        were inserted."""
+        if not states:
+            return 0
+        return int(self._write_states(_ADD_STATE, states).rowcount)
+
     def put_state(self, state: TaskState) -> None:
         """Insert or replace the state of task ``state.name``."""
         self.put_states([state])
 
     def put_states(self, states: list[TaskState]) -> None:
         """Insert or replace several task states in one statement (a run plans every task)."""
+        self._write_states(_PUT_STATE, states)
+
+    def _write_states(self, sql: str, states: list[TaskState]) -> sqlite3.Cursor:
+        """Execute ``sql`` (one of the task_state writes) once per state, in one statement."""
         if self._conn is None:
             raise RuntimeError("this transaction has ended; use it only inside its `with` block")
         texts: dict[datetime, str] = {}
@@ -306,7 +324,7 @@ class Txn:
             for state in states
         ]
         with translated(self._path):
-            self._conn.executemany(_PUT_STATE, rows)
+            return self._conn.executemany(sql, rows)
 
     def add_run(self, run: RunRow) -> None:
         """Record a new run row.

@@ -1,5 +1,6 @@
 """Planning a run: every task's window read, decided and recorded in one transaction (with
-`work`'s decisions made ahead, the quiet windows in a second one, once the due tasks start)."""
+`work`'s decisions made ahead, the quiet windows, moved or first, in a second one, once the due
+tasks start)."""
 
 from __future__ import annotations
 
@@ -33,8 +34,9 @@ def plan_all(
     `ahead` holds decisions worked out before `now` came (plan_ahead); each is used only for
     the very task object and stored row it was worked out from, as read here, under the write
     lock. With `ahead`, when something is due, the quiet tasks' windows (nothing due, only
-    the minute moves) are left out of this transaction and kept in `ahead.quiet`, for
-    advance_quiet to write once the due tasks have started.
+    the minute moves; or a recurring task's first, see _first_quiet) are left out of this
+    transaction and kept in `ahead.quiet` and `ahead.fresh`, for advance_quiet to write once
+    the due tasks have started.
     """
     if ahead is None:
         return _plan_now(store, schedule, now, paused, ctx)
@@ -58,10 +60,10 @@ def plan_all(
         if ctx.dry_run:
             raise DryRunRollback(sorted_.plans, rows)
         tx.put_states(sorted_.changed)
-        if units:
-            ahead.quiet = sorted_.quiet  # written once the due tasks have started
-        else:
-            tx.advance_states(sorted_.quiet)  # nothing starts: every window in this commit
+        if units:  # written once the due tasks have started
+            ahead.quiet, ahead.fresh = sorted_.quiet, sorted_.fresh
+        else:  # nothing starts: every window in this commit
+            _write_quiet(tx, sorted_.quiet, sorted_.fresh)
     return sorted_.plans, rows
 
 
@@ -167,18 +169,46 @@ def _quiet(state: TaskState | None, decided: Plan, new: TaskState | None) -> boo
     )
 
 
+def _first_quiet(task: Task, decided: Plan, new: TaskState | None) -> bool:
+    """Whether a task seen for the first time (no stored row) has nothing due or missed in
+    its first minute, and recurs. A first window left unwritten (advance_quiet's write lost)
+    makes it first seen again at the next tick, whose window then starts after this minute:
+    the same occurrences, if that tick comes on time (if late, those in between are neither
+    run nor counted missed, as for a task added then). A one-shot `at` task is not deferred:
+    first seen again after its instant, it would never run."""
+    return (
+        new is not None
+        and task.at is None
+        and not decided.run
+        and not decided.missed
+        and new.missed_total == 0
+    )
+
+
+def _write_quiet(
+    tx: Txn, quiet: list[tuple[StoredState, datetime]], fresh: list[TaskState]
+) -> None:
+    """The quiet windows: each stored row moved only if still as read, each first window
+    inserted only where the task still has no row (neither overwrites another's write)."""
+    tx.advance_states(quiet)
+    tx.add_states(fresh)
+
+
 def advance_quiet(store: Store, ahead: Ahead, ctx: RunContext) -> None:
-    """Write the quiet tasks' windows that plan_all left out (`ahead.quiet`), after the due
-    tasks have started: each moves only if its row is still as plan_all read it.
+    """Write the quiet tasks' windows that plan_all left out (`ahead.quiet`, `ahead.fresh`),
+    after the due tasks have started: each moves only if its row is still as plan_all read
+    it; each first window is written only if its task still has no row.
 
     Never raises: a window not moved is simply re-scanned at the next minute (there was
-    nothing due in between); the store's problem, if lasting, is met by the next tick."""
-    quiet, ahead.quiet = ahead.quiet, []
-    if not quiet:
+    nothing due in between), a first one not written is first seen again (see _first_quiet);
+    the store's problem, if lasting, is met by the next tick."""
+    quiet, fresh = ahead.quiet, ahead.fresh
+    ahead.quiet, ahead.fresh = [], []
+    if not quiet and not fresh:
         return
     try:
         with store.transaction() as tx:
-            tx.advance_states(quiet)
+            _write_quiet(tx, quiet, fresh)
     except Exception as exc:  # anything: see the docstring
         ctx.warn(f"cronctl: warning: the quiet tasks' windows were not advanced: {exc}")
 
@@ -224,11 +254,22 @@ Decision = tuple[Task, StoredState | None, Plan, TaskState | None, TaskState | N
 class Decisions:
     """Every task's decision at one instant, sorted for plan_all: the plans by task name; the
     tasks with something to record (due, missed, or a clock behind), in schedule order; the
-    states to record with the rows; and the quiet windows (nothing due, only the minute
-    moves, see _quiet), as moves of their stored rows. `by_task` keeps what each was decided
+    states to record with the rows; and the quiet windows (nothing due), as moves of their
+    stored rows (only the minute moves, see _quiet) and as first windows (`fresh`, see
+    _first_quiet). `by_task` keeps what each was decided
     from (the task object, its stored row) for a check at the boundary."""
 
-    __slots__ = ("active", "by_task", "changed", "complete", "plans", "quiet", "schedule", "stored")
+    __slots__ = (
+        "active",
+        "by_task",
+        "changed",
+        "complete",
+        "fresh",
+        "plans",
+        "quiet",
+        "schedule",
+        "stored",
+    )
 
     def __init__(self, schedule: Schedule, stored: Mapping[str, StoredState]) -> None:
         """Empty, for decisions made from `stored`, the rows as read, for `schedule`."""
@@ -238,6 +279,7 @@ class Decisions:
         self.active: list[tuple[Task, Plan]] = []
         self.changed: list[TaskState] = []
         self.quiet: list[tuple[StoredState, datetime]] = []
+        self.fresh: list[TaskState] = []
         self.by_task: dict[str, Decision] = {}
         self.complete = True  # every task of `schedule` decided (plan_ahead may stop short)
 
@@ -261,7 +303,9 @@ class Decisions:
             self.active.append((task, decided))
         if new is None:
             return
-        if row is not None and _quiet(state, decided, new):
+        if row is None:
+            (self.fresh if _first_quiet(task, decided, new) else self.changed).append(new)
+        elif _quiet(state, decided, new):
             self.quiet.append((row, new.last_occurrence))
         else:
             self.changed.append(new)
@@ -271,9 +315,9 @@ class Ahead:
     """Decisions worked out before their minute came (`work`, just before the boundary), from
     a snapshot of the stored states read outside any transaction; the store they were read
     from, kept open for the tick; and, once plan_all has used them, the quiet windows it
-    left for advance_quiet."""
+    left for advance_quiet (moves of stored rows, and first windows)."""
 
-    __slots__ = ("_handed", "_opened", "decisions", "now", "quiet", "store", "version")
+    __slots__ = ("_handed", "_opened", "decisions", "fresh", "now", "quiet", "store", "version")
 
     def __init__(self, now: datetime, decisions: Decisions | None) -> None:
         """The decisions for `now` (see plan_ahead); None: cut short, every task is decided
@@ -281,6 +325,7 @@ class Ahead:
         self.now = now
         self.decisions = decisions
         self.quiet: list[tuple[StoredState, datetime]] = []
+        self.fresh: list[TaskState] = []
         self.store: Store | None = None
         self.version: int | None = None
         self._opened: tuple[int, int] | None = None

@@ -3,11 +3,15 @@ decision is used only if the task and its state are still what it was decided fr
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from cronctl.core.model import Schedule
 from cronctl.edge.files import load_paths
+from cronctl.edge.paths import ensure_private_dir
 from cronctl.edge.store import Store, StoredState, TaskState
 from cronctl.execute import run_once
 from cronctl.execution.planning import Ahead, plan_ahead
@@ -133,3 +137,48 @@ def test_planning_ahead_stops_when_told_and_the_tasks_left_are_planned_at_the_bo
     ctx = local_context(tmp_path)
     report = run_once(schedule, T0, ctx, ahead)
     assert len([r for r in report.runs if r.outcome == "ok"]) == 120
+
+
+# Run in a fresh interpreter: `work`'s first tick, once `work` has imported what it imports
+# before its first boundary; prints the cronctl modules imported from the tick's start to its
+# first command's.
+_FIRST_TICK_IMPORTS = textwrap.dedent(
+    """
+    import os, sys
+    from datetime import datetime
+    from pathlib import Path
+    from cronctl.edge.files import load_paths
+    from cronctl.execute import RunContext, real_clock, run_once, start_command
+    from cronctl.work import _import_run_machinery
+    schedule_path, state, now = sys.argv[1:]
+    seen = []
+
+    def start(spec):
+        seen.extend(sorted(m for m in set(sys.modules) - before if m.startswith("cronctl")))
+        return start_command(spec)
+
+    ctx = RunContext(
+        state_dir=Path(state), lock_dir=Path(state) / "locks", host="test", pid=os.getpid(),
+        env={}, clock=real_clock, start=start,
+    )
+    schedule = load_paths([Path(schedule_path)])
+    _import_run_machinery()
+    before = set(sys.modules)
+    run_once(schedule, datetime.fromisoformat(now), ctx)
+    print(" ".join(seen) or "nothing")
+    """
+)
+
+
+def test_works_first_tick_imports_nothing_before_its_first_start(tmp_path: Path) -> None:
+    # An import at the boundary delays the start (the file coordinator and the outbox: ~1.5
+    # ms); `work` makes them before its first boundary.
+    path = write_schedule(tmp_path / "s.toml", [_ledger_task("a", tmp_path / "ledger")])
+    state = ensure_private_dir(tmp_path / "state")
+    ran = subprocess.run(
+        [sys.executable, "-c", _FIRST_TICK_IMPORTS, str(path), str(state), T0.isoformat()],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.split() == ["nothing"]
+    assert (tmp_path / "ledger").read_text().split() == ["2026-08-03T09:00:00Z"]

@@ -1,8 +1,10 @@
 """`work` writes at the boundary only what the due starts need (their rows, their windows);
 the quiet tasks' windows (nothing due, only the minute moves) follow in a second transaction
-once the due tasks have started, as a compare-and-set. A second writer meanwhile keeps what
-it wrote; a crash between the two leaves windows that the next tick scans again, and it
-neither misses nor doubles an occurrence."""
+once the due tasks have started, as a compare-and-set; so do the first windows of recurring
+tasks seen for the first time with nothing due, each inserted only where no row exists yet. A
+second writer meanwhile keeps what it wrote; a crash between the two leaves windows that the
+next tick scans again (or tasks it sees for the first time again), and it neither misses nor
+doubles an occurrence."""
 
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ import pytest
 
 from cronctl.core.model import Schedule
 from cronctl.edge.files import load_paths
+from cronctl.edge.paths import ensure_private_dir
 from cronctl.edge.store import Store
 from cronctl.execute import RunContext, run_once, start_command
 from cronctl.execution import planning
@@ -47,7 +50,8 @@ def _schedule(tmp_path: Path, soon: str = "cron = '1 9 * * *'") -> Path:
 
 
 def _ahead(schedule: Schedule, root: Path, now: datetime) -> Ahead:
-    with Store.open(root / "state") as store:
+    """The decisions for `now` from the rows as stored (none on an empty state dir)."""
+    with Store.open(ensure_private_dir(root / "state")) as store:
         stored = store.stored_states()
     return plan_ahead(schedule, stored, store.parse_state, now)
 
@@ -88,6 +92,52 @@ def test_the_quiet_windows_are_written_once_the_due_task_has_started(tmp_path: P
         "every": "running",
     }
     assert _windows(tmp_path) == {"every": T0, "soon": T0, "daily": T0}
+
+
+def _windows_at_starts(schedule: Schedule, root: Path, now: datetime) -> list[dict[str, datetime]]:
+    """`work`'s tick at `now`, planned ahead: the windows committed as each command starts."""
+    seen: list[dict[str, datetime]] = []
+
+    def start(spec: Any) -> Any:
+        seen.append(_windows(root))
+        return start_command(spec)
+
+    run_once(schedule, now, replace(local_context(root), start=start), _ahead(schedule, root, now))
+    return seen
+
+
+def test_first_windows_are_written_once_the_due_task_has_started(tmp_path: Path) -> None:
+    # An empty state dir: every task is seen for the first time at 09:00.
+    schedule = load_paths([_schedule(tmp_path)])
+    assert _windows_at_starts(schedule, tmp_path, T0) == [
+        {"every": T0}
+    ]  # only the due task's first window before its start
+    assert _windows(tmp_path) == {"every": T0, "soon": T0, "daily": T0}
+    assert _ledger(tmp_path, "every") == ["2026-08-03T09:00:00Z"]
+
+
+def test_a_one_shot_tasks_first_window_is_written_before_the_starts(tmp_path: Path) -> None:
+    # Seen again for the first time after its instant, an `at` task would never run: its
+    # first window is not left for the second transaction.
+    tasks = [
+        _task("every", tmp_path / "every.ledger"),
+        _task("once", tmp_path / "once.ledger", "at = 2026-08-03T09:05:00Z"),
+    ]
+    schedule = load_paths([write_schedule(tmp_path / "s.toml", tasks)])
+    assert _windows_at_starts(schedule, tmp_path, T0) == [{"every": T0, "once": T0}]
+
+
+def test_a_tick_with_nothing_due_writes_the_first_windows_in_its_one_transaction(
+    tmp_path: Path,
+) -> None:
+    tasks = [
+        _task("soon", tmp_path / "soon.ledger", "cron = '1 9 * * *'"),
+        _task("daily", tmp_path / "daily.ledger", "daily_at = '03:00'"),
+    ]
+    schedule = load_paths([write_schedule(tmp_path / "s.toml", tasks)])
+    ctx = local_context(tmp_path)
+    assert run_once(schedule, T0, ctx, _ahead(schedule, tmp_path, T0)).runs == []
+    assert _windows(tmp_path) == {"soon": T0, "daily": T0}
 
 
 def test_run_writes_every_window_in_its_one_transaction(tmp_path: Path) -> None:
@@ -131,13 +181,15 @@ def test_the_quiet_windows_do_not_wait_for_the_due_task_to_end(tmp_path: Path) -
 
 
 def _tick_with_a_run_between(
-    cli: Cli, tmp_path: Path, other: Callable[[], Path], now: str
+    cli: Cli, tmp_path: Path, other: Callable[[], Path], now: str, first: bool = False
 ) -> tuple[Schedule, RunContext]:
-    """`work`'s 09:00 tick (08:59 dealt with before) with, between its two transactions (as
-    its due task starts), another cronctl's `run --now now` of the file `other()` writes."""
+    """`work`'s 09:00 tick (08:59 dealt with before, unless `first`: an empty state dir) with,
+    between its two transactions (as its due task starts), another cronctl's `run --now now`
+    of the file `other()` writes."""
     schedule = load_paths([_schedule(tmp_path)])
     ctx = local_context(tmp_path)
-    run_once(schedule, T0 - MINUTE, ctx)
+    if not first:
+        run_once(schedule, T0 - MINUTE, ctx)
     others: list[subprocess.CompletedProcess[str]] = []
 
     def start(spec: Any) -> Any:
@@ -150,26 +202,29 @@ def _tick_with_a_run_between(
     return schedule, ctx
 
 
+@pytest.mark.parametrize("first", [False, True], ids=["moved", "first"])
 def test_a_late_quiet_write_never_moves_back_a_window_another_process_advanced(
-    cli: Cli, tmp_path: Path
+    cli: Cli, tmp_path: Path, first: bool
 ) -> None:
-    # The other cronctl deals with 09:01 (and runs `soon`) before the quiet windows are written.
+    # The other cronctl deals with 09:01 (and runs `soon`) before the quiet windows are written
+    # (`first`: before `work` writes the first windows, where it found no rows).
     schedule, ctx = _tick_with_a_run_between(
-        cli, tmp_path, lambda: tmp_path / "s.toml", "2026-08-03T09:01:00Z"
+        cli, tmp_path, lambda: tmp_path / "s.toml", "2026-08-03T09:01:00Z", first
     )
     assert _windows(tmp_path) == {"every": T0 + MINUTE, "soon": T0 + MINUTE, "daily": T0 + MINUTE}
     # `work`'s own 09:01 tick finds it dealt with: `soon` ran once, by the other process.
     run_once(schedule, T0 + MINUTE, ctx, _ahead(schedule, tmp_path, T0 + MINUTE))
     assert _ledger(tmp_path, "soon") == ["2026-08-03T09:01:00Z"]
     assert sorted(_ledger(tmp_path, "every")) == [
-        "2026-08-03T08:59:00Z",
+        *(["2026-08-03T08:59:00Z"] if not first else []),
         "2026-08-03T09:00:00Z",
         "2026-08-03T09:01:00Z",
     ]
 
 
+@pytest.mark.parametrize("first", [False, True], ids=["moved", "first"])
 def test_a_late_quiet_write_keeps_the_window_of_a_schedule_edited_meanwhile(
-    cli: Cli, tmp_path: Path
+    cli: Cli, tmp_path: Path, first: bool
 ) -> None:
     edited = tmp_path / "edited.toml"
 
@@ -181,7 +236,7 @@ def test_a_late_quiet_write_keeps_the_window_of_a_schedule_edited_meanwhile(
         ]
         return write_schedule(edited, tasks)
 
-    schedule, ctx = _tick_with_a_run_between(cli, tmp_path, edit, "2026-08-03T09:00:00Z")
+    schedule, ctx = _tick_with_a_run_between(cli, tmp_path, edit, "2026-08-03T09:00:00Z", first)
     with Store.open(ctx.state_dir) as store:
         daily = store.states()["daily"]
     assert daily.fingerprint == load_paths([edited]).tasks[2].fingerprint
@@ -215,23 +270,38 @@ _KILLED_BETWEEN = textwrap.dedent(
 )
 
 
-def test_a_kill_between_the_two_transactions_neither_misses_nor_doubles_an_occurrence(
-    tmp_path: Path,
-) -> None:
-    schedule = load_paths([_schedule(tmp_path)])
-    ctx = local_context(tmp_path)
-    run_once(schedule, T0 - MINUTE, ctx)
+def _killed_between(path: Path, root: Path, ctx: RunContext, now: datetime) -> None:
+    """`work`'s tick at `now`, planned ahead, killed between its two transactions."""
+    ensure_private_dir(ctx.state_dir)
     killed = subprocess.run(
-        [sys.executable, "-c", _KILLED_BETWEEN, str(tmp_path / "s.toml"), str(tmp_path),
-         ctx.host, T0.isoformat()],
+        [sys.executable, "-c", _KILLED_BETWEEN, str(path), str(root), ctx.host, now.isoformat()],
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip
     assert killed.returncode == -9, killed.stderr
-    # The tick committed its due task's window and "running" mark; the quiet ones are older.
-    assert _windows(tmp_path) == {"every": T0, "soon": T0 - MINUTE, "daily": T0 - MINUTE}
-    deadline = time.monotonic() + 30  # the started command outlives the killed cronctl
-    while len(_ledger(tmp_path, "every")) < 2 and time.monotonic() < deadline:
+
+
+def _wait_for_ledger(root: Path, name: str, lines: int) -> None:
+    """The command started by a killed cronctl outlives it: wait until it has written."""
+    deadline = time.monotonic() + 30
+    while len(_ledger(root, name)) < lines and time.monotonic() < deadline:
         time.sleep(0.01)
+
+
+@pytest.mark.parametrize("first", [False, True], ids=["moved", "first"])
+def test_a_kill_between_the_two_transactions_neither_misses_nor_doubles_an_occurrence(
+    tmp_path: Path, first: bool
+) -> None:
+    # `first`: the killed tick is the first on an empty state dir (every task first seen).
+    schedule = load_paths([_schedule(tmp_path)])
+    ctx = local_context(tmp_path)
+    if not first:
+        run_once(schedule, T0 - MINUTE, ctx)
+    _killed_between(tmp_path / "s.toml", tmp_path, ctx, T0)
+    # The tick committed its due task's window and "running" mark; the quiet ones are older,
+    # or (first seen) not written at all.
+    before = {} if first else {"soon": T0 - MINUTE, "daily": T0 - MINUTE}
+    assert _windows(tmp_path) == {"every": T0, **before}
+    _wait_for_ledger(tmp_path, "every", 1 if first else 2)
     report = run_once(schedule, T0 + MINUTE, ctx, _ahead(schedule, tmp_path, T0 + MINUTE))
     got = sorted((r.task, r.occurrence, r.outcome) for r in report.runs)
     assert got == [
@@ -241,10 +311,37 @@ def test_a_kill_between_the_two_transactions_neither_misses_nor_doubles_an_occur
     ]
     assert _windows(tmp_path) == {"every": T0 + MINUTE, "soon": T0 + MINUTE, "daily": T0 + MINUTE}
     assert _ledger(tmp_path, "every") == [
-        f"2026-08-03T{t}:00Z" for t in ("08:59", "09:00", "09:01")
+        f"2026-08-03T{t}:00Z" for t in ("08:59", "09:00", "09:01")[int(first) :]
     ]
     assert _ledger(tmp_path, "soon") == ["2026-08-03T09:01:00Z"]
     assert _ledger(tmp_path, "daily") == []
+
+
+def test_a_first_window_lost_to_a_kill_makes_a_late_tick_see_the_task_for_the_first_time(
+    tmp_path: Path,
+) -> None:
+    # The difference README states: the killed 09:00 tick saw `soon` for the first time and
+    # its window was never written; the next tick comes late (09:10, the machine was down),
+    # so `soon` is first seen then: its 09:01 is neither run nor counted missed, as for a task
+    # added at 09:10. The one-shot `once` (09:05), written with the due task, still runs.
+    tasks = [
+        _task("every", tmp_path / "every.ledger"),
+        _task("soon", tmp_path / "soon.ledger", "cron = '1 9 * * *'\nmisfire = 'catch-up'"),
+        _task("once", tmp_path / "once.ledger", "at = 2026-08-03T09:05:00Z"),
+    ]
+    path = write_schedule(tmp_path / "s.toml", tasks)
+    schedule = load_paths([path])
+    ctx = local_context(tmp_path)
+    _killed_between(path, tmp_path, ctx, T0)
+    assert _windows(tmp_path) == {"every": T0, "once": T0}
+    _wait_for_ledger(tmp_path, "every", 1)
+    late = T0 + 10 * MINUTE
+    report = run_once(schedule, late, ctx, _ahead(schedule, tmp_path, late))
+    got = sorted((r.task, r.occurrence, r.outcome) for r in report.runs if r.task != "every")
+    assert got == [("once", T0 + 5 * MINUTE, "ok")]
+    assert _windows(tmp_path)["soon"] == late
+    assert _ledger(tmp_path, "soon") == []
+    assert _ledger(tmp_path, "once") == ["2026-08-03T09:05:00Z"]
 
 
 def _lose_quiet_writes(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -193,6 +193,22 @@ def test_advance_states_moves_only_the_windows_still_as_they_were_read(store: St
     }
 
 
+def test_add_states_inserts_only_the_tasks_that_have_no_row(store: Store) -> None:
+    # The first windows of work's second transaction: a row another process wrote since
+    # (here: a window further on, another schedule) keeps what that process wrote.
+    minute = timedelta(minutes=1)
+    with store.transaction() as txn:
+        txn.put_states([TaskState("moved", "fp", T0 + minute), TaskState("edited", "other", T0)])
+    with store.transaction() as txn:
+        added = txn.add_states([TaskState(name, "fp", T0) for name in ("new", "moved", "edited")])
+    assert added == 1
+    assert store.states() == {
+        "new": TaskState("new", "fp", T0),
+        "moved": TaskState("moved", "fp", T0 + minute),  # never moved back
+        "edited": TaskState("edited", "other", T0),
+    }
+
+
 def test_run_row_round_trips_every_field_in_utc(store: Store) -> None:
     paris = timezone(timedelta(hours=2))
     started = datetime(2026, 8, 3, 11, 0, 0, 123456, tzinfo=paris)
