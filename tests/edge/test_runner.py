@@ -297,6 +297,46 @@ def test_fast_command_is_unaffected_by_its_timeout(tmp_path: Path) -> None:
     assert (result.outcome, result.tail) == ("ok", "quick")
 
 
+class _Sleeps:
+    """Counts time.sleep calls: Popen.wait with a timeout polls with them."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.calls = 0
+        real = time.sleep
+
+        def sleep(seconds: float) -> None:
+            self.calls += 1
+            real(seconds)
+
+        monkeypatch.setattr(time, "sleep", sleep)
+
+
+def test_a_timed_command_and_condition_are_waited_for_without_polling(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sleeps = _Sleeps(monkeypatch)
+    result = _run(tmp_path, "sleep 0.2; exit 3", timeout=timedelta(seconds=30))
+    assert (result.outcome, result.exit_code) == ("failed", 3)
+    assert run_condition("sleep 0.2", shell="/bin/sh", workdir=tmp_path, env=ENV, timeout_s=30)
+    assert sleeps.calls == 0  # woken by the exits (a pidfd), not by a sleep loop
+
+
+def test_without_a_pidfd_a_timed_command_falls_back_to_popen_wait(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(pid: int, flags: int = 0) -> int:
+        raise OSError(38, "Function not implemented")
+
+    monkeypatch.setattr(os, "pidfd_open", refuse)
+    sleeps = _Sleeps(monkeypatch)
+    result = _run(tmp_path, "sleep 0.2; exit 3", timeout=timedelta(seconds=30))
+    assert (result.outcome, result.exit_code) == ("failed", 3)
+    timed_out = _run(tmp_path, "sleep 1000", timeout=timedelta(seconds=0.3), kill_grace=1.0)
+    assert timed_out.outcome == "timeout"
+    assert not run_condition("sleep 9", shell="/bin/sh", workdir=tmp_path, env=ENV, timeout_s=0.2)
+    assert sleeps.calls > 0  # Popen's own polling wait did the waiting
+
+
 def test_signal_is_forwarded_to_the_group(tmp_path: Path) -> None:
     running = start(_spec(tmp_path, "sleep 1000 & echo $! > child.pid; wait"))
     pid_file = tmp_path / "child.pid"
