@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -238,10 +238,17 @@ class Txn:
         self._path = path
 
     def _execute(self, sql: str, params: tuple[object, ...]) -> sqlite3.Cursor:
+        with translated(self._path):
+            return self._live().execute(sql, params)
+
+    def _executemany(self, sql: str, rows: Sequence[tuple[object, ...]]) -> sqlite3.Cursor:
+        with translated(self._path):
+            return self._live().executemany(sql, rows)
+
+    def _live(self) -> sqlite3.Connection:
         if self._conn is None:
             raise RuntimeError("this transaction has ended; use it only inside its `with` block")
-        with translated(self._path):
-            return self._conn.execute(sql, params)
+        return self._conn
 
     def _end(self) -> None:
         self._conn = None
@@ -282,15 +289,12 @@ class Txn:
         window back nor overwrites what another process recorded meanwhile); how many moved."""
         if not moves:
             return 0
-        if self._conn is None:
-            raise RuntimeError("this transaction has ended; use it only inside its `with` block")
         texts: dict[datetime, str] = {}
         rows = [
             (_window_text(texts, when), name, fingerprint, last, missed, done)
             for (name, fingerprint, last, missed, done), when in moves
         ]
-        with translated(self._path):
-            return int(self._conn.executemany(_ADVANCE_STATE, rows).rowcount)
+        return int(self._executemany(_ADVANCE_STATE, rows).rowcount)
 
     def add_states(self, states: list[TaskState]) -> int:
         """Insert each state only where its task has no row yet (a compare-and-set of a row
@@ -310,8 +314,6 @@ class Txn:
 
     def _write_states(self, sql: str, states: list[TaskState]) -> sqlite3.Cursor:
         """Execute ``sql`` (one of the task_state writes) once per state, in one statement."""
-        if self._conn is None:
-            raise RuntimeError("this transaction has ended; use it only inside its `with` block")
         texts: dict[datetime, str] = {}
         rows = [
             (
@@ -323,8 +325,7 @@ class Txn:
             )
             for state in states
         ]
-        with translated(self._path):
-            return self._conn.executemany(sql, rows)
+        return self._executemany(sql, rows)
 
     def add_run(self, run: RunRow) -> None:
         """Record a new run row.
@@ -365,8 +366,7 @@ class Txn:
         row (``pending_only``: a row still "pending"); True if so. If one would not (a row
         pruned, a result recorded first), none is applied and False is returned: the caller
         applies them one by one, to learn which."""
-        if self._conn is None:
-            raise RuntimeError("this transaction has ended; use it only inside its `with` block")
+        conn = self._live()
         names = list(changes[0][1])
         condition = _PENDING_ONLY if pending_only else ""
         assignments = ", ".join(f"{name} = ?" for name in names)
@@ -376,12 +376,12 @@ class Txn:
             for run_id, fields in changes
         ]
         with translated(self._path):
-            self._conn.execute("SAVEPOINT alike")
-            if self._conn.executemany(sql, rows).rowcount == len(rows):
-                self._conn.execute("RELEASE alike")
+            conn.execute("SAVEPOINT alike")
+            if conn.executemany(sql, rows).rowcount == len(rows):
+                conn.execute("RELEASE alike")
                 return True
-            self._conn.execute("ROLLBACK TO alike")
-            self._conn.execute("RELEASE alike")
+            conn.execute("ROLLBACK TO alike")
+            conn.execute("RELEASE alike")
             return False
 
     def _update(self, run_id: str, fields: dict[str, object], condition: str, *more: object) -> int:
