@@ -17,7 +17,11 @@ from unittest import mock
 from cronctl.cli import main as cli_main
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
+    from cronctl.core.model import Schedule
     from cronctl.execute import RunContext
+    from cronctl.execution.planning import Ahead
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 _REAL_FULL_APP = cli_main._full_app  # before any test patches it
@@ -180,3 +184,20 @@ def local_context(tmp_path: Path) -> RunContext:
         env={},
         clock=real_clock,
     )
+
+
+def ledger_task(name: str, ledger: Path, schedule: str = "every_minute = true") -> str:
+    """A task whose command appends its occurrence to the file `ledger`."""
+    return f'name = "{name}"\ncommand = "echo $CRONCTL_OCCURRENCE >> {ledger}"\n{schedule}'
+
+
+def plan_ahead_at(schedule: Schedule, tmp_path: Path, now: datetime) -> Ahead:
+    """What `work`'s lead does: the decisions for `now` from the rows as stored in
+    local_context's state dir (none on an empty one)."""
+    from cronctl.edge.paths import ensure_private_dir
+    from cronctl.edge.store import Store
+    from cronctl.execution.planning import plan_ahead
+
+    with Store.open(ensure_private_dir(tmp_path / "state")) as store:
+        stored = store.stored_states()
+    return plan_ahead(schedule, stored, store.parse_state, now)

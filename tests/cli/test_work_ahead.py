@@ -9,38 +9,26 @@ import textwrap
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from cronctl.core.model import Schedule
 from cronctl.edge.files import load_paths
 from cronctl.edge.paths import ensure_private_dir
 from cronctl.edge.store import Store, StoredState, TaskState
 from cronctl.execute import run_once
-from cronctl.execution.planning import Ahead, plan_ahead
-from tests.helpers import Cli, local_context, write_schedule
+from cronctl.execution.planning import plan_ahead
+from tests.helpers import Cli, ledger_task, local_context, plan_ahead_at, write_schedule
 
 T0 = datetime(2026, 8, 3, 9, 0, tzinfo=UTC)
 MINUTE = timedelta(minutes=1)
-
-
-def _ledger_task(name: str, ledger: Path, schedule: str = "every_minute = true") -> str:
-    return f'name = "{name}"\ncommand = "echo $CRONCTL_OCCURRENCE >> {ledger}"\n{schedule}'
-
-
-def _ahead(schedule: Schedule, tmp_path: Path, now: datetime) -> Ahead:
-    """Decisions for `now` from the states as they are (what `work` does in its lead)."""
-    with Store.open(tmp_path / "state") as store:
-        stored = store.stored_states()
-    return plan_ahead(schedule, stored, store.parse_state, now)
 
 
 def test_a_decision_made_ahead_is_not_used_when_another_process_dealt_with_the_minute(
     cli: Cli, tmp_path: Path
 ) -> None:
     ledger = tmp_path / "ledger"
-    path = write_schedule(tmp_path / "s.toml", [_ledger_task("a", ledger)])
+    path = write_schedule(tmp_path / "s.toml", [ledger_task("a", ledger)])
     schedule = load_paths([path])
     ctx = local_context(tmp_path)
     run_once(schedule, T0 - MINUTE, ctx)  # 08:59 dealt with
-    ahead = _ahead(schedule, tmp_path, T0)  # from that: 09:00 is due
+    ahead = plan_ahead_at(schedule, tmp_path, T0)  # from that: 09:00 is due
     assert ahead.decided["a"][2].run == [T0]
     # Between the snapshot and the boundary, another cronctl deals with 09:00.
     ran = cli(
@@ -59,13 +47,13 @@ def test_a_decision_made_ahead_is_not_used_for_a_task_whose_schedule_changed(
     tmp_path: Path,
 ) -> None:
     ledger = tmp_path / "ledger"
-    path = write_schedule(tmp_path / "s.toml", [_ledger_task("a", ledger, "hourly_at = 30")])
+    path = write_schedule(tmp_path / "s.toml", [ledger_task("a", ledger, "hourly_at = 30")])
     before = load_paths([path])
     ctx = local_context(tmp_path)
     run_once(before, T0 - MINUTE, ctx)
-    ahead = _ahead(before, tmp_path, T0)  # hourly at :30: nothing at 09:00
+    ahead = plan_ahead_at(before, tmp_path, T0)  # hourly at :30: nothing at 09:00
     assert ahead.decided["a"][2].run == []
-    write_schedule(path, [_ledger_task("a", ledger)])  # the edit: every minute
+    write_schedule(path, [ledger_task("a", ledger)])  # the edit: every minute
     after = load_paths([path])
     report = run_once(after, T0, ctx, ahead)
     assert [(r.task, r.occurrence, r.outcome) for r in report.runs] == [("a", T0, "ok")]
@@ -77,11 +65,11 @@ def test_a_decision_made_ahead_is_not_used_for_a_task_whose_schedule_changed(
 def test_a_decision_made_ahead_for_another_minute_is_not_used(tmp_path: Path) -> None:
     # A tick that comes late or early (a clock step) plans its own minute afresh.
     ledger = tmp_path / "ledger"
-    path = write_schedule(tmp_path / "s.toml", [_ledger_task("a", ledger)])
+    path = write_schedule(tmp_path / "s.toml", [ledger_task("a", ledger)])
     schedule = load_paths([path])
     ctx = local_context(tmp_path)
     run_once(schedule, T0 - MINUTE, ctx)
-    ahead = _ahead(schedule, tmp_path, T0)
+    ahead = plan_ahead_at(schedule, tmp_path, T0)
     report = run_once(schedule, T0 + MINUTE, ctx, ahead)
     runs = sorted((r.occurrence, r.outcome) for r in report.runs)
     assert runs == [(T0, "missed"), (T0 + MINUTE, "ok")]  # coalesced, as at the boundary
@@ -92,9 +80,9 @@ def test_a_tick_planned_ahead_deals_with_the_same_occurrences_as_one_planned_at_
     tmp_path: Path,
 ) -> None:
     tasks = [
-        _ledger_task("every", tmp_path / "every"),
-        _ledger_task("quiet", tmp_path / "quiet", "daily_at = '03:00'"),
-        _ledger_task("berlin", tmp_path / "b", "cron = '*/2 * * * *'\ntimezone = 'Europe/Berlin'"),
+        ledger_task("every", tmp_path / "every"),
+        ledger_task("quiet", tmp_path / "quiet", "daily_at = '03:00'"),
+        ledger_task("berlin", tmp_path / "b", "cron = '*/2 * * * *'\ntimezone = 'Europe/Berlin'"),
     ]  # fmt: skip
     path = write_schedule(tmp_path / "s.toml", tasks)
     schedule = load_paths([path])
@@ -106,7 +94,7 @@ def test_a_tick_planned_ahead_deals_with_the_same_occurrences_as_one_planned_at_
         rows = []
         for k in range(-1, 4):
             now = T0 + k * MINUTE
-            ahead = _ahead(schedule, root, now) if early and k >= 0 else None
+            ahead = plan_ahead_at(schedule, root, now) if early and k >= 0 else None
             rows += [
                 (r.task, r.occurrence, r.outcome) for r in run_once(schedule, now, ctx, ahead).runs
             ]
@@ -126,7 +114,7 @@ def test_planning_ahead_stops_when_told_and_the_tasks_left_are_planned_at_the_bo
 ) -> None:
     ledgers = [tmp_path / f"l{i}" for i in range(120)]
     path = write_schedule(
-        tmp_path / "s.toml", [_ledger_task(f"t{i}", ledger) for i, ledger in enumerate(ledgers)]
+        tmp_path / "s.toml", [ledger_task(f"t{i}", ledger) for i, ledger in enumerate(ledgers)]
     )
     schedule = load_paths([path])
     calls = iter(range(10))
@@ -173,7 +161,7 @@ _FIRST_TICK_IMPORTS = textwrap.dedent(
 def test_works_first_tick_imports_nothing_before_its_first_start(tmp_path: Path) -> None:
     # An import at the boundary delays the start (the file coordinator and the outbox: ~1.5
     # ms); `work` makes them before its first boundary.
-    path = write_schedule(tmp_path / "s.toml", [_ledger_task("a", tmp_path / "ledger")])
+    path = write_schedule(tmp_path / "s.toml", [ledger_task("a", tmp_path / "ledger")])
     state = ensure_private_dir(tmp_path / "state")
     ran = subprocess.run(
         [sys.executable, "-c", _FIRST_TICK_IMPORTS, str(path), str(state), T0.isoformat()],

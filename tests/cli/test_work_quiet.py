@@ -27,33 +27,22 @@ from cronctl.edge.paths import ensure_private_dir
 from cronctl.edge.store import Store
 from cronctl.execute import RunContext, run_once, start_command
 from cronctl.execution import planning
-from cronctl.execution.planning import Ahead, plan_ahead
+from cronctl.execution.planning import Ahead
 from cronctl.work import Worker
-from tests.helpers import Cli, local_context, write_schedule
+from tests.helpers import Cli, ledger_task, local_context, plan_ahead_at, write_schedule
 
 T0 = datetime(2026, 8, 3, 9, 0, tzinfo=UTC)
 MINUTE = timedelta(minutes=1)
 
 
-def _task(name: str, ledger: Path, schedule: str = "every_minute = true") -> str:
-    return f'name = "{name}"\ncommand = "echo $CRONCTL_OCCURRENCE >> {ledger}"\n{schedule}'
-
-
 def _schedule(tmp_path: Path, soon: str = "cron = '1 9 * * *'") -> Path:
     """`every` is due every minute; `soon` (at 09:01) and `daily` (03:00) are quiet at 09:00."""
     tasks = [
-        _task("every", tmp_path / "every.ledger"),
-        _task("soon", tmp_path / "soon.ledger", soon),
-        _task("daily", tmp_path / "daily.ledger", "daily_at = '03:00'"),
+        ledger_task("every", tmp_path / "every.ledger"),
+        ledger_task("soon", tmp_path / "soon.ledger", soon),
+        ledger_task("daily", tmp_path / "daily.ledger", "daily_at = '03:00'"),
     ]
     return write_schedule(tmp_path / "s.toml", tasks)
-
-
-def _ahead(schedule: Schedule, root: Path, now: datetime) -> Ahead:
-    """The decisions for `now` from the rows as stored (none on an empty state dir)."""
-    with Store.open(ensure_private_dir(root / "state")) as store:
-        stored = store.stored_states()
-    return plan_ahead(schedule, stored, store.parse_state, now)
 
 
 def _windows(root: Path) -> dict[str, datetime]:
@@ -85,7 +74,7 @@ def test_the_quiet_windows_are_written_once_the_due_task_has_started(tmp_path: P
             seen["every"] = other.history("every", limit=1)[0].outcome
         return start_command(spec)
 
-    run_once(schedule, T0, replace(ctx, start=start), _ahead(schedule, tmp_path, T0))
+    run_once(schedule, T0, replace(ctx, start=start), plan_ahead_at(schedule, tmp_path, T0))
     # At the start: the due task's window and its "running" mark committed, nothing else.
     assert seen == {
         "windows": {"every": T0, "soon": T0 - MINUTE, "daily": T0 - MINUTE},
@@ -102,7 +91,9 @@ def _windows_at_starts(schedule: Schedule, root: Path, now: datetime) -> list[di
         seen.append(_windows(root))
         return start_command(spec)
 
-    run_once(schedule, now, replace(local_context(root), start=start), _ahead(schedule, root, now))
+    run_once(
+        schedule, now, replace(local_context(root), start=start), plan_ahead_at(schedule, root, now)
+    )
     return seen
 
 
@@ -120,8 +111,8 @@ def test_a_one_shot_tasks_first_window_is_written_before_the_starts(tmp_path: Pa
     # Seen again for the first time after its instant, an `at` task would never run: its
     # first window is not left for the second transaction.
     tasks = [
-        _task("every", tmp_path / "every.ledger"),
-        _task("once", tmp_path / "once.ledger", "at = 2026-08-03T09:05:00Z"),
+        ledger_task("every", tmp_path / "every.ledger"),
+        ledger_task("once", tmp_path / "once.ledger", "at = 2026-08-03T09:05:00Z"),
     ]
     schedule = load_paths([write_schedule(tmp_path / "s.toml", tasks)])
     assert _windows_at_starts(schedule, tmp_path, T0) == [{"every": T0, "once": T0}]
@@ -131,12 +122,12 @@ def test_a_tick_with_nothing_due_writes_the_first_windows_in_its_one_transaction
     tmp_path: Path,
 ) -> None:
     tasks = [
-        _task("soon", tmp_path / "soon.ledger", "cron = '1 9 * * *'"),
-        _task("daily", tmp_path / "daily.ledger", "daily_at = '03:00'"),
+        ledger_task("soon", tmp_path / "soon.ledger", "cron = '1 9 * * *'"),
+        ledger_task("daily", tmp_path / "daily.ledger", "daily_at = '03:00'"),
     ]
     schedule = load_paths([write_schedule(tmp_path / "s.toml", tasks)])
     ctx = local_context(tmp_path)
-    assert run_once(schedule, T0, ctx, _ahead(schedule, tmp_path, T0)).runs == []
+    assert run_once(schedule, T0, ctx, plan_ahead_at(schedule, tmp_path, T0)).runs == []
     assert _windows(tmp_path) == {"soon": T0, "daily": T0}
 
 
@@ -159,14 +150,14 @@ def test_the_quiet_windows_do_not_wait_for_the_due_task_to_end(tmp_path: Path) -
     go = tmp_path / "go"
     tasks = [
         f'name = "long"\ncommand = "while [ ! -e {go} ]; do sleep 0.01; done"\nevery_minute = true',
-        _task("daily", tmp_path / "daily.ledger", "daily_at = '03:00'"),
+        ledger_task("daily", tmp_path / "daily.ledger", "daily_at = '03:00'"),
     ]
     schedule = load_paths([write_schedule(tmp_path / "s.toml", tasks)])
     ctx = local_context(tmp_path)
     go.touch()
     run_once(schedule, T0 - MINUTE, ctx)
     go.unlink()
-    ahead = _ahead(schedule, tmp_path, T0)
+    ahead = plan_ahead_at(schedule, tmp_path, T0)
     tick = threading.Thread(target=run_once, args=(schedule, T0, ctx, ahead))
     tick.start()
     try:
@@ -197,7 +188,7 @@ def _tick_with_a_run_between(
             others.append(_other_run(cli, other(), now, ctx))
         return start_command(spec)
 
-    run_once(schedule, T0, replace(ctx, start=start), _ahead(schedule, tmp_path, T0))
+    run_once(schedule, T0, replace(ctx, start=start), plan_ahead_at(schedule, tmp_path, T0))
     assert others[0].returncode == 0, others[0].stderr
     return schedule, ctx
 
@@ -213,7 +204,7 @@ def test_a_late_quiet_write_never_moves_back_a_window_another_process_advanced(
     )
     assert _windows(tmp_path) == {"every": T0 + MINUTE, "soon": T0 + MINUTE, "daily": T0 + MINUTE}
     # `work`'s own 09:01 tick finds it dealt with: `soon` ran once, by the other process.
-    run_once(schedule, T0 + MINUTE, ctx, _ahead(schedule, tmp_path, T0 + MINUTE))
+    run_once(schedule, T0 + MINUTE, ctx, plan_ahead_at(schedule, tmp_path, T0 + MINUTE))
     assert _ledger(tmp_path, "soon") == ["2026-08-03T09:01:00Z"]
     assert sorted(_ledger(tmp_path, "every")) == [
         *(["2026-08-03T08:59:00Z"] if not first else []),
@@ -230,9 +221,9 @@ def test_a_late_quiet_write_keeps_the_window_of_a_schedule_edited_meanwhile(
 
     def edit() -> Path:  # `daily` moved to 04:00, as the other cronctl reads it
         tasks = [
-            _task("every", tmp_path / "every.ledger"),
-            _task("soon", tmp_path / "soon.ledger", "cron = '1 9 * * *'"),
-            _task("daily", tmp_path / "daily.ledger", "daily_at = '04:00'"),
+            ledger_task("every", tmp_path / "every.ledger"),
+            ledger_task("soon", tmp_path / "soon.ledger", "cron = '1 9 * * *'"),
+            ledger_task("daily", tmp_path / "daily.ledger", "daily_at = '04:00'"),
         ]
         return write_schedule(edited, tasks)
 
@@ -302,7 +293,7 @@ def test_a_kill_between_the_two_transactions_neither_misses_nor_doubles_an_occur
     before = {} if first else {"soon": T0 - MINUTE, "daily": T0 - MINUTE}
     assert _windows(tmp_path) == {"every": T0, **before}
     _wait_for_ledger(tmp_path, "every", 1 if first else 2)
-    report = run_once(schedule, T0 + MINUTE, ctx, _ahead(schedule, tmp_path, T0 + MINUTE))
+    report = run_once(schedule, T0 + MINUTE, ctx, plan_ahead_at(schedule, tmp_path, T0 + MINUTE))
     got = sorted((r.task, r.occurrence, r.outcome) for r in report.runs)
     assert got == [
         ("every", T0, "error"),  # the killed tick's run: outcome unknown, never run again
@@ -325,9 +316,9 @@ def test_a_first_window_lost_to_a_kill_makes_a_late_tick_see_the_task_for_the_fi
     # so `soon` is first seen then: its 09:01 is neither run nor counted missed, as for a task
     # added at 09:10. The one-shot `once` (09:05), written with the due task, still runs.
     tasks = [
-        _task("every", tmp_path / "every.ledger"),
-        _task("soon", tmp_path / "soon.ledger", "cron = '1 9 * * *'\nmisfire = 'catch-up'"),
-        _task("once", tmp_path / "once.ledger", "at = 2026-08-03T09:05:00Z"),
+        ledger_task("every", tmp_path / "every.ledger"),
+        ledger_task("soon", tmp_path / "soon.ledger", "cron = '1 9 * * *'\nmisfire = 'catch-up'"),
+        ledger_task("once", tmp_path / "once.ledger", "at = 2026-08-03T09:05:00Z"),
     ]
     path = write_schedule(tmp_path / "s.toml", tasks)
     schedule = load_paths([path])
@@ -336,7 +327,7 @@ def test_a_first_window_lost_to_a_kill_makes_a_late_tick_see_the_task_for_the_fi
     assert _windows(tmp_path) == {"every": T0, "once": T0}
     _wait_for_ledger(tmp_path, "every", 1)
     late = T0 + 10 * MINUTE
-    report = run_once(schedule, late, ctx, _ahead(schedule, tmp_path, late))
+    report = run_once(schedule, late, ctx, plan_ahead_at(schedule, tmp_path, late))
     got = sorted((r.task, r.occurrence, r.outcome) for r in report.runs if r.task != "every")
     assert got == [("once", T0 + 5 * MINUTE, "ok")]
     assert _windows(tmp_path)["soon"] == late
@@ -376,14 +367,14 @@ def test_ticks_whose_quiet_writes_are_lost_deal_with_the_same_occurrences(
                 write_schedule(
                     path,
                     [
-                        _task("every", root / "every.ledger"),
-                        _task("soon", root / "soon.ledger", "cron = '*/3 * * * *'\n"
+                        ledger_task("every", root / "every.ledger"),
+                        ledger_task("soon", root / "soon.ledger", "cron = '*/3 * * * *'\n"
                               "timezone = 'Europe/Berlin'"),
-                        _task("daily", root / "daily.ledger", "cron = '*/5 * * * *'"),
+                        ledger_task("daily", root / "daily.ledger", "cron = '*/5 * * * *'"),
                     ],
                 )  # fmt: skip
                 schedule = load_paths([path])
-            ahead = _ahead(schedule, root, now)
+            ahead = plan_ahead_at(schedule, root, now)
             rows += [
                 (r.task, r.occurrence, r.outcome) for r in run_once(schedule, now, ctx, ahead).runs
             ]
