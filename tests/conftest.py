@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,8 +21,17 @@ def cli(tmp_path: Path) -> Cli:
 
 
 # The machine's own state: tests run as root, where the default state dir is
-# /var/lib/cronctl; as another user it is ~/.local/state/cronctl. No test may touch either.
-_DEFAULT_STATE_DIRS = (Path("/var/lib/cronctl"), Path.home() / ".local" / "state" / "cronctl")
+# /var/lib/cronctl; as another user it is ~/.local/state/cronctl. No test may touch either,
+# nor the default cache directory of `run`'s parsed schedules (cronctl/edge/schedcache.py).
+_DEFAULT_STATE_DIRS = (
+    Path("/var/lib/cronctl"),
+    Path.home() / ".local" / "state" / "cronctl",
+    Path("/var/cache/cronctl"),
+    Path.home() / ".cache" / "cronctl",
+)
+# Tests that call cronctl in this process, or pass this process's environment on, keep their
+# schedule caches here (one directory a worker); clean_env gives each test its own.
+os.environ["CRONCTL_CACHE_DIR"] = tempfile.mkdtemp(prefix="cronctl-test-cache-")
 
 
 @pytest.fixture(scope="session", autouse=True)

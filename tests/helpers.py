@@ -96,6 +96,8 @@ def clean_env(home: Path, extra: Mapping[str, str] | None = None) -> dict[str, s
             "NO_COLOR": "1",
             "XDG_STATE_HOME": str(home / "state"),
             "CRONCTL_STATE_DIR": str(home / "state" / "cronctl"),
+            # `run`'s schedule cache: /var/cache/cronctl as root, never the machine's own.
+            "CRONCTL_CACHE_DIR": str(home / "cache" / "cronctl"),
         }
     )
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)

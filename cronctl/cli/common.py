@@ -78,11 +78,17 @@ def host_name(flag: str | None = None) -> str:
     return os.uname().nodename
 
 
-def load_schedule(files: list[Path] | None) -> Schedule:
-    """Read the schedule files the flags (or CRONCTL_FILE, or the default) name."""
+def load_schedule(files: list[Path] | None, *, cached: bool = False) -> Schedule:
+    """Read the schedule files the flags (or CRONCTL_FILE, or the default) name; `cached`
+    (`run`): reuse the last parse of the same bytes (edge/schedcache.py)."""
     from cronctl.edge.files import load_paths, schedule_paths
 
-    return load_paths(schedule_paths(files, os.environ))
+    paths = schedule_paths(files, os.environ)
+    if cached:
+        from cronctl.edge import schedcache
+
+        return schedcache.load(paths, os.environ)
+    return load_paths(paths)
 
 
 def fail_on_errors(schedule: Schedule) -> None:
@@ -174,7 +180,7 @@ def run_command(
     from cronctl.cli.render import render_run
     from cronctl.execute import run_once
 
-    schedule = load_schedule(files)
+    schedule = load_schedule(files, cached=True)
     fail_on_errors(schedule)
     instant = parse_instant(now)
     ctx = run_context(schedule, state_dir, lock_dir, strict, dry_run, verbose, host, coordination)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,7 @@ from cronctl.core.lines import LineIndex
 from cronctl.core.model import MISFIRE_POLICIES, Problem, Settings, Task
 from cronctl.core.opskeys import OPS_KEYS, ops_fields, ops_value_problem
 from cronctl.core.record import field, record
-from cronctl.core.values import check_env, check_text, parse_duration
+from cronctl.core.values import check_env, check_text, parse_duration, resolve_path
 from cronctl.core.zones import Zone, parse_zone
 from cronctl.errors import CronSyntaxError, DurationError, ZoneError
 
@@ -124,6 +123,9 @@ class FileResult:
     # Every well-formed task name with its line, valid task or not: duplicates are found
     # at once, not only after the other errors in those tasks are fixed.
     names: list[tuple[str, int | None]] = field(default_factory=list)
+    # Every path the file's text was resolved to, by (kind, base, text): what the result
+    # depends on besides the file's bytes (a link under a workdir), for a cache to recheck.
+    resolved: dict[tuple[str, str, str], Path] = field(default_factory=dict)
 
 
 class _Reporter:
@@ -249,19 +251,11 @@ def _parse_settings(table: dict[str, Any], base: Path, rep: _Reporter) -> None:
             if bad := check_text(key, value):
                 rep.add(line, None, "bad-value", bad)
                 continue
-            value = _settings_path(key, base, value) if value else None
+            value = _resolve(rep.result, key, base, value) if value else None
             if value is None:
                 rep.add(line, None, "bad-value", f"{key!r} must not be empty")
                 continue
         rep.result.settings[key] = (value, line)
-
-
-def _settings_path(key: str, base: Path, value: str) -> Path:
-    path = base / Path(value).expanduser()
-    if key == "metrics_file":
-        # Its last part is never resolved: a link planted there is replaced, not followed.
-        return path.parent.resolve() / path.name
-    return path.resolve()
 
 
 def build_settings(values: dict[str, Any]) -> Settings:
@@ -408,13 +402,17 @@ def _parse_task(
     assert isinstance(name, str)
     settings = {**defaults, **raw}
     settings["env"] = {**defaults.get("env", {}), **raw.get("env", {})}
-    return _make_task(name, raw, key, cron, at, settings, base, rep.result.path, header)
+    return _make_task(name, raw, key, cron, at, settings, base, rep.result, header)
 
 
-@lru_cache(maxsize=1024)
-def _resolve(base: Path, path: str) -> Path:
-    """A path from the file, read against the file's directory (tasks share a few)."""
-    return (base / Path(path).expanduser()).resolve()
+def _resolve(result: FileResult, kind: str, base: Path, text: str) -> Path:
+    """A path from the file, read against the file's directory, noted in `result`; tasks
+    share a few, so each is resolved once per file."""
+    key = (kind, str(base), text)
+    path = result.resolved.get(key)
+    if path is None:
+        path = result.resolved[key] = resolve_path(kind, base, text)
+    return path
 
 
 def _make_task(
@@ -425,7 +423,7 @@ def _make_task(
     at: datetime | None,
     settings: dict[str, Any],
     base: Path,
-    source: Path,
+    result: FileResult,
     header: int | None,
 ) -> Task:
     zone: Zone = parse_zone(settings.get("timezone", "UTC"))
@@ -442,7 +440,7 @@ def _make_task(
         cron=cron,
         at=at,
         zone=zone,
-        source=source,
+        source=result.path,
         line=header,
         description=raw.get("description", ""),
         when=settings.get("when"),
@@ -453,7 +451,7 @@ def _make_task(
         timeout=parse_duration(timeout) if timeout else None,
         misfire=settings.get("misfire", "coalesce"),
         misfire_grace=parse_duration(grace) if grace else None,
-        workdir=_resolve(base, settings.get("workdir", ".")),
+        workdir=_resolve(result, "workdir", base, settings.get("workdir", ".")),
         shell=settings.get("shell", "/bin/sh"),
         env=dict(settings["env"]),
         paused=raw.get("paused", False),

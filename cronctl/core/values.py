@@ -1,9 +1,10 @@
-"""Small value parsers shared by the schema: durations, times of day, day names."""
+"""Small value parsers shared by the schema: durations, times of day, day names, paths."""
 
 from __future__ import annotations
 
 import re
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from cronctl.errors import DurationError
 
@@ -34,6 +35,16 @@ _DAY_NAMES = {
     )
     for name in names
 }
+
+
+def resolve_path(kind: str, base: Path, text: str) -> Path:
+    """A path written in a schedule file, read against the file's directory `base`, with `~`
+    expanded and links resolved: `workdir`, `state_dir`, `lock_dir` wholly, `metrics_file`
+    all but its last part (a link planted there is replaced, never followed)."""
+    path = base / Path(text).expanduser()
+    if kind == "metrics_file":
+        return path.parent.resolve() / path.name
+    return path.resolve()
 
 
 def parse_duration(text: str) -> timedelta:

@@ -1,18 +1,22 @@
-"""Find and read schedule files; decode TOML keeping enough to locate problems."""
+"""Find and read schedule files; decode TOML keeping enough to locate problems.
+
+The parser (tomllib, the schema) is imported when a file is parsed, not with this module:
+`run` finds its schedule in the cache (edge/schedcache.py) most minutes and never needs it.
+"""
 
 from __future__ import annotations
 
 import os
 import re
-import tomllib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from cronctl.core.assemble import build_schedule
-from cronctl.core.lines import index_lines, syntax_error_line
 from cronctl.core.model import Problem, Schedule
-from cronctl.core.schema import FileResult, parse_document
 from cronctl.errors import ScheduleFileError, UsageError
+
+if TYPE_CHECKING:
+    from cronctl.core.schema import FileResult
 
 DEFAULT_FILE = "schedules.toml"
 
@@ -58,15 +62,24 @@ def _env_files(value: str) -> list[Path]:
 
 def read_file(path: Path) -> FileResult:
     """Read and validate one file; unreadable bytes and TOML syntax become problems."""
+    return parse_bytes(path, read_bytes(path))
+
+
+def read_bytes(path: Path) -> bytes:
+    """A schedule file's bytes; a file that cannot be read stops the command (exit 2)."""
     try:
-        data = path.read_bytes()
+        return path.read_bytes()
     except OSError as exc:
         raise ScheduleFileError(f"{path}: cannot read: {exc.strerror}", path) from None
-    return parse_bytes(path, data)
 
 
 def parse_bytes(path: Path, data: bytes) -> FileResult:
     """Validate a schedule file's bytes as if read from `path` (e.g. a revision's from git)."""
+    import tomllib
+
+    from cronctl.core.lines import index_lines, syntax_error_line
+    from cronctl.core.schema import FileResult, parse_document
+
     result = FileResult(path=path, display=str(path))
     try:
         text = data.decode("utf-8")
@@ -139,6 +152,23 @@ def _deep_line(text: str) -> int | None:
 def load_paths(paths: Sequence[Path]) -> Schedule:
     """Read every file and combine them into one Schedule."""
     return build_schedule([read_file(p) for p in paths])
+
+
+def parse_all(
+    paths: Sequence[Path], contents: Sequence[bytes]
+) -> tuple[Schedule, dict[tuple[str, str, str], Path]]:
+    """The Schedule of files already read, and every path their text was resolved to, by
+    (kind, base, text): what the schedule cache checks again before it reuses a parse."""
+    results = [parse_bytes(p, data) for p, data in zip(paths, contents, strict=True)]
+    resolved = {key: path for result in results for key, path in result.resolved.items()}
+    return build_schedule(results), resolved
+
+
+def build_schedule(results: list[FileResult]) -> Schedule:
+    """The files' results combined into one Schedule (core/assemble.py)."""
+    from cronctl.core import assemble
+
+    return assemble.build_schedule(results)
 
 
 def load(
