@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,6 +34,7 @@ _DEFAULT_STATE_DIRS = (
 # Tests that call cronctl in this process, or pass this process's environment on, keep their
 # schedule caches here (one directory a worker); clean_env gives each test its own.
 os.environ["CRONCTL_CACHE_DIR"] = tempfile.mkdtemp(prefix="cronctl-test-cache-")
+atexit.register(shutil.rmtree, os.environ["CRONCTL_CACHE_DIR"], ignore_errors=True)
 
 
 @pytest.fixture(scope="session", autouse=True)
