@@ -88,6 +88,9 @@ class Sandbox:
         env["PYTHONPYCACHEPREFIX"] = str(self.pycache)
         env["CRONCTL_STATE_DIR"] = str(state or self.root / "state")
         env["CRONCTL_LOCK_DIR"] = str(locks or self.root / "locks")
+        # `run`'s schedule cache (root's default is /var/cache/cronctl): in the sandbox, warm
+        # after the first run of a schedule, as on a machine where it runs every minute.
+        env["CRONCTL_CACHE_DIR"] = str(self.root / "cache")
         env.update(extra)
         return env
 
@@ -443,16 +446,19 @@ def machine(tool: Tool, workdir: Path) -> dict[str, Any]:
         "unknown",
     )
     probe = (
-        "import sys, importlib.metadata as m\n"
+        "import sys, importlib.metadata as m, importlib.util as u\n"
         "print(sys.version.split()[0])\n"
+        "spec = u.find_spec('cronctl')\n"
+        "print('editable', spec is None or 'site-packages' not in (spec.origin or ''))\n"
         "for d in ('cronctl', 'croniter', 'typer', 'rich', 'filelock'):\n"
         "    try: print(d, m.version(d))\n"
         "    except m.PackageNotFoundError: print(d, 'not installed')\n"
     )
-    out = subprocess.run(
-        [str(tool.python), "-c", probe], capture_output=True, text=True, check=True
+    out = subprocess.run(  # in workdir: `-c` puts the current directory on sys.path
+        [str(tool.python), "-c", probe], capture_output=True, text=True, check=True, cwd=workdir
     ).stdout.splitlines()
     versions = dict(line.split(" ", 1) for line in out[1:])
+    editable = versions.pop("editable") == "True"
     return {
         "cpu": cpu,
         "nproc": os.cpu_count(),
@@ -463,6 +469,7 @@ def machine(tool: Tool, workdir: Path) -> dict[str, Any]:
         "python": out[0],
         "python_path": str(tool.python),
         "versions": versions,
+        "editable_install": editable,
         "hyperfine": hyperfine_version() or "not installed (perf_counter loop)",
         "tmp_filesystem": filesystem_of(workdir),
         "cronctl_source": source_revision(),
@@ -522,6 +529,12 @@ def print_machine(info: Mapping[str, Any]) -> None:
     print(f"python:  {info['python']} ({info['python_path']}); {versions}")
     print(f"timing:  {info['hyperfine']}; cronctl source: {info['cronctl_source']}")
     print(f"load:    {info['loadavg_at_start']} (1, 5, 15 min) when the benchmark started")
+    if info.get("editable_install"):
+        print(
+            "warning: cronctl is an editable install here: its finder runs in every Python"
+            " start, `python -c pass` included (~15 ms here), which flatters every ratio to"
+            " the floor; measure a `pip install .` (non-editable) copy"
+        )
     if info["loadavg_at_start"][0] > 0.5 * (info["usable_cpus"] or 1):
         print("warning: the machine is busy; timings will be noisy (ratios less so)")
 

@@ -38,15 +38,29 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=15)
     p.add_argument("--json", type=Path)
     p.add_argument("--keep", action="store_true")
+    p.add_argument(
+        "--allow-editable",
+        action="store_true",
+        help="measure editable installs anyway (their floor is inflated by the finder)",
+    )
     args = p.parse_args()
     tools = {"before": c.Tool.find(args.before), "after": c.Tool.find(args.after)}
     with c.Sandbox(args.keep) as box:
-        c.write_json(args.json, measure(tools, box, args.rounds))
+        c.write_json(args.json, measure(tools, box, args.rounds, args.allow_editable))
 
 
-def measure(tools: dict[str, c.Tool], box: c.Sandbox, rounds: int) -> dict[str, object]:
+def measure(
+    tools: dict[str, c.Tool], box: c.Sandbox, rounds: int, allow_editable: bool = False
+) -> dict[str, object]:
     info = c.machine(tools["after"], box.root)
     c.print_machine(info)
+    before = c.machine(tools["before"], box.root)
+    if (info["editable_install"] or before["editable_install"]) and not allow_editable:
+        raise SystemExit(
+            "bench: an editable install flatters the ratios to `python -c pass` (round 4's"
+            " start-up 'met' was one); install each revision with `pip install DIR` into its"
+            " own venv, or pass --allow-editable"
+        )
     schedules = {
         "due": run_due.schedule(box.root / "due.toml", None),
         "overlap": run_due.schedule(box.root / "overlap.toml", None, overlap=True),
