@@ -132,9 +132,11 @@ def _code_stamp() -> tuple[Any, ...] | None:
 
 
 def _crc(data: bytes) -> str:
-    import zlib
-
-    return f"{zlib.crc32(data):08x}"
+    """A short name for an entry (FNV-1a, 32 bits: zlib would be one more import a run)."""
+    value = 0x811C9DC5
+    for byte in data:
+        value = ((value ^ byte) * 0x01000193) & 0xFFFFFFFF
+    return f"{value:08x}"
 
 
 # --- reading and writing entries ----------------------------------------------------------
@@ -292,10 +294,10 @@ class _Decoder:
             if cls is None or len(value[2]) != len(cls.__record_fields__):
                 raise _Uncacheable(value[1])
             made = cls.__new__(cls)
-            made.__setstate__([self.value(v) for v in value[2]])
+            made.__setstate__([v if type(v) is not tuple else self.value(v) for v in value[2]])
             return made
         if tag == "t":
-            return tuple([self.value(v) for v in value[1]])
+            return tuple([v if type(v) is not tuple else self.value(v) for v in value[1]])
         if tag == "p":
             path = self.paths.get(value[1])
             if path is None:
