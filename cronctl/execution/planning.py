@@ -41,6 +41,7 @@ def plan_all(
     if ahead is None:
         return _plan_now(store, schedule, now, paused, ctx)
     rows: list[RunRow] = []
+    new_rows: list[RunRow] = []
     units = 0
     early = ahead.take(now)
     with store.transaction() as tx:
@@ -56,9 +57,10 @@ def plan_all(
             if decided.clock_behind:
                 _warn_behind(task, decided, now, ctx)
             if decided.run or decided.missed:
-                units = _record(tx, task, decided, paused, ctx, rows, units)
+                units = _record(task, decided, paused, ctx, rows, units, new_rows)
         if ctx.dry_run:
             raise DryRunRollback(sorted_.plans, rows)
+        tx.add_runs(new_rows)
         tx.put_states(sorted_.changed)
         if units:  # written once the due tasks have started
             ahead.quiet, ahead.fresh = sorted_.quiet, sorted_.fresh
@@ -99,6 +101,7 @@ def _plan_now(
     """plan_all without decisions made ahead (`run`): every window in one transaction."""
     plans: dict[str, Plan] = {}
     rows: list[RunRow] = []
+    new_rows: list[RunRow] = []
     changed: list[TaskState] = []
     units = 0  # tasks with an occurrence to run, in the order run_all's workers take them
     with store.transaction() as tx:
@@ -109,11 +112,12 @@ def _plan_now(
             if decided.clock_behind:
                 _warn_behind(task, decided, now, ctx)
             if decided.run or decided.missed:
-                units = _record(tx, task, decided, paused, ctx, rows, units)
+                units = _record(task, decided, paused, ctx, rows, units, new_rows)
             if new is not None:
                 changed.append(new)
         if ctx.dry_run:
             raise DryRunRollback(plans, rows)
+        tx.add_runs(new_rows)  # one statement for every new row
         tx.put_states(changed)  # one statement for every task's new window
     return plans, rows
 
@@ -129,16 +133,17 @@ def _warn_behind(task: Task, decided: Plan, now: datetime, ctx: RunContext) -> N
 
 
 def _record(
-    tx: Txn,
     task: Task,
     decided: Plan,
     paused: Mapping[str, object],
     ctx: RunContext,
     rows: list[RunRow],
     units: int,
+    new_rows: list[RunRow],
 ) -> int:
-    """Add `task`'s run and missed rows (to `rows`, and to the store unless a dry run); the
-    number of units to run so far, this one counted."""
+    """Add `task`'s run and missed rows (to `rows`, and as recorded to `new_rows` unless a dry
+    run, which the caller adds to the store in one statement); the number of units to run so
+    far, this one counted."""
     outcome = "skipped: paused" if task.paused or task.name in paused else "pending"
     missed = [make_row(task, when, "missed", ctx) for when in decided.missed]
     runs = [make_row(task, when, outcome, ctx) for when in decided.run]
@@ -149,8 +154,7 @@ def _record(
             recorded = [*missed, _first_mark(task, runs[0], ctx), *runs[1:]]
         units += 1
     if not ctx.dry_run:
-        for row in recorded:
-            tx.add_run(row)
+        new_rows.extend(recorded)
     return units
 
 

@@ -292,6 +292,24 @@ def test_add_run_refuses_a_duplicate_id_and_an_unknown_outcome(store: Store) -> 
         _add(store, _run("r2", outcome="succeeded"))
 
 
+def test_add_runs_records_every_row_and_names_an_id_already_recorded(store: Store) -> None:
+    rows = [_run(f"r{i}", outcome="pending", task=f"t{i}") for i in range(5)]
+    with store.transaction() as txn:
+        txn.add_runs(rows)
+    assert [store.get_run(r.id) for r in rows] == rows
+    fresh = [_run("r7", task="t7"), _run("r3", task="t3"), _run("r8", task="t8")]
+    with (
+        pytest.raises(ValueError, match="run 'r3' is already recorded"),
+        store.transaction() as txn,
+    ):
+        txn.add_runs(fresh)
+    assert store.get_run("r7") is None and store.get_run("r8") is None  # rolled back
+    assert store.get_run("r3") == rows[3]
+    with pytest.raises(ValueError, match="unknown outcome"), store.transaction() as txn:
+        txn.add_runs([_run("r9"), _run("r10", outcome="succeeded")])
+    assert store.get_run("r9") is None
+
+
 def test_naive_or_fractional_occurrences_are_refused(store: Store) -> None:
     with pytest.raises(ValueError, match="aware"):
         _add(store, _run("r1", occurrence=datetime(2026, 8, 3, 9, 0)))
