@@ -283,15 +283,16 @@ class LiveReports:
 
     def __call__(self, task: Task, result: RunRow, kind: str | None) -> None:
         """Print a failure report or a recovery line for `result` (`kind`), or nothing."""
-        from cronctl.cli.render import _failure
-        from cronctl.core.model import format_utc
-
         with self._lock:
             if kind is not None or result.outcome in ("failed", "timeout", "error"):
                 self.handled.add(result.id)  # printed now, or silenced by notify = "change"
             if kind == "failure":
+                from cronctl.cli.render import _failure
+
                 _failure(result)
             elif kind == "recovered":
+                from cronctl.core.model import format_utc
+
                 print(
                     f"cronctl: task {task.name} recovered: ok for {format_utc(result.occurrence)}",
                     file=sys.stderr,
