@@ -44,7 +44,7 @@ def lock_dir_warning(
         return None  # claims live in the coordination store, not in lock_dir
     if only_if_present and not lock_dir.is_dir():
         return None
-    from cronctl.edge.paths import filesystem_type, is_shared_fstype
+    from cronctl.edge.mounts import filesystem_type, is_shared_fstype
 
     fstype = filesystem_type(lock_dir)
     if is_shared_fstype(fstype):

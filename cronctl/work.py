@@ -241,9 +241,9 @@ class Worker:
         return self._exit_code
 
 
-# What a tick imports on first use (the file coordinator and the outbox every tick, the rest
-# when something is due): `run` puts it off to start sooner; `work` starts once, and its first
-# tick should not start its tasks ~10 ms late for it.
+# What a tick imports on first use (the file coordinator every tick, the outbox with a
+# coordination store, the rest when something is due): `run` puts it off to start sooner;
+# `work` starts once, and its first tick should not start its tasks ~10 ms late for it.
 _RUN_MACHINERY = (
     "cronctl.attempts",
     "cronctl.edge.coord.files",

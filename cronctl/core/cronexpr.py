@@ -9,7 +9,6 @@ random), so exports and the property tests can hand it to croniter unchanged.
 from __future__ import annotations
 
 import re
-import unicodedata
 from datetime import date, datetime, timedelta
 from functools import lru_cache
 
@@ -148,6 +147,8 @@ def parse_cron(source: str) -> CronExpr:
 def _reject_non_ascii(spec: str, field: _Field) -> None:
     for ch in spec:
         if not ch.isascii():
+            import unicodedata  # only to name a bad character: a valid schedule never loads it
+
             name = unicodedata.name(ch, "unknown character")
             raise CronSyntaxError(
                 f"non-ASCII character {ch!r} (U+{ord(ch):04X} {name}) in the {field.name} "

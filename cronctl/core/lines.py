@@ -12,7 +12,8 @@ from cronctl.core.record import field, record
 
 _HEADER = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*(\]\]?)\s*(#.*)?$")
 _KEY = re.compile(r"""^\s*("[^"]*"|'[^']*'|[A-Za-z0-9_-]+)\s*[.=]""")
-_SYNTAX_LINE = re.compile(r"\(at line (\d+), column \d+\)")
+# Compiled on first use (re's cache), not at import: only a file with a syntax error needs it.
+_SYNTAX_LINE = r"\(at line (\d+), column \d+\)"
 
 
 @record
@@ -95,7 +96,7 @@ def _enter_table(index: LineIndex, opening: str, name: str, number: int) -> _Blo
 
 def syntax_error_line(message: str) -> tuple[int | None, str]:
     """tomllib's `... (at line 3, column 5)` -> (3, '...')."""
-    match = _SYNTAX_LINE.search(message)
+    match = re.search(_SYNTAX_LINE, message)
     if not match:
         return None, message
-    return int(match.group(1)), _SYNTAX_LINE.sub("", message).strip()
+    return int(match.group(1)), re.sub(_SYNTAX_LINE, "", message).strip()

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from cronctl.errors import DurationError
 
-_DURATION = re.compile(r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$", re.ASCII)
+# Patterns are compiled on first use (re's cache), not at import: many schedules need neither.
+_DURATION = r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$"  # with re.ASCII
 #: The longest duration cronctl accepts. Far beyond any sensible timeout or grace, and small
 #: enough that adding it to any instant cronctl works with stays inside datetime's range.
 MAX_DURATION = timedelta(days=3650)
@@ -19,7 +20,7 @@ _MAX_DIGITS = 9
 #: subtracts inside datetime's range (years 1-9999), so no date arithmetic can overflow.
 EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
 LATEST = datetime(9000, 1, 1, tzinfo=UTC)
-_TIME = re.compile(r"^(\d{1,2}):(\d{2})$")
+_TIME = r"^(\d{1,2}):(\d{2})$"
 _DAY_NAMES = {
     name: number
     for number, names in enumerate(
@@ -49,7 +50,7 @@ def resolve_path(kind: str, base: Path, text: str) -> Path:
 
 def parse_duration(text: str) -> timedelta:
     """'1h30m' -> timedelta(hours=1, minutes=30); units d h m s, in that order, positive."""
-    match = _DURATION.match(text.strip()) if text.strip() else None
+    match = re.match(_DURATION, text.strip(), re.ASCII) if text.strip() else None
     if match is None or not any(match.groups()):
         raise DurationError(
             f"duration {text!r} is not understood; write a positive amount with units "
@@ -109,7 +110,7 @@ def check_env(env: dict[str, str]) -> str | None:
 
 def parse_time_of_day(text: str) -> tuple[int, int]:
     """'03:30' -> (3, 30); ValueError with what to write for '24:00' or '3pm'."""
-    match = _TIME.match(text)
+    match = re.match(_TIME, text)
     if match is None:
         raise ValueError(f'time {text!r} is not HH:MM on a 24-hour clock (e.g. "03:30")')
     hour, minute = int(match.group(1)), int(match.group(2))

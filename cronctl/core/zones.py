@@ -23,7 +23,8 @@ from cronctl.core.cronexpr import CronExpr, minute_ceil, minute_floor, next_wall
 from cronctl.core.record import record
 from cronctl.errors import ZoneError
 
-_OFFSET = re.compile(r"^([+-])(\d{2}):(\d{2})$")
+# Compiled on first use (re's cache), not at import: a schedule all in UTC never needs it.
+_OFFSET = r"^([+-])(\d{2}):(\d{2})$"
 _MAX_OFFSET = timedelta(hours=18)
 _MINUTE = timedelta(minutes=1)
 # How far ahead a segment's end is looked for; beyond it an offset is taken as final.
@@ -95,7 +96,7 @@ def parse_zone(text: str) -> Zone:
     """Read "UTC", "±HH:MM" or an IANA name; raise ZoneError with what to write instead."""
     if text == "UTC":
         return Zone("UTC", UTC, fixed=True)
-    match = _OFFSET.match(text)
+    match = re.match(_OFFSET, text)
     if match:
         sign, hours, minutes = match.groups()
         delta = timedelta(hours=int(hours), minutes=int(minutes))

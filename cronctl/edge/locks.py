@@ -65,11 +65,13 @@ __all__ = [
     "try_overlap_lock",
 ]
 
-_TASK_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$")
+# Compiled on first use (re's cache), not at import: a run that takes no lock, claim or pause
+# needs neither.
+_TASK_NAME = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$"
 _CLAIM_STAMP = "%Y%m%dT%H%MZ"
 _CLAIM_STAMP_SECONDS = "%Y%m%dT%H%M%SZ"
 # A claim's stamp: the occurrence's minute, with seconds for the 2nd, 3rd... after a DST gap.
-_STAMP_SHAPE = re.compile(r"[0-9]{8}T[0-9]{4}(?:[0-9]{2})?Z")
+_STAMP_SHAPE = r"[0-9]{8}T[0-9]{4}(?:[0-9]{2})?Z"
 # The guard is held for a few system calls; waiting longer means its holder is stopped.
 _GUARD_WAIT_S = 5.0
 _MAX_RECORD_BYTES = 64 * 1024
@@ -79,14 +81,14 @@ _MAX_RECORD_BYTES = 64 * 1024
 
 
 def _file_stem(task: str) -> str:
-    if not _TASK_NAME.fullmatch(task):
-        raise ValueError(f"invalid task name {task!r}: it must match {_TASK_NAME.pattern}")
+    if not re.fullmatch(_TASK_NAME, task):
+        raise ValueError(f"invalid task name {task!r}: it must match {_TASK_NAME}")
     return task.replace(":", "%")
 
 
 def _task_from_stem(stem: str) -> str | None:
     task = stem.replace("%", ":")
-    return task if _TASK_NAME.fullmatch(task) else None
+    return task if re.fullmatch(_TASK_NAME, task) else None
 
 
 def _task_path(directory: Path, task: str, suffix: str) -> Path:
@@ -660,7 +662,7 @@ def sweep_claims(lock_dir: Path, *, now: datetime, max_age: timedelta = CLAIM_SW
     for entry in entries:
         stem, at, stamp = entry.name.rpartition("@")
         # Compared by minute: 01:00:01 (a second occurrence after a DST gap) is as old as 01:00.
-        if not at or f"{stamp[:13]}Z" >= cutoff or not _STAMP_SHAPE.fullmatch(stamp):
+        if not at or f"{stamp[:13]}Z" >= cutoff or not re.fullmatch(_STAMP_SHAPE, stamp):
             continue
         if _task_from_stem(stem) is not None:
             with suppress(OSError):

@@ -27,12 +27,13 @@ class Mount:
 
 
 # The kernel escapes space, tab, newline and backslash in mountinfo as three octal digits.
-_OCTAL_ESCAPE = re.compile(rb"\\([0-7]{3})")
+# Compiled on first use (re's cache), not at import: only the lock_dir probe reads mountinfo.
+_OCTAL_ESCAPE = rb"\\([0-7]{3})"
 
 
 def _unescape(field: str) -> str:
     raw = os.fsencode(field)
-    decoded = _OCTAL_ESCAPE.sub(lambda m: bytes([int(m.group(1), 8)]), raw)
+    decoded = re.sub(_OCTAL_ESCAPE, lambda m: bytes([int(m.group(1), 8)]), raw)
     return os.fsdecode(decoded)
 
 

@@ -1,13 +1,14 @@
-"""Where cronctl keeps its data, whether it may trust those directories, whether they are shared.
+"""Where cronctl keeps its data, and whether it may trust those directories.
 
-Three jobs, all at the edge because they ask the operating system:
+Two jobs, both at the edge because they ask the operating system:
 
 - pick the state and lock directories (SPEC 2: flag, environment, schedule file, default);
 - create them privately and refuse directories that other users could tamper with, and open
-  and replace the files inside them without following planted links (SPEC 6);
-- tell whether the lock directory lives on a file system that several machines can see, so
-  that ``on_one_server`` can warn when it cannot keep its promise (SPEC 4.3); the probe
-  itself lives in :mod:`cronctl.edge.mounts` and is re-exported here.
+  and replace the files inside them without following planted links (SPEC 6).
+
+Whether the lock directory lives on a file system that several machines can see, so that
+``on_one_server`` can warn when it cannot keep its promise (SPEC 4.3), is
+:mod:`cronctl.edge.mounts`: imported where that is asked, not by every `run`.
 """
 
 from __future__ import annotations
@@ -19,26 +20,14 @@ from collections.abc import Mapping
 from contextlib import suppress
 from pathlib import Path
 
-from cronctl.edge.mounts import (
-    MOUNTINFO_PATH,
-    Mount,
-    filesystem_type,
-    is_shared_fstype,
-    parse_mountinfo,
-)
 from cronctl.errors import UnsafeDirectoryError, UsageError
 
 __all__ = [
-    "MOUNTINFO_PATH",
-    "Mount",
     "default_state_dir",
     "ensure_private_dir",
-    "filesystem_type",
     "fsync_dir",
-    "is_shared_fstype",
     "open_dir",
     "open_nofollow",
-    "parse_mountinfo",
     "resolve_dirs",
     "verify_dir",
     "write_atomic",

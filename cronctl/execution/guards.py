@@ -18,18 +18,22 @@ from cronctl.execution.context import CONDITION_TIMEOUT_S, REHEARSAL_DIR, RunCon
 
 def paused(ctx: RunContext) -> Mapping[str, object]:
     """The operator pauses. When the store is unreachable, the pauses last read from it still
-    hold (guarded tasks then fail at their claim or lock, the others run: SPEC 8.2)."""
-    from cronctl.edge.coord import outbox
+    hold (guarded tasks then fail at their claim or lock, the others run: SPEC 8.2).
 
+    The outbox is imported only for a coordination store: the files in lock_dir need none."""
     coord = coord_of(ctx)
     try:
         pauses = coord.paused_tasks()
     except StoreUnavailable as exc:
+        from cronctl.edge.coord import outbox
+
         kept = outbox.remembered_pauses(ctx.state_dir)
         also = f"; the pauses last read from it still hold ({', '.join(kept)})" if kept else ""
         ctx.warn(f"cronctl: error: {exc}; guarded tasks are not started this minute{also}")
         return dict.fromkeys(kept)
     if coord.kind != "files":
+        from cronctl.edge.coord import outbox
+
         outbox.remember_pauses(ctx.state_dir, list(pauses))
     return pauses
 

@@ -188,3 +188,45 @@ def test_the_console_script_and_python_m_cronctl_use_entry(tmp_path: Path) -> No
     )
     assert result.returncode == 2
     assert b"missing.toml" in result.stderr
+
+
+# --- what a run does not import ----------------------------------------------------------------
+
+#: Modules only a bad schedule's messages, a coordination store, on_one_server's lock_dir
+#: warning or other commands need: `run` starts every minute.
+_NOT_ON_THE_RUN_PATH = (
+    "unicodedata", "difflib", "json", "dataclasses", "inspect",
+    "cronctl.edge.mounts", "cronctl.edge.coord.outbox",
+)  # fmt: skip
+
+
+def test_a_run_that_starts_a_task_imports_nothing_it_does_not_need(tmp_path: Path) -> None:
+    ran = tmp_path / "ran"
+    write_schedule(
+        tmp_path / "schedules.toml",
+        [
+            f'name = "due"\ncommand = "echo >> {ran}"\nevery_minute = true',
+            'name = "quiet"\ncommand = "true"\ndaily_at = "03:00"\ntimezone = "Europe/Berlin"',
+        ],
+    )
+    probe = (
+        "import sys\n"
+        "from cronctl.cli.main import main\n"
+        "sys.argv = ['cronctl', 'run', *sys.argv[1:]]\n"
+        "try:\n"
+        "    main()\n"
+        "finally:\n"
+        f"    print(sorted(m for m in {_NOT_ON_THE_RUN_PATH!r} if m in sys.modules))\n"
+    )
+    args = ["-f", str(tmp_path / "schedules.toml")]
+    args += ["--state-dir", str(tmp_path / "s"), "--lock-dir", str(tmp_path / "l")]
+    # With bytecode, as installed: compiling a source with a \\N{...} escape imports unicodedata.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = str(tmp_path / "pycache")
+    # The first run compiles (and sees the task first); the second is the one checked.
+    for now in ("2026-08-03T12:33:00Z", "2026-08-03T12:34:00Z"):
+        argv = [sys.executable, "-c", probe, *args, "--now", now]
+        done = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
+        assert done.returncode == 0, done.stderr
+    assert ran.read_text().count("\n") == 2  # the due task ran in both
+    assert done.stdout.strip().splitlines()[-1] == "[]"

@@ -8,14 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from cronctl.edge.mounts import Mount, filesystem_type, is_shared_fstype, parse_mountinfo
 from cronctl.edge.paths import (
-    Mount,
     default_state_dir,
     ensure_private_dir,
-    filesystem_type,
-    is_shared_fstype,
     open_nofollow,
-    parse_mountinfo,
     resolve_dirs,
     verify_dir,
     write_atomic,
