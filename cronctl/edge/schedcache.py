@@ -113,22 +113,25 @@ def _key(paths: Sequence[Path], contents: Sequence[bytes], env: Mapping[str, str
 
 
 def _code_stamp() -> tuple[Any, ...] | None:
-    """cronctl's version and its parsing code's files (size, mtime): an edited or upgraded
-    cronctl never reads an entry an older one wrote."""
+    """cronctl's version and its parsing code's files (size, mtime): every module of
+    cronctl/core, edge/files.py (the decoding) and this one. An edited or upgraded cronctl
+    never reads an entry an older one wrote."""
     from cronctl import __version__
 
-    core = Path(__file__).parent.parent / "core"
+    edge = Path(__file__).parent
     try:
-        with os.scandir(core) as entries:
-            files = sorted(
+        with os.scandir(edge.parent / "core") as entries:
+            files = [
                 (e.name, e.stat().st_size, e.stat().st_mtime_ns)
                 for e in entries
                 if e.name.endswith(".py")
-            )
-        own = Path(__file__).stat()
+            ]
+        for own in (edge / "files.py", Path(__file__)):
+            st = own.stat()
+            files.append((f"edge/{own.name}", st.st_size, st.st_mtime_ns))
     except OSError:
         return None
-    return (__version__, own.st_size, own.st_mtime_ns, tuple(files))
+    return (__version__, tuple(sorted(files)))
 
 
 def _crc(data: bytes) -> str:
@@ -189,7 +192,7 @@ def _use(found: Any, key: Any) -> Schedule | None:
         if stored_key != key or not _still_resolved(resolved):
             return None
         schedule = _Decoder().value(payload)
-    except (_Uncacheable, CronctlError, ValueError, TypeError):
+    except Exception:  # whatever an entry does wrong, the files are parsed instead
         return None
     return schedule if isinstance(schedule, Schedule) else None
 
@@ -216,7 +219,7 @@ def _write(
     try:
         payload = _encode(schedule)
         data = marshal.dumps((key, tuple((k, str(v)) for k, v in resolved.items()), payload))
-    except (_Uncacheable, ValueError):
+    except (_Uncacheable, ValueError, AttributeError):  # a value no entry can hold
         return
     temp = f".{name}.{os.getpid()}.tmp"
     try:

@@ -427,3 +427,24 @@ def test_runs_started_together_on_an_empty_cache_all_work(cli: Cli, tmp_path: Pa
     (entry,) = cache.iterdir()
     assert not entry.name.startswith(".")
     assert cli("run", "--dry-run", "--now", NOW).returncode == 0
+
+
+def test_an_entry_written_by_other_parsing_code_is_a_miss(
+    tmp_path: Path, cache: Path, parses: list[tuple[Path, ...]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path, _ = _primed(tmp_path, cache)
+    real = schedcache._code_stamp
+    monkeypatch.setattr(schedcache, "_code_stamp", lambda: (*real()[:-1], ()))  # type: ignore[misc]
+    load([path], cache)
+    assert len(parses) == 2
+    monkeypatch.setattr(schedcache, "_code_stamp", lambda: None)
+    load([path], cache)
+    load([path], cache)
+    assert len(parses) == 4  # no stamp, no cache
+
+
+def test_the_code_stamp_names_the_parsing_modules() -> None:
+    stamp = schedcache._code_stamp()
+    assert stamp is not None
+    names = {name for name, _, _ in stamp[-1]}
+    assert {"schema.py", "model.py", "zones.py", "edge/files.py", "edge/schedcache.py"} <= names
