@@ -1,7 +1,8 @@
 """`cronctl doctor` (SPEC 8.4): check this machine's set-up and say what to do about each finding.
 
-Directories (ownership, modes, free space), whether lock_dir is shared, the coordination store
-(reachable, schema version, round trip) and the clock against the store's ``now()``.
+Directories (ownership, modes, free space), whether lock_dir is shared, whether `run` can use
+its schedule cache, the coordination store (reachable, schema version, round trip) and the
+clock against the store's ``now()``.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import os
 import stat
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -47,9 +49,42 @@ def doctor(schedule: Schedule, state_dir: Path, lock_dir: Path, url: str | None)
     """Run every check; never raises for what it finds."""
     findings = [*_directory("state_dir", state_dir), *_directory("lock_dir", lock_dir)]
     findings.append(_sharing(schedule, lock_dir, url))
+    findings.append(_cache(os.environ))
     if url:
         findings.extend(_store(url))
     return DoctorResult(findings)
+
+
+def _cache(env: Mapping[str, str]) -> Finding:
+    """`run`'s schedule cache: a directory it cannot use costs every run a parse, silently."""
+    from cronctl.edge.paths import open_dir
+    from cronctl.edge.schedcache import cache_dir
+    from cronctl.errors import CronctlError
+
+    subject = "schedule cache"
+    try:
+        where = cache_dir(env, os.geteuid() == 0)
+    except CronctlError as exc:
+        return Finding("problem", subject, str(exc), "fix or unset CRONCTL_CACHE_DIR")
+    if where is None:
+        why = "off (CRONCTL_CACHE_DIR=off)" if env.get("CRONCTL_CACHE_DIR") else "no home"
+        return Finding("ok", subject, f"{why}: every run parses the schedule files")
+    subject = f"{subject} {where}"
+    if not os.path.lexists(where):
+        return Finding("ok", subject, "does not exist yet; the first run creates it (0700)")
+    try:
+        fd, _ = open_dir(where)
+    except (OSError, CronctlError) as exc:
+        message = str(exc) if isinstance(exc, CronctlError) else exc.strerror or str(exc)
+        return Finding("warning", subject, f"run cannot use it, so every run parses the "
+                       f"schedule files: {message}", "fix it as the message says, point "
+                       "CRONCTL_CACHE_DIR elsewhere, or set CRONCTL_CACHE_DIR=off")  # fmt: skip
+    try:
+        names = os.listdir(fd)  # noqa: PTH208  (the checked descriptor, not the path)
+        entries = sum(1 for name in names if name.startswith("schedule-"))
+    finally:
+        os.close(fd)
+    return Finding("ok", subject, f"usable, {entries} entr{'y' if entries == 1 else 'ies'}")
 
 
 def _directory(name: str, path: Path) -> list[Finding]:

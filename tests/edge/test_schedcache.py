@@ -448,3 +448,19 @@ def test_the_code_stamp_names_the_parsing_modules() -> None:
     assert stamp is not None
     names = {name for name, _, _ in stamp[-1]}
     assert {"schema.py", "model.py", "zones.py", "edge/files.py", "edge/schedcache.py"} <= names
+
+
+def test_doctor_says_whether_run_can_use_the_cache(cli: Cli, tmp_path: Path) -> None:
+    write_schedule(tmp_path / "schedules.toml", [HOURLY])
+    cache = Path(cli.env["CRONCTL_CACHE_DIR"])
+    assert "does not exist yet" in cli("doctor").stdout
+    assert cli("run", "--now", NOW).returncode == 0
+    assert f"ok      schedule cache {cache}: usable, 1 entry" in cli("doctor").stdout
+    cache.chmod(0o777)
+    unusable = cli("doctor")
+    assert unusable.returncode == 1
+    assert f"WARN    schedule cache {cache}: run cannot use it" in unusable.stdout
+    assert "world-writable" in unusable.stdout
+    assert "every run parses" in cli("doctor", env={"CRONCTL_CACHE_DIR": "off"}).stdout
+    wrong = cli("doctor", env={"CRONCTL_CACHE_DIR": "cache"})
+    assert wrong.returncode == 1 and "PROBLEM schedule cache: CRONCTL_CACHE_DIR=" in wrong.stdout
