@@ -1,12 +1,15 @@
 """The parsed schedule kept between `run`s, so a minute whose files did not change skips
-tomllib and the schema (~12 ms and ~5 ms of imports for 100 tasks, of a ~90 ms `run`).
+tomllib and the schema: their imports and the parse (for 100 tasks, about a quarter of the
+instructions of a `run` with nothing due; docs/benchmarks.md, fifth round).
 
 An entry is used only when everything the parse read is as it was then, so it can never be
 stale; anything else is a miss, and a miss parses the files as if there were no cache:
 
-- the bytes of every file, and the paths they were named by, from the same directory;
+- the bytes of every file, and the paths they were named by, from the same working
+  directory;
 - ``$HOME`` (``~`` in a path) and cronctl's own parsing code (version, Python, and the size
-  and modification time of each source file in ``cronctl/core`` and of this module's);
+  and modification time of each source file in ``cronctl/core``, of ``edge/files.py`` and
+  of this module);
 - every path the files' text was resolved to (``workdir`` and the ``[cronctl]`` paths),
   resolved again now: a link swapped under a workdir (a deploy's ``current``) is a miss;
 - every IANA time zone, looked up again in the time zone database as the parse does.
@@ -38,7 +41,7 @@ from cronctl.errors import CronctlError, UsageError
 FORMAT = 1
 #: The variable naming the cache directory; "off" turns the cache off.
 ENV = "CRONCTL_CACHE_DIR"
-#: A larger entry is not read (a schedule of 10,000 tasks makes ~3 MB).
+#: A larger entry is not read (100 tasks make ~46 KB, 10,000 about 3.5 MB).
 MAX_ENTRY = 256 * 1024 * 1024
 
 _RECORDS: dict[str, Any] = {
