@@ -8,12 +8,12 @@ a plain `cronctl run` pays nothing for them.
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING
 
 from cronctl.core.model import Task
 from cronctl.core.record import replace
 from cronctl.edge.store import RunRow, Store
 
+TYPE_CHECKING = False  # see cronctl.core.record: `run` never imports typing
 if TYPE_CHECKING:
     from cronctl.edge.coord import HeldLock
     from cronctl.execute import RunContext

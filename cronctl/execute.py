@@ -8,7 +8,6 @@ this module ties them together and keeps the names callers import from here.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
 from cronctl.core.model import Schedule
 from cronctl.core.record import replace
@@ -34,6 +33,10 @@ from cronctl.execution.context import (
     start_command,
 )
 from cronctl.execution.recovery import FOREIGN_HOST_AGE
+
+TYPE_CHECKING = False  # see cronctl.core.record: `run` never imports typing
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = [
     "CONDITION_TIMEOUT_S",

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
 
 from cronctl.core.model import Task, format_duration
 from cronctl.core.record import replace
 from cronctl.edge import locks
 from cronctl.edge.store import RunRow
 
+TYPE_CHECKING = False  # see cronctl.core.record: `run` never imports typing
 if TYPE_CHECKING:
     from cronctl.edge import runner
     from cronctl.edge.coord import HeldLock

@@ -12,13 +12,14 @@ import threading
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from cronctl.core.record import replace
 from cronctl.errors import CronctlError, UsageError
 
+TYPE_CHECKING = False  # see cronctl.core.record: `run` never imports typing
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
+    from typing import Any
 
     from cronctl.core.model import Schedule, Task
     from cronctl.edge.store import RunRow

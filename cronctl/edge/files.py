@@ -10,11 +10,11 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from cronctl.core.model import Problem, Schedule
 from cronctl.errors import ScheduleFileError, UsageError
 
+TYPE_CHECKING = False  # see cronctl.core.record: `run` never imports typing
 if TYPE_CHECKING:
     from cronctl.core.schema import FileResult
 

@@ -31,7 +31,6 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
 
 from cronctl.core.due import CLAIM_SWEEP_AGE
 from cronctl.core.record import record
@@ -44,7 +43,10 @@ from cronctl.edge.paths import (
 )
 from cronctl.errors import UnsafeDirectoryError
 
+TYPE_CHECKING = False  # see cronctl.core.record: `run` never imports typing
 if TYPE_CHECKING:
+    from typing import Literal
+
     # Imported where used: a run with nothing due never reads /proc.
     from cronctl.edge import procs
 

@@ -24,11 +24,14 @@ from collections.abc import Callable, Mapping
 from contextlib import suppress
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Literal
 
 from cronctl.core.record import record
 from cronctl.edge import procs
 from cronctl.edge.paths import open_nofollow
+
+TYPE_CHECKING = False  # see cronctl.core.record: `run` never imports typing
+if TYPE_CHECKING:
+    from typing import Literal, TypeAlias
 
 __all__ = [
     "CommandResult",
@@ -41,7 +44,7 @@ __all__ = [
     "sweep_logs",
 ]
 
-Outcome = Literal["ok", "failed", "timeout", "interrupted", "error"]
+Outcome: TypeAlias = "Literal['ok', 'failed', 'timeout', 'interrupted', 'error']"
 
 _TAIL_BYTES = 4096
 _TAIL_LINES = 20

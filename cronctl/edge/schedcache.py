@@ -30,12 +30,15 @@ from collections.abc import Mapping, Sequence
 from contextlib import suppress
 from datetime import UTC, datetime, timedelta
 from pathlib import Path, PosixPath
-from typing import Any
 
 from cronctl.core.cronexpr import CronExpr
 from cronctl.core.model import Problem, Schedule, Settings, Task
 from cronctl.core.zones import Zone, parse_zone
 from cronctl.errors import CronctlError, UsageError
+
+TYPE_CHECKING = False  # see cronctl.core.record: `run` never imports typing
+if TYPE_CHECKING:
+    from typing import Any
 
 #: Bumped whenever the entry's layout changes.
 FORMAT = 1

@@ -28,7 +28,6 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Final
 
 from cronctl.core.record import field_names, record
 from cronctl.edge.dbfile import (
@@ -42,6 +41,10 @@ from cronctl.edge.dbfile import (
     open_connection,
     translated,
 )
+
+TYPE_CHECKING = False  # see cronctl.core.record: `run` never imports typing
+if TYPE_CHECKING:
+    from typing import Any, Final, TypeAlias
 
 __all__ = [
     "DB_NAME",
@@ -87,7 +90,7 @@ _ADVANCE_STATE: Final = (
     "AND last_occurrence = ? AND missed_total = ? AND done = ?"
 )
 #: A task_state row as stored: (name, fingerprint, last_occurrence text, missed_total, done).
-StoredState = tuple[Any, ...]
+StoredState: TypeAlias = "tuple[Any, ...]"
 
 
 @record(frozen=True, slots=True)

@@ -10,15 +10,19 @@ import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
 
 from cronctl.core.model import Task
 from cronctl.core.record import field, record
 from cronctl.edge.coord import Coordinator
 from cronctl.edge.store import RunRow
 
+TYPE_CHECKING = False  # see cronctl.core.record: `run` never imports typing
 if TYPE_CHECKING:
+    from typing import Any, Protocol
+
     from cronctl.edge import runner
+else:
+    Protocol = object
 
 CONDITION_TIMEOUT_S = 30.0
 #: `run --now T` with T this far ahead of the machine's clock is a rehearsal (RunContext).

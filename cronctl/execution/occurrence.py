@@ -7,7 +7,6 @@ import threading
 from collections.abc import Callable, Mapping
 from contextlib import suppress
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from cronctl.core.due import Plan
 from cronctl.core.model import Task, format_utc
@@ -26,8 +25,16 @@ from cronctl.execution.context import (
     starts_at_once,
 )
 
+TYPE_CHECKING = False  # see cronctl.core.record: `run` never imports typing
 if TYPE_CHECKING:
+    from typing import Any, Protocol
+
     from cronctl.edge.unsaved import Slots
+
+    #: A result handed to the group commit without waiting (see run_task).
+    _Later = tuple[PendingUpdate, RunRow, dict[str, Any]]
+else:
+    Protocol = object
 
 
 def run_all(
@@ -296,14 +303,6 @@ def _starts_at_once(task: Task, row: RunRow, ctx: RunContext) -> bool:
     return not task.on_one_server or ctx.claimed.get(row.id) is True
 
 
-class _Later(NamedTuple):
-    """A result handed to the group commit without waiting (see run_task)."""
-
-    handle: PendingUpdate
-    result: RunRow
-    fields: dict[str, Any]
-
-
 def run_task(
     store: Store,
     task: Task,
@@ -334,7 +333,7 @@ def run_task(
         fields = {k: getattr(result, k) for k in RESULT_FIELDS}
         if not _waits(task, result, ctx):
             handle = store.update_run_later(result.id, **fields)  # a retry's row has its own id
-            later.append(_Later(handle, result, fields))
+            later.append((handle, result, fields))
             if ctx.on_done is not None:
                 # What attempts.finished says of a run _waits lets through (not a failure,
                 # notify = "always", first attempt): nothing to report, and it reads no

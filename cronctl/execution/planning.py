@@ -11,7 +11,7 @@ from cronctl.core.due import Plan, Previous, plan
 from cronctl.core.model import Schedule, Task, format_utc
 from cronctl.core.record import replace
 from cronctl.edge.coord import StoreUnavailable
-from cronctl.edge.store import RunRow, Store, StoredState, TaskState, Txn
+from cronctl.edge.store import RunRow, Store, TaskState, Txn
 from cronctl.execution.context import (
     RunContext,
     coord_of,
@@ -19,6 +19,12 @@ from cronctl.execution.context import (
     running_fields,
     starts_at_once,
 )
+
+TYPE_CHECKING = False  # see cronctl.core.record: `run` never imports typing
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    from cronctl.edge.store import StoredState
 
 
 def plan_all(
@@ -252,7 +258,7 @@ def decide(task: Task, state: TaskState | None, now: datetime) -> tuple[Plan, Ta
 
 #: One task's decision: the task object and its stored row (None: never seen) it was made
 #: from, the plan, the state to record (None: the same as before), the state parsed from the row.
-Decision = tuple[Task, StoredState | None, Plan, TaskState | None, TaskState | None]
+Decision: TypeAlias = "tuple[Task, StoredState | None, Plan, TaskState | None, TaskState | None]"
 
 
 class Decisions:

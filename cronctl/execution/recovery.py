@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from contextlib import suppress
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
 
 from cronctl.core.model import Schedule
 from cronctl.core.record import replace
@@ -20,6 +19,7 @@ from cronctl.execution.context import (
     real_clock,
 )
 
+TYPE_CHECKING = False  # see cronctl.core.record: `run` never imports typing
 if TYPE_CHECKING:
     from cronctl.edge.unsaved import Kept
 

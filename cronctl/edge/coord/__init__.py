@@ -16,14 +16,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Protocol
 
 from cronctl.core.record import record
 from cronctl.errors import CronctlError
 
+TYPE_CHECKING = False  # see cronctl.core.record: `run` never imports typing
 if TYPE_CHECKING:
+    from typing import Literal, Protocol
+
     from cronctl.edge.locks import HolderInfo, PauseInfo
     from cronctl.edge.store import RunRow
+else:
+    Protocol = object
 
 __all__ = [
     "Coordinator",

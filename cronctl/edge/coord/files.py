@@ -9,12 +9,14 @@ import threading
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
 
 from cronctl.edge import locks
 from cronctl.edge.coord import Claim, Overlap
 
+TYPE_CHECKING = False  # see cronctl.core.record: `run` never imports typing
 if TYPE_CHECKING:
+    from typing import Literal
+
     from cronctl.edge.store import RunRow
 
 
