@@ -234,6 +234,7 @@ def _write(
     except (OSError, CronctlError):
         return
     try:
+        _sweep_temps(dir_fd)
         fd = open_nofollow(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600, dir_fd=dir_fd)
         try:
             view = memoryview(data)
@@ -247,6 +248,23 @@ def _write(
             os.unlink(temp, dir_fd=dir_fd)
     finally:
         os.close(dir_fd)
+
+
+#: A temporary entry older than this was left by a writer that died (kill -9 mid-write).
+STALE_TEMP_S = 3600
+
+
+def _sweep_temps(dir_fd: int) -> None:
+    """Remove the temporary entries dead writers left (only when writing: a miss is rare)."""
+    import time
+
+    cutoff = time.time() - STALE_TEMP_S
+    with os.scandir(dir_fd) as entries:
+        for entry in entries:
+            if entry.name.startswith(".schedule-") and entry.name.endswith(".tmp"):
+                with suppress(OSError):
+                    if entry.stat(follow_symlinks=False).st_mtime < cutoff:
+                        os.unlink(entry.name, dir_fd=dir_fd)
 
 
 # --- the entry's values: plain data marshal can hold ---------------------------------------

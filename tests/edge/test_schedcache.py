@@ -469,3 +469,16 @@ def test_doctor_says_whether_run_can_use_the_cache(cli: Cli, tmp_path: Path) -> 
     assert "every run parses" in cli("doctor", env={"CRONCTL_CACHE_DIR": "off"}).stdout
     wrong = cli("doctor", env={"CRONCTL_CACHE_DIR": "cache"})
     assert wrong.returncode == 1 and "PROBLEM schedule cache: CRONCTL_CACHE_DIR=" in wrong.stdout
+
+
+def test_a_writer_killed_mid_write_leaves_nothing_for_long(tmp_path: Path, cache: Path) -> None:
+    path, entry = _primed(tmp_path, cache)
+    old, fresh = cache / ".schedule-0.1.tmp", cache / ".schedule-0.2.tmp"
+    for left in (old, fresh):
+        left.write_bytes(b"half an entry")
+    os.utime(old, (1, 1))
+    path.write_text(path.read_text() + "\n")  # a miss, so a write
+    load([path], cache)
+    assert not old.exists(), "a dead writer's temporary entry stayed"
+    assert fresh.exists(), "a temporary entry that may still be being written was removed"
+    assert entry.exists() and len(entries(cache)) == 2
