@@ -370,11 +370,11 @@ class Txn:
         :raises ValueError: a row with one of the ids exists (named, as :meth:`add_run`
             names it), or an outcome is unknown.
         """
-        values = [_run_values(run) for run in runs]
-        if len(values) < 2:
+        if len(runs) < 2:
             for run in runs:
                 self.add_run(run)
             return
+        values = [_run_values(run) for run in runs]
         conn = self._live()
         with translated(self._path):
             conn.execute("SAVEPOINT add_runs")
