@@ -88,8 +88,7 @@ def load(paths: Sequence[Path], env: Mapping[str, str]) -> Schedule:
     key = _key(paths, contents, env) if where is not None else None
     if where is None or key is None:
         return parse_all(paths, contents)[0]
-    # One entry per working directory and file list: an edited file replaces its entry.
-    name = f"schedule-{_crc(repr((key[1], [f for f, _ in key[-1]])).encode())}"
+    name = _entry_name(key)
     found = _read(where, name)
     if found is not None:
         schedule = _use(found, key)
@@ -116,6 +115,12 @@ def _key(paths: Sequence[Path], contents: Sequence[bytes], env: Mapping[str, str
         return None
     files = tuple((os.fspath(p), data) for p, data in zip(paths, contents, strict=True))
     return (FORMAT, cwd, sys.hexversion, stamp, env.get("HOME"), files)
+
+
+def _entry_name(key: Any) -> str:
+    """One entry per working directory and file list: an edited file replaces its entry."""
+    _, cwd, _, _, _, files = key
+    return f"schedule-{_crc(repr((cwd, [name for name, _ in files])).encode())}"
 
 
 def _code_stamp() -> tuple[Any, ...] | None:
