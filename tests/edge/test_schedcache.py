@@ -219,13 +219,18 @@ def test_a_damaged_entry_is_parsed_again_and_replaced(
     assert entry.read_bytes() == good
 
 
+def _with_payload(entry: Path, payload: object) -> bytes:
+    """The entry's bytes with its key and resolved paths kept and another payload."""
+    key, resolved, _ = marshal.loads(entry.read_bytes())  # noqa: S302  (the test's own file)
+    return marshal.dumps((key, resolved, payload))
+
+
 def test_an_entry_with_a_foreign_record_or_tag_is_a_miss(
     tmp_path: Path, cache: Path, parses: list[tuple[Path, ...]]
 ) -> None:
     path, entry = _primed(tmp_path, cache)
-    key, resolved, _ = marshal.loads(entry.read_bytes())  # noqa: S302  (the test's own file)
     for payload in [("R", "Popen", ()), ("?", 1), ("R", "Task", ("t", ()))]:
-        entry.write_bytes(marshal.dumps((key, resolved, payload)))
+        entry.write_bytes(_with_payload(entry, payload))
         assert load([path], cache).tasks[0].name == "a"
     assert len(parses) == 4
 
@@ -235,10 +240,8 @@ def test_a_link_planted_at_the_entry_is_never_followed(
 ) -> None:
     path, entry = _primed(tmp_path, cache)
     # A valid entry for these very files, but another command, placed where a link points.
-    key, resolved, _ = marshal.loads(entry.read_bytes())  # noqa: S302  (the test's own file)
     other = write_schedule(tmp_path / "other.toml", [HOURLY.replace('"true"', '"evil"')])
-    payload = schedcache._encode(load_paths([other]))
-    planted = marshal.dumps((key, resolved, payload))
+    planted = _with_payload(entry, schedcache._encode(load_paths([other])))
     elsewhere = tmp_path / "elsewhere"
     elsewhere.write_bytes(planted)
     entry.write_bytes(planted)
