@@ -485,3 +485,19 @@ def test_a_writer_killed_mid_write_leaves_nothing_for_long(tmp_path: Path, cache
     assert not old.exists(), "a dead writer's temporary entry stayed"
     assert fresh.exists(), "a temporary entry that may still be being written was removed"
     assert entry.exists() and len(entries(cache)) == 2
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making another user's file needs root")
+def test_another_users_entry_or_directory_is_not_used(
+    tmp_path: Path, cache: Path, parses: list[tuple[Path, ...]]
+) -> None:
+    nobody = 65534
+    path, entry = _primed(tmp_path, cache)
+    os.chown(entry, nobody, nobody)
+    load([path], cache)
+    assert len(parses) == 2, "another user's entry was read"
+    (tmp_path / "theirs").mkdir(mode=0o700)
+    os.chown(tmp_path / "theirs", nobody, nobody)
+    load([path], tmp_path / "theirs")
+    load([path], tmp_path / "theirs")
+    assert len(parses) == 4 and entries(tmp_path / "theirs") == []
