@@ -5,8 +5,8 @@ schedule = load("schedules.toml")
 assert not schedule.errors and not schedule.duplicate_names()
 """
 
-from cronctl.core.model import Problem, Schedule, Settings, Task
-from cronctl.edge.files import load
+from __future__ import annotations
+
 from cronctl.errors import (
     CronctlError,
     CronSyntaxError,
@@ -19,6 +19,29 @@ from cronctl.errors import (
 )
 
 __version__ = "0.1.0"
+
+TYPE_CHECKING = False  # see cronctl.core.record: `run` never imports typing
+if TYPE_CHECKING:
+    from typing import Any
+
+    from cronctl.core.model import Problem, Schedule, Settings, Task
+    from cronctl.edge.files import load
+
+#: The public names that are imported on first use (PEP 562): every `cronctl ...` command
+#: imports this package first, and a quiet `cronctl run` never needs the schedule model.
+_LAZY = {"Problem": "cronctl.core.model", "Schedule": "cronctl.core.model",
+         "Settings": "cronctl.core.model", "Task": "cronctl.core.model",
+         "load": "cronctl.edge.files"}  # fmt: skip
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(__import__(module, fromlist=[name]), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "CronSyntaxError",

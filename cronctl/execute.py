@@ -133,4 +133,4 @@ def _run_once(
             from cronctl.edge.metrics import write_metrics
 
             write_metrics(schedule, store, now, ctx)
-    return RunReport(now, list(results.values()))
+    return RunReport(now, list(results.values()), plans=plans)

@@ -79,17 +79,12 @@ def host_name(flag: str | None = None) -> str:
     return os.uname().nodename
 
 
-def load_schedule(files: list[Path] | None, *, cached: bool = False) -> Schedule:
-    """Read the schedule files the flags (or CRONCTL_FILE, or the default) name; `cached`
-    (`run`): reuse the last parse of the same bytes (edge/schedcache.py)."""
+def load_schedule(files: list[Path] | None) -> Schedule:
+    """Read the schedule files the flags (or CRONCTL_FILE, or the default) name (`run` reads
+    them through its cache instead: see run_command)."""
     from cronctl.edge.files import load_paths, schedule_paths
 
-    paths = schedule_paths(files, os.environ)
-    if cached:
-        from cronctl.edge import schedcache
-
-        return schedcache.load(paths, os.environ)
-    return load_paths(paths)
+    return load_paths(schedule_paths(files, os.environ))
 
 
 def fail_on_errors(schedule: Schedule) -> None:
@@ -177,17 +172,40 @@ def run_command(
     host: str | None = None,
     coordination: str | None = None,
 ) -> int:
-    """`cronctl run`: the exit code (0, or 1 when a task failed)."""
+    """`cronctl run`: the exit code (0, or 1 when a task failed).
+
+    A minute with nothing due is dealt with by cronctl.execution.quiet when an earlier quiet
+    minute left it the proof; otherwise the schedule is loaded (from its cache entry if the
+    files did not change) and planned."""
+    from cronctl.edge import schedcache
+    from cronctl.edge.files import schedule_paths
+    from cronctl.execution import quiet
+
+    look = schedcache.Lookup(schedule_paths(files, os.environ), os.environ)
+    status = quiet.SPENT
+    if not dry_run and not as_json:
+        status = quiet.deal(
+            look,
+            os.environ,
+            now=now,
+            state_dir=state_dir,
+            lock_dir=lock_dir,
+            host=host,
+            coordination=coordination,
+        )
+        if status == quiet.DONE:
+            return 0
+
     from cronctl.cli.render import render_run
     from cronctl.execute import run_once
 
-    schedule = load_schedule(files, cached=True)
-    fail_on_errors(schedule)
+    everything = schedcache.load(look.paths, os.environ, look)
+    fail_on_errors(everything)
     instant = parse_instant(now)
-    ctx = run_context(schedule, state_dir, lock_dir, strict, dry_run, verbose, host, coordination)
+    ctx = run_context(everything, state_dir, lock_dir, strict, dry_run, verbose, host, coordination)
     if now is not None:
         ctx = pretended(ctx, instant, dry_run)
-    schedule = this_host(schedule, ctx.host)
+    schedule = this_host(everything, ctx.host)
     live = None
     if not dry_run:
         live = LiveReports()
@@ -197,6 +215,8 @@ def run_command(
     render_run(report, as_json, verbose, live.handled if live else frozenset())
     if stop.signum is not None:
         return 128 + stop.signum  # 143 for SIGTERM, 130 for SIGINT, as a shell reports them
+    if status == quiet.SPENT:
+        quiet.keep(look, everything, schedule, report, ctx, os.environ)
     return 1 if report.failed else 0
 
 

@@ -12,7 +12,6 @@ import atexit
 import functools
 import os
 import sys
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -148,9 +147,13 @@ def entry() -> NoReturn:
 
 def leave(code: int) -> NoReturn:
     """Exit with ``code`` as described in :func:`entry`."""
-    main_thread = threading.main_thread()
-    if any(t is not main_thread and not t.daemon and t.is_alive() for t in threading.enumerate()):
-        raise SystemExit(code)
+    threading = sys.modules.get("threading")  # not imported: no thread was started with it
+    if threading is not None:
+        main_thread = threading.main_thread()
+        if any(
+            t is not main_thread and not t.daemon and t.is_alive() for t in threading.enumerate()
+        ):
+            raise SystemExit(code)
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         try:

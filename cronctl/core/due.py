@@ -54,6 +54,9 @@ class Plan:
     done: bool = False
     restarted: bool = False
     clock_behind: timedelta | None = None
+    # The start of the window scanned, (since, last_occurrence]: None when none was (the clock
+    # behind, a one-shot done). A quiet minute's shortcut (execution/quiet.py) builds on it.
+    since: datetime | None = None
 
 
 def plan(task: Task, previous: Previous | None, now: datetime) -> Plan:
@@ -87,6 +90,7 @@ def plan(task: Task, previous: Previous | None, now: datetime) -> Plan:
         last_occurrence=minute,
         done=task.at is not None and task.at <= minute,
         restarted=restarted,
+        since=last,
     )
 
 

@@ -11,11 +11,11 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from cronctl.core.model import Problem, Schedule
 from cronctl.errors import ScheduleFileError, UsageError
 
 TYPE_CHECKING = False  # see cronctl.core.record: `run` never imports typing
 if TYPE_CHECKING:
+    from cronctl.core.model import Schedule
     from cronctl.core.schema import FileResult
 
 DEFAULT_FILE = "schedules.toml"
@@ -78,6 +78,7 @@ def parse_bytes(path: Path, data: bytes) -> FileResult:
     import tomllib
 
     from cronctl.core.lines import index_lines, syntax_error_line
+    from cronctl.core.model import Problem
     from cronctl.core.schema import FileResult, parse_document
 
     result = FileResult(path=path, display=str(path))
@@ -123,7 +124,7 @@ def parse_bytes(path: Path, data: bytes) -> FileResult:
 #: Nesting deeper than this is reported at the line where it starts; tomllib itself gives up
 #: somewhere past a few hundred levels (Python's recursion limit).
 _DEEPEST = 100
-_LONG_INTEGER = re.compile(r"[0-9_]{4301,}")
+_LONG_INTEGER = r"[0-9_]{4301,}"  # compiled on first use (re's cache)
 
 
 def _limit_problem(text: str, exc: Exception) -> tuple[int | None, str]:
@@ -132,7 +133,7 @@ def _limit_problem(text: str, exc: Exception) -> tuple[int | None, str]:
         return _deep_line(text), (
             f"arrays or inline tables are nested too deeply (more than {_DEEPEST} levels)"
         )
-    match = _LONG_INTEGER.search(text)
+    match = re.search(_LONG_INTEGER, text)
     line = text.count("\n", 0, match.start()) + 1 if match else None
     return line, "an integer has more than 4,300 digits, more than any value cronctl accepts"
 

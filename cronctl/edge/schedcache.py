@@ -28,28 +28,33 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 from contextlib import suppress
-from datetime import UTC, datetime, timedelta
-from pathlib import Path, PosixPath
+from pathlib import Path
 
-from cronctl.core.cronexpr import CronExpr
-from cronctl.core.model import Problem, Schedule, Settings, Task
-from cronctl.core.zones import Zone, parse_zone
 from cronctl.errors import CronctlError, UsageError
 
 TYPE_CHECKING = False  # see cronctl.core.record: `run` never imports typing
 if TYPE_CHECKING:
     from typing import Any
 
+    from cronctl.core.model import Schedule
+
+# The schedule model, the zones and datetime are imported by the functions that build or
+# read an entry's schedule: a quiet minute (cronctl/execution/quiet.py) reads only the key.
+
 #: Bumped whenever the entry's layout changes.
-FORMAT = 1
+FORMAT = 2
 #: The variable naming the cache directory; "off" turns the cache off.
 ENV = "CRONCTL_CACHE_DIR"
 #: A larger entry is not read (100 tasks make ~46 KB, 10,000 about 3.5 MB).
 MAX_ENTRY = 256 * 1024 * 1024
 
-_RECORDS: dict[str, Any] = {
-    cls.__name__: cls for cls in (Schedule, Task, Settings, Problem, CronExpr)
-}
+
+def _records() -> dict[str, Any]:
+    """The record classes an entry may hold, by name (an allow-list: nothing else is made)."""
+    from cronctl.core.cronexpr import CronExpr
+    from cronctl.core.model import Problem, Schedule, Settings, Task
+
+    return {cls.__name__: cls for cls in (Schedule, Task, Settings, Problem, CronExpr)}
 
 
 class _Uncacheable(Exception):
@@ -78,25 +83,69 @@ def cache_dir(env: Mapping[str, str], is_root: bool) -> Path | None:
     return Path(home) / ".cache" / "cronctl" if home.startswith("/") else None
 
 
-def load(paths: Sequence[Path], env: Mapping[str, str]) -> Schedule:
-    """The schedule of these files: from the cache when nothing it was parsed from changed,
-    else parsed (and kept for the next run when it has no errors)."""
-    from cronctl.edge.files import parse_all, read_bytes
+class Lookup:
+    """The schedule files one `run` read, and where their parse is kept: the entry's
+    directory, its name and key (None: no cache here), and, once the schedule is known to be
+    the entry's or was kept in it, the paths its text resolved to (see still_resolved)."""
 
-    contents = [read_bytes(p) for p in paths]
-    where = cache_dir(env, os.geteuid() == 0)
-    key = _key(paths, contents, env) if where is not None else None
-    if where is None or key is None:
-        return parse_all(paths, contents)[0]
-    name = _entry_name(key)
-    found = _read(where, name)
+    __slots__ = ("contents", "key", "name", "paths", "resolved", "where")
+
+    def __init__(self, paths: Sequence[Path], env: Mapping[str, str]) -> None:
+        """Read the files and work out the key (see _key)."""
+        from cronctl.edge.files import read_bytes
+
+        self.paths = paths
+        self.contents = [read_bytes(p) for p in paths]
+        self.where = cache_dir(env, os.geteuid() == 0)
+        self.key = _key(paths, self.contents, env) if self.where is not None else None
+        self.name = _entry_name(self.key) if self.key is not None else ""
+        self.resolved: tuple[Any, ...] | None = None
+
+    def read(self, kind: str) -> Any:
+        """The value kept as `kind` ("schedule", or a companion such as "quiet") for this
+        very key, or None (none, another key, unsafe, damaged: all a miss)."""
+        if self.where is None or self.key is None:
+            return None
+        found = _read(self.where, f"{kind}-{self.name}")
+        try:
+            stored_key, value = found
+        except (TypeError, ValueError):
+            return None
+        return value if stored_key == self.key else None
+
+    def keep(self, kind: str, value: Any) -> None:
+        """Keep `value` as `kind` for this key (write, then rename into place); any failure
+        just keeps nothing."""
+        if self.where is None or self.key is None:
+            return
+        try:
+            data = marshal.dumps((self.key, value))
+        except ValueError:  # a value marshal cannot hold
+            return
+        _write(self.where, f"{kind}-{self.name}", data)
+
+
+def load(paths: Sequence[Path], env: Mapping[str, str], look: Lookup | None = None) -> Schedule:
+    """The schedule of these files (already read, in `look`): from the cache when nothing it
+    was parsed from changed, else parsed (and kept for the next run when it has no errors)."""
+    from cronctl.edge.files import parse_all
+
+    look = look or Lookup(paths, env)
+    if look.key is None:
+        return parse_all(look.paths, look.contents)[0]
+    found = look.read("schedule")
     if found is not None:
-        schedule = _use(found, key)
+        schedule = _use(found, look)
         if schedule is not None:
             return schedule
-    schedule, resolved = parse_all(paths, contents)
+    schedule, resolved = parse_all(look.paths, look.contents)
     if not schedule.errors:
-        _write(where, name, key, schedule, resolved)
+        try:
+            payload = _encode(schedule)
+        except (_Uncacheable, ValueError, AttributeError):  # a value no entry can hold
+            return schedule
+        look.resolved = tuple((k, str(v)) for k, v in resolved.items())
+        look.keep("schedule", (look.resolved, payload))
     return schedule
 
 
@@ -120,7 +169,7 @@ def _key(paths: Sequence[Path], contents: Sequence[bytes], env: Mapping[str, str
 def _entry_name(key: Any) -> str:
     """One entry per working directory and file list: an edited file replaces its entry."""
     _, cwd, _, _, _, files = key
-    return f"schedule-{_crc(repr((cwd, [name for name, _ in files])).encode())}"
+    return _crc(repr((cwd, [name for name, _ in files])).encode())
 
 
 def _code_stamp() -> tuple[Any, ...] | None:
@@ -137,9 +186,9 @@ def _code_stamp() -> tuple[Any, ...] | None:
                 for e in entries
                 if e.name.endswith(".py")
             ]
-        for own in (edge / "files.py", Path(__file__)):
+        for own in (edge / "files.py", Path(__file__), edge.parent / "execution" / "quiet.py"):
             st = own.stat()
-            files.append((f"edge/{own.name}", st.st_size, st.st_mtime_ns))
+            files.append((f"{own.parent.name}/{own.name}", st.st_size, st.st_mtime_ns))
     except OSError:
         return None
     return (__version__, tuple(sorted(files)))
@@ -196,19 +245,24 @@ def _read_all(fd: int, size: int) -> bytes:
         parts.append(chunk)
 
 
-def _use(found: Any, key: Any) -> Schedule | None:
+def _use(found: Any, look: Lookup) -> Schedule | None:
     """The entry's schedule if it was parsed from what is there now, else None."""
+    from cronctl.core.model import Schedule
+
     try:
-        stored_key, resolved, payload = found
-        if stored_key != key or not _still_resolved(resolved):
+        resolved, payload = found
+        if not still_resolved(resolved):
             return None
         schedule = _Decoder().value(payload)
     except Exception:  # whatever an entry does wrong, the files are parsed instead
         return None
-    return schedule if isinstance(schedule, Schedule) else None
+    if not isinstance(schedule, Schedule):
+        return None
+    look.resolved = resolved
+    return schedule
 
 
-def _still_resolved(resolved: Any) -> bool:
+def still_resolved(resolved: Any) -> bool:
     """Whether every path the files named resolves to what it did when they were parsed."""
     from cronctl.core.values import resolve_path
 
@@ -221,17 +275,10 @@ def _still_resolved(resolved: Any) -> bool:
     return True
 
 
-def _write(
-    where: Path, name: str, key: Any, schedule: Schedule, resolved: Mapping[Any, Path]
-) -> None:
-    """Keep the entry (write, then rename into place); any failure just keeps none."""
+def _write(where: Path, name: str, data: bytes) -> None:
+    """Write entry `name` (then rename it into place); any failure just keeps none."""
     from cronctl.edge.paths import open_dir, open_nofollow
 
-    try:
-        payload = _encode(schedule)
-        data = marshal.dumps((key, tuple((k, str(v)) for k, v in resolved.items()), payload))
-    except (_Uncacheable, ValueError, AttributeError):  # a value no entry can hold
-        return
     temp = f".{name}.{os.getpid()}.tmp"
     try:
         where.mkdir(0o700, parents=True, exist_ok=True)  # open_dir judges what is there
@@ -266,7 +313,7 @@ def _sweep_temps(dir_fd: int) -> None:
     cutoff = time.time() - STALE_TEMP_S
     with os.scandir(dir_fd) as entries:
         for entry in entries:
-            if entry.name.startswith(".schedule-") and entry.name.endswith(".tmp"):
+            if entry.name.startswith(".") and entry.name.endswith(".tmp"):
                 with suppress(OSError):
                     if entry.stat(follow_symlinks=False).st_mtime < cutoff:
                         os.unlink(entry.name, dir_fd=dir_fd)
@@ -281,33 +328,43 @@ def _sweep_temps(dir_fd: int) -> None:
 _SCALARS = (str, int, float, bool, type(None), bytes)
 
 
-def _encode(value: Any) -> Any:
-    kind = type(value)
-    if kind in _SCALARS:
-        return value
-    if kind is tuple:
-        return ("t", tuple(_encode(v) for v in value))
-    if kind is list:
-        return ("l", tuple(_encode(v) for v in value))
-    if kind is dict:
-        return ("d", tuple((_encode(k), _encode(v)) for k, v in value.items()))
-    if kind is frozenset and all(type(v) in _SCALARS for v in value):
-        return value
-    if kind is PosixPath:
-        return ("p", str(value))
-    if kind is timedelta:
-        return ("T", value.days, value.seconds, value.microseconds)
-    if kind is datetime and value.tzinfo is UTC:
-        return ("D", value.year, value.month, value.day, value.hour, value.minute,
-                value.second, value.microsecond)  # fmt: skip
-    if kind is Zone:
-        return ("Z", value.name)
-    name = kind.__name__
-    if _RECORDS.get(name) is kind:
-        from cronctl.core.record import field_values
+def _encode(schedule: Any) -> Any:
+    """A schedule (or any value of one) as the entry's tagged plain values."""
+    from datetime import UTC, datetime, timedelta
+    from pathlib import PosixPath
 
-        return ("R", name, tuple(_encode(v) for v in field_values(value)))
-    raise _Uncacheable(f"{kind.__qualname__} is not kept in the schedule cache")
+    from cronctl.core.record import field_values
+    from cronctl.core.zones import Zone
+
+    records = _records()
+
+    def encode(value: Any) -> Any:
+        kind = type(value)
+        if kind in _SCALARS:
+            return value
+        if kind is tuple:
+            return ("t", tuple(encode(v) for v in value))
+        if kind is list:
+            return ("l", tuple(encode(v) for v in value))
+        if kind is dict:
+            return ("d", tuple((encode(k), encode(v)) for k, v in value.items()))
+        if kind is frozenset and all(type(v) in _SCALARS for v in value):
+            return value
+        if kind is PosixPath:
+            return ("p", str(value))
+        if kind is timedelta:
+            return ("T", value.days, value.seconds, value.microseconds)
+        if kind is datetime and value.tzinfo is UTC:
+            return ("D", value.year, value.month, value.day, value.hour, value.minute,
+                    value.second, value.microsecond)  # fmt: skip
+        if kind is Zone:
+            return ("Z", value.name)
+        name = kind.__name__
+        if records.get(name) is kind:
+            return ("R", name, tuple(encode(v) for v in field_values(value)))
+        raise _Uncacheable(f"{kind.__qualname__} is not kept in the schedule cache")
+
+    return encode(schedule)
 
 
 class _Decoder:
@@ -315,14 +372,21 @@ class _Decoder:
     pickle uses: no `__init__` to compile), and equal paths are one Path object."""
 
     def __init__(self) -> None:
+        from datetime import UTC, datetime, timedelta
+
+        from cronctl.core.zones import parse_zone
+
         self.paths: dict[str, Path] = {}
+        self.records = _records()
+        self.parse_zone = parse_zone
+        self.timedelta, self.datetime, self.utc = timedelta, datetime, UTC
 
     def value(self, value: Any) -> Any:
         if type(value) is not tuple:
             return value
         tag = value[0]
         if tag == "R":
-            cls = _RECORDS.get(value[1])
+            cls = self.records.get(value[1])
             if cls is None or len(value[2]) != len(cls.__record_fields__):
                 raise _Uncacheable(value[1])
             made = cls.__new__(cls)
@@ -338,12 +402,12 @@ class _Decoder:
         if tag == "d":
             return {self.value(k): self.value(v) for k, v in value[1]}
         if tag == "Z":  # as parsing gives it now: a zone gone from the database is a miss
-            return parse_zone(value[1])
+            return self.parse_zone(value[1])
         if tag == "T":
-            return timedelta(value[1], value[2], value[3])
+            return self.timedelta(value[1], value[2], value[3])
         if tag == "D":
             year, month, day, hour, minute, second, micro = value[1:]
-            return datetime(year, month, day, hour, minute, second, micro, tzinfo=UTC)
+            return self.datetime(year, month, day, hour, minute, second, micro, tzinfo=self.utc)
         if tag == "l":
             return [self.value(v) for v in value[1]]
         raise _Uncacheable(repr(tag))

@@ -303,6 +303,15 @@ class Txn:
         with _own_values(self._path):
             return _row_to_state(row)
 
+    def any_unfinished(self) -> bool:
+        """Whether some row is still ``pending`` or ``running`` (a run at work, or left by a
+        dead one: see :meth:`Store.unfinished_runs`), from the partial index alone."""
+        sql = (
+            "SELECT 1 FROM runs INDEXED BY runs_unfinished "
+            "WHERE outcome IN ('pending', 'running') LIMIT 1"
+        )
+        return self._execute(sql, ()).fetchone() is not None
+
     def data_version(self) -> int:
         """SQLite's data version on this connection: the same number as at an earlier read on
         it (:meth:`Store.snapshot`) only if no other connection has committed since (this

@@ -20,6 +20,7 @@ TYPE_CHECKING = False  # see cronctl.core.record: `run` never imports typing
 if TYPE_CHECKING:
     from typing import Any, Protocol
 
+    from cronctl.core.due import Plan
     from cronctl.edge import runner
 else:
     Protocol = object
@@ -154,6 +155,9 @@ class RunReport:
     now: datetime
     runs: list[RunRow]
     dry_run: bool = False
+    # Every task's decision, by name (not for a dry run): what a quiet minute's hint is made
+    # from (execution/quiet.py).
+    plans: Mapping[str, Plan] | None = None
 
     @property
     def failed(self) -> list[RunRow]:

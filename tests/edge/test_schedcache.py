@@ -221,8 +221,8 @@ def test_a_damaged_entry_is_parsed_again_and_replaced(
 
 def _with_payload(entry: Path, payload: object) -> bytes:
     """The entry's bytes with its key and resolved paths kept and another payload."""
-    key, resolved, _ = marshal.loads(entry.read_bytes())  # noqa: S302  (the test's own file)
-    return marshal.dumps((key, resolved, payload))
+    key, (resolved, _) = marshal.loads(entry.read_bytes())  # noqa: S302  (the test's own file)
+    return marshal.dumps((key, (resolved, payload)))
 
 
 def test_an_entry_with_a_foreign_record_or_tag_is_a_miss(

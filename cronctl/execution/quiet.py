@@ -1,0 +1,274 @@
+"""A minute with nothing due, dealt with from what an earlier quiet minute worked out.
+
+Most of `run`'s 1,440 starts a day find nothing due: they read every task's window, find no
+occurrence in it, move it to this minute and exit. Doing that with the schedule model costs
+its imports (the model, the cron and zone code, `zoneinfo`, the execution machinery), more
+than the rest of the run. A run that planned and found nothing due keeps a *hint* beside its
+schedule's cache entry (edge/schedcache.py, under the same key: these very files' bytes, the
+same working directory, `$HOME` and cronctl code); a later run uses it to move the windows
+itself, with the store alone, when the hint proves that planning would do nothing else.
+
+The hint holds, for every task of this host: its name and fingerprint, ``since`` (the start
+of the window that run scanned and found empty) and ``next`` (its first occurrence after that
+run's minute M): so no occurrence lies in ``(since, next)``. A run at minute N then knows,
+for a task whose stored window ends at L with ``since <= L < N < next``, that due.plan would
+find no occurrence in ``(L, N]`` and only move the window to N (a one-shot task already done
+needs only ``L < N``). It writes exactly that (Txn.advance_states, as planning does, under the
+same write lock), when every task's row says so; anything else, and the run plans as usual:
+
+- no hint for this key, or the hint's paths no longer resolve as they did, a zone file's
+  bytes changed (a tzdata update), another Python, ``$PYTHONTZPATH`` or host name;
+- a row missing (first sight), of another fingerprint, a window at or past N (the clock
+  went back), a task whose next occurrence has come, a run still pending or running;
+- minute 0 (the hourly sweep), ``--now`` ahead of the clock (a rehearsal), ``--dry-run``,
+  ``--json``, a coordination store, a metrics file, or on_one_server tasks whose lock_dir
+  is not declared shared (the warning `run` prints about it).
+
+What the shortcut skips is what a quiet minute does not need: reading the pauses (nothing
+starts), the recovery of unfinished rows (there are none), and the signal handlers (nothing
+to forward to: a SIGTERM ends the process and the transaction rolls back).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+
+from cronctl.edge.schedcache import Lookup, still_resolved
+
+TYPE_CHECKING = False  # see cronctl.core.record: `run` never imports typing
+if TYPE_CHECKING:
+    from typing import Any
+
+    from cronctl.core.model import Schedule
+    from cronctl.execution.context import RunContext, RunReport
+
+#: The companion entry's kind (edge/schedcache.py) and its layout's version.
+KIND = "quiet"
+FORMAT = 1
+
+#: What deal() says: the minute was dealt with; the hint is missing or spent (plan, then keep
+#: a new one if the minute is quiet); or it holds but this run is not one it can serve.
+DONE, SPENT, DECLINED = "done", "spent", "declined"
+
+
+class _Declined(Exception):
+    """A row the hint does not cover: roll back and plan as usual."""
+
+
+def deal(
+    look: Lookup,
+    env: Mapping[str, str],
+    *,
+    now: str | None,
+    state_dir: Path | None,
+    lock_dir: Path | None,
+    host: str | None,
+    coordination: str | None,
+) -> str:
+    """Move every window to this minute if the hint proves nothing else is due (DONE); else
+    SPENT or DECLINED, having changed nothing. Errors `run` would meet anyway (a bad --now,
+    --host, an unsafe directory, a foreign database) are raised as `run` raises them."""
+    from cronctl.cli.common import host_name, parse_instant
+
+    hint: Any = look.read(KIND)
+    if not _well_formed(hint):
+        return SPENT
+    _, python, tz_env, tzpath, zones, only_host, dirs, resolved, tasks = hint
+    instant = parse_instant(now)
+    this_host = host_name(host)
+    if coordination or env.get("CRONCTL_COORDINATION"):
+        return DECLINED
+    if now is not None and instant > datetime.now(UTC):
+        return DECLINED  # possibly a rehearsal: `run` decides
+    minute = int(instant.timestamp()) // 60 * 60
+    if minute % 3600 == 0:
+        return DECLINED  # the hourly sweep
+    if any(nxt is not None and nxt <= minute for _, _, _, nxt, _ in tasks):
+        return SPENT
+    if (
+        python != sys.base_prefix
+        or tz_env != env.get("PYTHONTZPATH")
+        or (only_host is not None and only_host != this_host)
+        or not still_resolved(resolved)
+        or not _zones_as_kept(tzpath, zones)
+    ):
+        return SPENT
+    return DONE if _move_windows(env, dirs, state_dir, lock_dir, tasks, minute) else DECLINED
+
+
+def _move_windows(
+    env: Mapping[str, str],
+    dirs: tuple[str | None, str | None],
+    state_flag: Path | None,
+    lock_flag: Path | None,
+    tasks: Any,
+    minute: int,
+) -> bool:
+    """Move each task's window to `minute` in one transaction, if every row allows it."""
+    from cronctl.edge.paths import ensure_private_dir, resolve_dirs
+    from cronctl.edge.store import Store
+
+    file_state, file_lock = dirs
+    state, lock = resolve_dirs(
+        flag_state=state_flag,
+        flag_lock=lock_flag,
+        env=env,
+        file_state=None if file_state is None else Path(file_state),
+        file_lock=None if file_lock is None else Path(file_lock),
+        is_root=os.geteuid() == 0,
+    )
+    ensure_private_dir(state)
+    ensure_private_dir(lock)
+    when = datetime.fromtimestamp(minute, UTC)
+    try:
+        with Store.open(state) as store, store.transaction() as tx:
+            if tx.any_unfinished():
+                raise _Declined
+            rows = tx.stored_states()
+            moves = []
+            for name, fingerprint, since, nxt, one_shot in tasks:
+                row = rows.get(name)
+                if row is None or row[1] != fingerprint:
+                    raise _Declined
+                last = _window_end(row[2])
+                if last is None or last >= minute:
+                    raise _Declined  # not as cronctl writes it, or the clock went back
+                if not row[4] and (last < since or (one_shot if nxt is None else nxt <= minute)):
+                    raise _Declined
+                moves.append((row, when))
+            if tx.advance_states(moves) != len(moves):
+                raise _Declined
+    except _Declined:
+        return False
+    return True
+
+
+def _window_end(text: object) -> int | None:
+    """A stored last_occurrence as a Unix time; None when it is not a time cronctl wrote (then
+    planning reads it, and says what is wrong)."""
+    try:
+        value = datetime.fromisoformat(text)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return None if value.tzinfo is None else int(value.timestamp())
+
+
+def _well_formed(hint: Any) -> bool:
+    """Whether the hint has the layout keep() writes (it is our own file, in a directory only
+    we can write; this is for a damaged one, which must never fail a run)."""
+    try:
+        fmt, python, tz_env, tzpath, zones, only_host, dirs, resolved, tasks = hint
+        return (
+            fmt == FORMAT
+            and _all(str, (python,), tzpath)
+            and _all((str, type(None)), (tz_env, only_host), dirs)
+            and len(dirs) == 2
+            and all(_all(str, (n, p)) and type(d) is bytes for n, p, d in zones)
+            and all(_all(str, key, (then,)) and len(key) == 3 for key, then in resolved)
+            and all(
+                _all(str, (n, f)) and type(s) is int and type(x) in (int, type(None))
+                and type(o) is bool
+                for n, f, s, x, o in tasks
+            )
+        )  # fmt: skip
+    except (TypeError, ValueError):
+        return False
+
+
+def _all(kinds: type | tuple[type, ...], *groups: Any) -> bool:
+    """Whether every value of every group is of `kinds` (exactly: no subclasses)."""
+    kinds = kinds if isinstance(kinds, tuple) else (kinds,)
+    return all(type(v) in kinds for group in groups for v in group)
+
+
+def _zones_as_kept(tzpath: Any, zones: Any) -> bool:
+    """Whether every IANA zone would be read from the same file, holding the same bytes."""
+    for name, path, data in zones:
+        for folder in tzpath:
+            candidate = Path(folder) / name
+            if str(candidate) == path:
+                break
+            if candidate.is_file():
+                return False  # now found earlier in the search path
+        else:
+            return False
+        try:
+            if Path(path).read_bytes() != data:
+                return False
+        except OSError:
+            return False
+    return True
+
+
+def keep(
+    look: Lookup,
+    everything: Schedule,
+    schedule: Schedule,
+    report: RunReport,
+    ctx: RunContext,
+    env: Mapping[str, str],
+) -> None:
+    """After a run that planned (`deal` said SPENT): keep a new hint if the minute was quiet
+    and the shortcut could serve this schedule. `everything` is the schedule before the
+    tasks of other hosts were left out (`schedule`). Any failure just keeps none."""
+    settings = schedule.settings
+    if (
+        look.resolved is None
+        or report.runs
+        or report.plans is None
+        or ctx.dry_run
+        or ctx.rehearsal
+        or (ctx.coord is not None and ctx.coord.kind != "files")
+        or settings.coordination
+        or settings.metrics_file is not None
+        or (not settings.lock_dir_shared and any(t.on_one_server for t in schedule.tasks))
+    ):
+        return
+    minute = report.now.replace(second=0, microsecond=0)
+    tasks = []
+    for task in schedule.tasks:
+        decided = report.plans.get(task.name)
+        if decided is None or (decided.since is None and not decided.done):
+            return  # the clock is behind this task's window
+        since = minute if decided.since is None else decided.since
+        nxt = task.next_run(minute)
+        tasks.append((
+            task.name,
+            task.fingerprint,
+            int(since.timestamp()),
+            None if nxt is None else int(nxt.timestamp()),
+            task.at is not None,
+        ))  # fmt: skip
+    zones = _zone_files({t.zone.name for t in schedule.tasks if not t.zone.fixed})
+    if zones is None:
+        return
+    tzpath, files = zones
+    only_host = ctx.host if any(t.hosts for t in everything.tasks) else None
+    dirs = tuple(None if d is None else str(d) for d in (settings.state_dir, settings.lock_dir))
+    look.keep(KIND, (FORMAT, sys.base_prefix, env.get("PYTHONTZPATH"), tzpath, files,
+                     only_host, dirs, look.resolved, tuple(tasks)))  # fmt: skip
+
+
+def _zone_files(names: set[str]) -> tuple[tuple[str, ...], tuple[Any, ...]] | None:
+    """The time zone search path and, for each IANA zone, the file it is read from and its
+    bytes; None when a zone does not come from a file on the path (the tzdata package)."""
+    if not names:
+        return (), ()
+    import zoneinfo
+
+    tzpath = tuple(zoneinfo.TZPATH)
+    files = []
+    for name in sorted(names):
+        # Where zoneinfo looks, in its order: the first file of that name on the path.
+        path = next((p for p in (Path(d) / name for d in tzpath) if p.is_file()), None)
+        if path is None:
+            return None
+        try:
+            files.append((name, str(path), path.read_bytes()))
+        except OSError:
+            return None
+    return tzpath, tuple(files)
