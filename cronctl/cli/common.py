@@ -182,15 +182,17 @@ def run_command(
     from cronctl.execution import quiet
 
     look = schedcache.Lookup(schedule_paths(files, os.environ), os.environ)
+    instant = parse_instant(now)
     status = quiet.SPENT
     if not dry_run and not as_json:
         status = quiet.deal(
             look,
             os.environ,
-            now=now,
+            instant=instant,
+            pretended=now is not None,
+            host=host_name(host),
             state_dir=state_dir,
             lock_dir=lock_dir,
-            host=host,
             coordination=coordination,
         )
         if status == quiet.DONE:
@@ -201,7 +203,6 @@ def run_command(
 
     everything = schedcache.load(look.paths, os.environ, look)
     fail_on_errors(everything)
-    instant = parse_instant(now)
     ctx = run_context(everything, state_dir, lock_dir, strict, dry_run, verbose, host, coordination)
     if now is not None:
         ctx = pretended(ctx, instant, dry_run)

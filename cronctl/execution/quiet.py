@@ -24,6 +24,10 @@ same write lock), when every task's row says so; anything else, and the run plan
   ``--json``, a coordination store, a metrics file, or on_one_server tasks whose lock_dir
   is not declared shared (the warning `run` prints about it).
 
+A run that plans after a hint was missing, spent or did not fit the rows keeps a new one if
+its minute turns out quiet; after minute 0, an unfinished run or a rehearsal the hint still
+holds and is kept as it is.
+
 What the shortcut skips is what a quiet minute does not need: reading the pauses (nothing
 starts), the recovery of unfinished rows (there are none), and the signal handlers (nothing
 to forward to: a SIGTERM ends the process and the transaction rolls back).
@@ -50,39 +54,43 @@ if TYPE_CHECKING:
 KIND = "quiet"
 FORMAT = 1
 
-#: What deal() says: the minute was dealt with; the hint is missing or spent (plan, then keep
-#: a new one if the minute is quiet); or it holds but this run is not one it can serve.
+#: What deal() says: the minute was dealt with; the hint is missing, spent or does not fit the
+#: rows (plan, then keep a new one if the minute is quiet); or it holds but this run is not
+#: one it can serve.
 DONE, SPENT, DECLINED = "done", "spent", "declined"
 
 
 class _Declined(Exception):
-    """A row the hint does not cover: roll back and plan as usual."""
+    """The rows are not what the hint covers: roll back, plan as usual, and say what then
+    (`status`: SPENT when planning should keep a new hint, as after a row that differs)."""
+
+    def __init__(self, status: str = SPENT) -> None:
+        super().__init__(status)
+        self.status = status
 
 
 def deal(
     look: Lookup,
     env: Mapping[str, str],
     *,
-    now: str | None,
+    instant: datetime,
+    pretended: bool,
+    host: str,
     state_dir: Path | None,
     lock_dir: Path | None,
-    host: str | None,
     coordination: str | None,
 ) -> str:
-    """Move every window to this minute if the hint proves nothing else is due (DONE); else
-    SPENT or DECLINED, having changed nothing. Errors `run` would meet anyway (a bad --now,
-    --host, an unsafe directory, a foreign database) are raised as `run` raises them."""
-    from cronctl.cli.common import host_name, parse_instant
-
+    """Move every window to the minute of `instant` (`pretended`: given by --now) if the hint
+    proves nothing else is due (DONE); else SPENT or DECLINED, having changed nothing. `host`
+    is this machine's name. Errors `run` would meet anyway (an unsafe directory, a foreign
+    database) are raised as `run` raises them."""
     hint: Any = look.read(KIND)
     if not _well_formed(hint):
         return SPENT
     _, python, tz_env, tzpath, zones, only_host, dirs, resolved, tasks = hint
-    instant = parse_instant(now)
-    this_host = host_name(host)
     if coordination or env.get("CRONCTL_COORDINATION"):
         return DECLINED
-    if now is not None and instant > datetime.now(UTC):
+    if pretended and instant > datetime.now(UTC):
         return DECLINED  # possibly a rehearsal: `run` decides
     minute = int(instant.timestamp()) // 60 * 60
     if minute % 3600 == 0:
@@ -92,12 +100,12 @@ def deal(
     if (
         python != sys.base_prefix
         or tz_env != env.get("PYTHONTZPATH")
-        or (only_host is not None and only_host != this_host)
+        or (only_host is not None and only_host != host)
         or not still_resolved(resolved)
         or not _zones_as_kept(tzpath, zones)
     ):
         return SPENT
-    return DONE if _move_windows(env, dirs, state_dir, lock_dir, tasks, minute) else DECLINED
+    return _move_windows(env, dirs, state_dir, lock_dir, tasks, minute)
 
 
 def _move_windows(
@@ -107,8 +115,10 @@ def _move_windows(
     lock_flag: Path | None,
     tasks: Any,
     minute: int,
-) -> bool:
-    """Move each task's window to `minute` in one transaction, if every row allows it."""
+) -> str:
+    """Move each task's window to `minute` in one transaction if every row allows it (DONE);
+    else SPENT (a row differs: planning keeps a new hint), or DECLINED (a run is unfinished:
+    the hint still holds for the minutes after it)."""
     from cronctl.edge.paths import ensure_private_dir, resolve_dirs
     from cronctl.edge.store import Store
 
@@ -127,7 +137,7 @@ def _move_windows(
     try:
         with Store.open(state) as store, store.transaction() as tx:
             if tx.any_unfinished():
-                raise _Declined
+                raise _Declined(DECLINED)
             rows = tx.stored_states()
             moves = []
             for name, fingerprint, since, nxt, one_shot in tasks:
@@ -142,9 +152,9 @@ def _move_windows(
                 moves.append((row, when))
             if tx.advance_states(moves) != len(moves):
                 raise _Declined
-    except _Declined:
-        return False
-    return True
+    except _Declined as declined:
+        return declined.status
+    return DONE
 
 
 def _window_end(text: object) -> int | None:
