@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -300,6 +299,8 @@ class LiveReports:
 
     def __init__(self) -> None:
         """Nothing reported yet."""
+        import threading  # here: a quiet minute (execution/quiet.py) never makes one
+
         self._lock = threading.Lock()
         self.handled: set[str] = set()  # run ids already dealt with (printed or silenced)
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import operator
 import sqlite3
-import threading
+from _thread import RLock  # threading's RLock: the module itself costs `run` ~4M instructions
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime, timedelta
@@ -44,6 +44,7 @@ from cronctl.edge.dbfile import (
 
 TYPE_CHECKING = False  # see cronctl.core.record: `run` never imports typing
 if TYPE_CHECKING:
+    import threading
     from typing import Any, Final, TypeAlias
 
 __all__ = [
@@ -492,11 +493,25 @@ class Store:
         """Wrap an open, migrated connection; use :meth:`open` instead."""
         self._conn = conn
         self._path = path
-        self._lock = threading.RLock()
+        self._lock = RLock()
         # Group commit of update_run (see there): the queue, and whether a thread commits it.
-        self._group = threading.Condition(threading.Lock())
+        self._grouped: threading.Condition | None = None  # made on first use: see _group
         self._queue: list[_Update] = []
         self._leading = False
+
+    @property
+    def _group(self) -> threading.Condition:
+        """The group commit's condition, made on first use: a store that never records a
+        result (a quiet minute, execution/quiet.py) spares `run` the threading module."""
+        group = self._grouped
+        if group is None:
+            with self._lock:
+                if self._grouped is None:
+                    import threading
+
+                    self._grouped = threading.Condition(threading.Lock())
+                group = self._grouped
+        return group
 
     @property
     def path(self) -> Path:
@@ -526,7 +541,8 @@ class Store:
     def close(self) -> None:
         """Commit what is queued (:meth:`update_run_later`), then close the connection; the
         store cannot be used afterwards."""
-        self.flush()
+        if self._grouped is not None:  # else nothing was ever queued
+            self.flush()
         with self._lock:
             self._conn.close()
 
