@@ -1,20 +1,21 @@
-"""A minute with nothing due, dealt with from what an earlier quiet minute worked out.
+"""A minute with nothing due, dealt with from what the last planned minute worked out.
 
 Most of `run`'s 1,440 starts a day find nothing due: they read every task's window, find no
 occurrence in it, move it to this minute and exit. Doing that with the schedule model costs
 its imports (the model, the cron and zone code, `zoneinfo`, the execution machinery), more
-than the rest of the run. A run that planned and found nothing due keeps a *hint* beside its
-schedule's cache entry (edge/schedcache.py, under the same key: these very files' bytes, the
-same working directory, `$HOME` and cronctl code); a later run uses it to move the windows
-itself, with the store alone, when the hint proves that planning would do nothing else.
+than the rest of the run. A run that planned keeps a *hint* beside its schedule's cache entry
+(edge/schedcache.py, under the same key: these very files' bytes, the same working directory,
+`$HOME` and cronctl code); a later run uses it to move the windows itself, with the store
+alone, when the hint proves that planning would do nothing else.
 
 The hint holds, for every task of this host: its name and fingerprint, ``since`` (the start
-of the window that run scanned and found empty) and ``next`` (its first occurrence after that
-run's minute M): so no occurrence lies in ``(since, next)``. A run at minute N then knows,
-for a task whose stored window ends at L with ``since <= L < N < next``, that due.plan would
-find no occurrence in ``(L, N]`` and only move the window to N (a one-shot task already done
-needs only ``L < N``). It writes exactly that (Txn.advance_states, as planning does, under the
-same write lock), when every task's row says so; anything else, and the run plans as usual:
+of the window that run scanned and found empty, or M itself for a task that had occurrences
+at M) and ``next`` (its first occurrence after that run's minute M): so no occurrence lies in
+``(since, next)``. A run at minute N then knows, for a task whose stored window ends at L with
+``since <= L < N < next``, that due.plan would find no occurrence in ``(L, N]`` and only move
+the window to N (a one-shot task already done needs only ``L < N``). It writes exactly that
+(Txn.advance_states, as planning does, under the same write lock) when every task's row says
+so; anything else, and the run plans as usual:
 
 - no hint for this key, or the hint's paths no longer resolve as they did, a zone file's
   bytes changed (a tzdata update), another Python, ``$PYTHONTZPATH`` or host name;
@@ -24,8 +25,8 @@ same write lock), when every task's row says so; anything else, and the run plan
   ``--json``, a coordination store, a metrics file, or on_one_server tasks whose lock_dir
   is not declared shared (the warning `run` prints about it).
 
-A run that plans after a hint was missing, spent or did not fit the rows keeps a new one if
-its minute turns out quiet; after minute 0, an unfinished run or a rehearsal the hint still
+A run that plans after a hint was missing, spent or did not fit the rows keeps a new one
+once it has run what was due; after minute 0, an unfinished run or a rehearsal the hint still
 holds and is kept as it is.
 
 What the shortcut skips is what a quiet minute does not need: reading the pauses (nothing
@@ -222,13 +223,16 @@ def keep(
     ctx: RunContext,
     env: Mapping[str, str],
 ) -> None:
-    """After a run that planned (`deal` said SPENT): keep a new hint if the minute was quiet
-    and the shortcut could serve this schedule. `everything` is the schedule before the
-    tasks of other hosts were left out (`schedule`). Any failure just keeps none."""
+    """After a run that planned (`deal` said SPENT) and ran what was due: keep a new hint if
+    the shortcut could serve this schedule. `everything` is the schedule before the tasks of
+    other hosts were left out (`schedule`). Any failure just keeps none.
+
+    A task that had occurrences this minute (run, skipped or missed) has dealt with every
+    one up to this minute, so its empty window starts here; any other's starts where the
+    window planning found empty did."""
     settings = schedule.settings
     if (
         look.resolved is None
-        or report.runs
         or report.plans is None
         or ctx.dry_run
         or ctx.rehearsal
@@ -240,18 +244,18 @@ def keep(
         return
     minute = report.now.replace(second=0, microsecond=0)
     tasks = []
+    nexts: dict[object, int | None] = {}  # by schedule: many tasks share one
     for task in schedule.tasks:
         decided = report.plans.get(task.name)
         if decided is None or (decided.since is None and not decided.done):
             return  # the clock is behind this task's window
-        since = minute if decided.since is None else decided.since
-        nxt = task.next_run(minute)
+        since = minute if decided.since is None or decided.run or decided.missed else decided.since
+        fingerprint = task.fingerprint  # the schedule and the zone: all next_run reads
+        if fingerprint not in nexts:
+            nxt = task.next_run(minute)
+            nexts[fingerprint] = None if nxt is None else int(nxt.timestamp())
         tasks.append((
-            task.name,
-            task.fingerprint,
-            int(since.timestamp()),
-            None if nxt is None else int(nxt.timestamp()),
-            task.at is not None,
+            task.name, fingerprint, int(since.timestamp()), nexts[fingerprint], task.at is not None
         ))  # fmt: skip
     zones = _zone_files({t.zone.name for t in schedule.tasks if not t.zone.fixed})
     if zones is None:

@@ -170,6 +170,20 @@ def test_the_hint_serves_only_what_it_proves(
         assert result.returncode == 0, result.stderr
 
 
+def test_a_minute_after_a_due_one_is_served(
+    quiet_run: Callable[..., Any], tmp_path: Path, served: list[str]
+) -> None:
+    assert quiet_run("2026-08-03T12:45:00Z").returncode == 0  # `quarter` runs
+    assert quiet_run("2026-08-03T12:46:00Z").returncode == 0
+    assert quiet_run("2026-08-03T12:52:00Z").returncode == 0  # nothing run for six minutes
+    assert served == [quiet.SPENT, quiet.DONE, quiet.DONE]
+    history = _state(tmp_path / "state" / "cronctl")[1]
+    assert [(t, o, outcome) for t, o, outcome, _ in history] == [
+        ("quarter", "2026-08-03T12:45:00Z", "ok")
+    ]
+    assert _last(tmp_path) == {"2026-08-03T12:52:00Z"}
+
+
 def test_the_hourly_sweep_minute_is_planned(
     quiet_run: Callable[..., Any], tmp_path: Path, served: list[str]
 ) -> None:

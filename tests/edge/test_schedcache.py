@@ -364,7 +364,7 @@ def test_run_keeps_an_entry_and_follows_every_edit(cli: Cli, tmp_path: Path) -> 
         [f'name = "a"\ncommand = "echo one >> {ledger}"\nevery_minute = true'],
     )
     assert cli("run", "--now", "2026-08-03T09:00:00Z").returncode == 0
-    (entry,) = cache.iterdir()
+    (entry,) = cache.glob("schedule-*")  # and the quiet-* hint beside it
     stamp = entry.stat().st_mtime_ns
     assert cli("run", "--now", "2026-08-03T09:01:00Z").returncode == 0
     assert entry.stat().st_mtime_ns == stamp, "a hit rewrote the entry"
