@@ -48,7 +48,7 @@ TYPE_CHECKING = False  # see cronctl.core.record: `run` never imports typing
 if TYPE_CHECKING:
     from typing import Any
 
-    from cronctl.core.model import Schedule
+    from cronctl.core.model import Schedule, Task
     from cronctl.execution.context import RunContext, RunReport
 
 #: The companion entry's kind (edge/schedcache.py) and its layout's version.
@@ -240,6 +240,7 @@ def keep(
         or settings.coordination
         or settings.metrics_file is not None
         or (not settings.lock_dir_shared and any(t.on_one_server for t in schedule.tasks))
+        or any(_every_minute(t) for t in schedule.tasks)  # then no minute is ever quiet
     ):
         return
     minute = report.now.replace(second=0, microsecond=0)
@@ -265,6 +266,17 @@ def keep(
     dirs = tuple(None if d is None else str(d) for d in (settings.state_dir, settings.lock_dir))
     look.keep(KIND, (FORMAT, sys.base_prefix, env.get("PYTHONTZPATH"), tzpath, files,
                      only_host, dirs, look.resolved, tuple(tasks)))  # fmt: skip
+
+
+def _every_minute(task: Task) -> bool:
+    """Whether `task` has an occurrence in every minute (`* * * * *`, in any zone)."""
+    cron = task.cron
+    return (
+        cron is not None
+        and cron.day_star
+        and cron.weekday_star
+        and (len(cron.minutes), len(cron.hours), len(cron.months)) == (60, 24, 12)
+    )
 
 
 def _zone_files(names: set[str]) -> tuple[tuple[str, ...], tuple[Any, ...]] | None:

@@ -366,3 +366,21 @@ def test_hint_is_private_and_never_followed_through_a_link(
     assert quiet_run("2026-08-03T12:35:00Z").returncode == 0
     assert served == [quiet.SPENT, quiet.DONE]
     assert planted.read_bytes() != hint.read_bytes()  # the link's target was left alone
+
+
+def test_no_hint_is_kept_when_every_minute_is_due(tmp_path: Path, served: list[str]) -> None:
+    schedule = write_schedule(
+        tmp_path / "schedules.toml",
+        [
+            'name = "beat"\ncommand = "true"\ncron = "* * * * *"\ntimezone = "Asia/Kolkata"',
+            'name = "d"\ncommand = "true"\ndaily_at = "03:00"',
+        ],
+    )
+    env = clean_env(tmp_path)
+    for at in ("12:32", "12:33", "12:34"):
+        result = invoke("run", "-f", str(schedule), "--now", f"2026-08-03T{at}:00Z", env=env)
+        assert result.returncode == 0
+    assert served == [quiet.SPENT] * 3
+    assert [p.name.split("-")[0] for p in (tmp_path / "cache" / "cronctl").iterdir()] == [
+        "schedule"
+    ]
