@@ -173,9 +173,9 @@ def run_command(
 ) -> int:
     """`cronctl run`: the exit code (0, or 1 when a task failed).
 
-    A minute with nothing due is dealt with by cronctl.execution.quiet when an earlier quiet
+    A minute with nothing due is dealt with by cronctl.execution.quiet when the last planned
     minute left it the proof; otherwise the schedule is loaded (from its cache entry if the
-    files did not change) and planned."""
+    files did not change), planned and run, and a new proof is kept."""
     from cronctl.edge import schedcache
     from cronctl.edge.files import schedule_paths
     from cronctl.execution import quiet

@@ -14,7 +14,9 @@ stale; anything else is a miss, and a miss parses the files as if there were no 
   resolved again now: a link swapped under a workdir (a deploy's ``current``) is a miss;
 - every IANA time zone, looked up again in the time zone database as the parse does.
 
-A schedule with errors is never kept. The entry is a ``marshal`` of plain values (no pickle:
+Beside an entry, under the same key, `run` keeps the hint a quiet minute is dealt with from
+(cronctl/execution/quiet.py: `Lookup.read` and `Lookup.keep` serve both). A schedule with
+errors is never kept. The entry is a ``marshal`` of plain values (no pickle:
 nothing in it can name a class or a function to call), in a private directory: the cache
 holds commands, so it gets the state directory's care (0700, never through a link, files
 0600 owned by this user). Anything wrong with the cache itself (an unsafe directory, a full
