@@ -251,3 +251,24 @@ def _imported_by_a_second_run(
         done = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
         assert done.returncode == 0, done.stderr
     return ast.literal_eval(done.stdout.strip().splitlines()[-1])
+
+
+def test_the_library_api_loads_the_model_on_first_use() -> None:
+    probe = (
+        "import sys, cronctl\n"
+        "assert 'cronctl.core.model' not in sys.modules\n"
+        "from cronctl import Problem, Schedule, Settings, Task, load\n"
+        "from cronctl.core import model\n"
+        "assert (Problem, Schedule, Settings, Task) == "
+        "(model.Problem, model.Schedule, model.Settings, model.Task)\n"
+        "assert callable(load) and cronctl.Task is Task and 'load' in cronctl.__all__\n"
+        "try:\n"
+        "    cronctl.Nope\n"
+        "except AttributeError as exc:\n"
+        "    print(exc)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "module 'cronctl' has no attribute 'Nope'\n"
