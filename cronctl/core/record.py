@@ -4,8 +4,10 @@
 (it execs generated source for each method) plus ~6 ms to import (`inspect`, `ast`, `dis`,
 `tokenize`). `@record` makes the same class: the same `__init__`, `__eq__` and `__hash__`
 (the source dataclasses generates, compiled when first used, so a class nothing makes or
-compares in a process costs no compile), `__repr__`, frozen `__setattr__`/`__delattr__`
-raising `dataclasses.FrozenInstanceError`, `__slots__`, pickling, `__match_args__`.
+compares in a process costs no compile; a frozen record with slots sets each field through
+its slot's own setter, which `object.__setattr__` finds by a lookup on the type), `__repr__`,
+frozen `__setattr__`/`__delattr__` raising `dataclasses.FrozenInstanceError`, `__slots__`,
+pickling, `__match_args__`.
 
 A record stays a dataclass to the `dataclasses` module: `__dataclass_fields__` and
 `__dataclass_params__` are built on first use (then `dataclasses` is imported and a shadow
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 from _thread import get_ident  # threading itself is ~2M instructions a `run`
 from collections.abc import Callable
+from types import MemberDescriptorType
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -286,6 +289,13 @@ def _init_fn(cls: type, specs: list[_Spec], frozen: bool, post_init: bool) -> Ca
     for spec in specs:
         name = spec.name
         param = value = name
+        setter = "__set"
+        slot = cls.__dict__.get(name)
+        if frozen and type(slot) is MemberDescriptorType:
+            # A slot's own setter: what object.__setattr__ finds after a lookup on the type,
+            # at half the cost (a Task's 30 fields: ~4.3 -> ~2.0 µs).
+            setter = f"__set_{name}"
+            scope[setter] = slot.__set__
         if spec.factory is not _MISSING:
             scope[f"__factory_{name}"] = spec.factory
             param += " = __factory_marker"
@@ -294,7 +304,12 @@ def _init_fn(cls: type, specs: list[_Spec], frozen: bool, post_init: bool) -> Ca
             scope[f"__default_{name}"] = spec.default
             param += f" = __default_{name}"
         params.append(param)
-        lines.append(f"__set({self}, {name!r}, {value})" if frozen else f"{self}.{name} = {value}")
+        if not frozen:
+            lines.append(f"{self}.{name} = {value}")
+        elif setter == "__set":
+            lines.append(f"__set({self}, {name!r}, {value})")
+        else:
+            lines.append(f"{setter}({self}, {value})")
     if post_init:
         lines.append(f"{self}.__post_init__()")
     init = _compile(cls, "__init__", params, lines, scope)
