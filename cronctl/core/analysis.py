@@ -18,8 +18,18 @@ DST_WINDOW = timedelta(days=366)
 def schedule_warnings(schedule: Schedule, now: datetime) -> list[Problem]:
     """Every warning about the schedule's tasks as of `now`."""
     found: list[Problem] = []
+    # Tasks with the same expression, zone, policy and instant get the same notes. parse_cron
+    # and parse_zone hand out one object per text, so the objects' identities group the
+    # tasks without hashing each task's expression and zone (~1 µs a task at 10,000).
+    said: dict[tuple[int, int, str, datetime | None], list[tuple[str, str]]] = {}
     for task in schedule.tasks:
-        found.extend(task_warnings(task, now))
+        key = (id(task.cron), id(task.zone), task.misfire, task.at)
+        notes = said.get(key)
+        if notes is None:
+            notes = said[key] = _task_notes(task, now)
+        if notes:
+            where = str(task.source)
+            found += (Problem(where, task.line, task.name, "warning", *note) for note in notes)
     found.extend(herd_problems(schedule, now))
     return found
 
@@ -36,10 +46,19 @@ def herd_problems(schedule: Schedule, now: datetime) -> list[Problem]:
 
 def task_warnings(task: Task, now: datetime) -> list[Problem]:
     """The warnings for one task: each names the task, and says what happens and what to do."""
-    found: list[Problem] = []
+    where = str(task.source)
+    return [
+        Problem(where, task.line, task.name, "warning", code, message)
+        for code, message in _task_notes(task, now)
+    ]
+
+
+def _task_notes(task: Task, now: datetime) -> list[tuple[str, str]]:
+    """(code, message) of each warning about the task's schedule, zone, policy and instant."""
+    found: list[tuple[str, str]] = []
 
     def warn(code: str, message: str) -> None:
-        found.append(Problem(str(task.source), task.line, task.name, "warning", code, message))
+        found.append((code, message))
 
     if task.cron is not None and task.cron.day_or_day:
         warn(

@@ -72,6 +72,12 @@ class CronExpr:
     # The fields as written (after macro expansion): `check` explains Vixie corners from them.
     written: tuple[str, ...] = _record_field(default=(), compare=False)
 
+    def __hash__(self) -> int:
+        # The normalized text names the value sets, so equal expressions share it; a str keeps
+        # its hash, where hashing the nine fields took ~1 µs, and a large schedule hashes
+        # every task's expression several times (next runs, notes, herds, words).
+        return hash(self.text)
+
     @property
     def day_or_day(self) -> bool:
         """True when both day fields are restricted, so a day matches if either does."""

@@ -77,6 +77,10 @@ class Zone:
     tz: tzinfo
     fixed: bool
 
+    def __hash__(self) -> int:
+        # Equal zones share their name (see CronExpr.__hash__ for why not all three fields).
+        return hash(self.name)
+
     def segment_at(self, instant: datetime) -> Segment:
         """The segment holding the UTC `instant`."""
         _require_aware(instant)
