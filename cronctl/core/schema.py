@@ -342,13 +342,15 @@ def _parse_task(
         report(
             None, "missing-key", "task has no 'name'; add name = \"...\" (it keys locks and claims)"
         )
+    mistyped = False  # a schedule or day key of the wrong type: no schedule to read
     for key, value in raw.items():
-        if key not in TASK_KEYS:
+        entry = TASK_KEYS.get(key)
+        if entry is None:
             report(key, "unknown-key", f"unknown key {key!r}{did_you_mean(key, list(TASK_KEYS))}")
             continue
-        problem = _check_type(key, value, TASK_KEYS)
-        if problem:
-            report(key, "bad-type", problem)
+        if not entry[0](value):
+            report(key, "bad-type", _check_type(key, value, TASK_KEYS) or "")
+            mistyped = mistyped or key in SCHEDULE_KEYS or key in DAY_KEYS
             continue
         checked = _check_value(key, value) if key in GUARD_KEYS else None
         if checked:
@@ -370,7 +372,8 @@ def _parse_task(
     elif bad := _text_problem("command", command):
         report("command", "bad-value", bad)
     keys = [k for k in raw if k in SCHEDULE_KEYS]
-    keys.sort(key=lambda k: lines.task_line(index, k) or 0)
+    if len(keys) > 1:
+        keys.sort(key=lambda k: lines.task_line(index, k) or 0)
     if not keys:
         names = ", ".join(SCHEDULE_KEYS)
         report("name", "missing-key", f"task has no schedule; give exactly one of: {names}")
@@ -380,8 +383,7 @@ def _parse_task(
             "schedule-conflict",
             f"task has two schedules, {keys[0]!r} and {keys[1]!r}; keep exactly one",
         )
-    typed = [k for k in (*keys, *DAY_KEYS) if k in raw]
-    if len(keys) != 1 or any(_check_type(k, raw[k], TASK_KEYS) for k in typed):
+    if len(keys) != 1 or mistyped:
         return None
     # The schedule is checked even when other keys are wrong, so one pass reports all.
     key = keys[0]
