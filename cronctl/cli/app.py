@@ -221,10 +221,10 @@ def list_(
 ) -> None:
     """Show every task with its schedule, next run and guards; then the problems."""
     from cronctl import service
-    from cronctl.cli.common import host_name
+    from cronctl.cli.common import host_name, load_cached
     from cronctl.cli.render import render_list
 
-    schedule = load_schedule(file)
+    schedule = load_cached(file)
     extra = _lock_dir_problems(schedule, state_dir, lock_dir)
     last_runs, paused = _recorded(schedule, state_dir, lock_dir)
     result = service.list_tasks(

@@ -79,11 +79,21 @@ def host_name(flag: str | None = None) -> str:
 
 
 def load_schedule(files: list[Path] | None) -> Schedule:
-    """Read the schedule files the flags (or CRONCTL_FILE, or the default) name (`run` reads
-    them through its cache instead: see run_command)."""
+    """Read the schedule files the flags (or CRONCTL_FILE, or the default) name (`run` and
+    `list` read them through the schedule cache instead: see load_cached)."""
     from cronctl.edge.files import load_paths, schedule_paths
 
     return load_paths(schedule_paths(files, os.environ))
+
+
+def load_cached(files: list[Path] | None) -> Schedule:
+    """The schedule `list` shows: from `run`'s cache entry when nothing the parse read has
+    changed (the very values parsing gives), else parsed and kept when it has no errors.
+    `check` never uses it: it is the gate a schedule passes before it is deployed."""
+    from cronctl.edge import schedcache
+    from cronctl.edge.files import schedule_paths
+
+    return schedcache.load(schedule_paths(files, os.environ), os.environ)
 
 
 def fail_on_errors(schedule: Schedule) -> None:

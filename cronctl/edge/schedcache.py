@@ -1,6 +1,7 @@
 """The parsed schedule kept between `run`s, so a minute whose files did not change skips
 tomllib and the schema: their imports and the parse (for 100 tasks, about a quarter of the
-instructions of a `run` with nothing due; docs/benchmarks.md, fifth round).
+instructions of a `run` with nothing due; docs/benchmarks.md, fifth round). `list` reads and
+keeps the same entries (cli/common.load_cached); `check` never does.
 
 An entry is used only when everything the parse read is as it was then, so it can never be
 stale; anything else is a miss, and a miss parses the files as if there were no cache:

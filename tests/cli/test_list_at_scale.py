@@ -1,14 +1,16 @@
 """`list` on a large, varied schedule prints what it printed before it was made fast (issue 13).
 
-Two shortcuts stand behind a fast `list`: the rows' shared texts formatted once, and the
-piped table formatted a row at a time with `%`. Each is held here against the slow way on the
-same schedule: the rows built task by task as `list` built them (a real process), and the
-table laid out with `ljust` as it was.
+Three things stand behind a fast `list`: the schedule read from `run`'s cache when its files
+did not change, the rows' shared texts formatted once, and the piped table formatted a row at
+a time with `%`. Each is held here against the slow way on the same schedule: the cache hit
+against a miss and no cache at all (real processes), the rows built task by task as `list`
+built them, and the table laid out with `ljust` as it was.
 """
 
 from __future__ import annotations
 
 import random
+import shutil
 from pathlib import Path
 
 import pytest
@@ -72,6 +74,60 @@ def varied_schedule(count: int, seed: int, duplicate: bool = True) -> str:
     if duplicate:
         tables.append('[[task]]\nname = "job-00001"\ncommand = "true"\nhourly = true\n')
     return "\n".join(tables)
+
+
+LISTS = (["list", "--host", "web-1"], ["list", "--local", "--host", "web-1"], ["list", "--json"])
+
+
+def _entry(cache: Path) -> tuple[int, int]:
+    """The schedule entry's inode and mtime: a hit leaves both, a miss writes a new file."""
+    (entry,) = cache.glob("schedule-*")
+    st = entry.stat()
+    return st.st_ino, st.st_mtime_ns
+
+
+def test_list_prints_the_same_from_the_cache_as_parsed(cli: Cli, tmp_path: Path) -> None:
+    (tmp_path / "s.toml").write_text(varied_schedule(2_000, seed=13, duplicate=False))
+    cache = tmp_path / "cache"
+    for args in LISTS:
+        argv = [*args, "-f", "s.toml", "--now", NOW]
+        off = cli(*argv, env={"CRONCTL_CACHE_DIR": "off"})
+        shutil.rmtree(cache, ignore_errors=True)
+        missed = cli(*argv, env={"CRONCTL_CACHE_DIR": str(cache)})
+        written = _entry(cache)
+        hit = cli(*argv, env={"CRONCTL_CACHE_DIR": str(cache)})
+        assert _entry(cache) == written  # read, not parsed and written again
+        assert off.returncode == missed.returncode == hit.returncode == 0
+        assert off.stdout.count("\n") > 2_000
+        assert "warning" in off.stdout + off.stderr  # DST seams: problems come from the entry
+        assert missed.stdout == hit.stdout == off.stdout
+        assert missed.stderr == hit.stderr == off.stderr
+
+
+def test_list_sees_an_edit_between_two_lists(cli: Cli, tmp_path: Path) -> None:
+    path = tmp_path / "s.toml"
+    text = varied_schedule(200, seed=7, duplicate=False)
+    path.write_text(text)
+    cache = tmp_path / "cache"
+    env = {"CRONCTL_CACHE_DIR": str(cache)}
+    argv = ["list", "-f", "s.toml", "--now", NOW, "--host", "web-1"]
+    before = cli(*argv, env=env)
+    assert cli(*argv, env=env).stdout == before.stdout  # a hit
+    written = _entry(cache)
+    path.write_text(text.replace('name = "job-00042"', 'name = "renamed-42"'))
+    after = cli(*argv, env=env)
+    assert after.returncode == 0
+    assert "renamed-42" in after.stdout and "job-00042" not in after.stdout
+    assert _entry(cache) != written  # parsed again and kept
+    assert after.stdout == cli(*argv, env={"CRONCTL_CACHE_DIR": "off"}).stdout
+
+
+def test_check_never_reads_or_keeps_the_cache(cli: Cli, tmp_path: Path) -> None:
+    (tmp_path / "s.toml").write_text(varied_schedule(50, seed=3, duplicate=False))
+    cache = tmp_path / "cache"
+    done = cli("check", "-f", "s.toml", "--now", NOW, env={"CRONCTL_CACHE_DIR": str(cache)})
+    assert done.returncode in (0, 1)
+    assert not cache.exists()
 
 
 @pytest.mark.parametrize("local", [False, True])
