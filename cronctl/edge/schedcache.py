@@ -340,6 +340,7 @@ def _encode(schedule: Any) -> Any:
     from cronctl.core.zones import Zone
 
     records = _records()
+    shared: dict[int, Any] = {}  # a record the parse shares is one tuple (marshal keeps that)
 
     def encode(value: Any) -> Any:
         kind = type(value)
@@ -364,7 +365,11 @@ def _encode(schedule: Any) -> Any:
             return ("Z", value.name)
         name = kind.__name__
         if records.get(name) is kind:
-            return ("R", name, tuple(encode(v) for v in field_values(value)))
+            done = shared.get(id(value))
+            if done is None:
+                fields = tuple(encode(v) for v in field_values(value))
+                done = shared[id(value)] = ("R", name, fields)
+            return done
         raise _Uncacheable(f"{kind.__qualname__} is not kept in the schedule cache")
 
     return encode(schedule)
@@ -372,7 +377,9 @@ def _encode(schedule: Any) -> Any:
 
 class _Decoder:
     """The values back from the entry. Records get their fields through `__setstate__` (what
-    pickle uses: no `__init__` to compile), and equal paths are one Path object."""
+    pickle uses: no `__init__` to compile), and equal paths are one Path object. A record the
+    parse shared (one CronExpr per expression text, which `list` and `check` group tasks by)
+    is one object again: its entry is one tuple, made once."""
 
     def __init__(self) -> None:
         from datetime import UTC, datetime, timedelta
@@ -380,6 +387,7 @@ class _Decoder:
         from cronctl.core.zones import parse_zone
 
         self.paths: dict[str, Path] = {}
+        self.made: dict[int, Any] = {}
         self.records = _records()
         self.parse_zone = parse_zone
         self.timedelta, self.datetime, self.utc = timedelta, datetime, UTC
@@ -389,10 +397,13 @@ class _Decoder:
             return value
         tag = value[0]
         if tag == "R":
+            made = self.made.get(id(value))
+            if made is not None:
+                return made
             cls = self.records.get(value[1])
             if cls is None or len(value[2]) != len(cls.__record_fields__):
                 raise _Uncacheable(value[1])
-            made = cls.__new__(cls)
+            made = self.made[id(value)] = cls.__new__(cls)
             made.__setstate__([v if type(v) is not tuple else self.value(v) for v in value[2]])
             return made
         if tag == "t":

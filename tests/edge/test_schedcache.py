@@ -87,6 +87,28 @@ def test_a_hit_gives_exactly_what_parsing_gives(
     same(parsed, first)
     same(parsed, second)
     assert second.tasks and len(entries(cache)) == 1
+    assert sharing(second) == sharing(parsed)
+
+
+def sharing(schedule: Any) -> list[tuple[int, int]]:
+    """Which tasks share one expression object and one zone object (what `list` and `check`
+    group tasks by): the first task holding each, per task."""
+    firsts: dict[int, int] = {}
+    return [
+        (firsts.setdefault(id(t.cron), i), firsts.setdefault(id(t.zone), i))
+        for i, t in enumerate(schedule.tasks)
+    ]
+
+
+def test_a_hit_shares_each_expression_as_the_parse_does(tmp_path: Path, cache: Path) -> None:
+    tasks = [f'name = "t{i}"\ncommand = "true"\ncron = "{i % 3} * * * *"' for i in range(9)]
+    path = write_schedule(tmp_path / "s.toml", tasks)
+    parsed = load_paths([path])
+    load([path], cache)
+    hit = load([path], cache)
+    assert hit.tasks[0].cron is hit.tasks[3].cron is hit.tasks[6].cron
+    assert hit.tasks[0].cron is not hit.tasks[1].cron
+    assert sharing(hit) == sharing(parsed) == [(i % 3, 0) for i in range(9)]
 
 
 def test_several_files_make_one_entry_and_a_hit(
