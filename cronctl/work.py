@@ -21,6 +21,7 @@ from cronctl.edge.store import DB_NAME, Store, StoreUnusableError
 from cronctl.errors import CronctlError, UnsafeDirectoryError
 from cronctl.execute import RunContext, RunReport, Tracker, run_once
 from cronctl.execution.planning import Ahead, plan_ahead
+from cronctl.execution.pool import Job, Pool
 
 _MINUTE = timedelta(minutes=1)
 # How long before a boundary the loop wakes to reload a changed schedule and work out every
@@ -66,12 +67,16 @@ class Worker:
         self._load = load
         self._paths = paths
         self._stop = threading.Event()
+        # Each tick and its workers run on threads kept for reuse (see execution.pool).
+        self._pool = Pool()
         # A jitter or retry delay ends early when `work` is told to stop; nothing starts after.
-        self._ctx = replace(ctx, tracker=Tracker(), sleep=self._sleep_unless_stopped)
+        self._ctx = replace(
+            ctx, tracker=Tracker(), sleep=self._sleep_unless_stopped, spawn=self._pool.spawn
+        )
         self._report = report
         self._grace_s = grace_s
         self._stop_signal: int | None = None
-        self._threads: list[threading.Thread] = []
+        self._threads: list[Job] = []
         self._exit_code = 0
         # The clock and the sleep between ticks, injectable so a test can drive many minutes
         # in seconds; `wait` returns True when a stop was requested.
@@ -92,6 +97,8 @@ class Worker:
         watched = self.watch()
         self.check_store()
         _import_run_machinery()
+        # A thread for the first tick and one for each of its workers, before it comes.
+        self._pool.warm(self._ctx.max_parallel + 1)
         signal.signal(signal.SIGTERM, self.request_stop)
         signal.signal(signal.SIGINT, self.request_stop)
         _say(f"cronctl work: {len(watched.schedule.tasks)} tasks; waiting for the next minute")
@@ -209,9 +216,7 @@ class Worker:
                 # A full disk or a vanished directory: say so, keep ticking, no traceback.
                 _say(f"cronctl work: error at {boundary:%H:%M}: {exc}")
 
-        thread = threading.Thread(target=tick, name=f"tick-{boundary:%H%M}", daemon=True)
-        thread.start()
-        self._threads.append(thread)
+        self._threads.append(self._pool.spawn(tick, f"tick-{boundary:%H%M}"))
 
     def _fail(self, message: str) -> None:
         """A state database no retry can fix: say it once and exit 2 so a supervisor notices,
