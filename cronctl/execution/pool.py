@@ -30,11 +30,12 @@ class Job:
         self._done = threading.Event()
 
     def run(self) -> None:
-        """Call the target (in the pooled thread); done however it ends."""
-        try:
-            self._target()
-        finally:
-            self._done.set()
+        """Call the target (in the pooled thread)."""
+        self._target()
+
+    def finish(self) -> None:
+        """Mark the job done (its thread is back in the pool by then, or ending)."""
+        self._done.set()
 
     def join(self, timeout: float | None = None) -> None:
         """Wait until the target has returned, or `timeout` seconds."""
@@ -117,7 +118,11 @@ class _Pooled(threading.Thread):
                 job.run()
             except BaseException:
                 self._pool._done(self, reuse=False)
+                job.finish()
                 raise  # the thread ends, as a thread of its own would
             self.name = "cronctl-pool"
-            if not self._pool._done(self, reuse=True):
+            # Idle before the job is done: whoever joined it finds the thread free.
+            reuse = self._pool._done(self, reuse=True)
+            job.finish()
+            if not reuse:
                 return
