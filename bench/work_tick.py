@@ -37,20 +37,25 @@ def main() -> None:
     p.add_argument("--ticks", type=int, default=30, help="boundaries measured (30)")
     p.add_argument("--tasks", type=int, default=1000, help="tasks in the schedule (1000)")
     p.add_argument("--due", type=int, default=5, help="tasks due every minute (5)")
+    p.add_argument("--date", action="store_true", help="also time each command's `date`")
     args = p.parse_args()
     with c.Sandbox(args.keep) as box:
-        c.write_json(args.json, measure(box.root, args.tasks, args.due, args.ticks))
+        c.write_json(args.json, measure(box.root, args.tasks, args.due, args.ticks, args.date))
 
 
-def measure(root: Path, tasks: int, due: int, ticks: int) -> dict[str, Any]:
+def measure(root: Path, tasks: int, due: int, ticks: int, date: bool = False) -> dict[str, Any]:
+    stamps = root / "stamps"
+    stamps.mkdir()
     tables = [
-        f'[[task]]\nname = "every-minute-{i}"\ncommand = "true"\nevery_minute = true\n'
+        f'[[task]]\nname = "every-minute-{i}"\n'
+        f'command = "{f"date +%s.%N >> {stamps}/{i}" if date else "true"}"\nevery_minute = true\n'
         for i in range(due)
     ]
     tables += [c.rare_task(i, keys=c.SELDOM) for i in range(due, tasks)]
     path = c.write_schedule(root / "schedules.toml", tables)
     shift = [timedelta(0)]
     starts: list[tuple[datetime, list[float]]] = []
+    real: list[float] = []  # each tick's boundary on the real clock (`date` reads that one)
     lock = threading.Lock()
     stop = threading.Event()
 
@@ -63,6 +68,7 @@ def measure(root: Path, tasks: int, due: int, ticks: int) -> dict[str, Any]:
         with lock:
             if not starts or starts[-1][0] != boundary:
                 starts.append((boundary, []))
+                real.append((boundary - shift[0]).timestamp())
             starts[-1][1].append((now - boundary).total_seconds())
             if len(starts) > ticks:
                 stop.set()  # ends the wait in progress
@@ -121,6 +127,16 @@ def measure(root: Path, tasks: int, due: int, ticks: int) -> dict[str, Any]:
             c.ms(min(every)),
         ],
     ]
+    dates = _date_latencies(stamps, due, real[1 : ticks + 1]) if date else []
+    if dates:
+        rows.append(
+            [
+                f"every `date` ({len(dates)})",
+                c.ms(statistics.median(dates)),
+                c.ms(max(dates)),
+                c.ms(min(dates)),
+            ]
+        )
     c.table(
         ("boundary -> start (ms)", "median", "worst", "best"), rows, f"{tasks} tasks, {due} due"
     )
@@ -139,7 +155,18 @@ def measure(root: Path, tasks: int, due: int, ticks: int) -> dict[str, Any]:
         "every_start_s": every,
         "first_start_median_s": statistics.median(firsts),
         "every_start_median_s": statistics.median(every),
+        "date_s": dates,
+        "date_median_s": statistics.median(dates) if dates else None,
     }
+
+
+def _date_latencies(stamps: Path, due: int, boundaries: list[float]) -> list[float]:
+    """Each due command's `date` stamp minus its tick's boundary (real clock), in seconds."""
+    values = []
+    for i in range(due):
+        path = stamps / str(i)
+        values += [float(x) for x in path.read_text().split()] if path.exists() else []
+    return [v - b for b in boundaries for v in values if b <= v < b + REAL_LEAD_S]
 
 
 if __name__ == "__main__":

@@ -797,6 +797,17 @@ class Store:
                 self._conn.execute("COMMIT")  # ends the read; nothing was written
         return {row[0]: row for row in rows}, int(version)
 
+    def checkpoint(self) -> None:
+        """Copy what the WAL holds into the database file, waiting for no one (PASSIVE).
+
+        Once all of it is copied, the next write starts the WAL over from its beginning, in
+        place, as long as another connection keeps the file (the last one to close deletes
+        it): a commit that overwrites blocks the WAL already has syncs only those, one that
+        grows the file syncs its new size and blocks too (`work` does this before each
+        boundary; see Worker._hold_wal)."""
+        with self._lock, translated(self._path):
+            self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+
     def file_id(self) -> tuple[int, int] | None:
         """(st_dev, st_ino) of the file at this store's path now (None: none): the same just
         before and just after :meth:`open` names the file the connection is to."""

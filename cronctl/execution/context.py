@@ -72,6 +72,22 @@ class Running(Protocol):
         ...
 
 
+class Joinable(Protocol):
+    """A started thread, or a job on a pooled one (RunContext.spawn)."""
+
+    def join(self, timeout: float | None = None) -> None:
+        """Wait until it has returned."""
+        ...
+
+
+def new_thread(target: Callable[[], None], name: str) -> Joinable:
+    """A thread of its own for `target`, started (RunContext.spawn's default); a daemon if
+    the calling thread is one, as threads are."""
+    thread = threading.Thread(target=target, name=name)
+    thread.start()
+    return thread
+
+
 class Tracker:
     """The commands running right now, so `work` and `run` can forward a signal to them."""
 
@@ -146,6 +162,9 @@ class RunContext:
     sleep: Callable[[float], None] = time.sleep
     on_done: Callable[[Task, RunRow, str | None], None] | None = None
     output: Callable[[str], Callable[[str], None]] | None = None
+    # How run_all starts its worker threads: each a thread of its own (`run`), or a thread
+    # `work` keeps for reuse (execution.pool), which starts without a new thread's wait.
+    spawn: Callable[[Callable[[], None], str], Joinable] = new_thread
 
 
 @record(frozen=True)

@@ -88,11 +88,7 @@ def _run_all(
             with guard:
                 results.extend(done)
 
-    threads = [
-        threading.Thread(target=worker, name=f"cronctl-run-{i}") for i in range(queue.workers)
-    ]
-    for thread in threads:
-        thread.start()
+    threads = [ctx.spawn(worker, f"cronctl-run-{i}") for i in range(queue.workers)]
     try:
         if started is not None:
             queue.first_wave.wait(_FIRST_WAVE_S)

@@ -1,0 +1,128 @@
+"""Threads kept for reuse by `work`: its tick and its workers start on a thread that already
+exists, woken, instead of one created at the minute boundary.
+
+`Thread.start()` returns only once the new thread has run, and a new thread is scheduled
+after those already waiting for a CPU (Linux gives a new task the back of the queue), so on
+a busy machine each one created at the boundary cost its creator a wait of up to a time
+slice (a few ms), and a tick created six of them (the tick, five workers) before its last
+start. An existing thread that is woken runs at once. `run` starts once a minute, with
+nothing to reuse, and keeps creating its threads (context.new_thread).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+#: Idle threads kept at most; more, after a burst of long tasks, end.
+_KEEP_IDLE = 16
+
+
+class Job:
+    """A function handed to a pooled thread: join() waits for it to return."""
+
+    __slots__ = ("_done", "_target", "name")
+
+    def __init__(self, target: Callable[[], None], name: str) -> None:
+        """`target` to run, as thread `name`."""
+        self._target = target
+        self.name = name
+        self._done = threading.Event()
+
+    def run(self) -> None:
+        """Call the target (in the pooled thread)."""
+        self._target()
+
+    def finish(self) -> None:
+        """Mark the job done (its thread is back in the pool by then, or ending)."""
+        self._done.set()
+
+    def join(self, timeout: float | None = None) -> None:
+        """Wait until the target has returned, or `timeout` seconds."""
+        self._done.wait(timeout)
+
+    def is_alive(self) -> bool:
+        """Whether the target has not returned yet."""
+        return not self._done.is_set()
+
+
+class Pool:
+    """Daemon threads that run one Job at a time and then wait, idle, for the next.
+
+    Daemon, so an idle one never holds the process up: `work`'s own tick threads were
+    daemons, and the workers a tick starts inherit that; Worker._shutdown waits for the
+    ticks as it did.
+    """
+
+    def __init__(self) -> None:
+        """No threads yet: each is created when a job finds none idle."""
+        self._lock = threading.Lock()
+        self._idle: list[_Pooled] = []
+
+    def spawn(self, target: Callable[[], None], name: str) -> Job:
+        """Run `target` on an idle thread (a new one if none is idle); its Job."""
+        job = Job(target, name)
+        with self._lock:
+            pooled = self._idle.pop() if self._idle else None
+        if pooled is None:
+            pooled = _Pooled(self)
+            pooled.hand(job)
+            pooled.start()
+        else:
+            pooled.hand(job)
+        return job
+
+    def warm(self, count: int) -> None:
+        """Have `count` idle threads ready (so the first tick needs none created either)."""
+        with self._lock:
+            missing = count - len(self._idle)
+        for _ in range(missing):
+            pooled = _Pooled(self)
+            pooled.start()
+            with self._lock:
+                self._idle.append(pooled)
+
+    def _done(self, pooled: _Pooled, reuse: bool) -> bool:
+        """`pooled`'s job ended: whether the thread waits for another (else it ends)."""
+        with self._lock:
+            if not reuse or len(self._idle) >= _KEEP_IDLE:
+                return False
+            self._idle.append(pooled)
+            return True
+
+
+class _Pooled(threading.Thread):
+    """One pooled thread: runs the job it is handed, then offers itself to the pool."""
+
+    def __init__(self, pool: Pool) -> None:
+        super().__init__(name="cronctl-pool", daemon=True)
+        self._pool = pool
+        self._ready = threading.Condition(threading.Lock())
+        self._job: Job | None = None
+
+    def hand(self, job: Job) -> None:
+        """Give the thread its next job (it is idle, or not started yet)."""
+        with self._ready:
+            self._job = job
+            self._ready.notify()
+
+    def run(self) -> None:
+        """Jobs, one after another, until the pool keeps enough idle threads."""
+        while True:
+            with self._ready:
+                while self._job is None:
+                    self._ready.wait()
+                job, self._job = self._job, None
+            self.name = job.name
+            try:
+                job.run()
+            except BaseException:
+                self._pool._done(self, reuse=False)
+                job.finish()
+                raise  # the thread ends, as a thread of its own would
+            self.name = "cronctl-pool"
+            # Idle before the job is done: whoever joined it finds the thread free.
+            reuse = self._pool._done(self, reuse=True)
+            job.finish()
+            if not reuse:
+                return
