@@ -149,7 +149,11 @@ def _occurrence_text(value: datetime, what: str) -> str:
     return value.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _parse_time(text: str) -> datetime:
+def parse_time(text: str) -> datetime:
+    """An instant as the store keeps it (ISO 8601 with an offset), in UTC.
+
+    :raises ValueError, TypeError: not a time cronctl wrote.
+    """
     value = datetime.fromisoformat(text)  # TypeError/ValueError: not a time cronctl wrote
     if value.tzinfo is None:
         raise ValueError(f"time without an offset: {text!r}")
@@ -213,7 +217,7 @@ def _row_to_run(row: tuple[Any, ...]) -> RunRow:
     values = dict(zip(_RUN_FIELDS, row, strict=True))
     for name in ("occurrence", "started", "ended"):
         if values[name] is not None or name == "occurrence":
-            values[name] = _parse_time(values[name])
+            values[name] = parse_time(values[name])
     for name, kinds in _RUN_KINDS.items():
         if not isinstance(values[name], kinds):
             raise ValueError(f"runs.{name} holds {values[name]!r}")
@@ -239,7 +243,7 @@ def _row_to_state(row: tuple[Any, ...]) -> TaskState:
     name, fingerprint, last, missed, done = row
     if not (isinstance(name, str) and isinstance(fingerprint, str) and isinstance(missed, int)):
         raise ValueError(f"task_state holds {row!r}")
-    return TaskState(name, fingerprint, _parse_time(last), missed, bool(done))
+    return TaskState(name, fingerprint, parse_time(last), missed, bool(done))
 
 
 @contextmanager
@@ -864,4 +868,4 @@ class Store:
     def first_occurrence(self, task: str) -> datetime | None:
         """The oldest occurrence history holds for ``task`` (when this machine first saw it)."""
         rows = self._select("SELECT MIN(occurrence) FROM runs WHERE task = ?", (task,))
-        return _parse_time(rows[0][0]) if rows and rows[0][0] else None
+        return parse_time(rows[0][0]) if rows and rows[0][0] else None

@@ -158,14 +158,15 @@ def _move_windows(
     return DONE
 
 
-def _window_end(text: object) -> int | None:
+def _window_end(text: str) -> int | None:
     """A stored last_occurrence as a Unix time; None when it is not a time cronctl wrote (then
     planning reads it, and says what is wrong)."""
+    from cronctl.edge.store import parse_time
+
     try:
-        value = datetime.fromisoformat(text)  # type: ignore[arg-type]
+        return int(parse_time(text).timestamp())
     except (TypeError, ValueError):
         return None
-    return None if value.tzinfo is None else int(value.timestamp())
 
 
 def _well_formed(hint: Any) -> bool:
@@ -199,16 +200,9 @@ def _all(kinds: type | tuple[type, ...], *groups: Any) -> bool:
 def _zones_as_kept(tzpath: Any, zones: Any) -> bool:
     """Whether every IANA zone would be read from the same file, holding the same bytes."""
     for name, path, data in zones:
-        for folder in tzpath:
-            candidate = Path(folder) / name
-            if str(candidate) == path:
-                break
-            if candidate.is_file():
-                return False  # now found earlier in the search path
-        else:
-            return False
+        found = _zone_file(tzpath, name)
         try:
-            if Path(path).read_bytes() != data:
+            if found is None or str(found) != path or found.read_bytes() != data:
                 return False
         except OSError:
             return False
@@ -236,8 +230,7 @@ def keep(
         or report.plans is None
         or ctx.dry_run
         or ctx.rehearsal
-        or (ctx.coord is not None and ctx.coord.kind != "files")
-        or settings.coordination
+        or (ctx.coord is not None and ctx.coord.kind != "files")  # [cronctl] coordination too
         or settings.metrics_file is not None
         or (not settings.lock_dir_shared and any(t.on_one_server for t in schedule.tasks))
         or any(_every_minute(t) for t in schedule.tasks)  # then no minute is ever quiet
@@ -289,8 +282,7 @@ def _zone_files(names: set[str]) -> tuple[tuple[str, ...], tuple[Any, ...]] | No
     tzpath = tuple(zoneinfo.TZPATH)
     files = []
     for name in sorted(names):
-        # Where zoneinfo looks, in its order: the first file of that name on the path.
-        path = next((p for p in (Path(d) / name for d in tzpath) if p.is_file()), None)
+        path = _zone_file(tzpath, name)
         if path is None:
             return None
         try:
@@ -298,3 +290,9 @@ def _zone_files(names: set[str]) -> tuple[tuple[str, ...], tuple[Any, ...]] | No
         except OSError:
             return None
     return tzpath, tuple(files)
+
+
+def _zone_file(tzpath: Any, name: str) -> Path | None:
+    """Where zoneinfo reads zone `name` from: the first file of that name on the search path
+    (None: none there; zoneinfo would then try the tzdata package)."""
+    return next((p for p in (Path(d) / name for d in tzpath) if p.is_file()), None)
