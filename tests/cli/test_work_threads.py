@@ -201,3 +201,35 @@ def test_the_held_connection_follows_a_database_replaced_between_leads(tmp_path:
     assert holder.file_id() == opened
     worker._shutdown()
     assert worker._wal_holder is None
+
+
+def test_the_lead_makes_the_log_directories_of_the_tasks_due_at_the_boundary(
+    tmp_path: Path,
+) -> None:
+    tasks = [ledger_task("due", tmp_path / "due.ledger")]
+    tasks += [ledger_task("later", tmp_path / "later.ledger", 'daily_at = "03:00"')]
+    tasks += [ledger_task("planted", tmp_path / "planted.ledger")]
+    path = write_schedule(tmp_path / "s.toml", tasks)
+    schedule = load_paths([path])
+    ctx = local_context(tmp_path)
+    logs = ctx.state_dir / "logs"
+    logs.mkdir(parents=True, mode=0o700)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (logs / "planted").symlink_to(elsewhere)  # never followed, by the lead or the start
+    worker = Worker(
+        lambda: schedule, lambda: [path], ctx, lambda _r: None, clock=lambda: T0 - MINUTE / 60
+    )
+    worker.check_store()  # as `work` starts: the state database made, no task run yet
+    ahead = worker._plan_ahead(schedule, T0)
+    assert ahead is not None
+    assert (logs / "due").is_dir() and not (logs / "due").is_symlink()
+    assert (logs / "due").stat().st_mode & 0o777 == 0o700
+    assert not (logs / "later").exists()  # not due: its first run makes it
+    report = run_once(schedule, T0, ctx, ahead)
+    worker._shutdown()
+    outcomes = {r.task: r.outcome for r in report.runs}
+    assert outcomes["due"] == "ok" and outcomes["planted"] != "ok"
+    assert list(elsewhere.iterdir()) == []
+    assert _ledger_lines(tmp_path / "due.ledger") == 1
+    assert not (tmp_path / "planted.ledger").exists()

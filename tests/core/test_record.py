@@ -16,7 +16,14 @@ from typing import Any
 import pytest
 
 from cronctl import Problem, Schedule, Settings, Task
-from cronctl.core.record import field, field_names, field_values, record, replace
+from cronctl.core.record import (
+    compile_now,
+    field,
+    field_names,
+    field_values,
+    record,
+    replace,
+)
 from cronctl.edge.files import load_paths
 
 # The same class body twice: once a record, once a dataclass (with dataclasses.field).
@@ -226,6 +233,23 @@ def test_a_plain_subclass_made_first_gets_the_same_init(options: dict[str, bool]
     job = sub("x", 2)  # the first instance of either: __init__ is compiled now
     assert type(job) is sub and (job.name, job.tries, job.tags) == ("x", 2, ())
     assert mine("x", 2).tries == 2 and "__init__" not in sub.__dict__
+
+
+@pytest.mark.parametrize("options", OPTIONS, ids=str)
+def test_compile_now_compiles_what_first_use_would_and_nothing_twice(
+    options: dict[str, bool],
+) -> None:
+    mine, theirs = _pair(_frozen_body, **options)
+    generated = {"__init__", "__eq__", "__hash__"} & {
+        name for name, value in vars(mine).items() if type(value).__name__ == "_Compiled"
+    }
+    assert "__init__" in generated  # made lazily: nothing compiled yet
+    namespace = {"Job": mine, "Other": theirs, "not_a_class": 1, "int": int}
+    assert compile_now([namespace]) == len(generated)  # the dataclass and int are left alone
+    assert all(type(vars(mine)[name]).__name__ == "function" for name in generated)
+    assert compile_now([namespace]) == 0
+    job, same = mine("x", 2), theirs("x", 2)  # the compiled methods behave as generated ones
+    assert job == mine("x", 2) and field_values(job) == dataclasses.astuple(same)
 
 
 def test_post_init_runs_after_the_fields_are_set() -> None:
