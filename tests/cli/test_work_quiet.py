@@ -165,10 +165,15 @@ def test_the_quiet_windows_do_not_wait_for_the_due_task_to_end(tmp_path: Path) -
         while _windows(tmp_path)["daily"] != T0 and time.monotonic() < deadline:
             time.sleep(0.01)
         windows = _windows(tmp_path)
+        while ahead.spent is not None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        # Neither the decisions made ahead nor those planning used are kept while it runs.
+        held = (ahead.decisions, ahead.spent, ahead.quiet, ahead.fresh)
     finally:
         go.touch()
         tick.join()
     assert windows == {"long": T0, "daily": T0}  # while `long` still runs
+    assert held == (None, None, [], [])
 
 
 def _tick_with_a_run_between(
