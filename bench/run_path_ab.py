@@ -88,16 +88,21 @@ def measure(
         None,
     )
     for rev, tool in tools.items():
+        # A cache directory of each revision's own: an entry is named by the schedule's path,
+        # so two revisions with the same cache (both since 33ee8de keep a quiet-minute hint)
+        # would replace each other's entries, and each run would find the other's.
+        cache = box.root / f"cache-{rev}"
         for name, path in schedules.items():
             template = box.root / f"template-{rev}-{name}"
             state = box.root / f"state-{rev}-{name}"
             locks = box.root / f"locks-{rev}-{name}"
             c.run_checked(
                 [str(tool.cronctl), "run", "-f", str(path), "--now", befores[name]],
-                box.env(state=template, locks=locks),
+                box.env(state=template, locks=locks, CRONCTL_CACHE_DIR=str(cache)),
             )
             argv = [str(tool.cronctl), "run", "-f", str(path), "--now", nows[name]]
-            commands[f"{rev}: {name}"] = (argv, box.env(state=state, locks=locks), template, state)
+            env = box.env(state=state, locks=locks, CRONCTL_CACHE_DIR=str(cache))
+            commands[f"{rev}: {name}"] = (argv, env, template, state)
             if rev == "after" and name != "overlap":
                 # The schedule cache's share: the same run parsing its file every time.
                 env = box.env(state=state, locks=locks, CRONCTL_CACHE_DIR="off")
