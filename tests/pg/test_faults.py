@@ -359,6 +359,58 @@ def test_a_lock_taken_by_another_after_a_cut_is_reported(
     assert "task long: another run took the overlap lock after this one lost it" in err, err
 
 
+def test_a_lock_taken_by_another_as_the_task_ends_is_still_reported(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The task ends (release) the instant the thief has the lock, before the lock's watcher
+    # has seen its session cut (made certain here: the watcher's select, once the socket is
+    # readable, returns only after release began). It must still say what became of it.
+    import select
+    import threading
+    import types
+    from datetime import UTC, datetime
+
+    import psycopg2
+
+    from cronctl.edge.coord import pg_lock
+    from cronctl.edge.coord.pg_lock import lock_key
+
+    stopping: list[threading.Event] = []  # the lock's own: set first thing in release()
+
+    def late(rlist: list[int], wlist: list[int], xlist: list[int], timeout: float) -> object:
+        ready = select.select(rlist, wlist, xlist, timeout)
+        if ready[0] and stopping:
+            stopping[0].wait(10)
+            ready = select.select(rlist, wlist, xlist, 0)
+        return ready
+
+    monkeypatch.setattr(pg_lock, "select", types.SimpleNamespace(select=late))
+    coord = PostgresCoordinator(pg_url)
+    thief = psycopg2.connect(pg_url)
+    thief.autocommit = True
+    try:
+        got = coord.try_overlap(
+            "long", lease=None, now=datetime(2026, 8, 3, 9, tzinfo=UTC), host="m1", pid=1
+        )
+        assert got.lock is not None
+        stopping.append(got.lock._stop)  # type: ignore[attr-defined]
+        with thief.cursor() as cur:
+            cur.execute("SET statement_timeout = '20s'")
+            (backend,) = pg_server_backend(cur)
+            cur.execute("UPDATE cronctl.holders SET host = 'thief', backend = pg_backend_pid()")
+            cur.execute(
+                "SELECT pg_terminate_backend(%s, 5000), pg_advisory_lock(%s)",
+                (backend, lock_key("long")),
+            )
+        got.lock.release()
+        assert getattr(got.lock, "lost", None) == (
+            "another run took the overlap lock after this one lost it"
+        )
+    finally:
+        thief.close()
+        coord.close()
+
+
 def pg_server_backend(cur: object) -> tuple[int]:
     """The holder's backend pid, from its row."""
     cur.execute("SELECT backend FROM cronctl.holders")  # type: ignore[attr-defined]

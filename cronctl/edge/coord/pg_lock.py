@@ -201,6 +201,8 @@ class PgLock:
             except (OSError, ValueError):
                 readable = [self._fd]
             if self._stop.is_set():
+                if self._fd in readable:  # the session ended as the task did: what of the lock?
+                    self._retake()
                 return
             if not readable and self._beat():
                 continue
@@ -219,11 +221,17 @@ class PgLock:
             return False
 
     def _retake(self) -> None:
-        """The session is gone (or answers no more): keep trying until it is ours again."""
+        """The session is gone (or answers no more): keep trying until it is ours again.
+
+        Tried once even when the task has just ended (release() stopped the watcher as the
+        session went): whether another run took the lock meanwhile is then still reported.
+        """
         old = self._conn
         old_backend = _backend_pid(old)
+        tried = False
         # At once, then every RETRY_S: every moment without the lock lets a contender in.
-        while not self._stop.is_set():
+        while not (tried and self._stop.is_set()):
+            tried = True
             conn = None
             try:
                 conn = connect(self._url)
