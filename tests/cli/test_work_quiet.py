@@ -74,12 +74,21 @@ def test_the_quiet_windows_are_written_once_the_due_task_has_started(tmp_path: P
             seen["every"] = other.history("every", limit=1)[0].outcome
         return start_command(spec)
 
-    run_once(schedule, T0, replace(ctx, start=start), plan_ahead_at(schedule, tmp_path, T0))
+    waits: list[tuple[float, dict[str, datetime]]] = []
+
+    def sleep(seconds: float) -> None:
+        waits.append((seconds, _windows(tmp_path)))
+        time.sleep(seconds)
+
+    ahead = plan_ahead_at(schedule, tmp_path, T0)
+    run_once(schedule, T0, replace(ctx, start=start, sleep=sleep), ahead)
     # At the start: the due task's window and its "running" mark committed, nothing else.
     assert seen == {
         "windows": {"every": T0, "soon": T0 - MINUTE, "daily": T0 - MINUTE},
         "every": "running",
     }
+    # Then a short wait (the CPUs to the commands just started), then the quiet windows.
+    assert waits == [(planning.QUIET_AFTER_S, seen["windows"])]
     assert _windows(tmp_path) == {"every": T0, "soon": T0, "daily": T0}
 
 
