@@ -102,12 +102,10 @@ def list_tasks(
 
     last_runs = last_runs or {}
     # Tasks sharing a schedule and zone share the next run: each pair is searched once.
-    # (parse_cron and parse_zone hand out one object per text: identities group the tasks
-    # without hashing each task's expression and zone.)
     next_runs: dict[object, datetime | None] = {}
     rows = []
     for t in schedule.tasks:
-        key = (id(t.cron), id(t.zone)) if t.cron is not None else t.at
+        key = t.firing_key
         if key not in next_runs:
             next_runs[key] = t.next_run(now)
         paused_now = t.paused or t.name in paused

@@ -22,6 +22,7 @@ from cronctl.edge.paths import ensure_private_dir
 from cronctl.edge.store import DB_NAME, Store, StoreUnusableError
 from cronctl.errors import CronctlError, UnsafeDirectoryError
 from cronctl.execute import RunContext, RunReport, Tracker, run_once
+from cronctl.execution.context import log_dir
 from cronctl.execution.planning import Ahead, plan_ahead
 from cronctl.execution.pool import Job, Pool
 
@@ -169,7 +170,7 @@ class Worker:
         for task, decided in ahead.decisions.active:
             if decided.run:
                 with suppress(Exception):  # anything: the start meets it and says so
-                    ensure_private_dir(state_dir / "logs" / task.name, within=state_dir)
+                    ensure_private_dir(log_dir(state_dir, task.name), within=state_dir)
 
     def _hold_wal(self, state_dir: Path, opened: tuple[int, int]) -> None:
         """Keep a connection to state.db (the file `opened`) open between ticks, idle: the

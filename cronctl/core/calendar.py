@@ -125,7 +125,7 @@ def find_herds(tasks: Sequence[Task], start: datetime, end: datetime, limit: int
     # Tasks with the same schedule in the same zone fire together: walk each pair once.
     together: dict[object, list[Task]] = {}
     for task in counted:
-        together.setdefault(_firing_key(task), []).append(task)
+        together.setdefault(task.firing_key, []).append(task)
     names = [[t.name for t in group] for group in together.values()]
     minutes = [_group_minutes(group[0], start, end) for group in together.values()]
     crowd: Counter[datetime] = Counter()
@@ -139,13 +139,6 @@ def find_herds(tasks: Sequence[Task], start: datetime, end: datetime, limit: int
             if when in members:
                 members[when].append(index)
     return _herds(members, names)
-
-
-def _firing_key(task: Task) -> object:
-    # parse_cron and parse_zone hand out one object per text: identities group the tasks
-    # without hashing each task's expression and zone. (Equal expressions made apart fall in
-    # two groups, whose minutes add up the same.)
-    return (id(task.cron), id(task.zone)) if task.cron is not None else task.at
 
 
 def _group_minutes(task: Task, start: datetime, end: datetime) -> list[datetime]:

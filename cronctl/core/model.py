@@ -102,6 +102,15 @@ class Task:
         return f"{self.schedule}|{self.zone.name}"
 
     @property
+    def firing_key(self) -> object:
+        """Equal for tasks that fire at the same instants, to search their occurrences once:
+        one expression object and one zone object (parse_cron and parse_zone hand out one per
+        text, so identities group the tasks without hashing each expression and zone; equal
+        ones made apart fall in two groups, with the same answers), or one `at` instant.
+        Valid while the tasks live."""
+        return (id(self.cron), id(self.zone)) if self.cron is not None else self.at
+
+    @property
     def guards(self) -> list[str]:
         """Short labels for the guards a task runs under, as `list` shows them."""
         labels: list[str] = []

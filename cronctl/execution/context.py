@@ -209,9 +209,15 @@ def new_run_id(occurrence: datetime) -> str:
     return f"{occurrence:%Y%m%dT%H%MZ}-{os.urandom(8).hex()}"
 
 
+def log_dir(state_dir: Path, task: str) -> Path:
+    """``STATE_DIR/logs/TASK``: where the logs of task ``task`` go."""
+    return Path(os.path.normpath(f"{state_dir}/logs/{task}"))
+
+
 def log_path(task: Task, row: RunRow, ctx: RunContext) -> Path:
-    """``STATE_DIR/logs/TASK/RUN_ID.log`` (its directory is made by execute)."""
-    return Path(os.path.normpath(f"{ctx.state_dir}/logs/{task.name}/{row.id}.log"))
+    """``STATE_DIR/logs/TASK/RUN_ID.log`` (its directory is made by execute, or in
+    `work`'s lead)."""
+    return log_dir(ctx.state_dir, task.name) / f"{row.id}.log"
 
 
 def running_fields(task: Task, row: RunRow, ctx: RunContext) -> dict[str, object]:
