@@ -25,9 +25,9 @@ import _common as c
 
 import cronctl
 from cronctl.core.cronexpr import minute_floor
-from cronctl.edge.files import load_paths
-from cronctl.execute import RunContext, real_clock, start_command
-from cronctl.work import Worker
+from cronctl.edge.schedfiles import load_paths
+from cronctl.run.once import RunContext, real_clock, start_command
+from cronctl.run.work import Worker
 
 REAL_LEAD_S = 0.5  # how long, in real time, each wait for a boundary is cut to
 

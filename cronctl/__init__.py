@@ -25,13 +25,13 @@ if TYPE_CHECKING:
     from typing import Any
 
     from cronctl.core.model import Problem, Schedule, Settings, Task
-    from cronctl.edge.files import load
+    from cronctl.edge.schedfiles import load
 
 #: The public names that are imported on first use (PEP 562): every `cronctl ...` command
 #: imports this package first, and a quiet `cronctl run` never needs the schedule model.
 _LAZY = {"Problem": "cronctl.core.model", "Schedule": "cronctl.core.model",
          "Settings": "cronctl.core.model", "Task": "cronctl.core.model",
-         "load": "cronctl.edge.files"}  # fmt: skip
+         "load": "cronctl.edge.schedfiles"}  # fmt: skip
 
 
 def __getattr__(name: str) -> Any:

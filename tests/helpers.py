@@ -20,8 +20,8 @@ if TYPE_CHECKING:
     from datetime import datetime
 
     from cronctl.core.model import Schedule
-    from cronctl.execute import RunContext
-    from cronctl.execution.planning import Ahead
+    from cronctl.run.once import RunContext
+    from cronctl.run.planning import Ahead
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 _REAL_FULL_APP = cli_main._full_app  # before any test patches it
@@ -176,7 +176,7 @@ def invoke(
 
 def local_context(tmp_path: Path) -> RunContext:
     """The RunContext of a `run` or `work` in this process, with state and locks in tmp_path."""
-    from cronctl.execute import RunContext, real_clock
+    from cronctl.run.once import RunContext, real_clock
 
     return RunContext(
         state_dir=tmp_path / "state",
@@ -197,8 +197,8 @@ def plan_ahead_at(schedule: Schedule, tmp_path: Path, now: datetime) -> Ahead:
     """What `work`'s lead does: the decisions for `now` from the rows as stored in
     local_context's state dir (none on an empty one)."""
     from cronctl.edge.paths import ensure_private_dir
-    from cronctl.edge.store import Store
-    from cronctl.execution.planning import plan_ahead
+    from cronctl.edge.state.store import Store
+    from cronctl.run.planning import plan_ahead
 
     with Store.open(ensure_private_dir(tmp_path / "state")) as store:
         stored = store.stored_states()

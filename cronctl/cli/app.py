@@ -14,14 +14,14 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from cronctl import __version__
-from cronctl.cli.common import (
+from cronctl.cli.complete import task_names
+from cronctl.cli.wiring import (
     fail_on_errors,
     load_schedule,
     parse_instant,
     run_command,
     run_context,
 )
-from cronctl.cli.complete import task_names
 from cronctl.errors import UsageError
 
 if TYPE_CHECKING:
@@ -127,7 +127,7 @@ def _root(
 def _lock_dir_problems(
     schedule: Schedule, state_dir: Path | None, lock_dir: Path | None
 ) -> list[Problem]:
-    from cronctl import dirs
+    from cronctl.edge import dirs
 
     _, locks = dirs.data_dirs(schedule, state_dir, lock_dir, os.environ)
     # A named lock_dir (flag, environment, file) may be a mount this machine (a CI runner)
@@ -146,15 +146,15 @@ def _recorded(
     schedule: Schedule, state_dir: Path | None, lock_dir: Path | None
 ) -> tuple[dict[str, object], frozenset[str]]:
     """This machine's last run per task and the operator pauses; nothing is created."""
-    from cronctl import dirs
-    from cronctl.edge.locks import paused_tasks
+    from cronctl.coord.files.locks import paused_tasks
+    from cronctl.edge import dirs
 
     states, locks = dirs.data_dirs(schedule, state_dir, lock_dir, os.environ)
     paused = frozenset(paused_tasks(locks))
     if not (states / "state.db").is_file():
         return {}, paused
     from cronctl.edge.paths import verify_dir
-    from cronctl.edge.store import Store
+    from cronctl.edge.state.store import Store
 
     verify_dir(states)  # a state.db another user could have planted is never read
 
@@ -190,8 +190,8 @@ def check(
     ] = None,
 ) -> None:
     """Validate the schedule files; execute nothing. Exit 1 when problems are found."""
-    from cronctl import service
-    from cronctl.cli.render import render_check
+    from cronctl.cli.render.tables import render_check
+    from cronctl.commands import schedule as service
 
     if fmt not in ("text", "json", "github"):
         raise UsageError(f"--format {fmt!r}: use text, json or github")
@@ -220,9 +220,9 @@ def list_(
     host: HostOpt = None,
 ) -> None:
     """Show every task with its schedule, next run and guards; then the problems."""
-    from cronctl import service
-    from cronctl.cli.common import host_name, load_cached
-    from cronctl.cli.render import render_list
+    from cronctl.cli.render.tables import render_list
+    from cronctl.cli.wiring import host_name, load_cached
+    from cronctl.commands import schedule as service
 
     schedule = load_cached(file)
     extra = _lock_dir_problems(schedule, state_dir, lock_dir)
@@ -279,8 +279,8 @@ def next_(
     as_json: JsonOpt = False,
 ) -> None:
     """The next occurrences of a task, or of an expression given with --cron."""
-    from cronctl import service
-    from cronctl.cli.render import render_next
+    from cronctl.cli.render.tables import render_next
+    from cronctl.commands import schedule as service
 
     start = parse_instant(after, "--after")
     if (name is None) == (cron is None):
@@ -305,7 +305,7 @@ def _say_if_paused(schedule: Schedule, name: str) -> None:
     if task.paused:
         where = f"paused = true at {task.source}:{task.line}"
     else:
-        from cronctl.edge.locks import paused_tasks
+        from cronctl.coord.files.locks import paused_tasks
 
         _, locks = _data_dirs(schedule)
         if name not in paused_tasks(locks):
@@ -315,7 +315,7 @@ def _say_if_paused(schedule: Schedule, name: str) -> None:
 
 
 def _data_dirs(schedule: Schedule) -> tuple[Path, Path]:
-    from cronctl import dirs
+    from cronctl.edge import dirs
 
     return dirs.data_dirs(schedule, None, None, os.environ)
 
@@ -323,8 +323,8 @@ def _data_dirs(schedule: Schedule) -> tuple[Path, Path]:
 @app.command()
 def due(file: FileOpt = None, now: NowOpt = None, as_json: JsonOpt = False) -> None:
     """The tasks whose schedule names this minute (pure: no state, no locks)."""
-    from cronctl import service
-    from cronctl.cli.render import render_due
+    from cronctl.cli.render.tables import render_due
+    from cronctl.commands import schedule as service
 
     render_due(service.due(load_schedule(file), parse_instant(now)), as_json)
 
@@ -337,7 +337,7 @@ def init(
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
 ) -> None:
     """Write a commented starter schedule file."""
-    from cronctl import service
+    from cronctl.commands import schedule as service
 
     written = service.init(path, force)
     print(f"wrote {written}; check it with: cronctl check -f {written}", file=sys.stderr)
@@ -384,8 +384,8 @@ def work(
     ] = False,
 ) -> None:
     """Stay in the foreground and run what is due at the start of every minute."""
-    from cronctl.edge.files import load_paths, schedule_paths
-    from cronctl.work import Worker
+    from cronctl.edge.schedfiles import load_paths, schedule_paths
+    from cronctl.run.work import Worker
 
     schedule = load_schedule(file)
     fail_on_errors(schedule)
@@ -396,7 +396,7 @@ def work(
     def paths() -> list[Path]:
         return schedule_paths(file, os.environ)
 
-    from cronctl.cli.common import this_host, work_reporting
+    from cronctl.cli.wiring import this_host, work_reporting
 
     ctx, report = work_reporting(ctx, verbose, output)
     worker = Worker(

@@ -9,7 +9,7 @@ import typer
 
 def task_names(ctx: typer.Context, incomplete: str) -> list[str]:
     """The task names that start with `incomplete`; nothing (never an error) if unreadable."""
-    from cronctl.cli.common import load_schedule
+    from cronctl.cli.wiring import load_schedule
 
     files = ctx.params.get("file")
     try:

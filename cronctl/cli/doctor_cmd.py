@@ -21,9 +21,9 @@ def doctor(
     coordination: CoordOpt = None,
 ) -> None:
     """Check directories, lock sharing, the coordination store and the clock (exit 1: fix)."""
-    from cronctl import dirs
-    from cronctl.cli.common import host_name
-    from cronctl.doctor import doctor as run_doctor
+    from cronctl.cli.wiring import host_name
+    from cronctl.commands.doctor import doctor as run_doctor
+    from cronctl.edge import dirs
 
     schedule = load_schedule(file)
     states, locks = dirs.data_dirs(schedule, state_dir, lock_dir, os.environ)

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from cronctl.cli.app import FileOpt, HostOpt, LockOpt, StateOpt, app
-from cronctl.cli.common import fail_on_errors, load_schedule, run_context
+from cronctl.cli.wiring import fail_on_errors, load_schedule, run_context
 
 
 @app.command("exec")
@@ -25,8 +25,8 @@ def exec_(
     """Run one task now, outside its schedule; exit with the task's exit code."""
     from dataclasses import replace
 
-    from cronctl.edge.stream import printer
-    from cronctl.manual import exec_task
+    from cronctl.commands.exec import exec_task
+    from cronctl.edge.process.stream import printer
 
     schedule = load_schedule(file)
     fail_on_errors(schedule)

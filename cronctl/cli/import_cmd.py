@@ -49,7 +49,7 @@ def import_command(
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing FILE.")] = False,
 ) -> None:
     """Convert a crontab to a schedule file; report what was left out (exit 1 if anything)."""
-    from cronctl.importer import import_crontab
+    from cronctl.commands.importer import import_crontab
 
     source = "<stdin>" if crontab == STDIN else crontab
     if output is not None and not force and output.exists():

@@ -67,7 +67,7 @@ def _die(message: str, code: int = 2) -> NoReturn:
 
 
 def _dispatch(argv: Sequence[str]) -> int | None:
-    from cronctl.cli.common import reject_empty_paths
+    from cronctl.cli.wiring import reject_empty_paths
 
     reject_empty_paths(argv)
     if list(argv) == ["--version"]:
@@ -78,7 +78,7 @@ def _dispatch(argv: Sequence[str]) -> int | None:
     if argv[:1] == ["run"]:
         options = parse_run(argv[1:])
         if options is not None:
-            from cronctl.cli.common import run_command
+            from cronctl.cli.wiring import run_command
 
             return run_command(**options)  # type: ignore[arg-type]
     _full_app()()
@@ -91,7 +91,7 @@ def _full_app() -> typer.Typer:
     from cronctl.cli import (
         doctor_cmd,  # noqa: F401  (registers doctor)
         exec_cmd,  # noqa: F401  (registers exec)
-        ops,  # noqa: F401  (registers status, history, logs, pause, resume)
+        ops_cmds,  # noqa: F401  (registers status, history, logs, pause, resume)
     )
     from cronctl.cli.app import app
     from cronctl.cli.import_cmd import register

@@ -14,18 +14,18 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from cronctl.cli.app import FileOpt, NowOpt
-from cronctl.cli.common import load_schedule, parse_instant
+from cronctl.cli.wiring import load_schedule, parse_instant
 from cronctl.errors import UsageError
 
 if TYPE_CHECKING:
+    from cronctl.commands.schedule import CheckResult
     from cronctl.core.model import Schedule
-    from cronctl.service import CheckResult
 
 
 def register(app: typer.Typer) -> None:
     """Add `timeline` and `export` to `app`."""
     app.command("timeline")(timeline_command)
-    from cronctl.cli.export_cmd import export_command
+    from cronctl.cli.export_cmds import export_command
 
     app.command("export")(export_command)
 
@@ -48,8 +48,8 @@ def timeline_command(
     now: NowOpt = None,
 ) -> None:
     """When tasks fire over the next days: runs per hour as a heat map, then a row per task."""
-    from cronctl.cli.render import emit_json
-    from cronctl.cli.render_timeline import (
+    from cronctl.cli.render.tables import emit_json
+    from cronctl.cli.render.timeline import (
         render_timeline_text,
         timeline_json,
         timeline_svg,
@@ -74,7 +74,7 @@ def timeline_command(
     elif svg is None:
         render_timeline_text(timeline, sys.stdout, use_colour(sys.stdout))
     if schedule.errors:
-        from cronctl.cli.render import render_problems
+        from cronctl.cli.render.tables import render_problems
 
         render_problems(schedule.errors)
         raise typer.Exit(2)
@@ -89,9 +89,9 @@ def check_with_diff(
     fmt: str,
 ) -> None:
     """`check --diff REF`: the problems as usual, then what the change does to the schedule."""
-    from cronctl.cli.render import emit_json, problem_json, render_check
-    from cronctl.cli.render_diff import diff_github, diff_json, diff_text
-    from cronctl.review import diff_against
+    from cronctl.cli.render.diff import diff_github, diff_json, diff_text
+    from cronctl.cli.render.tables import emit_json, problem_json, render_check
+    from cronctl.commands.review import diff_against
 
     diff = diff_against(ref, given, schedule, now)
     if fmt == "json":

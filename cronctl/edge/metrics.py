@@ -18,11 +18,11 @@ from datetime import datetime
 
 from cronctl.core.model import Schedule, Task
 from cronctl.edge.paths import write_atomic
-from cronctl.edge.store import RunRow, Store
+from cronctl.edge.state.store import RunRow, Store
 
 TYPE_CHECKING = False  # see cronctl.core.record: `run` never imports typing
 if TYPE_CHECKING:
-    from cronctl.execute import RunContext
+    from cronctl.run.once import RunContext
 
 _UNFINISHED = ("pending", "running")
 _HELP = {
@@ -49,7 +49,7 @@ def write_metrics(schedule: Schedule, store: Store, now: datetime, ctx: RunConte
         # is rewritten every minute, and a crash leaves the old one whole.
         write_atomic(path, render(schedule, store, now).encode(), 0o644, durable=False)
     except OSError as exc:
-        from cronctl.dirs import daily_notice
+        from cronctl.edge.dirs import daily_notice
 
         if daily_notice(ctx.state_dir, "metrics-file"):
             ctx.warn(

@@ -22,7 +22,7 @@ from cronctl.edge.paths import ensure_private_dir, open_nofollow
 
 TYPE_CHECKING = False  # see cronctl.core.record: `run` never imports typing
 if TYPE_CHECKING:
-    from cronctl.edge.store import RunRow
+    from cronctl.edge.state.store import RunRow
 
 LIMIT_S = 10.0
 BODY_LIMIT = 10 * 1024
@@ -158,7 +158,7 @@ def run_hook(
 
     Its output goes to a log beside the run's (`RUN_ID.on_failure.log`).
     """
-    from cronctl.edge import runner
+    from cronctl.edge.process import runner
 
     key = "on_success" if result.outcome == "ok" else "on_failure"
     command = task.on_success if result.outcome == "ok" else task.on_failure

@@ -9,14 +9,14 @@ stale; anything else is a miss, and a miss parses the files as if there were no 
 - the bytes of every file, and the paths they were named by, from the same working
   directory;
 - ``$HOME`` (``~`` in a path) and cronctl's own parsing code (version, Python, and the size
-  and modification time of each source file in ``cronctl/core``, of ``edge/files.py`` and
+  and modification time of each source file in ``cronctl/core``, of ``edge/schedfiles.py`` and
   of this module);
 - every path the files' text was resolved to (``workdir`` and the ``[cronctl]`` paths),
   resolved again now: a link swapped under a workdir (a deploy's ``current``) is a miss;
 - every IANA time zone, looked up again in the time zone database as the parse does.
 
 Beside an entry, under the same key, `run` keeps the hint a quiet minute is dealt with from
-(cronctl/execution/quiet.py: `Lookup.read` and `Lookup.keep` serve both). A schedule with
+(cronctl/run/quiet.py: `Lookup.read` and `Lookup.keep` serve both). A schedule with
 errors is never kept. The entry is a ``marshal`` of plain values (no pickle:
 nothing in it can name a class or a function to call), in a private directory: the cache
 holds commands, so it gets the state directory's care (0700, never through a link, files
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from cronctl.core.model import Schedule
 
 # The schedule model, the zones and datetime are imported by the functions that build or
-# read an entry's schedule: a quiet minute (cronctl/execution/quiet.py) reads only the key.
+# read an entry's schedule: a quiet minute (cronctl/run/quiet.py) reads only the key.
 
 #: Bumped whenever the entry's layout changes.
 FORMAT = 2
@@ -95,7 +95,7 @@ class Lookup:
 
     def __init__(self, paths: Sequence[Path], env: Mapping[str, str]) -> None:
         """Read the files and work out the key (see _key)."""
-        from cronctl.edge.files import read_bytes
+        from cronctl.edge.schedfiles import read_bytes
 
         self.paths = paths
         self.contents = [read_bytes(p) for p in paths]
@@ -131,7 +131,7 @@ class Lookup:
 def load(paths: Sequence[Path], env: Mapping[str, str], look: Lookup | None = None) -> Schedule:
     """The schedule of these files (already read, in `look`): from the cache when nothing it
     was parsed from changed, else parsed (and kept for the next run when it has no errors)."""
-    from cronctl.edge.files import parse_all
+    from cronctl.edge.schedfiles import parse_all
 
     look = look or Lookup(paths, env)
     if look.key is None:
@@ -177,7 +177,7 @@ def _entry_name(key: Any) -> str:
 
 def _code_stamp() -> tuple[Any, ...] | None:
     """cronctl's version and its parsing code's files (size, mtime): every module of
-    cronctl/core, edge/files.py (the decoding) and this one. An edited or upgraded cronctl
+    cronctl/core, edge/schedfiles.py (the decoding) and this one. An edited or upgraded cronctl
     never reads an entry an older one wrote."""
     from cronctl import __version__
 
@@ -189,7 +189,7 @@ def _code_stamp() -> tuple[Any, ...] | None:
                 for e in entries
                 if e.name.endswith(".py")
             ]
-        for own in (edge / "files.py", Path(__file__), edge.parent / "execution" / "quiet.py"):
+        for own in (edge / "schedfiles.py", Path(__file__), edge.parent / "run" / "quiet.py"):
             st = own.stat()
             files.append((f"{own.parent.name}/{own.name}", st.st_size, st.st_mtime_ns))
     except OSError:

@@ -252,10 +252,10 @@ def test_a_quiet_run_leaves_no_empty_log_file(cli: Cli, tmp_path: Path) -> None:
 
 def test_a_task_stopped_at_work_shutdown_is_interrupted_not_failed(tmp_path: Path) -> None:
     # In process, so the test need not wait for a real minute boundary; the task is real.
-    from cronctl.edge.files import load_paths
-    from cronctl.edge.store import Store
-    from cronctl.execute import RunContext, real_clock
-    from cronctl.work import Worker
+    from cronctl.edge.schedfiles import load_paths
+    from cronctl.edge.state.store import Store
+    from cronctl.run.once import RunContext, real_clock
+    from cronctl.run.work import Worker
 
     path = write_schedule(
         tmp_path / "s.toml",
@@ -292,9 +292,9 @@ def test_a_task_that_ignores_the_forwarded_signal_is_killed_after_the_grace(
     # In process with a short grace (the real one is 30 s); the signal and the task are real.
     import threading
 
-    from cronctl.cli.common import _StopOnSignal
-    from cronctl.edge.files import load_paths
-    from cronctl.execute import RunContext, real_clock, run_once
+    from cronctl.cli.wiring import _StopOnSignal
+    from cronctl.edge.schedfiles import load_paths
+    from cronctl.run.once import RunContext, real_clock, run_once
 
     path = write_schedule(
         tmp_path / "s.toml",

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from cronctl import load
-from cronctl.importer import ImportResult, import_crontab
+from cronctl.commands.importer import ImportResult, import_crontab
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CORPUS = REPO_ROOT / "tests" / "data" / "crontabs"

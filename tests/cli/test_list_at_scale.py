@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from cronctl import service
-from cronctl.cli.common import parse_instant
-from cronctl.cli.render import local_time, plain_table
+from cronctl.cli.render.tables import local_time, plain_table
+from cronctl.cli.wiring import parse_instant
+from cronctl.commands import schedule as service
 from cronctl.core.describe import describe
 from cronctl.core.model import format_utc
-from cronctl.edge.files import load_paths
+from cronctl.edge.schedfiles import load_paths
 from tests.helpers import Cli, invoke
 
 NOW = "2026-03-28T23:59:00Z"  # DST seams in Europe the next night: gaps and overlaps to warn of

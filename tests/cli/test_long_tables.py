@@ -9,8 +9,8 @@ import re
 
 import pytest
 
-from cronctl.cli import render_lines
-from cronctl.cli.render import table
+from cronctl.cli.render import lines as render_lines
+from cronctl.cli.render.tables import table
 
 RESET = "\x1b[0m"
 HEADERS = ["TASK", "SCHEDULE", "NEXT RUN", "GUARDS", "LAST RUN", "WHEN"]

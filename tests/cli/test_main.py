@@ -197,7 +197,7 @@ def test_the_console_script_and_python_m_cronctl_use_entry(tmp_path: Path) -> No
 #: warning or other commands need: `run` starts every minute.
 _NOT_ON_THE_RUN_PATH = (
     "unicodedata", "difflib", "json", "dataclasses", "inspect",
-    "cronctl.edge.mounts", "cronctl.edge.coord.outbox",
+    "cronctl.edge.mounts", "cronctl.coord.outbox",
 )  # fmt: skip
 
 

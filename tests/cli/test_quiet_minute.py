@@ -1,5 +1,5 @@
 """A minute with nothing due, dealt with from the hint an earlier quiet minute kept
-(cronctl/execution/quiet.py): it leaves exactly the state planning would, and it is used only
+(cronctl/run/quiet.py): it leaves exactly the state planning would, and it is used only
 when the hint still proves that nothing is due."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from cronctl.execution import quiet
+from cronctl.run import quiet
 from tests.helpers import Cli, clean_env, invoke, write_schedule
 
 # Fixed wall times inside the DST hours, steps, one-shots on both sides, every policy.
@@ -343,8 +343,8 @@ def test_a_quiet_run_imports_neither_the_model_nor_the_machinery(cli: Cli, tmp_p
     result = cli("run", "--now", "2026-08-03T12:34:00Z", env={"PYTHONPROFILEIMPORTTIME": "1"})
     assert result.returncode == 0
     imported = {line.rpartition("|")[2].strip() for line in result.stderr.splitlines()}
-    assert "cronctl.execution.quiet" in imported
-    heavy_modules = ("cronctl.core.model", "cronctl.execute", "zoneinfo", "signal", "threading")
+    assert "cronctl.run.quiet" in imported
+    heavy_modules = ("cronctl.core.model", "cronctl.run.once", "zoneinfo", "signal", "threading")
     for heavy in (*heavy_modules, "tomllib", "typing"):
         assert heavy not in imported, heavy
     windows = _state(tmp_path / "home" / "state" / "cronctl")[0]

@@ -1,5 +1,5 @@
 """The "running" mark: durable before every command starts, even when marks are committed
-ahead in batches (cronctl.execution.occurrence._Queue), and bounded to what starts at once."""
+ahead in batches (cronctl.run.occurrence._Queue), and bounded to what starts at once."""
 
 from __future__ import annotations
 
@@ -153,9 +153,9 @@ def test_quick_workers_commit_the_next_marks_a_wave_at_a_time_never_two_waves_ah
     workers: 12 commits after the plan's, not 23), and no row is marked more than two waves
     ahead of those taken."""
     from cronctl.core.due import Plan
-    from cronctl.edge.files import load_paths
-    from cronctl.execution.occurrence import _Queue, _RowMark
-    from cronctl.execution.planning import make_row
+    from cronctl.edge.schedfiles import load_paths
+    from cronctl.run.occurrence import _Queue, _RowMark
+    from cronctl.run.planning import make_row
     from tests.helpers import local_context
 
     tasks = [f'name = "t{i:03d}"\nevery_minute = true\ncommand = "true"' for i in range(100)]

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 
 from cronctl.core.cronexpr import minute_floor
-from cronctl.edge.files import load_paths
-from cronctl.edge.store import Store
-from cronctl.execute import RunContext, real_clock
-from cronctl.work import Worker
+from cronctl.edge.schedfiles import load_paths
+from cronctl.edge.state.store import Store
+from cronctl.run.once import RunContext, real_clock
+from cronctl.run.work import Worker
 from tests.helpers import REPO_ROOT, clean_env, write_schedule
 
 # Each task records its run id, then outlives the next virtual minute boundary (a virtual
@@ -228,7 +228,7 @@ def _dead_pid() -> int:
 
 
 def _open_row(state: Path, run_id: str, host: str, started: datetime) -> None:
-    from cronctl.edge.store import RunRow
+    from cronctl.edge.state.store import RunRow
 
     state.mkdir(mode=0o700, exist_ok=True)
     with Store.open(state) as store, store.transaction() as txn:
@@ -269,8 +269,8 @@ def _ctx(tmp_path: Path, host: str = "test") -> RunContext:
 def test_recovery_never_overwrites_an_end_its_owner_recorded_meanwhile(
     tmp_path: Path, monkeypatch: object
 ) -> None:
-    from cronctl.edge import procs
-    from cronctl.execution import recovery
+    from cronctl.edge.process import procs
+    from cronctl.run import recovery
 
     state = tmp_path / "state"
     _open_row(state, "r1", "test", datetime.now(UTC))
@@ -293,7 +293,7 @@ def test_recovery_never_overwrites_an_end_its_owner_recorded_meanwhile(
 def test_a_run_left_open_under_an_old_host_name_is_recovered_once_old_enough(
     tmp_path: Path,
 ) -> None:
-    from cronctl import execute
+    from cronctl.run import once as execute
 
     state = tmp_path / "state"
     now = datetime.now(UTC)
@@ -473,8 +473,8 @@ conn.execute("ROLLBACK")
 def test_a_run_whose_record_cannot_be_saved_is_reported_once_as_it_happened(
     tmp_path: Path, monkeypatch: Any
 ) -> None:
-    from cronctl.edge import dbfile
-    from cronctl.execute import run_once
+    from cronctl.edge.state import dbfile
+    from cronctl.run.once import run_once
 
     # Another process holds the write lock past the busy timeout (shortened from 30 s).
     monkeypatch.setattr(dbfile, "_BUSY_TIMEOUT_MS", 300)
@@ -553,7 +553,7 @@ def _foreign_db(tmp_path: Path, case: str) -> Path:
     db = tmp_path / "state" / "state.db"
     statements = FOREIGN[case]
     if statements[0].startswith("UPDATE"):
-        from cronctl.edge.store import RunRow, TaskState
+        from cronctl.edge.state.store import RunRow, TaskState
 
         db.parent.mkdir(mode=0o700)
         t0 = datetime(2026, 8, 3, 9, 0, tzinfo=UTC)
@@ -571,7 +571,7 @@ def _foreign_db(tmp_path: Path, case: str) -> Path:
 
 @pytest.mark.parametrize("case", sorted(FOREIGN))
 def test_a_database_that_is_not_cronctls_is_a_clear_error(tmp_path: Path, case: str) -> None:
-    from cronctl.edge.store import StoreUnusableError
+    from cronctl.edge.state.store import StoreUnusableError
 
     db = _foreign_db(tmp_path, case)
     with pytest.raises(StoreUnusableError) as caught, Store.open(db.parent) as store:
@@ -659,7 +659,7 @@ def test_cronctl_never_opens_a_descriptor_of_the_database_itself(
     # Only SQLite may hold descriptors of state.db: closing any other one drops SQLite's locks.
     import builtins
 
-    from cronctl.execute import run_once
+    from cronctl.run.once import run_once
 
     opened: list[str] = []
     real_os_open, real_open = os.open, builtins.open

@@ -10,8 +10,8 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from cronctl.edge.files import load_paths
-from cronctl.work import Worker
+from cronctl.edge.schedfiles import load_paths
+from cronctl.run.work import Worker
 from tests.helpers import Cli, local_context, write_schedule
 
 SLOW_TASK = (
@@ -24,7 +24,7 @@ SLOW_TASK = (
 NEAR_BOUNDARY = """
 import sys
 from datetime import UTC, datetime, timedelta
-from cronctl import work
+from cronctl.run import work
 from cronctl.core.cronexpr import minute_floor
 
 real = work.Worker.__init__
@@ -128,7 +128,7 @@ def test_work_refuses_to_start_on_a_broken_schedule(cli: Cli, tmp_path: Path) ->
 def test_waiting_for_the_boundary_never_ends_before_it_even_when_the_timer_wakes_early() -> None:
     # A timer that wakes at 90 % of each sleep (or a clock slewed slow): the wait goes on
     # sleeping what is left, and ends at the boundary itself, not a hair before nor after.
-    from cronctl.work import wait_until
+    from cronctl.run.work import wait_until
 
     for second in (0.0, 0.2, 29.5, 59.999):
         now = [datetime(2026, 8, 3, 9, 0, tzinfo=UTC) + timedelta(seconds=second)]
@@ -146,7 +146,7 @@ def test_waiting_for_the_boundary_never_ends_before_it_even_when_the_timer_wakes
 
 
 def test_waiting_for_the_boundary_ends_at_once_on_a_stop() -> None:
-    from cronctl.work import wait_until
+    from cronctl.run.work import wait_until
 
     start = datetime(2026, 8, 3, 9, 0, 30, tzinfo=UTC)
     boundary = start + timedelta(seconds=30)
@@ -159,9 +159,9 @@ def test_a_slow_task_of_the_last_tick_is_not_taken_for_a_crash(tmp_path: Path) -
     import threading
     from dataclasses import replace
 
-    from cronctl.edge.runner import CommandResult
-    from cronctl.edge.store import Store
-    from cronctl.execute import run_once
+    from cronctl.edge.process.runner import CommandResult
+    from cronctl.edge.state.store import Store
+    from cronctl.run.once import run_once
 
     path = write_schedule(
         tmp_path / "s.toml", ['name = "slow"\ncommand = "x"\nevery_minute = true']

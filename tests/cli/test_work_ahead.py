@@ -9,11 +9,11 @@ import textwrap
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from cronctl.edge.files import load_paths
 from cronctl.edge.paths import ensure_private_dir
-from cronctl.edge.store import Store, StoredState, TaskState
-from cronctl.execute import run_once
-from cronctl.execution.planning import plan_ahead
+from cronctl.edge.schedfiles import load_paths
+from cronctl.edge.state.store import Store, StoredState, TaskState
+from cronctl.run.once import run_once
+from cronctl.run.planning import plan_ahead
 from tests.helpers import Cli, ledger_task, local_context, plan_ahead_at, write_schedule
 
 T0 = datetime(2026, 8, 3, 9, 0, tzinfo=UTC)
@@ -136,9 +136,9 @@ _FIRST_TICK_IMPORTS = textwrap.dedent(
     import os, sys
     from datetime import datetime
     from pathlib import Path
-    from cronctl.edge.files import load_paths
-    from cronctl.execute import RunContext, real_clock, run_once, start_command
-    from cronctl.work import _import_run_machinery
+    from cronctl.edge.schedfiles import load_paths
+    from cronctl.run.once import RunContext, real_clock, run_once, start_command
+    from cronctl.run.work import _import_run_machinery
     schedule_path, state, now = sys.argv[1:]
     seen, compiled, ticking = [], [], []
 

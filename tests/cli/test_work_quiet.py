@@ -22,13 +22,13 @@ from typing import Any
 import pytest
 
 from cronctl.core.model import Schedule
-from cronctl.edge.files import load_paths
 from cronctl.edge.paths import ensure_private_dir
-from cronctl.edge.store import Store
-from cronctl.execute import RunContext, run_once, start_command
-from cronctl.execution import planning
-from cronctl.execution.planning import Ahead
-from cronctl.work import Worker
+from cronctl.edge.schedfiles import load_paths
+from cronctl.edge.state.store import Store
+from cronctl.run import planning
+from cronctl.run.once import RunContext, run_once, start_command
+from cronctl.run.planning import Ahead
+from cronctl.run.work import Worker
 from tests.helpers import Cli, ledger_task, local_context, plan_ahead_at, write_schedule
 
 T0 = datetime(2026, 8, 3, 9, 0, tzinfo=UTC)
@@ -255,10 +255,10 @@ _KILLED_BETWEEN = textwrap.dedent(
     import os, signal, sys
     from datetime import datetime
     from pathlib import Path
-    from cronctl.edge.files import load_paths
-    from cronctl.edge.store import Store
-    from cronctl.execute import RunContext, real_clock, run_once
-    from cronctl.execution import planning
+    from cronctl.edge.schedfiles import load_paths
+    from cronctl.edge.state.store import Store
+    from cronctl.run.once import RunContext, real_clock, run_once
+    from cronctl.run import planning
     schedule_path, root, host, now = sys.argv[1:]
     now = datetime.fromisoformat(now)
     ctx = RunContext(

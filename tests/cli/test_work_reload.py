@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from cronctl.edge.files import load_paths
-from cronctl.work import Worker
+from cronctl.edge.schedfiles import load_paths
+from cronctl.run.work import Worker
 from tests.helpers import local_context, write_schedule
 
 GOOD = ['name = "a"\ncommand = "true"\nhourly = true']

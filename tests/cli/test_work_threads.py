@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from cronctl.edge.files import load_paths
-from cronctl.execute import RunContext, run_once, start_command
-from cronctl.execution.context import new_thread
-from cronctl.execution.pool import Pool
-from cronctl.work import Worker
+from cronctl.edge.schedfiles import load_paths
+from cronctl.run.context import new_thread
+from cronctl.run.once import RunContext, run_once, start_command
+from cronctl.run.pool import Pool
+from cronctl.run.work import Worker
 from tests.helpers import ledger_task, local_context, write_schedule
 
 T0 = datetime(2026, 8, 3, 9, 0, tzinfo=UTC)

@@ -9,7 +9,7 @@ import pytest
 
 from cronctl.core.due import CATCH_UP_LIMIT, MISSED_ROWS, Previous, plan
 from cronctl.core.model import Task
-from cronctl.edge.files import load_paths
+from cronctl.edge.schedfiles import load_paths
 
 T = datetime(2026, 8, 3, 9, 0, tzinfo=UTC)
 

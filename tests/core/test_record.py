@@ -24,7 +24,7 @@ from cronctl.core.record import (
     record,
     replace,
 )
-from cronctl.edge.files import load_paths
+from cronctl.edge.schedfiles import load_paths
 
 # The same class body twice: once a record, once a dataclass (with dataclasses.field).
 

@@ -11,10 +11,10 @@ import dataclasses
 from datetime import UTC, datetime
 from pathlib import Path
 
+from cronctl.commands.schedule import list_tasks
 from cronctl.core.analysis import task_warnings
 from cronctl.core.describe import describe
 from cronctl.core.model import Schedule, Settings, Task
-from cronctl.service import list_tasks
 from tests.core.test_calendar import make_task
 
 NOW = datetime(2026, 3, 1, tzinfo=UTC)

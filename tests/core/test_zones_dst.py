@@ -28,7 +28,7 @@ from cronctl.core.analysis import task_warnings
 from cronctl.core.cronexpr import parse_cron
 from cronctl.core.model import Schedule
 from cronctl.core.zones import fires_at, next_occurrence, parse_zone, transitions
-from cronctl.edge.files import load
+from cronctl.edge.schedfiles import load
 
 MINUTE = timedelta(minutes=1)
 ON_DATE = re.compile(r"\bon (\d{4}-\d{2}-\d{2})\b")

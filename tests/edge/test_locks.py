@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from cronctl.edge.locks import (
+from cronctl.coord.files.locks import (
     HolderInfo,
     OverlapResult,
     claim_exists,
@@ -39,7 +39,7 @@ TRY_LOCK = textwrap.dedent(
     import json, sys
     from datetime import datetime, timedelta
     from pathlib import Path
-    from cronctl.edge.locks import try_overlap_lock
+    from cronctl.coord.files.locks import try_overlap_lock
     lease = None if sys.argv[3] == "-" else timedelta(minutes=int(sys.argv[3]))
     result = try_overlap_lock(Path(sys.argv[1]), "backup", lease=lease,
                               now=datetime.fromisoformat(sys.argv[2]), host="other", pid=4242)
@@ -57,8 +57,8 @@ HOLD_AND_SPAWN = textwrap.dedent(
     import os, sys, time
     from datetime import datetime, timezone
     from pathlib import Path
-    from cronctl.edge.locks import try_overlap_lock
-    from cronctl.edge.runner import RunSpec, start
+    from cronctl.coord.files.locks import try_overlap_lock
+    from cronctl.edge.process.runner import RunSpec, start
     lock_dir = Path(sys.argv[1])
     result = try_overlap_lock(lock_dir, "backup", lease=None,
                               now=datetime.now(timezone.utc), host="holder", pid=os.getpid())
@@ -283,7 +283,7 @@ RACE = textwrap.dedent(
     import sys, time
     from datetime import datetime
     from pathlib import Path
-    from cronctl.edge.locks import claim_occurrence
+    from cronctl.coord.files.locks import claim_occurrence
     start_at = float(sys.argv[2])
     while time.time() < start_at:
         time.sleep(0.001)

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from cronctl.edge import locks
-from cronctl.edge.coord import Overlap
-from cronctl.edge.coord.files import FilesCoordinator
+from cronctl.coord import Overlap
+from cronctl.coord.files import locks
+from cronctl.coord.files.adapter import FilesCoordinator
 from cronctl.edge.paths import open_dir
 from cronctl.errors import UnsafeDirectoryError
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from cronctl.edge import procs
-from cronctl.edge.locks import OverlapResult, overlap_held, try_overlap_lock
+from cronctl.coord.files.locks import OverlapResult, overlap_held, try_overlap_lock
+from cronctl.edge.process import procs
 
 T0 = datetime(2026, 8, 3, 9, 0, tzinfo=UTC)
 

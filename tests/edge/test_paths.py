@@ -417,11 +417,11 @@ def test_local_and_doubtful_file_systems_are_not_shared(fstype: str) -> None:
     assert not is_shared_fstype(fstype)
 
 
-# --- the once-a-day notice stamp (cronctl.dirs) ---------------------------------------------
+# --- the once-a-day notice stamp (cronctl.edge.dirs) ---------------------------------------------
 
 
 def test_the_notice_stamp_is_never_touched_through_a_planted_link(tmp_path: Path) -> None:
-    from cronctl.dirs import daily_notice
+    from cronctl.edge.dirs import daily_notice
 
     state = ensure_private_dir(tmp_path / "state")
     (state / "notices").mkdir(mode=0o700)
@@ -436,7 +436,7 @@ def test_the_notice_stamp_is_never_touched_through_a_planted_link(tmp_path: Path
 
 
 def test_the_notice_is_given_once_a_day(tmp_path: Path) -> None:
-    from cronctl.dirs import daily_notice
+    from cronctl.edge.dirs import daily_notice
 
     state = ensure_private_dir(tmp_path / "state")
     assert daily_notice(state, "k") is True

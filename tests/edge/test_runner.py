@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from cronctl.edge.runner import CommandResult, RunSpec, run_condition, start, sweep_logs
+from cronctl.edge.process.runner import CommandResult, RunSpec, run_condition, start, sweep_logs
 
 ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C"}
 

@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 
 from cronctl.core.record import field_names, field_values
-from cronctl.edge import files, schedcache
-from cronctl.edge.files import load_paths
+from cronctl.edge import schedcache
+from cronctl.edge import schedfiles as files
+from cronctl.edge.schedfiles import load_paths
 from cronctl.errors import UsageError
 from tests.helpers import REPO_ROOT, Cli, write_schedule
 
@@ -477,7 +478,7 @@ def test_the_code_stamp_names_the_parsing_modules() -> None:
     stamp = schedcache._code_stamp()
     assert stamp is not None
     names = {name for name, _, _ in stamp[-1]}
-    assert {"schema.py", "model.py", "zones.py", "edge/files.py", "edge/schedcache.py"} <= names
+    assert {"schema.py", "model.py", "zones.py", "edge/schedfiles.py", "edge/schedcache.py"} <= names
 
 
 def test_doctor_says_whether_run_can_use_the_cache(cli: Cli, tmp_path: Path) -> None:

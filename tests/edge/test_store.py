@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from cronctl.edge import dbfile
-from cronctl.edge.dbfile import MIGRATIONS
-from cronctl.edge.store import DB_NAME, SCHEMA_VERSION, RunRow, Store, TaskState
+from cronctl.edge.state import dbfile
+from cronctl.edge.state.dbfile import MIGRATIONS
+from cronctl.edge.state.store import DB_NAME, SCHEMA_VERSION, RunRow, Store, TaskState
 from cronctl.errors import CronctlError, UnsafeDirectoryError
 
 T0 = datetime(2026, 8, 3, 9, 0, tzinfo=UTC)
@@ -33,7 +33,7 @@ INCREMENT = textwrap.dedent(
     import sys, time
     from datetime import datetime, timezone
     from pathlib import Path
-    from cronctl.edge.store import RunRow, Store, TaskState
+    from cronctl.edge.state.store import RunRow, Store, TaskState
     state_dir, worker, count = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
     t0 = datetime(2026, 8, 3, 9, 0, tzinfo=timezone.utc)
     go = state_dir / "go"
@@ -57,7 +57,7 @@ COMMIT_FOREVER = textwrap.dedent(
     import sys, time
     from datetime import datetime, timedelta, timezone
     from pathlib import Path
-    from cronctl.edge.store import RunRow, Store, TaskState
+    from cronctl.edge.state.store import RunRow, Store, TaskState
     state_dir, prefix = Path(sys.argv[1]), sys.argv[2]
     t0 = datetime(2026, 8, 3, 9, 0, tzinfo=timezone.utc)
     with Store.open(state_dir) as store:
@@ -709,7 +709,7 @@ def test_run_ids_of_one_minute_do_not_collide() -> None:
     planning (it happened with six random hex digits, n^2 / 2^25 a run)."""
     import re
 
-    from cronctl.execution.context import new_run_id
+    from cronctl.run.context import new_run_id
 
     minute = datetime(2026, 8, 3, 9, 0, tzinfo=UTC)
     ids = [new_run_id(minute) for _ in range(200_000)]

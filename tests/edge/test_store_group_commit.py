@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cronctl.edge.store import RunRow, Store
+from cronctl.edge.state.store import RunRow, Store
 
 T0 = datetime(2026, 8, 3, 12, 34, tzinfo=UTC)
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cronctl.edge import unsaved
+from cronctl.edge.state import unsaved
 from cronctl.errors import UnsafeDirectoryError
 
 RESULT: dict[str, object] = {
@@ -76,7 +76,7 @@ def test_a_crashed_runs_empty_reservation_is_removed_once_its_owner_is_gone(
 import os, sys
 sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})
 from pathlib import Path
-from cronctl.edge import unsaved
+from cronctl.edge.state import unsaved
 slots = unsaved.reserve(Path(sys.argv[1]), ["a", "b"])
 assert slots is not None
 os._exit(0)  # dies without closing it, as kill -9 would

@@ -11,7 +11,7 @@ import pytest
 
 from cronctl import load
 from cronctl.core.model import Schedule
-from cronctl.execute import RunContext, RunReport, run_once
+from cronctl.run.once import RunContext, RunReport, run_once
 from tests.helpers import write_schedule
 
 T0 = datetime(2026, 8, 3, 9, 0, tzinfo=UTC)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from cronctl.core.opskeys import jitter_offset
-from cronctl.execute import Tracker
+from cronctl.run.once import Tracker
 from tests.helpers import Cli, write_schedule
 from tests.ops.conftest import Drive
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from cronctl.edge.store import Store
+from cronctl.edge.state.store import Store
 from tests.helpers import Cli, write_schedule
 from tests.ops.conftest import T0, Drive
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from cronctl.cli.common import work_reporting
-from cronctl.edge.stream import visible
+from cronctl.cli.wiring import work_reporting
+from cronctl.edge.process.stream import visible
 from tests.ops.conftest import Drive
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from cronctl.edge.coord import Coordinator, Overlap, redact_url
-from cronctl.edge.coord.files import FilesCoordinator
+from cronctl.coord import Coordinator, Overlap, redact_url
+from cronctl.coord.files.adapter import FilesCoordinator
 
 T0 = datetime(2026, 8, 3, 9, 0, tzinfo=UTC)
 
@@ -18,7 +18,7 @@ T0 = datetime(2026, 8, 3, 9, 0, tzinfo=UTC)
 def coord(request: pytest.FixtureRequest, tmp_path: Path) -> Coordinator:
     if request.param == "files":
         return FilesCoordinator(tmp_path / "locks")
-    from cronctl.edge.coord.postgres import PostgresCoordinator
+    from cronctl.coord.postgres.adapter import PostgresCoordinator
 
     made = PostgresCoordinator(request.getfixturevalue("pg_url"))
     request.addfinalizer(made.close)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from cronctl.edge.coord.postgres import PostgresCoordinator
+from cronctl.coord.postgres.adapter import PostgresCoordinator
 from tests.helpers import Cli, write_schedule
 from tests.pg.conftest import PgServer
 
@@ -335,7 +335,7 @@ def test_a_lock_taken_by_another_after_a_cut_is_reported(
 ) -> None:
     import psycopg2
 
-    from cronctl.edge.coord.pg_lock import lock_key
+    from cronctl.coord.postgres.lock import lock_key
 
     a = fleet("a", "run", "--now", T, background=True)
     _wait_for(lambda: (tmp_path / "started").exists(), "the task to start")
@@ -372,8 +372,8 @@ def test_a_lock_taken_by_another_as_the_task_ends_is_still_reported(
 
     import psycopg2
 
-    from cronctl.edge.coord import pg_lock
-    from cronctl.edge.coord.pg_lock import lock_key
+    from cronctl.coord.postgres import lock as pg_lock
+    from cronctl.coord.postgres.lock import lock_key
 
     stopping: list[threading.Event] = []  # the lock's own: set first thing in release()
 

@@ -15,8 +15,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from cronctl import load
-from cronctl.edge.coord.postgres import PostgresCoordinator
-from cronctl.execute import RunContext, run_once
+from cronctl.coord.postgres.adapter import PostgresCoordinator
+from cronctl.run.once import RunContext, run_once
 from tests.helpers import write_schedule
 
 MACHINES = 8

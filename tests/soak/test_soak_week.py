@@ -22,11 +22,11 @@ from pathlib import Path
 
 import pytest
 
-from cronctl.edge import locks
-from cronctl.edge.files import load_paths
-from cronctl.edge.runner import CommandResult, RunSpec
-from cronctl.edge.store import Store
-from cronctl.execute import RunContext, run_once
+from cronctl.coord.files import locks
+from cronctl.edge.process.runner import CommandResult, RunSpec
+from cronctl.edge.schedfiles import load_paths
+from cronctl.edge.state.store import Store
+from cronctl.run.once import RunContext, run_once
 from tests.soak.model import MINUTE, Model, SoakTask, utc
 
 WEEK = utc("2025-12-29T00:00")

@@ -1,0 +1,223 @@
+"""Commands over recorded state: status, history, logs, pause, resume."""
+
+from __future__ import annotations
+
+import codecs
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from cronctl.cli.app import (
+    CoordOpt,
+    FileOpt,
+    HostOpt,
+    JsonOpt,
+    LockOpt,
+    NowOpt,
+    StateOpt,
+    app,
+    load_schedule,
+    parse_instant,
+)
+from cronctl.cli.complete import task_names
+
+if TYPE_CHECKING:
+    from cronctl.coord import Coordinator
+    from cronctl.core.model import Schedule
+
+NameArg = Annotated[
+    str,
+    typer.Argument(
+        metavar="NAME", help="Task name.", show_default=False, autocompletion=task_names
+    ),
+]
+FleetOpt = Annotated[
+    bool, typer.Option("--fleet", help="Every machine's, from the coordination store.")
+]
+
+
+def _coord(schedule: Schedule, locks: Path, flag: str | None) -> Coordinator | None:
+    """The coordination store when one is configured (None: files in lock_dir)."""
+    from cronctl.coord import open_coordinator
+    from cronctl.edge import dirs
+
+    url = dirs.coordination_url(schedule, flag, os.environ)
+    return open_coordinator(url, locks) if url else None
+
+
+def _dirs(
+    file: list[Path] | None, state_dir: Path | None, lock_dir: Path | None
+) -> tuple[Schedule, Path, Path]:
+    from cronctl.edge import dirs
+
+    schedule = load_schedule(file)
+    states, locks = dirs.data_dirs(schedule, state_dir, lock_dir, os.environ)
+    return schedule, states, locks
+
+
+@app.command()
+def status(
+    file: FileOpt = None,
+    as_json: JsonOpt = False,
+    now: NowOpt = None,
+    state_dir: StateOpt = None,
+    lock_dir: LockOpt = None,
+    fleet: FleetOpt = False,
+    coordination: CoordOpt = None,
+    host: HostOpt = None,
+    check: Annotated[
+        bool, typer.Option("--check", help="Exit 1 when a task is failing or overdue.")
+    ] = False,
+) -> None:
+    """Per task: last run, outcome, duration, next run, paused, failures in a row, missed,
+    overdue."""
+    from cronctl.cli.render.tables import render_status
+    from cronctl.cli.wiring import host_name
+    from cronctl.commands import operate
+
+    schedule, states, locks = _dirs(file, state_dir, lock_dir)
+    coord = _coord(schedule, locks, coordination)
+    if fleet:
+        from cronctl.cli.render.tables import render_fleet_status
+        from cronctl.commands.fleet import fleet_status
+
+        render_fleet_status(fleet_status(schedule, coord), as_json)
+        return
+    result = operate.status(schedule, states, locks, parse_instant(now), host_name(host), coord)
+    render_status(result, as_json)
+    if schedule.errors:
+        # As `list`: the good tasks are shown, but a broken file is never an exit 0.
+        from cronctl.cli.render.tables import render_problems
+
+        render_problems(schedule.errors)
+        raise typer.Exit(2)
+    if check and result.alarming:
+        names = ", ".join(r.task.name for r in result.alarming)
+        print(f"cronctl: failing or overdue: {names}", file=sys.stderr)
+        raise typer.Exit(1)
+
+
+@app.command()
+def history(
+    name: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="[NAME]", help="Only this task.", show_default=False, autocompletion=task_names
+        ),
+    ] = None,
+    limit: Annotated[
+        int,
+        typer.Option("--limit", "-n", metavar="N", min=1, max=100000, help="At most N runs."),
+    ] = 20,
+    file: FileOpt = None,
+    as_json: JsonOpt = False,
+    state_dir: StateOpt = None,
+    lock_dir: LockOpt = None,
+    fleet: FleetOpt = False,
+    host: Annotated[
+        str | None,
+        typer.Option("--host", metavar="NAME", help="With --fleet: only this machine's runs."),
+    ] = None,
+    coordination: CoordOpt = None,
+) -> None:
+    """Past runs on this machine (--fleet: on every machine), newest first."""
+    from cronctl.cli.render.tables import render_history
+    from cronctl.commands import operate
+
+    schedule, states, locks = _dirs(file, state_dir, lock_dir)
+    if fleet:
+        from cronctl.commands.fleet import fleet_history
+
+        coord = _coord(schedule, locks, coordination)
+        render_history(fleet_history(coord, name, host, limit), as_json, hosts=True)
+        return
+    if host is not None:
+        from cronctl.errors import UsageError
+
+        raise UsageError("--host filters the fleet history: add --fleet")
+    render_history(operate.history(states, name, limit, schedule), as_json)
+
+
+@app.command()
+def logs(
+    name: NameArg,
+    run: Annotated[
+        str | None,
+        typer.Option("--run", metavar="ID", help="A run id from `history`. Default: the last run."),
+    ] = None,
+    file: FileOpt = None,
+    state_dir: StateOpt = None,
+    lock_dir: LockOpt = None,
+) -> None:
+    """The captured output of the task's last run (or of --run ID)."""
+    from cronctl.cli.render.tables import visible
+    from cronctl.commands import operate
+
+    schedule, states, _ = _dirs(file, state_dir, lock_dir)
+    result = operate.logs(states, name, run, schedule)
+    print(f"# {result.run.task} {result.run.id} {result.run.outcome}", file=sys.stderr)
+    if result.path is None:
+        print("# the run printed nothing (no log file is kept for a quiet run)", file=sys.stderr)
+    sys.stdout.flush()
+    # On a terminal, escapes are shown, not obeyed (SPEC 4.4); a pipe gets the exact bytes.
+    decoder = codecs.getincrementaldecoder("utf-8")("replace") if sys.stdout.isatty() else None
+    try:
+        for chunk in result.chunks():  # streamed: a huge log never sits in memory whole
+            if decoder is None:
+                sys.stdout.buffer.write(chunk)
+            else:
+                sys.stdout.write(visible(decoder.decode(chunk)))
+        sys.stdout.flush()
+        sys.stdout.buffer.flush()
+    except BrokenPipeError:
+        # `cronctl logs NAME | head` closed the pipe: done, like cat. Point stdout at
+        # /dev/null so the interpreter's final flush does not fail on it again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+
+@app.command()
+def pause(
+    name: NameArg,
+    reason: Annotated[
+        str | None, typer.Option("--reason", metavar="TEXT", help="Why; shown by status.")
+    ] = None,
+    file: FileOpt = None,
+    state_dir: StateOpt = None,
+    lock_dir: LockOpt = None,
+    host: HostOpt = None,
+    coordination: CoordOpt = None,
+) -> None:
+    """Pause a task on every machine that shares the lock directory (or coordination store)."""
+    from cronctl.cli.wiring import host_name
+    from cronctl.commands import operate
+
+    schedule, _, locks = _dirs(file, state_dir, lock_dir)
+    coord = _coord(schedule, locks, coordination)
+    user = os.environ.get("USER") or os.environ.get("LOGNAME") or str(os.getuid())
+    me = host_name(host)
+    operate.pause(schedule, locks, name, reason, parse_instant(None), me, user, coord)
+    where = coord.describe() if coord else f"lock_dir {locks}"
+    print(f"paused {name} ({where}); `cronctl resume {name}` undoes it", file=sys.stderr)
+
+
+@app.command()
+def resume(
+    name: NameArg,
+    file: FileOpt = None,
+    state_dir: StateOpt = None,
+    lock_dir: LockOpt = None,
+    coordination: CoordOpt = None,
+) -> None:
+    """Resume a paused task; it realigns to its next occurrence, nothing is caught up."""
+    from cronctl.commands import operate
+
+    schedule, _, locks = _dirs(file, state_dir, lock_dir)
+    if operate.resume(schedule, locks, name, _coord(schedule, locks, coordination)):
+        print(f"resumed {name}", file=sys.stderr)
+    else:
+        print(f"{name} was not paused", file=sys.stderr)

@@ -1,0 +1,541 @@
+"""Result dataclasses -> a rich table on a terminal, plain text when piped, or JSON.
+
+One renderer per result, so `--json` and the human output cannot disagree.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+
+from cronctl.core.model import Problem, format_utc
+
+TYPE_CHECKING = False  # see cronctl.core.record: `run` never imports typing
+if TYPE_CHECKING:
+    from datetime import datetime
+    from typing import Any, TextIO
+
+    from cronctl.commands.schedule import CheckResult, DueResult, ListResult, NextResult
+    from cronctl.core.zones import Zone
+
+
+def emit_json(data: Any, stream: TextIO | None = None) -> None:
+    """Stable, indented JSON on stdout."""
+    import json  # only for --json: a quiet `run` never needs it
+
+    print(json.dumps(data, indent=2), file=stream or sys.stdout)
+
+
+def problem_json(problem: Problem) -> dict[str, Any]:
+    """PROBLEM of SPEC 3: file, line, task, severity, code, message."""
+    return {
+        "file": problem.file,
+        "line": problem.line,
+        "task": problem.task,
+        "severity": problem.severity,
+        "code": problem.code,
+        "message": problem.message,
+    }
+
+
+def table(
+    headers: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    stream: TextIO | None = None,
+    drop: Sequence[str] = (),
+    shrink: Sequence[str] = ("WHEN", "GUARDS", "NOTE"),
+) -> None:
+    """A rich table on a terminal; aligned plain columns when piped (easy to grep and cut).
+
+    On a terminal nothing wraps: the columns named in `drop` go first, in that order, until
+    the table fits; then the free-text columns in `shrink` are shortened with an ellipsis.
+    Names and times are never cut.
+    """
+    out = stream or sys.stdout
+    if out.isatty():
+        from rich.console import Console
+        from rich.table import Table
+        from rich.text import Text
+
+        from cronctl.cli.render.lines import LONG_TABLE_ROWS, print_lines
+
+        console = Console(file=out, no_color="NO_COLOR" in os.environ, highlight=False)
+        keep, widths = _fitting(headers, rows, console.width, drop, shrink)
+        fits = sum(widths[i] for i in keep) + 2 * (len(keep) - 1) <= console.width
+        if fits and len(rows) >= LONG_TABLE_ROWS:  # a rich Table is slow when long
+            print_lines(console, headers, rows, keep, widths, outcome_style)
+            return
+        grid = Table(box=None, header_style="bold", pad_edge=False)
+        for index in keep:
+            grid.add_column(headers[index], no_wrap=True, overflow="ellipsis", width=widths[index])
+        for row in rows:
+            # Text, not markup: a '[' in a note or a name is printed, not interpreted.
+            grid.add_row(*(Text(row[i], style=outcome_style(headers[i], row[i])) for i in keep))
+        console.print(grid)
+        return
+    out.write(plain_table(headers, rows))
+
+
+def plain_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """The lines of a table for a pipe: columns left-aligned, two spaces apart, no trailing
+    blanks. One `%` format a row (`%-Ns` pads as `ljust` does): ~1 µs a row at 10,000."""
+    # strict: each row has one cell a column (a ValueError otherwise, as before).
+    columns = list(zip(*rows, strict=True)) or [()] * len(headers)
+    widths = [
+        max(len(h), max(map(len, column), default=0))
+        for h, column in zip(headers, columns, strict=True)
+    ]
+    line = "  ".join(f"%-{w}s" for w in widths)
+    lines = [(line % tuple(headers)).rstrip()]
+    lines += [(line % tuple(row)).rstrip() for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def _fitting(
+    headers: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    width: int,
+    drop: Sequence[str],
+    shrink: Sequence[str],
+) -> tuple[list[int], list[int]]:
+    """The columns kept and each one's width: drop columns, then narrow free text."""
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+    keep = list(range(len(headers)))
+
+    def total() -> int:
+        return sum(widths[i] for i in keep) + 2 * (len(keep) - 1)
+
+    for name in drop:
+        if total() <= width:
+            break
+        keep = [i for i in keep if headers[i] != name]
+    for index in [i for i in keep if headers[i] in shrink]:
+        excess = total() - width
+        if excess > 0:
+            widths[index] = max(len(headers[index]), 8, widths[index] - excess)
+    return keep, widths
+
+
+_OUTCOME_COLUMNS = ("OUTCOME", "LAST RUN")
+
+
+def outcome_style(header: str, value: str) -> str:
+    """ok green; failed, timeout, error, interrupted red; skipped and missed yellow."""
+    if header not in _OUTCOME_COLUMNS or not value:
+        return ""
+    word = value.split()[-1] if header == "LAST RUN" else value
+    if word == "ok":
+        return "green"
+    if word.startswith(("failed", "timeout", "error", "interrupted")):
+        return "red"
+    if word.startswith(("skipped", "missed")) or word in ("condition", "server", "running"):
+        return "yellow"
+    return ""
+
+
+def summary(problems: Sequence[Problem]) -> str:
+    """'2 errors, 1 warning' style counts."""
+    errors = sum(p.severity == "error" for p in problems)
+    warnings = len(problems) - errors
+    return f"{errors} error{'s' * (errors != 1)}, {warnings} warning{'s' * (warnings != 1)}"
+
+
+def render_check(result: CheckResult, fmt: str, task_count: int, file_count: int) -> None:
+    """`check` in text, json or github form."""
+    if fmt == "json":
+        emit_json({"ok": result.ok, "problems": [problem_json(p) for p in result.problems]})
+        return
+    for problem in result.problems:
+        if fmt == "github":
+            print(_github(problem))
+        else:
+            print(problem.describe())
+    if fmt == "text":
+        verdict = "ok" if result.ok else "failed"
+        print(
+            f"{verdict}: {task_count} task{'s' * (task_count != 1)} in {file_count} "
+            f"file{'s' * (file_count != 1)}; {summary(result.problems)}"
+        )
+
+
+def _github(problem: Problem) -> str:
+    level = "error" if problem.severity == "error" else "warning"
+    where = f"file={problem.file}"
+    if problem.line is not None:
+        where += f",line={problem.line}"
+    task = f"task {problem.task}: " if problem.task else ""
+    message = (task + problem.message).replace("%", "%25").replace("\n", "%0A")
+    return f"::{level} {where},title=cronctl {problem.code}::{message}"
+
+
+def render_problems(problems: Sequence[Problem]) -> None:
+    """Problems after a listing, on stderr so the table on stdout stays clean."""
+    for problem in problems:
+        print(problem.describe(), file=sys.stderr)
+
+
+def local_time(when: datetime, zone: Zone) -> str:
+    """`2026-08-03T11:00+02:00`: an instant as the task's wall clock, offset included."""
+    wall = when.astimezone(zone.tz)
+    offset = wall.strftime("%z")
+    return f"{wall:%Y-%m-%dT%H:%M}{offset[:3]}:{offset[3:]}"
+
+
+def render_list(result: ListResult, as_json: bool, local: bool = False) -> None:
+    """`list`: one row per task, then the problems (`local`: times in each task's zone)."""
+    from cronctl.core.describe import describe
+
+    if as_json:
+        emit_json(
+            {
+                "tasks": [
+                    {
+                        "name": row.task.name,
+                        "schedule": row.task.schedule,
+                        "schedule_words": describe(row.task),
+                        "timezone": row.task.zone.name,
+                        "next_run": format_utc(row.next_run) if row.next_run else None,
+                        "guards": row.task.guards,
+                        "paused": row.paused,
+                        "last_run": run_json(row.last_run) if row.last_run else None,
+                        "hosts": list(row.task.hosts),
+                        "other_hosts": row.other_hosts,
+                    }
+                    for row in result.rows
+                ],
+                "problems": [problem_json(p) for p in result.problems],
+            }
+        )
+        return
+    # Tasks of one schedule and zone share their next run and their words: each is
+    # formatted once (at 10,000 tasks, ~60 pairs in bench/scale.py's mix).
+    # (By the zone's and expression's identities: parse_zone and parse_cron hand out one
+    # object per text, and an identity needs no hashing of the fields.)
+    times: dict[tuple[datetime, int], str] = {}
+    words: dict[tuple[int, int, datetime | None], str] = {}
+
+    def shown(when: datetime, zone: Zone) -> str:
+        key = (when, id(zone) if local else 0)
+        text = times.get(key)
+        if text is None:
+            text = times[key] = local_time(when, zone) if local else format_utc(when)
+        return text
+
+    rows = []
+    for row in result.rows:
+        task = row.task
+        zone = task.zone
+        next_run = "paused" if row.paused else (shown(row.next_run, zone) if row.next_run else "-")
+        if row.other_hosts:
+            next_run = "other hosts"
+        last = "-"
+        if row.last_run:
+            last = f"{shown(row.last_run.occurrence, zone)} {row.last_run.outcome}"
+        said = (id(task.cron), id(zone), task.at)
+        text = words.get(said)
+        if text is None:
+            text = words[said] = describe(task)
+        rows.append(
+            [
+                task.name,
+                task.schedule,
+                zone.name,
+                next_run,
+                ",".join(task.guards) or "-",
+                last,
+                text,  # last: words with spaces, after the columns scripts cut
+            ]
+        )
+    table(
+        ["TASK", "SCHEDULE", "TIMEZONE", "NEXT RUN", "GUARDS", "LAST RUN", "WHEN"],
+        rows,
+        drop=("GUARDS", "LAST RUN", "SCHEDULE", "TIMEZONE"),
+    )
+    # Errors in full; warnings as a count (a listing is not a lint report: `check` is).
+    errors = [p for p in result.problems if p.severity == "error"]
+    render_problems(errors)
+    warnings = len(result.problems) - len(errors)
+    if warnings:
+        print(f"{warnings} warning{'s' * (warnings != 1)}; see `cronctl check`", file=sys.stderr)
+
+
+def render_next(result: NextResult, as_json: bool, local: bool) -> None:
+    """`next`: one UTC instant per line (with the zone's wall time beside it)."""
+    if as_json:
+        emit_json(
+            {
+                "task": result.task,
+                "expression": result.expression,
+                "timezone": result.timezone,
+                "occurrences": [format_utc(t) for t in result.occurrences],
+                "details": [_next_detail(result, i) for i in range(len(result.carried))],
+            }
+        )
+        return
+    from cronctl.core.zones import parse_zone
+
+    zone = parse_zone(result.timezone)
+    for i, when in enumerate(result.occurrences):
+        line = format_utc(when)
+        if local and result.timezone != "UTC":
+            line += f"  {zone.wall(when):%a %Y-%m-%d %H:%M} {result.timezone}"
+        detail = _next_detail(result, i) if i < len(result.carried) else None
+        if detail and detail["dst_skipped"]:
+            note = _dst_note(detail, result.misfire)
+            line += f"  \N{MULTIPLICATION SIGN}{detail['runs']} ({result.misfire}: {note})"
+        print(line)
+
+
+def _next_detail(result: NextResult, index: int) -> dict[str, Any]:
+    """One occurrence of `next --json`: its runs, and the wall times a DST gap moved onto it."""
+    from cronctl.core.zones import parse_zone
+
+    when = result.occurrences[index]
+    walls = result.carried[index]
+    own = parse_zone(result.timezone).wall(when)
+    runs = len(walls) if result.misfire == "catch-up" else min(len(walls), 1)
+    return {
+        "at": format_utc(when),
+        "runs": runs,
+        "wall_times": [f"{w:%Y-%m-%dT%H:%M}" for w in walls],
+        "dst_skipped": [f"{w:%Y-%m-%dT%H:%M}" for w in walls if w != own],
+    }
+
+
+def _dst_note(detail: dict[str, Any], misfire: str) -> str:
+    """`02:00, 02:30 skipped by the DST change` (+ `, then its own time`, `; run once`)."""
+    note = ", ".join(w[-5:] for w in detail["dst_skipped"]) + " skipped by the DST change"
+    if len(detail["wall_times"]) > len(detail["dst_skipped"]):
+        note += ", then its own time"
+    return note if misfire == "catch-up" else note + "; run once"
+
+
+def render_due(result: DueResult, as_json: bool) -> None:
+    """`due`: the due task names, one per line."""
+    if as_json:
+        emit_json({"at": format_utc(result.at), "due": result.due})
+        return
+    for name in result.due:
+        print(name)
+
+
+def run_json(row: Any, dry_run: bool = False) -> dict[str, Any]:
+    """RUN of SPEC 3."""
+    return {
+        "id": None if dry_run else row.id,
+        "task": row.task,
+        "occurrence": format_utc(row.occurrence),
+        "outcome": row.outcome,
+        "exit_code": row.exit_code,
+        "started": format_utc(row.started) if row.started else None,
+        "duration_s": row.duration_s,
+        "host": row.host,
+        "trigger": getattr(row, "trigger", "schedule"),
+        "attempt": getattr(row, "attempt", 1),
+    }
+
+
+def render_run(
+    report: Any, as_json: bool, verbose: bool, handled: set[str] | frozenset[str] = frozenset()
+) -> None:
+    """`run`: quiet on success; failures with their output tail on stderr (what cron mails).
+
+    Failures in `handled` were dealt with as their task ended (cronctl.cli.live).
+    """
+    if as_json:
+        emit_json(
+            {
+                "now": format_utc(report.now),
+                "runs": [run_json(r, report.dry_run) for r in report.runs],
+            }
+        )
+    elif verbose or report.dry_run:
+        for row in report.runs:
+            print(_run_line(row), flush=True)
+    for row in report.failed + getattr(report, "interrupted", []):
+        if row.id not in handled:
+            _failure(row)
+
+
+def _run_line(row: Any) -> str:
+    took = f" {row.duration_s:.2f}s" if row.duration_s is not None else ""
+    code = f" exit {row.exit_code}" if row.exit_code is not None and row.exit_code != 0 else ""
+    note = f" ({visible(row.message)})" if row.message and row.outcome != "ok" else ""
+    return f"{format_utc(row.occurrence)}  {row.task}  {row.outcome}{code}{took}{note}"
+
+
+def _failure(row: Any) -> None:
+    message = row.message
+    if row.outcome == "failed" and row.exit_code is None and (message or "").startswith("killed"):
+        # "failed (killed by SIGKILL)": the signal is the reason, never "exit None".
+        killed, _, message = message.partition("; ")
+        what = f"failed ({killed})"
+    else:
+        what = {
+            "failed": f"failed (exit {row.exit_code})",
+            "timeout": "timed out",
+            "error": "could not run",
+        }.get(row.outcome, row.outcome)
+    took = f" after {row.duration_s:.1f}s" if row.duration_s is not None else ""
+    lines = [f"cronctl: task {row.task} {what} for {format_utc(row.occurrence)}{took}"]
+    if message:
+        lines.append(f"  {visible(message)}")
+    if row.log_path:
+        lines.append(f"  log: {row.log_path}")
+    tail = visible(row.tail or "").rstrip("\n")
+    lines.extend(f"  | {line}" for line in tail.split("\n") if tail)
+    print("\n".join(lines), file=sys.stderr, flush=True)
+
+
+def _caret(code: int) -> str:
+    # cat -v's notation: ^[ for ESC, ^? for DEL, M-^[ for the C1 twin of ESC (U+009B).
+    if code >= 0x80:
+        return "M-" + _caret(code - 0x80)
+    return "^?" if code == 0x7F else "^" + chr(code + 0x40)
+
+
+_VISIBLE = {c: _caret(c) for c in (*range(0x20), 0x7F, *range(0x80, 0xA0)) if c not in (9, 10)}
+# Bidirectional overrides reorder what a reader sees ("Trojan Source"): name them too.
+_VISIBLE.update({c: f"<U+{c:04X}>" for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))})
+
+
+def visible(text: str) -> str:
+    """Task output made safe for a terminal or a mail: control characters shown, not obeyed.
+
+    ESC becomes ``^[``, carriage return ``^M``, DEL ``^?``, the C1 controls (U+0080-U+009F,
+    which some terminals also obey) ``M-^[`` and so on, as ``cat -v`` shows them; newlines
+    and tabs stay; bidirectional overrides are named (``<U+202E>``). Log files keep the
+    bytes; this is only for what a person reads.
+    """
+    return text.translate(_VISIBLE)
+
+
+def render_status(result: Any, as_json: bool) -> None:
+    """`status`: one row per task."""
+    if as_json:
+        emit_json(
+            {
+                "tasks": [
+                    {
+                        "name": row.task.name,
+                        "paused": row.paused,
+                        "pause_reason": row.pause_reason,
+                        "next_run": format_utc(row.next_run) if row.next_run else None,
+                        "last_run": run_json(row.last_run) if row.last_run else None,
+                        "consecutive_failures": row.consecutive_failures,
+                        "missed": row.missed,
+                        "note": row.note,
+                        "overdue": row.overdue is not None,
+                        "overdue_since": format_utc(row.overdue) if row.overdue else None,
+                        "other_hosts": row.other_hosts,
+                        "host": getattr(result, "host", None),
+                    }
+                    for row in result.rows
+                ]
+            }
+        )
+        return
+    rows = []
+    for row in result.rows:
+        last = row.last_run
+        rows.append(
+            [
+                row.task.name,
+                format_utc(last.occurrence) if last else "-",
+                last.outcome if last else "-",
+                f"{last.duration_s:.1f}s" if last and last.duration_s is not None else "-",
+                _status_next(row),
+                str(row.consecutive_failures),
+                str(row.missed),
+                _status_note(row),
+            ]
+        )
+    table(
+        ["TASK", "LAST RUN", "OUTCOME", "DURATION", "NEXT RUN", "FAILS", "MISSED", "NOTE"],
+        rows,
+        drop=("MISSED", "DURATION", "FAILS", "NOTE"),
+    )
+
+
+def _status_next(row: Any) -> str:
+    if getattr(row, "other_hosts", False):
+        return "other hosts"
+    return "paused" if row.paused else (format_utc(row.next_run) if row.next_run else "-")
+
+
+def _status_note(row: Any) -> str:
+    note = row.note or (row.pause_reason or "" if row.paused else "")
+    if getattr(row, "overdue", None) is not None:
+        overdue = f"overdue since {format_utc(row.overdue)}"
+        note = f"{overdue}; {note}" if note else overdue
+    return note
+
+
+def render_history(runs: Sequence[Any], as_json: bool, hosts: bool = False) -> None:
+    """`history`: one row per run, newest first (`hosts`: with a HOST column, for --fleet)."""
+    if as_json:
+        emit_json({"runs": [run_json(r) for r in runs]})
+        return
+    host = ["HOST"] if hosts else []
+    table(
+        ["ID", "TASK", *host, "OCCURRENCE", "OUTCOME", "EXIT", "STARTED", "DURATION"],
+        [
+            [
+                r.id,
+                r.task,
+                *([r.host] if hosts else []),
+                format_utc(r.occurrence),
+                r.outcome,
+                _exit_text(r),
+                format_utc(r.started) if r.started else "-",
+                f"{r.duration_s:.2f}s" if r.duration_s is not None else "-",
+            ]
+            for r in runs
+        ],
+        drop=("STARTED", "EXIT", "DURATION", "ID"),
+    )
+
+
+def render_fleet_status(result: Any, as_json: bool) -> None:
+    """`status --fleet`: one row per task and machine, with a HOST column."""
+    if as_json:
+        emit_json(
+            {
+                "tasks": [
+                    {
+                        "name": row.task,
+                        "host": row.host,
+                        "paused": row.paused,
+                        "pause_reason": row.pause_reason,
+                        "last_run": run_json(row.last_run) if row.last_run else None,
+                    }
+                    for row in result.rows
+                ]
+            }
+        )
+        return
+    rows = []
+    for row in result.rows:
+        last = row.last_run
+        rows.append(
+            [
+                row.task,
+                row.host or "-",
+                format_utc(last.occurrence) if last else "-",
+                last.outcome if last else "-",
+                f"{last.duration_s:.1f}s" if last and last.duration_s is not None else "-",
+                "paused" + (f" ({row.pause_reason})" if row.pause_reason else "")
+                if row.paused
+                else "",
+            ]
+        )
+    table(["TASK", "HOST", "LAST RUN", "OUTCOME", "DURATION", "PAUSED"], rows)
+
+
+def _exit_text(row: Any) -> str:
+    """The EXIT column: the code, or the signal that ended the run (``SIGKILL``), or ``-``."""
+    if row.exit_code is not None:
+        return str(row.exit_code)
+    killed = (row.message or "").partition("; ")[0]
+    return killed.removeprefix("killed by ") if killed.startswith("killed by ") else "-"

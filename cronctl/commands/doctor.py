@@ -1,0 +1,174 @@
+"""`cronctl doctor` (SPEC 8.4): check this machine's set-up and say what to do about each finding.
+
+Directories (ownership, modes, free space), whether lock_dir is shared, whether `run` can use
+its schedule cache, the coordination store (reachable, schema version, round trip) and the
+clock against the store's ``now()``.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Literal
+
+from cronctl.core.model import Schedule
+
+SKEW_WARN_S = 2.0
+MIN_FREE_BYTES = 100 * 1024 * 1024
+MIN_FREE_RATIO = 0.05
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One check: ``ok``, ``warning`` or ``problem``, what was found, and what to do."""
+
+    level: Literal["ok", "warning", "problem"]
+    subject: str
+    message: str
+    advice: str = ""
+
+
+@dataclass(frozen=True)
+class DoctorResult:
+    """Every finding, in the order checked."""
+
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """True when nothing needs attention (exit 0)."""
+        return all(f.level == "ok" for f in self.findings)
+
+
+def doctor(schedule: Schedule, state_dir: Path, lock_dir: Path, url: str | None) -> DoctorResult:
+    """Run every check; never raises for what it finds."""
+    findings = [*_directory("state_dir", state_dir), *_directory("lock_dir", lock_dir)]
+    findings.append(_sharing(schedule, lock_dir, url))
+    findings.append(_cache(os.environ))
+    if url:
+        findings.extend(_store(url))
+    return DoctorResult(findings)
+
+
+def _cache(env: Mapping[str, str]) -> Finding:
+    """`run`'s schedule cache: a directory it cannot use costs every run a parse, silently."""
+    from cronctl.edge.paths import open_dir
+    from cronctl.edge.schedcache import cache_dir
+    from cronctl.errors import CronctlError
+
+    subject = "schedule cache"
+    try:
+        where = cache_dir(env, os.geteuid() == 0)
+    except CronctlError as exc:
+        return Finding("problem", subject, str(exc), "fix or unset CRONCTL_CACHE_DIR")
+    if where is None:
+        why = "off (CRONCTL_CACHE_DIR=off)" if env.get("CRONCTL_CACHE_DIR") else "no home"
+        return Finding("ok", subject, f"{why}: every run parses the schedule files")
+    subject = f"{subject} {where}"
+    if not os.path.lexists(where):
+        return Finding("ok", subject, "does not exist yet; the first run creates it (0700)")
+    try:
+        fd, _ = open_dir(where)
+    except (OSError, CronctlError) as exc:
+        message = str(exc) if isinstance(exc, CronctlError) else exc.strerror or str(exc)
+        return Finding("warning", subject, f"run cannot use it, so every run parses the "
+                       f"schedule files: {message}", "fix it as the message says, point "
+                       "CRONCTL_CACHE_DIR elsewhere, or set CRONCTL_CACHE_DIR=off")  # fmt: skip
+    try:
+        names = os.listdir(fd)  # noqa: PTH208  (the checked descriptor, not the path)
+        entries = sum(1 for name in names if name.startswith("schedule-"))
+    finally:
+        os.close(fd)
+    return Finding("ok", subject, f"usable, {entries} entr{'y' if entries == 1 else 'ies'}")
+
+
+def _directory(name: str, path: Path) -> list[Finding]:
+    subject = f"{name} {path}"
+    try:
+        info = path.lstat()
+    except FileNotFoundError:
+        return [Finding("ok", subject, "does not exist yet; the first run creates it (0700)")]
+    except OSError as exc:
+        return [Finding("problem", subject, f"cannot be read: {exc.strerror}", "fix its parent")]
+    if stat.S_ISLNK(info.st_mode) or not stat.S_ISDIR(info.st_mode):
+        return [Finding("problem", subject, "is not a directory (or is a symbolic link)",
+                        f"point {name} at a real directory")]  # fmt: skip
+    findings: list[Finding] = []
+    me = os.geteuid()
+    if info.st_uid not in (me, 0):
+        findings.append(Finding("problem", subject, f"is owned by uid {info.st_uid}, not by "
+                                f"uid {me} who runs cronctl", f"chown {me} {path}"))  # fmt: skip
+    if info.st_mode & stat.S_IWOTH:
+        mode = f"{stat.S_IMODE(info.st_mode):04o}"
+        findings.append(
+            Finding("problem", subject, f"is writable by others ({mode})", f"chmod o-w {path}")
+        )
+    findings.append(_free_space(subject, path))
+    return findings
+
+
+def _free_space(subject: str, path: Path) -> Finding:
+    vfs = os.statvfs(path)
+    free = vfs.f_bavail * vfs.f_frsize
+    total = vfs.f_blocks * vfs.f_frsize or 1
+    text = f"{free / 2**20:.0f} MiB free ({100 * free / total:.0f}%)"
+    if free < MIN_FREE_BYTES or free / total < MIN_FREE_RATIO:
+        return Finding("problem", subject, f"only {text}",
+                       "free some space: a full disk stops history and logs")  # fmt: skip
+    return Finding("ok", subject, f"owner and mode fine, {text}")
+
+
+def _sharing(schedule: Schedule, lock_dir: Path, url: str | None) -> Finding:
+    if url:
+        return Finding("ok", "lock_dir sharing", "claims, locks and pauses are in the "
+                       "coordination store; lock_dir need not be shared")  # fmt: skip
+    from cronctl.edge.dirs import lock_dir_warning
+
+    warning = lock_dir_warning(schedule, lock_dir, only_if_present=True)
+    if warning is None:
+        return Finding("ok", "lock_dir sharing", "shared, or no task needs it to be")
+    return Finding("problem", "lock_dir sharing", warning.message,
+                   "mount a shared lock_dir, or set coordination to a PostgreSQL URL")  # fmt: skip
+
+
+def _store(url: str) -> list[Finding]:
+    from cronctl.coord import StoreUnavailable, redact_url
+    from cronctl.coord.postgres.adapter import PostgresCoordinator, driver
+    from cronctl.coord.postgres.schema import SCHEMA_VERSION
+    from cronctl.errors import CronctlError
+
+    subject = f"coordination {redact_url(url)}"
+    store = PostgresCoordinator(url)
+    try:
+        driver(url)  # imported first, so "connect" times the connection only
+        start = time.perf_counter()
+        version = store.schema_version()  # connects, creates or checks the schema
+        connected = time.perf_counter() - start
+        before = time.time()
+        server = store.server_now()
+        after = time.time()
+    except StoreUnavailable as exc:
+        return [Finding("problem", subject, str(exc), "check the URL, the network, "
+                        "pg_hba.conf and the password (PGPASSFILE, PGPASSWORD)")]  # fmt: skip
+    except CronctlError as exc:
+        return [Finding("problem", subject, str(exc), "do what the message says")]
+    finally:
+        store.close()
+    round_trip = after - before
+    timing = f"connect {connected * 1000:.0f} ms, round trip {round_trip * 1000:.1f} ms"
+    schema = f"schema version {version} of {SCHEMA_VERSION}"
+    findings = [Finding("ok", subject, f"reachable ({timing}), {schema}")]
+    local = datetime.fromtimestamp((before + after) / 2, UTC)
+    skew = (local - server).total_seconds()
+    if abs(skew) > SKEW_WARN_S:
+        advice = "run an NTP client (chrony, systemd-timesyncd): leases are judged by the clock"
+        message = f"this machine's clock is {skew:+.1f} s off the store's now()"
+        findings.append(Finding("warning", "clock", message, advice))
+    else:
+        findings.append(Finding("ok", "clock", f"{skew:+.3f} s off the store's now()"))
+    return findings

@@ -1,0 +1,210 @@
+"""`cronctl exec NAME [--wait]`: run one task now, outside its schedule (SPEC 9.1).
+
+Same command, environment, working directory, timeout and overlap lock as a scheduled run;
+no claim (nothing was scheduled to claim) and no conditions (the operator asked for it). The
+lock is taken whether or not the task sets `without_overlapping`: two runs at once of a task
+the operator started by hand are never what was meant. The run is recorded with
+`"trigger": "manual"` and leaves the task's schedule window alone.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import datetime
+from types import FrameType
+from typing import TYPE_CHECKING, Any
+
+from cronctl.coord.files import locks
+from cronctl.core.model import Schedule, Task, format_duration
+from cronctl.core.opskeys import runs_on
+from cronctl.edge.paths import ensure_private_dir
+from cronctl.edge.state.store import RunRow, Store
+from cronctl.errors import CronctlError, UsageError
+from cronctl.run.once import Tracker
+
+if TYPE_CHECKING:
+    from cronctl.run.once import RunContext
+
+WAIT_POLL_S = 0.5
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """How the run ended, and the exit code `cronctl exec` passes on."""
+
+    run: RunRow
+    exit_code: int
+
+
+def exec_task(schedule: Schedule, name: str, ctx: RunContext, wait: bool) -> ExecResult:
+    """Run `name` now under its overlap lock; refuse (or wait) while it is running."""
+    task = _find(schedule, name, ctx.host)
+    ensure_private_dir(ctx.state_dir)
+    if task.paused or task.name in locks.paused_tasks(ensure_private_dir(ctx.lock_dir)):
+        ctx.warn(f"cronctl: note: task {task.name} is paused; running it anyway, as asked")
+    lock = _take_lock(task, ctx, wait)
+    tracker = Tracker()
+    ctx = replace(ctx, tracker=tracker)
+    previous = _forward_signals(tracker)
+    try:
+        result = _in_worker(lambda: _run_now(task, ctx, lock))
+    finally:
+        lock.release()
+        _restore(previous)
+    return ExecResult(result, exit_code_of(result))
+
+
+def _in_worker(body: Callable[[], RunRow]) -> RunRow:
+    """Run `body` in a thread while the main thread waits: a signal handler (which Python
+    runs in the main thread) then never interrupts the body inside a lock it holds."""
+    import threading
+
+    outcome: list[RunRow] = []
+    failure: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            outcome.append(body())
+        except BaseException as exc:
+            failure.append(exc)
+
+    worker = threading.Thread(target=target, name="cronctl-exec")
+    worker.start()
+    while worker.is_alive():
+        worker.join(0.2)
+    if failure:
+        raise failure[0]
+    return outcome[0]
+
+
+def _run_now(task: Task, ctx: RunContext, lock: locks.OverlapLock) -> RunRow:
+    from cronctl.run.context import RESULT_FIELDS, new_run_id
+    from cronctl.run.occurrence import execute as _execute
+    from cronctl.run.occurrence import task_env as _task_env
+
+    now = ctx.clock()
+    row = RunRow(
+        id=new_run_id(now),
+        task=task.name,
+        occurrence=now.replace(microsecond=0),
+        outcome="pending",
+        host=ctx.host,
+        pid=ctx.pid,
+        trigger="manual",
+    )
+    with Store.open(ctx.state_dir) as store:
+        with store.transaction() as tx:
+            tx.add_run(row)
+        env = _task_env(task, row, ctx)
+        if task.reports_outside:
+            from cronctl.run import attempts
+
+            result = attempts.execute(store, task, row, env, ctx, lock)
+        else:
+            result = _execute(store, task, row, env, ctx, lock)
+        store.update_run(result.id, **{k: getattr(result, k) for k in RESULT_FIELDS})
+    return result
+
+
+def exit_code_of(run: RunRow) -> int:
+    """The task's exit code; 124 for a timeout (as timeout(1)), 128+N for a signal (as the
+    shell), 127 when the command could not start."""
+    if run.exit_code is not None:
+        return run.exit_code
+    if run.outcome == "timeout":
+        return 124
+    if run.outcome == "failed":
+        signal_number = _signal_in(run.message or "")
+        return 128 + signal_number if signal_number else 1
+    return 127 if run.outcome == "error" else 1
+
+
+def _signal_in(message: str) -> int | None:
+    # The row keeps no signal column; a `failed` run without an exit code was killed by one,
+    # and its message names it when the runner says which.
+    import re
+
+    for word in re.findall(r"\bSIG[A-Z0-9]+\b", message):
+        if word in signal.Signals.__members__:
+            return int(signal.Signals[word])
+    return None
+
+
+def _find(schedule: Schedule, name: str, host: str) -> Task:
+    try:
+        task = schedule.task(name)
+    except KeyError:
+        known = ", ".join(t.name for t in schedule.tasks[:10])
+        raise UsageError(f"no task named {name!r}; tasks: {known or '(none)'}") from None
+    if not runs_on(task, host):
+        patterns = ", ".join(task.hosts)
+        raise UsageError(
+            f"task {name!r} runs only on hosts matching {patterns}; this machine is {host!r} "
+            "(set --host or CRONCTL_HOST if that name is wrong)"
+        )
+    return task
+
+
+def _take_lock(task: Task, ctx: RunContext, wait: bool) -> locks.OverlapLock:
+    said = False
+    while True:
+        now: datetime = ctx.clock()
+        attempt = locks.try_overlap_lock(
+            ctx.lock_dir, task.name, lease=task.overlap_lease, now=now, host=ctx.host, pid=ctx.pid
+        )
+        busy = _running_here(task, ctx) if attempt.lock is not None else None
+        if busy is not None and attempt.lock is not None:
+            # An unguarded task's scheduled runs take no lock; history still shows them.
+            attempt.lock.release()
+            attempt = replace(attempt, lock=None, holder=busy)
+        if attempt.lock is not None:
+            if attempt.status == "overtaken":
+                holder = attempt.holder.describe() if attempt.holder else "an unknown run"
+                lease = format_duration(task.overlap_lease) if task.overlap_lease else "?"
+                ctx.warn(
+                    f"cronctl: warning: task {task.name}: the run by {holder} has held its "
+                    f"overlap lock longer than the {lease} lease; treating it as stuck"
+                )
+            return attempt.lock
+        holder = f" ({attempt.holder.describe()})" if attempt.holder else ""
+        if not wait:
+            raise CronctlError(
+                f"task {task.name} is running{holder}; nothing was started. Try again when it "
+                "ends, or pass --wait to wait for it"
+            )
+        if not said:
+            ctx.warn(f"cronctl: task {task.name} is running{holder}; waiting for it to end")
+            said = True
+        ctx.sleep(WAIT_POLL_S)
+
+
+def _running_here(task: Task, ctx: RunContext) -> locks.HolderInfo | None:
+    """A run of `task` this machine's history shows running, by a cronctl still alive."""
+    from cronctl.edge.process.procs import alive as _alive
+
+    with Store.open(ctx.state_dir) as store:
+        for row in store.unfinished_runs(ctx.host):
+            mine = row.task == task.name and row.outcome == "running"
+            if mine and row.pid is not None and _alive(row.pid):
+                return locks.HolderInfo(ctx.host, row.pid, row.started or row.occurrence)
+    return None
+
+
+_Handler = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
+
+
+def _forward_signals(tracker: Tracker) -> tuple[_Handler, _Handler]:
+    """Ctrl-C or SIGTERM reach the task (its own process group), which then ends and is
+    recorded; cronctl itself waits for it rather than leaving it running unrecorded."""
+
+    def forward(signum: int, _frame: FrameType | None) -> None:
+        tracker.stop(signum)  # a task registered after this is signalled as it starts
+
+    return signal.signal(signal.SIGINT, forward), signal.signal(signal.SIGTERM, forward)
+
+
+def _restore(previous: tuple[_Handler, _Handler]) -> None:
+    for signum, handler in zip((signal.SIGINT, signal.SIGTERM), previous, strict=True):
+        signal.signal(signum, handler)

@@ -1,0 +1,70 @@
+"""Fleet use cases over the coordination store: `status --fleet`, `history --fleet` (SPEC 8.3)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from cronctl.errors import UsageError
+
+if TYPE_CHECKING:
+    from cronctl.coord import Coordinator
+    from cronctl.coord.postgres.adapter import PostgresCoordinator
+    from cronctl.core.model import Schedule
+    from cronctl.edge.state.store import RunRow
+
+
+@dataclass(frozen=True)
+class FleetRow:
+    """One task on one machine: its latest finished run, and whether the task is paused."""
+
+    task: str
+    host: str | None
+    last_run: RunRow | None
+    paused: bool
+    pause_reason: str | None
+
+
+@dataclass(frozen=True)
+class FleetStatus:
+    """`status --fleet`: every task of the schedule, one row per machine that ran it."""
+
+    rows: list[FleetRow]
+
+
+def _store(coord: Coordinator | None) -> PostgresCoordinator:
+    from cronctl.coord.postgres.adapter import PostgresCoordinator
+
+    if not isinstance(coord, PostgresCoordinator):
+        raise UsageError(
+            "--fleet reads the coordination store, and none is configured: set coordination "
+            'in [cronctl] (coordination = "postgresql://..."), CRONCTL_COORDINATION or '
+            "--coordination URL"
+        )
+    return coord
+
+
+def fleet_status(schedule: Schedule, coord: Coordinator | None) -> FleetStatus:
+    """Latest run per (task, host) from the store, with the store's pauses."""
+    store = _store(coord)
+    pauses = store.paused_tasks()
+    by_task: dict[str, list[RunRow]] = {}
+    for run in store.fleet_latest():
+        by_task.setdefault(run.task, []).append(run)
+    rows: list[FleetRow] = []
+    for task in schedule.tasks:
+        pause = pauses.get(task.name)
+        paused = task.paused or pause is not None
+        reason = pause.reason if pause else None
+        runs = sorted(by_task.get(task.name, []), key=lambda r: r.host)
+        if not runs:
+            rows.append(FleetRow(task.name, None, None, paused, reason))
+        rows.extend(FleetRow(task.name, r.host, r, paused, reason) for r in runs)
+    return FleetStatus(rows)
+
+
+def fleet_history(
+    coord: Coordinator | None, task: str | None, host: str | None, limit: int
+) -> list[RunRow]:
+    """Every machine's runs from the store, newest first."""
+    return _store(coord).fleet_runs(task, host, limit)

@@ -1,0 +1,248 @@
+"""Operator use cases over the recorded state: status, history, logs, pause, resume."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from cronctl.coord.files import locks
+from cronctl.core.model import Schedule, Task
+from cronctl.edge.paths import ensure_private_dir, verify_dir
+from cronctl.edge.state.store import RunRow, Store, TaskState
+from cronctl.errors import UsageError
+
+if TYPE_CHECKING:
+    from cronctl.coord import Coordinator
+
+
+@dataclass(frozen=True)
+class StatusRow:
+    """One task in `cronctl status`."""
+
+    task: Task
+    paused: bool
+    pause_reason: str | None
+    next_run: datetime | None
+    last_run: RunRow | None
+    consecutive_failures: int
+    missed: int
+    note: str | None = None
+    overdue: datetime | None = None  # since when (SPEC 9.4)
+    other_hosts: bool = False  # `hosts` leaves this machine out
+
+
+@dataclass(frozen=True)
+class StatusResult:
+    """`cronctl status`: every task of the schedule, as this machine has seen it."""
+
+    rows: list[StatusRow]
+    host: str | None = None
+
+    @property
+    def alarming(self) -> list[StatusRow]:
+        """The tasks `status --check` fails on: failing (last run failed) or overdue."""
+        return [r for r in self.rows if r.consecutive_failures or r.overdue is not None]
+
+
+def _store(state_dir: Path) -> Store:
+    """The existing store, for reading: a reading command never creates a directory or a file
+    (a typo'd --state-dir must not leave an empty store behind and report "nothing ran")."""
+    if not os.path.lexists(state_dir):
+        Store.open(state_dir, create=False)  # raises NoStateError, naming the directory
+    return Store.open(ensure_private_dir(state_dir), create=False)
+
+
+def _known_task(store: Store, schedule: Schedule | None, name: str) -> None:
+    """Unknown means neither in the schedule nor in this machine's history."""
+    if schedule is not None and any(t.name == name for t in schedule.tasks):
+        return
+    if store.history(name, 1):
+        return
+    raise UsageError(
+        f"no such task {name!r}: it is not in the schedule and has no history in "
+        f"{store.path.parent}; see `cronctl list` and `cronctl history`"
+    )
+
+
+def status(
+    schedule: Schedule,
+    state_dir: Path,
+    lock_dir: Path,
+    now: datetime,
+    host: str | None = None,
+    coord: Coordinator | None = None,
+) -> StatusResult:
+    """Last run, outcome, next run, pause, failures in a row and missed count, per task.
+
+    Pauses come from ``coord`` (the coordination store) when given, else from lock_dir.
+    """
+    paused = coord.paused_tasks() if coord else locks.paused_tasks(lock_dir)
+    rows: list[StatusRow] = []
+    with _store(state_dir) as store:
+        states = store.states()
+        for task in schedule.tasks:
+            marker = paused.get(task.name)
+            is_paused = task.paused or marker is not None
+            state = states.get(task.name)
+            last = store.last_run(task.name)
+            rows.append(
+                StatusRow(
+                    task=task,
+                    paused=is_paused,
+                    pause_reason=(marker.reason if marker else None)
+                    or ("paused = true in the schedule file" if task.paused else None),
+                    next_run=None if is_paused else task.next_run(now),
+                    last_run=last,
+                    consecutive_failures=store.consecutive_failures(task.name),
+                    missed=state.missed_total if state else 0,
+                    note=_note(task, state, last),
+                )
+            )
+            rows[-1] = _operating(rows[-1], store, now, host)
+    return StatusResult(rows, host)
+
+
+def _operating(row: StatusRow, store: Store, now: datetime, host: str | None) -> StatusRow:
+    """Overdue and other-hosts, for `status` and `status --check` (SPEC 9.2, 9.4)."""
+    from dataclasses import replace
+
+    from cronctl.core.opskeys import overdue_since, runs_on
+
+    task = row.task
+    if host is not None and not runs_on(task, host):
+        return replace(row, other_hosts=True, next_run=None)
+    if row.paused:
+        return row
+    ok = store.last_ok(task.name)
+    since = overdue_since(
+        task, ok.occurrence if ok else None, store.first_occurrence(task.name), now
+    )
+    return replace(row, overdue=since)
+
+
+def _note(task: Task, state: TaskState | None, last: RunRow | None) -> str | None:
+    if task.at is None or state is None or not state.done:
+        return None
+    if last is not None and last.outcome not in ("skipped: paused", "missed"):
+        return "one-shot: done"
+    return "one-shot: its time passed without a run (paused or missed); it will not run"
+
+
+def history(
+    state_dir: Path, task: str | None, limit: int, schedule: Schedule | None = None
+) -> list[RunRow]:
+    """Past runs, newest first."""
+    with _store(state_dir) as store:
+        if task is not None:
+            _known_task(store, schedule, task)
+        return store.history(task, limit)
+
+
+@dataclass(frozen=True)
+class LogResult:
+    """`cronctl logs`: which run, and the checked path of its captured output."""
+
+    run: RunRow
+    path: Path | None  # None: the run printed nothing, so no log file was kept
+
+    def chunks(self) -> Iterator[bytes]:
+        """The output in chunks: a log of any size is shown in constant memory.
+
+        :raises UsageError: the log was swept (kept 14 days) after `logs` found it.
+        """
+        from cronctl.edge.process.logfiles import log_chunks
+
+        if self.path is None:
+            return
+
+        try:
+            yield from log_chunks(self.path)
+        except FileNotFoundError:
+            raise _gone(self.run) from None
+
+
+def logs(
+    state_dir: Path, task: str, run_id: str | None, schedule: Schedule | None = None
+) -> LogResult:
+    """The captured output of the task's last run (or of a given run).
+
+    Nothing on the way is followed through a link, and a FIFO or device planted where a
+    log should be is refused (UnsafeDirectoryError) instead of blocking (SPEC 6).
+    """
+    from cronctl.edge.process.logfiles import log_file
+
+    with _store(state_dir) as store:
+        _known_task(store, schedule, task)
+        if run_id is not None:
+            run = store.get_run(run_id)
+            if run is None or run.task != task:
+                raise UsageError(
+                    f"no run {run_id!r} of task {task!r}; see `cronctl history {task}`"
+                )
+        else:
+            # A run that printed nothing keeps no log file (log_path None): it is the answer.
+            with_logs = [r for r in store.history(task, 200) if r.log_path or r.started]
+            if not with_logs:
+                raise UsageError(f"task {task!r} has no recorded output on this machine yet")
+            run = with_logs[0]
+    if run.log_path is None:
+        return LogResult(run, None)
+    path = log_file(state_dir, run.task, run.log_path)
+    if path is None or not os.path.lexists(path):
+        raise _gone(run)
+    return LogResult(run, path)
+
+
+def _gone(run: RunRow) -> UsageError:
+    return UsageError(
+        f"the log of run {run.id} ({run.log_path}) is gone (logs are kept 14 days); "
+        f"its last lines were:\n{run.tail}"
+    )
+
+
+def pause(
+    schedule: Schedule,
+    lock_dir: Path,
+    name: str,
+    reason: str | None,
+    now: datetime,
+    host: str,
+    user: str,
+    coord: Coordinator | None = None,
+) -> None:
+    """Mark a task paused in lock_dir (or the coordination store), so every machine sharing
+    it skips the task."""
+    _require_task(schedule, name)
+    if coord is not None:
+        coord.set_pause(name, reason=reason, now=now, host=host, user=user)
+        return
+    locks.set_pause(
+        ensure_private_dir(lock_dir), name, reason=reason, now=now, host=host, user=user
+    )
+
+
+def resume(schedule: Schedule, lock_dir: Path, name: str, coord: Coordinator | None = None) -> bool:
+    """Clear an operator pause; False if the task was not paused that way."""
+    task = _require_task(schedule, name)
+    if coord is not None:
+        cleared = coord.clear_pause(name)
+    else:
+        # Unlinking goes through lock_dir/paused: never through a planted link (SPEC 6).
+        cleared = verify_dir(lock_dir) and locks.clear_pause(lock_dir, name)
+    if not cleared and task.paused:
+        raise UsageError(
+            f"task {name!r} is paused by `paused = true` in {task.source}; "
+            "remove it there (it is under version control)"
+        )
+    return cleared
+
+
+def _require_task(schedule: Schedule, name: str) -> Task:
+    try:
+        return schedule.task(name)
+    except KeyError:
+        raise UsageError(f"no task named {name!r} in the schedule") from None

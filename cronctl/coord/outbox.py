@@ -1,0 +1,88 @@
+"""What a machine keeps of the store locally: fleet records not yet published
+(``STATE_DIR/coord-outbox`` lists their run ids, SPEC 8.2), and the pauses last read
+(``STATE_DIR/coord-pauses``), so a pause still holds while the store is unreachable.
+
+A run publishes its records in one round trip at its end. When the store cannot take them,
+their ids go to the outbox; the next run that reaches the store sends them again, read afresh
+from the local history, and the store's upsert by id makes a repeat harmless.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from contextlib import suppress
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from cronctl.coord import Coordinator, StoreUnavailable
+from cronctl.edge.paths import open_nofollow, write_atomic
+from cronctl.errors import UnsafeDirectoryError
+
+if TYPE_CHECKING:
+    from cronctl.edge.state.store import RunRow, Store
+
+OUTBOX = "coord-outbox"
+PAUSES = "coord-pauses"
+#: At most this many ids wait (a store down for days must not grow the file without end).
+MAX_WAITING = 100_000
+# Each winner records the occurrence; 49 machines of 50 saying "someone else ran it" each
+# minute would swamp the fleet history without telling anyone anything.
+_NOT_PUBLISHED = frozenset({"skipped: another server", "pending", "running"})
+
+
+def publish(store: Store, coord: Coordinator, rows: Sequence[RunRow], state_dir: Path) -> None:
+    """Send this run's records and any left waiting; keep in the outbox what did not go."""
+    if coord.kind == "files":
+        return
+    waiting = _read(state_dir / OUTBOX)
+    todo: dict[str, RunRow] = {}
+    for run_id in waiting:
+        row = store.get_run(run_id)
+        if row is not None and row.outcome not in _NOT_PUBLISHED:
+            todo[row.id] = row
+    todo.update({r.id: r for r in rows if r.outcome not in _NOT_PUBLISHED})
+    if not todo:
+        return
+    try:
+        coord.publish(list(todo.values()))
+    except StoreUnavailable:
+        _write(state_dir / OUTBOX, list(todo)[-MAX_WAITING:])
+        return
+    if waiting:
+        with suppress(FileNotFoundError):
+            (state_dir / OUTBOX).unlink()
+
+
+def _read(path: Path) -> list[str]:
+    try:
+        fd = open_nofollow(path, os.O_RDONLY)
+    except (FileNotFoundError, UnsafeDirectoryError):
+        return []
+    try:
+        with os.fdopen(fd, "rb") as handle:
+            text = handle.read(64 * MAX_WAITING).decode("ascii", errors="ignore")
+    except OSError:
+        return []
+    return [line for line in text.splitlines() if line and len(line) < 64]
+
+
+def _write(path: Path, ids: list[str]) -> None:
+    write_atomic(path, "".join(f"{i}\n" for i in ids).encode("ascii", "replace"), durable=True)
+
+
+def remember_pauses(state_dir: Path, paused: Sequence[str]) -> None:
+    """Keep the names of the tasks paused in the store, rewriting the file only on a change."""
+    names = sorted(paused)
+    if _read(state_dir / PAUSES) == names:
+        return
+    if not names:
+        with suppress(FileNotFoundError):
+            (state_dir / PAUSES).unlink()
+        return
+    write_atomic(state_dir / PAUSES, "".join(f"{n}\n" for n in names).encode(), durable=True)
+
+
+def remembered_pauses(state_dir: Path) -> list[str]:
+    """The pauses last read from the store (for a minute when it cannot be reached)."""
+    return _read(state_dir / PAUSES)

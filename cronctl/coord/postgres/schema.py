@@ -1,0 +1,120 @@
+"""Schema ``cronctl`` in the coordination store: created on first use, versioned, migrated
+under an advisory lock, refused when newer than this cronctl (SPEC 8.1)."""
+
+from __future__ import annotations
+
+from datetime import UTC
+from typing import Any
+
+from cronctl.coord import redact_url
+from cronctl.coord.files.locks import PauseInfo
+from cronctl.errors import CronctlError
+
+#: Entry ``i`` takes the schema from version ``i`` to ``i + 1``. Append only.
+MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    (
+        """CREATE TABLE cronctl.claims (
+            task text NOT NULL, occurrence timestamptz NOT NULL, host text NOT NULL,
+            pid integer, claimed_at timestamptz NOT NULL DEFAULT now(),
+            PRIMARY KEY (task, occurrence))""",
+        "CREATE INDEX claims_by_occurrence ON cronctl.claims (occurrence)",
+        """CREATE TABLE cronctl.pauses (
+            task text PRIMARY KEY, reason text, since timestamptz, host text, usr text)""",
+        """CREATE TABLE cronctl.holders (
+            task text PRIMARY KEY, host text NOT NULL, pid integer NOT NULL,
+            started timestamptz NOT NULL, backend integer NOT NULL,
+            seen timestamptz NOT NULL DEFAULT now(), timeout_s double precision,
+            command_pid integer)""",
+        """CREATE TABLE cronctl.runs (
+            id text PRIMARY KEY, task text NOT NULL, occurrence timestamptz NOT NULL,
+            host text NOT NULL, pid integer, outcome text NOT NULL, exit_code integer,
+            started timestamptz, ended timestamptz, duration_s double precision, message text,
+            published_at timestamptz NOT NULL DEFAULT now())""",
+        "CREATE INDEX runs_by_task_host ON cronctl.runs (task, host, occurrence DESC)",
+        "CREATE INDEX runs_by_occurrence ON cronctl.runs (occurrence DESC)",
+    ),
+)
+SCHEMA_VERSION = len(MIGRATIONS)
+# An arbitrary constant: "cronctl migrate" as one bigint advisory lock key.
+_MIGRATE_KEY = 0x63726F6E6D696772
+
+_STARTUP = """SELECT version, (SELECT coalesce(json_agg(json_build_array(
+    task, reason, since, host, usr)), '[]'::json) FROM cronctl.pauses) FROM cronctl.meta"""
+
+
+class SchemaTooNew(CronctlError):
+    """The store's schema was written by a newer cronctl."""
+
+
+def ensure_schema(conn: Any, url: str) -> dict[str, PauseInfo]:
+    """Check (and if needed create or migrate) the schema; return the pauses, read in the same
+    round trip as the version check, so a run's start costs one query."""
+    import psycopg2.errors
+
+    try:
+        with conn.cursor() as cur:
+            cur.execute(_STARTUP)
+            version, pauses = cur.fetchone()
+    except (psycopg2.errors.UndefinedTable, psycopg2.errors.InvalidSchemaName):
+        version = None
+    if version != SCHEMA_VERSION:
+        _refuse_newer(version, url)
+        _migrate(conn, url)
+        with conn.cursor() as cur:
+            cur.execute(_STARTUP)
+            version, pauses = cur.fetchone()
+    return {row[0]: _pause(row) for row in pauses}
+
+
+def _pause(row: list[Any]) -> PauseInfo:
+    from datetime import datetime
+
+    _task, reason, since, host, usr = row
+    moment = datetime.fromisoformat(since).astimezone(UTC) if since else None
+    return PauseInfo(reason, moment, host, usr)
+
+
+def _refuse_newer(version: int | None, url: str) -> None:
+    if version is not None and version > SCHEMA_VERSION:
+        raise SchemaTooNew(
+            f"the coordination store {redact_url(url)} has cronctl schema version {version}, "
+            f"but this cronctl knows versions up to {SCHEMA_VERSION} only: a newer cronctl "
+            "wrote it. Upgrade cronctl on this machine (every machine of a fleet must run a "
+            "cronctl that knows the store's schema)"
+        )
+
+
+def _migrate(conn: Any, url: str) -> None:
+    """Create or upgrade under a transaction-scoped advisory lock, so machines starting at
+    once migrate one at a time; each re-reads the version after taking the lock."""
+    conn.autocommit = False
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATE_KEY,))
+            # CREATE SCHEMA checks the right to create schemas even with IF NOT EXISTS; a role
+            # given only its own schema (README) must never need it.
+            cur.execute("SELECT 1 FROM pg_namespace WHERE nspname = 'cronctl'")
+            if cur.fetchone() is None:
+                cur.execute("CREATE SCHEMA cronctl")
+            cur.execute(
+                "CREATE TABLE IF NOT EXISTS cronctl.meta (one boolean PRIMARY KEY DEFAULT true "
+                "CHECK (one), version integer NOT NULL)"
+            )
+            cur.execute("SELECT version FROM cronctl.meta")
+            found = cur.fetchone()
+            version = found[0] if found else 0
+            _refuse_newer(version, url)
+            for statements in MIGRATIONS[version:]:
+                for statement in statements:
+                    cur.execute(statement)
+            cur.execute(
+                "INSERT INTO cronctl.meta (version) VALUES (%s) "
+                "ON CONFLICT (one) DO UPDATE SET version = EXCLUDED.version",
+                (SCHEMA_VERSION,),
+            )
+        conn.commit()
+    except BaseException:
+        conn.rollback()
+        raise
+    finally:
+        conn.autocommit = True

@@ -1,0 +1,132 @@
+"""A task as a Kubernetes CronJob manifest (`cronctl export --to kubernetes --image IMAGE`).
+
+Written by hand, not with a YAML library: every string is emitted as a JSON string,
+which YAML 1.2 reads as the same double-quoted scalar, so quoting is exact without
+adding PyYAML to cronctl's dependencies for one command.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime
+
+from cronctl.core.export.common import Exported, common_limits, dst_limits, whole_hour_zone
+from cronctl.core.model import Task, format_duration
+
+_DNS = re.compile(r"[^a-z0-9-]+")
+
+
+def resource_name(name: str) -> str:
+    """A task name as a CronJob name: lower case, '-' for other characters, at most 52."""
+    # 52: Kubernetes appends an 11-character suffix to name each Job.
+    return _DNS.sub("-", name.lower()).strip("-")[:52].rstrip("-") or "task"
+
+
+def _s(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False)
+
+
+def _argv(task: Task) -> list[str]:
+    if isinstance(task.command, str):
+        return [task.shell, "-c", task.command]
+    return list(task.command)
+
+
+def _limits(task: Task, now: datetime) -> list[str]:
+    lost = common_limits(task) + dst_limits(task, now)
+    for key in ("when", "skip"):
+        if getattr(task, key):
+            lost.append(f"{key} condition: a CronJob has none; the job runs without it")
+    if task.without_overlapping and task.overlap_lease:
+        lease = format_duration(task.overlap_lease)
+        lost.append(f"without_overlapping lease ({lease}): Forbid waits however long a job runs")
+    if task.misfire == "catch-up":
+        lost.append("misfire catch-up: a CronJob starts one missed run, not each")
+    if getattr(task, "jitter", None):
+        lost.append("jitter: a CronJob has no start delay")
+    if _workdir(task) is not None:
+        lost.append(f"workdir {task.workdir}: set as workingDir; it must exist in the image")
+    cron = task.cron
+    days = cron.text.split()[2::2] if cron is not None else []  # day-of-month, day-of-week
+    if any(d.startswith("*/") for d in days) and any(not d.startswith("*") for d in days):
+        # Kubernetes (robfig/cron) reads a stepped '*/N' day field as restricted: OR, not AND.
+        lost.append("day fields: Kubernetes ORs a '*/N' day field with the other; check the days")
+    return lost
+
+
+def _workdir(task: Task) -> str | None:
+    # The file's own directory is the default: it means nothing inside a container.
+    default = (task.source.parent, task.source.parent.resolve())
+    return None if task.workdir in default else str(task.workdir)
+
+
+def _deadline(task: Task) -> int | None:
+    if task.misfire_grace:
+        return int(task.misfire_grace.total_seconds())
+    # skip: run only an occurrence that is due this minute.
+    return 60 if task.misfire == "skip" else None
+
+
+def manifest(task: Task, name: str, zone: str, image: str, lost: list[str]) -> str:
+    """The CronJob YAML for one task."""
+    assert task.cron is not None
+    out = [
+        f"# Exported by cronctl from {task.source}:{task.line} (task {task.name}).",
+        *(f"# Not expressed: {item}" for item in lost),
+        "apiVersion: batch/v1",
+        "kind: CronJob",
+        "metadata:",
+        f"  name: {_s(name)}",
+        "  labels:",
+        '    app.kubernetes.io/managed-by: "cronctl"',
+        "  annotations:",
+        f"    cronctl/task: {_s(task.name)}",
+        "spec:",
+        f"  schedule: {_s(task.cron.text)}",
+        f"  timeZone: {_s(zone)}",
+        f"  concurrencyPolicy: {'Forbid' if task.without_overlapping else 'Allow'}",
+        f"  suspend: {'true' if task.paused else 'false'}",
+    ]
+    deadline = _deadline(task)
+    if deadline is not None:
+        out.append(f"  startingDeadlineSeconds: {deadline}")
+    out += ["  jobTemplate:", "    spec:", f"      backoffLimit: {getattr(task, 'retries', 0)}"]
+    if task.timeout:
+        out.append(f"      activeDeadlineSeconds: {int(task.timeout.total_seconds())}")
+    out += [
+        "      template:",
+        "        spec:",
+        "          restartPolicy: Never",
+        "          containers:",
+        "            - name: task",
+        f"              image: {_s(image)}",
+        f"              command: [{', '.join(_s(a) for a in _argv(task))}]",
+    ]
+    workdir = _workdir(task)
+    if workdir is not None:
+        out.append(f"              workingDir: {_s(workdir)}")
+    env = {**task.env, "CRONCTL_TASK": task.name}
+    out.append("              env:")
+    out += [f"                - {{name: {_s(k)}, value: {_s(v)}}}" for k, v in env.items()]
+    return "\n".join(out) + "\n"
+
+
+def export_task(task: Task, now: datetime, image: str) -> Exported:
+    """The CronJob for one task, or the reason it cannot be exported."""
+    result = Exported(task.name)
+    if task.cron is None:
+        result.lost.append("one-shot `at` task: a CronJob repeats; not exported (use a Job)")
+        return result
+    zone = whole_hour_zone(task)
+    if zone is None:
+        result.lost.append(
+            f"timezone {task.zone.name}: no IANA zone has that fixed offset; not exported"
+        )
+        return result
+    name = resource_name(task.name)
+    result.lost += _limits(task, now)
+    if name != task.name:
+        result.lost.append(f"name: Kubernetes names must be DNS labels; exported as {name}")
+    result.files[f"{name}.yaml"] = manifest(task, name, zone, image, result.lost)
+    return result

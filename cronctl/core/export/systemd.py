@@ -1,0 +1,164 @@
+"""A task as a systemd `.service` and `.timer` pair (`cronctl export --to systemd`).
+
+`OnCalendar=` is written from cronctl's normalized value sets, so what systemd parses is
+exactly what cronctl would run; the test suite checks it with `systemd-analyze calendar`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from cronctl.core.cronexpr import CronExpr
+from cronctl.core.describe import spans
+from cronctl.core.export.common import Exported, common_limits, dst_limits, whole_hour_zone
+from cronctl.core.model import Task, format_duration
+
+_WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+
+
+def calendar_field(values: frozenset[int], low: int, high: int) -> str:
+    """A value set in systemd's calendar syntax: '*', 'A/S', 'A..B' and commas."""
+    ordered = sorted(values)
+    if ordered == list(range(low, high + 1)):
+        return "*"
+    if len(ordered) >= 3:
+        step = ordered[1] - ordered[0]
+        if step > 1 and ordered == list(range(ordered[0], high + 1, step)):
+            return f"{ordered[0]:02d}/{step}"
+    parts = []
+    for first, last in spans(ordered):
+        if first == last:
+            parts.append(f"{first:02d}")
+        elif last == first + 1:
+            parts.append(f"{first:02d},{last:02d}")
+        else:
+            parts.append(f"{first:02d}..{last:02d}")
+    return ",".join(parts)
+
+
+def weekday_field(weekdays: frozenset[int]) -> str:
+    """Cron's 0-6 (Sunday 0) as systemd's names: 'Mon..Fri', 'Sat,Sun'."""
+    monday_first = sorted((d - 1) % 7 for d in weekdays)
+    parts = []
+    for first, last in spans(monday_first):
+        if first == last:
+            parts.append(_WEEKDAYS[first])
+        else:
+            parts.append(f"{_WEEKDAYS[first]}..{_WEEKDAYS[last]}")
+    return ",".join(parts)
+
+
+def on_calendar(cron: CronExpr, zone: str) -> list[str]:
+    """The OnCalendar= values for an expression (two when cron's day-or-day rule applies)."""
+    time = f"{calendar_field(cron.hours, 0, 23)}:{calendar_field(cron.minutes, 0, 59)}:00"
+    months = calendar_field(cron.months, 1, 12)
+    days = calendar_field(cron.days, 1, 31)
+    all_weekdays = len(cron.weekdays) == 7
+    if cron.day_or_day:
+        # Cron ORs two restricted day fields; systemd ANDs its parts: one line each.
+        return [
+            f"{weekday_field(cron.weekdays)} *-{months}-* {time} {zone}",
+            f"*-{months}-{days} {time} {zone}",
+        ]
+    prefix = "" if all_weekdays else f"{weekday_field(cron.weekdays)} "
+    return [f"{prefix}*-{months}-{days} {time} {zone}"]
+
+
+def _quote(arg: str, dollars: bool = True) -> str:
+    text = arg.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("%", "%%")
+    return '"' + (text.replace("$", "$$") if dollars else text) + '"'
+
+
+def _command(task: Task, text: str | tuple[str, ...]) -> str:
+    if isinstance(text, str):
+        return f"{task.shell} -c {_quote(text)}"
+    return " ".join(_quote(a) for a in text)
+
+
+def _service(task: Task, unit: str, lost: list[str]) -> str:
+    lines = [
+        f"# Exported by cronctl from {task.source}:{task.line} (task {task.name}).",
+        *(f"# Not expressed: {item}" for item in lost),
+        "[Unit]",
+        f"Description={(task.description or 'cronctl task ' + task.name).replace('%', '%%')}",
+        "",
+        "[Service]",
+        "Type=oneshot",
+    ]
+    if task.when:
+        lines.append(f"ExecCondition={_command(task, task.when)}")
+    if task.skip:
+        # ExecCondition= runs the unit on exit 0 and skips it on 1-254: `skip` inverted.
+        inverted = "! { " + task.skip + "\n}"
+        lines.append(f"ExecCondition={task.shell} -c {_quote(inverted)}")
+    lines.append(f"ExecStart={_command(task, task.command)}")
+    lines.append(f"WorkingDirectory={str(task.workdir).replace('%', '%%')}")
+    env = {**task.env, "CRONCTL_TASK": task.name}
+    lines += [f"Environment={_quote(f'{k}={v}', dollars=False)}" for k, v in env.items()]
+    timeout = int(task.timeout.total_seconds()) if task.timeout else None
+    lines.append(f"TimeoutStartSec={timeout if timeout else 'infinity'}")
+    lines.append("TimeoutStopSec=10")  # cronctl: SIGTERM to the group, SIGKILL 10 s later
+    return "\n".join(lines) + "\n"
+
+
+def _timer(task: Task, unit: str, calendars: list[str]) -> str:
+    persistent = "false" if task.misfire == "skip" else "true"
+    lines = [
+        f"# Exported by cronctl from {task.source}:{task.line} (task {task.name}).",
+        "[Unit]",
+        f"Description=Timer for cronctl task {task.name}",
+        "",
+        "[Timer]",
+        *(f"OnCalendar={c}" for c in calendars),
+        f"Persistent={persistent}",
+        "AccuracySec=1s",  # systemd's default of 1 min would start runs up to a minute late
+    ]
+    jitter = getattr(task, "jitter", None)
+    if jitter:
+        # A stable delay per machine and unit, like cronctl's jitter.
+        lines += [f"RandomizedDelaySec={int(jitter.total_seconds())}", "FixedRandomDelay=true"]
+    lines += [f"Unit={unit}.service", "", "[Install]", "WantedBy=timers.target"]
+    return "\n".join(lines) + "\n"
+
+
+def _limits(task: Task, now: datetime) -> list[str]:
+    lost = common_limits(task) + dst_limits(task, now)
+    if task.without_overlapping and task.overlap_lease:
+        lost.append(
+            f"without_overlapping lease ({format_duration(task.overlap_lease)}): systemd never "
+            "starts a unit that is still running, however long it runs"
+        )
+    if task.misfire == "catch-up":
+        lost.append("misfire catch-up: Persistent=true runs a missed timer once, not once each")
+    if task.misfire_grace:
+        lost.append(f"misfire_grace ({format_duration(task.misfire_grace)}): systemd has none")
+    if task.paused:
+        lost.append("paused: the units are written; do not enable the timer until you resume")
+    if getattr(task, "retries", 0):
+        lost.append("retries: not exported; systemd's Restart= does not apply to oneshot units")
+    return lost
+
+
+def export_task(task: Task, now: datetime) -> Exported:
+    """The unit files for one task, or the reason it cannot be exported."""
+    # ':' is legal in a unit name, but systemd-analyze verify reads FILE:ALIAS: avoid it.
+    unit = f"cronctl-{task.name.replace(':', '-')}"
+    result = Exported(task.name)
+    if ":" in task.name:
+        result.lost.append(f"name: exported as {unit} (':' replaced)")
+    zone = whole_hour_zone(task)
+    if zone is None:
+        result.lost.append(
+            f"timezone {task.zone.name}: systemd names no zone with that offset; not exported "
+            "(use an IANA zone name)"
+        )
+        return result
+    if task.cron is not None:
+        calendars = on_calendar(task.cron, zone)
+    else:
+        assert task.at is not None
+        calendars = [f"{task.at:%Y-%m-%d %H:%M:%S} UTC"]
+    result.lost += _limits(task, now)
+    result.files[f"{unit}.service"] = _service(task, unit, result.lost)
+    result.files[f"{unit}.timer"] = _timer(task, unit, calendars)
+    return result

@@ -1,0 +1,544 @@
+"""Start one command in its own process group, capture its output, enforce its timeout.
+
+SPEC 4.4: a string command runs as ``SHELL -c COMMAND``, an array is executed directly; stdin
+is ``/dev/null``; stdout and stderr go together into a per-run log file (0600); a timeout
+sends SIGTERM to the whole process group and SIGKILL ``kill_grace`` seconds later, so a
+shell's grandchildren die with it. A command that cannot start is a result, never an
+exception: the run is recorded as ``error`` with the reason in its log.
+
+The group is the unit throughout because a task is rarely one process: ``sh -c "a | b"``
+alone is three. Children are started with ``start_new_session=True`` rather than a
+``preexec_fn``, which would run Python's at-fork hooks (filelock's among them) in the child.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal as signals
+import stat
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Mapping
+from contextlib import suppress
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from cronctl.core.record import record
+from cronctl.edge.paths import open_nofollow
+from cronctl.edge.process import procs
+
+TYPE_CHECKING = False  # see cronctl.core.record: `run` never imports typing
+if TYPE_CHECKING:
+    from typing import Literal, TypeAlias
+
+__all__ = [
+    "CommandResult",
+    "Outcome",
+    "RunSpec",
+    "RunningCommand",
+    "run_condition",
+    "signal_name",
+    "start",
+    "sweep_logs",
+]
+
+Outcome: TypeAlias = "Literal['ok', 'failed', 'timeout', 'interrupted', 'error']"
+
+_TAIL_BYTES = 4096
+_TAIL_LINES = 20
+_POLL_S = 0.05
+_LINGER_POLL_S = 0.5
+_UTF8_CONTINUATION = bytes(range(0x80, 0xC0))
+
+
+@record(frozen=True, slots=True)
+class RunSpec:
+    """Everything needed to run one command; ``env`` is complete (the runner merges nothing)."""
+
+    command: str | tuple[str, ...]
+    shell: str
+    workdir: Path
+    env: Mapping[str, str]
+    timeout: timedelta | None
+    log_path: Path
+    pass_fds: tuple[int, ...] = ()
+    kill_grace: float = 10.0
+    # Each output line, as it comes, besides the log (`cronctl exec`, `work --output`).
+    stream: Callable[[str], None] | None = None
+
+    def argv(self) -> list[str]:
+        """The argument vector: ``[shell, "-c", command]`` for a string, the array otherwise."""
+        if isinstance(self.command, str):
+            return [self.shell, "-c", self.command]
+        return list(self.command)
+
+
+@record(frozen=True, slots=True)
+class CommandResult:
+    """How a command ended.
+
+    ``exit_code`` is None when the command did not start or was killed by a signal, and
+    ``signal`` then names the signal. ``tail`` is the end of the output (at most 20 lines
+    and 4 KiB), or the reason it could not start. ``message`` is that reason (or why a
+    timeout struck after the command itself had exited), else None. ``log_kept`` is False
+    when the command printed nothing and its empty log file was removed.
+    """
+
+    outcome: Outcome
+    exit_code: int | None
+    signal: int | None
+    started: datetime
+    ended: datetime
+    duration_s: float
+    tail: str
+    message: str | None = None
+    log_kept: bool = True
+
+
+def signal_name(number: int) -> str:
+    """The conventional name of signal ``number`` (``SIGTERM``), or ``signal 42`` if unnamed."""
+    try:
+        return signals.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+class RunningCommand:
+    """A started command (or one that failed to start); :meth:`wait` supervises it to the end."""
+
+    def __init__(
+        self,
+        spec: RunSpec,
+        process: subprocess.Popen[bytes] | None,
+        started: datetime,
+        t0: float,
+        failure: str | None = None,
+        log_fd: int | None = None,
+    ) -> None:
+        """Wrap ``process``, started at ``started`` (monotonic ``t0``); see :func:`start`.
+
+        ``log_fd`` is cronctl's own descriptor of the log (read and write): the tail and the
+        "printed nothing" check read through it, and :meth:`wait` closes it.
+        """
+        self.spec = spec
+        self._log_fd = log_fd
+        self._process = process
+        self._started = started
+        self._t0 = t0
+        self._failure = failure
+        self._result: CommandResult | None = None
+        self._wait_lock = threading.Lock()
+        self._interrupted = False
+        self.tee: threading.Thread | None = None  # copies a streamed command's output
+
+    @property
+    def pid(self) -> int | None:
+        """The command's pid, which is also its process group id; None if it did not start."""
+        return self._process.pid if self._process is not None else None
+
+    def signal(self, sig: int) -> None:
+        """Send ``sig`` to the command's whole process group: cronctl was told to stop.
+
+        The run then ends as ``interrupted`` (unless its timeout struck first). Once the
+        leader is reaped the group is signalled only while members remain, whose presence
+        keeps the number reserved, so a recycled pid is never signalled.
+        """
+        process = self._process
+        if process is None or self._result is not None:
+            return
+        self._interrupted = True
+        if process.returncode is None or procs.group_alive(process.pid):
+            _killpg(process.pid, sig)
+
+    def wait(self) -> CommandResult:
+        """Wait for the command, killing its group on timeout; safe to call more than once."""
+        with self._wait_lock:
+            if self._result is None:
+                self._result = self._supervise()
+            return self._result
+
+    def _supervise(self) -> CommandResult:
+        process = self._process
+        if process is None:
+            message = self._failure or "cannot start"
+            return self._finish("error", None, None, _read_tail(self.spec.log_path) or message)
+        timed_out = False
+        try:
+            _wait_for(process, self._remaining())
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            self._terminate_group(process)
+        note = None
+        if not timed_out and self._lingering(process.pid):
+            # The shell is gone but processes it left in its group still hold the overlap
+            # lock: the timeout applies to them too, or every later run is skipped forever.
+            timed_out = True
+            note = "its command exited but left processes that held the lock past the timeout"
+            self._terminate_group(process)
+        returncode = process.returncode
+        exit_code = returncode if returncode >= 0 else None
+        signal = -returncode if returncode < 0 else None
+        outcome: Outcome = "timeout" if timed_out else ("ok" if returncode == 0 else "failed")
+        if self._interrupted and outcome != "timeout":
+            outcome = "interrupted"
+        if self.tee is not None:
+            # A grandchild left in the background may keep the pipe open: do not wait for it.
+            self.tee.join(_TEE_JOIN_S)
+        # start() hands every started command the log's descriptor: read through it. Whether
+        # the log stays is asked first: its one fstat then also says where the tail starts.
+        kept, size = True, None
+        if self._log_fd is not None:
+            kept, size = _keep_log(self.spec.log_path, process.pid, self._log_fd)
+        tail = _tail_of(self._log_fd, size) if self._log_fd is not None and kept else ""
+        return self._finish(outcome, exit_code, signal, tail, note, kept)
+
+    def _remaining(self) -> float | None:
+        timeout = self.spec.timeout
+        if timeout is None:
+            return None
+        return max(timeout.total_seconds() - self._elapsed(), 0.0)
+
+    def _lingering(self, pgid: int) -> bool:
+        """After the leader exits: wait while members holding the lock live, up to the timeout.
+
+        True when some were still alive at the timeout (the caller then kills the group).
+        Only a command handed a lock is watched: elsewhere a background process left on
+        purpose is the task's business, and `run` must not wait for it.
+        """
+        remaining = self._remaining()
+        if remaining is None or not self.spec.pass_fds:
+            return False
+        deadline = time.monotonic() + remaining
+        while procs.group_alive(pgid):
+            if time.monotonic() >= deadline:
+                return True
+            time.sleep(min(_LINGER_POLL_S, max(deadline - time.monotonic(), 0.0)))
+        return False
+
+    def _terminate_group(self, process: subprocess.Popen[bytes]) -> None:
+        pgid = process.pid
+        _killpg(pgid, signals.SIGTERM)
+        deadline = time.monotonic() + self.spec.kill_grace
+        while time.monotonic() < deadline:
+            # The leader may exit at once while a grandchild ignores SIGTERM: wait for both.
+            if process.poll() is not None and not procs.group_alive(pgid):
+                return
+            time.sleep(_POLL_S)
+        _killpg(pgid, signals.SIGKILL)
+        process.wait()
+        # Members can outlive the leader; the reaped leader's pid stays reserved as a group id
+        # while any member exists, so this cannot hit an unrelated process.
+        _killpg(pgid, signals.SIGKILL)
+        _wait_group_gone(pgid)
+
+    def _elapsed(self) -> float:
+        return time.monotonic() - self._t0
+
+    def _finish(
+        self,
+        outcome: Outcome,
+        exit_code: int | None,
+        signal: int | None,
+        tail: str,
+        note: str | None = None,
+        kept: bool = True,
+    ) -> CommandResult:
+        elapsed = self._elapsed()
+        if self._log_fd is not None:
+            os.close(self._log_fd)
+            self._log_fd = None
+        return CommandResult(
+            outcome=outcome,
+            exit_code=exit_code,
+            signal=signal,
+            started=self._started,
+            ended=self._started + timedelta(seconds=elapsed),
+            duration_s=round(elapsed, 3),
+            tail=tail,
+            message=self._failure or note,
+            log_kept=kept,
+        )
+
+
+def start(spec: RunSpec) -> RunningCommand:
+    """Start ``spec``'s command in a new session and process group, output to its log file.
+
+    The log file is created (or truncated) with mode 0600 and ``O_NOFOLLOW``; its directory
+    must exist. ``spec.pass_fds`` stay open in the child, which is how an overlap lock
+    outlives cronctl. Never raises for a command that cannot start: the returned command's
+    :meth:`~RunningCommand.wait` reports ``error`` and the log says why.
+    """
+    started, t0 = datetime.now(UTC), time.monotonic()
+    try:
+        log_fd = _open_log(spec.log_path)
+    except OSError as exc:
+        failure = f"cannot open log file {spec.log_path}: {exc}"
+        return RunningCommand(spec, None, started, t0, failure)
+    pipe = _stream_pipe(spec, log_fd)
+    try:
+        argv = spec.argv()
+        try:
+            if not argv:
+                raise ValueError("the command is empty")
+            process = subprocess.Popen(
+                argv,
+                stdin=_devnull(),
+                stdout=log_fd if pipe is None else pipe[1],
+                stderr=subprocess.STDOUT,
+                cwd=spec.workdir,
+                env=spec.env,
+                start_new_session=True,
+                pass_fds=spec.pass_fds,
+            )
+        except (OSError, ValueError) as exc:
+            failure = _start_failure(exc, spec, argv)
+            os.write(log_fd, f"cronctl: {failure}\n".encode(errors="replace"))
+            os.close(log_fd)
+            if pipe is not None:
+                os.close(pipe[0])
+                os.close(pipe[2])
+            return RunningCommand(spec, None, started, t0, failure)
+    finally:
+        if pipe is not None:
+            os.close(pipe[1])
+    # Ours stays open (close-on-exec: no other task inherits it) for the tail and the
+    # "printed nothing" check, one open per run instead of three.
+    running = RunningCommand(spec, process, started, t0, log_fd=log_fd)
+    if pipe is not None:
+        running.tee = _start_tee(pipe[0], pipe[2], spec)
+    return running
+
+
+_TEE_JOIN_S = 2.0
+
+
+def _stream_pipe(spec: RunSpec, log_fd: int) -> tuple[int, int, int] | None:
+    """(read end, write end, a copy of the log descriptor) for a streamed command, else None."""
+    if spec.stream is None:
+        return None
+    read_end, write_end = os.pipe()  # both close-on-exec: no other task inherits them
+    return read_end, write_end, os.dup(log_fd)
+
+
+def _start_tee(read_fd: int, log_fd: int, spec: RunSpec) -> threading.Thread:
+    from cronctl.edge.process.stream import tee
+
+    assert spec.stream is not None
+    thread = threading.Thread(
+        target=tee, args=(read_fd, log_fd, spec.stream), name="cronctl-tee", daemon=True
+    )
+    thread.start()
+    return thread
+
+
+_devnull_fd: int | None = None
+_devnull_lock = threading.Lock()
+
+
+def _devnull() -> int:
+    """One ``/dev/null`` descriptor for every command's stdin (close-on-exec; the child gets
+    it as fd 0), instead of subprocess opening and closing one per start."""
+    global _devnull_fd
+    with _devnull_lock:
+        if _devnull_fd is None:
+            _devnull_fd = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+        return _devnull_fd
+
+
+def _open_log(path: Path) -> int:
+    # Read and write: cronctl reads the tail through the same descriptor. Refuses a planted
+    # symlink or FIFO (UnsafeDirectoryError is a PermissionError).
+    flags = os.O_RDWR | os.O_CREAT | os.O_APPEND
+    try:
+        # A run id is new, so is its log: created here with mode 0600 (or less, by the umask).
+        return open_nofollow(path, flags | os.O_EXCL, 0o600)
+    except FileExistsError:
+        pass
+    fd = open_nofollow(path, flags | os.O_TRUNC, 0o600)
+    try:
+        # O_CREAT's mode only applies to a new file; a log left by an older run keeps its own.
+        os.fchmod(fd, 0o600)
+    except OSError:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _start_failure(exc: OSError | ValueError, spec: RunSpec, argv: list[str]) -> str:
+    if not isinstance(exc, OSError):
+        return f"cannot start: {exc}"
+    if exc.filename is not None and os.fspath(exc.filename) == os.fspath(spec.workdir):
+        return f"cannot start: working directory {spec.workdir}: {exc.strerror}"
+    what = "shell" if isinstance(spec.command, str) else "command"
+    program = argv[0] if argv else "(empty command)"
+    return f"cannot start: {what} {program}: {exc.strerror or exc}"
+
+
+def _read_tail(path: Path) -> str:
+    try:
+        fd = open_nofollow(path, os.O_RDONLY)
+    except OSError:
+        return ""
+    try:
+        return _tail_of(fd)
+    finally:
+        os.close(fd)
+
+
+def _tail_of(fd: int, size: int | None = None) -> str:
+    """The end of the log open at ``fd`` (``size`` bytes long, when just read): at most 20
+    lines and 4 KiB."""
+    try:
+        if size is None:
+            size = os.fstat(fd).st_size
+        if size == 0:
+            return ""
+        offset = max(0, size - _TAIL_BYTES)
+        data = os.pread(fd, _TAIL_BYTES, offset)
+    except OSError:
+        return ""
+    if offset > 0:
+        # Cut mid-line, maybe mid-character: drop the broken character but keep the rest of the
+        # line (the end of a long error line is worth reading), and mark the cut.
+        data = b"\xe2\x80\xa6" + data.lstrip(_UTF8_CONTINUATION)
+    text = data.decode("utf-8", errors="replace").replace("\r\n", "\n")
+    # Lines end at "\n" only: a lone "\r" (which redraws a terminal line) stays for render to
+    # show, rather than hiding what it would have overwritten.
+    return "\n".join(text.rstrip("\n").split("\n")[-_TAIL_LINES:])
+
+
+def _killpg(pgid: int, sig: int) -> None:
+    # A group that is already gone is what we wanted.
+    with suppress(ProcessLookupError):
+        os.killpg(pgid, sig)
+
+
+def _wait_group_gone(pgid: int, timeout_s: float = 2.0) -> None:
+    # SIGKILL is delivered when each member is next scheduled; waiting a moment means the
+    # caller's "timeout" really means "nothing left", which the next run's lock relies on.
+    deadline = time.monotonic() + timeout_s
+    while procs.group_alive(pgid) and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def _keep_log(path: Path, pgid: int, fd: int) -> tuple[bool, int | None]:
+    """Remove the log of a run that printed nothing; whether the log stays, and its final
+    size when known (None: a process left behind may still write to it, or no fstat).
+
+    An every-minute task would otherwise leave 1,440 empty files a day. A log is kept while
+    the command's group lives: a process it left behind may still write to it. ``fd`` is
+    cronctl's open descriptor of the log.
+    """
+    # The group first, then the size: once no member is left, nothing can write any more
+    # (the other way round, a member could write and exit in between, unseen).
+    if procs.group_alive(pgid):
+        return True, None
+    try:
+        size = os.fstat(fd).st_size
+    except OSError:
+        return True, None  # cannot tell: keep the path, so nobody is told "it printed nothing"
+    if size:
+        return True, size
+    try:
+        path.unlink()
+    except OSError:
+        return True, 0
+    return False, 0
+
+
+def run_condition(
+    command: str,
+    *,
+    shell: str,
+    workdir: Path,
+    env: Mapping[str, str],
+    timeout_s: float = 60,
+) -> bool:
+    """Run a ``when``/``skip`` condition: True when it exits 0.
+
+    Output is discarded. A condition still running after ``timeout_s`` has its whole group
+    killed (SIGKILL at once: a condition is a quick check, not a job with state to save) and
+    counts as False, as does a condition that cannot start (missing shell or workdir).
+    """
+    try:
+        process = subprocess.Popen(
+            [shell, "-c", command],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            cwd=workdir,
+            env=dict(env),
+            start_new_session=True,
+        )
+    except (OSError, ValueError):
+        return False
+    try:
+        return _wait_for(process, timeout_s) == 0
+    except subprocess.TimeoutExpired:
+        return False
+    finally:
+        if process.returncode is None:
+            _killpg(process.pid, signals.SIGKILL)
+            process.wait()
+            _wait_group_gone(process.pid)
+
+
+#: The longest single poll() of _wait_for (its milliseconds must fit a C int: 24.8 days).
+_MAX_POLL_S = 3600.0
+
+
+def _wait_for(process: subprocess.Popen[bytes], timeout: float | None) -> int:
+    """``process.wait(timeout)``, woken by the exit itself; the return code.
+
+    Popen.wait with a timeout polls, its sleeps doubling up to 50 ms, so a timed command's
+    end was seen up to 50 ms late (half again as long as a 20 ms command or condition), and
+    the waiting thread woke 20 times a second for hours. A pidfd (Linux 5.3) is readable
+    once the process has exited; without one (an older kernel, a seccomp filter) this is
+    Popen's own wait. The child is not reaped before its pidfd is opened (only its Popen
+    waits for it), so the pid cannot belong to another process by then.
+
+    :raises subprocess.TimeoutExpired: still running after ``timeout`` seconds.
+    """
+    if timeout is None:
+        return process.wait()
+    try:
+        fd = os.pidfd_open(process.pid)
+    except (AttributeError, OSError):  # no pidfd here, or the process was reaped already
+        return process.wait(timeout=timeout)
+    try:
+        deadline = time.monotonic() + timeout
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        while not poller.poll(min(max(deadline - time.monotonic(), 0.0), _MAX_POLL_S) * 1000):
+            if time.monotonic() >= deadline:
+                raise subprocess.TimeoutExpired(process.args, timeout)
+    finally:
+        os.close(fd)
+    return process.wait()
+
+
+def sweep_logs(log_dir: Path, *, now: datetime, max_age: timedelta = timedelta(days=14)) -> int:
+    """Delete ``*.log`` files under ``log_dir`` last written more than ``max_age`` ago.
+
+    ``now`` must be aware. Returns how many were deleted. Only regular files named ``*.log``
+    are touched (never a symlink, never a directory, which a concurrent run may be about to
+    write into), and a file that vanishes or resists deletion is skipped: housekeeping never
+    fails a run.
+    """
+    cutoff = now.timestamp() - max_age.total_seconds()
+    removed = 0
+    for root, _dirs, files in os.walk(log_dir):
+        for name in files:
+            if not name.endswith(".log"):
+                continue
+            path = Path(root, name)
+            try:
+                st = path.lstat()
+                if st.st_mtime < cutoff and stat.S_ISREG(st.st_mode):
+                    path.unlink()
+                    removed += 1
+            except OSError:
+                continue
+    return removed

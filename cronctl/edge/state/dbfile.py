@@ -1,0 +1,397 @@
+"""The state database file itself: opened by SQLite alone, checked, migrated, its errors told.
+
+Split from :mod:`cronctl.edge.state.store`, which holds the tables' reads and writes. Opening is
+where the file can hurt: a descriptor of it opened and closed beside a live SQLite
+connection drops that connection's POSIX locks (another process then deletes the WAL under
+it), so nothing here ever opens one: the file is inspected by path (``lstat``) and opened
+only by SQLite. A file that is damaged, foreign, from a newer cronctl or unsafe is a
+:class:`StoreUnusableError` naming the file and what to do.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import stat
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from urllib.parse import quote
+
+from cronctl.edge.paths import fsync_dir
+from cronctl.errors import CronctlError, UnsafeDirectoryError
+
+TYPE_CHECKING = False  # see cronctl.core.record: `run` never imports typing
+if TYPE_CHECKING:
+    from typing import Final, NoReturn
+
+__all__ = [
+    "MIGRATIONS",
+    "SCHEMA_VERSION",
+    "NoStateError",
+    "StoreUnusableError",
+    "move_aside",
+    "open_connection",
+    "translated",
+]
+
+# Failures caused by the file or the machine rather than by cronctl's own SQL.
+_ENVIRONMENT_CODES: Final = (
+    sqlite3.SQLITE_PERM,
+    sqlite3.SQLITE_NOMEM,
+    sqlite3.SQLITE_READONLY,
+    sqlite3.SQLITE_IOERR,
+    sqlite3.SQLITE_CANTOPEN,
+    sqlite3.SQLITE_PROTOCOL,
+)
+
+# Issue 11: how a run was started ("schedule" or "manual", by `cronctl exec`) and which
+# attempt of its occurrence it is (retries); rows from before default to a first scheduled run.
+_MIGRATION_RUN_TRIGGER_AND_ATTEMPT: Final = (
+    "ALTER TABLE runs ADD COLUMN trigger TEXT NOT NULL DEFAULT 'schedule'",
+    "ALTER TABLE runs ADD COLUMN attempt INTEGER NOT NULL DEFAULT 1",
+)
+
+#: Schema migrations: entry ``i`` takes the database from version ``i`` to ``i + 1``
+#: (``PRAGMA user_version``). Append only; never edit a migration that has been released.
+MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
+    (
+        """CREATE TABLE task_state (
+            name TEXT PRIMARY KEY, fingerprint TEXT NOT NULL, last_occurrence TEXT NOT NULL,
+            missed_total INTEGER NOT NULL DEFAULT 0, done INTEGER NOT NULL DEFAULT 0)""",
+        """CREATE TABLE runs (
+            id TEXT PRIMARY KEY, task TEXT NOT NULL, occurrence TEXT NOT NULL,
+            outcome TEXT NOT NULL, host TEXT NOT NULL, pid INTEGER, exit_code INTEGER,
+            started TEXT, ended TEXT, duration_s REAL, log_path TEXT,
+            tail TEXT NOT NULL DEFAULT '', message TEXT)""",
+        "CREATE INDEX runs_by_task ON runs (task, occurrence DESC, started DESC, id DESC)",
+        "CREATE INDEX runs_by_occurrence ON runs (occurrence DESC, started DESC, id DESC)",
+        "CREATE INDEX runs_unfinished ON runs (host) WHERE outcome IN ('pending', 'running')",
+    ),
+    _MIGRATION_RUN_TRIGGER_AND_ATTEMPT,
+)
+#: The schema version this code writes; a database at a higher one is refused.
+SCHEMA_VERSION: Final = len(MIGRATIONS)
+
+_BUSY_TIMEOUT_MS: Final = 30_000
+#: The columns cronctl reads, with their declared types; a table without them is not ours.
+_COLUMNS: Final = {
+    "task_state": {
+        "name": "TEXT",
+        "fingerprint": "TEXT",
+        "last_occurrence": "TEXT",
+        "missed_total": "INTEGER",
+        "done": "INTEGER",
+    },
+    "runs": {
+        "id": "TEXT",
+        "task": "TEXT",
+        "occurrence": "TEXT",
+        "outcome": "TEXT",
+        "host": "TEXT",
+        "pid": "INTEGER",
+        "exit_code": "INTEGER",
+        "started": "TEXT",
+        "ended": "TEXT",
+        "duration_s": "REAL",
+        "log_path": "TEXT",
+        "tail": "TEXT",
+        "message": "TEXT",
+        "trigger": "TEXT",
+        "attempt": "INTEGER",
+    },
+}
+
+
+# --- errors ---------------------------------------------------------------------------------
+
+
+def _store_error(path: Path, message: str) -> CronctlError:
+    # The one place to change if errors.py grows a StateStoreError that carries the path.
+    return CronctlError(f"{path}: {message}")
+
+
+def move_aside(path: Path) -> str:
+    return (
+        f"Move it aside with its -wal and -shm files (`mkdir {path.parent}/broken && mv {path}* "
+        f"{path.parent}/broken/`) and run cronctl again, which starts a new one: the run "
+        f"history is lost, and scheduling restarts from now (occurrences missed before "
+        f"that are not caught up)."
+    )
+
+
+# Failures that persist until someone acts on the file: `work` stops on them.
+_UNUSABLE_CODES: Final = (
+    sqlite3.SQLITE_CORRUPT,
+    sqlite3.SQLITE_NOTADB,
+    sqlite3.SQLITE_PERM,
+    sqlite3.SQLITE_READONLY,
+    sqlite3.SQLITE_CANTOPEN,
+)
+
+
+def _primary_code(exc: sqlite3.Error) -> int | None:
+    code: int | None = getattr(exc, "sqlite_errorcode", None)  # None: raised by Python's module
+    return None if code is None else code & 0xFF  # SQLITE_IOERR_WRITE -> SQLITE_IOERR
+
+
+def _raisetranslated(path: Path, exc: sqlite3.Error) -> NoReturn:
+    """Turn what the world did to the file into a CronctlError; let programming errors through."""
+    code = _primary_code(exc)
+    if code in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
+        message = (
+            f"the state database is damaged or is not a cronctl database ({exc}). "
+            f"{move_aside(path)}"
+        )
+    elif code == sqlite3.SQLITE_FULL:
+        message = (
+            f"the disk is full ({exc}); nothing was recorded. Free space on the file system "
+            f"that holds {path.parent}."
+        )
+    elif code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+        message = (
+            f"the state database stayed locked by another process for "
+            f"{_BUSY_TIMEOUT_MS // 1000} s ({exc}); look for a stuck cronctl (`fuser {path}`)."
+        )
+    elif code in _ENVIRONMENT_CODES:
+        message = (
+            f"cannot use the state database ({exc}); check that the file and its directory "
+            f"belong to the user running cronctl and that the file system is writable."
+        )
+    else:
+        raise exc
+    if code in _UNUSABLE_CODES:
+        raise StoreUnusableError(f"{path}: {message}") from exc
+    raise _store_error(path, message) from exc
+
+
+@contextmanager
+def translated(path: Path) -> Iterator[None]:
+    try:
+        yield
+    except sqlite3.Error as exc:
+        _raisetranslated(path, exc)
+
+
+# --- opening and migrating ------------------------------------------------------------------
+
+
+class StoreUnusableError(CronctlError):
+    """The state database cannot be used at all until someone acts: damaged, not cronctl's,
+    from a newer cronctl, or not safe to open. Retrying every minute cannot help, so `work`
+    stops on it (exit 2) instead of printing it forever; a full disk or a lock is not this."""
+
+
+class NoStateError(CronctlError):
+    """A reading command found no state database: nothing has run with this state dir."""
+
+
+_WAL_FILES: Final = ("-wal", "-shm")
+
+
+def _inspect(path: Path) -> bool:
+    """Whether the database exists; refuse one that is a link, not a file, or not ours.
+
+    By path with ``lstat`` only: a descriptor of the database opened and closed here would
+    drop every POSIX lock SQLite holds on it in this process (SPEC 6).
+    """
+    for name in (path, *(path.with_name(path.name + end) for end in _WAL_FILES)):
+        try:
+            info = os.lstat(name)
+        except FileNotFoundError:
+            if name == path:
+                return False
+            continue
+        except OSError as exc:
+            message = f"cannot inspect the state database: {exc.strerror}"
+            raise StoreUnusableError(f"{name}: {message}") from exc
+        _refuse_foreign_file(name, info)
+    return True
+
+
+def _refuse_foreign_file(name: Path, info: os.stat_result) -> None:
+    if stat.S_ISLNK(info.st_mode):
+        what = "a symbolic link"
+    elif not stat.S_ISREG(info.st_mode):
+        what = "not a regular file"
+    elif info.st_uid != os.geteuid():
+        what = f"owned by uid {info.st_uid}, not by the user running cronctl ({os.geteuid()})"
+    elif info.st_mode & stat.S_IWOTH:
+        what = "writable by every user"
+    else:
+        return
+    raise UnsafeDirectoryError(
+        f"{name} is {what}; cronctl never makes it so, so something else did. Check who can "
+        f"write to {name.parent}; move the file aside, or run cronctl as its owner.",
+        name.parent,
+    )
+
+
+def file_id(path: Path) -> tuple[int, int] | None:
+    """(st_dev, st_ino) of ``path``, not followed (None: there is nothing there); by ``lstat``
+    only, as _inspect."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    return info.st_dev, info.st_ino
+
+
+def inspect_file(path: Path) -> bool:
+    """Whether the database at ``path`` exists, refusing it as opening it would (a link,
+    not a regular file, not ours: UnsafeDirectoryError)."""
+    return _inspect(path)
+
+
+def _connect(path: Path, exists: bool) -> sqlite3.Connection:
+    """Let SQLite open (or create) the file itself: cronctl never holds a descriptor of it.
+
+    A new file is created under a 077 umask, so the database and the -wal and -shm files that
+    SQLite gives the same mode are 0600 from their first byte. The umask is process-wide: a
+    thread creating a file meanwhile gets a stricter mode, never a looser one.
+    """
+    mode = "rw" if exists else "rwc"  # "rw": a file deleted meanwhile is not silently recreated
+    uri = f"file:{quote(str(path))}?mode={mode}"
+    # isolation_level=None: we send BEGIN IMMEDIATE/COMMIT ourselves; the module's own
+    # deferred transactions would let two read-then-write callers deadlock.
+    conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+    try:
+        _configure(conn, path)
+        _migrate(conn, path)
+        _check_schema(conn, path)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _configure(conn: sqlite3.Connection, path: Path) -> None:
+    conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
+    # FULL: in WAL mode, NORMAL syncs only at checkpoints, so a power loss can drop the last
+    # commits: a run would vanish from history, or last_occurrence would move back and the
+    # occurrence would run a second time. FULL syncs the WAL at every commit (a few ms).
+    conn.execute("PRAGMA synchronous = FULL")
+    _use_wal(conn, path)
+
+
+def _use_wal(conn: sqlite3.Connection, path: Path) -> None:
+    # Switching a new file to WAL (persistent, so a no-op later) upgrades a read lock to a write
+    # lock, and SQLite never waits on such an upgrade (it could deadlock): it fails at once with
+    # "database is locked" when another cronctl is switching too. So that wait happens here.
+    deadline = time.monotonic() + _BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            (mode,) = conn.execute("PRAGMA journal_mode = WAL").fetchone()
+        except sqlite3.OperationalError as exc:
+            if _primary_code(exc) != sqlite3.SQLITE_BUSY or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
+            continue
+        if str(mode).lower() != "wal":
+            reason = f"SQLite cannot use WAL mode here (it stays in {mode} mode)"
+            raise _store_error(path, f"{reason}; put state_dir on a local file system.")
+        return
+
+
+def _user_version(conn: sqlite3.Connection) -> int:
+    (version,) = conn.execute("PRAGMA user_version").fetchone()
+    return int(version)
+
+
+def _refuse_newer(path: Path, version: int) -> None:
+    if version < 0:
+        raise StoreUnusableError(
+            f"{path}: the state database has schema version {version}, which no cronctl "
+            f"writes: it is not a cronctl database. {move_aside(path)}"
+        )
+    if version > SCHEMA_VERSION:
+        raise StoreUnusableError(
+            f"{path}: the state database has schema version {version}, but this cronctl knows "
+            f"versions up to {SCHEMA_VERSION} only: a newer cronctl wrote it. Upgrade "
+            f"cronctl on this machine (or move the file aside to start over, losing the history)."
+        )
+
+
+def _migrate(conn: sqlite3.Connection, path: Path) -> None:
+    """Apply the missing migrations in order, all in one transaction."""
+    version = _user_version(conn)
+    _refuse_newer(path, version)
+    if version == SCHEMA_VERSION:
+        return  # the common case: one read, no write lock
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        version = _user_version(conn)  # another process may have migrated meanwhile
+        _refuse_newer(path, version)
+        for target, statements in enumerate(MIGRATIONS[version:], start=version + 1):
+            for statement in statements:
+                _apply(conn, path, statement)
+            conn.execute(f"PRAGMA user_version = {target}")
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            with suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+        raise
+
+
+def _apply(conn: sqlite3.Connection, path: Path, statement: str) -> None:
+    try:
+        conn.execute(statement)
+    except sqlite3.OperationalError as exc:
+        if _primary_code(exc) != sqlite3.SQLITE_ERROR:
+            raise  # busy, full, I/O: translated by the caller
+        # "table runs already exists": the file holds someone else's tables under our names.
+        raise StoreUnusableError(
+            f"{path}: cannot bring the state database to cronctl's schema ({exc}): it is not a "
+            f"cronctl database. {move_aside(path)}"
+        ) from exc
+
+
+def _check_schema(conn: sqlite3.Connection, path: Path) -> None:
+    """Refuse a file whose tables lack cronctl's columns (a foreign database at our version)."""
+    for table, expected in _COLUMNS.items():
+        found = {
+            str(row[1]): str(row[2]).upper()
+            for row in conn.execute(f"PRAGMA table_info({table})").fetchall()
+        }
+        wrong = [f"{name} {kind}" for name, kind in expected.items() if found.get(name) != kind]
+        if wrong:
+            what = "has no table" if not found else "has a table"
+            raise StoreUnusableError(
+                f"{path}: the state database {what} {table!r} with cronctl's columns (missing "
+                f"or of another type: {', '.join(wrong)}); it is not a cronctl database. "
+                f"{move_aside(path)}"
+            )
+
+
+def open_connection(path: Path, *, create: bool) -> sqlite3.Connection:
+    """Open the database at ``path``, creating it (0600) when ``create``, and migrate it.
+
+    :raises UnsafeDirectoryError: the file (or its -wal/-shm) is a symlink, not a regular
+        file, owned by another user or world-writable.
+    :raises NoStateError: there is no database and ``create`` is false.
+    :raises StoreUnusableError: damaged, not SQLite, not cronctl's, newer, or unopenable.
+    :raises CronctlError: the disk is full or the file stayed locked.
+    """
+    exists = _inspect(path)
+    if not exists and not create:
+        raise NoStateError(
+            f"no state here ({path.parent}): nothing has run with this state dir; "
+            "check --state-dir (or CRONCTL_STATE_DIR, or state_dir in the schedule file)"
+        )
+    old_umask = None if exists else os.umask(0o077)
+    try:
+        with translated(path):
+            conn = _connect(path, exists)
+    finally:
+        if old_umask is not None:
+            os.umask(old_umask)
+    try:
+        _inspect(path)  # what SQLite opened by name is still our private regular file
+        if not exists:
+            fsync_dir(path.parent)
+    except BaseException:
+        conn.close()
+        raise
+    return conn

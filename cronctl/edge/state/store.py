@@ -1,0 +1,871 @@
+"""Per-machine state and run history in ``STATE_DIR/state.db`` (SQLite, standard library).
+
+Two tables (SPEC 5.1): ``task_state`` holds, per task, the last occurrence this machine has dealt
+with and the fingerprint of the schedule that produced it; ``runs`` holds one row per occurrence
+dealt with (run, skipped or missed). Several ``cronctl run`` processes may use the file at once,
+and any of them may be killed at any moment:
+
+- WAL journal: readers never block the writer, and what a killed writer left half-done in the
+  WAL is ignored by the next opener (only committed transactions count);
+- every write is a transaction started with ``BEGIN IMMEDIATE``, which takes the write lock up
+  front, so a read-modify-write can never be overtaken between its read and its write;
+- a busy timeout of 30 s lets writers queue instead of failing.
+
+Times go in and come out as aware UTC datetimes. They are stored as ISO 8601 text:
+``YYYY-MM-DDTHH:MM:SSZ`` for occurrences (whole seconds) and ``YYYY-MM-DDTHH:MM:SS.ffffffZ`` for
+``started``/``ended``; each form is fixed width, so text order is time order.
+
+A :class:`Store` may be shared by the threads of one process: a lock serialises its use, and a
+transaction holds it until its block ends.
+"""
+
+from __future__ import annotations
+
+import operator
+import sqlite3
+from _thread import RLock  # threading's RLock: the module itself costs `run` ~4M instructions
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager, suppress
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from cronctl.core.record import field_names, record
+from cronctl.edge.state.dbfile import (
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    NoStateError,
+    StoreUnusableError,
+    file_id,
+    inspect_file,
+    move_aside,
+    open_connection,
+    translated,
+)
+
+TYPE_CHECKING = False  # see cronctl.core.record: `run` never imports typing
+if TYPE_CHECKING:
+    import threading
+    from typing import Any, Final, TypeAlias
+
+__all__ = [
+    "DB_NAME",
+    "MIGRATIONS",
+    "OUTCOMES",
+    "SCHEMA_VERSION",
+    "NoStateError",
+    "PendingUpdate",
+    "RunRow",
+    "Store",
+    "StoreUnusableError",
+    "StoredState",
+    "TaskState",
+    "Txn",
+]
+
+#: The database file inside ``state_dir``.
+DB_NAME: Final = "state.db"
+
+_SKIPS: Final = ("paused", "condition", "another server", "still running")
+_ENDINGS: Final = ("ok", "failed", "timeout", "interrupted", "error", "missed")
+#: Every outcome a run row may hold (SPEC 4.4), plus the two states of a run in progress.
+OUTCOMES: Final = frozenset(("pending", "running", *_ENDINGS, *(f"skipped: {w}" for w in _SKIPS)))
+_FAILURES: Final = ("failed", "timeout", "error")
+
+_ORDER: Final = "ORDER BY occurrence DESC, started DESC, id DESC"
+_STATE_COLUMNS: Final = "name, fingerprint, last_occurrence, missed_total, done"
+_PUT_STATE: Final = (
+    f"INSERT INTO task_state ({_STATE_COLUMNS}) VALUES (?, ?, ?, ?, ?) "  # noqa: S608
+    "ON CONFLICT (name) DO UPDATE SET fingerprint = excluded.fingerprint, "
+    "last_occurrence = excluded.last_occurrence, missed_total = excluded.missed_total, "
+    "done = excluded.done"
+)
+# A first window, written only where the task has no row yet (never over one another process
+# wrote meanwhile): the compare-and-set of a row read as absent.
+_ADD_STATE: Final = (
+    f"INSERT INTO task_state ({_STATE_COLUMNS}) VALUES (?, ?, ?, ?, ?) "  # noqa: S608
+    "ON CONFLICT (name) DO NOTHING"
+)
+# A compare-and-set: the window moves only if the row is still exactly as it was read.
+_ADVANCE_STATE: Final = (
+    "UPDATE task_state SET last_occurrence = ? WHERE name = ? AND fingerprint = ? "
+    "AND last_occurrence = ? AND missed_total = ? AND done = ?"
+)
+#: A task_state row as stored: (name, fingerprint, last_occurrence text, missed_total, done).
+StoredState: TypeAlias = "tuple[Any, ...]"
+
+
+@record(frozen=True, slots=True)
+class TaskState:
+    """What this machine remembers about one task between runs (SPEC 5.1)."""
+
+    name: str
+    fingerprint: str  # schedule identity; a change restarts the window
+    last_occurrence: datetime  # the last occurrence this machine has dealt with
+    missed_total: int = 0
+    done: bool = False  # a one-shot `at` task that has been dealt with for good
+
+
+@record(frozen=True, slots=True)
+class RunRow:
+    """One occurrence dealt with by one machine (run, skipped or missed): a line of history."""
+
+    id: str
+    task: str
+    occurrence: datetime
+    outcome: str  # one of OUTCOMES
+    host: str
+    pid: int | None = None  # the cronctl process responsible for the row
+    exit_code: int | None = None
+    started: datetime | None = None
+    ended: datetime | None = None
+    duration_s: float | None = None
+    log_path: str | None = None
+    tail: str = ""  # bounded by the caller (4 KiB)
+    message: str | None = None
+    trigger: str = "schedule"  # or "manual" (`cronctl exec`)
+    attempt: int = 1  # 2, 3, ... for the retries of the same occurrence
+
+
+_RUN_FIELDS: Final = field_names(RunRow)
+_RUN_COLUMNS: Final = ", ".join(_RUN_FIELDS)
+_RUN_PLACES: Final = ", ".join("?" * len(_RUN_FIELDS))
+_ADD_RUN: Final = f"INSERT INTO runs ({_RUN_COLUMNS}) VALUES ({_RUN_PLACES})"  # noqa: S608
+_UPDATABLE: Final = frozenset(_RUN_FIELDS) - {"id"}
+
+
+# --- time and values ------------------------------------------------------------------------
+
+
+def _utc(value: datetime, what: str) -> datetime:
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError(f"{what} must be an aware datetime, got naive {value.isoformat()}")
+    return value.astimezone(UTC)
+
+
+def _occurrence_text(value: datetime, what: str) -> str:
+    value = _utc(value, what)
+    if value.microsecond:
+        raise ValueError(f"{what} must be a whole second, got {value.isoformat()}")
+    return value.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_time(text: str) -> datetime:
+    """An instant as the store keeps it (ISO 8601 with an offset), in UTC.
+
+    :raises ValueError, TypeError: not a time cronctl wrote.
+    """
+    value = datetime.fromisoformat(text)  # TypeError/ValueError: not a time cronctl wrote
+    if value.tzinfo is None:
+        raise ValueError(f"time without an offset: {text!r}")
+    return value.astimezone(UTC)
+
+
+# The kind of value each RunRow field must hold when read back (a foreign file may hold anything).
+_RUN_KINDS: Final[dict[str, type | tuple[type, ...]]] = {
+    "id": str,
+    "task": str,
+    "outcome": str,
+    "host": str,
+    "pid": (int, type(None)),
+    "exit_code": (int, type(None)),
+    "duration_s": (float, int, type(None)),
+    "log_path": (str, type(None)),
+    "tail": str,
+    "message": (str, type(None)),
+}
+
+
+def _run_column(name: str, value: object) -> object:
+    """Return the stored form of one RunRow field, refusing values of the wrong kind."""
+    if name == "occurrence":
+        if not isinstance(value, datetime):
+            raise TypeError(f"occurrence must be a datetime, got {value!r}")
+        return _occurrence_text(value, name)
+    if name in ("started", "ended"):
+        if value is None:
+            return None
+        if not isinstance(value, datetime):
+            raise TypeError(f"{name} must be a datetime or None, got {value!r}")
+        return _utc(value, name).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    if name == "outcome" and value not in OUTCOMES:
+        raise ValueError(f"unknown outcome {value!r}; expected one of {sorted(OUTCOMES)}")
+    return value
+
+
+#: The RunRow fields whose stored form differs from the value, or that are checked
+#: (:func:`_run_column` returns every other value as it is).
+_CONVERTED: Final = frozenset(("occurrence", "started", "ended", "outcome"))
+_RUN_GETTER: Final = operator.attrgetter(*_RUN_FIELDS)
+
+
+def _stored(names: Sequence[str], values: list[object]) -> list[object]:
+    """``values`` of the fields ``names``, in their stored form (checked), in place."""
+    for i, name in enumerate(names):
+        if name in _CONVERTED:
+            values[i] = _run_column(name, values[i])
+    return values
+
+
+def _run_values(run: RunRow) -> tuple[object, ...]:
+    """The stored form of a new row, checked (:func:`_run_column`)."""
+    # Not dataclasses.astuple, which deep-copies every field (measured: 9 of the 12 ms a
+    # run spent recording 100 new rows); one attrgetter, not a getattr per field.
+    return tuple(_stored(_RUN_FIELDS, list(_RUN_GETTER(run))))
+
+
+def _row_to_run(row: tuple[Any, ...]) -> RunRow:
+    values = dict(zip(_RUN_FIELDS, row, strict=True))
+    for name in ("occurrence", "started", "ended"):
+        if values[name] is not None or name == "occurrence":
+            values[name] = parse_time(values[name])
+    for name, kinds in _RUN_KINDS.items():
+        if not isinstance(values[name], kinds):
+            raise ValueError(f"runs.{name} holds {values[name]!r}")
+    if values["outcome"] not in OUTCOMES:
+        raise ValueError(f"runs.outcome holds {values['outcome']!r}")
+    return RunRow(**values)
+
+
+def _window_text(texts: dict[datetime, str], when: datetime) -> str:
+    """A window's instant as stored, formatted once per instant in ``texts``: most windows
+    move to the same minute (the formatting was half the time of writing 1,000 states)."""
+    text = texts.get(when)
+    if text is None:
+        text = texts[when] = _occurrence_text(when, "last_occurrence")
+    return text
+
+
+#: Every task state row (the planning reads, the lead's snapshot, status).
+_ALL_STATES = f"SELECT {_STATE_COLUMNS} FROM task_state"  # noqa: S608
+
+
+def _row_to_state(row: tuple[Any, ...]) -> TaskState:
+    name, fingerprint, last, missed, done = row
+    if not (isinstance(name, str) and isinstance(fingerprint, str) and isinstance(missed, int)):
+        raise ValueError(f"task_state holds {row!r}")
+    return TaskState(name, fingerprint, parse_time(last), missed, bool(done))
+
+
+@contextmanager
+def _own_values(path: Path) -> Iterator[None]:
+    """Turn a value cronctl never writes (a foreign or hand-edited file) into a clear error."""
+    try:
+        yield
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise StoreUnusableError(
+            f"{path}: the state database holds a value cronctl did not write ({exc}); it is "
+            f"not a cronctl database, or was edited by hand. {move_aside(path)}"
+        ) from exc
+
+
+# --- the store ------------------------------------------------------------------------------
+
+
+class Txn:
+    """Reads and writes inside one ``BEGIN IMMEDIATE`` transaction (:meth:`Store.transaction`)."""
+
+    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+        """Wrap a connection with a transaction open; only :class:`Store` makes these."""
+        self._conn: sqlite3.Connection | None = conn
+        self._path = path
+
+    def _execute(self, sql: str, params: tuple[object, ...]) -> sqlite3.Cursor:
+        with translated(self._path):
+            return self._live().execute(sql, params)
+
+    def _executemany(self, sql: str, rows: Sequence[tuple[object, ...]]) -> sqlite3.Cursor:
+        with translated(self._path):
+            return self._live().executemany(sql, rows)
+
+    def _live(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise RuntimeError("this transaction has ended; use it only inside its `with` block")
+        return self._conn
+
+    def _end(self) -> None:
+        self._conn = None
+
+    def get_state(self, name: str) -> TaskState | None:
+        """Return the remembered state of task ``name``, or None if this machine never saw it."""
+        sql = f"SELECT {_STATE_COLUMNS} FROM task_state WHERE name = ?"  # noqa: S608
+        row = self._execute(sql, (name,)).fetchone()
+        with _own_values(self._path):
+            return None if row is None else _row_to_state(row)
+
+    def states(self) -> dict[str, TaskState]:
+        """Every remembered task state, in one query (a run plans all tasks at once)."""
+        rows = self._execute(_ALL_STATES, ()).fetchall()
+        with _own_values(self._path):
+            return {row[0]: _row_to_state(row) for row in rows}
+
+    def stored_states(self) -> dict[str, StoredState]:
+        """Every task state as stored, unparsed (cheap to compare with an earlier read;
+        :meth:`parse_state` makes one a TaskState)."""
+        return {row[0]: row for row in self._execute(_ALL_STATES, ()).fetchall()}
+
+    def parse_state(self, row: StoredState) -> TaskState:
+        """The TaskState of a row :meth:`stored_states` returned."""
+        with _own_values(self._path):
+            return _row_to_state(row)
+
+    def any_unfinished(self) -> bool:
+        """Whether some row is still ``pending`` or ``running`` (a run at work, or left by a
+        dead one: see :meth:`Store.unfinished_runs`), from the partial index alone."""
+        sql = (
+            "SELECT 1 FROM runs INDEXED BY runs_unfinished "
+            "WHERE outcome IN ('pending', 'running') LIMIT 1"
+        )
+        return self._execute(sql, ()).fetchone() is not None
+
+    def data_version(self) -> int:
+        """SQLite's data version on this connection: the same number as at an earlier read on
+        it (:meth:`Store.snapshot`) only if no other connection has committed since (this
+        connection's own commits do not count; a checkpoint may change it too)."""
+        (version,) = self._execute("PRAGMA data_version", ()).fetchone()
+        return int(version)
+
+    def advance_states(self, moves: list[tuple[StoredState, datetime]]) -> int:
+        """Move each stored row's last_occurrence to its new instant, only where the row is
+        still exactly as read (a compare-and-set: a write that comes late never moves a
+        window back nor overwrites what another process recorded meanwhile); how many moved."""
+        if not moves:
+            return 0
+        texts: dict[datetime, str] = {}
+        rows = [
+            (_window_text(texts, when), name, fingerprint, last, missed, done)
+            for (name, fingerprint, last, missed, done), when in moves
+        ]
+        return int(self._executemany(_ADVANCE_STATE, rows).rowcount)
+
+    def add_states(self, states: list[TaskState]) -> int:
+        """Insert each state only where its task has no row yet (a compare-and-set of a row
+        read as absent: a row another process wrote meanwhile keeps what it says); how many
+        were inserted."""
+        if not states:
+            return 0
+        return int(self._write_states(_ADD_STATE, states).rowcount)
+
+    def put_state(self, state: TaskState) -> None:
+        """Insert or replace the state of task ``state.name``."""
+        self.put_states([state])
+
+    def put_states(self, states: list[TaskState]) -> None:
+        """Insert or replace several task states in one statement (a run plans every task)."""
+        self._write_states(_PUT_STATE, states)
+
+    def _write_states(self, sql: str, states: list[TaskState]) -> sqlite3.Cursor:
+        """Execute ``sql`` (one of the task_state writes) once per state, in one statement."""
+        texts: dict[datetime, str] = {}
+        rows = [
+            (
+                state.name,
+                state.fingerprint,
+                _window_text(texts, state.last_occurrence),
+                int(state.missed_total),
+                int(state.done),
+            )
+            for state in states
+        ]
+        return self._executemany(sql, rows)
+
+    def add_run(self, run: RunRow) -> None:
+        """Record a new run row.
+
+        :raises ValueError: a row with ``run.id`` exists, or ``run.outcome`` is unknown.
+        """
+        try:
+            self._execute(_ADD_RUN, _run_values(run))
+        except sqlite3.IntegrityError as exc:
+            raise ValueError(f"run {run.id!r} is already recorded") from exc
+
+    def add_runs(self, runs: Sequence[RunRow]) -> None:
+        """Record new run rows, in one statement (a plan's 100 rows: one ``executemany``).
+
+        :raises ValueError: a row with one of the ids exists (named, as :meth:`add_run`
+            names it), or an outcome is unknown.
+        """
+        if len(runs) < 2:
+            for run in runs:
+                self.add_run(run)
+            return
+        values = [_run_values(run) for run in runs]
+        conn = self._live()
+        with translated(self._path):
+            conn.execute("SAVEPOINT add_runs")
+            try:
+                conn.executemany(_ADD_RUN, values)
+            except sqlite3.IntegrityError:
+                conn.execute("ROLLBACK TO add_runs")
+                conn.execute("RELEASE add_runs")
+                for run in runs:  # one by one, to name the id that is taken
+                    self.add_run(run)
+                raise
+            conn.execute("RELEASE add_runs")
+
+    def update_run(self, run_id: str, **fields: object) -> None:
+        """Change some fields of run ``run_id``.
+
+        :raises ValueError: a name that is not a RunRow field (``id`` cannot change either).
+        :raises KeyError: no row has that id (for instance, pruned).
+        """
+        _check_updatable(fields)
+        if not fields:
+            return
+        if self._update(run_id, fields, "") == 0:
+            raise KeyError(run_id)
+
+    def update_pending_run(self, run_id: str, **fields: object) -> bool:
+        """Change fields of run ``run_id`` only while it is still ``pending``; return whether
+        it was (a "running" mark made ahead must never overwrite a result recorded first)."""
+        _check_updatable(fields)
+        return self._update(run_id, fields, _PENDING_ONLY) == 1
+
+    def update_many(self, changes: list[tuple[str, dict[str, object]]], pending_only: bool) -> bool:
+        """Apply changes that all set the same fields, in one statement, if each changes its
+        row (``pending_only``: a row still "pending"); True if so. If one would not (a row
+        pruned, a result recorded first), none is applied and False is returned: the caller
+        applies them one by one, to learn which."""
+        conn = self._live()
+        names = list(changes[0][1])
+        condition = _PENDING_ONLY if pending_only else ""
+        assignments = ", ".join(f"{name} = ?" for name in names)
+        sql = f"UPDATE runs SET {assignments} WHERE id = ? {condition}"  # noqa: S608 (names checked)
+        rows = [(*_stored(names, [fields[n] for n in names]), run_id) for run_id, fields in changes]
+        with translated(self._path):
+            conn.execute("SAVEPOINT alike")
+            if conn.executemany(sql, rows).rowcount == len(rows):
+                conn.execute("RELEASE alike")
+                return True
+            conn.execute("ROLLBACK TO alike")
+            conn.execute("RELEASE alike")
+            return False
+
+    def _update(self, run_id: str, fields: dict[str, object], condition: str, *more: object) -> int:
+        """UPDATE run ``run_id``'s checked ``fields`` where ``condition`` (SQL of our own, its
+        parameters ``more``) also holds; the number of rows changed."""
+        assignments = ", ".join(f"{name} = ?" for name in fields)
+        values = tuple(_run_column(name, value) for name, value in fields.items())
+        sql = f"UPDATE runs SET {assignments} WHERE id = ? {condition}"  # noqa: S608 (names checked)
+        return int(self._execute(sql, (*values, run_id, *more)).rowcount)
+
+
+_PENDING_ONLY = "AND outcome = 'pending'"
+
+
+def _check_updatable(fields: dict[str, object]) -> None:
+    unknown = sorted(set(fields) - _UPDATABLE)
+    if unknown:
+        raise ValueError(f"cannot update run fields {unknown}; allowed: {sorted(_UPDATABLE)}")
+
+
+def _alike(batch: list[_Update]) -> list[list[_Update]]:
+    """The batch in runs of consecutive changes that set the same fields the same way, in
+    order (a later change of a row must still land after an earlier one)."""
+    groups: list[list[_Update]] = []
+    key: tuple[bool, tuple[str, ...]] | None = None
+    for item in batch:
+        this = (item.pending_only, tuple(item.fields))
+        if this != key:
+            groups.append([])
+            key = this
+        groups[-1].append(item)
+    return groups
+
+
+class _Update:
+    """One update_run waiting for the group commit that carries it (PendingUpdate)."""
+
+    __slots__ = ("done", "error", "fields", "pending_only", "run_id")
+
+    def __init__(self, run_id: str, fields: dict[str, object], pending_only: bool = False) -> None:
+        self.run_id = run_id
+        self.fields = fields
+        self.pending_only = pending_only  # applied only to a row still "pending"
+        self.done = False
+        self.error: BaseException | None = None
+
+
+#: The handle of :meth:`Store.update_run_later`: ``done`` once committed or failed, and
+#: ``error`` (None: saved).
+PendingUpdate = _Update
+
+
+class Store:
+    """The state database of one machine; :meth:`open` it, then close it (or use ``with``)."""
+
+    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+        """Wrap an open, migrated connection; use :meth:`open` instead."""
+        self._conn = conn
+        self._path = path
+        self._lock = RLock()
+        # Group commit of update_run (see there): the queue, and whether a thread commits it.
+        self._grouped: threading.Condition | None = None  # made on first use: see _group
+        self._queue: list[_Update] = []
+        self._leading = False
+
+    @property
+    def _group(self) -> threading.Condition:
+        """The group commit's condition, made on first use: a store that never records a
+        result (a quiet minute, execution/quiet.py) spares `run` the threading module."""
+        group = self._grouped
+        if group is None:
+            with self._lock:
+                if self._grouped is None:
+                    import threading
+
+                    self._grouped = threading.Condition(threading.Lock())
+                group = self._grouped
+        return group
+
+    @property
+    def path(self) -> Path:
+        """The database file."""
+        return self._path
+
+    @classmethod
+    def open(cls, state_dir: Path, *, create: bool = True) -> Store:
+        """Open ``state_dir/state.db``, creating (unless ``create`` is false) and migrating it.
+
+        ``state_dir`` must exist and have been checked by the caller. No descriptor of the file
+        is ever opened outside SQLite (SPEC 6), so any number of stores may be open at once in
+        one process.
+
+        :raises UnsafeDirectoryError: ``state.db`` (or its -wal/-shm) is a symlink, not a
+            regular file, owned by another user or world-writable.
+        :raises NoStateError: there is no database and ``create`` is false.
+        :raises StoreUnusableError: the file is damaged, not SQLite, not cronctl's, written by a
+            newer cronctl, or cannot be opened.
+        :raises CronctlError: the disk is full or the file stayed locked; the message names the
+            file and what to do.
+        """
+        path = Path(state_dir) / DB_NAME
+        conn = open_connection(path, create=create)
+        return cls(conn, path)
+
+    def close(self) -> None:
+        """Commit what is queued (:meth:`update_run_later`), then close the connection; the
+        store cannot be used afterwards."""
+        if self._grouped is not None:  # else nothing was ever queued
+            self.flush()
+        with self._lock:
+            self._conn.close()
+
+    def __enter__(self) -> Store:
+        """Return the store itself."""
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        """Close the store."""
+        self.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[Txn]:
+        """Run the block in one ``BEGIN IMMEDIATE`` transaction, committed when the block ends
+        and rolled back if it raises. Other writers, threads or processes, wait meanwhile.
+
+        :raises RuntimeError: a transaction is already open on this store (in this thread).
+        """
+        with self._lock:
+            if self._conn.in_transaction:
+                raise RuntimeError("a transaction is already open on this store; use its Txn")
+            with translated(self._path):
+                self._conn.execute("BEGIN IMMEDIATE")
+            txn = Txn(self._conn, self._path)
+            try:
+                yield txn
+                with translated(self._path):
+                    self._conn.execute("COMMIT")
+            except BaseException:
+                if self._conn.in_transaction:
+                    with suppress(sqlite3.Error):
+                        self._conn.execute("ROLLBACK")
+                raise
+            finally:
+                txn._end()
+
+    def update_run(self, run_id: str, **fields: object) -> None:
+        """Change some fields of run ``run_id``; committed (durable) when this returns.
+
+        Group commit: the updates other threads of this process make meanwhile share the
+        transaction, so N threads marking runs "running" or recording results pay for one
+        commit (one ``fdatasync``) instead of N. Each caller still waits for its own commit
+        and hears its own error, as if the transaction were its alone.
+
+        :raises ValueError: a name that is not a RunRow field (``id`` cannot change either).
+        :raises KeyError: no row has that id.
+        """
+        (error,) = self.update_runs([(run_id, fields)])
+        if error is not None:
+            raise error
+
+    def update_runs(
+        self, changes: list[tuple[str, dict[str, object]]], *, pending_only: bool = False
+    ) -> list[BaseException | None]:
+        """Change several runs in one group commit, durable when this returns (as
+        :meth:`update_run` for each); return each change's error, in order (None: saved).
+
+        With ``pending_only``, a row is changed only while it is still ``pending``; one that
+        is not (or is gone) gets a KeyError.
+
+        :raises ValueError: a name that is not a RunRow field (nothing is changed then).
+        """
+        items = []
+        for run_id, change in changes:
+            _check_updatable(change)
+            items.append(_Update(run_id, change, pending_only))
+        with self._group:
+            for item in items:
+                if item.fields:
+                    self._queue.append(item)
+                else:
+                    item.done = True
+            self._drive(lambda: all(item.done for item in items))
+        return [item.error for item in items]
+
+    def update_run_later(self, run_id: str, **fields: object) -> PendingUpdate:
+        """Queue a change of run ``run_id`` for the next group commit and return at once.
+
+        The change is committed with the next :meth:`update_run` of any thread, or by
+        :meth:`flush` (:meth:`close` flushes too); the returned handle then says whether it
+        was saved (``error``). For results: a crash before that commit leaves the row
+        "running", which recovery reports as an unknown outcome, never as not run.
+
+        :raises ValueError: a name that is not a RunRow field (``id`` cannot change either).
+        """
+        _check_updatable(fields)
+        item = _Update(run_id, fields)
+        with self._group:
+            if fields:
+                self._queue.append(item)
+            else:
+                item.done = True
+        return item
+
+    def flush(self) -> None:
+        """Commit every queued change (see :meth:`update_run_later`); errors stay on the
+        handles."""
+        with self._group:
+            self._drive(lambda: not self._queue and not self._leading)
+
+    def _drive(self, done: Callable[[], bool]) -> None:
+        """Wait (holding ``self._group``) until ``done()``; commit the queue when no other
+        thread is committing: the leader of a group commit takes everything queued so far."""
+        while not done():
+            if self._leading or not self._queue:
+                self._group.wait()
+                continue
+            self._leading = True
+            batch, self._queue = self._queue, []
+            self._group.release()
+            try:
+                self._commit(batch)
+            finally:
+                self._group.acquire()
+                self._leading = False
+                self._group.notify_all()
+
+    def _commit(self, batch: list[_Update]) -> None:
+        """One transaction for the batch; an error of the whole transaction is every item's."""
+        try:
+            with self.transaction() as txn:
+                for group in _alike(batch):
+                    changes = [(item.run_id, item.fields) for item in group]
+                    if len(group) > 1 and txn.update_many(changes, group[0].pending_only):
+                        continue  # 100 marks, or 100 results, one statement
+                    for item in group:
+                        try:
+                            if not item.pending_only:
+                                txn.update_run(item.run_id, **item.fields)
+                            elif not txn.update_pending_run(item.run_id, **item.fields):
+                                raise KeyError(item.run_id)
+                        except KeyError as exc:  # this row only (pruned): the others commit
+                            item.error = exc
+        except BaseException as exc:
+            for item in batch:
+                item.error = exc
+            if not isinstance(exc, Exception):
+                raise
+        finally:
+            for item in batch:
+                item.done = True
+
+    def _select(self, sql: str, params: tuple[object, ...]) -> list[tuple[Any, ...]]:
+        with self._lock, translated(self._path):
+            return self._conn.execute(sql, params).fetchall()
+
+    def get_run(self, run_id: str) -> RunRow | None:
+        """Return run ``run_id``, or None."""
+        rows = self._select(f"SELECT {_RUN_COLUMNS} FROM runs WHERE id = ?", (run_id,))  # noqa: S608
+        return self._runs(rows[:1])[0] if rows else None
+
+    def history(self, task: str | None = None, limit: int = 50) -> list[RunRow]:
+        """Return up to ``limit`` rows, of ``task`` or of every task, newest first.
+
+        Newest means the latest occurrence, then the latest start, then the greatest id.
+        """
+        if limit < 0:
+            raise ValueError(f"limit must be 0 or more, got {limit}")
+        where, params = ("WHERE task = ?", (task,)) if task is not None else ("", ())
+        sql = f"SELECT {_RUN_COLUMNS} FROM runs {where} {_ORDER} LIMIT ?"  # noqa: S608
+        return self._runs(self._select(sql, (*params, limit)))
+
+    def last_run(self, task: str) -> RunRow | None:
+        """Return the newest row of ``task`` that is neither ``missed`` nor ``pending``."""
+        rows = self._select(
+            f"SELECT {_RUN_COLUMNS} FROM runs WHERE task = ? "  # noqa: S608
+            f"AND outcome NOT IN ('missed', 'pending') {_ORDER} LIMIT 1",
+            (task,),
+        )
+        return self._runs(rows[:1])[0] if rows else None
+
+    def consecutive_failures(self, task: str) -> int:
+        """Count ``task``'s failed/timeout/error rows, newest first, back to its latest ``ok``.
+
+        Skipped, missed and unfinished (pending/running) rows neither count nor interrupt.
+        The attempts of one occurrence (retries) count once: it failed once, however often
+        it was tried.
+        """
+        sql = f"SELECT outcome, occurrence FROM runs WHERE task = ? {_ORDER}"  # noqa: S608
+        count = 0
+        counted: str | None = None
+        with self._lock, translated(self._path):
+            cursor = self._conn.execute(sql, (task,))
+            try:
+                for outcome, occurrence in cursor:
+                    if outcome == "ok":
+                        break
+                    if outcome in _FAILURES and occurrence != counted:
+                        count += 1
+                        counted = occurrence
+            finally:
+                cursor.close()
+        return count
+
+    def unfinished_runs(self, host: str | None) -> list[RunRow]:
+        """Return ``host``'s rows (every host's when None) still ``pending`` or ``running``,
+        newest first.
+
+        A crashed cronctl leaves them; so does one still at work, so check ``pid``.
+        """
+        # Every `run` asks this: the partial index holds only unfinished rows, so the question
+        # costs the same with a day of history or ninety. Left to itself SQLite walks the whole
+        # table in ORDER BY order (measured: a third of a soak's time).
+        rows = self._select(
+            f"SELECT {_RUN_COLUMNS} FROM runs INDEXED BY runs_unfinished "  # noqa: S608
+            f"WHERE (?1 IS NULL OR host = ?1) AND outcome IN ('pending', 'running') {_ORDER}",
+            (host,),
+        )
+        return self._runs(rows)
+
+    def close_unfinished(self, run: RunRow, **fields: object) -> bool:
+        """Change ``fields`` of ``run`` only if it is still unfinished and still owned by
+        ``run.pid``; return whether it was.
+
+        The condition is what makes recovery safe: an owner that records its end between
+        recovery's read and this write keeps its outcome (it is never overwritten).
+
+        :raises ValueError: a name that is not a RunRow field, or a value of the wrong kind.
+        """
+        unknown = sorted(set(fields) - _UPDATABLE)
+        if unknown or not fields:
+            raise ValueError(f"cannot update run fields {unknown or 'none'}")
+        condition = "AND outcome IN ('pending', 'running') AND pid IS ?"
+        with self.transaction() as txn:
+            return txn._update(run.id, fields, condition, run.pid) == 1
+
+    def states(self) -> dict[str, TaskState]:
+        """Return the remembered state of every task, by name."""
+        rows = self._select(_ALL_STATES, ())
+        with _own_values(self._path):
+            return {row[0]: _row_to_state(row) for row in rows}
+
+    def stored_states(self) -> dict[str, StoredState]:
+        """Every task state as stored, unparsed (see :meth:`Txn.stored_states`)."""
+        return {row[0]: row for row in self._select(_ALL_STATES, ())}
+
+    def parse_state(self, row: StoredState) -> TaskState:
+        """The TaskState of a row :meth:`stored_states` returned."""
+        with _own_values(self._path):
+            return _row_to_state(row)
+
+    def snapshot(self) -> tuple[dict[str, StoredState], int]:
+        """Every task state as stored and the data version they were read at, in one read
+        transaction (a transaction that sees the same version later sees the same rows, if
+        it is on this store: see :meth:`Txn.data_version`)."""
+        with self._lock, translated(self._path):
+            self._conn.execute("BEGIN")
+            try:
+                rows = self._conn.execute(_ALL_STATES).fetchall()
+                (version,) = self._conn.execute("PRAGMA data_version").fetchone()
+            finally:
+                self._conn.execute("COMMIT")  # ends the read; nothing was written
+        return {row[0]: row for row in rows}, int(version)
+
+    def checkpoint(self) -> None:
+        """Copy what the WAL holds into the database file, waiting for no one (PASSIVE).
+
+        Once all of it is copied, the next write starts the WAL over from its beginning, in
+        place, as long as another connection keeps the file (the last one to close deletes
+        it): a commit that overwrites blocks the WAL already has syncs only those, one that
+        grows the file syncs its new size and blocks too (`work` does this before each
+        boundary; see Worker._hold_wal)."""
+        with self._lock, translated(self._path):
+            self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+
+    def file_id(self) -> tuple[int, int] | None:
+        """(st_dev, st_ino) of the file at this store's path now (None: none): the same just
+        before and just after :meth:`open` names the file the connection is to."""
+        return file_id(self._path)
+
+    def still_at(self, opened: tuple[int, int]) -> bool:
+        """Whether the file at this store's path is still ``opened`` (its :meth:`file_id`
+        around the open), and still a private regular file of ours (else, as at open,
+        UnsafeDirectoryError): a store kept open a moment goes on only with its own file."""
+        return inspect_file(self._path) and file_id(self._path) == opened
+
+    def _runs(self, rows: list[tuple[Any, ...]]) -> list[RunRow]:
+        with _own_values(self._path):
+            return [_row_to_run(row) for row in rows]
+
+    def prune(self, before: datetime) -> int:
+        """Delete finished run rows whose occurrence is older than ``before``; return how many.
+
+        Pending and running rows stay whatever their age: a long run must still be able to
+        record its end, and :meth:`unfinished_runs` must still find those a crash left.
+        """
+        before = _utc(before, "before")
+        if before.microsecond:  # occurrences are whole seconds: o < before <=> o < ceil(before)
+            before = before.replace(microsecond=0) + timedelta(seconds=1)
+        cutoff = _occurrence_text(before, "before")
+        sql = "DELETE FROM runs WHERE occurrence < ? AND outcome NOT IN ('pending', 'running')"
+        with self.transaction() as txn:
+            return txn._execute(sql, (cutoff,)).rowcount
+
+    def outcome_counts(self) -> dict[str, dict[str, int]]:
+        """Per task, how many rows of each outcome history holds (for metrics_file)."""
+        sql = "SELECT task, outcome, COUNT(*) FROM runs GROUP BY task, outcome"
+        counts: dict[str, dict[str, int]] = {}
+        for task, outcome, count in self._select(sql, ()):
+            counts.setdefault(task, {})[outcome] = int(count)
+        return counts
+
+    def last_ok(self, task: str) -> RunRow | None:
+        """Return the newest ``ok`` row of ``task`` (overdue and metrics judge by it)."""
+        return self._newest(task, "('ok')")
+
+    def last_ended(self, task: str) -> RunRow | None:
+        """Return the newest row of ``task`` that ended ok or failing (a run, not a skip)."""
+        return self._newest(task, "('ok', 'failed', 'timeout', 'error')")
+
+    def _newest(self, task: str, outcomes: str) -> RunRow | None:
+        rows = self._select(
+            f"SELECT {_RUN_COLUMNS} FROM runs WHERE task = ? AND outcome IN {outcomes} "  # noqa: S608
+            f"{_ORDER} LIMIT 1",
+            (task,),
+        )
+        return _row_to_run(rows[0]) if rows else None
+
+    def first_occurrence(self, task: str) -> datetime | None:
+        """The oldest occurrence history holds for ``task`` (when this machine first saw it)."""
+        rows = self._select("SELECT MIN(occurrence) FROM runs WHERE task = ?", (task,))
+        return parse_time(rows[0][0]) if rows and rows[0][0] else None

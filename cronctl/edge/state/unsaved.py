@@ -1,0 +1,249 @@
+"""Results that ran but could not be saved in state.db, kept beside it until the next run.
+
+When the final write of a run fails (disk full, the database locked past the busy timeout),
+the run has happened and its outcome is known: `run` reports it once, then leaves it in
+``STATE_DIR/unsaved/``. The next `run` applies it to the still-open row instead of recovering
+that row as "cronctl died, outcome unknown", which would report the same run a second time,
+and wrongly.
+
+So that this works on a full disk too, the space is reserved before the commands start: one
+file per run, ``PID-NONCE.slots``, with a slot of :data:`RESERVE` bytes for each occurrence
+(``posix_fallocate``), filled in place with the result and its run id. The owner removes the
+file when nothing had to be kept; a crash leaves it all zeros, which reads as nothing kept,
+and the next run removes it once its owner is gone. One file per run, not one per
+occurrence: creating, allocating and unlinking a hundred files in one directory cost a run
+of 100 quick tasks ~35 ms (measured), the directory's lock serialising every worker.
+
+A result with no slot (a retry's row, or a run that could not reserve) is written as
+``RUN_ID.json``, as older cronctl did for every result; those files are still read.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterable
+from contextlib import suppress
+from datetime import datetime
+from pathlib import Path
+
+from cronctl.edge.paths import ensure_private_dir, open_nofollow, verify_dir, write_atomic
+from cronctl.edge.process import procs
+
+TYPE_CHECKING = False  # see cronctl.core.record: `run` never imports typing
+if TYPE_CHECKING:
+    from typing import Final
+
+DIR_NAME: Final = "unsaved"
+#: Bytes reserved per run: the result with a 4 KiB tail, even all 4-byte UTF-8, fits.
+RESERVE: Final = 32 * 1024
+_TIMES: Final = ("started", "ended")
+_SUFFIX: Final = ".slots"
+#: Slot files of this process still in use (a `work` tick's run may outlive the next tick).
+_LIVE: set[str] = set()
+_LIVE_LOCK = threading.Lock()
+
+
+def _path(state_dir: Path, run_id: str) -> Path:
+    return state_dir / DIR_NAME / f"{run_id}.json"
+
+
+def _encode(fields: dict[str, object], run_id: str | None = None) -> bytes:
+    import json  # only for a result that could not be saved: most runs never need it
+
+    values = {k: v.isoformat() if isinstance(v, datetime) else v for k, v in fields.items()}
+    record: dict[str, object] = values if run_id is None else {"id": run_id, "result": values}
+    return json.dumps(record, ensure_ascii=False).encode()
+
+
+def _decode(raw: bytes) -> dict[str, object] | None:
+    import json
+
+    raw = raw.rstrip(b"\0")
+    try:
+        data = json.loads(raw) if raw else None
+    except ValueError:
+        return None
+    return _with_times(data) if isinstance(data, dict) else None
+
+
+def _with_times(result: dict[str, object]) -> dict[str, object]:
+    """``result`` with its ``started``/``ended`` read back as datetimes (as _encode wrote)."""
+    for name in _TIMES:
+        value = result.get(name)
+        if isinstance(value, str):
+            with suppress(ValueError):
+                result[name] = datetime.fromisoformat(value)
+    return result
+
+
+class Slots:
+    """The reserved room for the results of one run's occurrences (see the module)."""
+
+    def __init__(self, state_dir: Path, run_ids: Iterable[str]) -> None:
+        """Reserve a slot for each of ``run_ids``.
+
+        :raises OSError: the space could not be reserved (UnsafeDirectoryError is one too).
+        """
+        self._state_dir = state_dir
+        self._index = {run_id: i for i, run_id in enumerate(run_ids)}
+        directory = ensure_private_dir(state_dir / DIR_NAME, within=state_dir)
+        self.path = directory / f"{os.getpid()}-{os.urandom(4).hex()}{_SUFFIX}"
+        with _LIVE_LOCK:
+            _LIVE.add(self.path.name)
+        self._fd: int | None = None
+        self._kept = False
+        try:
+            self._fd = open_nofollow(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL)
+            os.posix_fallocate(self._fd, 0, RESERVE * max(1, len(self._index)))
+        except BaseException:
+            self.close()
+            raise
+
+    def keep(self, run_id: str, fields: dict[str, object]) -> str | None:
+        """Write the result of ``run_id`` (in its slot when it has one); return None, or why
+        it could not be written either."""
+        slot = self._index.get(run_id)
+        data = _encode(fields, run_id)
+        if slot is None or self._fd is None or len(data) > RESERVE:
+            return keep(self._state_dir, run_id, fields)
+        try:
+            os.pwrite(self._fd, data, slot * RESERVE)  # inside the reserved space
+            os.fsync(self._fd)
+        except OSError as exc:
+            return str(exc)
+        self._kept = True
+        return None
+
+    def close(self) -> None:
+        """Let the reservation go: the file is removed unless a result was kept in it."""
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
+        if not self._kept:
+            with suppress(OSError):
+                self.path.unlink()
+        with _LIVE_LOCK:
+            _LIVE.discard(self.path.name)
+
+
+def reserve(state_dir: Path, run_ids: Iterable[str]) -> Slots | None:
+    """Reserve the space of the results of ``run_ids`` before they run; None if that failed
+    (a result that cannot be saved is then written as a file of its own, if it can be)."""
+    try:
+        return Slots(state_dir, run_ids)
+    except OSError:
+        return None
+
+
+def keep(state_dir: Path, run_id: str, fields: dict[str, object]) -> str | None:
+    """Write the result of ``run_id`` as ``RUN_ID.json``; return None, or why it could not be
+    written."""
+    data = _encode(fields)
+    path = _path(state_dir, run_id)
+    try:
+        fd = open_nofollow(path, os.O_WRONLY)
+    except FileNotFoundError:
+        fd = -1
+    except OSError as exc:
+        return str(exc)
+    try:
+        if fd >= 0 and len(data) <= RESERVE:
+            os.pwrite(fd, data, 0)  # a reservation an older cronctl made: no block to allocate
+            os.fsync(fd)
+        else:
+            write_atomic(path, data)
+    except OSError as exc:
+        return str(exc)
+    finally:
+        if fd >= 0:
+            os.close(fd)
+    return None
+
+
+class Kept:
+    """What earlier runs kept: read once by recovery, then applied and cleaned up."""
+
+    def __init__(self, state_dir: Path) -> None:
+        """Read the slot files whose run is over (their owner gone)."""
+        self._state_dir = state_dir
+        self._results: dict[str, dict[str, object]] = {}
+        self._spent: list[Path] = []
+        directory = state_dir / DIR_NAME
+        if not verify_dir(directory, within=state_dir):  # a planted link is refused here
+            return
+        with os.scandir(directory) as entries:
+            names = [e.name for e in entries if e.name.endswith(_SUFFIX)]
+        for name in names:
+            if not _owner_gone(name):
+                continue
+            self._results.update(_read_slots(directory / name))
+            self._spent.append(directory / name)
+
+    def take(self, run_id: str) -> dict[str, object] | None:
+        """The kept result of ``run_id`` (None if there is none, or junk)."""
+        if run_id in self._results:
+            return self._results[run_id]
+        return take(self._state_dir, run_id)
+
+    def done(self) -> None:
+        """Remove the slot files read: each of their results is applied or no longer needed
+        (its row was closed)."""
+        for path in self._spent:
+            with suppress(OSError):
+                path.unlink()
+
+
+def _owner_gone(name: str) -> bool:
+    pid_text = name.partition("-")[0]
+    if not pid_text.isdigit():
+        return False  # not a name cronctl makes: leave it alone
+    pid = int(pid_text)
+    if pid == os.getpid():
+        with _LIVE_LOCK:
+            return name not in _LIVE
+    # Linux pids never exceed 2**22 (PID_MAX_LIMIT); a larger number is not a name cronctl
+    # made (and os.kill would overflow on it): leave it alone.
+    return pid <= 2**22 and not procs.alive(pid)
+
+
+def _read_slots(path: Path) -> dict[str, dict[str, object]]:
+    """The results written in a slot file, by run id (empty slots read as nothing)."""
+    found: dict[str, dict[str, object]] = {}
+    try:
+        fd = open_nofollow(path, os.O_RDONLY)
+    except OSError:
+        return found
+    try:
+        size = os.fstat(fd).st_size
+        for offset in range(0, size, RESERVE):
+            if os.pread(fd, 1, offset) in (b"", b"\0"):
+                continue
+            record = _decode(os.pread(fd, RESERVE, offset))
+            result = record.get("result") if record else None
+            if record and isinstance(record.get("id"), str) and isinstance(result, dict):
+                found[str(record["id"])] = _with_times(result)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+    return found
+
+
+def take(state_dir: Path, run_id: str) -> dict[str, object] | None:
+    """The kept result of ``run_id`` in ``RUN_ID.json`` (None if there is none, only a
+    reservation, or junk)."""
+    try:
+        fd = open_nofollow(_path(state_dir, run_id), os.O_RDONLY)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as file:
+        raw = file.read(RESERVE + (1 << 20))
+    return _decode(raw)
+
+
+def forget(state_dir: Path, run_id: str) -> None:
+    """Remove ``RUN_ID.json`` (a kept result, or a reservation of an older cronctl) once the
+    database has the outcome."""
+    with suppress(OSError):
+        _path(state_dir, run_id).unlink()

@@ -1,5 +1,0 @@
-"""`cronctl run`, one module a job: the context a run happens in (`context`), planning the
-windows (`planning`), the guards of one occurrence (`guards`), running occurrences
-(`occurrence`) and closing what a dead cronctl left (`recovery`). `cronctl.execute` ties them
-together and keeps the names callers import from it.
-"""

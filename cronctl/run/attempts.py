@@ -1,0 +1,139 @@
+"""One occurrence beyond its command (SPEC 9.2): retries, the heartbeat ping, the hooks, and
+what to report when it ends (`notify`).
+
+Imported by cronctl.run only for a task that uses these keys (or when a run reports live), so
+a plain `cronctl run` pays nothing for them.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from cronctl.core.model import Task
+from cronctl.core.record import replace
+from cronctl.edge.state.store import RunRow, Store
+
+TYPE_CHECKING = False  # see cronctl.core.record: `run` never imports typing
+if TYPE_CHECKING:
+    from cronctl.coord import HeldLock
+    from cronctl.run.once import RunContext
+
+RETRYABLE = ("failed", "timeout")
+FAILURES = ("failed", "timeout", "error")
+FINAL = ("ok", *FAILURES)
+
+
+def execute(
+    store: Store,
+    task: Task,
+    row: RunRow,
+    env: dict[str, str],
+    ctx: RunContext,
+    lock: HeldLock | None,
+) -> RunRow:
+    """Run the command, again on failure while retries last; ping and hook around it all.
+
+    The overlap lock (`lock`) stays held through the retry delays: the occurrence is not
+    over until its last attempt is.
+    """
+    from cronctl.run.context import RESULT_FIELDS, new_run_id
+    from cronctl.run.occurrence import execute as _execute
+
+    pinger = None
+    if task.ping_url is not None:
+        from cronctl.edge.notify import Pinger
+
+        pinger = Pinger(task, ctx.state_dir, ctx.warn)
+        pinger.start(row.id)
+    result = _execute(store, task, row, env, ctx, lock)
+    while (delay := retry_delay(task, result, ctx)) is not None:
+        store.update_run(result.id, **{k: getattr(result, k) for k in RESULT_FIELDS})
+        ctx.sleep(delay.total_seconds())
+        if ctx.tracker is not None and ctx.tracker.stopping:
+            break  # told to stop during the delay: the failed attempt is the outcome
+        row = replace(
+            RunRow(row.id, row.task, row.occurrence, "pending", row.host, row.pid),
+            id=new_run_id(row.occurrence),
+            trigger=row.trigger,
+            attempt=result.attempt + 1,
+        )
+        with store.transaction() as tx:
+            tx.add_run(row)
+        env = {**env, "CRONCTL_RUN_ID": row.id, "CRONCTL_ATTEMPT": str(row.attempt)}
+        result = _execute(store, task, row, env, ctx, lock)
+    if pinger is not None:
+        pinger.finish(result)
+    if task.on_failure or task.on_success:
+        from cronctl.edge.notify import run_hook
+
+        run_hook(task, result, env, ctx.state_dir, ctx.warn)
+    return result
+
+
+def retry_delay(task: Task, result: RunRow, ctx: RunContext) -> timedelta | None:
+    """How long to wait before the next attempt, or None: no retry.
+
+    Only scheduled runs retry, only `failed`/`timeout` (an `error` could not start: trying
+    again changes nothing), and a guarded task stops when the retry would start at or after
+    its next occurrence, which must never find its own retry still running.
+    """
+    if result.outcome not in RETRYABLE or result.trigger != "schedule":
+        return None
+    if result.attempt > task.retries:
+        return None
+    delay = task.retry_delay * (1 << (result.attempt - 1))
+    if task.without_overlapping or task.on_one_server:
+        following = task.next_run(result.occurrence)
+        if following is not None and ctx.clock() + delay >= following:
+            ctx.warn(
+                f"cronctl: task {task.name}: not retrying attempt {result.attempt}: the retry "
+                "would reach the next occurrence"
+            )
+            return None
+    return delay
+
+
+def earlier(store: Store, result: RunRow) -> list[RunRow]:
+    """The attempts before `result` of its occurrence, as recorded (oldest first)."""
+    if result.attempt <= 1:
+        return []
+    rows = store.history(result.task, limit=result.attempt + 50)
+    found = [
+        r
+        for r in rows
+        if r.occurrence == result.occurrence and r.attempt < result.attempt and r.id != result.id
+    ]
+    return sorted(found, key=lambda r: r.attempt)
+
+
+def finished(store: Store, task: Task, result: RunRow, ctx: RunContext) -> None:
+    """Tell `ctx.on_done` how the occurrence ended and what to say about it."""
+    if ctx.on_done is None:
+        return
+    ctx.on_done(task, result, report_kind(store, task, result))
+
+
+def report_kind(store: Store, task: Task, result: RunRow) -> str | None:
+    """ "failure" (print the report), "recovered" (one line), or None (say nothing).
+
+    `notify = "always"`: every failure. `"change"`: a failure only when the run before it
+    did not fail, and one line when a failing task works again.
+    """
+    failed = result.outcome in FAILURES
+    if task.notify != "change":
+        return "failure" if failed else None
+    if result.outcome not in FINAL:
+        return None
+    before = previous_final(store, result)
+    was_failing = before is not None and before.outcome in FAILURES
+    if failed:
+        return None if was_failing else "failure"
+    return "recovered" if was_failing else None
+
+
+def previous_final(store: Store, result: RunRow) -> RunRow | None:
+    """The last run of the task before `result`'s occurrence that ended ok or failing."""
+    for row in store.history(result.task, limit=200):
+        if row.occurrence < result.occurrence and row.outcome in FINAL:
+            return row
+    return None

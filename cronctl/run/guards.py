@@ -1,0 +1,135 @@
+"""The guards of one due occurrence, in SPEC 4.1's order after `paused`: when/skip
+conditions, the on_one_server claim, the without_overlapping lock."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+
+from cronctl.coord import HeldLock, StoreUnavailable
+from cronctl.coord.files import locks
+from cronctl.core.due import Plan
+from cronctl.core.model import Task, format_duration
+from cronctl.core.record import replace
+from cronctl.edge.paths import ensure_private_dir
+from cronctl.edge.state.store import RunRow
+from cronctl.run.context import CONDITION_TIMEOUT_S, REHEARSAL_DIR, RunContext, coord_of
+
+
+def paused(ctx: RunContext) -> Mapping[str, object]:
+    """The operator pauses. When the store is unreachable, the pauses last read from it still
+    hold (guarded tasks then fail at their claim or lock, the others run: SPEC 8.2).
+
+    The outbox is imported only for a coordination store: the files in lock_dir need none."""
+    coord = coord_of(ctx)
+    try:
+        pauses = coord.paused_tasks()
+    except StoreUnavailable as exc:
+        from cronctl.coord import outbox
+
+        kept = outbox.remembered_pauses(ctx.state_dir)
+        also = f"; the pauses last read from it still hold ({', '.join(kept)})" if kept else ""
+        ctx.warn(f"cronctl: error: {exc}; guarded tasks are not started this minute{also}")
+        return dict.fromkeys(kept)
+    if coord.kind != "files":
+        from cronctl.coord import outbox
+
+        outbox.remember_pauses(ctx.state_dir, list(pauses))
+    return pauses
+
+
+def preclaim(
+    plans: Mapping[str, Plan], by_task: Mapping[str, list[RunRow]], ctx: RunContext, now: datetime
+) -> None:
+    """Claim the next occurrence of every on_one_server task without conditions in one round
+    trip. Tasks with when/skip claim after their conditions pass (SPEC 4.1): a condition may
+    hold on one machine only. A rehearsal never claims in the store (see claim)."""
+    if ctx.rehearsal:
+        return
+    first = [
+        rows[0]
+        for name, rows in by_task.items()
+        if (task := plans[name].task).on_one_server and not task.when and not task.skip
+    ]
+    if not first:
+        return
+    try:
+        won = coord_of(ctx).claim(
+            [(r.task, r.occurrence) for r in first], host=ctx.host, pid=ctx.pid, now=now
+        )
+    except StoreUnavailable:
+        return  # each task then meets the store's failure at its own claim
+    ctx.claimed.update({r.id: (r.task, r.occurrence) in won for r in first})
+
+
+def claim(task: Task, row: RunRow, ctx: RunContext, now: datetime) -> bool:
+    """Whether this machine won `row`'s occurrence (taken ahead by preclaim, or now)."""
+    if ctx.rehearsal:
+        # A claim taken for a pretended future occurrence would make the real one, when its
+        # time comes, look run by another server: rehearsals claim among themselves, apart
+        # (machines rehearsing the same future still run each occurrence once), in lock_dir
+        # also when a coordination store holds the real claims.
+        lock_dir = ensure_private_dir(ctx.lock_dir / REHEARSAL_DIR, within=ctx.lock_dir)
+        return locks.claim_occurrence(
+            lock_dir, task.name, row.occurrence, host=ctx.host, pid=ctx.pid, now=now
+        )
+    won = ctx.claimed.pop(row.id, None)
+    if won is None:
+        key = (task.name, row.occurrence)
+        won = key in coord_of(ctx).claim([key], host=ctx.host, pid=ctx.pid, now=now)
+    return won
+
+
+def conditions_pass(task: Task, env: dict[str, str], ctx: RunContext) -> bool:
+    """`when` holds and `skip` does not (each run as the task would be)."""
+
+    def holds(command: str) -> bool:
+        return ctx.condition(
+            command, shell=task.shell, workdir=task.workdir, env=env, timeout_s=CONDITION_TIMEOUT_S
+        )
+
+    if task.when is not None and not holds(task.when):
+        return False
+    return not (task.skip is not None and holds(task.skip))
+
+
+def acquire(
+    task: Task, row: RunRow, ctx: RunContext, now: datetime
+) -> tuple[RunRow | None, HeldLock | None]:
+    """Take the claim and the overlap lock: (the row's skip outcome, None) when one is
+    refused, else (None, the lock to hand to the task, or None when it needs none).
+
+    :raises StoreUnavailable: the coordination store could not be asked.
+    """
+    from cronctl.run.outcomes import still_running
+
+    if task.on_one_server and not claim(task, row, ctx, now):
+        return replace(row, outcome="skipped: another server"), None
+    if not task.without_overlapping:
+        return None, None
+    attempt = coord_of(ctx).try_overlap(
+        task.name,
+        lease=task.overlap_lease,
+        now=now,
+        host=ctx.host,
+        pid=ctx.pid,
+        timeout=task.timeout,
+    )
+    if not attempt.may_run:
+        return still_running(row, attempt.holder, now), None
+    if attempt.status == "overtaken":
+        holder = attempt.holder.describe() if attempt.holder else "an unknown run"
+        lease = format_duration(task.overlap_lease or timedelta(0))
+        ctx.warn(
+            f"cronctl: warning: task {task.name}: the run by {holder} has held its "
+            f"overlap lock longer than the {lease} lease; treating it as stuck "
+            "and running anyway"
+        )
+    return None, attempt.lock
+
+
+def release(task: Task, lock: HeldLock, ctx: RunContext) -> None:
+    """Let the overlap lock go; a store lock lost while the task ran says so."""
+    lock.release()
+    if lost := getattr(lock, "lost", None):
+        ctx.warn(f"cronctl: warning: task {task.name}: {lost} while it ran")

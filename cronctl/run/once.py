@@ -1,0 +1,136 @@
+"""`cronctl run`: plan the window, then for each due occurrence, in this order (SPEC 4.1):
+paused, when/skip conditions, on_one_server claim, without_overlapping lock, run.
+
+The steps live in `cronctl.run` (context, planning, guards, occurrence, recovery);
+this module ties them together and keeps the names callers import from here.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from cronctl.coord import open_coordinator
+from cronctl.core.model import Schedule
+from cronctl.core.record import replace
+from cronctl.edge.paths import ensure_private_dir
+from cronctl.edge.state.store import RunRow, Store
+from cronctl.run import planning, recovery
+from cronctl.run.context import (
+    CONDITION_TIMEOUT_S,
+    FAILED,
+    HISTORY_RETENTION,
+    LOG_RETENTION,
+    REHEARSAL_AHEAD,
+    REHEARSAL_DIR,
+    RunContext,
+    Running,
+    RunReport,
+    Tracker,
+    check_condition,
+    coord_of,
+    new_run_id,
+    real_clock,
+    start_command,
+)
+from cronctl.run.recovery import FOREIGN_HOST_AGE
+
+TYPE_CHECKING = False  # see cronctl.core.record: `run` never imports typing
+if TYPE_CHECKING:
+    from typing import Any
+
+__all__ = [
+    "CONDITION_TIMEOUT_S",
+    "FAILED",
+    "FOREIGN_HOST_AGE",
+    "HISTORY_RETENTION",
+    "LOG_RETENTION",
+    "REHEARSAL_AHEAD",
+    "REHEARSAL_DIR",
+    "RunContext",
+    "RunReport",
+    "Running",
+    "Tracker",
+    "check_condition",
+    "new_run_id",
+    "real_clock",
+    "run_once",
+    "start_command",
+]
+
+# A name the tests import from here since before the split.
+_recover = recovery.recover
+
+
+def __getattr__(name: str) -> Any:
+    """`_execute` and `_task_env` (cronctl.run.occurrence), imported on first use: a run
+    with nothing due never loads the occurrence machinery."""
+    if name in ("_execute", "_task_env"):
+        from cronctl.run import occurrence
+
+        return getattr(occurrence, name.removeprefix("_"))
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def run_once(
+    schedule: Schedule, now: datetime, ctx: RunContext, ahead: planning.Ahead | None = None
+) -> RunReport:
+    """Plan every task's window at `now`, record it, then run what is due.
+
+    `ahead`: decisions worked out before `now` came (`work`); planning checks each is still
+    what it would decide now."""
+    if ctx.rehearsal:
+        ctx = replace(ctx, state_dir=ensure_private_dir(ctx.state_dir) / REHEARSAL_DIR)
+    ensure_private_dir(ctx.state_dir)
+    ensure_private_dir(ctx.lock_dir)
+    ctx = replace(
+        ctx, coord=ctx.coord or open_coordinator(None, ctx.lock_dir), claimed={}, marked=set()
+    )
+    try:
+        return _run_once(schedule, now, ctx, ahead)
+    finally:
+        coord_of(ctx).close()
+
+
+def _run_once(
+    schedule: Schedule, now: datetime, ctx: RunContext, ahead: planning.Ahead | None
+) -> RunReport:
+    from cronctl.run.guards import paused as operator_pauses
+
+    paused = operator_pauses(ctx)
+    kept = ahead.open_store() if ahead is not None else None  # `work`'s, open since its lead
+    with kept or Store.open(ctx.state_dir) as store:
+        if ctx.dry_run:
+            try:
+                planning.plan_all(store, schedule, now, paused, ctx)
+            except planning.DryRunRollback as dry:
+                runs = [
+                    planning.dry_outcome(row, dry.plans[row.task].task, ctx) for row in dry.rows
+                ]
+                return RunReport(now, runs, dry_run=True)
+        recovered = recovery.recover(store, ctx, schedule)
+        plans, rows = planning.plan_all(store, schedule, now, paused, ctx, ahead)
+        pending = [r for r in rows if r.outcome == "pending"]
+        results: dict[str, RunRow] = {r.id: r for r in recovered + rows}
+        if pending:
+            from cronctl.run.guards import preclaim
+            from cronctl.run.occurrence import run_all
+
+            by_task: dict[str, list[RunRow]] = {}
+            for row in pending:
+                by_task.setdefault(row.task, []).append(row)
+            preclaim(plans, by_task, ctx, now)
+            started = None if ahead is None else lambda: planning.advance_quiet(store, ahead, ctx)
+            for row in run_all(store, plans, by_task, ctx, started):
+                results[row.id] = row
+        if coord_of(ctx).kind != "files" and not ctx.rehearsal:  # a store keeps fleet history
+            from cronctl.coord.outbox import publish
+
+            publish(store, coord_of(ctx), list(results.values()), ctx.state_dir)
+        if now.minute == 0 and not ctx.rehearsal:
+            # Never by a pretended future time: that would delete present-day data.
+            recovery.sweep(store, ctx, min(now, real_clock()))
+        if schedule.settings.metrics_file is not None and not ctx.rehearsal:
+            from cronctl.edge.metrics import write_metrics
+
+            write_metrics(schedule, store, now, ctx)
+    return RunReport(now, list(results.values()), plans=plans)

@@ -1,0 +1,473 @@
+"""Planning a run: every task's window read, decided and recorded in one transaction (with
+`work`'s decisions made ahead, the quiet windows, moved or first, in a second one, once the due
+tasks start)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import datetime, timedelta
+
+from cronctl.coord import StoreUnavailable
+from cronctl.core.due import Plan, Previous, plan
+from cronctl.core.model import Schedule, Task, format_utc
+from cronctl.core.record import replace
+from cronctl.edge.state.store import RunRow, Store, TaskState, Txn
+from cronctl.run.context import (
+    RunContext,
+    coord_of,
+    new_run_id,
+    running_fields,
+    starts_at_once,
+)
+
+TYPE_CHECKING = False  # see cronctl.core.record: `run` never imports typing
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    from cronctl.edge.state.store import StoredState
+
+
+def plan_all(
+    store: Store,
+    schedule: Schedule,
+    now: datetime,
+    paused: Mapping[str, object],
+    ctx: RunContext,
+    ahead: Ahead | None = None,
+) -> tuple[dict[str, Plan], list[RunRow]]:
+    """One transaction: read each task's window, decide, record the decisions.
+
+    `ahead` holds decisions worked out before `now` came (plan_ahead); each is used only for
+    the very task object and stored row it was worked out from, as read here, under the write
+    lock. With `ahead`, when something is due, the quiet tasks' windows (nothing due, only
+    the minute moves; or a recurring task's first, see _first_quiet) are left out of this
+    transaction and kept in `ahead.quiet` and `ahead.fresh`, for advance_quiet to write once
+    the due tasks have started.
+    """
+    if ahead is None:
+        return _plan_now(store, schedule, now, paused, ctx)
+    rows: list[RunRow] = []
+    new_rows: list[RunRow] = []
+    units = 0
+    early = ahead.take(now)
+    with store.transaction() as tx:
+        if early is not None and early.covers(schedule) and ahead.unchanged(store, tx):
+            sorted_ = early  # nothing committed since the snapshot: the rows are as read then
+        else:
+            stored = tx.stored_states()
+            if early is not None and early.covers(schedule) and early.stored == stored:
+                sorted_ = early  # every task and stored row as decided from
+            else:
+                sorted_ = _recheck(tx, schedule, stored, now, early)
+        for task, decided in sorted_.active:
+            if decided.clock_behind:
+                _warn_behind(task, decided, now, ctx)
+            if decided.run or decided.missed:
+                units = _record(task, decided, paused, ctx, rows, units, new_rows)
+        if ctx.dry_run:
+            raise DryRunRollback(sorted_.plans, rows)
+        tx.add_runs(new_rows)
+        tx.put_states(sorted_.changed)
+        if units:  # written once the due tasks have started
+            ahead.quiet, ahead.fresh = sorted_.quiet, sorted_.fresh
+            # Freed then too: letting go of a thousand decisions here took 0.3-1.5 ms
+            # between this commit and the first start.
+            ahead.spent = sorted_
+        else:  # nothing starts: every window in this commit
+            _write_quiet(tx, sorted_.quiet, sorted_.fresh)
+    return sorted_.plans, rows
+
+
+def _recheck(
+    tx: Txn,
+    schedule: Schedule,
+    stored: Mapping[str, StoredState],
+    now: datetime,
+    early: Decisions | None,
+) -> Decisions:
+    """The decisions at `now` from the rows as stored: one made ahead where its task object
+    and stored row are the same, else made now (only the rows that differ are parsed)."""
+    known = early.by_task if early is not None else {}
+    sorted_ = Decisions(schedule, stored)
+    for task in schedule.tasks:
+        row = stored.get(task.name)
+        entry = known.get(task.name)
+        if entry is not None and entry[0] is task and entry[1] == row:
+            sorted_.add(*entry)
+        else:
+            state = None if row is None else tx.parse_state(row)
+            sorted_.add(task, row, *decide(task, state, now), state)
+    return sorted_
+
+
+def _plan_now(
+    store: Store,
+    schedule: Schedule,
+    now: datetime,
+    paused: Mapping[str, object],
+    ctx: RunContext,
+) -> tuple[dict[str, Plan], list[RunRow]]:
+    """plan_all without decisions made ahead (`run`): every window in one transaction."""
+    plans: dict[str, Plan] = {}
+    rows: list[RunRow] = []
+    new_rows: list[RunRow] = []
+    changed: list[TaskState] = []
+    units = 0  # tasks with an occurrence to run, in the order run_all's workers take them
+    with store.transaction() as tx:
+        states = tx.states()
+        for task in schedule.tasks:
+            decided, new = decide(task, states.get(task.name), now)
+            plans[task.name] = decided
+            if decided.clock_behind:
+                _warn_behind(task, decided, now, ctx)
+            if decided.run or decided.missed:
+                units = _record(task, decided, paused, ctx, rows, units, new_rows)
+            if new is not None:
+                changed.append(new)
+        if ctx.dry_run:
+            raise DryRunRollback(plans, rows)
+        tx.add_runs(new_rows)  # one statement for every new row
+        tx.put_states(changed)  # one statement for every task's new window
+    return plans, rows
+
+
+def _warn_behind(task: Task, decided: Plan, now: datetime, ctx: RunContext) -> None:
+    if decided.clock_behind and decided.clock_behind > timedelta(minutes=5):
+        ctx.warn(
+            f"cronctl: warning: task {task.name}: the clock is "
+            f"{decided.clock_behind} behind the last occurrence dealt with "
+            f"({format_utc(decided.last_occurrence or now)}); nothing runs twice, so it "
+            "waits for the clock to catch up"
+        )
+
+
+def _record(
+    task: Task,
+    decided: Plan,
+    paused: Mapping[str, object],
+    ctx: RunContext,
+    rows: list[RunRow],
+    units: int,
+    new_rows: list[RunRow],
+) -> int:
+    """Add `task`'s run and missed rows (to `rows`, and as recorded to `new_rows` unless a dry
+    run, which the caller adds to the store in one statement); the number of units to run so
+    far, this one counted."""
+    outcome = "skipped: paused" if task.paused or task.name in paused else "pending"
+    missed = [make_row(task, when, "missed", ctx) for when in decided.missed]
+    runs = [make_row(task, when, outcome, ctx) for when in decided.run]
+    rows += missed + runs
+    recorded = missed + runs
+    if outcome == "pending" and runs:
+        if units < ctx.max_parallel and not ctx.dry_run:  # taken at once by a worker
+            recorded = [*missed, _first_mark(task, runs[0], ctx), *runs[1:]]
+        units += 1
+    if not ctx.dry_run:
+        new_rows.extend(recorded)
+    return units
+
+
+def _quiet(state: TaskState | None, decided: Plan, new: TaskState | None) -> bool:
+    """Whether only the window's minute moves: nothing due or missed, the same schedule,
+    count and done flag. The occurrences up to the new minute are then none, so a window
+    left at the old minute (advance_quiet's write lost) is re-scanned to the same answer."""
+    return (
+        state is not None
+        and new is not None
+        and not decided.run
+        and not decided.missed
+        and new.fingerprint == state.fingerprint
+        and new.missed_total == state.missed_total
+        and new.done == state.done
+    )
+
+
+def _first_quiet(task: Task, decided: Plan, new: TaskState | None) -> bool:
+    """Whether a task seen for the first time (no stored row) has nothing due or missed in
+    its first minute, and recurs. A first window left unwritten (advance_quiet's write lost)
+    makes it first seen again at the next tick, whose window then starts after this minute:
+    the same occurrences, if that tick comes on time (if late, those in between are neither
+    run nor counted missed, as for a task added then). A one-shot `at` task is not deferred:
+    first seen again after its instant, it would never run."""
+    return (
+        new is not None
+        and task.at is None
+        and not decided.run
+        and not decided.missed
+        and new.missed_total == 0
+    )
+
+
+def _write_quiet(
+    tx: Txn, quiet: list[tuple[StoredState, datetime]], fresh: list[TaskState]
+) -> None:
+    """The quiet windows: each stored row moved only if still as read, each first window
+    inserted only where the task still has no row (neither overwrites another's write)."""
+    tx.advance_states(quiet)
+    tx.add_states(fresh)
+
+
+#: How long after the due tasks' starts advance_quiet waits before its write: the write (~5
+#: ms of CPU for 1,000 windows) took one of this machine's two CPUs from the commands just
+#: started, which then waited to run (in process, six interleaved pairs of 20 ticks: the five
+#: commands' `date` at 13.1-15.8 ms without the wait, 12.4-13.2 ms with it).
+QUIET_AFTER_S = 0.03
+
+
+def advance_quiet(store: Store, ahead: Ahead, ctx: RunContext) -> None:
+    """Write the quiet tasks' windows that plan_all left out (`ahead.quiet`, `ahead.fresh`),
+    after the due tasks have started (QUIET_AFTER_S after): each moves only if its row is
+    still as plan_all read it; each first window is written only if its task still has no row.
+
+    Never raises: a window not moved is simply re-scanned at the next minute (there was
+    nothing due in between), a first one not written is first seen again (see _first_quiet);
+    the store's problem, if lasting, is met by the next tick."""
+    quiet, fresh = ahead.quiet, ahead.fresh
+    ahead.quiet, ahead.fresh = [], []
+    try:
+        if quiet or fresh:
+            ctx.sleep(QUIET_AFTER_S)
+            with store.transaction() as tx:
+                _write_quiet(tx, quiet, fresh)
+    except Exception as exc:  # anything: see the docstring
+        ctx.warn(f"cronctl: warning: the quiet tasks' windows were not advanced: {exc}")
+    finally:
+        ahead.spent = None  # the decisions, let go now that the due tasks have started
+
+
+def _first_mark(task: Task, row: RunRow, ctx: RunContext) -> RunRow:
+    """A pending first-wave row as recorded: already "running" when nothing but the overlap
+    lock stands before its start (a worker takes it at once), so that its mark is durable
+    with the plan and costs no commit of its own; else as it is.
+
+    A crash between this commit and the start says "outcome unknown" (it may have started),
+    never "did not run", and never runs it again; a guard that then refuses records its skip.
+    An `on_one_server` row waits for its claim, taken after this transaction.
+    """
+    if task.on_one_server or not starts_at_once(task):
+        return row
+    ctx.marked.add(row.id)
+    return replace(row, **running_fields(task, row, ctx))
+
+
+def decide(task: Task, state: TaskState | None, now: datetime) -> tuple[Plan, TaskState | None]:
+    """`task`'s plan at `now` from its remembered `state`, and the state to record (None: the
+    same as before)."""
+    previous = Previous(state.fingerprint, state.last_occurrence, state.done) if state else None
+    decided = plan(task, previous, now)
+    if decided.last_occurrence is None:
+        return decided, None
+    missed_total = state.missed_total if state and not decided.restarted else 0
+    new = TaskState(
+        task.name,
+        task.fingerprint,
+        decided.last_occurrence,
+        missed_total + decided.missed_count,
+        decided.done,
+    )
+    return decided, (None if new == state else new)
+
+
+#: One task's decision: the task object and its stored row (None: never seen) it was made
+#: from, the plan, the state to record (None: the same as before), the state parsed from the row.
+Decision: TypeAlias = "tuple[Task, StoredState | None, Plan, TaskState | None, TaskState | None]"
+
+
+class Decisions:
+    """Every task's decision at one instant, sorted for plan_all: the plans by task name; the
+    tasks with something to record (due, missed, or a clock behind), in schedule order; the
+    states to record with the rows; and the quiet windows (nothing due), as moves of their
+    stored rows (only the minute moves, see _quiet) and as first windows (`fresh`, see
+    _first_quiet). `by_task` keeps what each was decided
+    from (the task object, its stored row) for a check at the boundary."""
+
+    __slots__ = (
+        "active",
+        "by_task",
+        "changed",
+        "complete",
+        "fresh",
+        "plans",
+        "quiet",
+        "schedule",
+        "stored",
+    )
+
+    def __init__(self, schedule: Schedule, stored: Mapping[str, StoredState]) -> None:
+        """Empty, for decisions made from `stored`, the rows as read, for `schedule`."""
+        self.schedule = schedule
+        self.stored = stored
+        self.plans: dict[str, Plan] = {}
+        self.active: list[tuple[Task, Plan]] = []
+        self.changed: list[TaskState] = []
+        self.quiet: list[tuple[StoredState, datetime]] = []
+        self.fresh: list[TaskState] = []
+        self.by_task: dict[str, Decision] = {}
+        self.complete = True  # every task of `schedule` decided (plan_ahead may stop short)
+
+    def covers(self, schedule: Schedule) -> bool:
+        """Whether every task of this very `schedule` was decided (a reload makes new task
+        objects): then every decision holds if the rows are still `stored`."""
+        return self.complete and schedule is self.schedule
+
+    def add(
+        self,
+        task: Task,
+        row: StoredState | None,
+        decided: Plan,
+        new: TaskState | None,
+        state: TaskState | None,
+    ) -> None:
+        """`task`'s decision from its stored `row` (`state` parsed from it)."""
+        self.plans[task.name] = decided
+        self.by_task[task.name] = (task, row, decided, new, state)
+        if decided.run or decided.missed or decided.clock_behind:
+            self.active.append((task, decided))
+        if new is None:
+            return
+        if row is None:
+            (self.fresh if _first_quiet(task, decided, new) else self.changed).append(new)
+        elif _quiet(state, decided, new):
+            self.quiet.append((row, new.last_occurrence))
+        else:
+            self.changed.append(new)
+
+
+class Ahead:
+    """Decisions worked out before their minute came (`work`, just before the boundary), from
+    a snapshot of the stored states read outside any transaction; the store they were read
+    from, kept open for the tick; and, once plan_all has used them, the quiet windows it
+    left for advance_quiet (moves of stored rows, and first windows)."""
+
+    __slots__ = (
+        "_handed",
+        "_opened",
+        "decisions",
+        "fresh",
+        "now",
+        "quiet",
+        "spent",
+        "store",
+        "version",
+    )
+
+    def __init__(self, now: datetime, decisions: Decisions | None) -> None:
+        """The decisions for `now` (see plan_ahead); None: cut short, every task is decided
+        at the boundary."""
+        self.now = now
+        self.decisions = decisions
+        self.quiet: list[tuple[StoredState, datetime]] = []
+        self.fresh: list[TaskState] = []
+        self.spent: Decisions | None = None  # the decisions plan_all used, until advance_quiet
+        self.store: Store | None = None
+        self.version: int | None = None
+        self._opened: tuple[int, int] | None = None
+        self._handed = False
+
+    @property
+    def decided(self) -> dict[str, Decision]:
+        """By task name: the task object and stored row each decision was made from, the
+        plan, the state to record (None: the same as before), and the state it read."""
+        return self.decisions.by_task if self.decisions is not None else {}
+
+    def take(self, now: datetime) -> Decisions | None:
+        """The decisions if they are for `now` (else none), handed over once: a tick whose
+        tasks run for hours does not keep a thousand of them alive meanwhile."""
+        decisions, self.decisions = self.decisions, None
+        return decisions if now == self.now else None
+
+    def keep(self, store: Store, version: int, opened: tuple[int, int]) -> None:
+        """Keep `store` (on the file `opened`, see Store.file_id) for the tick: the decisions
+        were made from its snapshot at data `version`. It spares the tick its own open and,
+        when nothing was committed since, the rows' read."""
+        self.store, self.version, self._opened = store, version, opened
+
+    def open_store(self) -> Store | None:
+        """The kept store, handed over once (the caller closes it), if it is still on the file
+        at its path; else None (closed: the tick opens the file there itself)."""
+        store, opened = self.store, self._opened
+        if store is None or opened is None or self._handed:
+            return None
+        self._handed = True
+        try:
+            still = store.still_at(opened)
+        except Exception:  # anything: the tick's own open meets it and says so
+            still = False
+        if still:
+            return store
+        self.store = None
+        store.close()
+        return None
+
+    def close(self) -> None:
+        """Close the kept store if no tick took it."""
+        if self.store is not None and not self._handed:
+            self._handed = True
+            self.store.close()
+
+    def unchanged(self, store: Store, tx: Txn) -> bool:
+        """Whether `tx`, on the kept `store`, sees what its snapshot saw: no other connection
+        has committed since (the store's own commits before planning, recovery's, touch only
+        run rows)."""
+        if self.version is None or store is not self.store:
+            return False
+        return tx.data_version() == self.version
+
+
+def plan_ahead(
+    schedule: Schedule,
+    stored: Mapping[str, StoredState],
+    parse: Callable[[StoredState], TaskState],
+    now: datetime,
+    stop: Callable[[], bool] = lambda: False,
+) -> Ahead:
+    """Every task's decision at `now` from the `stored` rows (`parse` reads one), worked out
+    before `now` comes (due.plan is pure, so only the rows can differ by then; plan_all
+    compares them). It ends early, with the tasks decided so far, once `stop()` says so
+    (checked every 100 tasks)."""
+    decisions = Decisions(schedule, stored)
+    for i, task in enumerate(schedule.tasks):
+        if i % 100 == 0 and stop():
+            decisions.complete = False  # so plan_all checks task by task
+            break
+        row = stored.get(task.name)
+        state = None if row is None else parse(row)
+        decisions.add(task, row, *decide(task, state, now), state)
+    return Ahead(now, decisions)
+
+
+class DryRunRollback(Exception):
+    """Leaves the planning transaction without writing anything (for --dry-run)."""
+
+    def __init__(self, plans: dict[str, Plan], rows: list[RunRow]) -> None:
+        super().__init__("dry run")
+        self.plans = plans
+        self.rows = rows
+
+
+def make_row(task: Task, when: datetime, outcome: str, ctx: RunContext) -> RunRow:
+    """A new run row of `task`'s occurrence `when`, owned by this process."""
+    return RunRow(
+        id=new_run_id(when),
+        task=task.name,
+        occurrence=when,
+        outcome=outcome,
+        host=ctx.host,
+        pid=ctx.pid,
+    )
+
+
+def dry_outcome(row: RunRow, task: Task, ctx: RunContext) -> RunRow:
+    """What would happen, found without running anything or taking any claim or lock."""
+    if row.outcome != "pending":
+        return row
+    try:
+        if task.on_one_server and coord_of(ctx).claimed(task.name, row.occurrence):
+            return replace(row, outcome="skipped: another server")
+        if task.without_overlapping and coord_of(ctx).overlap_held(task.name):
+            return replace(row, outcome="skipped: still running")
+    except StoreUnavailable as exc:
+        return replace(row, outcome="error", message=str(exc))
+    # Printed as "would run (when/skip not evaluated)": the outcome already says "dry run".
+    note = "when/skip not evaluated" if task.when or task.skip else ""
+    return replace(row, outcome="would run", message=note)

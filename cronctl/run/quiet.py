@@ -1,0 +1,298 @@
+"""A minute with nothing due, dealt with from what the last planned minute worked out.
+
+Most of `run`'s 1,440 starts a day find nothing due: they read every task's window, find no
+occurrence in it, move it to this minute and exit. Doing that with the schedule model costs
+its imports (the model, the cron and zone code, `zoneinfo`, the execution machinery), more
+than the rest of the run. A run that planned keeps a *hint* beside its schedule's cache entry
+(edge/schedcache.py, under the same key: these very files' bytes, the same working directory,
+`$HOME` and cronctl code); a later run uses it to move the windows itself, with the store
+alone, when the hint proves that planning would do nothing else.
+
+The hint holds, for every task of this host: its name and fingerprint, ``since`` (the start
+of the window that run scanned and found empty, or M itself for a task that had occurrences
+at M) and ``next`` (its first occurrence after that run's minute M): so no occurrence lies in
+``(since, next)``. A run at minute N then knows, for a task whose stored window ends at L with
+``since <= L < N < next``, that due.plan would find no occurrence in ``(L, N]`` and only move
+the window to N (a one-shot task already done needs only ``L < N``). It writes exactly that
+(Txn.advance_states, as planning does, under the same write lock) when every task's row says
+so; anything else, and the run plans as usual:
+
+- no hint for this key, or the hint's paths no longer resolve as they did, a zone file's
+  bytes changed (a tzdata update), another Python, ``$PYTHONTZPATH`` or host name;
+- a row missing (first sight), of another fingerprint, a window at or past N (the clock
+  went back), a task whose next occurrence has come, a run still pending or running;
+- minute 0 (the hourly sweep), ``--now`` ahead of the clock (a rehearsal), ``--dry-run``,
+  ``--json``, a coordination store, a metrics file, or on_one_server tasks whose lock_dir
+  is not declared shared (the warning `run` prints about it).
+
+A run that plans after a hint was missing, spent or did not fit the rows keeps a new one
+once it has run what was due; after minute 0, an unfinished run or a rehearsal the hint still
+holds and is kept as it is.
+
+What the shortcut skips is what a quiet minute does not need: reading the pauses (nothing
+starts), the recovery of unfinished rows (there are none), and the signal handlers (nothing
+to forward to: a SIGTERM ends the process and the transaction rolls back).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+
+from cronctl.edge.schedcache import Lookup, still_resolved
+
+TYPE_CHECKING = False  # see cronctl.core.record: `run` never imports typing
+if TYPE_CHECKING:
+    from typing import Any
+
+    from cronctl.core.model import Schedule, Task
+    from cronctl.run.context import RunContext, RunReport
+
+#: The companion entry's kind (edge/schedcache.py) and its layout's version.
+KIND = "quiet"
+FORMAT = 1
+
+#: What deal() says: the minute was dealt with; the hint is missing, spent or does not fit the
+#: rows (plan, then keep a new one if the minute is quiet); or it holds but this run is not
+#: one it can serve.
+DONE, SPENT, DECLINED = "done", "spent", "declined"
+
+
+class _Declined(Exception):
+    """The rows are not what the hint covers: roll back, plan as usual, and say what then
+    (`status`: SPENT when planning should keep a new hint, as after a row that differs)."""
+
+    def __init__(self, status: str = SPENT) -> None:
+        super().__init__(status)
+        self.status = status
+
+
+def deal(
+    look: Lookup,
+    env: Mapping[str, str],
+    *,
+    instant: datetime,
+    pretended: bool,
+    host: str,
+    state_dir: Path | None,
+    lock_dir: Path | None,
+    coordination: str | None,
+) -> str:
+    """Move every window to the minute of `instant` (`pretended`: given by --now) if the hint
+    proves nothing else is due (DONE); else SPENT or DECLINED, having changed nothing. `host`
+    is this machine's name. Errors `run` would meet anyway (an unsafe directory, a foreign
+    database) are raised as `run` raises them."""
+    hint: Any = look.read(KIND)
+    if not _well_formed(hint):
+        return SPENT
+    _, python, tz_env, tzpath, zones, only_host, dirs, resolved, tasks = hint
+    if coordination or env.get("CRONCTL_COORDINATION"):
+        return DECLINED
+    if pretended and instant > datetime.now(UTC):
+        return DECLINED  # possibly a rehearsal: `run` decides
+    minute = int(instant.timestamp()) // 60 * 60
+    if minute % 3600 == 0:
+        return DECLINED  # the hourly sweep
+    if any(nxt is not None and nxt <= minute for _, _, _, nxt, _ in tasks):
+        return SPENT
+    if (
+        python != sys.base_prefix
+        or tz_env != env.get("PYTHONTZPATH")
+        or (only_host is not None and only_host != host)
+        or not still_resolved(resolved)
+        or not _zones_as_kept(tzpath, zones)
+    ):
+        return SPENT
+    return _move_windows(env, dirs, state_dir, lock_dir, tasks, minute)
+
+
+def _move_windows(
+    env: Mapping[str, str],
+    dirs: tuple[str | None, str | None],
+    state_flag: Path | None,
+    lock_flag: Path | None,
+    tasks: Any,
+    minute: int,
+) -> str:
+    """Move each task's window to `minute` in one transaction if every row allows it (DONE);
+    else SPENT (a row differs: planning keeps a new hint), or DECLINED (a run is unfinished:
+    the hint still holds for the minutes after it)."""
+    from cronctl.edge.paths import ensure_private_dir, resolve_dirs
+    from cronctl.edge.state.store import Store
+
+    file_state, file_lock = dirs
+    state, lock = resolve_dirs(
+        flag_state=state_flag,
+        flag_lock=lock_flag,
+        env=env,
+        file_state=None if file_state is None else Path(file_state),
+        file_lock=None if file_lock is None else Path(file_lock),
+        is_root=os.geteuid() == 0,
+    )
+    ensure_private_dir(state)
+    ensure_private_dir(lock)
+    when = datetime.fromtimestamp(minute, UTC)
+    try:
+        with Store.open(state) as store, store.transaction() as tx:
+            if tx.any_unfinished():
+                raise _Declined(DECLINED)
+            rows = tx.stored_states()
+            moves = []
+            for name, fingerprint, since, nxt, one_shot in tasks:
+                row = rows.get(name)
+                if row is None or row[1] != fingerprint:
+                    raise _Declined
+                last = _window_end(row[2])
+                if last is None or last >= minute:
+                    raise _Declined  # not as cronctl writes it, or the clock went back
+                if not row[4] and (last < since or (one_shot if nxt is None else nxt <= minute)):
+                    raise _Declined
+                moves.append((row, when))
+            if tx.advance_states(moves) != len(moves):
+                raise _Declined
+    except _Declined as declined:
+        return declined.status
+    return DONE
+
+
+def _window_end(text: str) -> int | None:
+    """A stored last_occurrence as a Unix time; None when it is not a time cronctl wrote (then
+    planning reads it, and says what is wrong)."""
+    from cronctl.edge.state.store import parse_time
+
+    try:
+        return int(parse_time(text).timestamp())
+    except (TypeError, ValueError):
+        return None
+
+
+def _well_formed(hint: Any) -> bool:
+    """Whether the hint has the layout keep() writes (it is our own file, in a directory only
+    we can write; this is for a damaged one, which must never fail a run)."""
+    try:
+        fmt, python, tz_env, tzpath, zones, only_host, dirs, resolved, tasks = hint
+        return (
+            fmt == FORMAT
+            and _all(str, (python,), tzpath)
+            and _all((str, type(None)), (tz_env, only_host), dirs)
+            and len(dirs) == 2
+            and all(_all(str, (n, p)) and type(d) is bytes for n, p, d in zones)
+            and all(_all(str, key, (then,)) and len(key) == 3 for key, then in resolved)
+            and all(
+                _all(str, (n, f)) and type(s) is int and type(x) in (int, type(None))
+                and type(o) is bool
+                for n, f, s, x, o in tasks
+            )
+        )  # fmt: skip
+    except (TypeError, ValueError):
+        return False
+
+
+def _all(kinds: type | tuple[type, ...], *groups: Any) -> bool:
+    """Whether every value of every group is of `kinds` (exactly: no subclasses)."""
+    kinds = kinds if isinstance(kinds, tuple) else (kinds,)
+    return all(type(v) in kinds for group in groups for v in group)
+
+
+def _zones_as_kept(tzpath: Any, zones: Any) -> bool:
+    """Whether every IANA zone would be read from the same file, holding the same bytes."""
+    for name, path, data in zones:
+        found = _zone_file(tzpath, name)
+        try:
+            if found is None or str(found) != path or found.read_bytes() != data:
+                return False
+        except OSError:
+            return False
+    return True
+
+
+def keep(
+    look: Lookup,
+    everything: Schedule,
+    schedule: Schedule,
+    report: RunReport,
+    ctx: RunContext,
+    env: Mapping[str, str],
+) -> None:
+    """After a run that planned (`deal` said SPENT) and ran what was due: keep a new hint if
+    the shortcut could serve this schedule. `everything` is the schedule before the tasks of
+    other hosts were left out (`schedule`). Any failure just keeps none.
+
+    A task that had occurrences this minute (run, skipped or missed) has dealt with every
+    one up to this minute, so its empty window starts here; any other's starts where the
+    window planning found empty did."""
+    settings = schedule.settings
+    if (
+        look.resolved is None
+        or report.plans is None
+        or ctx.dry_run
+        or ctx.rehearsal
+        or (ctx.coord is not None and ctx.coord.kind != "files")  # [cronctl] coordination too
+        or settings.metrics_file is not None
+        or (not settings.lock_dir_shared and any(t.on_one_server for t in schedule.tasks))
+        or any(_every_minute(t) for t in schedule.tasks)  # then no minute is ever quiet
+    ):
+        return
+    minute = report.now.replace(second=0, microsecond=0)
+    tasks = []
+    nexts: dict[object, int | None] = {}  # by schedule: many tasks share one
+    for task in schedule.tasks:
+        decided = report.plans.get(task.name)
+        if decided is None or (decided.since is None and not decided.done):
+            return  # the clock is behind this task's window
+        since = minute if decided.since is None or decided.run or decided.missed else decided.since
+        fingerprint = task.fingerprint  # the schedule and the zone: all next_run reads
+        if fingerprint not in nexts:
+            nxt = task.next_run(minute)
+            nexts[fingerprint] = None if nxt is None else int(nxt.timestamp())
+        tasks.append((
+            task.name, fingerprint, int(since.timestamp()), nexts[fingerprint], task.at is not None
+        ))  # fmt: skip
+    zones = _zone_files({t.zone.name for t in schedule.tasks if not t.zone.fixed})
+    if zones is None:
+        return
+    tzpath, files = zones
+    only_host = ctx.host if any(t.hosts for t in everything.tasks) else None
+    dirs = tuple(None if d is None else str(d) for d in (settings.state_dir, settings.lock_dir))
+    look.keep(KIND, (FORMAT, sys.base_prefix, env.get("PYTHONTZPATH"), tzpath, files,
+                     only_host, dirs, look.resolved, tuple(tasks)))  # fmt: skip
+
+
+def _every_minute(task: Task) -> bool:
+    """Whether `task` has an occurrence in every minute (`* * * * *`, in any zone)."""
+    cron = task.cron
+    return (
+        cron is not None
+        and cron.day_star
+        and cron.weekday_star
+        and (len(cron.minutes), len(cron.hours), len(cron.months)) == (60, 24, 12)
+    )
+
+
+def _zone_files(names: set[str]) -> tuple[tuple[str, ...], tuple[Any, ...]] | None:
+    """The time zone search path and, for each IANA zone, the file it is read from and its
+    bytes; None when a zone does not come from a file on the path (the tzdata package)."""
+    if not names:
+        return (), ()
+    import zoneinfo
+
+    tzpath = tuple(zoneinfo.TZPATH)
+    files = []
+    for name in sorted(names):
+        path = _zone_file(tzpath, name)
+        if path is None:
+            return None
+        try:
+            files.append((name, str(path), path.read_bytes()))
+        except OSError:
+            return None
+    return tzpath, tuple(files)
+
+
+def _zone_file(tzpath: Any, name: str) -> Path | None:
+    """Where zoneinfo reads zone `name` from: the first file of that name on the search path
+    (None: none there; zoneinfo would then try the tzdata package)."""
+    return next((p for p in (Path(d) / name for d in tzpath) if p.is_file()), None)

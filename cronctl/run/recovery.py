@@ -1,0 +1,103 @@
+"""Closing what a dead cronctl left (pending/running rows, kept results), and the hourly
+housekeeping."""
+
+from __future__ import annotations
+
+from contextlib import suppress
+from datetime import datetime, timedelta
+
+from cronctl.coord import StoreUnavailable
+from cronctl.core.model import Schedule
+from cronctl.core.record import replace
+from cronctl.edge.state.store import RunRow, Store
+from cronctl.run.context import (
+    HISTORY_RETENTION,
+    LOG_RETENTION,
+    RESULT_FIELDS,
+    RunContext,
+    coord_of,
+    real_clock,
+)
+
+TYPE_CHECKING = False  # see cronctl.core.record: `run` never imports typing
+if TYPE_CHECKING:
+    from cronctl.edge.state.unsaved import Kept
+
+#: A row left open under another host name is judged only after this long (or the longest
+#: task timeout, if longer): state_dir belongs to one machine, so such a row was left by this
+#: machine under an earlier name (a renamed container), but its pid means nothing until no run
+#: of the old name can still be going (say a state_dir wrongly shared for a while).
+FOREIGN_HOST_AGE = timedelta(hours=24)
+
+
+def recover(store: Store, ctx: RunContext, schedule: Schedule) -> list[RunRow]:
+    """Rows left pending/running by a cronctl process that died are closed honestly.
+
+    They are reported as errors of this run, so cron's mail says what was interrupted.
+    """
+    unfinished = store.unfinished_runs(None)
+    if not unfinished:
+        # A kept result or a crashed run's reservation always comes with an unfinished row.
+        return []
+    from cronctl.edge.process.procs import alive
+    from cronctl.edge.state import unsaved
+
+    kept = unsaved.Kept(ctx.state_dir)  # the results earlier runs could not save
+    closed: list[RunRow] = []
+    for row in unfinished:
+        if _apply_unsaved(store, row, ctx, kept):
+            continue  # ended and reported when it ran; now recorded, not reported again
+        # A live owner is still at work: another `run`, or this very process (`work` ticks
+        # in threads, so a slow task from the last minute shares our pid).
+        if row.host != ctx.host and not _foreign_row_is_old(row, schedule):
+            continue
+        if row.pid is not None and alive(row.pid):
+            continue
+        message = "cronctl died before this run finished; its outcome is unknown"
+        if row.outcome == "pending":
+            message = "cronctl died before starting this run; it did not run"
+        if row.host != ctx.host:
+            message += f" (left open under the host name {row.host!r})"
+        # Conditional: an owner that recorded its end since the read above keeps it.
+        if store.close_unfinished(row, outcome="error", message=message):
+            closed.append(replace(row, outcome="error", message=message))
+        _forget_unsaved(ctx, row)
+    kept.done()  # only now: a store that failed above leaves them for the next run
+    return closed
+
+
+def _forget_unsaved(ctx: RunContext, row: RunRow) -> None:
+    from cronctl.edge.state import unsaved
+
+    unsaved.forget(ctx.state_dir, row.id)  # the reservation a crash left behind
+
+
+def _apply_unsaved(store: Store, row: RunRow, ctx: RunContext, kept: Kept) -> bool:
+    from cronctl.edge.state import unsaved
+
+    fields = kept.take(row.id)
+    if fields is None:
+        return False
+    fields = {k: v for k, v in fields.items() if k in RESULT_FIELDS}
+    try:
+        store.close_unfinished(row, **fields)
+    except (ValueError, TypeError):
+        return False  # not a result cronctl wrote: recover the row as usual
+    unsaved.forget(ctx.state_dir, row.id)
+    return True
+
+
+def _foreign_row_is_old(row: RunRow, schedule: Schedule) -> bool:
+    longest = max((t.timeout for t in schedule.tasks if t.timeout), default=timedelta(0))
+    since = row.started or row.occurrence
+    return real_clock() - since > max(FOREIGN_HOST_AGE, longest)
+
+
+def sweep(store: Store, ctx: RunContext, now: datetime) -> None:
+    """Hourly housekeeping: old claims, logs and history rows."""
+    from cronctl.edge.process import runner
+
+    with suppress(StoreUnavailable):  # housekeeping waits for the next hour
+        coord_of(ctx).sweep(now)
+    runner.sweep_logs(ctx.state_dir / "logs", now=now, max_age=LOG_RETENTION)
+    store.prune(now - HISTORY_RETENTION)

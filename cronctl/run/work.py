@@ -1,0 +1,350 @@
+"""`cronctl work`: one foreground process that does what `run` does at every minute boundary."""
+
+from __future__ import annotations
+
+import importlib
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from contextlib import suppress
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from types import FrameType
+
+from cronctl.core import record
+from cronctl.core.cronexpr import minute_floor
+from cronctl.core.model import Schedule
+from cronctl.edge.paths import ensure_private_dir
+from cronctl.edge.state.dbfile import file_id
+from cronctl.edge.state.store import DB_NAME, Store, StoreUnusableError
+from cronctl.errors import CronctlError, UnsafeDirectoryError
+from cronctl.run.context import log_dir
+from cronctl.run.once import RunContext, RunReport, Tracker, run_once
+from cronctl.run.planning import Ahead, plan_ahead
+from cronctl.run.pool import Job, Pool
+
+_MINUTE = timedelta(minutes=1)
+# How long before a boundary the loop wakes to reload a changed schedule and work out every
+# task's decision for that boundary (plan_ahead: ~15 ms for 1,000 tasks), so that at the
+# boundary itself only the states are read again and the due tasks started.
+_LEAD = timedelta(seconds=1)
+
+
+@dataclass
+class _Watched:
+    """The schedule now in force and the file stamps it was read from."""
+
+    schedule: Schedule
+    stamps: dict[Path, tuple[int, int]]
+
+
+def file_stamps(paths: Sequence[Path]) -> dict[Path, tuple[int, int]]:
+    """(mtime_ns, size) per path; a file that vanished counts as a change."""
+    stamps: dict[Path, tuple[int, int]] = {}
+    for path in paths:
+        try:
+            info = path.stat()
+        except OSError:
+            stamps[path] = (-1, -1)
+            continue
+        stamps[path] = (info.st_mtime_ns, info.st_size)
+    return stamps
+
+
+class Worker:
+    """The loop: sleep to the boundary, reload if changed, start `run` in the background."""
+
+    def __init__(
+        self,
+        load: Callable[[], Schedule],
+        paths: Callable[[], list[Path]],
+        ctx: RunContext,
+        report: Callable[[RunReport], None],
+        grace_s: float = 30.0,
+        clock: Callable[[], datetime] | None = None,
+        wait: Callable[[float], bool] | None = None,
+    ) -> None:
+        self._load = load
+        self._paths = paths
+        self._stop = threading.Event()
+        # Each tick and its workers run on threads kept for reuse (see execution.pool).
+        self._pool = Pool()
+        # A jitter or retry delay ends early when `work` is told to stop; nothing starts after.
+        self._ctx = replace(
+            ctx, tracker=Tracker(), sleep=self._sleep_unless_stopped, spawn=self._pool.spawn
+        )
+        self._report = report
+        self._grace_s = grace_s
+        self._stop_signal: int | None = None
+        self._threads: list[Job] = []
+        self._exit_code = 0
+        # The clock and the sleep between ticks, injectable so a test can drive many minutes
+        # in seconds; `wait` returns True when a stop was requested.
+        self._clock = clock or (lambda: datetime.now(UTC))
+        self._wait = wait or self._stop.wait
+        self._said: str | None = None  # the last reload warning, so it is said once
+        self._wal_holder: tuple[Store, tuple[int, int]] | None = None  # see _hold_wal
+
+    def _sleep_unless_stopped(self, seconds: float) -> None:
+        self._stop.wait(seconds)
+
+    def request_stop(self, signum: int, _frame: FrameType | None = None) -> None:
+        """Signal handler: stop starting tasks; the loop then forwards the signal."""
+        self._stop_signal = signum
+        self._stop.set()
+
+    def serve(self) -> int:
+        """Run until SIGTERM/SIGINT; return the exit code."""
+        watched = self.watch()
+        self.check_store()
+        _import_run_machinery()
+        # A thread for the first tick and one for each of its workers, before it comes.
+        self._pool.warm(self._ctx.max_parallel + 1)
+        signal.signal(signal.SIGTERM, self.request_stop)
+        signal.signal(signal.SIGINT, self.request_stop)
+        _say(f"cronctl work: {len(watched.schedule.tasks)} tasks; waiting for the next minute")
+        last_boundary: datetime | None = None
+        while not self._stop.is_set():
+            boundary = minute_floor(self._clock()) + _MINUTE
+            if boundary == last_boundary:
+                # The clock stepped back a hair after the last tick (a slew): that minute is done.
+                boundary += _MINUTE
+            if self._wait_until(boundary - _LEAD):
+                break
+            watched = self.refresh(watched)
+            ahead = self._plan_ahead(watched.schedule, boundary)
+            if self._wait_until(boundary):
+                if ahead is not None:
+                    ahead.close()
+                break
+            last_boundary = boundary
+            watched = self.refresh(watched)  # an edit in the last second: its tasks planned anew
+            self._start(watched.schedule, boundary, ahead)
+        return self._shutdown()
+
+    def _wait_until(self, instant: datetime) -> bool:
+        return wait_until(instant, self._clock, self._wait, self._stop.is_set)
+
+    def _plan_ahead(self, schedule: Schedule, boundary: datetime) -> Ahead | None:
+        """Every task's decision at `boundary` from the states as they are now (see Ahead),
+        with the store they were read from kept open for the tick; None if the states cannot
+        be read: the tick then plans, and meets and reports the problem itself."""
+        if self._ctx.rehearsal or self._ctx.dry_run:
+            return None
+
+        def passed() -> bool:  # the boundary came: what is left is decided there
+            return self._clock() >= boundary
+
+        try:
+            state_dir = ensure_private_dir(self._ctx.state_dir)
+            before = file_id(state_dir / DB_NAME)
+            store = Store.open(state_dir, create=False)
+        except Exception:  # anything: see the docstring
+            return None
+        try:
+            with suppress(Exception):  # a checkpoint not made only makes the commit slower
+                store.checkpoint()
+            stored, version = store.snapshot()
+            ahead = plan_ahead(schedule, stored, store.parse_state, boundary, stop=passed)
+        except Exception:  # anything: see the docstring
+            store.close()
+            return None
+        if before is not None and store.file_id() == before:  # the file it opened is that one
+            ahead.keep(store, version, before)
+            self._hold_wal(state_dir, before)
+        else:
+            store.close()
+        self._make_log_dirs(state_dir, ahead)
+        return ahead
+
+    @staticmethod
+    def _make_log_dirs(state_dir: Path, ahead: Ahead) -> None:
+        """The log directories of the tasks due at the boundary, made now if they do not exist
+        yet (a task's first run): at the boundary each took its worker ~0.5-1 ms more before
+        its start. Only made here; the start checks its directory as always."""
+        if ahead.decisions is None:
+            return
+        for task, decided in ahead.decisions.active:
+            if decided.run:
+                with suppress(Exception):  # anything: the start meets it and says so
+                    ensure_private_dir(log_dir(state_dir, task.name), within=state_dir)
+
+    def _hold_wal(self, state_dir: Path, opened: tuple[int, int]) -> None:
+        """Keep a connection to state.db (the file `opened`) open between ticks, idle: the
+        last connection to close deletes the WAL, and the next tick's first commit, the
+        "running" marks that its starts wait for, then wrote a new file (its fsync also
+        writes the file's new size and blocks; on this machine 2-12 ms against ~1 ms in place
+        after a checkpoint, see Store.checkpoint). Never used for reads or writes; closed,
+        and opened on the new file, when state.db is another file than at the last lead."""
+        if self._wal_holder is not None and self._wal_holder[1] == opened:
+            return
+        self._release_wal()
+        try:
+            holder = Store.open(state_dir, create=False)
+        except Exception:  # anything: the tick's own open meets it and says so
+            return
+        if holder.file_id() == opened:
+            self._wal_holder = (holder, opened)
+        else:
+            holder.close()
+
+    def _release_wal(self) -> None:
+        holder, self._wal_holder = self._wal_holder, None
+        if holder is not None:
+            with suppress(Exception):
+                holder[0].close()
+
+    def watch(self) -> _Watched:
+        """Load the schedule to start with; a broken one stops `work` before it starts."""
+        schedule = self._load()
+        if schedule.errors:
+            raise CronctlError(
+                f"{len(schedule.errors)} error(s) in the schedule; fix them (cronctl check) first"
+            )
+        return _Watched(schedule, file_stamps(self._paths()))
+
+    def check_store(self) -> None:
+        """Open the state database once before the first tick: an unusable one stops `work`
+        now (exit 2), not at the next minute."""
+        Store.open(ensure_private_dir(self._ctx.state_dir)).close()
+
+    def refresh(self, watched: _Watched) -> _Watched:
+        """A changed file is read again; a broken edit is reported and the old schedule kept.
+
+        Whatever a load raises, `work` keeps the last good schedule: one bad edit must not
+        stop every task on the machine. Each problem is said once, not every minute.
+        """
+        try:
+            stamps = file_stamps(self._paths())
+        except Exception as exc:  # anything: see the docstring
+            self._say_once(f"cronctl work: warning: {_why(exc)}; keeping the last good schedule")
+            return watched
+        self._said = None
+        if stamps == watched.stamps:
+            return watched
+        try:
+            schedule = self._load()
+        except Exception as exc:  # anything: see the docstring
+            return self._keep(watched, stamps, _why(exc))
+        if schedule.errors:
+            problem = "; ".join(p.describe() for p in schedule.errors[:5])
+            return self._keep(watched, stamps, problem)
+        _say(f"cronctl work: schedule reloaded: {len(schedule.tasks)} tasks")
+        return _Watched(schedule, stamps)
+
+    def _say_once(self, message: str) -> None:
+        if message != self._said:
+            _say(message)
+        self._said = message
+
+    @staticmethod
+    def _keep(watched: _Watched, stamps: dict[Path, tuple[int, int]], problem: str) -> _Watched:
+        _say(
+            f"cronctl work: schedule change not applied: {problem}; keeping the last good schedule"
+        )
+        return _Watched(watched.schedule, stamps)
+
+    def _start(self, schedule: Schedule, boundary: datetime, ahead: Ahead | None = None) -> None:
+        self._threads = [t for t in self._threads if t.is_alive()]
+
+        def tick() -> None:
+            try:
+                self._report(run_once(schedule, boundary, self._ctx, ahead))
+            except (StoreUnusableError, UnsafeDirectoryError) as exc:
+                self._fail(f"cronctl work: stopping: {exc}")
+            except CronctlError as exc:
+                _say(f"cronctl work: error at {boundary:%H:%M}: {exc}")
+            except OSError as exc:
+                # A full disk or a vanished directory: say so, keep ticking, no traceback.
+                _say(f"cronctl work: error at {boundary:%H:%M}: {exc}")
+
+        self._threads.append(self._pool.spawn(tick, f"tick-{boundary:%H%M}"))
+
+    def _fail(self, message: str) -> None:
+        """A state database no retry can fix: say it once and exit 2 so a supervisor notices,
+        rather than print the same error every minute forever."""
+        if not self._stop.is_set():
+            _say(message)
+        self._exit_code = 2
+        self._stop.set()
+
+    def _shutdown(self) -> int:
+        tracker = self._ctx.tracker
+        assert tracker is not None
+        sig = self._stop_signal or signal.SIGTERM
+        count = tracker.stop(sig)
+        _say(
+            f"cronctl work: stopping; signalled {count} running task(s), waiting up to "
+            f"{self._grace_s:g}s"
+        )
+        deadline = time.monotonic() + self._grace_s
+        for thread in self._threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        if any(t.is_alive() for t in self._threads):
+            killed = tracker.signal_all(signal.SIGKILL)
+            _say(f"cronctl work: grace period over; killed {killed} task(s)")
+            for thread in self._threads:
+                thread.join(5.0)
+        self._release_wal()
+        return self._exit_code
+
+
+# What a tick imports on first use (the file coordinator every tick, the outbox with a
+# coordination store, the rest when something is due): `run` puts it off to start sooner;
+# `work` starts once, and its first tick should not start its tasks ~10 ms late for it.
+_RUN_MACHINERY = (
+    "cronctl.run.attempts",
+    "cronctl.coord.files.adapter",
+    "cronctl.coord.outbox",
+    "cronctl.edge.process.runner",
+    "cronctl.edge.state.unsaved",
+    "cronctl.run.guards",
+    "cronctl.run.occurrence",
+    "cronctl.run.outcomes",
+)
+
+
+def _import_run_machinery() -> None:
+    for name in _RUN_MACHINERY:
+        importlib.import_module(name)
+    # And the records' generated methods, compiled on first use (record.py): the first tick
+    # made RunRow's, RunSpec's, CommandResult's ... between the boundary and its starts.
+    loaded = [m for name, m in list(sys.modules.items()) if name.startswith("cronctl.") and m]
+    record.compile_now(vars(module) for module in loaded)
+
+
+def wait_until(
+    instant: datetime,
+    clock: Callable[[], datetime],
+    wait: Callable[[float], bool],
+    stopped: Callable[[], bool],
+) -> bool:
+    """Sleep until `clock` reads `instant`; True when a stop was requested (`wait` returned
+    True, or `stopped()` says so).
+
+    Never returns a hair early, whatever the timer does: `work` passes the boundary itself to
+    `run` as "now", so the minute would be named right anyway, but its tasks would start
+    before their minute. Each sleep is computed from the clock, never a fixed 60 s, which
+    would drift.
+    """
+    while not stopped():
+        left = (instant - clock()).total_seconds()
+        if left <= 0:
+            return False
+        if wait(left):
+            return True
+    return True
+
+
+def _why(exc: Exception) -> str:
+    """A load failure for the log: cronctl's own errors as they are, anything else named."""
+    if isinstance(exc, CronctlError):
+        return str(exc)
+    return f"the schedule could not be loaded ({type(exc).__name__}: {exc})"
+
+
+def _say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
