@@ -20,10 +20,9 @@ from cronctl.errors import (
 
 __version__ = "0.1.0"
 
-TYPE_CHECKING = False  # see cronctl.core.record: `run` never imports typing
-if TYPE_CHECKING:
-    from typing import Any
+from typing import TYPE_CHECKING, Any
 
+if TYPE_CHECKING:
     from cronctl.core.model import Problem, Schedule, Settings, Task
     from cronctl.edge.schedfiles import load
 

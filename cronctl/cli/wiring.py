@@ -9,16 +9,15 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from cronctl.core.record import replace
 from cronctl.errors import CronctlError, UsageError
 
-TYPE_CHECKING = False  # see cronctl.core.record: `run` never imports typing
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
-    from typing import Any
 
     from cronctl.core.model import Schedule, Task
     from cronctl.edge.state.store import RunRow

@@ -14,7 +14,6 @@ from typing import Any
 from cronctl.core.analysis import schedule_warnings
 from cronctl.core.cronexpr import minute_floor, parse_cron
 from cronctl.core.model import Problem, Schedule, Task, problem_order
-from cronctl.core.record import record
 from cronctl.core.values import LATEST
 from cronctl.core.zones import next_occurrence, parse_zone, walls_at
 from cronctl.errors import UsageError
@@ -35,7 +34,7 @@ class CheckResult:
         return not any(p.severity == "error" for p in self.problems)
 
 
-@record(frozen=True, slots=True)  # not a dataclass: one is made per task, slots set directly
+@dataclass(frozen=True, slots=True)  # not a dataclass: one is made per task, slots set directly
 class TaskRow:
     """One row of `cronctl list`."""
 

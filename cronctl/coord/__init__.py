@@ -14,20 +14,16 @@ imports it on every start.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING, Literal, Protocol
 
-from cronctl.core.record import record
 from cronctl.errors import CronctlError
 
-TYPE_CHECKING = False  # see cronctl.core.record: `run` never imports typing
 if TYPE_CHECKING:
-    from typing import Literal, Protocol
-
     from cronctl.coord.files.locks import HolderInfo, PauseInfo
     from cronctl.edge.state.store import RunRow
-else:
-    Protocol = object
 
 __all__ = [
     "Coordinator",
@@ -63,7 +59,7 @@ class HeldLock(Protocol):
         ...
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Overlap:
     """The answer of :meth:`Coordinator.try_overlap` (the statuses of locks.OverlapResult)."""
 

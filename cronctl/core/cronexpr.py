@@ -9,18 +9,18 @@ random), so exports and the property tests can hand it to croniter unchanged.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from dataclasses import field as _record_field
 from datetime import date, datetime, timedelta
 from functools import lru_cache
 
-from cronctl.core.record import field as _record_field
-from cronctl.core.record import record
 from cronctl.errors import CronSyntaxError
 
 _MONTHS = ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")
 _DAYS = ("SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT")
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class _Field:
     name: str
     low: int
@@ -56,7 +56,7 @@ _UNSUPPORTED_WORDS = {
 }
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class CronExpr:
     """A validated five-field expression: its value sets and its normalized text."""
 

@@ -11,11 +11,11 @@ while windows still advance by whole minutes (all of them are dealt with togethe
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from cronctl.core.cronexpr import minute_floor
 from cronctl.core.model import Task
-from cronctl.core.record import field, record
 
 MINUTE = timedelta(minutes=1)
 SECOND = timedelta(seconds=1)
@@ -33,7 +33,7 @@ CLAIM_REACH = CLAIM_SWEEP_AGE - timedelta(days=1)
 _SCAN_LIMIT = timedelta(hours=3)
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Previous:
     """What this machine remembers of a task: the last occurrence dealt with, and its schedule."""
 
@@ -42,7 +42,7 @@ class Previous:
     done: bool = False
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Plan:
     """The decision for one task at one run."""
 

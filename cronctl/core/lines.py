@@ -7,8 +7,7 @@ header of each table, and the first line of each key inside it.
 from __future__ import annotations
 
 import re
-
-from cronctl.core.record import field, record
+from dataclasses import dataclass, field
 
 _HEADER = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*(\]\]?)\s*(#.*)?$")
 _KEY = re.compile(r"""^\s*("[^"]*"|'[^']*'|[A-Za-z0-9_-]+)\s*[.=]""")
@@ -16,13 +15,13 @@ _KEY = re.compile(r"""^\s*("[^"]*"|'[^']*'|[A-Za-z0-9_-]+)\s*[.=]""")
 _SYNTAX_LINE = r"\(at line (\d+), column \d+\)"
 
 
-@record
+@dataclass
 class _Block:
     header_line: int
     keys: dict[str, int] = field(default_factory=dict)
 
 
-@record
+@dataclass
 class LineIndex:
     """Lines of the [cronctl] and [defaults] keys, and of each [[task]] and its keys."""
 

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from cronctl.core.cronexpr import CronExpr, minute_floor
-from cronctl.core.record import field, record
 from cronctl.core.values import LATEST
 from cronctl.core.zones import Zone, fires_at, next_occurrence, walls_at
 
@@ -15,7 +15,7 @@ MISFIRE_POLICIES = ("coalesce", "catch-up", "skip")
 NOTIFY_MODES = ("always", "change")
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Problem:
     """One located mistake or warning in a schedule file."""
 
@@ -34,7 +34,7 @@ class Problem:
         return f"{where}:{task}{label} {self.message}"
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Settings:
     """The [cronctl] table: where data lives, how much runs at once."""
 
@@ -47,7 +47,7 @@ class Settings:
     metrics_file: Path | None = None
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Task:
     """One scheduled task, with its defaults applied and its paths resolved."""
 
@@ -186,7 +186,7 @@ class Task:
         return runs
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Schedule:
     """Everything read from the schedule files: good tasks, problems, settings."""
 

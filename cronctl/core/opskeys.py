@@ -9,14 +9,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from typing import Any
 
 from cronctl.core.model import NOTIFY_MODES, Problem, Schedule, Task, format_duration
 from cronctl.core.values import check_text, parse_duration
 from cronctl.errors import DurationError
-
-TYPE_CHECKING = False  # see cronctl.core.record: `run` never imports typing
-if TYPE_CHECKING:
-    from typing import Any
 
 MAX_RETRIES = 10
 DEFAULT_RETRY_DELAY = timedelta(seconds=30)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,6 @@ from cronctl.core.cronexpr import parse_cron
 from cronctl.core.lines import LineIndex
 from cronctl.core.model import MISFIRE_POLICIES, Problem, Settings, Task
 from cronctl.core.opskeys import OPS_KEYS, ops_fields, ops_value_problem
-from cronctl.core.record import field, record
 from cronctl.core.values import check_env, check_text, parse_duration, resolve_path
 from cronctl.core.zones import Zone, parse_zone
 from cronctl.errors import CronSyntaxError, DurationError, ZoneError
@@ -111,7 +111,7 @@ TOP_KEYS = ("cronctl", "defaults", "task")
 DAY_KEYS = ("weekdays", "weekends", "days")
 
 
-@record
+@dataclass
 class FileResult:
     """What one file contributed: its tasks, its problems, its [cronctl] values."""
 

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from functools import lru_cache
 
 from cronctl.core.cronexpr import CronExpr, minute_ceil, minute_floor, next_wall
-from cronctl.core.record import record
 from cronctl.errors import ZoneError
 
 # Compiled on first use (re's cache), not at import: a schedule all in UTC never needs it.
@@ -34,7 +34,7 @@ _HORIZON_YEARS = 5
 MAX_PER_INSTANT = 60
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Segment:
     """A stretch of UTC time [start, end) with one UTC offset (None: unbounded)."""
 
@@ -69,7 +69,7 @@ class Segment:
         )
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Zone:
     """A task's time zone: "UTC", a fixed offset "+05:45", or an IANA name."""
 

@@ -15,12 +15,12 @@ collector never sees half a file.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 from cronctl.core.model import Schedule, Task
 from cronctl.edge.paths import write_atomic
 from cronctl.edge.state.store import RunRow, Store
 
-TYPE_CHECKING = False  # see cronctl.core.record: `run` never imports typing
 if TYPE_CHECKING:
     from cronctl.run.once import RunContext
 

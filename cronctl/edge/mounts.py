@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
-
-from cronctl.core.record import record
 
 __all__ = ["MOUNTINFO_PATH", "Mount", "filesystem_type", "is_shared_fstype", "parse_mountinfo"]
 
@@ -17,7 +16,7 @@ __all__ = ["MOUNTINFO_PATH", "Mount", "filesystem_type", "is_shared_fstype", "pa
 MOUNTINFO_PATH = Path("/proc/self/mountinfo")
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Mount:
     """One line of ``/proc/self/mountinfo``: where it is mounted, its type, and what it mounts."""
 

@@ -16,11 +16,11 @@ import threading
 from collections.abc import Callable, Mapping
 from datetime import timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cronctl.core.model import Task
 from cronctl.edge.paths import ensure_private_dir, open_nofollow
 
-TYPE_CHECKING = False  # see cronctl.core.record: `run` never imports typing
 if TYPE_CHECKING:
     from cronctl.edge.state.store import RunRow
 

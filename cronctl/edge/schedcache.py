@@ -31,14 +31,13 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 from contextlib import suppress
+from dataclasses import fields
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from cronctl.errors import CronctlError, UsageError
 
-TYPE_CHECKING = False  # see cronctl.core.record: `run` never imports typing
 if TYPE_CHECKING:
-    from typing import Any
-
     from cronctl.core.model import Schedule
 
 # The schedule model, the zones and datetime are imported by the functions that build or
@@ -336,7 +335,6 @@ def _encode(schedule: Any) -> Any:
     from datetime import UTC, datetime, timedelta
     from pathlib import PosixPath
 
-    from cronctl.core.record import field_values
     from cronctl.core.zones import Zone
 
     records = _records()
@@ -367,8 +365,8 @@ def _encode(schedule: Any) -> Any:
         if records.get(name) is kind:
             done = shared.get(id(value))
             if done is None:
-                fields = tuple(encode(v) for v in field_values(value))
-                done = shared[id(value)] = ("R", name, fields)
+                values = tuple(encode(getattr(value, f.name)) for f in fields(value))
+                done = shared[id(value)] = ("R", name, values)
             return done
         raise _Uncacheable(f"{kind.__qualname__} is not kept in the schedule cache")
 
@@ -376,7 +374,7 @@ def _encode(schedule: Any) -> Any:
 
 
 class _Decoder:
-    """The values back from the entry. Records get their fields through `__setstate__` (what
+    """The values back from the entry. Records get their fields set directly (as
     pickle uses: no `__init__` to compile), and equal paths are one Path object. A record the
     parse shared (one CronExpr per expression text, which `list` and `check` group tasks by)
     is one object again: its entry is one tuple, made once."""
@@ -391,6 +389,14 @@ class _Decoder:
         self.records = _records()
         self.parse_zone = parse_zone
         self.timedelta, self.datetime, self.utc = timedelta, datetime, UTC
+        self.names: dict[type, tuple[str, ...]] = {}
+
+    def field_names(self, cls: type) -> tuple[str, ...]:
+        """A record class's field names, in order (asked once per class)."""
+        names = self.names.get(cls)
+        if names is None:
+            names = self.names[cls] = tuple(f.name for f in fields(cls))
+        return names
 
     def value(self, value: Any) -> Any:
         if type(value) is not tuple:
@@ -401,10 +407,11 @@ class _Decoder:
             if made is not None:
                 return made
             cls = self.records.get(value[1])
-            if cls is None or len(value[2]) != len(cls.__record_fields__):
+            if cls is None or len(value[2]) != len(names := self.field_names(cls)):
                 raise _Uncacheable(value[1])
             made = self.made[id(value)] = cls.__new__(cls)
-            made.__setstate__([v if type(v) is not tuple else self.value(v) for v in value[2]])
+            for name, v in zip(names, value[2], strict=True):
+                object.__setattr__(made, name, v if type(v) is not tuple else self.value(v))
             return made
         if tag == "t":
             return tuple([v if type(v) is not tuple else self.value(v) for v in value[1]])

@@ -10,10 +10,10 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cronctl.errors import ScheduleFileError, UsageError
 
-TYPE_CHECKING = False  # see cronctl.core.record: `run` never imports typing
 if TYPE_CHECKING:
     from cronctl.core.model import Schedule
     from cronctl.core.schema import FileResult

@@ -7,13 +7,13 @@ a plain `cronctl run` pays nothing for them.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from cronctl.core.model import Task
-from cronctl.core.record import replace
 from cronctl.edge.state.store import RunRow, Store
 
-TYPE_CHECKING = False  # see cronctl.core.record: `run` never imports typing
 if TYPE_CHECKING:
     from cronctl.coord import HeldLock
     from cronctl.run.once import RunContext

@@ -8,22 +8,18 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
 from cronctl.coord import Coordinator
 from cronctl.core.model import Task
-from cronctl.core.record import field, record
 from cronctl.edge.state.store import RunRow
 
-TYPE_CHECKING = False  # see cronctl.core.record: `run` never imports typing
 if TYPE_CHECKING:
-    from typing import Any, Protocol
-
     from cronctl.core.due import Plan
     from cronctl.edge.process import runner
-else:
-    Protocol = object
 
 CONDITION_TIMEOUT_S = 30.0
 #: `run --now T` with T this far ahead of the machine's clock is a rehearsal (RunContext).
@@ -129,7 +125,7 @@ class Tracker:
         return len(running)
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class RunContext:
     """Where and as whom a run happens, and how to tell the time."""
 
@@ -167,7 +163,7 @@ class RunContext:
     spawn: Callable[[Callable[[], None], str], Joinable] = new_thread
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class RunReport:
     """`cronctl run`: every occurrence dealt with in this run, in order."""
 
@@ -220,7 +216,15 @@ def log_path(task: Task, row: RunRow, ctx: RunContext) -> Path:
     return log_dir(ctx.state_dir, task.name) / f"{row.id}.log"
 
 
-def running_fields(task: Task, row: RunRow, ctx: RunContext) -> dict[str, object]:
+class RunningMark(TypedDict):
+    """The fields a run's "running" mark sets."""
+
+    outcome: str
+    started: datetime
+    log_path: str
+
+
+def running_fields(task: Task, row: RunRow, ctx: RunContext) -> RunningMark:
     """What the "running" mark of ``row`` records: when, and where its log goes."""
     return {"outcome": "running", "started": ctx.clock(), "log_path": str(log_path(task, row, ctx))}
 

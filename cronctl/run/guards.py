@@ -4,13 +4,13 @@ conditions, the on_one_server claim, the without_overlapping lock."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from cronctl.coord import HeldLock, StoreUnavailable
 from cronctl.coord.files import locks
 from cronctl.core.due import Plan
 from cronctl.core.model import Task, format_duration
-from cronctl.core.record import replace
 from cronctl.edge.paths import ensure_private_dir
 from cronctl.edge.state.store import RunRow
 from cronctl.run.context import CONDITION_TIMEOUT_S, REHEARSAL_DIR, RunContext, coord_of

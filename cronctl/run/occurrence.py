@@ -6,12 +6,13 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping
 from contextlib import suppress
+from dataclasses import replace
 from datetime import datetime
+from typing import TYPE_CHECKING, Any, Protocol
 
 from cronctl.coord import HeldLock, StoreUnavailable
 from cronctl.core.due import Plan
 from cronctl.core.model import Task, format_utc
-from cronctl.core.record import replace
 from cronctl.edge.paths import ensure_private_dir
 from cronctl.edge.state.store import PendingUpdate, RunRow, Store
 from cronctl.errors import CronctlError
@@ -25,16 +26,11 @@ from cronctl.run.context import (
     starts_at_once,
 )
 
-TYPE_CHECKING = False  # see cronctl.core.record: `run` never imports typing
 if TYPE_CHECKING:
-    from typing import Any, Protocol
-
     from cronctl.edge.state.unsaved import Slots
 
     #: A result handed to the group commit without waiting (see run_task).
     _Later = tuple[PendingUpdate, RunRow, dict[str, Any]]
-else:
-    Protocol = object
 
 
 def run_all(

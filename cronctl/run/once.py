@@ -7,11 +7,12 @@ this module ties them together and keeps the names callers import from here.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime
+from typing import Any
 
 from cronctl.coord import open_coordinator
 from cronctl.core.model import Schedule
-from cronctl.core.record import replace
 from cronctl.edge.paths import ensure_private_dir
 from cronctl.edge.state.store import RunRow, Store
 from cronctl.run import planning, recovery
@@ -33,10 +34,6 @@ from cronctl.run.context import (
     start_command,
 )
 from cronctl.run.recovery import FOREIGN_HOST_AGE
-
-TYPE_CHECKING = False  # see cronctl.core.record: `run` never imports typing
-if TYPE_CHECKING:
-    from typing import Any
 
 __all__ = [
     "CONDITION_TIMEOUT_S",

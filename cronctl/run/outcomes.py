@@ -6,14 +6,14 @@ Split from `cronctl.run.once` so the order of a due task stays readable there.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from cronctl.coord.files import locks
 from cronctl.core.model import Task, format_duration
-from cronctl.core.record import replace
 from cronctl.edge.state.store import RunRow
 
-TYPE_CHECKING = False  # see cronctl.core.record: `run` never imports typing
 if TYPE_CHECKING:
     from cronctl.coord import HeldLock
     from cronctl.edge.process import runner

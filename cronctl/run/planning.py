@@ -5,12 +5,13 @@ tasks start)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, TypeAlias
 
 from cronctl.coord import StoreUnavailable
 from cronctl.core.due import Plan, Previous, plan
 from cronctl.core.model import Schedule, Task, format_utc
-from cronctl.core.record import replace
 from cronctl.edge.state.store import RunRow, Store, TaskState, Txn
 from cronctl.run.context import (
     RunContext,
@@ -20,10 +21,7 @@ from cronctl.run.context import (
     starts_at_once,
 )
 
-TYPE_CHECKING = False  # see cronctl.core.record: `run` never imports typing
 if TYPE_CHECKING:
-    from typing import TypeAlias
-
     from cronctl.edge.state.store import StoredState
 
 

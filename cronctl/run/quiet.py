@@ -41,13 +41,11 @@ import sys
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from cronctl.edge.schedcache import Lookup, still_resolved
 
-TYPE_CHECKING = False  # see cronctl.core.record: `run` never imports typing
 if TYPE_CHECKING:
-    from typing import Any
-
     from cronctl.core.model import Schedule, Task
     from cronctl.run.context import RunContext, RunReport
 

@@ -4,11 +4,12 @@ housekeeping."""
 from __future__ import annotations
 
 from contextlib import suppress
+from dataclasses import replace
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from cronctl.coord import StoreUnavailable
 from cronctl.core.model import Schedule
-from cronctl.core.record import replace
 from cronctl.edge.state.store import RunRow, Store
 from cronctl.run.context import (
     HISTORY_RETENTION,
@@ -19,7 +20,6 @@ from cronctl.run.context import (
     real_clock,
 )
 
-TYPE_CHECKING = False  # see cronctl.core.record: `run` never imports typing
 if TYPE_CHECKING:
     from cronctl.edge.state.unsaved import Kept
 

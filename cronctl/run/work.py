@@ -14,7 +14,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import FrameType
 
-from cronctl.core import record
 from cronctl.core.cronexpr import minute_floor
 from cronctl.core.model import Schedule
 from cronctl.edge.paths import ensure_private_dir
@@ -310,10 +309,6 @@ _RUN_MACHINERY = (
 def _import_run_machinery() -> None:
     for name in _RUN_MACHINERY:
         importlib.import_module(name)
-    # And the records' generated methods, compiled on first use (record.py): the first tick
-    # made RunRow's, RunSpec's, CommandResult's ... between the boundary and its starts.
-    loaded = [m for name, m in list(sys.modules.items()) if name.startswith("cronctl.") and m]
-    record.compile_now(vars(module) for module in loaded)
 
 
 def wait_until(

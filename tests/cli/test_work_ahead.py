@@ -129,8 +129,7 @@ def test_planning_ahead_stops_when_told_and_the_tasks_left_are_planned_at_the_bo
 
 # Run in a fresh interpreter: `work`'s first tick, once `work` has imported (and compiled)
 # what it does before its first boundary; prints the cronctl modules imported and the code
-# compiled (a record's method, see record.compile_now) from the tick's start to its first
-# command's.
+# compiled from the tick's start to its first command's.
 _FIRST_TICK_IMPORTS = textwrap.dedent(
     """
     import os, sys
@@ -171,8 +170,7 @@ _FIRST_TICK_IMPORTS = textwrap.dedent(
 
 def test_works_first_tick_imports_nothing_before_its_first_start(tmp_path: Path) -> None:
     # An import at the boundary delays the start (the file coordinator and the outbox: ~1.5
-    # ms), as does a record's method compiled on first use (~0.3 ms each: RunRow, RunSpec);
-    # `work` makes them before its first boundary.
+    # ms), as does code compiled on first use; `work` does both before its first boundary.
     path = write_schedule(tmp_path / "s.toml", [ledger_task("a", tmp_path / "ledger")])
     state = ensure_private_dir(tmp_path / "state")
     ran = subprocess.run(

@@ -4,6 +4,7 @@ cache itself ever fails a run or makes cronctl follow a link."""
 
 from __future__ import annotations
 
+import dataclasses
 import marshal
 import os
 import shutil
@@ -15,7 +16,6 @@ from typing import Any
 
 import pytest
 
-from cronctl.core.record import field_names, field_values
 from cronctl.edge import schedcache
 from cronctl.edge import schedfiles as files
 from cronctl.edge.schedfiles import load_paths
@@ -54,9 +54,9 @@ def load(paths: list[Path], cache: Path, **env: str) -> Any:
 def same(a: object, b: object, where: str = "schedule") -> None:
     """Equal, and of the same types all the way down (a str is not a Path, a list no tuple)."""
     assert type(a) is type(b), f"{where}: {type(a)} != {type(b)}"
-    if hasattr(type(a), "__record_fields__"):
-        for name, x, y in zip(field_names(a), field_values(a), field_values(b), strict=True):
-            same(x, y, f"{where}.{name}")
+    if dataclasses.is_dataclass(a):
+        for f in dataclasses.fields(a):
+            same(getattr(a, f.name), getattr(b, f.name), f"{where}.{f.name}")
     elif isinstance(a, tuple | list):
         assert len(a) == len(b), where  # type: ignore[arg-type]
         for i, (x, y) in enumerate(zip(a, b, strict=True)):  # type: ignore[call-overload]
@@ -199,8 +199,9 @@ def test_a_schedule_with_errors_is_never_kept(tmp_path: Path, cache: Path) -> No
 
 
 def test_problems_and_settings_round_trip(tmp_path: Path) -> None:
+    from dataclasses import replace
+
     from cronctl.core.model import Problem, Settings
-    from cronctl.core.record import replace
 
     schedule = replace(
         load_paths([EXAMPLE]),
@@ -478,7 +479,13 @@ def test_the_code_stamp_names_the_parsing_modules() -> None:
     stamp = schedcache._code_stamp()
     assert stamp is not None
     names = {name for name, _, _ in stamp[-1]}
-    assert {"schema.py", "model.py", "zones.py", "edge/schedfiles.py", "edge/schedcache.py"} <= names
+    assert {
+        "schema.py",
+        "model.py",
+        "zones.py",
+        "edge/schedfiles.py",
+        "edge/schedcache.py",
+    } <= names
 
 
 def test_doctor_says_whether_run_can_use_the_cache(cli: Cli, tmp_path: Path) -> None:

@@ -8,13 +8,12 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, TextIO
 
 from cronctl.core.model import Problem, format_utc
 
-TYPE_CHECKING = False  # see cronctl.core.record: `run` never imports typing
 if TYPE_CHECKING:
     from datetime import datetime
-    from typing import Any, TextIO
 
     from cronctl.commands.schedule import CheckResult, DueResult, ListResult, NextResult
     from cronctl.core.zones import Zone

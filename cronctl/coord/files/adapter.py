@@ -9,14 +9,12 @@ import threading
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING, Literal
 
 from cronctl.coord import Claim, Overlap
 from cronctl.coord.files import locks
 
-TYPE_CHECKING = False  # see cronctl.core.record: `run` never imports typing
 if TYPE_CHECKING:
-    from typing import Literal
-
     from cronctl.edge.state.store import RunRow
 
 

@@ -29,11 +29,12 @@ import stat
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING, Literal
 
 from cronctl.core.due import CLAIM_SWEEP_AGE
-from cronctl.core.record import record
 from cronctl.edge.paths import (
     ensure_private_dir,
     fsync_dir,
@@ -43,10 +44,7 @@ from cronctl.edge.paths import (
 )
 from cronctl.errors import UnsafeDirectoryError
 
-TYPE_CHECKING = False  # see cronctl.core.record: `run` never imports typing
 if TYPE_CHECKING:
-    from typing import Literal
-
     # Imported where used: a run with nothing due never reads /proc.
     from cronctl.edge.process import procs
 
@@ -191,7 +189,7 @@ def _flock_nonblocking(fd: int) -> bool:
 # --- overlap lock (SPEC 4.2) --------------------------------------------------------------
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class HolderInfo:
     """Who holds an overlap lock: the machine, the cronctl process and when its run started.
 
@@ -318,7 +316,7 @@ class OverlapLock:
             os.close(holder_fd)
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class OverlapResult:
     """The answer of :func:`try_overlap_lock`.
 
@@ -676,7 +674,7 @@ def sweep_claims(lock_dir: Path, *, now: datetime, max_age: timedelta = CLAIM_SW
 # --- pause markers (SPEC 5.3) -------------------------------------------------------------
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class PauseInfo:
     """An operator pause: why, since when, and who set it from where (None when unknown)."""
 

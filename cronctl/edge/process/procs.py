@@ -12,17 +12,16 @@ Zombies count as gone: in a container whose pid 1 never reaps, an orphan stays a
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-
-from cronctl.core.record import record
 
 __all__ = ["ProcessId", "alive", "boot_id", "group_alive", "identify", "same_process_alive"]
 
 _PROC = Path("/proc")
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class ProcessId:
     """One process for good: its pid, its start time in ticks since boot, and the boot."""
 

@@ -22,16 +22,13 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from contextlib import suppress
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Literal, TypeAlias
 
-from cronctl.core.record import record
 from cronctl.edge.paths import open_nofollow
 from cronctl.edge.process import procs
-
-TYPE_CHECKING = False  # see cronctl.core.record: `run` never imports typing
-if TYPE_CHECKING:
-    from typing import Literal, TypeAlias
 
 __all__ = [
     "CommandResult",
@@ -53,7 +50,7 @@ _LINGER_POLL_S = 0.5
 _UTF8_CONTINUATION = bytes(range(0x80, 0xC0))
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class RunSpec:
     """Everything needed to run one command; ``env`` is complete (the runner merges nothing)."""
 
@@ -75,7 +72,7 @@ class RunSpec:
         return list(self.command)
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class CommandResult:
     """How a command ended.
 

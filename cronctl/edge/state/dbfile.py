@@ -17,14 +17,11 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
+from typing import Final, NoReturn
 from urllib.parse import quote
 
 from cronctl.edge.paths import fsync_dir
 from cronctl.errors import CronctlError, UnsafeDirectoryError
-
-TYPE_CHECKING = False  # see cronctl.core.record: `run` never imports typing
-if TYPE_CHECKING:
-    from typing import Final, NoReturn
 
 __all__ = [
     "MIGRATIONS",

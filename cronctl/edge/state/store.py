@@ -23,13 +23,15 @@ from __future__ import annotations
 
 import operator
 import sqlite3
+import threading
 from _thread import RLock  # threading's RLock: the module itself costs `run` ~4M instructions
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass, fields
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any, Final, TypeAlias
 
-from cronctl.core.record import field_names, record
 from cronctl.edge.state.dbfile import (
     MIGRATIONS,
     SCHEMA_VERSION,
@@ -41,11 +43,6 @@ from cronctl.edge.state.dbfile import (
     open_connection,
     translated,
 )
-
-TYPE_CHECKING = False  # see cronctl.core.record: `run` never imports typing
-if TYPE_CHECKING:
-    import threading
-    from typing import Any, Final, TypeAlias
 
 __all__ = [
     "DB_NAME",
@@ -94,7 +91,7 @@ _ADVANCE_STATE: Final = (
 StoredState: TypeAlias = "tuple[Any, ...]"
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class TaskState:
     """What this machine remembers about one task between runs (SPEC 5.1)."""
 
@@ -105,7 +102,7 @@ class TaskState:
     done: bool = False  # a one-shot `at` task that has been dealt with for good
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class RunRow:
     """One occurrence dealt with by one machine (run, skipped or missed): a line of history."""
 
@@ -126,7 +123,7 @@ class RunRow:
     attempt: int = 1  # 2, 3, ... for the retries of the same occurrence
 
 
-_RUN_FIELDS: Final = field_names(RunRow)
+_RUN_FIELDS: Final = tuple(f.name for f in fields(RunRow))
 _RUN_COLUMNS: Final = ", ".join(_RUN_FIELDS)
 _RUN_PLACES: Final = ", ".join("?" * len(_RUN_FIELDS))
 _ADD_RUN: Final = f"INSERT INTO runs ({_RUN_COLUMNS}) VALUES ({_RUN_PLACES})"  # noqa: S608
@@ -599,7 +596,7 @@ class Store:
             raise error
 
     def update_runs(
-        self, changes: list[tuple[str, dict[str, object]]], *, pending_only: bool = False
+        self, changes: Sequence[tuple[str, Mapping[str, object]]], *, pending_only: bool = False
     ) -> list[BaseException | None]:
         """Change several runs in one group commit, durable when this returns (as
         :meth:`update_run` for each); return each change's error, in order (None: saved).
@@ -610,7 +607,8 @@ class Store:
         :raises ValueError: a name that is not a RunRow field (nothing is changed then).
         """
         items = []
-        for run_id, change in changes:
+        for run_id, mapping in changes:
+            change = dict(mapping)
             _check_updatable(change)
             items.append(_Update(run_id, change, pending_only))
         with self._group:

@@ -26,13 +26,10 @@ from collections.abc import Iterable
 from contextlib import suppress
 from datetime import datetime
 from pathlib import Path
+from typing import Final
 
 from cronctl.edge.paths import ensure_private_dir, open_nofollow, verify_dir, write_atomic
 from cronctl.edge.process import procs
-
-TYPE_CHECKING = False  # see cronctl.core.record: `run` never imports typing
-if TYPE_CHECKING:
-    from typing import Final
 
 DIR_NAME: Final = "unsaved"
 #: Bytes reserved per run: the result with a 4 KiB tail, even all 4-byte UTF-8, fits.
