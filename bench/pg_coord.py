@@ -112,7 +112,7 @@ def _server_cpu(server: PgServer) -> float:
 def scale(server: PgServer, machines: int, tasks: int, minutes: int) -> dict[str, object]:
     """Section 3: the whole fleet's claims of each minute at once against one server."""
     from cronctl.coord.postgres.adapter import PostgresCoordinator
-    from cronctl.edge.state.store import RunRow
+    from cronctl.core.runs import RunRow
 
     server.sql("CREATE DATABASE scale")
     url = server.url("scale")

@@ -25,7 +25,7 @@ from cronctl.cli.app import (
 from cronctl.cli.complete import task_names
 
 if TYPE_CHECKING:
-    from cronctl.coord import Coordinator
+    from cronctl.coord.port import Coordinator
     from cronctl.core.model import Schedule
 
 NameArg = Annotated[

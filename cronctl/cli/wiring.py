@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
     from cronctl.core.model import Schedule, Task
-    from cronctl.edge.state.store import RunRow
+    from cronctl.core.runs import RunRow
     from cronctl.run.once import RunContext, Tracker
 
 

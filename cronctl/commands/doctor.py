@@ -137,7 +137,7 @@ def _sharing(schedule: Schedule, lock_dir: Path, url: str | None) -> Finding:
 
 
 def _store(url: str) -> list[Finding]:
-    from cronctl.coord import StoreUnavailable, redact_url
+    from cronctl.coord.port import StoreUnavailable, redact_url
     from cronctl.coord.postgres.adapter import PostgresCoordinator, driver
     from cronctl.coord.postgres.schema import SCHEMA_VERSION
     from cronctl.errors import CronctlError

@@ -17,10 +17,12 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from cronctl.coord.files import locks
+from cronctl.coord.port import HolderInfo
 from cronctl.core.model import Schedule, Task, format_duration
 from cronctl.core.opskeys import runs_on
+from cronctl.core.runs import RunRow
 from cronctl.edge.paths import ensure_private_dir
-from cronctl.edge.state.store import RunRow, Store
+from cronctl.edge.state.store import Store
 from cronctl.errors import CronctlError, UsageError
 from cronctl.run.once import Tracker
 
@@ -180,7 +182,7 @@ def _take_lock(task: Task, ctx: RunContext, wait: bool) -> locks.OverlapLock:
         ctx.sleep(WAIT_POLL_S)
 
 
-def _running_here(task: Task, ctx: RunContext) -> locks.HolderInfo | None:
+def _running_here(task: Task, ctx: RunContext) -> HolderInfo | None:
     """A run of `task` this machine's history shows running, by a cronctl still alive."""
     from cronctl.edge.process.procs import alive as _alive
 
@@ -188,7 +190,7 @@ def _running_here(task: Task, ctx: RunContext) -> locks.HolderInfo | None:
         for row in store.unfinished_runs(ctx.host):
             mine = row.task == task.name and row.outcome == "running"
             if mine and row.pid is not None and _alive(row.pid):
-                return locks.HolderInfo(ctx.host, row.pid, row.started or row.occurrence)
+                return HolderInfo(ctx.host, row.pid, row.started or row.occurrence)
     return None
 
 

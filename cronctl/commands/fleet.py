@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING
 from cronctl.errors import UsageError
 
 if TYPE_CHECKING:
-    from cronctl.coord import Coordinator
+    from cronctl.coord.port import Coordinator
     from cronctl.coord.postgres.adapter import PostgresCoordinator
     from cronctl.core.model import Schedule
-    from cronctl.edge.state.store import RunRow
+    from cronctl.core.runs import RunRow
 
 
 @dataclass(frozen=True)

@@ -11,12 +11,13 @@ from typing import TYPE_CHECKING
 
 from cronctl.coord.files import locks
 from cronctl.core.model import Schedule, Task
+from cronctl.core.runs import RunRow
 from cronctl.edge.paths import ensure_private_dir, verify_dir
-from cronctl.edge.state.store import RunRow, Store, TaskState
+from cronctl.edge.state.store import Store, TaskState
 from cronctl.errors import UsageError
 
 if TYPE_CHECKING:
-    from cronctl.coord import Coordinator
+    from cronctl.coord.port import Coordinator
 
 
 @dataclass(frozen=True)

@@ -15,12 +15,13 @@ from contextlib import suppress
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from cronctl.coord import Coordinator, StoreUnavailable
+from cronctl.coord.port import Coordinator, StoreUnavailable
 from cronctl.edge.paths import open_nofollow, write_atomic
 from cronctl.errors import UnsafeDirectoryError
 
 if TYPE_CHECKING:
-    from cronctl.edge.state.store import RunRow, Store
+    from cronctl.core.runs import RunRow
+    from cronctl.edge.state.store import Store
 
 OUTBOX = "coord-outbox"
 PAUSES = "coord-pauses"

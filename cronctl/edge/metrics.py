@@ -18,8 +18,9 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from cronctl.core.model import Schedule, Task
+from cronctl.core.runs import RunRow
 from cronctl.edge.paths import write_atomic
-from cronctl.edge.state.store import RunRow, Store
+from cronctl.edge.state.store import Store
 
 if TYPE_CHECKING:
     from cronctl.run.once import RunContext

@@ -22,7 +22,7 @@ from cronctl.core.model import Task
 from cronctl.edge.paths import ensure_private_dir, open_nofollow
 
 if TYPE_CHECKING:
-    from cronctl.edge.state.store import RunRow
+    from cronctl.core.runs import RunRow
 
 LIMIT_S = 10.0
 BODY_LIMIT = 10 * 1024

@@ -12,10 +12,11 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from cronctl.core.model import Task
-from cronctl.edge.state.store import RunRow, Store
+from cronctl.core.runs import RunRow
+from cronctl.edge.state.store import Store
 
 if TYPE_CHECKING:
-    from cronctl.coord import HeldLock
+    from cronctl.coord.port import HeldLock
     from cronctl.run.once import RunContext
 
 RETRYABLE = ("failed", "timeout")

@@ -13,9 +13,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
-from cronctl.coord import Coordinator
+from cronctl.coord.port import Coordinator
 from cronctl.core.model import Task
-from cronctl.edge.state.store import RunRow
+from cronctl.core.runs import RunRow
 
 if TYPE_CHECKING:
     from cronctl.core.due import Plan

@@ -7,12 +7,12 @@ from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
 
-from cronctl.coord import HeldLock, StoreUnavailable
 from cronctl.coord.files import locks
+from cronctl.coord.port import HeldLock, StoreUnavailable
 from cronctl.core.due import Plan
 from cronctl.core.model import Task, format_duration
+from cronctl.core.runs import RunRow
 from cronctl.edge.paths import ensure_private_dir
-from cronctl.edge.state.store import RunRow
 from cronctl.run.context import CONDITION_TIMEOUT_S, REHEARSAL_DIR, RunContext, coord_of
 
 

@@ -10,11 +10,12 @@ from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from cronctl.coord import HeldLock, StoreUnavailable
+from cronctl.coord.port import HeldLock, StoreUnavailable
 from cronctl.core.due import Plan
 from cronctl.core.model import Task, format_utc
+from cronctl.core.runs import RunRow
 from cronctl.edge.paths import ensure_private_dir
-from cronctl.edge.state.store import PendingUpdate, RunRow, Store
+from cronctl.edge.state.store import PendingUpdate, Store
 from cronctl.errors import CronctlError
 from cronctl.run import guards
 from cronctl.run.context import (

@@ -13,8 +13,9 @@ from typing import Any
 
 from cronctl.coord import open_coordinator
 from cronctl.core.model import Schedule
+from cronctl.core.runs import RunRow
 from cronctl.edge.paths import ensure_private_dir
-from cronctl.edge.state.store import RunRow, Store
+from cronctl.edge.state.store import Store
 from cronctl.run import planning, recovery
 from cronctl.run.context import (
     CONDITION_TIMEOUT_S,

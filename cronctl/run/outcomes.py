@@ -10,12 +10,12 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from cronctl.coord.files import locks
+from cronctl.coord.port import HolderInfo
 from cronctl.core.model import Task, format_duration
-from cronctl.edge.state.store import RunRow
+from cronctl.core.runs import RunRow
 
 if TYPE_CHECKING:
-    from cronctl.coord import HeldLock
+    from cronctl.coord.port import HeldLock
     from cronctl.edge.process import runner
 
 __all__ = ["NOT_STARTED", "OVERDUE_SLACK", "record_command", "result_message", "still_running"]
@@ -57,7 +57,7 @@ def result_message(result: runner.CommandResult) -> str | None:
     return f"{killed}; {result.message}" if result.message else killed
 
 
-def still_running(row: RunRow, holder: locks.HolderInfo | None, now: datetime) -> RunRow:
+def still_running(row: RunRow, holder: HolderInfo | None, now: datetime) -> RunRow:
     """The skip for a held lock; a failure when the holder is long past its own timeout."""
     if holder is None:
         return replace(row, outcome="skipped: still running", message="holder unknown")

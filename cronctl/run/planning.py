@@ -9,10 +9,11 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, TypeAlias
 
-from cronctl.coord import StoreUnavailable
+from cronctl.coord.port import StoreUnavailable
 from cronctl.core.due import Plan, Previous, plan
 from cronctl.core.model import Schedule, Task, format_utc
-from cronctl.edge.state.store import RunRow, Store, TaskState, Txn
+from cronctl.core.runs import RunRow
+from cronctl.edge.state.store import Store, TaskState, Txn
 from cronctl.run.context import (
     RunContext,
     coord_of,

@@ -8,9 +8,10 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
-from cronctl.coord import StoreUnavailable
+from cronctl.coord.port import StoreUnavailable
 from cronctl.core.model import Schedule
-from cronctl.edge.state.store import RunRow, Store
+from cronctl.core.runs import RunRow
+from cronctl.edge.state.store import Store
 from cronctl.run.context import (
     HISTORY_RETENTION,
     LOG_RETENTION,

@@ -228,7 +228,7 @@ def _dead_pid() -> int:
 
 
 def _open_row(state: Path, run_id: str, host: str, started: datetime) -> None:
-    from cronctl.edge.state.store import RunRow
+    from cronctl.core.runs import RunRow
 
     state.mkdir(mode=0o700, exist_ok=True)
     with Store.open(state) as store, store.transaction() as txn:
@@ -553,7 +553,8 @@ def _foreign_db(tmp_path: Path, case: str) -> Path:
     db = tmp_path / "state" / "state.db"
     statements = FOREIGN[case]
     if statements[0].startswith("UPDATE"):
-        from cronctl.edge.state.store import RunRow, TaskState
+        from cronctl.core.runs import RunRow
+        from cronctl.edge.state.store import TaskState
 
         db.parent.mkdir(mode=0o700)
         t0 = datetime(2026, 8, 3, 9, 0, tzinfo=UTC)

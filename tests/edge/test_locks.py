@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 
 from cronctl.coord.files.locks import (
-    HolderInfo,
     OverlapResult,
     claim_exists,
     claim_occurrence,
@@ -29,6 +28,7 @@ from cronctl.coord.files.locks import (
     sweep_claims,
     try_overlap_lock,
 )
+from cronctl.coord.port import HolderInfo
 from cronctl.errors import UnsafeDirectoryError
 
 T0 = datetime(2026, 8, 3, 9, 0, tzinfo=UTC)

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from cronctl.coord import Overlap
 from cronctl.coord.files import locks
 from cronctl.coord.files.adapter import FilesCoordinator
+from cronctl.coord.port import Overlap
 from cronctl.edge.paths import open_dir
 from cronctl.errors import UnsafeDirectoryError
 

@@ -19,9 +19,10 @@ from typing import Any
 
 import pytest
 
+from cronctl.core.runs import RunRow
 from cronctl.edge.state import dbfile
 from cronctl.edge.state.dbfile import MIGRATIONS
-from cronctl.edge.state.store import DB_NAME, SCHEMA_VERSION, RunRow, Store, TaskState
+from cronctl.edge.state.store import DB_NAME, SCHEMA_VERSION, Store, TaskState
 from cronctl.errors import CronctlError, UnsafeDirectoryError
 
 T0 = datetime(2026, 8, 3, 9, 0, tzinfo=UTC)
@@ -33,7 +34,8 @@ INCREMENT = textwrap.dedent(
     import sys, time
     from datetime import datetime, timezone
     from pathlib import Path
-    from cronctl.edge.state.store import RunRow, Store, TaskState
+    from cronctl.core.runs import RunRow
+    from cronctl.edge.state.store import Store, TaskState
     state_dir, worker, count = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
     t0 = datetime(2026, 8, 3, 9, 0, tzinfo=timezone.utc)
     go = state_dir / "go"
@@ -57,7 +59,8 @@ COMMIT_FOREVER = textwrap.dedent(
     import sys, time
     from datetime import datetime, timedelta, timezone
     from pathlib import Path
-    from cronctl.edge.state.store import RunRow, Store, TaskState
+    from cronctl.core.runs import RunRow
+    from cronctl.edge.state.store import Store, TaskState
     state_dir, prefix = Path(sys.argv[1]), sys.argv[2]
     t0 = datetime(2026, 8, 3, 9, 0, tzinfo=timezone.utc)
     with Store.open(state_dir) as store:

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from cronctl.edge.state.store import RunRow, Store
+from cronctl.core.runs import RunRow
+from cronctl.edge.state.store import Store
 
 T0 = datetime(2026, 8, 3, 12, 34, tzinfo=UTC)
 

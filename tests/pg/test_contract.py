@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from cronctl.coord import Coordinator, Overlap, redact_url
 from cronctl.coord.files.adapter import FilesCoordinator
+from cronctl.coord.port import Coordinator, Overlap, redact_url
 
 T0 = datetime(2026, 8, 3, 9, 0, tzinfo=UTC)
 

@@ -11,11 +11,11 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from cronctl.coord import Claim, Overlap
 from cronctl.coord.files import locks
+from cronctl.coord.port import Claim, Overlap, PauseInfo
 
 if TYPE_CHECKING:
-    from cronctl.edge.state.store import RunRow
+    from cronctl.core.runs import RunRow
 
 
 class FilesCoordinator:
@@ -91,7 +91,7 @@ class FilesCoordinator:
         """Probe the flock under the guard."""
         return locks.overlap_held(self.lock_dir, task)
 
-    def paused_tasks(self) -> dict[str, locks.PauseInfo]:
+    def paused_tasks(self) -> dict[str, PauseInfo]:
         """The pause markers."""
         return locks.paused_tasks(self.lock_dir)
 

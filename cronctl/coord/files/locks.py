@@ -34,6 +34,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
+from cronctl.coord.port import HolderInfo, PauseInfo
 from cronctl.core.due import CLAIM_SWEEP_AGE
 from cronctl.edge.paths import (
     ensure_private_dir,
@@ -49,11 +50,9 @@ if TYPE_CHECKING:
     from cronctl.edge.process import procs
 
 __all__ = [
-    "HolderInfo",
     "OverlapDir",
     "OverlapLock",
     "OverlapResult",
-    "PauseInfo",
     "claim_exists",
     "claim_occurrence",
     "clear_pause",
@@ -187,33 +186,6 @@ def _flock_nonblocking(fd: int) -> bool:
 
 
 # --- overlap lock (SPEC 4.2) --------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class HolderInfo:
-    """Who holds an overlap lock: the machine, the cronctl process and when its run started.
-
-    ``command`` identifies the task's own process (its group leader) once it has started, and
-    ``timeout`` is the task's timeout at that time (None: none).
-    """
-
-    host: str
-    pid: int
-    started: datetime
-    command: procs.ProcessId | None = None
-    timeout: timedelta | None = None
-
-    def describe(self) -> str:
-        """One phrase for messages: ``pid 42 on web-1 since 2026-08-03T09:00:00Z``.
-
-        The pid is the command's when known: that is the process an operator would look at.
-        """
-        pid = self.command.pid if self.command is not None else self.pid
-        return f"pid {pid} on {self.host} since {_iso(self.started)}"
-
-    def overdue(self, now: datetime, slack: timedelta) -> bool:
-        """Whether the holder has run past its timeout by more than ``slack``."""
-        return self.timeout is not None and _utc(now) - self.started > self.timeout + slack
 
 
 class OverlapDir:
@@ -672,16 +644,6 @@ def sweep_claims(lock_dir: Path, *, now: datetime, max_age: timedelta = CLAIM_SW
 
 
 # --- pause markers (SPEC 5.3) -------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class PauseInfo:
-    """An operator pause: why, since when, and who set it from where (None when unknown)."""
-
-    reason: str | None
-    since: datetime | None
-    host: str | None
-    user: str | None
 
 
 def set_pause(

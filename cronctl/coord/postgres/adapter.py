@@ -27,12 +27,19 @@ from contextlib import suppress
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from cronctl.coord import UNREACHABLE, Claim, Overlap, StoreUnavailable, redact_url
-from cronctl.coord.files.locks import HolderInfo, PauseInfo
+from cronctl.coord.port import (
+    UNREACHABLE,
+    Claim,
+    HolderInfo,
+    Overlap,
+    PauseInfo,
+    StoreUnavailable,
+    redact_url,
+)
 from cronctl.coord.postgres.schema import ensure_schema
 
 if TYPE_CHECKING:
-    from cronctl.edge.state.store import RunRow
+    from cronctl.core.runs import RunRow
 
 T = TypeVar("T")
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from cronctl.edge.state.store import RunRow
+from cronctl.core.runs import RunRow
 
 _COLUMNS = ("id", "task", "occurrence", "host", "pid", "outcome", "exit_code", "started",
             "ended", "duration_s", "message")  # fmt: skip

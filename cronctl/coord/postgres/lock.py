@@ -31,8 +31,7 @@ from contextlib import suppress
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from cronctl.coord import Overlap, StoreUnavailable
-from cronctl.coord.files.locks import HolderInfo
+from cronctl.coord.port import HolderInfo, Overlap, StoreUnavailable
 from cronctl.coord.postgres.adapter import connect, holder_from_row
 
 HEARTBEAT_S = 5.0

@@ -6,8 +6,7 @@ from __future__ import annotations
 from datetime import UTC
 from typing import Any
 
-from cronctl.coord import redact_url
-from cronctl.coord.files.locks import PauseInfo
+from cronctl.coord.port import PauseInfo, redact_url
 from cronctl.errors import CronctlError
 
 #: Entry ``i`` takes the schema from version ``i`` to ``i + 1``. Append only.

@@ -32,6 +32,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Final, TypeAlias
 
+from cronctl.core.runs import OUTCOMES, RunRow
 from cronctl.edge.state.dbfile import (
     MIGRATIONS,
     SCHEMA_VERSION,
@@ -47,11 +48,9 @@ from cronctl.edge.state.dbfile import (
 __all__ = [
     "DB_NAME",
     "MIGRATIONS",
-    "OUTCOMES",
     "SCHEMA_VERSION",
     "NoStateError",
     "PendingUpdate",
-    "RunRow",
     "Store",
     "StoreUnusableError",
     "StoredState",
@@ -62,10 +61,6 @@ __all__ = [
 #: The database file inside ``state_dir``.
 DB_NAME: Final = "state.db"
 
-_SKIPS: Final = ("paused", "condition", "another server", "still running")
-_ENDINGS: Final = ("ok", "failed", "timeout", "interrupted", "error", "missed")
-#: Every outcome a run row may hold (SPEC 4.4), plus the two states of a run in progress.
-OUTCOMES: Final = frozenset(("pending", "running", *_ENDINGS, *(f"skipped: {w}" for w in _SKIPS)))
 _FAILURES: Final = ("failed", "timeout", "error")
 
 _ORDER: Final = "ORDER BY occurrence DESC, started DESC, id DESC"
@@ -100,27 +95,6 @@ class TaskState:
     last_occurrence: datetime  # the last occurrence this machine has dealt with
     missed_total: int = 0
     done: bool = False  # a one-shot `at` task that has been dealt with for good
-
-
-@dataclass(frozen=True, slots=True)
-class RunRow:
-    """One occurrence dealt with by one machine (run, skipped or missed): a line of history."""
-
-    id: str
-    task: str
-    occurrence: datetime
-    outcome: str  # one of OUTCOMES
-    host: str
-    pid: int | None = None  # the cronctl process responsible for the row
-    exit_code: int | None = None
-    started: datetime | None = None
-    ended: datetime | None = None
-    duration_s: float | None = None
-    log_path: str | None = None
-    tail: str = ""  # bounded by the caller (4 KiB)
-    message: str | None = None
-    trigger: str = "schedule"  # or "manual" (`cronctl exec`)
-    attempt: int = 1  # 2, 3, ... for the retries of the same occurrence
 
 
 _RUN_FIELDS: Final = tuple(f.name for f in fields(RunRow))

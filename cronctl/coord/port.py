@@ -1,0 +1,198 @@
+"""The coordination port: what the use cases need from claims, overlap locks, pauses and
+fleet records, and the values that cross it.
+
+Two adapters implement it, side by side in this package: ``files`` (files in ``lock_dir``)
+and ``postgres`` (a PostgreSQL schema). :func:`cronctl.coord.open_coordinator` chooses one
+from the settings; nothing outside ``cronctl.coord`` knows which one it has.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Literal, Protocol
+
+from cronctl.core.runs import RunRow
+from cronctl.edge.process.procs import ProcessId
+from cronctl.errors import CronctlError
+
+__all__ = [
+    "UNREACHABLE",
+    "Claim",
+    "Coordinator",
+    "HeldLock",
+    "HolderInfo",
+    "Overlap",
+    "PauseInfo",
+    "StoreUnavailable",
+    "is_coordination_url",
+    "redact_url",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class HolderInfo:
+    """Who holds an overlap lock: the machine, the cronctl process and when its run started.
+
+    ``command`` identifies the task's own process (its group leader) once it has started, and
+    ``timeout`` is the task's timeout at that time (None: none).
+    """
+
+    host: str
+    pid: int
+    started: datetime
+    command: ProcessId | None = None
+    timeout: timedelta | None = None
+
+    def describe(self) -> str:
+        """One phrase for messages: ``pid 42 on web-1 since 2026-08-03T09:00:00Z``.
+
+        The pid is the command's when known: that is the process an operator would look at.
+        """
+        pid = self.command.pid if self.command is not None else self.pid
+        since = self.started.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return f"pid {pid} on {self.host} since {since}"
+
+    def overdue(self, now: datetime, slack: timedelta) -> bool:
+        """Whether the holder has run past its timeout by more than ``slack``."""
+        return self.timeout is not None and now - self.started > self.timeout + slack
+
+
+@dataclass(frozen=True, slots=True)
+class PauseInfo:
+    """An operator pause: why, since when, and who set it from where (None when unknown)."""
+
+    reason: str | None
+    since: datetime | None
+    host: str | None
+    user: str | None
+
+
+#: The message recorded for a guarded task when the store cannot be reached (SPEC 8.2).
+UNREACHABLE = "coordination store unreachable"
+
+
+class StoreUnavailable(CronctlError):
+    """The coordination store cannot be reached (or answered with an error) during this run."""
+
+
+class HeldLock(Protocol):
+    """A held overlap lock whose descriptor the task's processes inherit (``pass_fds``)."""
+
+    @property
+    def fd(self) -> int:
+        """The descriptor that keeps the lock alive while any process holds it."""
+        ...
+
+    def release(self) -> None:
+        """Drop cronctl's own reference; processes still holding the descriptor keep the lock."""
+        ...
+
+    def record_command(self, pid: int) -> None:
+        """Name the started command in the holder record (best effort)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Overlap:
+    """The answer of :meth:`Coordinator.try_overlap` (the statuses of locks.OverlapResult)."""
+
+    status: Literal["acquired", "held", "overtaken"]
+    lock: HeldLock | None
+    holder: HolderInfo | None
+
+    @property
+    def may_run(self) -> bool:
+        """Whether the caller should run the task (acquired or overtaken)."""
+        return self.lock is not None
+
+
+Claim = tuple[str, datetime]
+
+
+class Coordinator(Protocol):
+    """What the use cases need from a coordination backend. Every method may raise
+    :class:`StoreUnavailable` (the file adapter raises OSError-based errors instead)."""
+
+    kind: Literal["files", "postgresql"]
+
+    def describe(self) -> str:
+        """Where coordination happens, safe to print (no password)."""
+        ...
+
+    def claim(self, claims: Sequence[Claim], *, host: str, pid: int, now: datetime) -> set[Claim]:
+        """Claim every (task, occurrence) at once; return those this machine won."""
+        ...
+
+    def claimed(self, task: str, occurrence: datetime) -> bool:
+        """Whether some machine holds this claim (dry run; takes nothing)."""
+        ...
+
+    def try_overlap(
+        self,
+        task: str,
+        *,
+        lease: timedelta | None,
+        now: datetime,
+        host: str,
+        pid: int,
+        timeout: timedelta | None = None,
+    ) -> Overlap:
+        """Try, without waiting, to take the task's overlap lock (``timeout``: the task's)."""
+        ...
+
+    def overlap_held(self, task: str) -> bool:
+        """Whether the task's overlap lock is held right now (dry run; takes nothing)."""
+        ...
+
+    def paused_tasks(self) -> dict[str, PauseInfo]:
+        """Every operator pause."""
+        ...
+
+    def set_pause(
+        self, task: str, *, reason: str | None, now: datetime, host: str, user: str
+    ) -> None:
+        """Pause a task (pausing again replaces the reason and time)."""
+        ...
+
+    def clear_pause(self, task: str) -> bool:
+        """Resume a task; False when it was not paused."""
+        ...
+
+    def publish(self, rows: Sequence[RunRow]) -> None:
+        """Send run records to the fleet history (idempotent by run id)."""
+        ...
+
+    def sweep(self, now: datetime) -> None:
+        """Housekeeping: claims older than any catch-up can reach."""
+        ...
+
+    def close(self) -> None:
+        """Close connections; idempotent."""
+        ...
+
+
+def redact_url(url: str) -> str:
+    """The URL with any password shown as ``***`` (SPEC 8), for every message cronctl prints."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return url
+    netloc, slash, tail = rest.partition("/")
+    userinfo, at, hostport = netloc.rpartition("@")
+    if at and ":" in userinfo:
+        userinfo = userinfo.split(":", 1)[0] + ":***"
+    netloc = f"{userinfo}{at}{hostport}"
+    # A password may also come as a query parameter (?password=...).
+    path, q, query = tail.partition("?")
+    if q:
+        parts = [
+            "password=***" if p.lower().startswith("password=") else p for p in query.split("&")
+        ]
+        query = "&".join(parts)
+    return f"{scheme}{sep}{netloc}{slash}{path}{q}{query}"
+
+
+def is_coordination_url(url: str) -> bool:
+    """Whether ``url`` is a store cronctl can use: a ``postgresql://`` or ``postgres://`` URL."""
+    return url.startswith(("postgresql://", "postgres://")) and len(url) > len("postgres://")
