@@ -7,6 +7,9 @@ assert not schedule.errors and not schedule.duplicate_names()
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
+from cronctl._version import __version__
 from cronctl.errors import (
     CronctlError,
     CronSyntaxError,
@@ -17,10 +20,6 @@ from cronctl.errors import (
     UsageError,
     ZoneError,
 )
-
-__version__ = "0.1.0"
-
-from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from cronctl.core.model import Problem, Schedule, Settings, Task

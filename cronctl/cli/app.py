@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from cronctl import __version__
+from cronctl._version import __version__
 from cronctl.cli.complete import task_names
 from cronctl.cli.wiring import (
     fail_on_errors,

@@ -69,7 +69,7 @@ def _dispatch(argv: Sequence[str]) -> int | None:
 
     reject_empty_paths(argv)
     if list(argv) == ["--version"]:
-        from cronctl import __version__
+        from cronctl._version import __version__
 
         print(f"cronctl {__version__}")
         return 0

@@ -178,7 +178,7 @@ def _code_stamp() -> tuple[Any, ...] | None:
     """cronctl's version and its parsing code's files (size, mtime): every module of
     cronctl/core, edge/schedfiles.py (the decoding) and this one. An edited or upgraded cronctl
     never reads an entry an older one wrote."""
-    from cronctl import __version__
+    from cronctl._version import __version__
 
     edge = Path(__file__).parent
     try:
