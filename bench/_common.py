@@ -26,6 +26,9 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_CRONCTL = Path("/tmp/venv/bin/cronctl")
+#: Where the scripts write their results unless --out names another directory: outside git
+#: (bench-results/ is in .gitignore), so a benchmark never leaves a file to commit.
+RESULTS_DIR = Path(__file__).resolve().parent.parent / "bench-results"
 # Inherited variables that would change what cronctl reads or where it writes.
 _SCRUB = ("CRONCTL_FILE", "CRONCTL_ENV", "CRONCTL_DEBUG", "PYTHONDONTWRITEBYTECODE", "NO_COLOR")
 
@@ -36,7 +39,7 @@ _SCRUB = ("CRONCTL_FILE", "CRONCTL_ENV", "CRONCTL_DEBUG", "PYTHONDONTWRITEBYTECO
 def parser(description: str, runs: int | None = 20, warmup: int = 3) -> argparse.ArgumentParser:
     """The options every script shares (`runs=None`: a script that times no commands)."""
     p = argparse.ArgumentParser(description=description)
-    p.add_argument("--json", type=Path, metavar="FILE", help="also write the results as JSON")
+    add_out(p)
     if runs is not None:
         p.add_argument("--runs", type=int, default=runs, help=f"timed runs per command ({runs})")
         p.add_argument("--warmup", type=int, default=warmup, help=f"warm-up runs ({warmup})")
@@ -110,7 +113,8 @@ class Sandbox:
 
 # --- schedules -----------------------------------------------------------------------------
 
-# A mix of schedule keys (SPEC 2.2) for tasks that are not due in the benchmarks' minute.
+# A mix of schedule keys (docs/schedule-file.md#schedule-keys) for tasks that are not due in
+# the benchmarks' minute.
 RARE_SCHEDULES = (
     'daily_at = "03:{m:02d}"',
     'cron = "{m} 4 * * MON-FRI"',
@@ -578,12 +582,24 @@ def verdict(ok: bool) -> str:
     return "met" if ok else "NOT MET"
 
 
-def write_json(path: Path | None, data: Mapping[str, Any]) -> None:
-    """Write the results when --json was given."""
-    if path is None:
-        return
+def add_out(p: argparse.ArgumentParser) -> None:
+    """--out DIR: where the results go (every script has it, with the same default)."""
+    p.add_argument(
+        "--out",
+        type=Path,
+        metavar="DIR",
+        default=RESULTS_DIR,
+        help=f"write the results as JSON into DIR (default: {RESULTS_DIR})",
+    )
+
+
+def write_json(out: Path, name: str, data: Mapping[str, Any]) -> Path:
+    """Write the results as OUT/NAME-YYYYMMDDTHHMMSSZ.json (a new file each run); say where."""
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{name}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json"
     path.write_text(json.dumps(data, indent=2, default=_default) + "\n")
     print(f"\nwrote {path}")
+    return path
 
 
 def _default(value: object) -> object:

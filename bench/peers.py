@@ -13,7 +13,7 @@ Measured here, each as whole processes:
 yacron is installed with pip into its own virtualenv (`--yacron-venv`, /tmp/yacron-venv),
 created from the same base interpreter when missing, so it never touches cronctl's.
 
-    /tmp/venv/bin/python bench/peers.py [--runs 5] [--json bench/peers.json]
+    /tmp/venv/bin/python bench/peers.py [--runs 5] [--out DIR]
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def main() -> None:
         results = measure(
             tool, yacron, box, args.runs, args.warmup, not args.no_hyperfine, not args.no_tick
         )
-        c.write_json(args.json, results)
+        c.write_json(args.out, "peers", results)
 
 
 def ensure_yacron(tool: c.Tool, venv: Path) -> Path:

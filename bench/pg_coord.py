@@ -14,13 +14,12 @@ It starts its own PostgreSQL (initdb in a temporary directory, a Unix socket, as
 user when run as root), so it needs PostgreSQL installed and psycopg2 in the interpreter.
 
     python bench/pg_coord.py [--runs 15] [--machines 50] [--tasks 1000] [--minutes 5]
-                             [--json bench/pg_coord.json]
+                             [--out DIR]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import statistics
@@ -31,6 +30,8 @@ import threading
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+
+import _common as c
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -188,13 +189,13 @@ def scale(server: PgServer, machines: int, tasks: int, minutes: int) -> dict[str
 
 
 def main() -> None:
-    """Run the three sections; print them; write JSON when asked."""
+    """Run the three sections; print them; write the results."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--runs", type=int, default=15)
     p.add_argument("--machines", type=int, default=50)
     p.add_argument("--tasks", type=int, default=1000)
     p.add_argument("--minutes", type=int, default=5)
-    p.add_argument("--json", type=Path)
+    c.add_out(p)
     args = p.parse_args()
     bindir = _bindir()
     if bindir is None:
@@ -214,8 +215,7 @@ def main() -> None:
         shutil.rmtree(root, ignore_errors=True)
         shutil.rmtree(work, ignore_errors=True)
     results["machine"] = {"cpus": os.cpu_count(), "python": sys.version.split()[0]}
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=2) + "\n")
+    c.write_json(args.out, "pg_coord", results)
 
 
 if __name__ == "__main__":

@@ -5,18 +5,18 @@ minute when coordination is configured. For each driver installed in the interpr
 times `python -c "import DRIVER"` against `python -c pass` (median of --runs, bytecode cached),
 then shows where psycopg 3's import time goes (`python -X importtime`, the biggest subtrees).
 
-    python bench/pg_import.py [--python /path/to/python] [--runs 30] [--json bench/pg_import.json]
+    python bench/pg_import.py [--python /path/to/python] [--runs 30] [--out DIR]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
+
+import _common as c
 
 DRIVERS = {
     "baseline (python -c pass)": "pass",
@@ -56,11 +56,11 @@ def _importtime(python: str, module: str, top: int) -> list[tuple[str, float]]:
 
 
 def main() -> None:
-    """Print the table (and write JSON when asked)."""
+    """Print the table and write the results."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--python", default=sys.executable)
     p.add_argument("--runs", type=int, default=30)
-    p.add_argument("--json", type=Path)
+    c.add_out(p)
     args = p.parse_args()
     results: dict[str, float | None] = {}
     for label, code in DRIVERS.items():
@@ -78,10 +78,9 @@ def main() -> None:
         print("\nwhere `import psycopg` spends its time (cumulative ms, two levels deep):")
         for name, ms in breakdown:
             print(f"  {ms:7.1f}  {name}")
-    if args.json:
-        payload = {"python": args.python, "runs": args.runs, "median_s": results,
-                   "psycopg_importtime_ms": breakdown}  # fmt: skip
-        args.json.write_text(json.dumps(payload, indent=2) + "\n")
+    payload = {"python": args.python, "runs": args.runs, "median_s": results,
+               "psycopg_importtime_ms": breakdown}  # fmt: skip
+    c.write_json(args.out, "pg_import", payload)
 
 
 if __name__ == "__main__":

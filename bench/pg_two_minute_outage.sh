@@ -2,11 +2,17 @@
 # A PostgreSQL stopped for two minutes while machine a runs a 180 s guarded task; machine b runs
 # meanwhile and after. Needs a cluster with its socket in $PGSOCK (default /tmp/pgtry) and data in
 # $PGSOCK/data, run as root (pg_ctl as postgres); run from an empty directory holding s.toml (below).
-# Recorded output: bench/pg_two_minute_outage.txt; the schedule:
+# The transcript goes to the terminal and to $OUT/pg_two_minute_outage-STAMP.txt (OUT: default
+# bench-results/ at the repository root, outside git); an example is in
+# bench/examples/pg_two_minute_outage.txt. The schedule:
 #   long: sleep 180, on_one_server + without_overlapping; free: echo, every minute.
 PGSOCK=${PGSOCK:-/tmp/pgtry}
-. /work/main/.venv/bin/activate 2>/dev/null || true
-export PYTHONPATH=$(dirname "$0")/.. CRONCTL_COORDINATION="postgresql://postgres@/twomin?host=$PGSOCK"
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+OUT=${OUT:-$ROOT/bench-results}
+mkdir -p "$OUT"
+exec > >(tee "$OUT/pg_two_minute_outage-$(date -u +%Y%m%dT%H%M%SZ).txt") 2>&1
+. "$ROOT/.venv/bin/activate" 2>/dev/null || true
+export PYTHONPATH=$ROOT CRONCTL_COORDINATION="postgresql://postgres@/twomin?host=$PGSOCK"
 PGCTL="runuser -u postgres -- /usr/lib/postgresql/15/bin/pg_ctl -D $PGSOCK/data -w -l $PGSOCK/log"
 psql -h $PGSOCK -U postgres -c "drop database if exists twomin with (force)" -c "create database twomin" >/dev/null
 ts() { date -u +%H:%M:%S; }

@@ -1,4 +1,4 @@
-"""Two cronctl revisions side by side on the run path (issue 13), interleaved run by run.
+"""Two cronctl revisions side by side on the run path, interleaved run by run.
 
 On a shared 2-core VM the load changes from minute to minute, so measuring one revision after
 the other compares the load, not the code. Here every round times each command once, in a
@@ -18,7 +18,7 @@ Before each timed `run` the state of the minute before is restored (untimed), as
 run_due.py and startup.py.
 
     python bench/run_path_ab.py --before OLD/cronctl --after NEW/cronctl [--rounds 15]
-        [--json bench/run_path_ab.json]
+        [--out DIR]
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def main() -> None:
     p.add_argument("--before", type=Path, required=True, help="the older cronctl script")
     p.add_argument("--after", type=Path, required=True, help="the newer cronctl script")
     p.add_argument("--rounds", type=int, default=15)
-    p.add_argument("--json", type=Path)
+    c.add_out(p)
     p.add_argument("--keep", action="store_true")
     p.add_argument(
         "--allow-editable",
@@ -51,7 +51,7 @@ def main() -> None:
     args = p.parse_args()
     tools = {"before": c.Tool.find(args.before), "after": c.Tool.find(args.after)}
     with c.Sandbox(args.keep) as box:
-        c.write_json(args.json, measure(tools, box, args.rounds, args.allow_editable))
+        c.write_json(args.out, "run_path_ab", measure(tools, box, args.rounds, args.allow_editable))
 
 
 def measure(
@@ -62,8 +62,8 @@ def measure(
     before = c.machine(tools["before"], box.root)
     if (info["editable_install"] or before["editable_install"]) and not allow_editable:
         raise SystemExit(
-            "bench: an editable install flatters the ratios to `python -c pass` (round 4's"
-            " start-up 'met' was one); install each revision with `pip install DIR` into its"
+            "bench: an editable install flatters the ratios to `python -c pass` (its finder"
+            " runs in every Python start); install each revision with `pip install DIR` into its"
             " own venv, or pass --allow-editable"
         )
     schedules = {
@@ -89,8 +89,8 @@ def measure(
     )
     for rev, tool in tools.items():
         # A cache directory of each revision's own: an entry is named by the schedule's path,
-        # so two revisions with the same cache (both since 33ee8de keep a quiet-minute hint)
-        # would replace each other's entries, and each run would find the other's.
+        # so two revisions with the same cache (both keeping a quiet-minute hint) would
+        # replace each other's entries, and each run would find the other's.
         cache = box.root / f"cache-{rev}"
         for name, path in schedules.items():
             template = box.root / f"template-{rev}-{name}"

@@ -1,12 +1,12 @@
 """Soak with real processes: one simulated day of `cronctl run --now T` on two machines.
 
-The slow variant of issue 6's soak test. Two "machines" (two state dirs, one shared lock dir,
-`lock_dir_shared = true`) run 10 tasks mixing on_one_server, without_overlapping and the three
-misfire policies. The simulated clock walks through one day (1,440 minutes; 2026-03-29, the
-day Europe/Berlin springs forward) in random steps; at each step both machines start
-`cronctl run --now T` at the same time. Some ticks are late (T + seconds), doubled (the same T
-twice), or step back a few minutes; machine B is down for three hours; and some cronctl
-processes are killed with SIGKILL at a random moment of their run.
+The slow variant of the soak test in tests/soak, with real processes. Two "machines" (two state
+dirs, one shared lock dir, `lock_dir_shared = true`) run 10 tasks mixing on_one_server,
+without_overlapping and the three misfire policies. The simulated clock walks through one day
+(1,440 minutes; 2026-03-29, the day Europe/Berlin springs forward) in random steps; at each step
+both machines start `cronctl run --now T` at the same time. Some ticks are late (T + seconds),
+doubled (the same T twice), or step back a few minutes; machine B is down for three hours; and
+some cronctl processes are killed with SIGKILL at a random moment of their run.
 
 Each task's command appends "$CRONCTL_TASK $CRONCTL_OCCURRENCE $CRONCTL_RUN_ID" to its machine's
 ledger first, then may sleep. Afterwards, from the ledgers and each machine's state.db:
@@ -24,7 +24,7 @@ tests/pg does): each machine has its own, unshared lock_dir, so only the store k
 apart, and the store itself is crashed and restarted (`pg_ctl restart -m immediate`) at
 random steps while runs are in flight.
 
-    /tmp/venv/bin/python bench/soak_processes.py [--seed 6] [--postgresql] [--json bench/soak.json]
+    /tmp/venv/bin/python bench/soak_processes.py [--seed 6] [--postgresql] [--out DIR]
 """
 
 from __future__ import annotations
@@ -121,7 +121,7 @@ def main() -> None:
         finally:
             if store is not None:
                 store.stop("immediate")
-        c.write_json(args.json, result)
+        c.write_json(args.out, "soak_processes_pg" if args.postgresql else "soak_processes", result)
     sys.exit(0 if result["ok"] else 1)
 
 

@@ -1,13 +1,13 @@
 """`cronctl run` start-up: 100 tasks, nothing due, state present, against `python -c pass`.
 
-Target (issue 6): the median wall time of `cronctl run` at most 4x the median of a bare
-`python -c pass` on the same interpreter, measured in the same run.
+Target (docs/benchmarks.md): the median wall time of `cronctl run` at most 3x the median of a
+bare `python -c pass` on the same interpreter, measured in the same run (it was 4x at first).
 
 Each timed `run` finds the state of the minute before (restored, untimed, before every run), so
 it does a real tick: read 100 tasks, open the database, plan the window (T-1m, T], find nothing
 due, write the new window, exit. Then `python -X importtime` shows where the time goes.
 
-    /tmp/venv/bin/python bench/startup.py [--runs 30] [--json bench/startup.json]
+    /tmp/venv/bin/python bench/startup.py [--runs 30] [--out DIR]
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import _common as c
 NOW = "2026-08-03T12:34:00Z"  # a Monday; no task of the mix fires at 12:33 or 12:34 UTC
 BEFORE = "2026-08-03T12:33:00Z"
 TASKS = 100
-TARGET_RATIO = 4.0
+TARGET_RATIO = 3.0
 
 # Phases of one `run`, in process: argv = SCHEDULE ENTRY_MODULE ENTRY_FUNCTION MODULES...
 # (the console script's own entry point, and every cronctl module `run` imports).
@@ -36,6 +36,8 @@ t0 = time.perf_counter()
 for name in names:
     __import__(name)
 import cronctl
+# `entry` leaves with os._exit, so nothing after it would run: time `main`, the same command.
+function = "main" if function == "entry" else function
 entry = getattr(__import__(module, fromlist=[function]), function)
 t1 = time.perf_counter()
 schedule = cronctl.load(schedule_path)
@@ -72,7 +74,7 @@ def main() -> None:
     tool = c.Tool.find(args.cronctl)
     with c.Sandbox(args.keep) as box:
         results = measure(tool, box, args)
-        c.write_json(args.json, results)
+        c.write_json(args.out, "startup", results)
 
 
 def measure(tool: c.Tool, box: c.Sandbox, args: argparse.Namespace) -> dict[str, object]:

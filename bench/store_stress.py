@@ -1,6 +1,6 @@
 """Stress the state database: a real `cronctl work` for minutes, with readers beside it.
 
-Issue 9, section 1: `work` plus a `status` while a task of an earlier minute still ran left
+Once, `work` plus a `status` while a task of an earlier minute still ran left
 state.db malformed (a descriptor of the file opened and closed inside `work` dropped SQLite's
 locks). This runs the real thing with the real clock: `cronctl work` with tasks that outlive
 the minute (so ticks' connections overlap inside `work`), while other processes run
@@ -12,12 +12,12 @@ the minute (so ticks' connections overlap inside `work`), while other processes 
 4. `work` printed no error and lost no tick (no occurrence recorded missed), and exited 0
    on SIGTERM.
 
-Before the fix (cc297b1), a 4-minute run of this script lost a tick to "disk I/O error"
+Before the fix, a 4-minute run of this script lost a tick to "disk I/O error"
 on state.db (4 occurrences then recorded missed).
 
 Exit 0 when all hold, 1 otherwise. It runs the cronctl of this checkout (PYTHONPATH).
 
-    python bench/store_stress.py [--minutes 4] [--json bench/store_stress.json]
+    python bench/store_stress.py [--minutes 4] [--out DIR]
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def main() -> None:
     args = p.parse_args()
     with c.Sandbox(args.keep, prefix="cronctl-store-") as box:
         result = stress(box, args.minutes)
-        c.write_json(args.json, result)
+        c.write_json(args.out, "store_stress", result)
     sys.exit(0 if result["ok"] else 1)
 
 

@@ -7,7 +7,7 @@ thread, run_once) in this process with a clock shifted forward between ticks, so
 comes every ~0.7 s. Each due task's start is timed just before runner.start (Popen); the time
 from there to the command's first instruction (sh, then `date`) is not in these figures.
 
-    /tmp/venv/bin/python bench/work_tick.py [--ticks 30] [--tasks 1000] [--due 5] [--json FILE]
+    /tmp/venv/bin/python bench/work_tick.py [--ticks 30] [--tasks 1000] [--due 5] [--out DIR]
 """
 
 from __future__ import annotations
@@ -40,7 +40,9 @@ def main() -> None:
     p.add_argument("--date", action="store_true", help="also time each command's `date`")
     args = p.parse_args()
     with c.Sandbox(args.keep) as box:
-        c.write_json(args.json, measure(box.root, args.tasks, args.due, args.ticks, args.date))
+        c.write_json(
+            args.out, "work_tick", measure(box.root, args.tasks, args.due, args.ticks, args.date)
+        )
 
 
 def measure(root: Path, tasks: int, due: int, ticks: int, date: bool = False) -> dict[str, Any]:
