@@ -138,7 +138,8 @@ def _sharing(schedule: Schedule, lock_dir: Path, url: str | None) -> Finding:
 
 def _store(url: str) -> list[Finding]:
     from cronctl.coord.port import StoreUnavailable, redact_url
-    from cronctl.coord.postgres.adapter import PostgresCoordinator, driver
+    from cronctl.coord.postgres.adapter import PostgresCoordinator
+    from cronctl.coord.postgres.conn import driver
     from cronctl.coord.postgres.schema import SCHEMA_VERSION
     from cronctl.errors import CronctlError
 

@@ -12,11 +12,12 @@ Everything lives in schema ``cronctl`` (:mod:`cronctl.coord.postgres.schema`):
 - overlap locks: a session advisory lock on a connection of its own, whose socket the task's
   processes inherit (``pass_fds``), so the lock lives exactly as long as they do, also when
   cronctl is killed; TCP keepalives on both ends release it when a machine dies; a row in
-  ``holders`` says who holds it and is kept fresh while cronctl waits (:mod:`.pg_lock`);
+  ``holders`` says who holds it and is kept fresh while cronctl waits (:mod:`.lock`);
 - pauses and fleet history: plain rows.
 
-One connection per run for everything but locks, opened on first use with a 5 s timeout; after
-one failure every call raises :class:`StoreUnavailable` at once (one timeout per run).
+One connection per run for everything but locks (:mod:`.conn`), opened on first use with a 5 s
+timeout; after one failure every call raises :class:`StoreUnavailable` at once (one timeout per
+run).
 """
 
 from __future__ import annotations
@@ -27,15 +28,9 @@ from contextlib import suppress
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from cronctl.coord.port import (
-    UNREACHABLE,
-    Claim,
-    HolderInfo,
-    Overlap,
-    PauseInfo,
-    StoreUnavailable,
-    redact_url,
-)
+from cronctl.coord.port import Claim, Overlap, PauseInfo, StoreUnavailable, redact_url
+from cronctl.coord.postgres import lock as pg_lock
+from cronctl.coord.postgres.conn import connect, driver, unreachable, utc
 from cronctl.coord.postgres.schema import ensure_schema
 
 if TYPE_CHECKING:
@@ -43,62 +38,9 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-CONNECT_TIMEOUT_S = 5
 #: A claim is kept this long; older occurrences can no longer be claimed (see claim()).
 CLAIM_RETENTION = timedelta(days=35)
 CLAIM_HORIZON = timedelta(days=30)
-# Server side: a dead client's session (and its advisory lock) ends after
-# idle + interval * count = 30 + 10 * 6 = 90 s, inside SPEC 8.2's two minutes.
-_SERVER_KEEPALIVES = (
-    "-c tcp_keepalives_idle=30 -c tcp_keepalives_interval=10 -c tcp_keepalives_count=6"
-)
-
-
-def connect(url: str, *, timeout: int = CONNECT_TIMEOUT_S) -> Any:
-    """An autocommit psycopg2 connection with keepalives on both ends.
-
-    Raises :class:`StoreUnavailable` (password-free message) when it cannot connect.
-    """
-    psycopg2 = driver(url)
-
-    try:
-        conn = psycopg2.connect(
-            url,
-            connect_timeout=timeout,
-            application_name="cronctl",
-            keepalives=1,
-            keepalives_idle=30,
-            keepalives_interval=10,
-            keepalives_count=6,
-            options=_SERVER_KEEPALIVES,
-        )
-    except psycopg2.Error as exc:
-        raise StoreUnavailable(_unreachable(url, exc)) from None
-    conn.autocommit = True
-    return conn
-
-
-def driver(url: str) -> Any:
-    """The psycopg2 module, or a clear error when the extra is not installed."""
-    try:
-        import psycopg2
-    except ImportError:
-        from cronctl.errors import CronctlError
-
-        raise CronctlError(
-            f"coordination is set ({redact_url(url)}) but the PostgreSQL driver is not "
-            "installed: pip install 'cronctl[postgres]' (psycopg2-binary) on this machine"
-        ) from None
-    return psycopg2
-
-
-def _unreachable(url: str, exc: BaseException) -> str:
-    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-    return f"{UNREACHABLE} ({redact_url(url)}): {first}"
-
-
-def _utc(value: datetime | None) -> datetime | None:
-    return value.astimezone(UTC) if value is not None else None
 
 
 class PostgresCoordinator:
@@ -155,7 +97,7 @@ class PostgresCoordinator:
                     if retry:
                         retry = False
                         continue
-                    self._failure = _unreachable(self.url, exc)
+                    self._failure = unreachable(self.url, exc)
                     raise StoreUnavailable(self._failure) from None
 
     def _drop(self) -> None:
@@ -177,7 +119,7 @@ class PostgresCoordinator:
 
         def query(cur: Any) -> datetime:
             cur.execute("SELECT now()")
-            return _utc(cur.fetchone()[0]) or datetime.now(UTC)
+            return utc(cur.fetchone()[0]) or datetime.now(UTC)
 
         return self._call(query)
 
@@ -211,7 +153,7 @@ class PostgresCoordinator:
                 "ON CONFLICT DO NOTHING RETURNING task, occurrence",
                 (host, pid, tasks, whens, now, CLAIM_HORIZON),
             )
-            return {(task, _utc(when) or when) for task, when in cur.fetchall()}
+            return {(task, utc(when) or when) for task, when in cur.fetchall()}
 
         return self._call(insert)
 
@@ -240,8 +182,6 @@ class PostgresCoordinator:
         timeout: timedelta | None = None,
     ) -> Overlap:
         """A session advisory lock on a dedicated connection (see :mod:`.pg_lock`)."""
-        from cronctl.coord.postgres import lock as pg_lock
-
         # The run's connection first: it creates the schema and fails fast when unreachable.
         self._call(lambda cur: None)
         try:
@@ -255,8 +195,6 @@ class PostgresCoordinator:
 
     def overlap_held(self, task: str) -> bool:
         """Whether some session holds the task's advisory lock (pg_locks; takes nothing)."""
-        from cronctl.coord.postgres import lock as pg_lock
-
         return self._call(lambda cur: pg_lock.is_held(cur, task))
 
     # --- pauses ---------------------------------------------------------------------------
@@ -269,7 +207,7 @@ class PostgresCoordinator:
                 return self._pauses
             cur.execute("SELECT task, reason, since, host, usr FROM cronctl.pauses")
             return {
-                task: PauseInfo(reason, _utc(since), host, usr)
+                task: PauseInfo(reason, utc(since), host, usr)
                 for task, reason, since, host, usr in cur.fetchall()
             }
 
@@ -332,14 +270,3 @@ class PostgresCoordinator:
                 {"now": now, "keep": CLAIM_RETENTION},
             )
         )
-
-
-def holder_from_row(
-    host: str | None, pid: int | None, started: datetime | None, timeout_s: float | None = None
-) -> HolderInfo:
-    """A HolderInfo from a ``holders`` row (fields may be missing in a damaged row).
-
-    The command's pid is not checked across machines, so ``command`` stays unset; ``timeout``
-    lets a contender see a holder long past its own timeout (outcomes.still_running)."""
-    timeout = timedelta(seconds=timeout_s) if timeout_s is not None else None
-    return HolderInfo(host or "?", pid or 0, _utc(started) or datetime.now(UTC), timeout=timeout)
