@@ -23,18 +23,18 @@ run).
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Sequence
 from contextlib import suppress
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import Any, TypeVar
 
-from cronctl.coord.port import Claim, Overlap, PauseInfo, StoreUnavailable, redact_url
+from cronctl.coord.port import Claim, Overlap, PauseInfo, StoreCheck, StoreUnavailable, redact_url
+from cronctl.coord.postgres import fleet
 from cronctl.coord.postgres import lock as pg_lock
 from cronctl.coord.postgres.conn import connect, driver, unreachable, utc
-from cronctl.coord.postgres.schema import ensure_schema
-
-if TYPE_CHECKING:
-    from cronctl.core.runs import RunRow
+from cronctl.coord.postgres.schema import SCHEMA_VERSION, ensure_schema
+from cronctl.core.runs import RunRow
 
 T = TypeVar("T")
 
@@ -46,11 +46,16 @@ CLAIM_HORIZON = timedelta(days=30)
 class PostgresCoordinator:
     """Claims, locks, pauses and fleet history in one PostgreSQL database."""
 
-    kind: Literal["files", "postgresql"] = "postgresql"
+    #: Every machine's records go to the store, which is across the network.
+    keeps_fleet_history = True
+    may_be_unreachable = True
 
-    def __init__(self, url: str) -> None:
-        """Use the store at ``url``; nothing connects until the first call."""
+    def __init__(self, url: str, *, host: str, pid: int) -> None:
+        """Use the store at ``url`` as ``pid`` on ``host``; nothing connects until the first
+        call."""
         self.url = url
+        self.host = host
+        self.pid = pid
         self._conn: Any = None
         self._failure: str | None = None
         self._pauses: dict[str, PauseInfo] | None = None
@@ -114,27 +119,30 @@ class PostgresCoordinator:
             self._failure = None
             self._pauses = None
 
-    def server_now(self) -> datetime:
-        """The store's clock (for doctor's skew check)."""
+    def check(self) -> StoreCheck:
+        """Connect (creating or checking the schema), then read the store's clock."""
 
-        def query(cur: Any) -> datetime:
-            cur.execute("SELECT now()")
-            return utc(cur.fetchone()[0]) or datetime.now(UTC)
-
-        return self._call(query)
-
-    def schema_version(self) -> int:
-        """The schema version in the store (after creating or migrating it)."""
-
-        def query(cur: Any) -> int:
+        def version(cur: Any) -> int:
             cur.execute("SELECT version FROM cronctl.meta")
             return int(cur.fetchone()[0])
 
-        return self._call(query)
+        def server_now(cur: Any) -> datetime:
+            cur.execute("SELECT now()")
+            return utc(cur.fetchone()[0]) or datetime.now(UTC)
+
+        driver(self.url)  # imported first, so "connect" times the connection only
+        start = time.perf_counter()
+        found = self._call(version)  # connects, creates or checks the schema
+        connected = time.perf_counter() - start
+        before = time.time()
+        server = self._call(server_now)
+        after = time.time()
+        local = datetime.fromtimestamp((before + after) / 2, UTC)
+        return StoreCheck(connected, after - before, server, local, found, SCHEMA_VERSION)
 
     # --- claims ---------------------------------------------------------------------------
 
-    def claim(self, claims: Sequence[Claim], *, host: str, pid: int, now: datetime) -> set[Claim]:
+    def claim(self, claims: Sequence[Claim], *, now: datetime) -> set[Claim]:
         """All claims in one statement; the rows it inserted are the ones this machine won.
 
         An occurrence older than CLAIM_HORIZON before ``now`` (this run's time) is never won:
@@ -151,7 +159,7 @@ class PostgresCoordinator:
                 "SELECT t, o, %s, %s FROM unnest(%s::text[], %s::timestamptz[]) AS u(t, o) "
                 "WHERE o >= %s::timestamptz - %s::interval "
                 "ON CONFLICT DO NOTHING RETURNING task, occurrence",
-                (host, pid, tasks, whens, now, CLAIM_HORIZON),
+                (self.host, self.pid, tasks, whens, now, CLAIM_HORIZON),
             )
             return {(task, utc(when) or when) for task, when in cur.fetchall()}
 
@@ -172,21 +180,14 @@ class PostgresCoordinator:
     # --- overlap locks --------------------------------------------------------------------
 
     def try_overlap(
-        self,
-        task: str,
-        *,
-        lease: timedelta | None,
-        now: datetime,
-        host: str,
-        pid: int,
-        timeout: timedelta | None = None,
+        self, task: str, *, lease: timedelta | None, now: datetime, timeout: timedelta | None = None
     ) -> Overlap:
-        """A session advisory lock on a dedicated connection (see :mod:`.pg_lock`)."""
+        """A session advisory lock on a dedicated connection (see :mod:`.lock`)."""
         # The run's connection first: it creates the schema and fails fast when unreachable.
         self._call(lambda cur: None)
         try:
             return pg_lock.try_lock(
-                self.url, task, lease=lease, now=now, host=host, pid=pid, timeout=timeout
+                self.url, task, lease=lease, now=now, host=self.host, pid=self.pid, timeout=timeout
             )
         except StoreUnavailable as exc:
             with self._mutex:
@@ -213,9 +214,7 @@ class PostgresCoordinator:
 
         return self._call(query)
 
-    def set_pause(
-        self, task: str, *, reason: str | None, now: datetime, host: str, user: str
-    ) -> None:
+    def set_pause(self, task: str, *, reason: str | None, now: datetime, user: str) -> None:
         """Upsert the pause row."""
         self._call(
             lambda cur: cur.execute(
@@ -223,7 +222,7 @@ class PostgresCoordinator:
                 "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (task) DO UPDATE SET "
                 "reason = EXCLUDED.reason, since = EXCLUDED.since, host = EXCLUDED.host, "
                 "usr = EXCLUDED.usr",
-                (task, reason, now, host, user),
+                (task, reason, now, self.host, user),
             )
         )
         self._pauses = None  # read afresh after the change
@@ -245,21 +244,15 @@ class PostgresCoordinator:
         """Upsert every record by run id in one statement: sending one twice is harmless."""
         if not rows:
             return
-        from cronctl.coord.postgres.fleet import publish
-
-        self._call(lambda cur: publish(cur, rows))
-
-    def fleet_runs(self, task: str | None, host: str | None, limit: int) -> list[RunRow]:
-        """Fleet history, newest first."""
-        from cronctl.coord.postgres.fleet import history
-
-        return self._call(lambda cur: history(cur, task, host, limit))
+        self._call(lambda cur: fleet.publish(cur, rows))
 
     def fleet_latest(self) -> list[RunRow]:
         """The latest finished run of every (task, host)."""
-        from cronctl.coord.postgres.fleet import latest
+        return self._call(fleet.latest)
 
-        return self._call(latest)
+    def fleet_history(self, task: str | None, host: str | None, limit: int) -> list[RunRow]:
+        """Fleet history, newest first."""
+        return self._call(lambda cur: fleet.history(cur, task, host, limit))
 
     def sweep(self, now: datetime) -> None:
         """Claims past their retention, fleet history past 90 days."""
