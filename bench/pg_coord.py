@@ -34,7 +34,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "pg"))
+sys.path.insert(0, str(ROOT / "tests" / "coord"))
 
 from conftest import PgServer, _bindir  # noqa: E402  (the tests' server, reused)
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from cronctl.coord.postgres.adapter import PostgresCoordinator
+from tests.coord.conftest import PgServer
 from tests.helpers import Cli, write_schedule
-from tests.pg.conftest import PgServer
 
 T = "2026-08-03T09:00:00Z"
 T1 = "2026-08-03T09:01:00Z"
