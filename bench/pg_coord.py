@@ -35,7 +35,7 @@ import _common as c
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "pg"))
+sys.path.insert(0, str(ROOT / "tests" / "coord"))
 
 from conftest import PgServer, _bindir  # noqa: E402  (the tests' server, reused)
 
@@ -117,8 +117,8 @@ def scale(server: PgServer, machines: int, tasks: int, minutes: int) -> dict[str
 
     server.sql("CREATE DATABASE scale")
     url = server.url("scale")
-    PostgresCoordinator(url).paused_tasks()  # create the schema once
-    coords = [PostgresCoordinator(url) for _ in range(machines)]
+    PostgresCoordinator(url, host="m0", pid=0).paused_tasks()  # create the schema once
+    coords = [PostgresCoordinator(url, host=f"m{i}", pid=i) for i in range(machines)]
     # A run's connection (a new backend: fork, authentication, startup query), per machine:
     # outside the claim timing, but its server CPU is measured too.
     cpu_connect = _server_cpu(server)
@@ -138,7 +138,7 @@ def scale(server: PgServer, machines: int, tasks: int, minutes: int) -> dict[str
         coord = coords[i]
         barrier.wait()
         began = time.perf_counter()
-        won = coord.claim([(n, when) for n in names], host=f"m{i}", pid=i, now=when)
+        won = coord.claim([(n, when) for n in names], now=when)
         claimed = time.perf_counter()
         rows = [RunRow(id=f"{when:%Y%m%dT%H%MZ}-{task}", task=task, occurrence=when, outcome="ok",
                        host=f"m{i}", started=when, ended=when, duration_s=0.01)

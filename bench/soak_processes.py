@@ -20,7 +20,7 @@ ledger first, then may sleep. Afterwards, from the ledgers and each machine's st
 Exit 0 when all hold, 1 otherwise.
 
 `--postgresql`: the same day with coordination on a PostgreSQL the script starts (as
-tests/pg does): each machine has its own, unshared lock_dir, so only the store keeps them
+tests/coord does): each machine has its own, unshared lock_dir, so only the store keeps them
 apart, and the store itself is crashed and restarted (`pg_ctl restart -m immediate`) at
 random steps while runs are in flight.
 
@@ -126,11 +126,11 @@ def main() -> None:
 
 
 def _start_store(box: c.Sandbox) -> Any:
-    """A PostgreSQL in the sandbox, as the tests start theirs (tests/pg/conftest.py)."""
+    """A PostgreSQL in the sandbox, as the tests start theirs (tests/coord/conftest.py)."""
     import os
     import shutil
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "pg"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "coord"))
     from conftest import PgServer, _bindir
 
     bindir = _bindir()

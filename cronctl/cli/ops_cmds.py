@@ -25,6 +25,8 @@ from cronctl.cli.app import (
 from cronctl.cli.complete import task_names
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from cronctl.coord.port import Coordinator
     from cronctl.core.model import Schedule
 
@@ -39,13 +41,19 @@ FleetOpt = Annotated[
 ]
 
 
-def _coord(schedule: Schedule, locks: Path, flag: str | None) -> Coordinator | None:
-    """The coordination store when one is configured (None: files in lock_dir)."""
+def _coord(
+    schedule: Schedule,
+    locks: Path,
+    flag: str | None,
+    host: Callable[[], str] = lambda: os.uname().nodename,
+) -> Coordinator:
+    """The coordination store when one is configured, else files in lock_dir; ``host``: this
+    machine's name, asked once the URL is known (only a pause writes it)."""
     from cronctl.coord import open_coordinator
     from cronctl.edge import dirs
 
     url = dirs.coordination_url(schedule, flag, os.environ)
-    return open_coordinator(url, locks) if url else None
+    return open_coordinator(url, locks, host=host(), pid=os.getpid())
 
 
 def _dirs(
@@ -86,7 +94,7 @@ def status(
 
         render_fleet_status(fleet_status(schedule, coord), as_json)
         return
-    result = operate.status(schedule, states, locks, parse_instant(now), host_name(host), coord)
+    result = operate.status(schedule, states, coord, parse_instant(now), host_name(host))
     render_status(result, as_json)
     if schedule.errors:
         # As `list`: the good tasks are shown, but a broken file is never an exit 0.
@@ -197,12 +205,10 @@ def pause(
     from cronctl.commands import operate
 
     schedule, _, locks = _dirs(file, state_dir, lock_dir)
-    coord = _coord(schedule, locks, coordination)
+    coord = _coord(schedule, locks, coordination, lambda: host_name(host))
     user = os.environ.get("USER") or os.environ.get("LOGNAME") or str(os.getuid())
-    me = host_name(host)
-    operate.pause(schedule, locks, name, reason, parse_instant(None), me, user, coord)
-    where = coord.describe() if coord else f"lock_dir {locks}"
-    print(f"paused {name} ({where}); `cronctl resume {name}` undoes it", file=sys.stderr)
+    operate.pause(schedule, coord, name, reason, parse_instant(None), user)
+    print(f"paused {name} ({coord.describe()}); `cronctl resume {name}` undoes it", file=sys.stderr)
 
 
 @app.command()
@@ -217,7 +223,7 @@ def resume(
     from cronctl.commands import operate
 
     schedule, _, locks = _dirs(file, state_dir, lock_dir)
-    if operate.resume(schedule, locks, name, _coord(schedule, locks, coordination)):
+    if operate.resume(schedule, _coord(schedule, locks, coordination), name):
         print(f"resumed {name}", file=sys.stderr)
     else:
         print(f"{name} was not paused", file=sys.stderr)

@@ -139,16 +139,17 @@ def run_context(
             print(f"cronctl: warning: {warning.message}", file=sys.stderr)
         elif dirs.daily_notice(states, "lock-dir-not-shared"):
             print(f"cronctl: warning: {warning.message} (repeated once a day)", file=sys.stderr)
+    me = host_name(host)
     return RunContext(
         state_dir=states,
         lock_dir=locks,
-        host=host_name(host),
+        host=me,
         pid=os.getpid(),
         env=dict(os.environ),
         clock=real_clock,
         dry_run=dry_run,
         max_parallel=schedule.settings.max_parallel,
-        coord=open_coordinator(url, locks),
+        coord=open_coordinator(url, locks, host=me, pid=os.getpid()),
     )
 
 

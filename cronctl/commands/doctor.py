@@ -9,14 +9,18 @@ from __future__ import annotations
 
 import os
 import stat
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
+from cronctl.coord import open_coordinator
+from cronctl.coord.port import StoreUnavailable
 from cronctl.core.model import Schedule
+from cronctl.edge.dirs import lock_dir_warning
+from cronctl.edge.paths import open_dir
+from cronctl.edge.schedcache import cache_dir
+from cronctl.errors import CronctlError
 
 SKEW_WARN_S = 2.0
 MIN_FREE_BYTES = 100 * 1024 * 1024
@@ -51,16 +55,12 @@ def doctor(schedule: Schedule, state_dir: Path, lock_dir: Path, url: str | None)
     findings.append(_sharing(schedule, lock_dir, url))
     findings.append(_cache(os.environ))
     if url:
-        findings.extend(_store(url))
+        findings.extend(_store(url, lock_dir))
     return DoctorResult(findings)
 
 
 def _cache(env: Mapping[str, str]) -> Finding:
     """`run`'s schedule cache: a directory it cannot use costs every run a parse, silently."""
-    from cronctl.edge.paths import open_dir
-    from cronctl.edge.schedcache import cache_dir
-    from cronctl.errors import CronctlError
-
     subject = "schedule cache"
     try:
         where = cache_dir(env, os.geteuid() == 0)
@@ -127,8 +127,6 @@ def _sharing(schedule: Schedule, lock_dir: Path, url: str | None) -> Finding:
     if url:
         return Finding("ok", "lock_dir sharing", "claims, locks and pauses are in the "
                        "coordination store; lock_dir need not be shared")  # fmt: skip
-    from cronctl.edge.dirs import lock_dir_warning
-
     warning = lock_dir_warning(schedule, lock_dir, only_if_present=True)
     if warning is None:
         return Finding("ok", "lock_dir sharing", "shared, or no task needs it to be")
@@ -136,22 +134,12 @@ def _sharing(schedule: Schedule, lock_dir: Path, url: str | None) -> Finding:
                    "mount a shared lock_dir, or set coordination to a PostgreSQL URL")  # fmt: skip
 
 
-def _store(url: str) -> list[Finding]:
-    from cronctl.coord.port import StoreUnavailable, redact_url
-    from cronctl.coord.postgres.adapter import PostgresCoordinator, driver
-    from cronctl.coord.postgres.schema import SCHEMA_VERSION
-    from cronctl.errors import CronctlError
-
-    subject = f"coordination {redact_url(url)}"
-    store = PostgresCoordinator(url)
+def _store(url: str, lock_dir: Path) -> list[Finding]:
+    # Opened to be measured only: it claims, locks and pauses nothing, so the host is moot.
+    store = open_coordinator(url, lock_dir, host=os.uname().nodename, pid=os.getpid())
+    subject = f"coordination {store.describe()}"
     try:
-        driver(url)  # imported first, so "connect" times the connection only
-        start = time.perf_counter()
-        version = store.schema_version()  # connects, creates or checks the schema
-        connected = time.perf_counter() - start
-        before = time.time()
-        server = store.server_now()
-        after = time.time()
+        check = store.check()
     except StoreUnavailable as exc:
         return [Finding("problem", subject, str(exc), "check the URL, the network, "
                         "pg_hba.conf and the password (PGPASSFILE, PGPASSWORD)")]  # fmt: skip
@@ -159,12 +147,13 @@ def _store(url: str) -> list[Finding]:
         return [Finding("problem", subject, str(exc), "do what the message says")]
     finally:
         store.close()
-    round_trip = after - before
-    timing = f"connect {connected * 1000:.0f} ms, round trip {round_trip * 1000:.1f} ms"
-    schema = f"schema version {version} of {SCHEMA_VERSION}"
+    if check is None:
+        return []
+    connect, round_trip = check.connect_s * 1000, check.round_trip_s * 1000
+    timing = f"connect {connect:.0f} ms, round trip {round_trip:.1f} ms"
+    schema = f"schema version {check.version} of {check.latest}"
     findings = [Finding("ok", subject, f"reachable ({timing}), {schema}")]
-    local = datetime.fromtimestamp((before + after) / 2, UTC)
-    skew = (local - server).total_seconds()
+    skew = (check.local_now - check.server_now).total_seconds()
     if abs(skew) > SKEW_WARN_S:
         advice = "run an NTP client (chrony, systemd-timesyncd): leases are judged by the clock"
         message = f"this machine's clock is {skew:+.1f} s off the store's now()"

@@ -9,25 +9,29 @@ the operator started by hand are never what was meant. The run is recorded with
 
 from __future__ import annotations
 
+import re
 import signal
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
+from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from cronctl.coord.files import locks
-from cronctl.coord.port import HolderInfo
+from cronctl.coord import open_coordinator
+from cronctl.coord.port import Coordinator, HeldLock, HolderInfo, Overlap, PauseInfo
 from cronctl.core.model import Schedule, Task, format_duration
 from cronctl.core.opskeys import runs_on
 from cronctl.core.runs import RunRow
 from cronctl.edge.paths import ensure_private_dir
+from cronctl.edge.process.procs import alive
 from cronctl.edge.state.store import Store
 from cronctl.errors import CronctlError, UsageError
-from cronctl.run.once import Tracker
-
-if TYPE_CHECKING:
-    from cronctl.run.once import RunContext
+from cronctl.run import attempts
+from cronctl.run.context import RESULT_FIELDS, new_run_id
+from cronctl.run.occurrence import execute, task_env
+from cronctl.run.once import RunContext, Tracker
 
 WAIT_POLL_S = 0.5
 
@@ -44,7 +48,7 @@ def exec_task(schedule: Schedule, name: str, ctx: RunContext, wait: bool) -> Exe
     """Run `name` now under its overlap lock; refuse (or wait) while it is running."""
     task = _find(schedule, name, ctx.host)
     ensure_private_dir(ctx.state_dir)
-    if task.paused or task.name in locks.paused_tasks(ensure_private_dir(ctx.lock_dir)):
+    if task.paused or task.name in _paused(ctx):
         ctx.warn(f"cronctl: note: task {task.name} is paused; running it anyway, as asked")
     lock = _take_lock(task, ctx, wait)
     tracker = Tracker()
@@ -61,8 +65,6 @@ def exec_task(schedule: Schedule, name: str, ctx: RunContext, wait: bool) -> Exe
 def _in_worker(body: Callable[[], RunRow]) -> RunRow:
     """Run `body` in a thread while the main thread waits: a signal handler (which Python
     runs in the main thread) then never interrupts the body inside a lock it holds."""
-    import threading
-
     outcome: list[RunRow] = []
     failure: list[BaseException] = []
 
@@ -81,11 +83,7 @@ def _in_worker(body: Callable[[], RunRow]) -> RunRow:
     return outcome[0]
 
 
-def _run_now(task: Task, ctx: RunContext, lock: locks.OverlapLock) -> RunRow:
-    from cronctl.run.context import RESULT_FIELDS, new_run_id
-    from cronctl.run.occurrence import execute as _execute
-    from cronctl.run.occurrence import task_env as _task_env
-
+def _run_now(task: Task, ctx: RunContext, lock: HeldLock) -> RunRow:
     now = ctx.clock()
     row = RunRow(
         id=new_run_id(now),
@@ -99,13 +97,11 @@ def _run_now(task: Task, ctx: RunContext, lock: locks.OverlapLock) -> RunRow:
     with Store.open(ctx.state_dir) as store:
         with store.transaction() as tx:
             tx.add_run(row)
-        env = _task_env(task, row, ctx)
+        env = task_env(task, row, ctx)
         if task.reports_outside:
-            from cronctl.run import attempts
-
             result = attempts.execute(store, task, row, env, ctx, lock)
         else:
-            result = _execute(store, task, row, env, ctx, lock)
+            result = execute(store, task, row, env, ctx, lock)
         store.update_run(result.id, **{k: getattr(result, k) for k in RESULT_FIELDS})
     return result
 
@@ -126,8 +122,6 @@ def exit_code_of(run: RunRow) -> int:
 def _signal_in(message: str) -> int | None:
     # The row keeps no signal column; a `failed` run without an exit code was killed by one,
     # and its message names it when the runner says which.
-    import re
-
     for word in re.findall(r"\bSIG[A-Z0-9]+\b", message):
         if word in signal.Signals.__members__:
             return int(signal.Signals[word])
@@ -149,13 +143,31 @@ def _find(schedule: Schedule, name: str, host: str) -> Task:
     return task
 
 
-def _take_lock(task: Task, ctx: RunContext, wait: bool) -> locks.OverlapLock:
+def _lock_dir(ctx: RunContext, lock_dir: Path) -> Coordinator:
+    """The files in lock_dir: exec reads its pauses and takes its lock there, also when a
+    coordination store is set."""
+    return open_coordinator(None, lock_dir, host=ctx.host, pid=ctx.pid)
+
+
+def _paused(ctx: RunContext) -> dict[str, PauseInfo]:
+    """The pauses in lock_dir (made first if need be)."""
+    return _lock_dir(ctx, ensure_private_dir(ctx.lock_dir)).paused_tasks()
+
+
+def _try_lock(task: Task, ctx: RunContext, now: datetime) -> Overlap:
+    """One attempt, lock_dir checked afresh (as each attempt of `--wait` always has)."""
+    coord = _lock_dir(ctx, ctx.lock_dir)
+    try:
+        return coord.try_overlap(task.name, lease=task.overlap_lease, now=now)
+    finally:
+        coord.close()
+
+
+def _take_lock(task: Task, ctx: RunContext, wait: bool) -> HeldLock:
     said = False
     while True:
         now: datetime = ctx.clock()
-        attempt = locks.try_overlap_lock(
-            ctx.lock_dir, task.name, lease=task.overlap_lease, now=now, host=ctx.host, pid=ctx.pid
-        )
+        attempt = _try_lock(task, ctx, now)
         busy = _running_here(task, ctx) if attempt.lock is not None else None
         if busy is not None and attempt.lock is not None:
             # An unguarded task's scheduled runs take no lock; history still shows them.
@@ -184,12 +196,10 @@ def _take_lock(task: Task, ctx: RunContext, wait: bool) -> locks.OverlapLock:
 
 def _running_here(task: Task, ctx: RunContext) -> HolderInfo | None:
     """A run of `task` this machine's history shows running, by a cronctl still alive."""
-    from cronctl.edge.process.procs import alive as _alive
-
     with Store.open(ctx.state_dir) as store:
         for row in store.unfinished_runs(ctx.host):
             mine = row.task == task.name and row.outcome == "running"
-            if mine and row.pid is not None and _alive(row.pid):
+            if mine and row.pid is not None and alive(row.pid):
                 return HolderInfo(ctx.host, row.pid, row.started or row.occurrence)
     return None
 

@@ -1,17 +1,15 @@
-"""Fleet use cases over the coordination store: `status --fleet`, `history --fleet` (SPEC 8.3)."""
+"""Fleet use cases over the coordination store: `status --fleet`, `history --fleet` (SPEC 8.3).
+
+Without a store the coordinator refuses the fleet reads with a usage error that says how to
+set one."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from cronctl.errors import UsageError
-
-if TYPE_CHECKING:
-    from cronctl.coord.port import Coordinator
-    from cronctl.coord.postgres.adapter import PostgresCoordinator
-    from cronctl.core.model import Schedule
-    from cronctl.core.runs import RunRow
+from cronctl.coord.port import Coordinator
+from cronctl.core.model import Schedule
+from cronctl.core.runs import RunRow
 
 
 @dataclass(frozen=True)
@@ -32,24 +30,12 @@ class FleetStatus:
     rows: list[FleetRow]
 
 
-def _store(coord: Coordinator | None) -> PostgresCoordinator:
-    from cronctl.coord.postgres.adapter import PostgresCoordinator
-
-    if not isinstance(coord, PostgresCoordinator):
-        raise UsageError(
-            "--fleet reads the coordination store, and none is configured: set coordination "
-            'in [cronctl] (coordination = "postgresql://..."), CRONCTL_COORDINATION or '
-            "--coordination URL"
-        )
-    return coord
-
-
-def fleet_status(schedule: Schedule, coord: Coordinator | None) -> FleetStatus:
+def fleet_status(schedule: Schedule, coord: Coordinator) -> FleetStatus:
     """Latest run per (task, host) from the store, with the store's pauses."""
-    store = _store(coord)
-    pauses = store.paused_tasks()
+    latest = coord.fleet_latest()  # first: without a store, nothing else is read
+    pauses = coord.paused_tasks()
     by_task: dict[str, list[RunRow]] = {}
-    for run in store.fleet_latest():
+    for run in latest:
         by_task.setdefault(run.task, []).append(run)
     rows: list[FleetRow] = []
     for task in schedule.tasks:
@@ -64,7 +50,7 @@ def fleet_status(schedule: Schedule, coord: Coordinator | None) -> FleetStatus:
 
 
 def fleet_history(
-    coord: Coordinator | None, task: str | None, host: str | None, limit: int
+    coord: Coordinator, task: str | None, host: str | None, limit: int
 ) -> list[RunRow]:
     """Every machine's runs from the store, newest first."""
-    return _store(coord).fleet_runs(task, host, limit)
+    return coord.fleet_history(task, host, limit)

@@ -4,20 +4,18 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from cronctl.coord.files import locks
+from cronctl.coord.port import Coordinator
 from cronctl.core.model import Schedule, Task
+from cronctl.core.opskeys import overdue_since, runs_on
 from cronctl.core.runs import RunRow
-from cronctl.edge.paths import ensure_private_dir, verify_dir
+from cronctl.edge.paths import ensure_private_dir
+from cronctl.edge.process.logfiles import log_chunks, log_file
 from cronctl.edge.state.store import Store, TaskState
 from cronctl.errors import UsageError
-
-if TYPE_CHECKING:
-    from cronctl.coord.port import Coordinator
 
 
 @dataclass(frozen=True)
@@ -70,18 +68,13 @@ def _known_task(store: Store, schedule: Schedule | None, name: str) -> None:
 
 
 def status(
-    schedule: Schedule,
-    state_dir: Path,
-    lock_dir: Path,
-    now: datetime,
-    host: str | None = None,
-    coord: Coordinator | None = None,
+    schedule: Schedule, state_dir: Path, coord: Coordinator, now: datetime, host: str | None = None
 ) -> StatusResult:
     """Last run, outcome, next run, pause, failures in a row and missed count, per task.
 
-    Pauses come from ``coord`` (the coordination store) when given, else from lock_dir.
+    Pauses come from ``coord`` (lock_dir or the coordination store).
     """
-    paused = coord.paused_tasks() if coord else locks.paused_tasks(lock_dir)
+    paused = coord.paused_tasks()
     rows: list[StatusRow] = []
     with _store(state_dir) as store:
         states = store.states()
@@ -109,10 +102,6 @@ def status(
 
 def _operating(row: StatusRow, store: Store, now: datetime, host: str | None) -> StatusRow:
     """Overdue and other-hosts, for `status` and `status --check` (SPEC 9.2, 9.4)."""
-    from dataclasses import replace
-
-    from cronctl.core.opskeys import overdue_since, runs_on
-
     task = row.task
     if host is not None and not runs_on(task, host):
         return replace(row, other_hosts=True, next_run=None)
@@ -155,8 +144,6 @@ class LogResult:
 
         :raises UsageError: the log was swept (kept 14 days) after `logs` found it.
         """
-        from cronctl.edge.process.logfiles import log_chunks
-
         if self.path is None:
             return
 
@@ -174,8 +161,6 @@ def logs(
     Nothing on the way is followed through a link, and a FIFO or device planted where a
     log should be is refused (UnsafeDirectoryError) instead of blocking (SPEC 6).
     """
-    from cronctl.edge.process.logfiles import log_file
-
     with _store(state_dir) as store:
         _known_task(store, schedule, task)
         if run_id is not None:
@@ -206,34 +191,18 @@ def _gone(run: RunRow) -> UsageError:
 
 
 def pause(
-    schedule: Schedule,
-    lock_dir: Path,
-    name: str,
-    reason: str | None,
-    now: datetime,
-    host: str,
-    user: str,
-    coord: Coordinator | None = None,
+    schedule: Schedule, coord: Coordinator, name: str, reason: str | None, now: datetime, user: str
 ) -> None:
     """Mark a task paused in lock_dir (or the coordination store), so every machine sharing
     it skips the task."""
     _require_task(schedule, name)
-    if coord is not None:
-        coord.set_pause(name, reason=reason, now=now, host=host, user=user)
-        return
-    locks.set_pause(
-        ensure_private_dir(lock_dir), name, reason=reason, now=now, host=host, user=user
-    )
+    coord.set_pause(name, reason=reason, now=now, user=user)
 
 
-def resume(schedule: Schedule, lock_dir: Path, name: str, coord: Coordinator | None = None) -> bool:
+def resume(schedule: Schedule, coord: Coordinator, name: str) -> bool:
     """Clear an operator pause; False if the task was not paused that way."""
     task = _require_task(schedule, name)
-    if coord is not None:
-        cleared = coord.clear_pause(name)
-    else:
-        # Unlinking goes through lock_dir/paused: never through a planted link (SPEC 6).
-        cleared = verify_dir(lock_dir) and locks.clear_pause(lock_dir, name)
+    cleared = coord.clear_pause(name)
     if not cleared and task.paused:
         raise UsageError(
             f"task {name!r} is paused by `paused = true` in {task.source}; "

@@ -9,13 +9,12 @@ from pathlib import Path
 from cronctl.core.assemble import build_schedule
 from cronctl.core.diff import ScheduleDiff, diff_schedules
 from cronctl.core.model import Schedule
+from cronctl.edge import git
+from cronctl.edge.schedfiles import parse_bytes
 
 
 def schedule_at(ref: str, given: list[Path] | None, current: list[Path]) -> Schedule:
     """The schedule files as they were at `ref`; files the revision lacks are left out."""
-    from cronctl.edge import git
-    from cronctl.edge.schedfiles import parse_bytes
-
     paths = list(current)
     for candidate in _given(given):
         if candidate.is_dir():
@@ -37,8 +36,6 @@ def _given(given: list[Path] | None) -> list[Path]:
 
 def diff_against(ref: str, given: list[Path] | None, new: Schedule, now: datetime) -> ScheduleDiff:
     """Compare the work tree's schedule `new` with the same files at `ref`."""
-    from cronctl.edge import git
-
     anchor = new.files[0].parent if new.files else Path.cwd()
     git.verify_ref(anchor, ref)
     return diff_schedules(schedule_at(ref, given, list(new.files)), new, now)

@@ -15,20 +15,22 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from cronctl.coord.files.adapter import FilesCoordinator
 from cronctl.coord.port import Coordinator
 
 __all__ = ["open_coordinator"]
 
 
-def open_coordinator(url: str | None, lock_dir: Path) -> Coordinator:
-    """The backend the settings chose: PostgreSQL when ``url`` is set, else files in lock_dir.
+def open_coordinator(url: str | None, lock_dir: Path, *, host: str, pid: int) -> Coordinator:
+    """The backend the settings chose: PostgreSQL when ``url`` is set, else files in lock_dir;
+    ``host`` and ``pid`` name this run in the claims, locks and pauses it takes.
 
     Nothing connects here; the PostgreSQL adapter connects on first use (once per run).
     """
     if not url:
-        from cronctl.coord.files.adapter import FilesCoordinator
-
-        return FilesCoordinator(lock_dir)
+        return FilesCoordinator(lock_dir, host=host, pid=pid)
+    # Only when coordination is configured: it brings the PostgreSQL adapter (and, on first
+    # use, its driver) to a run that needs it, and to no other.
     from cronctl.coord.postgres.adapter import PostgresCoordinator
 
-    return PostgresCoordinator(url)
+    return PostgresCoordinator(url, host=host, pid=pid)

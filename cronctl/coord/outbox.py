@@ -13,15 +13,12 @@ import os
 from collections.abc import Sequence
 from contextlib import suppress
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from cronctl.coord.port import Coordinator, StoreUnavailable
+from cronctl.core.runs import RunRow
 from cronctl.edge.paths import open_nofollow, write_atomic
+from cronctl.edge.state.store import Store
 from cronctl.errors import UnsafeDirectoryError
-
-if TYPE_CHECKING:
-    from cronctl.core.runs import RunRow
-    from cronctl.edge.state.store import Store
 
 OUTBOX = "coord-outbox"
 PAUSES = "coord-pauses"
@@ -34,7 +31,7 @@ _NOT_PUBLISHED = frozenset({"skipped: another server", "pending", "running"})
 
 def publish(store: Store, coord: Coordinator, rows: Sequence[RunRow], state_dir: Path) -> None:
     """Send this run's records and any left waiting; keep in the outbox what did not go."""
-    if coord.kind == "files":
+    if not coord.keeps_fleet_history:
         return
     waiting = _read(state_dir / OUTBOX)
     todo: dict[str, RunRow] = {}

@@ -25,6 +25,7 @@ __all__ = [
     "HolderInfo",
     "Overlap",
     "PauseInfo",
+    "StoreCheck",
     "StoreUnavailable",
     "is_coordination_url",
     "redact_url",
@@ -111,17 +112,47 @@ class Overlap:
 Claim = tuple[str, datetime]
 
 
-class Coordinator(Protocol):
-    """What the use cases need from a coordination backend. Every method may raise
-    :class:`StoreUnavailable` (the file adapter raises OSError-based errors instead)."""
+@dataclass(frozen=True, slots=True)
+class StoreCheck:
+    """What :meth:`Coordinator.check` measured of the store (for `cronctl doctor`).
 
-    kind: Literal["files", "postgresql"]
+    ``connect_s``: connecting and creating or checking the schema; ``round_trip_s``: one
+    query, which read the store's clock ``server_now`` while this machine's read ``local_now``
+    (the middle of the round trip); ``version`` of ``latest``: the schema in the store, and
+    the one this cronctl writes.
+    """
+
+    connect_s: float
+    round_trip_s: float
+    server_now: datetime
+    local_now: datetime
+    version: int
+    latest: int
+
+
+class Coordinator(Protocol):
+    """What the use cases need from coordination, for one machine and process: the host and
+    pid given when it is opened (:func:`cronctl.coord.open_coordinator`) name this run in
+    every claim, lock and pause it takes. Every method may raise :class:`StoreUnavailable`
+    (the file adapter raises OSError-based errors instead)."""
+
+    @property
+    def keeps_fleet_history(self) -> bool:
+        """Whether a store keeps every machine's run records (:meth:`publish`,
+        :meth:`fleet_latest`, :meth:`fleet_history`); False: history stays on each machine."""
+        ...
+
+    @property
+    def may_be_unreachable(self) -> bool:
+        """Whether the store can be out of reach for a while (a server across the network):
+        a run then keeps the pauses it last read (coord/outbox.py)."""
+        ...
 
     def describe(self) -> str:
         """Where coordination happens, safe to print (no password)."""
         ...
 
-    def claim(self, claims: Sequence[Claim], *, host: str, pid: int, now: datetime) -> set[Claim]:
+    def claim(self, claims: Sequence[Claim], *, now: datetime) -> set[Claim]:
         """Claim every (task, occurrence) at once; return those this machine won."""
         ...
 
@@ -130,14 +161,7 @@ class Coordinator(Protocol):
         ...
 
     def try_overlap(
-        self,
-        task: str,
-        *,
-        lease: timedelta | None,
-        now: datetime,
-        host: str,
-        pid: int,
-        timeout: timedelta | None = None,
+        self, task: str, *, lease: timedelta | None, now: datetime, timeout: timedelta | None = None
     ) -> Overlap:
         """Try, without waiting, to take the task's overlap lock (``timeout``: the task's)."""
         ...
@@ -150,10 +174,9 @@ class Coordinator(Protocol):
         """Every operator pause."""
         ...
 
-    def set_pause(
-        self, task: str, *, reason: str | None, now: datetime, host: str, user: str
-    ) -> None:
-        """Pause a task (pausing again replaces the reason and time)."""
+    def set_pause(self, task: str, *, reason: str | None, now: datetime, user: str) -> None:
+        """Pause a task, set by ``user`` on this host (pausing again replaces the reason and
+        time)."""
         ...
 
     def clear_pause(self, task: str) -> bool:
@@ -162,6 +185,24 @@ class Coordinator(Protocol):
 
     def publish(self, rows: Sequence[RunRow]) -> None:
         """Send run records to the fleet history (idempotent by run id)."""
+        ...
+
+    def fleet_latest(self) -> list[RunRow]:
+        """The latest finished run of every (task, host) in the fleet history.
+
+        :raises UsageError: there is no fleet history (files in lock_dir).
+        """
+        ...
+
+    def fleet_history(self, task: str | None, host: str | None, limit: int) -> list[RunRow]:
+        """The fleet history, newest first, optionally one task's and one host's.
+
+        :raises UsageError: there is no fleet history (files in lock_dir).
+        """
+        ...
+
+    def check(self) -> StoreCheck | None:
+        """Reach the store and measure it; None when there is no store to reach."""
         ...
 
     def sweep(self, now: datetime) -> None:

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
 
-from cronctl.coord.files import locks
+from cronctl.coord import open_coordinator
 from cronctl.coord.port import HeldLock, StoreUnavailable
 from cronctl.core.due import Plan
 from cronctl.core.model import Task, format_duration
@@ -31,7 +31,7 @@ def paused(ctx: RunContext) -> Mapping[str, object]:
         also = f"; the pauses last read from it still hold ({', '.join(kept)})" if kept else ""
         ctx.warn(f"cronctl: error: {exc}; guarded tasks are not started this minute{also}")
         return dict.fromkeys(kept)
-    if coord.kind != "files":
+    if coord.may_be_unreachable:
         from cronctl.coord import outbox
 
         outbox.remember_pauses(ctx.state_dir, list(pauses))
@@ -54,9 +54,7 @@ def preclaim(
     if not first:
         return
     try:
-        won = coord_of(ctx).claim(
-            [(r.task, r.occurrence) for r in first], host=ctx.host, pid=ctx.pid, now=now
-        )
+        won = coord_of(ctx).claim([(r.task, r.occurrence) for r in first], now=now)
     except StoreUnavailable:
         return  # each task then meets the store's failure at its own claim
     ctx.claimed.update({r.id: (r.task, r.occurrence) in won for r in first})
@@ -64,19 +62,21 @@ def preclaim(
 
 def claim(task: Task, row: RunRow, ctx: RunContext, now: datetime) -> bool:
     """Whether this machine won `row`'s occurrence (taken ahead by preclaim, or now)."""
+    key = (task.name, row.occurrence)
     if ctx.rehearsal:
         # A claim taken for a pretended future occurrence would make the real one, when its
         # time comes, look run by another server: rehearsals claim among themselves, apart
         # (machines rehearsing the same future still run each occurrence once), in lock_dir
         # also when a coordination store holds the real claims.
         lock_dir = ensure_private_dir(ctx.lock_dir / REHEARSAL_DIR, within=ctx.lock_dir)
-        return locks.claim_occurrence(
-            lock_dir, task.name, row.occurrence, host=ctx.host, pid=ctx.pid, now=now
-        )
+        apart = open_coordinator(None, lock_dir, host=ctx.host, pid=ctx.pid)
+        try:
+            return key in apart.claim([key], now=now)
+        finally:
+            apart.close()
     won = ctx.claimed.pop(row.id, None)
     if won is None:
-        key = (task.name, row.occurrence)
-        won = key in coord_of(ctx).claim([key], host=ctx.host, pid=ctx.pid, now=now)
+        won = key in coord_of(ctx).claim([key], now=now)
     return won
 
 
@@ -108,12 +108,7 @@ def acquire(
     if not task.without_overlapping:
         return None, None
     attempt = coord_of(ctx).try_overlap(
-        task.name,
-        lease=task.overlap_lease,
-        now=now,
-        host=ctx.host,
-        pid=ctx.pid,
-        timeout=task.timeout,
+        task.name, lease=task.overlap_lease, now=now, timeout=task.timeout
     )
     if not attempt.may_run:
         return still_running(row, attempt.holder, now), None

@@ -80,9 +80,8 @@ def run_once(
         ctx = replace(ctx, state_dir=ensure_private_dir(ctx.state_dir) / REHEARSAL_DIR)
     ensure_private_dir(ctx.state_dir)
     ensure_private_dir(ctx.lock_dir)
-    ctx = replace(
-        ctx, coord=ctx.coord or open_coordinator(None, ctx.lock_dir), claimed={}, marked=set()
-    )
+    coord = ctx.coord or open_coordinator(None, ctx.lock_dir, host=ctx.host, pid=ctx.pid)
+    ctx = replace(ctx, coord=coord, claimed={}, marked=set())
     try:
         return _run_once(schedule, now, ctx, ahead)
     finally:
@@ -120,7 +119,7 @@ def _run_once(
             started = None if ahead is None else lambda: planning.advance_quiet(store, ahead, ctx)
             for row in run_all(store, plans, by_task, ctx, started):
                 results[row.id] = row
-        if coord_of(ctx).kind != "files" and not ctx.rehearsal:  # a store keeps fleet history
+        if coord_of(ctx).keeps_fleet_history and not ctx.rehearsal:
             from cronctl.coord.outbox import publish
 
             publish(store, coord_of(ctx), list(results.values()), ctx.state_dir)

@@ -9,23 +9,34 @@ import threading
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
 
 from cronctl.coord.files import locks
-from cronctl.coord.port import Claim, Overlap, PauseInfo
+from cronctl.coord.port import Claim, Overlap, PauseInfo, StoreCheck
+from cronctl.core.runs import RunRow
+from cronctl.edge.paths import ensure_private_dir, verify_dir
+from cronctl.errors import UsageError
 
-if TYPE_CHECKING:
-    from cronctl.core.runs import RunRow
+#: What the fleet reads say without a store: history stays on each machine.
+NO_FLEET_HISTORY = (
+    "--fleet reads the coordination store, and none is configured: set coordination "
+    'in [cronctl] (coordination = "postgresql://..."), CRONCTL_COORDINATION or '
+    "--coordination URL"
+)
 
 
 class FilesCoordinator:
     """Claims, locks and pauses as files in ``lock_dir`` (SPEC 4.2, 4.3, 5.3)."""
 
-    kind: Literal["files", "postgresql"] = "files"
+    #: No store: each machine keeps its own history, and lock_dir is there or fails loudly.
+    keeps_fleet_history = False
+    may_be_unreachable = False
 
-    def __init__(self, lock_dir: Path) -> None:
-        """Coordinate through ``lock_dir`` (already resolved and checked by the caller)."""
+    def __init__(self, lock_dir: Path, *, host: str, pid: int) -> None:
+        """Coordinate through ``lock_dir`` (already resolved by the caller) as ``pid`` on
+        ``host``."""
         self.lock_dir = lock_dir
+        self.host = host
+        self.pid = pid
         # overlap/, checked and opened at the first overlap lock, used by every later one
         # until close(): a run of 100 guarded tasks walked and checked it 100 times.
         self._overlap: locks.OverlapDir | None = None
@@ -37,8 +48,9 @@ class FilesCoordinator:
         """The lock directory."""
         return f"lock_dir {self.lock_dir}"
 
-    def claim(self, claims: Sequence[Claim], *, host: str, pid: int, now: datetime) -> set[Claim]:
+    def claim(self, claims: Sequence[Claim], *, now: datetime) -> set[Claim]:
         """One O_EXCL file per claim."""
+        host, pid = self.host, self.pid
         return {
             (task, when)
             for task, when in claims
@@ -50,14 +62,7 @@ class FilesCoordinator:
         return locks.claim_exists(self.lock_dir, task, occurrence)
 
     def try_overlap(
-        self,
-        task: str,
-        *,
-        lease: timedelta | None,
-        now: datetime,
-        host: str,
-        pid: int,
-        timeout: timedelta | None = None,
+        self, task: str, *, lease: timedelta | None, now: datetime, timeout: timedelta | None = None
     ) -> Overlap:
         """flock on ``overlap/TASK.lock``."""
         with self._overlap_lock:
@@ -74,8 +79,8 @@ class FilesCoordinator:
                 task,
                 lease=lease,
                 now=now,
-                host=host,
-                pid=pid,
+                host=self.host,
+                pid=self.pid,
                 timeout=timeout,
                 directory=directory,
             )
@@ -95,18 +100,30 @@ class FilesCoordinator:
         """The pause markers."""
         return locks.paused_tasks(self.lock_dir)
 
-    def set_pause(
-        self, task: str, *, reason: str | None, now: datetime, host: str, user: str
-    ) -> None:
-        """Write the pause marker."""
-        locks.set_pause(self.lock_dir, task, reason=reason, now=now, host=host, user=user)
+    def set_pause(self, task: str, *, reason: str | None, now: datetime, user: str) -> None:
+        """Write the pause marker (lock_dir is made first if need be, privately)."""
+        directory = ensure_private_dir(self.lock_dir)
+        locks.set_pause(directory, task, reason=reason, now=now, host=self.host, user=user)
 
     def clear_pause(self, task: str) -> bool:
         """Remove the pause marker."""
-        return locks.clear_pause(self.lock_dir, task)
+        # Unlinking goes through lock_dir/paused: never through a planted link (SPEC 6).
+        return verify_dir(self.lock_dir) and locks.clear_pause(self.lock_dir, task)
 
     def publish(self, rows: Sequence[RunRow]) -> None:
         """Nothing: without a store, history stays on each machine."""
+
+    def fleet_latest(self) -> list[RunRow]:
+        """Refused: there is no fleet history."""
+        raise UsageError(NO_FLEET_HISTORY)
+
+    def fleet_history(self, task: str | None, host: str | None, limit: int) -> list[RunRow]:
+        """Refused: there is no fleet history."""
+        raise UsageError(NO_FLEET_HISTORY)
+
+    def check(self) -> StoreCheck | None:
+        """None: there is no store to reach."""
+        return None
 
     def sweep(self, now: datetime) -> None:
         """Claims older than a week (SPEC 4.3)."""

@@ -32,7 +32,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from cronctl.coord.port import HolderInfo, PauseInfo
 from cronctl.core.due import CLAIM_SWEEP_AGE
@@ -43,11 +43,8 @@ from cronctl.edge.paths import (
     open_nofollow,
     write_atomic,
 )
+from cronctl.edge.process import procs
 from cronctl.errors import UnsafeDirectoryError
-
-if TYPE_CHECKING:
-    # Imported where used: a run with nothing due never reads /proc.
-    from cronctl.edge.process import procs
 
 __all__ = [
     "OverlapDir",
@@ -130,7 +127,7 @@ def _dumps(record: Mapping[str, object]) -> bytes:
 
 
 def _loads(text: str) -> object:
-    import json
+    import json  # only where a record is read, likewise (tests/cli/test_main.py)
 
     return json.loads(text)
 
@@ -255,8 +252,6 @@ class OverlapLock:
         (pid, start time, boot) lets the next contender see that the task lives on. A command
         that already exited is not recorded: there is nothing left to protect.
         """
-        from cronctl.edge.process import procs
-
         who = procs.identify(pid)
         if who is None or self._holder is None or self._holder_fd is None:
             return
@@ -454,8 +449,6 @@ def _command_lives(holder: HolderInfo, host: str) -> bool:
     only hands out a number no process group uses, so the old group is gone too. Another
     host's processes cannot be seen from here; the flock is then the only evidence.
     """
-    from cronctl.edge.process import procs
-
     command = holder.command
     if command is None or holder.host != host or command.boot != procs.boot_id():
         return False
@@ -549,8 +542,6 @@ def _holder_from(record: dict[str, object] | None) -> HolderInfo | None:
 
 
 def _read_command(value: object) -> procs.ProcessId | None:
-    from cronctl.edge.process import procs
-
     if not isinstance(value, dict):
         return None
     pid, start, boot = value.get("pid"), value.get("start"), value.get("boot")

@@ -12,103 +12,50 @@ Everything lives in schema ``cronctl`` (:mod:`cronctl.coord.postgres.schema`):
 - overlap locks: a session advisory lock on a connection of its own, whose socket the task's
   processes inherit (``pass_fds``), so the lock lives exactly as long as they do, also when
   cronctl is killed; TCP keepalives on both ends release it when a machine dies; a row in
-  ``holders`` says who holds it and is kept fresh while cronctl waits (:mod:`.pg_lock`);
+  ``holders`` says who holds it and is kept fresh while cronctl waits (:mod:`.lock`);
 - pauses and fleet history: plain rows.
 
-One connection per run for everything but locks, opened on first use with a 5 s timeout; after
-one failure every call raises :class:`StoreUnavailable` at once (one timeout per run).
+One connection per run for everything but locks (:mod:`.conn`), opened on first use with a 5 s
+timeout; after one failure every call raises :class:`StoreUnavailable` at once (one timeout per
+run).
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Sequence
 from contextlib import suppress
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import Any, TypeVar
 
-from cronctl.coord.port import (
-    UNREACHABLE,
-    Claim,
-    HolderInfo,
-    Overlap,
-    PauseInfo,
-    StoreUnavailable,
-    redact_url,
-)
-from cronctl.coord.postgres.schema import ensure_schema
-
-if TYPE_CHECKING:
-    from cronctl.core.runs import RunRow
+from cronctl.coord.port import Claim, Overlap, PauseInfo, StoreCheck, StoreUnavailable, redact_url
+from cronctl.coord.postgres import fleet
+from cronctl.coord.postgres import lock as pg_lock
+from cronctl.coord.postgres.conn import connect, driver, unreachable, utc
+from cronctl.coord.postgres.schema import SCHEMA_VERSION, ensure_schema
+from cronctl.core.runs import RunRow
 
 T = TypeVar("T")
 
-CONNECT_TIMEOUT_S = 5
 #: A claim is kept this long; older occurrences can no longer be claimed (see claim()).
 CLAIM_RETENTION = timedelta(days=35)
 CLAIM_HORIZON = timedelta(days=30)
-# Server side: a dead client's session (and its advisory lock) ends after
-# idle + interval * count = 30 + 10 * 6 = 90 s, inside SPEC 8.2's two minutes.
-_SERVER_KEEPALIVES = (
-    "-c tcp_keepalives_idle=30 -c tcp_keepalives_interval=10 -c tcp_keepalives_count=6"
-)
-
-
-def connect(url: str, *, timeout: int = CONNECT_TIMEOUT_S) -> Any:
-    """An autocommit psycopg2 connection with keepalives on both ends.
-
-    Raises :class:`StoreUnavailable` (password-free message) when it cannot connect.
-    """
-    psycopg2 = driver(url)
-
-    try:
-        conn = psycopg2.connect(
-            url,
-            connect_timeout=timeout,
-            application_name="cronctl",
-            keepalives=1,
-            keepalives_idle=30,
-            keepalives_interval=10,
-            keepalives_count=6,
-            options=_SERVER_KEEPALIVES,
-        )
-    except psycopg2.Error as exc:
-        raise StoreUnavailable(_unreachable(url, exc)) from None
-    conn.autocommit = True
-    return conn
-
-
-def driver(url: str) -> Any:
-    """The psycopg2 module, or a clear error when the extra is not installed."""
-    try:
-        import psycopg2
-    except ImportError:
-        from cronctl.errors import CronctlError
-
-        raise CronctlError(
-            f"coordination is set ({redact_url(url)}) but the PostgreSQL driver is not "
-            "installed: pip install 'cronctl[postgres]' (psycopg2-binary) on this machine"
-        ) from None
-    return psycopg2
-
-
-def _unreachable(url: str, exc: BaseException) -> str:
-    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-    return f"{UNREACHABLE} ({redact_url(url)}): {first}"
-
-
-def _utc(value: datetime | None) -> datetime | None:
-    return value.astimezone(UTC) if value is not None else None
 
 
 class PostgresCoordinator:
     """Claims, locks, pauses and fleet history in one PostgreSQL database."""
 
-    kind: Literal["files", "postgresql"] = "postgresql"
+    #: Every machine's records go to the store, which is across the network.
+    keeps_fleet_history = True
+    may_be_unreachable = True
 
-    def __init__(self, url: str) -> None:
-        """Use the store at ``url``; nothing connects until the first call."""
+    def __init__(self, url: str, *, host: str, pid: int) -> None:
+        """Use the store at ``url`` as ``pid`` on ``host``; nothing connects until the first
+        call."""
         self.url = url
+        self.host = host
+        self.pid = pid
         self._conn: Any = None
         self._failure: str | None = None
         self._pauses: dict[str, PauseInfo] | None = None
@@ -155,7 +102,7 @@ class PostgresCoordinator:
                     if retry:
                         retry = False
                         continue
-                    self._failure = _unreachable(self.url, exc)
+                    self._failure = unreachable(self.url, exc)
                     raise StoreUnavailable(self._failure) from None
 
     def _drop(self) -> None:
@@ -172,27 +119,30 @@ class PostgresCoordinator:
             self._failure = None
             self._pauses = None
 
-    def server_now(self) -> datetime:
-        """The store's clock (for doctor's skew check)."""
+    def check(self) -> StoreCheck:
+        """Connect (creating or checking the schema), then read the store's clock."""
 
-        def query(cur: Any) -> datetime:
-            cur.execute("SELECT now()")
-            return _utc(cur.fetchone()[0]) or datetime.now(UTC)
-
-        return self._call(query)
-
-    def schema_version(self) -> int:
-        """The schema version in the store (after creating or migrating it)."""
-
-        def query(cur: Any) -> int:
+        def version(cur: Any) -> int:
             cur.execute("SELECT version FROM cronctl.meta")
             return int(cur.fetchone()[0])
 
-        return self._call(query)
+        def server_now(cur: Any) -> datetime:
+            cur.execute("SELECT now()")
+            return utc(cur.fetchone()[0]) or datetime.now(UTC)
+
+        driver(self.url)  # imported first, so "connect" times the connection only
+        start = time.perf_counter()
+        found = self._call(version)  # connects, creates or checks the schema
+        connected = time.perf_counter() - start
+        before = time.time()
+        server = self._call(server_now)
+        after = time.time()
+        local = datetime.fromtimestamp((before + after) / 2, UTC)
+        return StoreCheck(connected, after - before, server, local, found, SCHEMA_VERSION)
 
     # --- claims ---------------------------------------------------------------------------
 
-    def claim(self, claims: Sequence[Claim], *, host: str, pid: int, now: datetime) -> set[Claim]:
+    def claim(self, claims: Sequence[Claim], *, now: datetime) -> set[Claim]:
         """All claims in one statement; the rows it inserted are the ones this machine won.
 
         An occurrence older than CLAIM_HORIZON before ``now`` (this run's time) is never won:
@@ -209,9 +159,9 @@ class PostgresCoordinator:
                 "SELECT t, o, %s, %s FROM unnest(%s::text[], %s::timestamptz[]) AS u(t, o) "
                 "WHERE o >= %s::timestamptz - %s::interval "
                 "ON CONFLICT DO NOTHING RETURNING task, occurrence",
-                (host, pid, tasks, whens, now, CLAIM_HORIZON),
+                (self.host, self.pid, tasks, whens, now, CLAIM_HORIZON),
             )
-            return {(task, _utc(when) or when) for task, when in cur.fetchall()}
+            return {(task, utc(when) or when) for task, when in cur.fetchall()}
 
         return self._call(insert)
 
@@ -230,23 +180,14 @@ class PostgresCoordinator:
     # --- overlap locks --------------------------------------------------------------------
 
     def try_overlap(
-        self,
-        task: str,
-        *,
-        lease: timedelta | None,
-        now: datetime,
-        host: str,
-        pid: int,
-        timeout: timedelta | None = None,
+        self, task: str, *, lease: timedelta | None, now: datetime, timeout: timedelta | None = None
     ) -> Overlap:
-        """A session advisory lock on a dedicated connection (see :mod:`.pg_lock`)."""
-        from cronctl.coord.postgres import lock as pg_lock
-
+        """A session advisory lock on a dedicated connection (see :mod:`.lock`)."""
         # The run's connection first: it creates the schema and fails fast when unreachable.
         self._call(lambda cur: None)
         try:
             return pg_lock.try_lock(
-                self.url, task, lease=lease, now=now, host=host, pid=pid, timeout=timeout
+                self.url, task, lease=lease, now=now, host=self.host, pid=self.pid, timeout=timeout
             )
         except StoreUnavailable as exc:
             with self._mutex:
@@ -255,8 +196,6 @@ class PostgresCoordinator:
 
     def overlap_held(self, task: str) -> bool:
         """Whether some session holds the task's advisory lock (pg_locks; takes nothing)."""
-        from cronctl.coord.postgres import lock as pg_lock
-
         return self._call(lambda cur: pg_lock.is_held(cur, task))
 
     # --- pauses ---------------------------------------------------------------------------
@@ -269,15 +208,13 @@ class PostgresCoordinator:
                 return self._pauses
             cur.execute("SELECT task, reason, since, host, usr FROM cronctl.pauses")
             return {
-                task: PauseInfo(reason, _utc(since), host, usr)
+                task: PauseInfo(reason, utc(since), host, usr)
                 for task, reason, since, host, usr in cur.fetchall()
             }
 
         return self._call(query)
 
-    def set_pause(
-        self, task: str, *, reason: str | None, now: datetime, host: str, user: str
-    ) -> None:
+    def set_pause(self, task: str, *, reason: str | None, now: datetime, user: str) -> None:
         """Upsert the pause row."""
         self._call(
             lambda cur: cur.execute(
@@ -285,7 +222,7 @@ class PostgresCoordinator:
                 "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (task) DO UPDATE SET "
                 "reason = EXCLUDED.reason, since = EXCLUDED.since, host = EXCLUDED.host, "
                 "usr = EXCLUDED.usr",
-                (task, reason, now, host, user),
+                (task, reason, now, self.host, user),
             )
         )
         self._pauses = None  # read afresh after the change
@@ -307,21 +244,15 @@ class PostgresCoordinator:
         """Upsert every record by run id in one statement: sending one twice is harmless."""
         if not rows:
             return
-        from cronctl.coord.postgres.fleet import publish
-
-        self._call(lambda cur: publish(cur, rows))
-
-    def fleet_runs(self, task: str | None, host: str | None, limit: int) -> list[RunRow]:
-        """Fleet history, newest first."""
-        from cronctl.coord.postgres.fleet import history
-
-        return self._call(lambda cur: history(cur, task, host, limit))
+        self._call(lambda cur: fleet.publish(cur, rows))
 
     def fleet_latest(self) -> list[RunRow]:
         """The latest finished run of every (task, host)."""
-        from cronctl.coord.postgres.fleet import latest
+        return self._call(fleet.latest)
 
-        return self._call(latest)
+    def fleet_history(self, task: str | None, host: str | None, limit: int) -> list[RunRow]:
+        """Fleet history, newest first."""
+        return self._call(lambda cur: fleet.history(cur, task, host, limit))
 
     def sweep(self, now: datetime) -> None:
         """Claims past their retention, fleet history past 90 days."""
@@ -332,14 +263,3 @@ class PostgresCoordinator:
                 {"now": now, "keep": CLAIM_RETENTION},
             )
         )
-
-
-def holder_from_row(
-    host: str | None, pid: int | None, started: datetime | None, timeout_s: float | None = None
-) -> HolderInfo:
-    """A HolderInfo from a ``holders`` row (fields may be missing in a damaged row).
-
-    The command's pid is not checked across machines, so ``command`` stays unset; ``timeout``
-    lets a contender see a holder long past its own timeout (outcomes.still_running)."""
-    timeout = timedelta(seconds=timeout_s) if timeout_s is not None else None
-    return HolderInfo(host or "?", pid or 0, _utc(started) or datetime.now(UTC), timeout=timeout)

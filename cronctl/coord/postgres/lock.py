@@ -32,7 +32,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from cronctl.coord.port import HolderInfo, Overlap, StoreUnavailable
-from cronctl.coord.postgres.adapter import connect, holder_from_row
+from cronctl.coord.postgres.conn import connect, holder_from_row
 
 HEARTBEAT_S = 5.0
 FRESH_S = 15

@@ -3,7 +3,7 @@ under an advisory lock, refused when newer than this cronctl (SPEC 8.1)."""
 
 from __future__ import annotations
 
-from datetime import UTC
+from datetime import UTC, datetime
 from typing import Any
 
 from cronctl.coord.port import PauseInfo, redact_url
@@ -66,8 +66,6 @@ def ensure_schema(conn: Any, url: str) -> dict[str, PauseInfo]:
 
 
 def _pause(row: list[Any]) -> PauseInfo:
-    from datetime import datetime
-
     _task, reason, since, host, usr = row
     moment = datetime.fromisoformat(since).astimezone(UTC) if since else None
     return PauseInfo(reason, moment, host, usr)

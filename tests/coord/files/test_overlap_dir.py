@@ -21,7 +21,7 @@ T0 = datetime(2026, 8, 3, 9, 0, tzinfo=UTC)
 
 
 def take(coord: FilesCoordinator, task: str) -> locks.OverlapLock:
-    got = coord.try_overlap(task, lease=None, now=T0, host="web-1", pid=os.getpid())
+    got = coord.try_overlap(task, lease=None, now=T0)
     assert got.status == "acquired"
     assert isinstance(got.lock, locks.OverlapLock)
     return got.lock
@@ -32,7 +32,7 @@ def test_a_run_keeps_taking_its_locks_in_the_directory_it_checked(tmp_path: Path
     lock_dir.mkdir(mode=0o700)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir(mode=0o700)
-    coord = FilesCoordinator(lock_dir)
+    coord = FilesCoordinator(lock_dir, host="web-1", pid=os.getpid())
     first = take(coord, "a")
     # Mid-run, overlap/ is moved away and a link to another directory planted in its place.
     (lock_dir / "overlap").rename(lock_dir / "moved")
@@ -46,16 +46,16 @@ def test_a_run_keeps_taking_its_locks_in_the_directory_it_checked(tmp_path: Path
         lock.release()
     coord.close()
     # The next run checks the path again, and refuses the link.
-    again = FilesCoordinator(lock_dir)
+    again = FilesCoordinator(lock_dir, host="web-1", pid=os.getpid())
     with pytest.raises(UnsafeDirectoryError, match="symbolic link"):
-        again.try_overlap("c", lease=None, now=T0, host="web-1", pid=os.getpid())
+        again.try_overlap("c", lease=None, now=T0)
     assert list(elsewhere.iterdir()) == []
 
 
 def test_the_lock_of_one_run_still_excludes_the_next_run(tmp_path: Path) -> None:
-    held = take(FilesCoordinator(tmp_path), "job")
-    other = FilesCoordinator(tmp_path)
-    got = other.try_overlap("job", lease=None, now=T0, host="web-1", pid=os.getpid())
+    held = take(FilesCoordinator(tmp_path, host="web-1", pid=os.getpid()), "job")
+    other = FilesCoordinator(tmp_path, host="web-1", pid=os.getpid())
+    got = other.try_overlap("job", lease=None, now=T0)
     assert got.status == "held"
     held.release()
     take(other, "job").release()
@@ -65,7 +65,7 @@ def test_the_lock_of_one_run_still_excludes_the_next_run(tmp_path: Path) -> None
 def test_close_waits_for_an_attempt_in_flight_before_closing_the_directory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    coord = FilesCoordinator(tmp_path)
+    coord = FilesCoordinator(tmp_path, host="h", pid=1)
     take(coord, "warm").release()  # the directory is open now
     directory = coord._overlap
     assert directory is not None and directory.fd is not None
@@ -82,7 +82,7 @@ def test_close_waits_for_an_attempt_in_flight_before_closing_the_directory(
 
     def attempt() -> None:
         try:
-            results.append(coord.try_overlap("job", lease=None, now=T0, host="h", pid=1))
+            results.append(coord.try_overlap("job", lease=None, now=T0))
         except BaseException as exc:
             results.append(exc)
 
@@ -100,7 +100,7 @@ def test_close_waits_for_an_attempt_in_flight_before_closing_the_directory(
     assert (tmp_path / "overlap" / "job.lock").exists()
     # After close, an attempt opens (and closes) its own directory.
     monkeypatch.setattr(locks, "try_overlap_lock", real)
-    late = coord.try_overlap("late", lease=None, now=T0, host="h", pid=1)
+    late = coord.try_overlap("late", lease=None, now=T0)
     assert late.status == "acquired" and late.lock is not None
     late.lock.release()
 
@@ -129,6 +129,6 @@ def test_a_group_shared_lock_dir_gives_its_group_read_access_to_the_holder(
     lock_dir = tmp_path / "locks"
     lock_dir.mkdir()
     lock_dir.chmod(0o2770)
-    lock = take(FilesCoordinator(lock_dir), "job")
+    lock = take(FilesCoordinator(lock_dir, host="web-1", pid=os.getpid()), "job")
     assert (lock_dir / "overlap" / "job.holder").stat().st_mode & 0o777 == 0o640
     lock.release()

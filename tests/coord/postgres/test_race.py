@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+
+import pytest
 
 from cronctl import load
 from cronctl.coord.postgres.adapter import PostgresCoordinator
@@ -28,6 +31,17 @@ GUARD = (
     'exit 3; }}; echo "$CRONCTL_OCCURRENCE" >> "$D/{name}.log"; sleep 0.02; '
     'rmdir "$D/{name}.running"'
 )
+
+
+@pytest.fixture(autouse=True)
+def _umask_kept() -> Iterator[None]:
+    """The process umask as it was before: Store.open swaps it while it creates a database
+    (edge/state/dbfile.py), and eight machines doing so at once in threads can leave it at
+    077, which the next test in this worker would then see (a holder file's group bits)."""
+    umask = os.umask(0o022)
+    os.umask(umask)
+    yield
+    os.umask(umask)
 
 
 def _task(name: str, guards: str) -> str:
@@ -57,7 +71,7 @@ def test_each_occurrence_runs_once_and_guarded_runs_never_overlap(
             pid=os.getpid(),
             env={**os.environ, "D": str(tmp_path)},
             clock=lambda: T0,
-            coord=PostgresCoordinator(pg_url),
+            coord=PostgresCoordinator(pg_url, host=f"m{i}", pid=os.getpid()),
             warn=lambda message: None,
         )
         for i in range(MACHINES)
@@ -90,9 +104,9 @@ def test_each_occurrence_runs_once_and_guarded_runs_never_overlap(
         assert len(outcomes) == 3
         assert {o.split(" ", 1)[1] for o in outcomes} <= allowed, outcomes
     # The fleet history holds each winner's record (published at the end of each run).
-    fleet = PostgresCoordinator(pg_url)
+    fleet = PostgresCoordinator(pg_url, host="reader", pid=os.getpid())
     try:
-        solo = fleet.fleet_runs("solo", None, 1000)
+        solo = fleet.fleet_history("solo", None, 1000)
     finally:
         fleet.close()
     assert (

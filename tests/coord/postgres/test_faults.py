@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from cronctl.coord.postgres.adapter import PostgresCoordinator
+from tests.coord.conftest import PgServer
 from tests.helpers import Cli, write_schedule
-from tests.pg.conftest import PgServer
 
 T = "2026-08-03T09:00:00Z"
 T1 = "2026-08-03T09:01:00Z"
@@ -82,8 +82,8 @@ def _outcomes(result: object) -> dict[str, str]:
     return {r["task"]: r["outcome"] for r in runs}
 
 
-def _coord(pg_url: str) -> PostgresCoordinator:
-    return PostgresCoordinator(pg_url)
+def _coord(pg_url: str, host: str = "tester", pid: int = 1) -> PostgresCoordinator:
+    return PostgresCoordinator(pg_url, host=host, pid=pid)
 
 
 def test_kill_9_of_cronctl_leaves_the_lock_with_the_running_task(
@@ -285,7 +285,7 @@ def test_after_a_server_restart_a_holder_gets_time_to_take_its_lock_back(
     for the grace after the server's start, though its advisory lock is gone."""
     from datetime import UTC, datetime
 
-    store = _coord(pg_url)
+    store = _coord(pg_url, "b", 7)
     try:
         store.paused_tasks()  # creates the schema
         database = pg_url.split("@/", 1)[1].split("?")[0]
@@ -296,7 +296,7 @@ def test_after_a_server_restart_a_holder_gets_time_to_take_its_lock_back(
         )
         pg_server.restart_immediate()
         now = datetime.now(UTC)
-        got = store.try_overlap("long", lease=None, now=now, host="b", pid=7)
+        got = store.try_overlap("long", lease=None, now=now)
         assert got.status == "held" and got.holder is not None and got.holder.host == "a"
         assert not store.overlap_held("long")  # the advisory lock itself is free
     finally:
@@ -385,13 +385,11 @@ def test_a_lock_taken_by_another_as_the_task_ends_is_still_reported(
         return ready
 
     monkeypatch.setattr(pg_lock, "select", types.SimpleNamespace(select=late))
-    coord = PostgresCoordinator(pg_url)
+    coord = PostgresCoordinator(pg_url, host="m1", pid=1)
     thief = psycopg2.connect(pg_url)
     thief.autocommit = True
     try:
-        got = coord.try_overlap(
-            "long", lease=None, now=datetime(2026, 8, 3, 9, tzinfo=UTC), host="m1", pid=1
-        )
+        got = coord.try_overlap("long", lease=None, now=datetime(2026, 8, 3, 9, tzinfo=UTC))
         assert got.lock is not None
         stopping.append(got.lock._stop)  # type: ignore[attr-defined]
         with thief.cursor() as cur:

@@ -1,0 +1,75 @@
+"""Connections to the coordination store, for the run's queries (adapter.py) and for each
+overlap lock's own session (lock.py): the driver, keepalives, and the rows both read."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from cronctl.coord.port import UNREACHABLE, HolderInfo, StoreUnavailable, redact_url
+from cronctl.errors import CronctlError
+
+CONNECT_TIMEOUT_S = 5
+# Server side: a dead client's session (and its advisory lock) ends after
+# idle + interval * count = 30 + 10 * 6 = 90 s, inside SPEC 8.2's two minutes.
+_SERVER_KEEPALIVES = (
+    "-c tcp_keepalives_idle=30 -c tcp_keepalives_interval=10 -c tcp_keepalives_count=6"
+)
+
+
+def connect(url: str, *, timeout: int = CONNECT_TIMEOUT_S) -> Any:
+    """An autocommit psycopg2 connection with keepalives on both ends.
+
+    Raises :class:`StoreUnavailable` (password-free message) when it cannot connect.
+    """
+    psycopg2 = driver(url)
+
+    try:
+        conn = psycopg2.connect(
+            url,
+            connect_timeout=timeout,
+            application_name="cronctl",
+            keepalives=1,
+            keepalives_idle=30,
+            keepalives_interval=10,
+            keepalives_count=6,
+            options=_SERVER_KEEPALIVES,
+        )
+    except psycopg2.Error as exc:
+        raise StoreUnavailable(unreachable(url, exc)) from None
+    conn.autocommit = True
+    return conn
+
+
+def driver(url: str) -> Any:
+    """The psycopg2 module, or a clear error when the extra is not installed."""
+    try:
+        import psycopg2  # here, not at the top: without the extra, this clear error
+    except ImportError:
+        raise CronctlError(
+            f"coordination is set ({redact_url(url)}) but the PostgreSQL driver is not "
+            "installed: pip install 'cronctl[postgres]' (psycopg2-binary) on this machine"
+        ) from None
+    return psycopg2
+
+
+def unreachable(url: str, exc: BaseException) -> str:
+    """The message for a store that could not be reached: the URL without its password."""
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    return f"{UNREACHABLE} ({redact_url(url)}): {first}"
+
+
+def utc(value: datetime | None) -> datetime | None:
+    """A time read from the store, in UTC."""
+    return value.astimezone(UTC) if value is not None else None
+
+
+def holder_from_row(
+    host: str | None, pid: int | None, started: datetime | None, timeout_s: float | None = None
+) -> HolderInfo:
+    """A HolderInfo from a ``holders`` row (fields may be missing in a damaged row).
+
+    The command's pid is not checked across machines, so ``command`` stays unset; ``timeout``
+    lets a contender see a holder long past its own timeout (outcomes.still_running)."""
+    timeout = timedelta(seconds=timeout_s) if timeout_s is not None else None
+    return HolderInfo(host or "?", pid or 0, utc(started) or datetime.now(UTC), timeout=timeout)

@@ -1,0 +1,130 @@
+"""The coordination port's contract, proven once and held by both adapters (files, PostgreSQL)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from cronctl.coord import open_coordinator
+from cronctl.coord.port import Coordinator, Overlap, redact_url
+from cronctl.errors import UsageError
+
+T0 = datetime(2026, 8, 3, 9, 0, tzinfo=UTC)
+
+#: A coordinator opened by one machine (host, pid), all of them on the same lock_dir or store.
+Machine = Callable[[str, int], Coordinator]
+
+
+@pytest.fixture(params=["files", "postgresql"])
+def machine(request: pytest.FixtureRequest, tmp_path: Path) -> Machine:
+    url = request.getfixturevalue("pg_url") if request.param == "postgresql" else None
+
+    def opened(host: str, pid: int) -> Coordinator:
+        made = open_coordinator(url, tmp_path / "locks", host=host, pid=pid)
+        request.addfinalizer(made.close)
+        return made
+
+    return opened
+
+
+def test_a_claim_is_won_once_and_a_batch_returns_only_the_wins(machine: Machine) -> None:
+    later = T0 + timedelta(minutes=1)
+    m1, m2 = machine("m1", 1), machine("m2", 2)
+    assert m1.claim([("a", T0)], now=T0) == {("a", T0)}
+    won = m2.claim([("a", T0), ("b", T0), ("a", later)], now=T0)
+    assert won == {("b", T0), ("a", later)}
+    assert m1.claimed("a", T0)
+    assert not m1.claimed("c", T0)
+
+
+def test_overlap_lock_is_exclusive_and_names_its_holder(machine: Machine) -> None:
+    m1, m2 = machine("m1", 11), machine("m2", 22)
+    first = m1.try_overlap("job", lease=None, now=T0)
+    assert first.status == "acquired" and first.lock is not None
+    try:
+        assert m1.overlap_held("job")
+        second = m2.try_overlap("job", lease=None, now=T0)
+        assert second.status == "held" and second.lock is None
+        assert second.holder is not None and (second.holder.host, second.holder.pid) == ("m1", 11)
+    finally:
+        first.lock.release()
+    third = _taken_once_free(m2)
+    assert third.status == "acquired" and third.lock is not None
+    third.lock.release()
+
+
+def _taken_once_free(coord: Coordinator) -> Overlap:
+    """The lock taken again after a release. A file lock is free at once; PostgreSQL frees a
+    session's lock once the server has seen its socket close (release() never unlocks: the
+    task's processes may share the session), a moment later: on a loaded machine the next
+    attempt could come first (seen once in `.ci/run`), so it is tried again, within 10 s."""
+    deadline = time.monotonic() + 10
+    while True:
+        got = coord.try_overlap("job", lease=None, now=T0)
+        if got.status == "acquired" or time.monotonic() > deadline:
+            return got
+        time.sleep(0.01)
+
+
+def test_a_holder_past_its_lease_is_overtaken(machine: Machine) -> None:
+    m1, m2 = machine("m1", 11), machine("m2", 22)
+    stuck = m1.try_overlap("job", lease=timedelta(minutes=5), now=T0)
+    assert stuck.lock is not None
+    later = T0 + timedelta(minutes=10)
+    taken = m2.try_overlap("job", lease=timedelta(minutes=5), now=later)
+    try:
+        assert taken.status == "overtaken" and taken.lock is not None
+        assert taken.holder is not None and taken.holder.pid == 11
+    finally:
+        if taken.lock is not None:
+            taken.lock.release()
+        stuck.lock.release()
+
+
+def test_pause_holds_until_cleared(machine: Machine) -> None:
+    coord = machine("m1", 1)
+    coord.set_pause("job", reason="maintenance", now=T0, user="ops")
+    pause = coord.paused_tasks()["job"]
+    assert (pause.reason, pause.host, pause.user, pause.since) == ("maintenance", "m1", "ops", T0)
+    assert coord.clear_pause("job")
+    assert not coord.clear_pause("job")
+    assert "job" not in coord.paused_tasks()
+
+
+def test_a_store_keeps_the_fleet_history_and_files_refuse_to_read_one(machine: Machine) -> None:
+    coord = machine("m1", 1)
+    if coord.keeps_fleet_history:
+        assert coord.fleet_latest() == [] and coord.fleet_history(None, None, 10) == []
+        return
+    with pytest.raises(UsageError, match="--fleet reads the coordination store"):
+        coord.fleet_latest()
+    with pytest.raises(UsageError, match="--fleet reads the coordination store"):
+        coord.fleet_history(None, None, 10)
+
+
+def test_a_store_is_measured_and_files_have_nothing_to_reach(machine: Machine) -> None:
+    coord = machine("m1", 1)
+    check = coord.check()
+    if not coord.may_be_unreachable:
+        assert check is None
+        return
+    assert check is not None and check.version == check.latest
+    assert check.connect_s >= 0 and check.round_trip_s >= 0
+    assert abs((check.local_now - check.server_now).total_seconds()) < 60
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("postgresql://u:pw@db/x", "postgresql://u:***@db/x"),
+        ("postgresql://u@db/x?sslmode=require&password=pw", "postgresql://u@db/x?sslmode=require&password=***"),
+        ("postgresql://db/x", "postgresql://db/x"),
+        ("postgresql://u:p@ss:w@db:5432/x", "postgresql://u:***@db:5432/x"),
+    ],
+)  # fmt: skip
+def test_a_password_is_never_shown(url: str, shown: str) -> None:
+    assert redact_url(url) == shown
