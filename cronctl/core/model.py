@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from cronctl.core.cronexpr import CronExpr, minute_floor
+from cronctl.core.cronexpr import CronExpr
+from cronctl.core.minutes import minute_floor
 from cronctl.core.values import LATEST
 from cronctl.core.zones import Zone, fires_at, next_occurrence, walls_at
 
