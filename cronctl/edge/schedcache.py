@@ -1,8 +1,9 @@
 """Entries of `run`'s cache, each kept under a key of everything the parse read.
 
 `run` and `list` keep the parsed schedule in an entry (edge/schedentry.py), and a quiet
-minute its hint beside it (run/quiet.py); `check` never reads the cache. An entry is used only when everything the parse read is as it was then, so it can never be
-stale; anything else is a miss, and a miss parses the files as if there were no cache:
+minute its hint beside it (run/quiet.py); `check` never reads the cache. An entry is used
+only when everything the parse read is as it was then, so it can never be stale; anything
+else is a miss, and a miss parses the files as if there were no cache:
 
 - the bytes of every file, and the paths they were named by, from the same working
   directory;
