@@ -24,7 +24,7 @@ from typing import Any
 import _common as c
 
 import cronctl
-from cronctl.core.cronexpr import minute_floor
+from cronctl.core.minutes import minute_floor
 from cronctl.edge.schedfiles import load_paths
 from cronctl.run.once import RunContext, real_clock, start_command
 from cronctl.run.work import Worker

@@ -384,7 +384,8 @@ def work(
     ] = False,
 ) -> None:
     """Stay in the foreground and run what is due at the start of every minute."""
-    from cronctl.edge.schedfiles import load_paths, schedule_paths
+    from cronctl.edge.paths import schedule_paths
+    from cronctl.edge.schedfiles import load_paths
     from cronctl.run.work import Worker
 
     schedule = load_schedule(file)

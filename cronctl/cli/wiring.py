@@ -80,7 +80,8 @@ def host_name(flag: str | None = None) -> str:
 def load_schedule(files: list[Path] | None) -> Schedule:
     """Read the schedule files the flags (or CRONCTL_FILE, or the default) name (`run` and
     `list` read them through the schedule cache instead: see load_cached)."""
-    from cronctl.edge.schedfiles import load_paths, schedule_paths
+    from cronctl.edge.paths import schedule_paths
+    from cronctl.edge.schedfiles import load_paths
 
     return load_paths(schedule_paths(files, os.environ))
 
@@ -89,10 +90,10 @@ def load_cached(files: list[Path] | None) -> Schedule:
     """The schedule `list` shows: from `run`'s cache entry when nothing the parse read has
     changed (the very values parsing gives), else parsed and kept when it has no errors.
     `check` never uses it: it is the gate a schedule passes before it is deployed."""
-    from cronctl.edge import schedcache
-    from cronctl.edge.schedfiles import schedule_paths
+    from cronctl.edge import schedentry
+    from cronctl.edge.paths import schedule_paths
 
-    return schedcache.load(schedule_paths(files, os.environ), os.environ)
+    return schedentry.load(schedule_paths(files, os.environ), os.environ)
 
 
 def fail_on_errors(schedule: Schedule) -> None:
@@ -187,7 +188,7 @@ def run_command(
     minute left it the proof; otherwise the schedule is loaded (from its cache entry if the
     files did not change), planned and run, and a new proof is kept."""
     from cronctl.edge import schedcache
-    from cronctl.edge.schedfiles import schedule_paths
+    from cronctl.edge.paths import schedule_paths
     from cronctl.run import quiet
 
     look = schedcache.Lookup(schedule_paths(files, os.environ), os.environ)
@@ -208,9 +209,10 @@ def run_command(
             return 0
 
     from cronctl.cli.render.tables import render_run
+    from cronctl.edge import schedentry
     from cronctl.run.once import run_once
 
-    everything = schedcache.load(look.paths, os.environ, look)
+    everything = schedentry.load(look.paths, os.environ, look)
     fail_on_errors(everything)
     ctx = run_context(everything, state_dir, lock_dir, strict, dry_run, verbose, host, coordination)
     if now is not None:

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from cronctl.core.analysis import schedule_warnings
-from cronctl.core.cronexpr import minute_floor, parse_cron
+from cronctl.core.cronexpr import parse_cron
+from cronctl.core.minutes import minute_floor
 from cronctl.core.model import Problem, Schedule, Task, problem_order
 from cronctl.core.opskeys import ops_problems, runs_on
 from cronctl.core.values import LATEST

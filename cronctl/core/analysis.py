@@ -5,13 +5,14 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from functools import lru_cache
 
-from cronctl.core.cronexpr import CronExpr, minute_ceil
+from cronctl.core.calendar import herd_warnings
+from cronctl.core.cronexpr import CronExpr
 from cronctl.core.cronnotes import corner_notes
 from cronctl.core.cronwalk import matching_walls
+from cronctl.core.minutes import minute_ceil
 from cronctl.core.model import Problem, Schedule, Task, format_utc
 from cronctl.core.zones import Segment, Zone, transitions, walls_at
 
-_MINUTE = timedelta(minutes=1)
 DST_WINDOW = timedelta(days=366)
 
 
@@ -20,7 +21,7 @@ def schedule_warnings(schedule: Schedule, now: datetime) -> list[Problem]:
     found: list[Problem] = []
     # Tasks with the same expression, zone, policy and instant get the same notes. parse_cron
     # and parse_zone hand out one object per text, so the objects' identities group the
-    # tasks without hashing each task's expression and zone (~1 µs a task at 10,000).
+    # tasks without hashing each task's expression and zone.
     said: dict[tuple[int, int, str, datetime | None], list[tuple[str, str]]] = {}
     for task in schedule.tasks:
         key = (id(task.cron), id(task.zone), task.misfire, task.at)
@@ -35,9 +36,7 @@ def schedule_warnings(schedule: Schedule, now: datetime) -> list[Problem]:
 
 
 def herd_problems(schedule: Schedule, now: datetime) -> list[Problem]:
-    """SPEC 10.2: more than `herd_limit` tasks starting in one minute, located at the first."""
-    from cronctl.core.calendar import herd_warnings
-
+    """More than `herd_limit` tasks starting in one minute (README, Herds), located at the first."""
     return [
         Problem(str(task.source), task.line, None, "warning", "herd", message)
         for task, message in herd_warnings(schedule.tasks, now, schedule.settings.herd_limit)

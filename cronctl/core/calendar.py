@@ -1,6 +1,6 @@
 """Occurrences counted hour by hour: the arithmetic behind timeline, herds and check --diff.
 
-Walking a task occurrence by occurrence costs a croniter search each; an every-minute
+Walking a task occurrence by occurrence costs a calendar search each; an every-minute
 task has 10,080 a week. Here a UTC hour whose wall clock is plain (one offset, a whole
 number of hours, no DST seam inside it) is answered from the expression's sets at once,
 and only the few hours around a seam are tested minute by minute with the exact rule.
@@ -13,12 +13,11 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from cronctl.core.cronexpr import minute_ceil, minute_floor
+from cronctl.core.minutes import MINUTE, minute_ceil, minute_floor
 from cronctl.core.model import Task, format_utc
 from cronctl.core.zones import fires_at, firing_minutes
 
 HOUR = timedelta(hours=1)
-MINUTE = timedelta(minutes=1)
 
 
 def hour_floor(when: datetime) -> datetime:
@@ -166,7 +165,7 @@ def _herds(members: dict[datetime, list[int]], names: list[list[str]]) -> list[H
 
 
 def _jittered(task: Task) -> bool:
-    # `jitter` (SPEC 9.2) spreads a task's start over its window, so it joins no herd.
+    # `jitter` spreads a task's start over its window, so it joins no herd.
     return bool(getattr(task, "jitter", None))
 
 

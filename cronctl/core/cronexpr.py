@@ -1,9 +1,9 @@
-"""The cron language cronctl accepts, validated and normalized by cronctl itself.
+"""The cron language cronctl accepts: five fields validated, normalized and matched.
 
-Every expression is parsed here into value sets; the calendar search runs over those
-sets (cronctl.core.cronwalk). The normalized text is still what croniter reads the same
-way (its dialect differs: ``N-N`` is the whole field, reversed ranges wrap, ``R`` is
-random), so exports and the property tests can hand it to croniter unchanged.
+Every expression is parsed here into value sets; the calendar search over those sets is
+core/cronwalk.py. The normalized text is still what croniter reads the same way (its dialect
+differs: ``N-N`` is the whole field, reversed ranges wrap, ``R`` is random), so exports and
+the property tests can hand it to croniter unchanged.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from dataclasses import field as _record_field
-from datetime import date, datetime, timedelta
+from datetime import date, datetime
 from functools import lru_cache
 
 from cronctl.errors import CronSyntaxError
@@ -73,9 +73,9 @@ class CronExpr:
     written: tuple[str, ...] = _record_field(default=(), compare=False)
 
     def __hash__(self) -> int:
-        # The normalized text names the value sets, so equal expressions share it; a str keeps
-        # its hash, where hashing the nine fields took ~1 µs, and a large schedule hashes
-        # every task's expression several times (next runs, notes, herds, words).
+        # The normalized text names the value sets, so equal expressions share it. A str keeps
+        # its hash once computed, and a large schedule hashes every task's expression several
+        # times (next runs, notes, herds, words).
         return hash(self.text)
 
     @property
@@ -97,7 +97,8 @@ class CronExpr:
         """Whether the calendar day is named by the day-of-month/day-of-week pair."""
         dom = day.day in self.days
         dow = (day.weekday() + 1) % 7 in self.weekdays
-        # Debian cron: a day field that starts with '*' makes the match AND, not OR.
+        # In Debian cron, if either the day-of-month or the day-of-week field starts with a
+        # star, a day must match both fields; when neither does, matching one is enough.
         if self.day_star or self.weekday_star:
             return dom and dow
         return dom or dow
@@ -371,25 +372,3 @@ def _fires_ever(expr: CronExpr) -> bool:
                 if expr.matches_day(candidate):
                     return True
     return False
-
-
-def next_wall(expr: CronExpr, wall: datetime) -> datetime:
-    """The first naive wall time strictly after `wall` that `expr` names.
-
-    Searched over the value sets by cronctl.core.cronwalk (imported here on first use:
-    a quiet `run` never searches).
-    """
-    from cronctl.core.cronwalk import next_wall as walk
-
-    return walk(expr, wall)
-
-
-def minute_floor(when: datetime) -> datetime:
-    """`when` with seconds and microseconds dropped."""
-    return when.replace(second=0, microsecond=0)
-
-
-def minute_ceil(when: datetime) -> datetime:
-    """The first whole minute at or after `when`."""
-    floor = minute_floor(when)
-    return floor if floor == when else floor + timedelta(minutes=1)

@@ -1,11 +1,12 @@
-"""Calendar search over an expression's own value sets: no croniter.
+"""Calendar search over an expression's value sets: the next minute it names, or all in a range.
 
 `next_wall` answers what croniter's `get_next` answered for cronctl (with
-`implement_cron_bug`, on the normalized text): the first naive wall minute strictly
-after a wall time that the expression names. It walks months, then days, then the
-sorted hours and minutes, so a search costs a few microseconds where croniter took
-~50 and its import ~90 ms. `matching_walls` lists every named wall minute in a range,
-for the DST warnings and the week of occurrences `check` counts herds in.
+`implement_cron_bug`, on the normalized text): the first naive wall minute strictly after a
+wall time that the expression names. Rather than trying minute after minute, it walks the
+months the month field names, then the days the day fields name, then the sorted hours and
+minutes (docs/benchmarks.md compares it with croniter). `matching_walls` lists every named
+wall minute in a range, for the DST warnings and the week of occurrences `check` counts
+herds in.
 """
 
 from __future__ import annotations
@@ -15,10 +16,10 @@ from collections.abc import Iterator
 from datetime import date, datetime, timedelta
 from functools import lru_cache
 
-from cronctl.core.cronexpr import CronExpr, minute_ceil, minute_floor
+from cronctl.core.cronexpr import CronExpr
+from cronctl.core.minutes import MINUTE, minute_ceil, minute_floor
 
 _DAY = timedelta(days=1)
-_MINUTE = timedelta(minutes=1)
 # The Gregorian calendar repeats every 400 years: an expression with no day in that
 # span has none at all (parse_cron rejects those; this only stops a runaway loop).
 _CYCLE_YEARS = 400
@@ -69,7 +70,7 @@ def _next_month_start(expr: CronExpr, day: date) -> date:
 
 def next_wall(expr: CronExpr, wall: datetime) -> datetime:
     """The first naive wall minute strictly after `wall` that `expr` names."""
-    start = minute_floor(wall) + _MINUTE
+    start = minute_floor(wall) + MINUTE
     hours, minutes = _times(expr)
     day = start.date()
     if day_named(expr, day):

@@ -14,22 +14,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from cronctl.core.cronexpr import minute_floor
+from cronctl.core.minutes import MINUTE, minute_floor
 from cronctl.core.model import Task
 
-MINUTE = timedelta(minutes=1)
 SECOND = timedelta(seconds=1)
 CATCH_UP_LIMIT = 100
 COUNT_LIMIT = 1000
 # Occurrences recorded one by one in history; beyond this only the count grows.
 MISSED_ROWS = 100
-#: on_one_server claims are swept once their occurrence is this old (SPEC 4.3).
+#: on_one_server claims are swept once their occurrence is this old.
 CLAIM_SWEEP_AGE = timedelta(days=7)
 #: An on_one_server task never runs an occurrence older than this, whatever its misfire policy:
 #: past the sweep, another machine may have run it and left no claim. The day of margin covers
 #: the hourly sweep and clocks that differ between machines (each sweeps by its own clock).
 CLAIM_REACH = CLAIM_SWEEP_AGE - timedelta(days=1)
-# Up to this wide a window, minutes are tested one by one (no croniter import).
+# Up to this wide a window, minutes are tested one by one; a wider one is searched.
 _SCAN_LIMIT = timedelta(hours=3)
 
 

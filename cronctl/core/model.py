@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from cronctl.core.cronexpr import CronExpr, minute_floor
+from cronctl.core.cronexpr import CronExpr
+from cronctl.core.minutes import minute_floor
 from cronctl.core.values import LATEST
 from cronctl.core.zones import Zone, fires_at, next_occurrence, walls_at
 
@@ -42,7 +43,7 @@ class Settings:
     lock_dir: Path | None = None
     lock_dir_shared: bool = False
     max_parallel: int = 8
-    coordination: str | None = None  # a postgresql:// URL (SPEC 8)
+    coordination: str | None = None  # a postgresql:// URL: the coordination store
     herd_limit: int = 20  # more tasks than this in one minute is a herd (check warns)
     metrics_file: Path | None = None
 
@@ -73,7 +74,7 @@ class Task:
     shell: str = "/bin/sh"
     env: Mapping[str, str] = field(default_factory=dict)
     paused: bool = False
-    # SPEC 9.2, the operating keys (cronctl/core/opskeys.py checks them).
+    # The operating keys (cronctl/core/opskeys.py checks them).
     hosts: tuple[str, ...] = ()
     retries: int = 0
     retry_delay: timedelta = timedelta(seconds=30)
@@ -128,7 +129,7 @@ class Task:
         return labels + self._operating_labels()
 
     def _operating_labels(self) -> list[str]:
-        """The SPEC 9.2 keys, as `list` shows them beside the guards."""
+        """The operating keys, as `list` shows them beside the guards."""
         labels = [f"retries({self.retries})"] if self.retries else []
         if self.jitter:
             labels.append(f"jitter({format_duration(self.jitter)})")

@@ -1,5 +1,7 @@
-"""The operating keys of SPEC 9.2 (hosts, retries, jitter, pings, hooks, notify): their
-checks, their values on a Task, and the calendar checks `check` adds for them.
+"""The operating keys (hosts, retries, jitter, pings, hooks, notify): checks and values.
+
+Their checks, their values on a Task, and the calendar checks `check` adds for them (README,
+"Operating tasks day to day").
 
 Pure: no I/O, no clock. Kept apart from schema.py so that file's hunks stay small.
 """
@@ -9,7 +11,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from fnmatch import fnmatchcase
 from typing import Any
+from urllib.parse import urlsplit
 
 from cronctl.core.model import NOTIFY_MODES, Problem, Schedule, Task, format_duration
 from cronctl.core.values import check_text, parse_duration
@@ -69,8 +73,6 @@ def ops_value_problem(key: str, value: Any) -> tuple[str, str] | None:
 
 
 def _url_problem(url: str) -> tuple[str, str] | None:
-    from urllib.parse import urlsplit  # already loaded by pathlib: costs nothing
-
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname or url != url.strip():
         return (
@@ -192,7 +194,7 @@ def _problem(task: Task, severity: str, code: str, message: str) -> Problem:
 def overdue_since(
     task: Task, last_ok: datetime | None, first_seen: datetime | None, now: datetime
 ) -> datetime | None:
-    """When the task became overdue (SPEC 9.4), or None if it is not.
+    """When the task became overdue (README, Overdue), or None if it is not.
 
     Overdue: its last `ok` run (else, the first occurrence this machine saw) is older than two
     of its periods plus its misfire grace; that is, the second occurrence after it, plus the
@@ -215,6 +217,8 @@ def jitter_offset(task: Task, host: str) -> float:
     a machine's tasks keep their places minute after minute and machines spread apart."""
     if task.jitter is None:
         return 0.0
+    # Imported here, not at the top: hashlib loads OpenSSL, and only a task with jitter
+    # needs it.
     import hashlib
 
     digest = hashlib.sha256(f"{host}\0{task.name}".encode()).digest()
@@ -226,6 +230,4 @@ def runs_on(task: Task, host: str) -> bool:
     """Whether the task exists on the machine called `host` (no `hosts`: everywhere)."""
     if not task.hosts:
         return True
-    from fnmatch import fnmatchcase
-
     return any(fnmatchcase(host, pattern) for pattern in task.hosts)

@@ -10,7 +10,7 @@ __all__ = ["OUTCOMES", "RunRow"]
 
 _SKIPS: Final = ("paused", "condition", "another server", "still running")
 _ENDINGS: Final = ("ok", "failed", "timeout", "interrupted", "error", "missed")
-#: Every outcome a run row may hold (SPEC 4.4), plus the two states of a run in progress.
+#: Every outcome a run row may hold, plus the two states of a run in progress.
 OUTCOMES: Final = frozenset(("pending", "running", *_ENDINGS, *(f"skipped: {w}" for w in _SKIPS)))
 
 

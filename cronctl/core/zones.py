@@ -1,8 +1,8 @@
 """Time zones and the mapping of a task's wall-clock schedule onto UTC instants.
 
 A zone's timeline is cut into *segments*: stretches of UTC time with one UTC
-offset. Inside a segment, wall time is UTC plus the offset, so croniter can
-search naive wall times. At the seams cronctl applies Debian cron's rule:
+offset. Inside a segment, wall time is UTC plus the offset, so the calendar search
+(core/cronwalk.py) runs over naive wall times. At the seams cronctl applies Debian cron's rule:
 
 - spring forward (a gap of wall times that never happen): each time of a
   fixed-time task that falls in the gap is an occurrence at the first minute
@@ -20,13 +20,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from functools import lru_cache
 
-from cronctl.core.cronexpr import CronExpr, minute_ceil, minute_floor, next_wall
+from cronctl.core.cronexpr import CronExpr
+from cronctl.core.cronwalk import matching_walls, next_wall
+from cronctl.core.minutes import MINUTE, minute_ceil, minute_floor
 from cronctl.errors import ZoneError
 
 # Compiled on first use (re's cache), not at import: a schedule all in UTC never needs it.
 _OFFSET = r"^([+-])(\d{2}):(\d{2})$"
 _MAX_OFFSET = timedelta(hours=18)
-_MINUTE = timedelta(minutes=1)
 # How far ahead a segment's end is looked for; beyond it an offset is taken as final.
 _HORIZON_YEARS = 5
 # The most occurrences one instant carries (a DST gap's swallowed times plus its own): each
@@ -109,6 +110,8 @@ def parse_zone(text: str) -> Zone:
         return Zone(text, timezone(-delta if sign == "-" else delta), fixed=True)
     if text.startswith(("+", "-")) or text[:1].isdigit():
         raise ZoneError(f"offset {text!r} is not of the form +HH:MM or -HH:MM (e.g. +05:30)")
+    # Imported for an IANA name only: a schedule in UTC and fixed offsets never needs the
+    # time zone database.
     from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
     try:
@@ -142,11 +145,11 @@ def next_occurrence(expr: CronExpr, zone: Zone, after: datetime) -> datetime:
         seg = following
         # Search from the segment's first minute, inclusive.
         assert seg.start is not None  # a segment that follows another has a start
-        cursor = seg.wall(minute_ceil(seg.start)) - _MINUTE
+        cursor = seg.wall(minute_ceil(seg.start)) - MINUTE
 
 
 def fires_at(expr: CronExpr, zone: Zone, minute: datetime) -> bool:
-    """Whether `expr` fires at the UTC `minute`; no croniter, so cheap for `run`."""
+    """Whether `expr` fires at the UTC `minute`: one minute tested, no search (cheap for `run`)."""
     return bool(walls_at(expr, zone, minute))
 
 
@@ -183,7 +186,7 @@ def segment_walls(expr: CronExpr, seg: Segment, minute: datetime) -> tuple[datet
     while probe < gap[1]:
         if expr.matches(probe):
             swallowed.append(probe)
-        probe += _MINUTE
+        probe += MINUTE
     return (*swallowed, *own)[-MAX_PER_INSTANT:]
 
 
@@ -199,7 +202,7 @@ def firing_minutes(expr: CronExpr, zone: Zone, start: datetime, end: datetime) -
     while low < end:
         seg = zone.segment_at(low)
         high = end if seg.end is None else min(end, seg.end)
-        if seg.offset % _MINUTE:
+        if seg.offset % MINUTE:
             # An offset with seconds (a historic local mean time): minute by minute.
             found += [m for m in _minutes(low, high) if fires_at(expr, zone, m)]
         else:
@@ -211,13 +214,11 @@ def firing_minutes(expr: CronExpr, zone: Zone, start: datetime, end: datetime) -
 def _minutes(low: datetime, high: datetime) -> Iterator[datetime]:
     while low < high:
         yield low
-        low += _MINUTE
+        low += MINUTE
 
 
 def _segment_minutes(expr: CronExpr, seg: Segment, low: datetime, high: datetime) -> list[datetime]:
     """The firing minutes in [low, high), all inside `seg` (whole-minute offset)."""
-    from cronctl.core.cronwalk import matching_walls  # not on `run`'s import path
-
     walls: Iterable[datetime] = matching_walls(expr, seg.wall(low), seg.wall(high))
     repeats_until = seg.repeats_until
     if expr.fixed_time and repeats_until is not None:
@@ -259,12 +260,18 @@ def _offset(tz: tzinfo, instant: datetime) -> timedelta:
     return offset
 
 
+def _iana(name: str) -> tzinfo:
+    """The IANA zone `name`, which parse_zone found (zoneinfo hands out one object a name)."""
+    # Imported here as in parse_zone: only a schedule with an IANA zone needs zoneinfo.
+    from zoneinfo import ZoneInfo
+
+    return ZoneInfo(name)
+
+
 @lru_cache(maxsize=256)
 def _year_changes(name: str, year: int) -> tuple[tuple[datetime, timedelta, timedelta], ...]:
     """Every offset change of an IANA zone within a UTC year: (instant, before, after)."""
-    from zoneinfo import ZoneInfo
-
-    tz = ZoneInfo(name)
+    tz = _iana(name)
     changes: list[tuple[datetime, timedelta, timedelta]] = []
     day = datetime(year, 1, 1, tzinfo=UTC)
     last = datetime(year + 1, 1, 1, tzinfo=UTC)
@@ -296,9 +303,7 @@ def _settled(name: str, day: datetime) -> bool:
     whose offsets differ; so when the midnights from 3 days before `day` (UTC midnight) to
     the next have one offset, none of its changes falls in that window.
     """
-    from zoneinfo import ZoneInfo
-
-    tz = ZoneInfo(name)
+    tz = _iana(name)
     try:
         offsets = {_offset(tz, day + timedelta(days=n)) for n in range(-3, 2)}
     except OverflowError:  # the ends of datetime's range: take the long way
@@ -325,10 +330,8 @@ def _iana_segment_cached(name: str, key: datetime) -> tuple[datetime | None, dat
 
 
 def _iana_segment(name: str, instant: datetime) -> Segment:
-    from zoneinfo import ZoneInfo
-
     start, end = _iana_segment_cached(name, instant.replace(second=0, microsecond=0))
-    tz = ZoneInfo(name)
+    tz = _iana(name)
     offset = _offset(tz, instant)
     prev = _offset(tz, start - timedelta(seconds=1)) if start is not None else None
     return Segment(start, end, offset, prev)

@@ -1,6 +1,7 @@
-"""Where a schedule's data lives, and the lock_dir warning: no dataclasses, cheap to import.
+"""Where a schedule's data lives: its state and lock directories, its coordination store.
 
-`cronctl run` needs these on every start; they live apart from service.py for that.
+`run` asks these on every start that plans; the lock_dir warning asks which file system holds
+lock_dir (edge/mounts.py) only when on_one_server tasks rely on a lock_dir not declared shared.
 """
 
 from __future__ import annotations
@@ -11,14 +12,14 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from cronctl.core.model import Problem, Schedule
+from cronctl.edge.paths import ensure_private_dir, open_nofollow, resolve_dirs
+from cronctl.errors import UsageError
 
 
 def data_dirs(
     schedule: Schedule, flag_state: Path | None, flag_lock: Path | None, env: Mapping[str, str]
 ) -> tuple[Path, Path]:
-    """(state_dir, lock_dir): flag, environment, [cronctl] table, default (SPEC 2)."""
-    from cronctl.edge.paths import resolve_dirs
-
+    """(state_dir, lock_dir): flag, environment, [cronctl] table, default."""
     return resolve_dirs(
         flag_state=flag_state,
         flag_lock=flag_lock,
@@ -44,6 +45,8 @@ def lock_dir_warning(
         return None  # claims live in the coordination store, not in lock_dir
     if only_if_present and not lock_dir.is_dir():
         return None
+    # Imported here, not at the top: most schedules never ask, and `run` never imports
+    # mounts for them (tests/cli/test_main.py holds it to that).
     from cronctl.edge.mounts import filesystem_type, is_shared_fstype
 
     fstype = filesystem_type(lock_dir)
@@ -69,8 +72,6 @@ NOTICE_INTERVAL_S = 24 * 3600
 
 def daily_notice(state_dir: Path, key: str) -> bool:
     """True at most once a day per key: for warnings `run` would otherwise mail every minute."""
-    from cronctl.edge.paths import ensure_private_dir, open_nofollow
-
     stamp = ensure_private_dir(state_dir / "notices", within=state_dir) / key
     # Never through a link: a symlink planted at the stamp must not make root touch its target.
     fd = open_nofollow(stamp, os.O_WRONLY | os.O_CREAT, 0o600)
@@ -93,8 +94,6 @@ def coordination_url(schedule: Schedule, flag: str | None, env: Mapping[str, str
         if not value:
             continue
         if not value.startswith(("postgresql://", "postgres://")):
-            from cronctl.errors import UsageError
-
             # Never echo the value: it may hold a password.
             raise UsageError(
                 f"{source or 'CRONCTL_COORDINATION'} must be a postgresql:// URL, e.g. "

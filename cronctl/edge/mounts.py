@@ -1,6 +1,7 @@
-"""Which file system holds a path, and whether several machines can share it (SPEC 4.3).
+"""Which file system holds a path, and whether several machines can share it.
 
-Read from ``/proc/self/mountinfo``; re-exported by :mod:`cronctl.edge.paths`.
+Read from ``/proc/self/mountinfo``, for the warning that on_one_server tasks rely on a lock_dir
+only this machine sees (edge/dirs.py).
 """
 
 from __future__ import annotations

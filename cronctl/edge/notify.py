@@ -1,4 +1,4 @@
-"""Heartbeat pings (the healthchecks.io protocol) and on_failure/on_success hooks (SPEC 9.2).
+"""Heartbeat pings (the healthchecks.io protocol) and on_failure/on_success hooks.
 
 Both are advice about a run, never part of it: each has a 10 s limit, neither changes the
 run's outcome, and a failing endpoint or hook is reported once (a notice stamp in
@@ -16,13 +16,12 @@ import threading
 from collections.abc import Callable, Mapping
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
+from urllib.parse import quote, urlsplit, urlunsplit
 
 from cronctl.core.model import Task
+from cronctl.core.runs import RunRow
 from cronctl.edge.paths import ensure_private_dir, open_nofollow
-
-if TYPE_CHECKING:
-    from cronctl.core.runs import RunRow
+from cronctl.edge.process import runner
 
 LIMIT_S = 10.0
 BODY_LIMIT = 10 * 1024
@@ -31,8 +30,6 @@ _NOTICES = "notices"
 
 def redact(url: str) -> str:
     """`https://hc-ping.com/***`: the scheme and host, never the path or query."""
-    from urllib.parse import urlsplit
-
     parts = urlsplit(url)
     host = parts.hostname or "?"
     if parts.port is not None:
@@ -42,8 +39,6 @@ def redact(url: str) -> str:
 
 def ping_target(url: str, kind: str, rid: str) -> str:
     """The URL to call: `/start`, `/fail` or the URL itself, with `?rid=RUN_ID`."""
-    from urllib.parse import quote, urlsplit, urlunsplit
-
     parts = urlsplit(url)
     path = parts.path.rstrip("/") + ("" if kind == "success" else f"/{kind}")
     query = (parts.query + "&" if parts.query else "") + f"rid={quote(rid)}"
@@ -58,7 +53,9 @@ def send_ping(
     The timeout bounds each socket operation (connect, send, each read): a server that
     accepts and never answers is cut off after 10 s.
     """
-    import urllib.request  # only for a task with ping_url: ~40 ms
+    # Imported here, not at the top: urllib.request (http.client, ssl, email) is costly, and
+    # only a task with ping_url needs it.
+    import urllib.request
 
     request = urllib.request.Request(  # noqa: S310 (the scheme is checked: http or https)
         ping_target(url, kind, rid),
@@ -158,8 +155,6 @@ def run_hook(
 
     Its output goes to a log beside the run's (`RUN_ID.on_failure.log`).
     """
-    from cronctl.edge.process import runner
-
     key = "on_success" if result.outcome == "ok" else "on_failure"
     command = task.on_success if result.outcome == "ok" else task.on_failure
     if command is None or result.outcome.startswith("skipped") or result.outcome == "missed":

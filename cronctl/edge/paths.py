@@ -1,14 +1,16 @@
-"""Where cronctl keeps its data, and whether it may trust those directories.
+"""Where cronctl reads its schedules and keeps its data, and whether it may trust those places.
 
-Two jobs, both at the edge because they ask the operating system:
+Three jobs, all at the edge because they ask the operating system:
 
-- pick the state and lock directories (SPEC 2: flag, environment, schedule file, default);
+- find the schedule files (flag, ``CRONCTL_FILE``, the default) and read their bytes;
+- pick the state and lock directories (flag, environment, schedule file, default);
 - create them privately and refuse directories that other users could tamper with, and open
-  and replace the files inside them without following planted links (SPEC 6).
+  and replace the files inside them without following planted links (README, Safety).
 
-Whether the lock directory lives on a file system that several machines can see, so that
-``on_one_server`` can warn when it cannot keep its promise (SPEC 4.3), is
-:mod:`cronctl.edge.mounts`: imported where that is asked, not by every `run`.
+Parsing the files is edge/schedfiles.py: a quiet `run` reads their bytes to know them
+unchanged, and never parses them. Whether the lock directory lives on a file system that
+several machines can see, so that ``on_one_server`` can warn when it cannot keep its promise,
+is edge/mounts.py: imported where that is asked, not by every `run`.
 """
 
 from __future__ import annotations
@@ -16,19 +18,22 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from contextlib import suppress
 from pathlib import Path
 
-from cronctl.errors import UnsafeDirectoryError, UsageError
+from cronctl.errors import ScheduleFileError, UnsafeDirectoryError, UsageError
 
 __all__ = [
+    "DEFAULT_FILE",
     "default_state_dir",
     "ensure_private_dir",
     "fsync_dir",
     "open_dir",
     "open_nofollow",
+    "read_bytes",
     "resolve_dirs",
+    "schedule_paths",
     "verify_dir",
     "write_atomic",
 ]
@@ -37,6 +42,57 @@ _PRIVATE_MODE = 0o700
 # Keeping S_ISGID on the directories we create makes the group inheritance continue downwards,
 # which is the whole point of a setgid parent.
 _GROUP_SHARED_MODE = stat.S_ISGID | 0o750
+
+
+#: The schedule file a command reads when no flag or CRONCTL_FILE names one.
+DEFAULT_FILE = "schedules.toml"
+
+
+def schedule_paths(given: Sequence[Path] | None, env: Mapping[str, str]) -> list[Path]:
+    """--file values (a directory means its *.toml, sorted), else CRONCTL_FILE, else the default."""
+    if given:
+        candidates = list(given)
+    elif "CRONCTL_FILE" in env:
+        candidates = _env_files(env["CRONCTL_FILE"])
+    else:
+        candidates = [Path(DEFAULT_FILE)]
+    paths: list[Path] = []
+    for candidate in candidates:
+        if candidate.is_dir():
+            found = sorted(p for p in candidate.glob("*.toml") if p.is_file())
+            if not found:
+                raise ScheduleFileError(
+                    f"{candidate}: directory holds no *.toml schedule files", candidate
+                )
+            paths.extend(found)
+        elif candidate.is_file():
+            paths.append(candidate)
+        elif not candidate.exists():
+            hint = " (create one with `cronctl init`)" if not given else ""
+            raise ScheduleFileError(f"{candidate}: no such schedule file{hint}", candidate)
+        else:
+            raise ScheduleFileError(f"{candidate}: not a regular file", candidate)
+    return paths
+
+
+def _env_files(value: str) -> list[Path]:
+    """CRONCTL_FILE's paths; an empty value or an empty entry would quietly schedule nothing."""
+    parts = value.split(os.pathsep)
+    if not all(parts):
+        raise UsageError(
+            f"CRONCTL_FILE={value!r} is empty or has an empty entry; give schedule files "
+            f"separated by {os.pathsep!r} (e.g. CRONCTL_FILE=/srv/a.toml{os.pathsep}/srv/b.toml), "
+            "or unset it"
+        )
+    return [Path(p) for p in parts]
+
+
+def read_bytes(path: Path) -> bytes:
+    """A schedule file's bytes; a file that cannot be read stops the command (exit 2)."""
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise ScheduleFileError(f"{path}: cannot read: {exc.strerror}", path) from None
 
 
 def default_state_dir(env: Mapping[str, str], is_root: bool) -> Path:
@@ -113,7 +169,7 @@ def ensure_private_dir(path: Path, *, within: Path | None = None) -> Path:
     by-product of a 002 umask, and opening run logs to a whole group on that evidence alone
     would leak command output. Existing directories are never chmod-ed: they are only checked.
 
-    What is checked (SPEC 6): ``path`` itself, and whatever cronctl keeps directly inside it
+    What is checked: ``path`` itself, and whatever cronctl keeps directly inside it
     (``logs``, ``claims``, ``state.db`` and the rest) when it exists. With ``within`` (a state
     or lock directory that ``path`` lies in), ``within`` and every directory between it and
     ``path`` are checked, each before anything is created inside it, so a symlink planted
@@ -279,7 +335,7 @@ def _verify_children(base: Path, seen: os.stat_result | None = None) -> None:
     """Check what cronctl keeps inside ``base``: by lstat only, never opening a file.
 
     Opening and closing a descriptor of ``state.db`` would drop SQLite's locks in this
-    process (SPEC 6), so the database is judged by its inode alone. ``seen`` is ``base``'s
+    process, so the database is judged by its inode alone. ``seen`` is ``base``'s
     own lstat when the caller has just taken it.
     """
     if seen is None:
@@ -289,7 +345,7 @@ def _verify_children(base: Path, seen: os.stat_result | None = None) -> None:
             seen = None
     # Entries only come and go (or are swapped for links) through the directory itself, which
     # moves its mtime: a directory unchanged since its children passed needs no second look.
-    # A run asks this for every log, claim and lock it touches (measured: 16 % of a soak).
+    # A run asks this for every log, claim and lock it touches.
     key = None if seen is None else (seen.st_dev, seen.st_ino, seen.st_mtime_ns)
     if key is not None and _CHILDREN_PASSED.get(str(base)) == key:
         return
@@ -313,7 +369,7 @@ def _verify_children(base: Path, seen: os.stat_result | None = None) -> None:
 
 
 def _check_owner_and_mode(path: Path, st: os.stat_result, kind: str) -> None:
-    """Refuse what another user could have made or could change (SPEC 6)."""
+    """Refuse what another user could have made or could change (README, Safety)."""
     euid = os.geteuid()
     if st.st_uid not in (0, euid):
         where = path if kind == "directory" else path.parent

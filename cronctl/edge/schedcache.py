@@ -1,27 +1,26 @@
-"""The parsed schedule kept between `run`s, so a minute whose files did not change skips
-tomllib and the schema: their imports and the parse (for 100 tasks, about a quarter of the
-instructions of a `run` with nothing due; docs/benchmarks.md, fifth round). `list` reads and
-keeps the same entries (cli/common.load_cached); `check` never does.
+"""Entries of `run`'s cache, each kept under a key of everything the parse read.
 
-An entry is used only when everything the parse read is as it was then, so it can never be
-stale; anything else is a miss, and a miss parses the files as if there were no cache:
+`run` and `list` keep the parsed schedule in an entry (edge/schedentry.py), and a quiet
+minute its hint beside it (run/quiet.py); `check` never reads the cache. An entry is used
+only when everything the parse read is as it was then, so it can never be stale; anything
+else is a miss, and a miss parses the files as if there were no cache:
 
 - the bytes of every file, and the paths they were named by, from the same working
   directory;
 - ``$HOME`` (``~`` in a path) and cronctl's own parsing code (version, Python, and the size
-  and modification time of each source file in ``cronctl/core``, of ``edge/schedfiles.py`` and
-  of this module);
+  and modification time of each source file in ``cronctl/core``, of ``edge/schedfiles.py``,
+  ``edge/schedentry.py``, this module and ``run/quiet.py``);
 - every path the files' text was resolved to (``workdir`` and the ``[cronctl]`` paths),
   resolved again now: a link swapped under a workdir (a deploy's ``current``) is a miss;
 - every IANA time zone, looked up again in the time zone database as the parse does.
 
-Beside an entry, under the same key, `run` keeps the hint a quiet minute is dealt with from
-(cronctl/run/quiet.py: `Lookup.read` and `Lookup.keep` serve both). A schedule with
-errors is never kept. The entry is a ``marshal`` of plain values (no pickle:
-nothing in it can name a class or a function to call), in a private directory: the cache
-holds commands, so it gets the state directory's care (0700, never through a link, files
-0600 owned by this user). Anything wrong with the cache itself (an unsafe directory, a full
-disk, a damaged entry) costs only the parse it would have saved; it never fails a run.
+This module holds the key and the entries' files, not the schedule model: a quiet minute
+reads its hint through a `Lookup` without importing the model. An entry is a ``marshal`` of
+plain values (no pickle: nothing in it can name a class or a function to call), in a private
+directory: the cache holds commands, so it gets the state directory's care (0700, never
+through a link, files 0600 owned by this user). Anything wrong with the cache itself (an
+unsafe directory, a full disk, a damaged entry) costs only the parse it would have saved; it
+never fails a run.
 """
 
 from __future__ import annotations
@@ -29,38 +28,23 @@ from __future__ import annotations
 import marshal
 import os
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from contextlib import suppress
-from dataclasses import fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from cronctl._version import __version__
+from cronctl.core.values import resolve_path
+from cronctl.edge.paths import open_dir, open_nofollow, read_bytes
 from cronctl.errors import CronctlError, UsageError
-
-if TYPE_CHECKING:
-    from cronctl.core.model import Schedule
-
-# The schedule model, the zones and datetime are imported by the functions that build or
-# read an entry's schedule: a quiet minute (cronctl/run/quiet.py) reads only the key.
 
 #: Bumped whenever the entry's layout changes.
 FORMAT = 2
 #: The variable naming the cache directory; "off" turns the cache off.
 ENV = "CRONCTL_CACHE_DIR"
-#: A larger entry is not read (100 tasks make ~46 KB, 10,000 about 3.5 MB).
+#: A larger entry is not read (far more than the entry of a schedule of 10,000 tasks).
 MAX_ENTRY = 256 * 1024 * 1024
-
-
-def _records() -> dict[str, Any]:
-    """The record classes an entry may hold, by name (an allow-list: nothing else is made)."""
-    from cronctl.core.cronexpr import CronExpr
-    from cronctl.core.model import Problem, Schedule, Settings, Task
-
-    return {cls.__name__: cls for cls in (Schedule, Task, Settings, Problem, CronExpr)}
-
-
-class _Uncacheable(Exception):
-    """A value the entry cannot hold, or an entry that does not decode: parse instead."""
 
 
 def cache_dir(env: Mapping[str, str], is_root: bool) -> Path | None:
@@ -94,8 +78,6 @@ class Lookup:
 
     def __init__(self, paths: Sequence[Path], env: Mapping[str, str]) -> None:
         """Read the files and work out the key (see _key)."""
-        from cronctl.edge.schedfiles import read_bytes
-
         self.paths = paths
         self.contents = [read_bytes(p) for p in paths]
         self.where = cache_dir(env, os.geteuid() == 0)
@@ -127,30 +109,6 @@ class Lookup:
         _write(self.where, f"{kind}-{self.name}", data)
 
 
-def load(paths: Sequence[Path], env: Mapping[str, str], look: Lookup | None = None) -> Schedule:
-    """The schedule of these files (already read, in `look`): from the cache when nothing it
-    was parsed from changed, else parsed (and kept for the next run when it has no errors)."""
-    from cronctl.edge.schedfiles import parse_all
-
-    look = look or Lookup(paths, env)
-    if look.key is None:
-        return parse_all(look.paths, look.contents)[0]
-    found = look.read("schedule")
-    if found is not None:
-        schedule = _use(found, look)
-        if schedule is not None:
-            return schedule
-    schedule, resolved = parse_all(look.paths, look.contents)
-    if not schedule.errors:
-        try:
-            payload = _encode(schedule)
-        except (_Uncacheable, ValueError, AttributeError):  # a value no entry can hold
-            return schedule
-        look.resolved = tuple((k, str(v)) for k, v in resolved.items())
-        look.keep("schedule", (look.resolved, payload))
-    return schedule
-
-
 # --- the key ------------------------------------------------------------------------------
 
 
@@ -176,10 +134,9 @@ def _entry_name(key: Any) -> str:
 
 def _code_stamp() -> tuple[Any, ...] | None:
     """cronctl's version and its parsing code's files (size, mtime): every module of
-    cronctl/core, edge/schedfiles.py (the decoding) and this one. An edited or upgraded cronctl
+    cronctl/core, edge/schedfiles.py (the parse), edge/schedentry.py (the decoding), this one
+    and run/quiet.py (the hint). An edited or upgraded cronctl
     never reads an entry an older one wrote."""
-    from cronctl._version import __version__
-
     edge = Path(__file__).parent
     try:
         with os.scandir(edge.parent / "core") as entries:
@@ -188,7 +145,8 @@ def _code_stamp() -> tuple[Any, ...] | None:
                 for e in entries
                 if e.name.endswith(".py")
             ]
-        for own in (edge / "schedfiles.py", Path(__file__), edge.parent / "run" / "quiet.py"):
+        own_files = (edge / "schedfiles.py", edge / "schedentry.py", Path(__file__))
+        for own in (*own_files, edge.parent / "run" / "quiet.py"):
             st = own.stat()
             files.append((f"{own.parent.name}/{own.name}", st.st_size, st.st_mtime_ns))
     except OSError:
@@ -209,8 +167,6 @@ def _crc(data: bytes) -> str:
 
 def _read(where: Path, name: str) -> Any:
     """The decoded entry `name`, or None (none, unsafe, damaged: all a miss)."""
-    from cronctl.edge.paths import open_dir, open_nofollow
-
     try:
         dir_fd, _ = open_dir(where)
     except (OSError, CronctlError):
@@ -232,7 +188,8 @@ def _read(where: Path, name: str) -> Any:
         os.close(fd)
     try:
         # Our own file, in a directory only this user can write, as the state database is;
-        # marshal runs nothing, and _Decoder takes nothing but its own tagged plain values.
+        # marshal runs nothing, and the schedule's decoder (edge/schedentry.py) takes nothing
+        # but its own tagged plain values.
         return marshal.loads(data)  # noqa: S302
     except (EOFError, ValueError, TypeError):
         return None
@@ -247,27 +204,8 @@ def _read_all(fd: int, size: int) -> bytes:
         parts.append(chunk)
 
 
-def _use(found: Any, look: Lookup) -> Schedule | None:
-    """The entry's schedule if it was parsed from what is there now, else None."""
-    from cronctl.core.model import Schedule
-
-    try:
-        resolved, payload = found
-        if not still_resolved(resolved):
-            return None
-        schedule = _Decoder().value(payload)
-    except Exception:  # whatever an entry does wrong, the files are parsed instead
-        return None
-    if not isinstance(schedule, Schedule):
-        return None
-    look.resolved = resolved
-    return schedule
-
-
 def still_resolved(resolved: Any) -> bool:
     """Whether every path the files named resolves to what it did when they were parsed."""
-    from cronctl.core.values import resolve_path
-
     for (kind, base, text), then in resolved:
         try:
             if str(resolve_path(kind, Path(base), text)) != then:
@@ -279,8 +217,6 @@ def still_resolved(resolved: Any) -> bool:
 
 def _write(where: Path, name: str, data: bytes) -> None:
     """Write entry `name` (then rename it into place); any failure just keeps none."""
-    from cronctl.edge.paths import open_dir, open_nofollow
-
     temp = f".{name}.{os.getpid()}.tmp"
     try:
         where.mkdir(0o700, parents=True, exist_ok=True)  # open_dir judges what is there
@@ -310,8 +246,6 @@ STALE_TEMP_S = 3600
 
 def _sweep_temps(dir_fd: int) -> None:
     """Remove the temporary entries dead writers left (only when writing: a miss is rare)."""
-    import time
-
     cutoff = time.time() - STALE_TEMP_S
     with os.scandir(dir_fd) as entries:
         for entry in entries:
@@ -319,116 +253,3 @@ def _sweep_temps(dir_fd: int) -> None:
                 with suppress(OSError):
                     if entry.stat(follow_symlinks=False).st_mtime < cutoff:
                         os.unlink(entry.name, dir_fd=dir_fd)
-
-
-# --- the entry's values: plain data marshal can hold ---------------------------------------
-#
-# Every container is a tuple whose first item is a one-letter tag, so a tuple of the schedule
-# (a command's argv) and a tuple of the encoding can never be taken for each other. Scalars
-# and frozensets of scalars (a CronExpr's fields) are kept as they are.
-
-_SCALARS = (str, int, float, bool, type(None), bytes)
-
-
-def _encode(schedule: Any) -> Any:
-    """A schedule (or any value of one) as the entry's tagged plain values."""
-    from datetime import UTC, datetime, timedelta
-    from pathlib import PosixPath
-
-    from cronctl.core.zones import Zone
-
-    records = _records()
-    shared: dict[int, Any] = {}  # a record the parse shares is one tuple (marshal keeps that)
-
-    def encode(value: Any) -> Any:
-        kind = type(value)
-        if kind in _SCALARS:
-            return value
-        if kind is tuple:
-            return ("t", tuple(encode(v) for v in value))
-        if kind is list:
-            return ("l", tuple(encode(v) for v in value))
-        if kind is dict:
-            return ("d", tuple((encode(k), encode(v)) for k, v in value.items()))
-        if kind is frozenset and all(type(v) in _SCALARS for v in value):
-            return value
-        if kind is PosixPath:
-            return ("p", str(value))
-        if kind is timedelta:
-            return ("T", value.days, value.seconds, value.microseconds)
-        if kind is datetime and value.tzinfo is UTC:
-            return ("D", value.year, value.month, value.day, value.hour, value.minute,
-                    value.second, value.microsecond)  # fmt: skip
-        if kind is Zone:
-            return ("Z", value.name)
-        name = kind.__name__
-        if records.get(name) is kind:
-            done = shared.get(id(value))
-            if done is None:
-                values = tuple(encode(getattr(value, f.name)) for f in fields(value))
-                done = shared[id(value)] = ("R", name, values)
-            return done
-        raise _Uncacheable(f"{kind.__qualname__} is not kept in the schedule cache")
-
-    return encode(schedule)
-
-
-class _Decoder:
-    """The values back from the entry. Records get their fields set directly (as
-    pickle uses: no `__init__` to compile), and equal paths are one Path object. A record the
-    parse shared (one CronExpr per expression text, which `list` and `check` group tasks by)
-    is one object again: its entry is one tuple, made once."""
-
-    def __init__(self) -> None:
-        from datetime import UTC, datetime, timedelta
-
-        from cronctl.core.zones import parse_zone
-
-        self.paths: dict[str, Path] = {}
-        self.made: dict[int, Any] = {}
-        self.records = _records()
-        self.parse_zone = parse_zone
-        self.timedelta, self.datetime, self.utc = timedelta, datetime, UTC
-        self.names: dict[type, tuple[str, ...]] = {}
-
-    def field_names(self, cls: type) -> tuple[str, ...]:
-        """A record class's field names, in order (asked once per class)."""
-        names = self.names.get(cls)
-        if names is None:
-            names = self.names[cls] = tuple(f.name for f in fields(cls))
-        return names
-
-    def value(self, value: Any) -> Any:
-        if type(value) is not tuple:
-            return value
-        tag = value[0]
-        if tag == "R":
-            made = self.made.get(id(value))
-            if made is not None:
-                return made
-            cls = self.records.get(value[1])
-            if cls is None or len(value[2]) != len(names := self.field_names(cls)):
-                raise _Uncacheable(value[1])
-            made = self.made[id(value)] = cls.__new__(cls)
-            for name, v in zip(names, value[2], strict=True):
-                object.__setattr__(made, name, v if type(v) is not tuple else self.value(v))
-            return made
-        if tag == "t":
-            return tuple([v if type(v) is not tuple else self.value(v) for v in value[1]])
-        if tag == "p":
-            path = self.paths.get(value[1])
-            if path is None:
-                path = self.paths[value[1]] = Path(value[1])
-            return path
-        if tag == "d":
-            return {self.value(k): self.value(v) for k, v in value[1]}
-        if tag == "Z":  # as parsing gives it now: a zone gone from the database is a miss
-            return self.parse_zone(value[1])
-        if tag == "T":
-            return self.timedelta(value[1], value[2], value[3])
-        if tag == "D":
-            year, month, day, hour, minute, second, micro = value[1:]
-            return self.datetime(year, month, day, hour, minute, second, micro, tzinfo=self.utc)
-        if tag == "l":
-            return [self.value(v) for v in value[1]]
-        raise _Uncacheable(repr(tag))

@@ -1,63 +1,23 @@
-"""Find and read schedule files; decode TOML keeping enough to locate problems.
+"""Parse schedule files into a Schedule: TOML decoded, every problem located by its line.
 
-The parser (tomllib, the schema) is imported when a file is parsed, not with this module:
-`run` finds its schedule in the cache (edge/schedcache.py) most minutes and never needs it.
+Finding the files and reading their bytes is edge/paths.py, which a quiet `run` uses alone;
+`run` finds its schedule in the cache (edge/schedentry.py) most minutes and imports this
+module only when the files changed.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import tomllib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from cronctl.errors import ScheduleFileError, UsageError
-
-if TYPE_CHECKING:
-    from cronctl.core.model import Schedule
-    from cronctl.core.schema import FileResult
-
-DEFAULT_FILE = "schedules.toml"
-
-
-def schedule_paths(given: Sequence[Path] | None, env: Mapping[str, str]) -> list[Path]:
-    """--file values (a directory means its *.toml, sorted), else CRONCTL_FILE, else the default."""
-    if given:
-        candidates = list(given)
-    elif "CRONCTL_FILE" in env:
-        candidates = _env_files(env["CRONCTL_FILE"])
-    else:
-        candidates = [Path(DEFAULT_FILE)]
-    paths: list[Path] = []
-    for candidate in candidates:
-        if candidate.is_dir():
-            found = sorted(p for p in candidate.glob("*.toml") if p.is_file())
-            if not found:
-                raise ScheduleFileError(
-                    f"{candidate}: directory holds no *.toml schedule files", candidate
-                )
-            paths.extend(found)
-        elif candidate.is_file():
-            paths.append(candidate)
-        elif not candidate.exists():
-            hint = " (create one with `cronctl init`)" if not given else ""
-            raise ScheduleFileError(f"{candidate}: no such schedule file{hint}", candidate)
-        else:
-            raise ScheduleFileError(f"{candidate}: not a regular file", candidate)
-    return paths
-
-
-def _env_files(value: str) -> list[Path]:
-    """CRONCTL_FILE's paths; an empty value or an empty entry would quietly schedule nothing."""
-    parts = value.split(os.pathsep)
-    if not all(parts):
-        raise UsageError(
-            f"CRONCTL_FILE={value!r} is empty or has an empty entry; give schedule files "
-            f"separated by {os.pathsep!r} (e.g. CRONCTL_FILE=/srv/a.toml{os.pathsep}/srv/b.toml), "
-            "or unset it"
-        )
-    return [Path(p) for p in parts]
+from cronctl.core.assemble import build_schedule
+from cronctl.core.lines import index_lines, syntax_error_line
+from cronctl.core.model import Problem, Schedule
+from cronctl.core.schema import FileResult, parse_document
+from cronctl.edge.paths import read_bytes, schedule_paths
 
 
 def read_file(path: Path) -> FileResult:
@@ -65,22 +25,8 @@ def read_file(path: Path) -> FileResult:
     return parse_bytes(path, read_bytes(path))
 
 
-def read_bytes(path: Path) -> bytes:
-    """A schedule file's bytes; a file that cannot be read stops the command (exit 2)."""
-    try:
-        return path.read_bytes()
-    except OSError as exc:
-        raise ScheduleFileError(f"{path}: cannot read: {exc.strerror}", path) from None
-
-
 def parse_bytes(path: Path, data: bytes) -> FileResult:
     """Validate a schedule file's bytes as if read from `path` (e.g. a revision's from git)."""
-    import tomllib
-
-    from cronctl.core.lines import index_lines, syntax_error_line
-    from cronctl.core.model import Problem
-    from cronctl.core.schema import FileResult, parse_document
-
     result = FileResult(path=path, display=str(path))
     try:
         text = data.decode("utf-8")
@@ -163,13 +109,6 @@ def parse_all(
     results = [parse_bytes(p, data) for p, data in zip(paths, contents, strict=True)]
     resolved = {key: path for result in results for key, path in result.resolved.items()}
     return build_schedule(results), resolved
-
-
-def build_schedule(results: list[FileResult]) -> Schedule:
-    """The files' results combined into one Schedule (core/assemble.py)."""
-    from cronctl.core import assemble
-
-    return assemble.build_schedule(results)
 
 
 def load(

@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import FrameType
 
-from cronctl.core.cronexpr import minute_floor
+from cronctl.core.minutes import minute_floor
 from cronctl.core.model import Schedule
 from cronctl.edge.paths import ensure_private_dir
 from cronctl.edge.state.dbfile import file_id

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from cronctl.core.cronexpr import minute_floor
+from cronctl.core.minutes import minute_floor
 from cronctl.edge.schedfiles import load_paths
 from cronctl.edge.state.store import Store
 from cronctl.run.once import RunContext, real_clock

@@ -25,7 +25,7 @@ NEAR_BOUNDARY = """
 import sys
 from datetime import UTC, datetime, timedelta
 from cronctl.run import work
-from cronctl.core.cronexpr import minute_floor
+from cronctl.core.minutes import minute_floor
 
 real = work.Worker.__init__
 shift = []

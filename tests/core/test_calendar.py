@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from cronctl.core.calendar import Herd, build_timeline, find_herds, occurrences
-from cronctl.core.cronexpr import minute_ceil, parse_cron
+from cronctl.core.cronexpr import parse_cron
+from cronctl.core.minutes import minute_ceil
 from cronctl.core.model import Task
 from cronctl.core.zones import parse_zone
 

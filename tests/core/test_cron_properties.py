@@ -15,8 +15,8 @@ from zoneinfo import ZoneInfo
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from cronctl.core.cronexpr import CronExpr, next_wall, parse_cron
-from cronctl.core.cronwalk import matching_walls
+from cronctl.core.cronexpr import CronExpr, parse_cron
+from cronctl.core.cronwalk import matching_walls, next_wall
 from cronctl.core.zones import (
     MAX_PER_INSTANT,
     fires_at,

@@ -10,7 +10,8 @@ from datetime import datetime
 
 import pytest
 
-from cronctl.core.cronexpr import CronExpr, next_wall, parse_cron
+from cronctl.core.cronexpr import CronExpr, parse_cron
+from cronctl.core.cronwalk import next_wall
 from cronctl.errors import CronSyntaxError
 
 EVERY_MINUTE = frozenset(range(60))

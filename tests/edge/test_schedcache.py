@@ -1,6 +1,7 @@
-"""`run`'s cache of parsed schedules (cronctl/edge/schedcache.py): a hit is exactly what a
-parse would give, anything the parse read that changed is a miss, and nothing wrong with the
-cache itself ever fails a run or makes cronctl follow a link."""
+"""`run`'s cache of parsed schedules (cronctl/edge/schedcache.py, the entries and their key;
+cronctl/edge/schedentry.py, the schedule in an entry): a hit is exactly what a parse would give,
+anything the parse read that changed is a miss, and nothing wrong with the cache itself ever
+fails a run or makes cronctl follow a link."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from cronctl.edge import schedcache
+from cronctl.edge import schedcache, schedentry
 from cronctl.edge import schedfiles as files
 from cronctl.edge.schedfiles import load_paths
 from cronctl.errors import UsageError
@@ -35,7 +36,7 @@ def cache(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def parses(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Path, ...]]:
-    """Every parse schedcache.load asks for (a hit asks for none)."""
+    """Every parse schedentry.load asks for (a hit asks for none)."""
     seen: list[tuple[Path, ...]] = []
     real = files.parse_all
 
@@ -48,7 +49,7 @@ def parses(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Path, ...]]:
 
 
 def load(paths: list[Path], cache: Path, **env: str) -> Any:
-    return schedcache.load(paths, {"CRONCTL_CACHE_DIR": str(cache), "HOME": "/root", **env})
+    return schedentry.load(paths, {"CRONCTL_CACHE_DIR": str(cache), "HOME": "/root", **env})
 
 
 def same(a: object, b: object, where: str = "schedule") -> None:
@@ -208,7 +209,7 @@ def test_problems_and_settings_round_trip(tmp_path: Path) -> None:
         problems=(Problem("f.toml", 3, "a", "warning", "code", "message"),),
         settings=Settings(state_dir=tmp_path, metrics_file=tmp_path / "m.prom", max_parallel=3),
     )
-    same(schedule, schedcache._Decoder().value(schedcache._encode(schedule)))
+    same(schedule, schedentry._Decoder().value(schedentry._encode(schedule)))
 
 
 # --- a damaged, planted or unusable cache -------------------------------------------------
@@ -265,7 +266,7 @@ def test_a_link_planted_at_the_entry_is_never_followed(
     path, entry = _primed(tmp_path, cache)
     # A valid entry for these very files, but another command, placed where a link points.
     other = write_schedule(tmp_path / "other.toml", [HOURLY.replace('"true"', '"evil"')])
-    planted = _with_payload(entry, schedcache._encode(load_paths([other])))
+    planted = _with_payload(entry, schedentry._encode(load_paths([other])))
     elsewhere = tmp_path / "elsewhere"
     elsewhere.write_bytes(planted)
     entry.write_bytes(planted)
@@ -339,14 +340,14 @@ def test_a_full_disk_leaves_no_partial_entry(
 
 def test_values_the_entry_cannot_hold_are_refused_not_mangled() -> None:
     for value in (object(), {1, 2}, bytearray(b"x"), Path("x").stat):
-        with pytest.raises(schedcache._Uncacheable):
-            schedcache._encode(value)
+        with pytest.raises(schedentry._Uncacheable):
+            schedentry._encode(value)
     from datetime import datetime, timedelta, timezone
 
-    with pytest.raises(schedcache._Uncacheable):
-        schedcache._encode(datetime(2026, 1, 1, tzinfo=timezone(timedelta(hours=1))))
+    with pytest.raises(schedentry._Uncacheable):
+        schedentry._encode(datetime(2026, 1, 1, tzinfo=timezone(timedelta(hours=1))))
     value = ("t", ("l", [1]), {"a": (1, "b")}, frozenset({1, 2}))
-    assert schedcache._Decoder().value(schedcache._encode(value)) == value
+    assert schedentry._Decoder().value(schedentry._encode(value)) == value
 
 
 # --- where the cache lives ----------------------------------------------------------------
@@ -484,6 +485,7 @@ def test_the_code_stamp_names_the_parsing_modules() -> None:
         "model.py",
         "zones.py",
         "edge/schedfiles.py",
+        "edge/schedentry.py",
         "edge/schedcache.py",
     } <= names
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from cronctl.core.analysis import task_warnings
 from cronctl.core.model import Task
 
 
@@ -37,8 +38,6 @@ def whole_hour_zone(task: Task) -> str | None:
 
 def dst_limits(task: Task, now: datetime) -> list[str]:
     """The task's DST gaps and overlaps in the next 12 months (each target has its own rule)."""
-    from cronctl.core.analysis import task_warnings
-
     return [
         f"DST rule ({w.code}): {w.message}; the target applies its own rule on that day"
         for w in task_warnings(task, now)
@@ -47,7 +46,7 @@ def dst_limits(task: Task, now: datetime) -> list[str]:
 
 
 def common_limits(task: Task) -> list[str]:
-    """Keys no export target has: claims across machines, and the ones later SPEC sections add."""
+    """Keys no export target has: claims across machines, hosts, pings, hooks and notify."""
     lost = []
     if task.on_one_server:
         lost.append(

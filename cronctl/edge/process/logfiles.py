@@ -1,7 +1,7 @@
 """Read a run's captured output back for `cronctl logs`: safely, and in constant memory.
 
 The log lives at ``STATE_DIR/logs/TASK/RUN_ID.log``. Everything on the way is checked the
-way cronctl checks what it writes (SPEC 6): no directory or file is reached through a
+way cronctl checks what it writes (README, Safety): no directory or file is reached through a
 symbolic link, a FIFO or device planted at the name is refused instead of blocking the
 reader, and the output is handed on in chunks, so a 200 MB log costs 64 KiB of memory.
 """

@@ -4,7 +4,7 @@ A pid alone names a process only while it lives: once it exits the kernel may ha
 to anything. ``(boot id, pid, start time)`` names one process for good: the start time is field
 22 of ``/proc/PID/stat`` (clock ticks since boot) and the boot id changes at every boot. The
 overlap lock records this identity for the task's command, so a lock whose descriptor a task
-closed can still be recognised as held (SPEC 4.2).
+closed can still be recognised as held.
 
 Zombies count as gone: in a container whose pid 1 never reaps, an orphan stays a zombie forever.
 """

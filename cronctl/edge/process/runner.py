@@ -1,6 +1,6 @@
 """Start one command in its own process group, capture its output, enforce its timeout.
 
-SPEC 4.4: a string command runs as ``SHELL -c COMMAND``, an array is executed directly; stdin
+A string command runs as ``SHELL -c COMMAND``, an array is executed directly; stdin
 is ``/dev/null``; stdout and stderr go together into a per-run log file (0600); a timeout
 sends SIGTERM to the whole process group and SIGKILL ``kill_grace`` seconds later, so a
 shell's grandchildren die with it. A command that cannot start is a result, never an
@@ -29,6 +29,7 @@ from typing import Literal, TypeAlias
 
 from cronctl.edge.paths import open_nofollow
 from cronctl.edge.process import procs
+from cronctl.edge.process.stream import tee
 
 __all__ = [
     "CommandResult",
@@ -320,8 +321,6 @@ def _stream_pipe(spec: RunSpec, log_fd: int) -> tuple[int, int, int] | None:
 
 
 def _start_tee(read_fd: int, log_fd: int, spec: RunSpec) -> threading.Thread:
-    from cronctl.edge.process.stream import tee
-
     assert spec.stream is not None
     thread = threading.Thread(
         target=tee, args=(read_fd, log_fd, spec.stream), name="cronctl-tee", daemon=True

@@ -1,8 +1,8 @@
-"""Output streamed as it comes: a task's lines to the terminal (`exec`) or to cronctl's stdout
-(`work --output`), copied to the log file byte for byte.
+"""Output streamed as it comes, to a terminal or stdout, and copied to the log byte for byte.
 
-Printed text has control and escape sequences made visible (SPEC 4.4): a task's output must
-not be able to move the cursor, retitle the terminal or hide lines from an operator.
+A task's lines go to the terminal (`exec`) or to cronctl's stdout (`work --output`). Printed
+text has control and escape sequences made visible: a task's output must not be able to move
+the cursor, retitle the terminal or hide lines from an operator.
 """
 
 from __future__ import annotations

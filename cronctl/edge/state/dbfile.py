@@ -191,7 +191,7 @@ def _inspect(path: Path) -> bool:
     """Whether the database exists; refuse one that is a link, not a file, or not ours.
 
     By path with ``lstat`` only: a descriptor of the database opened and closed here would
-    drop every POSIX lock SQLite holds on it in this process (SPEC 6).
+    drop every POSIX lock SQLite holds on it in this process.
     """
     for name in (path, *(path.with_name(path.name + end) for end in _WAL_FILES)):
         try:

@@ -1,6 +1,6 @@
 """Per-machine state and run history in ``STATE_DIR/state.db`` (SQLite, standard library).
 
-Two tables (SPEC 5.1): ``task_state`` holds, per task, the last occurrence this machine has dealt
+Two tables: ``task_state`` holds, per task, the last occurrence this machine has dealt
 with and the fingerprint of the schedule that produced it; ``runs`` holds one row per occurrence
 dealt with (run, skipped or missed). Several ``cronctl run`` processes may use the file at once,
 and any of them may be killed at any moment:
@@ -24,7 +24,6 @@ from __future__ import annotations
 import operator
 import sqlite3
 import threading
-from _thread import RLock  # threading's RLock: the module itself costs `run` ~4M instructions
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, fields
@@ -88,7 +87,7 @@ StoredState: TypeAlias = "tuple[Any, ...]"
 
 @dataclass(frozen=True, slots=True)
 class TaskState:
-    """What this machine remembers about one task between runs (SPEC 5.1)."""
+    """What this machine remembers about one task between runs."""
 
     name: str
     fingerprint: str  # schedule identity; a change restarts the window
@@ -179,8 +178,8 @@ def _stored(names: Sequence[str], values: list[object]) -> list[object]:
 
 def _run_values(run: RunRow) -> tuple[object, ...]:
     """The stored form of a new row, checked (:func:`_run_column`)."""
-    # Not dataclasses.astuple, which deep-copies every field (measured: 9 of the 12 ms a
-    # run spent recording 100 new rows); one attrgetter, not a getattr per field.
+    # Not dataclasses.astuple, which deep-copies every field (docs/benchmarks.md); one
+    # attrgetter, not a getattr per field.
     return tuple(_stored(_RUN_FIELDS, list(_RUN_GETTER(run))))
 
 
@@ -468,7 +467,7 @@ class Store:
         """Wrap an open, migrated connection; use :meth:`open` instead."""
         self._conn = conn
         self._path = path
-        self._lock = RLock()
+        self._lock = threading.RLock()
         # Group commit of update_run (see there): the queue, and whether a thread commits it.
         self._grouped: threading.Condition | None = None  # made on first use: see _group
         self._queue: list[_Update] = []
@@ -476,14 +475,12 @@ class Store:
 
     @property
     def _group(self) -> threading.Condition:
-        """The group commit's condition, made on first use: a store that never records a
-        result (a quiet minute, execution/quiet.py) spares `run` the threading module."""
+        """The group commit's condition, made on first use: close() has nothing to commit for
+        a store that never queued a result (a quiet minute's, run/quiet.py)."""
         group = self._grouped
         if group is None:
             with self._lock:
                 if self._grouped is None:
-                    import threading
-
                     self._grouped = threading.Condition(threading.Lock())
                 group = self._grouped
         return group
@@ -498,8 +495,8 @@ class Store:
         """Open ``state_dir/state.db``, creating (unless ``create`` is false) and migrating it.
 
         ``state_dir`` must exist and have been checked by the caller. No descriptor of the file
-        is ever opened outside SQLite (SPEC 6), so any number of stores may be open at once in
-        one process.
+        is ever opened outside SQLite (README, Safety), so any number of stores may be open at
+        once in one process.
 
         :raises UnsafeDirectoryError: ``state.db`` (or its -wal/-shm) is a symlink, not a
             regular file, owned by another user or world-writable.
@@ -721,7 +718,7 @@ class Store:
         """
         # Every `run` asks this: the partial index holds only unfinished rows, so the question
         # costs the same with a day of history or ninety. Left to itself SQLite walks the whole
-        # table in ORDER BY order (measured: a third of a soak's time).
+        # table in ORDER BY order.
         rows = self._select(
             f"SELECT {_RUN_COLUMNS} FROM runs INDEXED BY runs_unfinished "  # noqa: S608
             f"WHERE (?1 IS NULL OR host = ?1) AND outcome IN ('pending', 'running') {_ORDER}",

@@ -11,8 +11,8 @@ file per run, ``PID-NONCE.slots``, with a slot of :data:`RESERVE` bytes for each
 (``posix_fallocate``), filled in place with the result and its run id. The owner removes the
 file when nothing had to be kept; a crash leaves it all zeros, which reads as nothing kept,
 and the next run removes it once its owner is gone. One file per run, not one per
-occurrence: creating, allocating and unlinking a hundred files in one directory cost a run
-of 100 quick tasks ~35 ms (measured), the directory's lock serialising every worker.
+occurrence: creating, allocating and unlinking a hundred files in one directory would make
+every worker of a run wait on the directory's lock (docs/benchmarks.md).
 
 A result with no slot (a retry's row, or a run that could not reserve) is written as
 ``RUN_ID.json``, as older cronctl did for every result; those files are still read.
@@ -46,7 +46,9 @@ def _path(state_dir: Path, run_id: str) -> Path:
 
 
 def _encode(fields: dict[str, object], run_id: str | None = None) -> bytes:
-    import json  # only for a result that could not be saved: most runs never need it
+    # json is imported here and in _decode, not at the top: only a result that could not be
+    # saved needs it, and `run` never imports it otherwise (tests/cli/test_main.py).
+    import json
 
     values = {k: v.isoformat() if isinstance(v, datetime) else v for k, v in fields.items()}
     record: dict[str, object] = values if run_id is None else {"id": run_id, "result": values}
@@ -54,7 +56,7 @@ def _encode(fields: dict[str, object], run_id: str | None = None) -> bytes:
 
 
 def _decode(raw: bytes) -> dict[str, object] | None:
-    import json
+    import json  # see _encode
 
     raw = raw.rstrip(b"\0")
     try:
