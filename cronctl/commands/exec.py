@@ -1,4 +1,4 @@
-"""`cronctl exec NAME [--wait]`: run one task now, outside its schedule (SPEC 9.1).
+"""`cronctl exec NAME [--wait]`: run one task now, outside its schedule (docs/commands.md).
 
 Same command, environment, working directory, timeout and overlap lock as a scheduled run;
 no claim (nothing was scheduled to claim) and no conditions (the operator asked for it). The
@@ -99,7 +99,7 @@ def _run_now(task: Task, ctx: RunContext, lock: HeldLock) -> RunRow:
             tx.add_run(row)
         env = task_env(task, row, ctx)
         if task.reports_outside:
-            result = attempts.execute(store, task, row, env, ctx, lock)
+            result = attempts.execute(store, task, row, env, ctx, lock, execute)
         else:
             result = execute(store, task, row, env, ctx, lock)
         store.update_run(result.id, **{k: getattr(result, k) for k in RESULT_FIELDS})

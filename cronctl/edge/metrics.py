@@ -1,5 +1,5 @@
 """`[cronctl] metrics_file`: the Prometheus text format for node_exporter's textfile collector
-(SPEC 9.3), rewritten atomically after every `run` and every `work` tick.
+(docs/operating.md), rewritten atomically after every `run` and every `work` tick.
 
 Written by hand rather than with prometheus-client: importing its exposition costs ~35 ms
 (measured: it pulls in its whole registry and HTTP server), which every `run` of a machine
@@ -14,16 +14,15 @@ collector never sees half a file.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
-from typing import TYPE_CHECKING
+from pathlib import Path
 
 from cronctl.core.model import Schedule, Task
 from cronctl.core.runs import RunRow
+from cronctl.edge.dirs import daily_notice
 from cronctl.edge.paths import write_atomic
 from cronctl.edge.state.store import Store
-
-if TYPE_CHECKING:
-    from cronctl.run.once import RunContext
 
 _UNFINISHED = ("pending", "running")
 _HELP = {
@@ -41,8 +40,11 @@ _HELP = {
 }
 
 
-def write_metrics(schedule: Schedule, store: Store, now: datetime, ctx: RunContext) -> None:
-    """Write the metrics file; a failure is a warning (once a day), never a failed run."""
+def write_metrics(
+    schedule: Schedule, store: Store, now: datetime, state_dir: Path, warn: Callable[[str], None]
+) -> None:
+    """Write the metrics file; a failure is a warning (once a day, remembered in `state_dir`),
+    never a failed run."""
     path = schedule.settings.metrics_file
     assert path is not None
     try:
@@ -50,10 +52,8 @@ def write_metrics(schedule: Schedule, store: Store, now: datetime, ctx: RunConte
         # is rewritten every minute, and a crash leaves the old one whole.
         write_atomic(path, render(schedule, store, now).encode(), 0o644, durable=False)
     except OSError as exc:
-        from cronctl.edge.dirs import daily_notice
-
-        if daily_notice(ctx.state_dir, "metrics-file"):
-            ctx.warn(
+        if daily_notice(state_dir, "metrics-file"):
+            warn(
                 f"cronctl: warning: cannot write metrics_file {path}: {exc.strerror or exc} "
                 "(the directory must exist and be writable by this user; repeated once a day)"
             )

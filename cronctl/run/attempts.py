@@ -1,23 +1,28 @@
-"""One occurrence beyond its command (SPEC 9.2): retries, the heartbeat ping, the hooks, and
-what to report when it ends (`notify`).
+"""One occurrence beyond its command (docs/schedule-file.md, "Retries, pings and hooks"):
+retries, the heartbeat ping, the hooks, and what to report when it ends (`notify`).
 
-Imported by cronctl.run only for a task that uses these keys (or when a run reports live), so
-a plain `cronctl run` pays nothing for them.
+The single attempt is handed in (`Attempt`): this module wraps whatever starts the command,
+so it sits above run/occurrence.py's workers without importing them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TypeAlias
 
+from cronctl.coord.port import HeldLock
 from cronctl.core.model import Task
 from cronctl.core.runs import RunRow
+from cronctl.edge.notify import Pinger, run_hook
 from cronctl.edge.state.store import Store
+from cronctl.run.context import RESULT_FIELDS, RunContext, new_run_id
 
-if TYPE_CHECKING:
-    from cronctl.coord.port import HeldLock
-    from cronctl.run.once import RunContext
+#: One attempt of the command: (store, task, its row, env, ctx, overlap lock) -> the result.
+Attempt: TypeAlias = Callable[
+    [Store, Task, RunRow, dict[str, str], RunContext, HeldLock | None], RunRow
+]
 
 RETRYABLE = ("failed", "timeout")
 FAILURES = ("failed", "timeout", "error")
@@ -31,22 +36,19 @@ def execute(
     env: dict[str, str],
     ctx: RunContext,
     lock: HeldLock | None,
+    attempt: Attempt,
 ) -> RunRow:
-    """Run the command, again on failure while retries last; ping and hook around it all.
+    """Run the command (`attempt`), again on failure while retries last; ping and hook around
+    it all.
 
     The overlap lock (`lock`) stays held through the retry delays: the occurrence is not
     over until its last attempt is.
     """
-    from cronctl.run.context import RESULT_FIELDS, new_run_id
-    from cronctl.run.occurrence import execute as _execute
-
     pinger = None
     if task.ping_url is not None:
-        from cronctl.edge.notify import Pinger
-
         pinger = Pinger(task, ctx.state_dir, ctx.warn)
         pinger.start(row.id)
-    result = _execute(store, task, row, env, ctx, lock)
+    result = attempt(store, task, row, env, ctx, lock)
     while (delay := retry_delay(task, result, ctx)) is not None:
         store.update_run(result.id, **{k: getattr(result, k) for k in RESULT_FIELDS})
         ctx.sleep(delay.total_seconds())
@@ -61,12 +63,10 @@ def execute(
         with store.transaction() as tx:
             tx.add_run(row)
         env = {**env, "CRONCTL_RUN_ID": row.id, "CRONCTL_ATTEMPT": str(row.attempt)}
-        result = _execute(store, task, row, env, ctx, lock)
+        result = attempt(store, task, row, env, ctx, lock)
     if pinger is not None:
         pinger.finish(result)
     if task.on_failure or task.on_success:
-        from cronctl.edge.notify import run_hook
-
         run_hook(task, result, env, ctx.state_dir, ctx.warn)
     return result
 

@@ -11,15 +11,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypedDict
+from typing import Any, Protocol, TypedDict
 
 from cronctl.coord.port import Coordinator
+from cronctl.core.due import Plan
 from cronctl.core.model import Task
 from cronctl.core.runs import RunRow
-
-if TYPE_CHECKING:
-    from cronctl.core.due import Plan
-    from cronctl.edge.process import runner
+from cronctl.edge.process import runner
 
 CONDITION_TIMEOUT_S = 30.0
 #: `run --now T` with T this far ahead of the machine's clock is a rehearsal (RunContext).
@@ -43,16 +41,12 @@ RESULT_FIELDS = (
 
 
 def start_command(spec: runner.RunSpec) -> Running:
-    """runner.start, imported on first use: a run with nothing due never needs subprocess."""
-    from cronctl.edge.process import runner
-
+    """Start the command (runner.start; tests inject their own through RunContext.start)."""
     return runner.start(spec)
 
 
 def check_condition(command: str, **options: Any) -> bool:
-    """runner.run_condition, imported on first use."""
-    from cronctl.edge.process import runner
-
+    """Run a `when`/`skip` condition (runner.run_condition; tests inject their own)."""
     return runner.run_condition(command, **options)
 
 
@@ -152,7 +146,7 @@ class RunContext:
     # Rows the planning transaction recorded "running" already (the first wave: see
     # planning.plan_all), so their workers start them without a commit of their own.
     marked: set[str] = field(default_factory=set)
-    # Issue 11: waits (jitter, retry delays) go through `sleep` so tests can pin the clock;
+    # Waits (jitter, retry delays) go through `sleep` so tests can pin the clock;
     # `on_done` hears each occurrence's final row as its task ends (live failure reports);
     # `output` gives a task's output lines to a sink (`work --output`).
     sleep: Callable[[float], None] = time.sleep

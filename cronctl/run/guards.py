@@ -1,5 +1,6 @@
-"""The guards of one due occurrence, in SPEC 4.1's order after `paused`: when/skip
-conditions, the on_one_server claim, the without_overlapping lock."""
+"""The guards of one due occurrence, in the documented order after `paused`
+(docs/guarantees.md): when/skip conditions, the on_one_server claim, the
+without_overlapping lock."""
 
 from __future__ import annotations
 
@@ -7,33 +8,29 @@ from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
 
-from cronctl.coord import open_coordinator
+from cronctl.coord import open_coordinator, outbox
 from cronctl.coord.port import HeldLock, StoreUnavailable
 from cronctl.core.due import Plan
 from cronctl.core.model import Task, format_duration
 from cronctl.core.runs import RunRow
 from cronctl.edge.paths import ensure_private_dir
 from cronctl.run.context import CONDITION_TIMEOUT_S, REHEARSAL_DIR, RunContext, coord_of
+from cronctl.run.outcomes import still_running
 
 
 def paused(ctx: RunContext) -> Mapping[str, object]:
     """The operator pauses. When the store is unreachable, the pauses last read from it still
-    hold (guarded tasks then fail at their claim or lock, the others run: SPEC 8.2).
-
-    The outbox is imported only for a coordination store: the files in lock_dir need none."""
+    hold (guarded tasks then fail at their claim or lock, the others run: see
+    docs/fleets-postgresql.md)."""
     coord = coord_of(ctx)
     try:
         pauses = coord.paused_tasks()
     except StoreUnavailable as exc:
-        from cronctl.coord import outbox
-
         kept = outbox.remembered_pauses(ctx.state_dir)
         also = f"; the pauses last read from it still hold ({', '.join(kept)})" if kept else ""
         ctx.warn(f"cronctl: error: {exc}; guarded tasks are not started this minute{also}")
         return dict.fromkeys(kept)
     if coord.may_be_unreachable:
-        from cronctl.coord import outbox
-
         outbox.remember_pauses(ctx.state_dir, list(pauses))
     return pauses
 
@@ -42,8 +39,8 @@ def preclaim(
     plans: Mapping[str, Plan], by_task: Mapping[str, list[RunRow]], ctx: RunContext, now: datetime
 ) -> None:
     """Claim the next occurrence of every on_one_server task without conditions in one round
-    trip. Tasks with when/skip claim after their conditions pass (SPEC 4.1): a condition may
-    hold on one machine only. A rehearsal never claims in the store (see claim)."""
+    trip. Tasks with when/skip claim after their conditions pass (docs/guarantees.md): a
+    condition may hold on one machine only. A rehearsal never claims in the store (see claim)."""
     if ctx.rehearsal:
         return
     first = [
@@ -101,8 +98,6 @@ def acquire(
 
     :raises StoreUnavailable: the coordination store could not be asked.
     """
-    from cronctl.run.outcomes import still_running
-
     if task.on_one_server and not claim(task, row, ctx, now):
         return replace(row, outcome="skipped: another server"), None
     if not task.without_overlapping:

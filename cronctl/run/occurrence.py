@@ -1,5 +1,5 @@
 """Running the due occurrences: each task's in a worker thread, one occurrence at a time
-through its guards to its command, and its result recorded (or kept aside, SPEC 4.4)."""
+through its guards to its command, and its result recorded (or kept aside, docs/guarantees.md)."""
 
 from __future__ import annotations
 
@@ -13,11 +13,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 from cronctl.coord.port import HeldLock, StoreUnavailable
 from cronctl.core.due import Plan
 from cronctl.core.model import Task, format_utc
+from cronctl.core.opskeys import jitter_offset
 from cronctl.core.runs import RunRow
 from cronctl.edge.paths import ensure_private_dir
+from cronctl.edge.process import runner
+from cronctl.edge.state import unsaved
 from cronctl.edge.state.store import PendingUpdate, Store
 from cronctl.errors import CronctlError
-from cronctl.run import guards
+from cronctl.run import attempts, guards
 from cronctl.run.context import (
     FAILED,
     RESULT_FIELDS,
@@ -26,10 +29,9 @@ from cronctl.run.context import (
     running_fields,
     starts_at_once,
 )
+from cronctl.run.outcomes import NOT_STARTED, record_command, result_message
 
 if TYPE_CHECKING:
-    from cronctl.edge.state.unsaved import Slots
-
     #: A result handed to the group commit without waiting (see run_task).
     _Later = tuple[PendingUpdate, RunRow, dict[str, Any]]
 
@@ -46,8 +48,6 @@ def run_all(
     `started` is called (in this thread, never raising) once the first wave, the rows
     planning marked "running", has started (or ended: a guard refused), or after
     _FIRST_WAVE_S at most."""
-    from cronctl.edge.state import unsaved
-
     # Room for every result in case the disk fills up, reserved before anything starts.
     slots = unsaved.reserve(ctx.state_dir, [r.id for rows in by_task.values() for r in rows])
     try:
@@ -62,7 +62,7 @@ def _run_all(
     plans: Mapping[str, Plan],
     by_task: Mapping[str, list[RunRow]],
     ctx: RunContext,
-    slots: Slots | None,
+    slots: unsaved.Slots | None,
     started: Callable[[], None] | None = None,
 ) -> list[RunRow]:
     queue = _Queue(store, plans, by_task, ctx, slots)
@@ -153,7 +153,7 @@ class _Queue:
         plans: Mapping[str, Plan],
         by_task: Mapping[str, list[RunRow]],
         ctx: RunContext,
-        slots: Slots | None = None,
+        slots: unsaved.Slots | None = None,
     ) -> None:
         self._store = store
         self.slots = slots
@@ -330,7 +330,7 @@ def run_task(
             if ctx.on_done is not None:
                 # What attempts.finished says of a run _waits lets through (not a failure,
                 # notify = "always", first attempt): nothing to report, and it reads no
-                # history; called directly, a run need not import attempts at all.
+                # history, so the report is made without a history query.
                 ctx.on_done(task, result, None)
             done.append(result)
             continue
@@ -338,8 +338,6 @@ def run_task(
             store.update_run(result.id, **fields)
         except CronctlError as exc:
             result = _unsaved(result, fields, exc, ctx, slots)
-        from cronctl.run import attempts
-
         done.extend(attempts.earlier(store, result))
         attempts.finished(store, task, result, ctx)
         done.append(result)
@@ -364,10 +362,10 @@ def _settle(
     results: list[RunRow],
     later: list[_Later],
     ctx: RunContext,
-    slots: Slots | None = None,
+    slots: unsaved.Slots | None = None,
 ) -> list[RunRow]:
     """Commit the results still queued; report those that could not be saved (kept aside,
-    SPEC 4.4) as run_task reported them before batching."""
+    docs/guarantees.md) as run_task reported them before batching."""
     if not later:
         return results
     store.flush()
@@ -390,11 +388,9 @@ def _unsaved(
     fields: dict[str, Any],
     exc: CronctlError,
     ctx: RunContext,
-    slots: Slots | None = None,
+    slots: unsaved.Slots | None = None,
 ) -> RunRow:
-    """Report once what is known of a run whose record could not be saved (SPEC 4.4)."""
-    from cronctl.edge.state import unsaved
-
+    """Report once what is known of a run whose record could not be saved (docs/guarantees.md)."""
     if slots is not None:
         why = slots.keep(result.id, fields)
     else:
@@ -423,12 +419,7 @@ def run_occurrence(
     """One occurrence through jitter, misfire grace, conditions and guards to its end.
 
     ``mark`` makes the row durably "running" (run_all's queue); None: execute commits it."""
-    # Imported here, not at the top: a `run` with nothing due never needs it.
-    from cronctl.run.outcomes import NOT_STARTED
-
     if task.jitter is not None:
-        from cronctl.core.opskeys import jitter_offset
-
         ctx.sleep(jitter_offset(task, ctx.host))  # `work` ends it early when told to stop
     if ctx.tracker is not None and ctx.tracker.stopping:
         return replace(row, outcome="interrupted", message=NOT_STARTED)
@@ -461,9 +452,7 @@ def _guarded(
         return skipped
     try:
         if task.reports_outside:
-            from cronctl.run import attempts
-
-            return attempts.execute(store, task, row, env, ctx, lock)
+            return attempts.execute(store, task, row, env, ctx, lock, execute)
         return execute(store, task, row, env, ctx, lock, mark)
     finally:
         if lock is not None:
@@ -488,9 +477,6 @@ def execute(
         store.update_run(row.id, **running_fields(task, row, ctx))
     else:
         mark()
-    from cronctl.edge.process import runner
-    from cronctl.run.outcomes import NOT_STARTED, record_command, result_message
-
     spec = runner.RunSpec(
         command=task.command,
         shell=task.shell,

@@ -1,4 +1,4 @@
-"""`cronctl run`: plan the window, then for each due occurrence, in this order (SPEC 4.1):
+"""`cronctl run`: plan the window, then for each due occurrence, in this order (docs/guarantees.md):
 paused, when/skip conditions, on_one_server claim, without_overlapping lock, run.
 
 The steps live in `cronctl.run` (context, planning, guards, occurrence, recovery);
@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import datetime
-from typing import Any
 
-from cronctl.coord import open_coordinator
+from cronctl.coord import open_coordinator, outbox
 from cronctl.core.model import Schedule
 from cronctl.core.runs import RunRow
+from cronctl.edge import metrics
 from cronctl.edge.paths import ensure_private_dir
 from cronctl.edge.state.store import Store
-from cronctl.run import planning, recovery
+from cronctl.run import guards, occurrence, planning, recovery
 from cronctl.run.context import (
     CONDITION_TIMEOUT_S,
     FAILED,
@@ -55,19 +55,6 @@ __all__ = [
     "start_command",
 ]
 
-# A name the tests import from here since before the split.
-_recover = recovery.recover
-
-
-def __getattr__(name: str) -> Any:
-    """`_execute` and `_task_env` (cronctl.run.occurrence), imported on first use: a run
-    with nothing due never loads the occurrence machinery."""
-    if name in ("_execute", "_task_env"):
-        from cronctl.run import occurrence
-
-        return getattr(occurrence, name.removeprefix("_"))
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
 
 def run_once(
     schedule: Schedule, now: datetime, ctx: RunContext, ahead: planning.Ahead | None = None
@@ -91,9 +78,7 @@ def run_once(
 def _run_once(
     schedule: Schedule, now: datetime, ctx: RunContext, ahead: planning.Ahead | None
 ) -> RunReport:
-    from cronctl.run.guards import paused as operator_pauses
-
-    paused = operator_pauses(ctx)
+    paused = guards.paused(ctx)
     kept = ahead.open_store() if ahead is not None else None  # `work`'s, open since its lead
     with kept or Store.open(ctx.state_dir) as store:
         if ctx.dry_run:
@@ -109,25 +94,18 @@ def _run_once(
         pending = [r for r in rows if r.outcome == "pending"]
         results: dict[str, RunRow] = {r.id: r for r in recovered + rows}
         if pending:
-            from cronctl.run.guards import preclaim
-            from cronctl.run.occurrence import run_all
-
             by_task: dict[str, list[RunRow]] = {}
             for row in pending:
                 by_task.setdefault(row.task, []).append(row)
-            preclaim(plans, by_task, ctx, now)
+            guards.preclaim(plans, by_task, ctx, now)
             started = None if ahead is None else lambda: planning.advance_quiet(store, ahead, ctx)
-            for row in run_all(store, plans, by_task, ctx, started):
+            for row in occurrence.run_all(store, plans, by_task, ctx, started):
                 results[row.id] = row
         if coord_of(ctx).keeps_fleet_history and not ctx.rehearsal:
-            from cronctl.coord.outbox import publish
-
-            publish(store, coord_of(ctx), list(results.values()), ctx.state_dir)
+            outbox.publish(store, coord_of(ctx), list(results.values()), ctx.state_dir)
         if now.minute == 0 and not ctx.rehearsal:
             # Never by a pretended future time: that would delete present-day data.
             recovery.sweep(store, ctx, min(now, real_clock()))
         if schedule.settings.metrics_file is not None and not ctx.rehearsal:
-            from cronctl.edge.metrics import write_metrics
-
-            write_metrics(schedule, store, now, ctx)
+            metrics.write_metrics(schedule, store, now, ctx.state_dir, ctx.warn)
     return RunReport(now, list(results.values()), plans=plans)

@@ -8,15 +8,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
 
-from cronctl.coord.port import HolderInfo
+from cronctl.coord.port import HeldLock, HolderInfo
 from cronctl.core.model import Task, format_duration
 from cronctl.core.runs import RunRow
-
-if TYPE_CHECKING:
-    from cronctl.coord.port import HeldLock
-    from cronctl.edge.process import runner
+from cronctl.edge.process import runner
 
 __all__ = ["NOT_STARTED", "OVERDUE_SLACK", "record_command", "result_message", "still_running"]
 
@@ -51,9 +47,7 @@ def result_message(result: runner.CommandResult) -> str | None:
     """The result's message, naming the signal that ended it (never "exit None")."""
     if result.signal is None or result.exit_code is not None:
         return result.message
-    from cronctl.edge.process.runner import signal_name
-
-    killed = f"killed by {signal_name(result.signal)}"
+    killed = f"killed by {runner.signal_name(result.signal)}"
     return f"{killed}; {result.message}" if result.message else killed
 
 

@@ -7,13 +7,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TypeAlias
 
 from cronctl.coord.port import StoreUnavailable
 from cronctl.core.due import Plan, Previous, plan
 from cronctl.core.model import Schedule, Task, format_utc
 from cronctl.core.runs import RunRow
-from cronctl.edge.state.store import Store, TaskState, Txn
+from cronctl.edge.state.store import Store, StoredState, TaskState, Txn
 from cronctl.run.context import (
     RunContext,
     coord_of,
@@ -21,9 +21,6 @@ from cronctl.run.context import (
     running_fields,
     starts_at_once,
 )
-
-if TYPE_CHECKING:
-    from cronctl.edge.state.store import StoredState
 
 
 def plan_all(

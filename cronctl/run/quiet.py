@@ -43,9 +43,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cronctl.edge.paths import ensure_private_dir, resolve_dirs
 from cronctl.edge.schedcache import Lookup, still_resolved
+from cronctl.edge.state.store import Store, parse_time
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # types only: a quiet minute never imports the model (docs/architecture.md)
     from cronctl.core.model import Schedule, Task
     from cronctl.run.context import RunContext, RunReport
 
@@ -118,9 +120,6 @@ def _move_windows(
     """Move each task's window to `minute` in one transaction if every row allows it (DONE);
     else SPENT (a row differs: planning keeps a new hint), or DECLINED (a run is unfinished:
     the hint still holds for the minutes after it)."""
-    from cronctl.edge.paths import ensure_private_dir, resolve_dirs
-    from cronctl.edge.state.store import Store
-
     file_state, file_lock = dirs
     state, lock = resolve_dirs(
         flag_state=state_flag,
@@ -159,8 +158,6 @@ def _move_windows(
 def _window_end(text: str) -> int | None:
     """A stored last_occurrence as a Unix time; None when it is not a time cronctl wrote (then
     planning reads it, and says what is wrong)."""
-    from cronctl.edge.state.store import parse_time
-
     try:
         return int(parse_time(text).timestamp())
     except (TypeError, ValueError):

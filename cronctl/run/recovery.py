@@ -6,11 +6,12 @@ from __future__ import annotations
 from contextlib import suppress
 from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
 
 from cronctl.coord.port import StoreUnavailable
 from cronctl.core.model import Schedule
 from cronctl.core.runs import RunRow
+from cronctl.edge.process import procs, runner
+from cronctl.edge.state import unsaved
 from cronctl.edge.state.store import Store
 from cronctl.run.context import (
     HISTORY_RETENTION,
@@ -20,9 +21,6 @@ from cronctl.run.context import (
     coord_of,
     real_clock,
 )
-
-if TYPE_CHECKING:
-    from cronctl.edge.state.unsaved import Kept
 
 #: A row left open under another host name is judged only after this long (or the longest
 #: task timeout, if longer): state_dir belongs to one machine, so such a row was left by this
@@ -40,9 +38,6 @@ def recover(store: Store, ctx: RunContext, schedule: Schedule) -> list[RunRow]:
     if not unfinished:
         # A kept result or a crashed run's reservation always comes with an unfinished row.
         return []
-    from cronctl.edge.process.procs import alive
-    from cronctl.edge.state import unsaved
-
     kept = unsaved.Kept(ctx.state_dir)  # the results earlier runs could not save
     closed: list[RunRow] = []
     for row in unfinished:
@@ -52,7 +47,7 @@ def recover(store: Store, ctx: RunContext, schedule: Schedule) -> list[RunRow]:
         # in threads, so a slow task from the last minute shares our pid).
         if row.host != ctx.host and not _foreign_row_is_old(row, schedule):
             continue
-        if row.pid is not None and alive(row.pid):
+        if row.pid is not None and procs.alive(row.pid):
             continue
         message = "cronctl died before this run finished; its outcome is unknown"
         if row.outcome == "pending":
@@ -68,14 +63,10 @@ def recover(store: Store, ctx: RunContext, schedule: Schedule) -> list[RunRow]:
 
 
 def _forget_unsaved(ctx: RunContext, row: RunRow) -> None:
-    from cronctl.edge.state import unsaved
-
     unsaved.forget(ctx.state_dir, row.id)  # the reservation a crash left behind
 
 
-def _apply_unsaved(store: Store, row: RunRow, ctx: RunContext, kept: Kept) -> bool:
-    from cronctl.edge.state import unsaved
-
+def _apply_unsaved(store: Store, row: RunRow, ctx: RunContext, kept: unsaved.Kept) -> bool:
     fields = kept.take(row.id)
     if fields is None:
         return False
@@ -96,8 +87,6 @@ def _foreign_row_is_old(row: RunRow, schedule: Schedule) -> bool:
 
 def sweep(store: Store, ctx: RunContext, now: datetime) -> None:
     """Hourly housekeeping: old claims, logs and history rows."""
-    from cronctl.edge.process import runner
-
     with suppress(StoreUnavailable):  # housekeeping waits for the next hour
         coord_of(ctx).sweep(now)
     runner.sweep_logs(ctx.state_dir / "logs", now=now, max_age=LOG_RETENTION)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import signal
 import sys
 import threading
@@ -99,7 +98,6 @@ class Worker:
         """Run until SIGTERM/SIGINT; return the exit code."""
         watched = self.watch()
         self.check_store()
-        _import_run_machinery()
         # A thread for the first tick and one for each of its workers, before it comes.
         self._pool.warm(self._ctx.max_parallel + 1)
         signal.signal(signal.SIGTERM, self.request_stop)
@@ -289,26 +287,6 @@ class Worker:
                 thread.join(5.0)
         self._release_wal()
         return self._exit_code
-
-
-# What a tick imports on first use (the file coordinator every tick, the outbox with a
-# coordination store, the rest when something is due): `run` puts it off to start sooner;
-# `work` starts once, and its first tick should not start its tasks ~10 ms late for it.
-_RUN_MACHINERY = (
-    "cronctl.run.attempts",
-    "cronctl.coord.files.adapter",
-    "cronctl.coord.outbox",
-    "cronctl.edge.process.runner",
-    "cronctl.edge.state.unsaved",
-    "cronctl.run.guards",
-    "cronctl.run.occurrence",
-    "cronctl.run.outcomes",
-)
-
-
-def _import_run_machinery() -> None:
-    for name in _RUN_MACHINERY:
-        importlib.import_module(name)
 
 
 def wait_until(

@@ -1,4 +1,4 @@
-"""State and records under faults (issue 9): real processes against one state.db."""
+"""State and records under faults: real processes against one state.db."""
 
 from __future__ import annotations
 
@@ -293,14 +293,14 @@ def test_recovery_never_overwrites_an_end_its_owner_recorded_meanwhile(
 def test_a_run_left_open_under_an_old_host_name_is_recovered_once_old_enough(
     tmp_path: Path,
 ) -> None:
-    from cronctl.run import once as execute
+    from cronctl.run import recovery
 
     state = tmp_path / "state"
     now = datetime.now(UTC)
     _open_row(state, "old", "old-name", now - timedelta(days=2))
     _open_row(state, "recent", "old-name", now - timedelta(hours=1))
     with Store.open(state) as store:
-        closed = execute._recover(store, _ctx(tmp_path, host="new-name"), _EMPTY)
+        closed = recovery.recover(store, _ctx(tmp_path, host="new-name"), _EMPTY)
         outcomes = {r.id: r.outcome for r in store.history()}
     assert [r.id for r in closed] == ["old"]
     assert "old-name" in (closed[0].message or "")

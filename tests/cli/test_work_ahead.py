@@ -137,7 +137,7 @@ _FIRST_TICK_IMPORTS = textwrap.dedent(
     from pathlib import Path
     from cronctl.edge.schedfiles import load_paths
     from cronctl.run.once import RunContext, real_clock, run_once, start_command
-    from cronctl.run.work import _import_run_machinery
+    import cronctl.run.work  # what `work` has imported before its first boundary
     schedule_path, state, now = sys.argv[1:]
     seen, compiled, ticking = [], [], []
 
@@ -158,7 +158,6 @@ _FIRST_TICK_IMPORTS = textwrap.dedent(
         env={}, clock=real_clock, start=start,
     )
     schedule = load_paths([Path(schedule_path)])
-    _import_run_machinery()
     before = set(sys.modules)
     sys.addaudithook(hook)
     ticking.append(True)
