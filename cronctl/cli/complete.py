@@ -6,11 +6,11 @@ from pathlib import Path
 
 import typer
 
+from cronctl.cli.wiring import load_schedule
+
 
 def task_names(ctx: typer.Context, incomplete: str) -> list[str]:
     """The task names that start with `incomplete`; nothing (never an error) if unreadable."""
-    from cronctl.cli.wiring import load_schedule
-
     files = ctx.params.get("file")
     try:
         schedule = load_schedule([Path(f) for f in files] if files else None)

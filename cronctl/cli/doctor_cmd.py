@@ -7,12 +7,19 @@ from pathlib import Path
 
 import typer
 
-from cronctl.cli.app import CoordOpt, FileOpt, HostOpt, LockOpt, StateOpt, app, load_schedule
+from cronctl.cli.options import CoordOpt, FileOpt, HostOpt, LockOpt, StateOpt
+from cronctl.cli.wiring import host_name, load_schedule
+from cronctl.commands.doctor import doctor as run_doctor
+from cronctl.edge import dirs
 
 _MARK = {"ok": "ok     ", "warning": "WARN   ", "problem": "PROBLEM"}
 
 
-@app.command()
+def register(app: typer.Typer) -> None:
+    """Add `doctor` to `app`."""
+    app.command()(doctor)
+
+
 def doctor(
     file: FileOpt = None,
     state_dir: StateOpt = None,
@@ -21,10 +28,6 @@ def doctor(
     coordination: CoordOpt = None,
 ) -> None:
     """Check directories, lock sharing, the coordination store and the clock (exit 1: fix)."""
-    from cronctl.cli.wiring import host_name
-    from cronctl.commands.doctor import doctor as run_doctor
-    from cronctl.edge import dirs
-
     schedule = load_schedule(file)
     states, locks = dirs.data_dirs(schedule, state_dir, lock_dir, os.environ)
     url = dirs.coordination_url(schedule, coordination, os.environ)

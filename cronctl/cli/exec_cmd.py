@@ -1,17 +1,24 @@
-"""`cronctl exec NAME [--wait]`: run one task now (SPEC 9.1)."""
+"""`cronctl exec NAME [--wait]`: run one task now (docs/commands.md)."""
 
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from typing import Annotated
 
 import typer
 
-from cronctl.cli.app import FileOpt, HostOpt, LockOpt, StateOpt, app
+from cronctl.cli.options import FileOpt, HostOpt, LockOpt, StateOpt
 from cronctl.cli.wiring import fail_on_errors, load_schedule, run_context
+from cronctl.commands.exec import exec_task
+from cronctl.edge.process.stream import printer
 
 
-@app.command("exec")
+def register(app: typer.Typer) -> None:
+    """Add `exec` to `app`."""
+    app.command("exec")(exec_)
+
+
 def exec_(
     name: Annotated[str, typer.Argument(help="Task name.", show_default=False)],
     wait: Annotated[
@@ -23,11 +30,6 @@ def exec_(
     host: HostOpt = None,
 ) -> None:
     """Run one task now, outside its schedule; exit with the task's exit code."""
-    from dataclasses import replace
-
-    from cronctl.commands.exec import exec_task
-    from cronctl.edge.process.stream import printer
-
     schedule = load_schedule(file)
     fail_on_errors(schedule)
     ctx = run_context(schedule, state_dir, lock_dir, False, False, host=host)

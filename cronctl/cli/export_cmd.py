@@ -7,17 +7,25 @@ cannot express is listed on stderr and as comments in the files, never dropped s
 from __future__ import annotations
 
 import sys
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from cronctl.cli.app import FileOpt, NowOpt
-from cronctl.cli.wiring import load_schedule, parse_instant
+from cronctl.cli.options import FileOpt, NowOpt
+from cronctl.cli.wiring import fail_on_errors, load_schedule, parse_instant
+from cronctl.core.export import kubernetes, systemd
 from cronctl.core.export.common import Exported
+from cronctl.core.model import Task
 from cronctl.errors import UsageError
 
 TARGETS = ("systemd", "kubernetes")
+
+
+def register(app: typer.Typer) -> None:
+    """Add `export` to `app`."""
+    app.command("export")(export_command)
 
 
 def export_command(
@@ -54,10 +62,7 @@ def export_command(
     if to == "kubernetes" and not image:
         raise UsageError("--to kubernetes needs --image IMAGE (the image the commands run in)")
     schedule = load_schedule(file)
-    if schedule.errors:
-        from cronctl.cli.wiring import fail_on_errors
-
-        fail_on_errors(schedule)
+    fail_on_errors(schedule)
     instant = parse_instant(now)
     results = [_export(to, task, instant, image or "") for task in schedule.tasks]
     if output is None:
@@ -67,19 +72,10 @@ def export_command(
     _report(results, to)
 
 
-def _export(to: str, task: object, now: object, image: str) -> Exported:
-    from datetime import datetime
-
-    from cronctl.core.model import Task
-
-    assert isinstance(task, Task) and isinstance(now, datetime)
+def _export(to: str, task: Task, now: datetime, image: str) -> Exported:
     if to == "systemd":
-        from cronctl.core.export.systemd import export_task
-
-        return export_task(task, now)
-    from cronctl.core.export.kubernetes import export_task as export_cronjob
-
-    return export_cronjob(task, now, image)
+        return systemd.export_task(task, now)
+    return kubernetes.export_task(task, now, image)
 
 
 def _print(results: list[Exported], to: str) -> None:

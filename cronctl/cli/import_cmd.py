@@ -16,6 +16,7 @@ from typing import Annotated
 
 import typer
 
+from cronctl.commands.importer import import_crontab
 from cronctl.errors import UsageError
 
 STDIN = "-"
@@ -49,8 +50,6 @@ def import_command(
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing FILE.")] = False,
 ) -> None:
     """Convert a crontab to a schedule file; report what was left out (exit 1 if anything)."""
-    from cronctl.commands.importer import import_crontab
-
     source = "<stdin>" if crontab == STDIN else crontab
     if output is not None and not force and output.exists():
         # Checked before reading, so a pipe is not consumed for nothing.

@@ -1,9 +1,9 @@
 """The console entry point: one place that maps errors to exit codes, and a fast `run`.
 
 `cronctl run` is started every minute on every machine, so a plain `cronctl run ...`
-is parsed here without typer: building typer's command tree costs ~60 ms a start,
-more than the rest of the run. Anything unusual (--help, an unknown flag) goes to
-the typer app, which owns the documentation and the error messages.
+is parsed without typer (cronctl.cli.fastpath): building typer's command tree costs more
+than the rest of the run. Anything unusual (--help, an unknown flag) goes to the typer app,
+which owns the documentation and the error messages.
 """
 
 from __future__ import annotations
@@ -13,50 +13,15 @@ import functools
 import os
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
+from cronctl._version import __version__
+from cronctl.cli.fastpath import parse_run, quiet_minute, reject_empty_paths
 from cronctl.errors import CronctlError
+from cronctl.run import quiet
 
 if TYPE_CHECKING:
     import typer
-
-_RUN_FLAGS = {"--dry-run": "dry_run", "-v": "verbose", "--verbose": "verbose",
-              "--strict": "strict", "--json": "as_json"}  # fmt: skip
-_RUN_VALUES = {"-f": "files", "--file": "files", "--now": "now", "--state-dir": "state_dir",
-               "--lock-dir": "lock_dir", "--host": "host",
-               "--coordination": "coordination"}  # fmt: skip
-
-
-def parse_run(args: Sequence[str]) -> dict[str, object] | None:
-    """The options of a plain `cronctl run`, or None to let typer handle the command line."""
-    options: dict[str, object] = {
-        "files": None, "now": None, "dry_run": False, "verbose": False, "strict": False,
-        "as_json": False, "state_dir": None, "lock_dir": None, "host": None,
-        "coordination": None,
-    }  # fmt: skip
-    queue = list(args)
-    while queue:
-        arg = queue.pop(0)
-        name, eq, inline = arg.partition("=")
-        if arg in _RUN_FLAGS:
-            options[_RUN_FLAGS[arg]] = True
-        elif name in _RUN_VALUES and (eq or queue):
-            value = inline if eq else queue.pop(0)
-            if not value or (not eq and value.startswith("-")):
-                return None
-            key = _RUN_VALUES[name]
-            if key == "files":
-                files = options["files"] or []
-                assert isinstance(files, list)
-                options["files"] = [*files, Path(value)]
-            elif key in ("now", "host", "coordination"):
-                options[key] = value
-            else:
-                options[key] = Path(value)
-        else:
-            return None
-    return options
 
 
 def _die(message: str, code: int = 2) -> NoReturn:
@@ -65,38 +30,33 @@ def _die(message: str, code: int = 2) -> NoReturn:
 
 
 def _dispatch(argv: Sequence[str]) -> int | None:
-    from cronctl.cli.wiring import reject_empty_paths
-
     reject_empty_paths(argv)
     if list(argv) == ["--version"]:
-        from cronctl._version import __version__
-
         print(f"cronctl {__version__}")
         return 0
     if argv[:1] == ["run"]:
         options = parse_run(argv[1:])
         if options is not None:
+            minute = quiet_minute(**options)  # type: ignore[arg-type]
+            if minute.status == quiet.DONE:
+                return 0
+            # Imported only now, as the typer app below: a quiet minute, served above, never
+            # loads the schedule model or the run machinery (docs/architecture.md).
             from cronctl.cli.wiring import run_command
 
-            return run_command(**options)  # type: ignore[arg-type]
+            return run_command(**options, minute=minute)  # type: ignore[arg-type]
     _full_app()()
     return None
 
 
 @functools.cache
 def _full_app() -> typer.Typer:
-    """The typer app with every command registered, once per process (tests call main often)."""
-    from cronctl.cli import (
-        doctor_cmd,  # noqa: F401  (registers doctor)
-        exec_cmd,  # noqa: F401  (registers exec)
-        ops_cmds,  # noqa: F401  (registers status, history, logs, pause, resume)
-    )
-    from cronctl.cli.app import app
-    from cronctl.cli.import_cmd import register
-    from cronctl.cli.view_cmds import register as register_views
+    """The typer app with every command registered, once per process (tests call main often).
 
-    register(app)
-    register_views(app)
+    Imported here, not at the top: typer and the commands' modules cost more than a plain
+    `cronctl run` itself."""
+    from cronctl.cli.app import app
+
     return app
 
 

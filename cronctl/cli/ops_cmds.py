@@ -5,40 +5,45 @@ from __future__ import annotations
 import codecs
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
-from cronctl.cli.app import (
+from cronctl.cli.complete import task_names
+from cronctl.cli.options import (
     CoordOpt,
     FileOpt,
+    FleetOpt,
     HostOpt,
     JsonOpt,
     LockOpt,
+    NameArg,
     NowOpt,
     StateOpt,
-    app,
-    load_schedule,
-    parse_instant,
 )
-from cronctl.cli.complete import task_names
+from cronctl.cli.render.tables import (
+    render_fleet_status,
+    render_history,
+    render_problems,
+    render_status,
+    visible,
+)
+from cronctl.cli.wiring import host_name, load_schedule, parse_instant
+from cronctl.commands import operate
+from cronctl.commands.fleet import fleet_history, fleet_status
+from cronctl.coord import open_coordinator
+from cronctl.coord.port import Coordinator
+from cronctl.core.model import Schedule
+from cronctl.edge import dirs
+from cronctl.errors import UsageError
 
-if TYPE_CHECKING:
-    from collections.abc import Callable
 
-    from cronctl.coord.port import Coordinator
-    from cronctl.core.model import Schedule
-
-NameArg = Annotated[
-    str,
-    typer.Argument(
-        metavar="NAME", help="Task name.", show_default=False, autocompletion=task_names
-    ),
-]
-FleetOpt = Annotated[
-    bool, typer.Option("--fleet", help="Every machine's, from the coordination store.")
-]
+def register(app: typer.Typer) -> None:
+    """Add `status`, `history`, `logs`, `pause` and `resume` to `app`."""
+    for command in (status, history, logs, pause, resume):
+        app.command()(command)
 
 
 def _coord(
@@ -49,9 +54,6 @@ def _coord(
 ) -> Coordinator:
     """The coordination store when one is configured, else files in lock_dir; ``host``: this
     machine's name, asked once the URL is known (only a pause writes it)."""
-    from cronctl.coord import open_coordinator
-    from cronctl.edge import dirs
-
     url = dirs.coordination_url(schedule, flag, os.environ)
     return open_coordinator(url, locks, host=host(), pid=os.getpid())
 
@@ -59,14 +61,11 @@ def _coord(
 def _dirs(
     file: list[Path] | None, state_dir: Path | None, lock_dir: Path | None
 ) -> tuple[Schedule, Path, Path]:
-    from cronctl.edge import dirs
-
     schedule = load_schedule(file)
     states, locks = dirs.data_dirs(schedule, state_dir, lock_dir, os.environ)
     return schedule, states, locks
 
 
-@app.command()
 def status(
     file: FileOpt = None,
     as_json: JsonOpt = False,
@@ -82,23 +81,15 @@ def status(
 ) -> None:
     """Per task: last run, outcome, duration, next run, paused, failures in a row, missed,
     overdue."""
-    from cronctl.cli.render.tables import render_status
-    from cronctl.cli.wiring import host_name
-    from cronctl.commands import operate
-
     schedule, states, locks = _dirs(file, state_dir, lock_dir)
     coord = _coord(schedule, locks, coordination)
     if fleet:
-        from cronctl.cli.render.tables import render_fleet_status
-        from cronctl.commands.fleet import fleet_status
-
         render_fleet_status(fleet_status(schedule, coord), as_json)
         return
     result = operate.status(schedule, states, coord, parse_instant(now), host_name(host))
     render_status(result, as_json)
     if schedule.errors:
         # As `list`: the good tasks are shown, but a broken file is never an exit 0.
-        from cronctl.cli.render.tables import render_problems
 
         render_problems(schedule.errors)
         raise typer.Exit(2)
@@ -108,7 +99,6 @@ def status(
         raise typer.Exit(1)
 
 
-@app.command()
 def history(
     name: Annotated[
         str | None,
@@ -132,24 +122,16 @@ def history(
     coordination: CoordOpt = None,
 ) -> None:
     """Past runs on this machine (--fleet: on every machine), newest first."""
-    from cronctl.cli.render.tables import render_history
-    from cronctl.commands import operate
-
     schedule, states, locks = _dirs(file, state_dir, lock_dir)
     if fleet:
-        from cronctl.commands.fleet import fleet_history
-
         coord = _coord(schedule, locks, coordination)
         render_history(fleet_history(coord, name, host, limit), as_json, hosts=True)
         return
     if host is not None:
-        from cronctl.errors import UsageError
-
         raise UsageError("--host filters the fleet history: add --fleet")
     render_history(operate.history(states, name, limit, schedule), as_json)
 
 
-@app.command()
 def logs(
     name: NameArg,
     run: Annotated[
@@ -161,16 +143,14 @@ def logs(
     lock_dir: LockOpt = None,
 ) -> None:
     """The captured output of the task's last run (or of --run ID)."""
-    from cronctl.cli.render.tables import visible
-    from cronctl.commands import operate
-
     schedule, states, _ = _dirs(file, state_dir, lock_dir)
     result = operate.logs(states, name, run, schedule)
     print(f"# {result.run.task} {result.run.id} {result.run.outcome}", file=sys.stderr)
     if result.path is None:
         print("# the run printed nothing (no log file is kept for a quiet run)", file=sys.stderr)
     sys.stdout.flush()
-    # On a terminal, escapes are shown, not obeyed (SPEC 4.4); a pipe gets the exact bytes.
+    # On a terminal, escapes are shown, not obeyed (docs/guarantees.md); a pipe gets the
+    # exact bytes.
     decoder = codecs.getincrementaldecoder("utf-8")("replace") if sys.stdout.isatty() else None
     try:
         for chunk in result.chunks():  # streamed: a huge log never sits in memory whole
@@ -188,7 +168,6 @@ def logs(
         os.close(devnull)
 
 
-@app.command()
 def pause(
     name: NameArg,
     reason: Annotated[
@@ -201,9 +180,6 @@ def pause(
     coordination: CoordOpt = None,
 ) -> None:
     """Pause a task on every machine that shares the lock directory (or coordination store)."""
-    from cronctl.cli.wiring import host_name
-    from cronctl.commands import operate
-
     schedule, _, locks = _dirs(file, state_dir, lock_dir)
     coord = _coord(schedule, locks, coordination, lambda: host_name(host))
     user = os.environ.get("USER") or os.environ.get("LOGNAME") or str(os.getuid())
@@ -211,7 +187,6 @@ def pause(
     print(f"paused {name} ({coord.describe()}); `cronctl resume {name}` undoes it", file=sys.stderr)
 
 
-@app.command()
 def resume(
     name: NameArg,
     file: FileOpt = None,
@@ -220,8 +195,6 @@ def resume(
     coordination: CoordOpt = None,
 ) -> None:
     """Resume a paused task; it realigns to its next occurrence, nothing is caught up."""
-    from cronctl.commands import operate
-
     schedule, _, locks = _dirs(file, state_dir, lock_dir)
     if operate.resume(schedule, _coord(schedule, locks, coordination), name):
         print(f"resumed {name}", file=sys.stderr)

@@ -1,4 +1,4 @@
-"""Fault suite, processes, signals and locks (issue 9): real `cronctl run`s, real kills.
+"""Fault suite, processes, signals and locks: real `cronctl run`s, real kills.
 
 Each test reproduces a way the promise broke; docs/faults.md lists them.
 """

@@ -1,4 +1,4 @@
-"""`list` on a large, varied schedule prints what it printed before it was made fast (issue 13).
+"""`list` on a large, varied schedule prints what it printed before it was made fast.
 
 Three things stand behind a fast `list`: the schedule read from `run`'s cache when its files
 did not change, the rows' shared texts formatted once, and the piped table formatted a row at
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from cronctl.cli.fastpath import parse_instant
 from cronctl.cli.render.tables import local_time, plain_table
-from cronctl.cli.wiring import parse_instant
 from cronctl.commands import schedule as service
 from cronctl.core.describe import describe
 from cronctl.core.model import format_utc

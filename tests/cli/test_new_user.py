@@ -1,4 +1,4 @@
-"""What a new user tripped over (issue 12, "also noticed"): each fixed, each pinned here."""
+"""What a new user tripped over: each fixed, each pinned here."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """How many runs each minute gets around a DST change, as Debian cron's daemon does it.
 
 The Europe/Berlin rows are the ones measured against Debian cron 3.0pl1 (bookworm) under a
-fake clock across the 2027 changes (issue 14):
+fake clock across the 2027 changes:
 
 | expression     | Debian cron on 2027-03-28 (UTC)       |
 |----------------|---------------------------------------|

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cronctl.core.diff import ScheduleDiff, TaskChange, move_summary
+from cronctl.core.diff import ScheduleDiff, TaskChange, changed_keys, move_summary
 from cronctl.core.model import Task, format_utc
 
 
@@ -52,8 +52,6 @@ def diff_text(diff: ScheduleDiff, ref: str) -> list[str]:
 
 
 def _renamed_keys(old: Task, new: Task) -> tuple[str, ...]:
-    from cronctl.core.diff import changed_keys
-
     return tuple(k for k in changed_keys(old, new) if k != "name")
 
 

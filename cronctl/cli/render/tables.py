@@ -10,13 +10,15 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
+from cronctl.cli.render.lines import LONG_TABLE_ROWS, print_lines
+from cronctl.core.describe import describe
 from cronctl.core.model import Problem, format_utc
+from cronctl.core.zones import Zone, parse_zone
 
 if TYPE_CHECKING:
     from datetime import datetime
 
     from cronctl.commands.schedule import CheckResult, DueResult, ListResult, NextResult
-    from cronctl.core.zones import Zone
 
 
 def emit_json(data: Any, stream: TextIO | None = None) -> None:
@@ -27,7 +29,7 @@ def emit_json(data: Any, stream: TextIO | None = None) -> None:
 
 
 def problem_json(problem: Problem) -> dict[str, Any]:
-    """PROBLEM of SPEC 3: file, line, task, severity, code, message."""
+    """A problem as docs/commands.md shows it: file, line, task, severity, code, message."""
     return {
         "file": problem.file,
         "line": problem.line,
@@ -56,8 +58,6 @@ def table(
         from rich.console import Console
         from rich.table import Table
         from rich.text import Text
-
-        from cronctl.cli.render.lines import LONG_TABLE_ROWS, print_lines
 
         console = Console(file=out, no_color="NO_COLOR" in os.environ, highlight=False)
         keep, widths = _fitting(headers, rows, console.width, drop, shrink)
@@ -183,8 +183,6 @@ def local_time(when: datetime, zone: Zone) -> str:
 
 def render_list(result: ListResult, as_json: bool, local: bool = False) -> None:
     """`list`: one row per task, then the problems (`local`: times in each task's zone)."""
-    from cronctl.core.describe import describe
-
     if as_json:
         emit_json(
             {
@@ -272,8 +270,6 @@ def render_next(result: NextResult, as_json: bool, local: bool) -> None:
             }
         )
         return
-    from cronctl.core.zones import parse_zone
-
     zone = parse_zone(result.timezone)
     for i, when in enumerate(result.occurrences):
         line = format_utc(when)
@@ -288,8 +284,6 @@ def render_next(result: NextResult, as_json: bool, local: bool) -> None:
 
 def _next_detail(result: NextResult, index: int) -> dict[str, Any]:
     """One occurrence of `next --json`: its runs, and the wall times a DST gap moved onto it."""
-    from cronctl.core.zones import parse_zone
-
     when = result.occurrences[index]
     walls = result.carried[index]
     own = parse_zone(result.timezone).wall(when)
@@ -320,7 +314,7 @@ def render_due(result: DueResult, as_json: bool) -> None:
 
 
 def run_json(row: Any, dry_run: bool = False) -> dict[str, Any]:
-    """RUN of SPEC 3."""
+    """A run as docs/commands.md shows it."""
     return {
         "id": None if dry_run else row.id,
         "task": row.task,
@@ -354,7 +348,7 @@ def render_run(
             print(_run_line(row), flush=True)
     for row in report.failed + getattr(report, "interrupted", []):
         if row.id not in handled:
-            _failure(row)
+            render_failure(row)
 
 
 def _run_line(row: Any) -> str:
@@ -364,7 +358,7 @@ def _run_line(row: Any) -> str:
     return f"{format_utc(row.occurrence)}  {row.task}  {row.outcome}{code}{took}{note}"
 
 
-def _failure(row: Any) -> None:
+def render_failure(row: Any) -> None:
     message = row.message
     if row.outcome == "failed" and row.exit_code is None and (message or "").startswith("killed"):
         # "failed (killed by SIGKILL)": the signal is the reason, never "exit None".

@@ -12,6 +12,7 @@ from typing import TextIO
 from xml.sax.saxutils import escape
 
 from cronctl.core.calendar import TaskLane, Timeline
+from cronctl.core.model import format_utc
 
 GLYPHS = ".-+=*#@"
 # A sequential green scale (GitHub's contribution colours, extended at the dark end).
@@ -281,8 +282,6 @@ def _svg_legend(y: int, scale: Scale) -> list[str]:
 
 def timeline_json(timeline: Timeline) -> dict[str, object]:
     """The counts behind the picture, for --json."""
-    from cronctl.core.model import format_utc
-
     return {
         "start": format_utc(timeline.start),
         "days": timeline.days,

@@ -1,0 +1,99 @@
+"""`run` and `work`: the typer commands in front of run/ (a plain `cronctl run` is served by
+cronctl.cli.main without typer, through the same cronctl.cli.wiring.run_command)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from cronctl.cli.options import (
+    CoordOpt,
+    FileOpt,
+    HostOpt,
+    JsonOpt,
+    LockOpt,
+    NowOpt,
+    StateOpt,
+    StrictOpt,
+    VerboseOpt,
+)
+from cronctl.cli.wiring import (
+    fail_on_errors,
+    load_schedule,
+    run_command,
+    run_context,
+    this_host,
+    work_reporting,
+)
+from cronctl.edge.paths import schedule_paths
+from cronctl.edge.schedfiles import load_paths
+from cronctl.run.work import Worker
+
+
+def register(app: typer.Typer) -> None:
+    """Add `run` and `work` to `app`."""
+    app.command()(run)
+    app.command()(work)
+
+
+def run(
+    file: FileOpt = None,
+    now: NowOpt = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Say what would run and why not; run nothing.")
+    ] = False,
+    verbose: VerboseOpt = False,
+    strict: StrictOpt = False,
+    as_json: JsonOpt = False,
+    state_dir: StateOpt = None,
+    lock_dir: LockOpt = None,
+    host: HostOpt = None,
+    coordination: CoordOpt = None,
+) -> None:
+    """Run what is due now (call it from cron every minute). Exit 1 if a task failed."""
+    raise typer.Exit(
+        run_command(
+            file, now, dry_run, verbose, strict, as_json, state_dir, lock_dir, host, coordination
+        )
+    )
+
+
+def work(
+    file: FileOpt = None,
+    grace: Annotated[
+        float, typer.Option("--grace", help="Seconds to wait for running tasks on SIGTERM.")
+    ] = 30.0,
+    verbose: VerboseOpt = False,
+    strict: StrictOpt = False,
+    state_dir: StateOpt = None,
+    lock_dir: LockOpt = None,
+    host: HostOpt = None,
+    coordination: CoordOpt = None,
+    output: Annotated[
+        bool,
+        typer.Option("--output", help="Print each task's output lines, prefixed with its name."),
+    ] = False,
+) -> None:
+    """Stay in the foreground and run what is due at the start of every minute."""
+
+    schedule = load_schedule(file)
+    fail_on_errors(schedule)
+    ctx = run_context(
+        schedule, state_dir, lock_dir, strict, False, True, host=host, coordination=coordination
+    )
+
+    def paths() -> list[Path]:
+        return schedule_paths(file, os.environ)
+
+    ctx, report = work_reporting(ctx, verbose, output)
+    worker = Worker(
+        load=lambda: this_host(load_paths(paths()), ctx.host),
+        paths=paths,
+        ctx=ctx,
+        report=report,
+        grace_s=grace,
+    )
+    raise typer.Exit(worker.serve())

@@ -1,0 +1,260 @@
+"""`check`, `list`, `next`, `due` and `init`: the schedule itself, before anything runs."""
+
+from __future__ import annotations
+
+import os
+import sys
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from cronctl.cli.complete import task_names
+from cronctl.cli.options import FileOpt, HostOpt, JsonOpt, LockOpt, NowOpt, StateOpt
+from cronctl.cli.render.diff import diff_github, diff_json, diff_text
+from cronctl.cli.render.tables import (
+    emit_json,
+    problem_json,
+    render_check,
+    render_due,
+    render_list,
+    render_next,
+)
+from cronctl.cli.wiring import host_name, load_cached, load_schedule, parse_instant
+from cronctl.commands import schedule as service
+from cronctl.commands.review import diff_against
+from cronctl.commands.schedule import CheckResult
+from cronctl.coord import open_coordinator
+from cronctl.coord.port import StoreUnavailable
+from cronctl.core.model import MISFIRE_POLICIES, Problem, Schedule
+from cronctl.edge import dirs
+from cronctl.edge.paths import verify_dir
+from cronctl.edge.state.store import Store
+from cronctl.errors import UsageError
+
+
+def register(app: typer.Typer) -> None:
+    """Add `check`, `list`, `next`, `due` and `init` to `app`."""
+    app.command()(check)
+    app.command("list")(list_)
+    app.command("next")(next_)
+    app.command()(due)
+    app.command()(init)
+
+
+def _lock_dir_problems(
+    schedule: Schedule, state_dir: Path | None, lock_dir: Path | None
+) -> list[Problem]:
+    _, locks = dirs.data_dirs(schedule, state_dir, lock_dir, os.environ)
+    # A named lock_dir (flag, environment, file) may be a mount this machine (a CI runner)
+    # lacks: judge it only where it exists. The default, STATE_DIR/locks, is local on every
+    # machine: judge it even before `run` creates it, by the file system it would be on.
+    named = (
+        lock_dir is not None
+        or bool(os.environ.get("CRONCTL_LOCK_DIR"))
+        or schedule.settings.lock_dir is not None
+    )
+    warning = dirs.lock_dir_warning(schedule, locks, only_if_present=named)
+    return [warning] if warning else []
+
+
+def _recorded(
+    schedule: Schedule, state_dir: Path | None, lock_dir: Path | None
+) -> tuple[dict[str, object], frozenset[str]]:
+    """This machine's last run per task and the operator pauses; nothing is created."""
+    states, locks = dirs.data_dirs(schedule, state_dir, lock_dir, os.environ)
+    paused = frozenset(_operator_pauses(schedule, locks))
+    if not (states / "state.db").is_file():
+        return {}, paused
+
+    verify_dir(states)  # a state.db another user could have planted is never read
+
+    with Store.open(states) as store:
+        found = {t.name: store.last_run(t.name) for t in schedule.tasks}
+    return {name: run for name, run in found.items() if run is not None}, paused
+
+
+def check(
+    file: FileOpt = None,
+    strict: Annotated[bool, typer.Option("--strict", help="Treat warnings as errors.")] = False,
+    fmt: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            metavar="[text|json|github]",
+            help="text, json, or github (workflow annotations).",
+        ),
+    ] = "text",
+    now: NowOpt = None,
+    state_dir: StateOpt = None,
+    lock_dir: LockOpt = None,
+    diff: Annotated[
+        str | None,
+        typer.Option(
+            "--diff",
+            metavar="REF",
+            help="Also compare with the files at git revision REF: tasks added, removed, "
+            "renamed, changed, and the runs gained and lost in the next 14 days.",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
+    """Validate the schedule files; execute nothing. Exit 1 when problems are found."""
+    if fmt not in ("text", "json", "github"):
+        raise UsageError(f"--format {fmt!r}: use text, json or github")
+    schedule = load_schedule(file)
+    extra = _lock_dir_problems(schedule, state_dir, lock_dir)
+    result = service.check(schedule, parse_instant(now), extra, strict)
+    if diff is not None:
+        check_with_diff(result, schedule, file, diff, parse_instant(now), fmt)
+    else:
+        render_check(result, fmt, len(schedule.tasks), len(schedule.files))
+    raise typer.Exit(0 if result.ok else 1)
+
+
+def list_(
+    file: FileOpt = None,
+    as_json: JsonOpt = False,
+    now: NowOpt = None,
+    state_dir: StateOpt = None,
+    lock_dir: LockOpt = None,
+    local: Annotated[
+        bool, typer.Option("--local", help="Show times in each task's own zone, not UTC.")
+    ] = False,
+    host: HostOpt = None,
+) -> None:
+    """Show every task with its schedule, next run and guards; then the problems."""
+    schedule = load_cached(file)
+    extra = _lock_dir_problems(schedule, state_dir, lock_dir)
+    last_runs, paused = _recorded(schedule, state_dir, lock_dir)
+    result = service.list_tasks(
+        schedule, parse_instant(now), extra, last_runs, paused, host_name(host)
+    )
+    render_list(result, as_json, local)
+    if schedule.errors:
+        raise typer.Exit(2)
+
+
+def next_(
+    name: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="[NAME]", help="Task name.", show_default=False, autocompletion=task_names
+        ),
+    ] = None,
+    count: Annotated[
+        int, typer.Option("-n", "--count", metavar="N", min=1, max=1000, help="How many (1-1000).")
+    ] = 5,
+    after: Annotated[
+        str | None,
+        typer.Option(
+            "--after",
+            metavar="TIME",
+            help="Start after this instant (ISO 8601). Default: now.",
+            show_default=False,
+        ),
+    ] = None,
+    cron: Annotated[
+        str | None,
+        typer.Option(
+            "--cron", metavar="EXPR", help="An ad-hoc 5-field expression.", show_default=False
+        ),
+    ] = None,
+    tz: Annotated[
+        str,
+        typer.Option(
+            "--tz", metavar="ZONE", help="Time zone for --cron: UTC, +HH:MM or an IANA name."
+        ),
+    ] = "UTC",
+    misfire: Annotated[
+        str,
+        typer.Option(
+            "--misfire",
+            metavar="POLICY",
+            help="Policy for --cron: coalesce, catch-up or skip (how many runs after a DST gap).",
+        ),
+    ] = "coalesce",
+    file: FileOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """The next occurrences of a task, or of an expression given with --cron."""
+    start = parse_instant(after, "--after")
+    if (name is None) == (cron is None):
+        raise UsageError("give a task NAME or --cron EXPR (one of them)")
+    if cron is not None:
+        if misfire not in MISFIRE_POLICIES:
+            raise UsageError(f"--misfire {misfire!r}: use one of {', '.join(MISFIRE_POLICIES)}")
+        result = service.next_for_expression(cron, tz, start, count, misfire)
+    else:
+        assert name is not None
+        schedule = load_schedule(file)
+        result = service.next_for_task(schedule, name, start, count)
+        _say_if_paused(schedule, name)
+    render_next(result, as_json, local=True)
+
+
+def _say_if_paused(schedule: Schedule, name: str) -> None:
+    """`next` lists the times a paused task would run; say on stderr that it will not."""
+    task = schedule.task(name)
+    if task.paused:
+        where = f"paused = true at {task.source}:{task.line}"
+    else:
+        _, locks = dirs.data_dirs(schedule, None, None, os.environ)
+        if name not in _operator_pauses(schedule, locks):
+            return
+        where = f"paused by `cronctl pause`; `cronctl resume {name}` undoes it"
+    print(f"note: {name} is paused ({where}): it runs at none of these times", file=sys.stderr)
+
+
+def _operator_pauses(schedule: Schedule, locks: Path) -> set[str]:
+    """The tasks paused by `cronctl pause`, wherever the pauses are kept (lock_dir or the
+    coordination store); none when the store cannot be asked: these views only inform."""
+    url = dirs.coordination_url(schedule, None, os.environ)
+    coord = open_coordinator(url, locks, host=host_name(None), pid=os.getpid())
+    try:
+        return set(coord.paused_tasks())
+    except StoreUnavailable:
+        return set()
+    finally:
+        coord.close()
+
+
+def due(file: FileOpt = None, now: NowOpt = None, as_json: JsonOpt = False) -> None:
+    """The tasks whose schedule names this minute (pure: no state, no locks)."""
+    render_due(service.due(load_schedule(file), parse_instant(now)), as_json)
+
+
+def init(
+    path: Annotated[
+        Path, typer.Argument(metavar="[FILE]", help="Where to write it (parents are created).")
+    ] = Path("schedules.toml"),
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
+) -> None:
+    """Write a commented starter schedule file."""
+    written = service.init(path, force)
+    print(f"wrote {written}; check it with: cronctl check -f {written}", file=sys.stderr)
+
+
+def check_with_diff(
+    result: CheckResult,
+    schedule: Schedule,
+    given: list[Path] | None,
+    ref: str,
+    now: datetime,
+    fmt: str,
+) -> None:
+    """`check --diff REF`: the problems as usual, then what the change does to the schedule."""
+    diff = diff_against(ref, given, schedule, now)
+    if fmt == "json":
+        emit_json(
+            {
+                "ok": result.ok,
+                "problems": [problem_json(p) for p in result.problems],
+                "diff": diff_json(diff, ref),
+            }
+        )
+        return
+    render_check(result, fmt, len(schedule.tasks), len(schedule.files))
+    for line in diff_github(diff) if fmt == "github" else diff_text(diff, ref):
+        print(line)
