@@ -1,4 +1,5 @@
-"""`cronctl doctor` (SPEC 8.4): check this machine's set-up and say what to do about each finding.
+"""`cronctl doctor`: check this machine's set-up and say what to do about each finding
+(docs/commands.md).
 
 Directories (ownership, modes, free space), whether lock_dir is shared, whether `run` can use
 its schedule cache, the coordination store (reachable, schema version, round trip) and the

@@ -1,4 +1,5 @@
-"""Fleet use cases over the coordination store: `status --fleet`, `history --fleet` (SPEC 8.3).
+"""Fleet use cases over the coordination store: `status --fleet`, `history --fleet`
+(docs/fleets-postgresql.md).
 
 Without a store the coordinator refuses the fleet reads with a usage error that says how to
 set one."""

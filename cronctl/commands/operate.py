@@ -30,7 +30,7 @@ class StatusRow:
     consecutive_failures: int
     missed: int
     note: str | None = None
-    overdue: datetime | None = None  # since when (SPEC 9.4)
+    overdue: datetime | None = None  # since when (docs/operating.md)
     other_hosts: bool = False  # `hosts` leaves this machine out
 
 
@@ -101,7 +101,7 @@ def status(
 
 
 def _operating(row: StatusRow, store: Store, now: datetime, host: str | None) -> StatusRow:
-    """Overdue and other-hosts, for `status` and `status --check` (SPEC 9.2, 9.4)."""
+    """Overdue and other-hosts, for `status` and `status --check` (docs/operating.md)."""
     task = row.task
     if host is not None and not runs_on(task, host):
         return replace(row, other_hosts=True, next_run=None)
@@ -159,7 +159,7 @@ def logs(
     """The captured output of the task's last run (or of a given run).
 
     Nothing on the way is followed through a link, and a FIFO or device planted where a
-    log should be is refused (UnsafeDirectoryError) instead of blocking (SPEC 6).
+    log should be is refused (UnsafeDirectoryError) instead of blocking (docs/guarantees.md).
     """
     with _store(state_dir) as store:
         _known_task(store, schedule, task)

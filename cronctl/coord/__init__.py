@@ -1,4 +1,5 @@
-"""The coordination port: claims, overlap locks, pauses and fleet records (SPEC 4.2-4.3, 5.3, 8).
+"""The coordination port: claims, overlap locks, pauses and fleet records
+(docs/guarantees.md, docs/fleets-postgresql.md).
 
 One interface, two adapters, chosen once from the settings by :func:`open_coordinator`:
 

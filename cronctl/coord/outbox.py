@@ -1,6 +1,7 @@
 """What a machine keeps of the store locally: fleet records not yet published
-(``STATE_DIR/coord-outbox`` lists their run ids, SPEC 8.2), and the pauses last read
-(``STATE_DIR/coord-pauses``), so a pause still holds while the store is unreachable.
+(``STATE_DIR/coord-outbox`` lists their run ids; docs/fleets-postgresql.md), and the
+pauses last read (``STATE_DIR/coord-pauses``), so a pause still holds while the store is
+unreachable.
 
 A run publishes its records in one round trip at its end. When the store cannot take them,
 their ids go to the outbox; the next run that reaches the store sends them again, read afresh

@@ -70,7 +70,8 @@ class PauseInfo:
     user: str | None
 
 
-#: The message recorded for a guarded task when the store cannot be reached (SPEC 8.2).
+#: The message recorded for a guarded task when the store cannot be reached
+#: (docs/fleets-postgresql.md).
 UNREACHABLE = "coordination store unreachable"
 
 
@@ -215,7 +216,8 @@ class Coordinator(Protocol):
 
 
 def redact_url(url: str) -> str:
-    """The URL with any password shown as ``***`` (SPEC 8), for every message cronctl prints."""
+    """The URL with any password shown as ``***``, for every message cronctl prints
+    (docs/fleets-postgresql.md)."""
     scheme, sep, rest = url.partition("://")
     if not sep:
         return url

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from cronctl.core.model import Problem, Schedule
+from cronctl.edge.mounts import filesystem_type, is_shared_fstype
 from cronctl.edge.paths import ensure_private_dir, open_nofollow, resolve_dirs
 from cronctl.errors import UsageError
 
@@ -45,10 +46,6 @@ def lock_dir_warning(
         return None  # claims live in the coordination store, not in lock_dir
     if only_if_present and not lock_dir.is_dir():
         return None
-    # Imported here, not at the top: most schedules never ask, and `run` never imports
-    # mounts for them (tests/cli/test_main.py holds it to that).
-    from cronctl.edge.mounts import filesystem_type, is_shared_fstype
-
     fstype = filesystem_type(lock_dir)
     if is_shared_fstype(fstype):
         return None

@@ -25,7 +25,7 @@ NO_FLEET_HISTORY = (
 
 
 class FilesCoordinator:
-    """Claims, locks and pauses as files in ``lock_dir`` (SPEC 4.2, 4.3, 5.3)."""
+    """Claims, locks and pauses as files in ``lock_dir`` (docs/guarantees.md)."""
 
     #: No store: each machine keeps its own history, and lock_dir is there or fails loudly.
     keeps_fleet_history = False
@@ -107,7 +107,7 @@ class FilesCoordinator:
 
     def clear_pause(self, task: str) -> bool:
         """Remove the pause marker."""
-        # Unlinking goes through lock_dir/paused: never through a planted link (SPEC 6).
+        # Unlinking goes through lock_dir/paused: never through a planted link (docs/guarantees.md).
         return verify_dir(self.lock_dir) and locks.clear_pause(self.lock_dir, task)
 
     def publish(self, rows: Sequence[RunRow]) -> None:
@@ -126,7 +126,7 @@ class FilesCoordinator:
         return None
 
     def sweep(self, now: datetime) -> None:
-        """Claims older than a week (SPEC 4.3)."""
+        """Claims older than a week (docs/guarantees.md)."""
         locks.sweep_claims(self.lock_dir, now=now)
 
     def close(self) -> None:

@@ -1,13 +1,14 @@
 """Overlap locks, occurrence claims and pause markers, all as files inside ``lock_dir``.
 
-Layout (task names are validated, so each becomes exactly one file name)::
+Layout (task names are validated, so each becomes exactly one file name; what each promises
+is in docs/guarantees.md)::
 
-    LOCK_DIR/overlap/TASK.lock       kernel lock (flock) held for the whole run   (SPEC 4.2)
+    LOCK_DIR/overlap/TASK.lock       kernel lock (flock) held for the whole run
     LOCK_DIR/overlap/TASK.holder     who holds it: host, pid, start, the command (JSON)
     LOCK_DIR/overlap/TASK.guard      serialises "try the lock + read/write .holder"
-    LOCK_DIR/claims/TASK@YYYYMMDDTHHMMZ   one per occurrence, never released        (SPEC 4.3)
+    LOCK_DIR/claims/TASK@YYYYMMDDTHHMMZ   one per occurrence, never released
                                           (…THHMMSSZ: the 2nd, 3rd… after a DST gap)
-    LOCK_DIR/paused/TASK.pause       operator pause (JSON)                         (SPEC 5.3)
+    LOCK_DIR/paused/TASK.pause       operator pause (JSON)
 
 A ``:`` in a task name is written as ``%`` in file names: Windows servers behind a cifs
 ``lock_dir`` reject ``:``, and ``%`` can never occur in a task name, so the mapping is reversible
@@ -182,7 +183,7 @@ def _flock_nonblocking(fd: int) -> bool:
     return True
 
 
-# --- overlap lock (SPEC 4.2) --------------------------------------------------------------
+# --- overlap lock ---------------------------------------------------------------------------------
 
 
 class OverlapDir:
@@ -226,13 +227,13 @@ class OverlapDir:
 class OverlapLock:
     """A held overlap lock: an open descriptor carrying a ``flock``.
 
-    Why not ``filelock.FileLock``: flock belongs to the open file description, and SPEC 4.2
-    wants the lock to outlive cronctl for as long as the task runs. That means handing the
-    descriptor to the child (``pass_fds``), and FileLock owns its descriptor privately,
-    closes it in forked children (an at-fork hook) and unlocks the shared description on
-    release. So this module opens the file itself (``O_NOFOLLOW``) and locks it with
-    ``fcntl.flock``; the child must be started with ``start_new_session=True`` and
-    ``pass_fds=(lock.fd,)``, never ``preexec_fn`` (which would run at-fork hooks).
+    Why not ``filelock.FileLock``: flock belongs to the open file description, and the
+    guarantee (docs/guarantees.md) wants the lock to outlive cronctl for as long as the task
+    runs. That means handing the descriptor to the child (``pass_fds``), and FileLock owns
+    its descriptor privately, closes it in forked children (an at-fork hook) and unlocks the
+    shared description on release. So this module opens the file itself (``O_NOFOLLOW``) and
+    locks it with ``fcntl.flock``; the child must be started with ``start_new_session=True``
+    and ``pass_fds=(lock.fd,)``, never ``preexec_fn`` (which would run at-fork hooks).
     """
 
     __slots__ = ("_fd", "_holder", "_holder_fd", "path")
@@ -551,7 +552,7 @@ def _read_command(value: object) -> procs.ProcessId | None:
     return procs.ProcessId(pid, start, boot) if 0 < pid <= 2**22 else None
 
 
-# --- occurrence claims (SPEC 4.3) ---------------------------------------------------------
+# --- occurrence claims ----------------------------------------------------------------------------
 
 
 def _claim_stamp(occurrence: datetime) -> str:
@@ -634,7 +635,7 @@ def sweep_claims(lock_dir: Path, *, now: datetime, max_age: timedelta = CLAIM_SW
     return removed
 
 
-# --- pause markers (SPEC 5.3) -------------------------------------------------------------
+# --- pause markers --------------------------------------------------------------------------------
 
 
 def set_pause(

@@ -1,4 +1,4 @@
-"""The PostgreSQL adapter of the coordination port (SPEC 8), on psycopg2 (libpq).
+"""The PostgreSQL adapter of the coordination port (docs/fleets-postgresql.md), on psycopg2 (libpq).
 
 Why psycopg2: it is the cheapest driver to import (+21 ms a start against +98 ms for
 psycopg 3, which imports every adapter and ``logging`` eagerly; bench/pg_import.py), and as a

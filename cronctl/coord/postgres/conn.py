@@ -11,7 +11,8 @@ from cronctl.errors import CronctlError
 
 CONNECT_TIMEOUT_S = 5
 # Server side: a dead client's session (and its advisory lock) ends after
-# idle + interval * count = 30 + 10 * 6 = 90 s, inside SPEC 8.2's two minutes.
+# idle + interval * count = 30 + 10 * 6 = 90 s, inside the two minutes that
+# docs/fleets-postgresql.md promises.
 _SERVER_KEEPALIVES = (
     "-c tcp_keepalives_idle=30 -c tcp_keepalives_interval=10 -c tcp_keepalives_count=6"
 )

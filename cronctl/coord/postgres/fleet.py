@@ -1,4 +1,5 @@
-"""Fleet history in the coordination store: every machine's run records (SPEC 8.3)."""
+"""Fleet history in the coordination store: every machine's run records
+(docs/fleets-postgresql.md)."""
 
 from __future__ import annotations
 

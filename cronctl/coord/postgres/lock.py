@@ -1,4 +1,4 @@
-"""Fleet-wide ``without_overlapping`` on PostgreSQL (SPEC 8.2).
+"""Fleet-wide ``without_overlapping`` on PostgreSQL (docs/fleets-postgresql.md).
 
 The lock is a session advisory lock on a connection of its own. Its socket is handed to the
 task (``pass_fds``), so the session, and the lock, lives as long as any of the task's

@@ -1,5 +1,5 @@
 """Schema ``cronctl`` in the coordination store: created on first use, versioned, migrated
-under an advisory lock, refused when newer than this cronctl (SPEC 8.1)."""
+under an advisory lock, refused when newer than this cronctl (docs/fleets-postgresql.md)."""
 
 from __future__ import annotations
 

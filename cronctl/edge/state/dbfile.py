@@ -43,7 +43,7 @@ _ENVIRONMENT_CODES: Final = (
     sqlite3.SQLITE_PROTOCOL,
 )
 
-# Issue 11: how a run was started ("schedule" or "manual", by `cronctl exec`) and which
+# How a run was started ("schedule" or "manual", by `cronctl exec`) and which
 # attempt of its occurrence it is (retries); rows from before default to a first scheduled run.
 _MIGRATION_RUN_TRIGGER_AND_ATTEMPT: Final = (
     "ALTER TABLE runs ADD COLUMN trigger TEXT NOT NULL DEFAULT 'schedule'",
