@@ -41,17 +41,25 @@ def execute(
     from cronctl.run.occurrence import execute as _execute
 
     pinger = None
+    own = None  # the pings of an occurrence run outside run_all (`exec`): waited for here
     if task.ping_url is not None:
-        from cronctl.edge.notify import Pinger
+        from cronctl.edge.notify import Pinger, Pings
 
-        pinger = Pinger(task, ctx.state_dir, ctx.warn)
+        pings = ctx.pings
+        if pings is None:
+            pings = own = Pings()
+            if ctx.tracker is not None:
+                ctx.tracker.on_stop(own.stop)
+        pinger = Pinger(task, ctx.state_dir, ctx.warn, pings)
         pinger.start(row.id)
     result = _execute(store, task, row, env, ctx, lock)
     while (delay := retry_delay(task, result, ctx)) is not None:
         store.update_run(result.id, **{k: getattr(result, k) for k in RESULT_FIELDS})
         ctx.sleep(delay.total_seconds())
         if ctx.tracker is not None and ctx.tracker.stopping:
-            break  # told to stop during the delay: the failed attempt is the outcome
+            # Told to stop during the delay: the failed attempt is the outcome, and says so.
+            result = replace(result, message=_joined(result.message, NOT_RETRIED))
+            break
         row = replace(
             RunRow(row.id, row.task, row.occurrence, "pending", row.host, row.pid),
             id=new_run_id(row.occurrence),
@@ -63,12 +71,24 @@ def execute(
         env = {**env, "CRONCTL_RUN_ID": row.id, "CRONCTL_ATTEMPT": str(row.attempt)}
         result = _execute(store, task, row, env, ctx, lock)
     if pinger is not None:
-        pinger.finish(result)
+        pinger.finish(result)  # in the background: the result is recorded without waiting
     if task.on_failure or task.on_success:
         from cronctl.edge.notify import run_hook
 
         run_hook(task, result, env, ctx.state_dir, ctx.warn)
+    if own is not None:
+        own.settle()
+        if ctx.tracker is not None:
+            ctx.tracker.forget_stop(own.stop)
     return result
+
+
+#: Added to the message of a failed attempt whose retry a stop prevented.
+NOT_RETRIED = "not retried: cronctl was told to stop"
+
+
+def _joined(first: str | None, second: str) -> str:
+    return f"{first}; {second}" if first else second
 
 
 def retry_delay(task: Task, result: RunRow, ctx: RunContext) -> timedelta | None:
