@@ -1,9 +1,11 @@
 """Heartbeat pings (the healthchecks.io protocol) and on_failure/on_success hooks.
 
-Both are advice about a run, never part of it: each has a 10 s limit, neither changes the
-run's outcome, and a failing endpoint or hook is reported once (a notice stamp in
+Both are advice about a run, never part of it: each has a 10 s limit (for a ping, the whole
+of it: connect, TLS, request and answer, however slowly the endpoint drips), neither changes
+the run's outcome, and a failing endpoint or hook is reported once (a notice stamp in
 `STATE_DIR/notices`), again only after it has worked in between — cron mails whatever `run`
-prints, and an outage must not mail every minute.
+prints, and an outage must not mail every minute. Pings go in the background (Pings): a
+slow endpoint holds neither a worker nor a run's record, and a stop cuts them off at once.
 
 A healthchecks.io URL's path is its secret (whoever has it can ping the check), so a URL is
 only ever shown as `scheme://host/***`.
