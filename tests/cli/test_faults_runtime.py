@@ -147,9 +147,12 @@ def test_dripping_pings_under_work_hold_no_worker_and_sigterm_stops_it(
         if work.poll() is None:
             work.kill()
     assert work.returncode == 0, err
+    # Every record is final, none left "running" (on a loaded machine the stop may land while
+    # the plain task still runs, or after a second minute began: interrupted, or twice ok).
     history = _history(cli)
-    assert history["plain"] == ["ok"]
-    assert history["beat-a"] == ["ok"] and history["beat-b"] == ["ok"]
+    assert history["plain"] and set(history["plain"]) <= {"ok", "interrupted"}, history
+    for beat in ("beat-a", "beat-b"):
+        assert history[beat] and set(history[beat]) <= {"ok", "interrupted"}, history
 
 
 def test_a_garbled_ping_answer_never_turns_a_good_run_into_an_error(
