@@ -189,7 +189,8 @@ class _StopOnSignal:
         self._tracker = Tracker()
         signal.signal(signal.SIGTERM, self._handle)
         signal.signal(signal.SIGINT, self._handle)
-        return replace(ctx, tracker=self._tracker)
+        # A jitter or retry delay ends at once when told to stop, as under `work`.
+        return replace(ctx, tracker=self._tracker, sleep=self._tracker.pause)
 
     def _handle(self, signum: int, _frame: object) -> None:
         import threading

@@ -72,16 +72,41 @@ def ops_value_problem(key: str, value: Any) -> tuple[str, str] | None:
     return None
 
 
+#: A ping URL longer than this is refused: healthchecks.io's are under 100 characters, and a
+#: server may refuse a long request line on every ping, which check would never see.
+MAX_URL = 2048
+
+
 def _url_problem(url: str) -> tuple[str, str] | None:
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname or url != url.strip():
-        return (
-            "'ping_url' must be an http:// or https:// URL with a host, "
-            'e.g. "https://hc-ping.com/UUID"',
-            "bad-url",
-        )
+    """What is wrong with a ping URL, or None: everything a ping would trip on later is
+    found here, so that no URL reaches a run that the run cannot send."""
+    example = 'e.g. "https://hc-ping.com/UUID"'
+    if len(url) > MAX_URL:
+        return f"'ping_url' is longer than {MAX_URL} characters", "bad-url"
     if any(ch.isspace() or not ch.isprintable() for ch in url):
         return "'ping_url' must not hold spaces or control characters", "bad-url"
+    if not url.isascii():
+        return (
+            "'ping_url' must be ASCII: percent-encode other characters in the path, and write "
+            "an international host name in its xn-- form",
+            "bad-url",
+        )
+    try:
+        parts = urlsplit(url)
+        host, port = parts.hostname, parts.port
+    except ValueError as exc:  # "Invalid IPv6 URL", "Port out of range 0-65535", ...
+        return f"'ping_url' is not a valid URL ({exc}); {example}", "bad-url"
+    if parts.scheme not in ("http", "https") or not host:
+        return f"'ping_url' must be an http:// or https:// URL with a host, {example}", "bad-url"
+    if port == 0 or (port is None and parts.netloc.endswith(":")):
+        return "'ping_url' has an empty or zero port: give 1-65535, or no port", "bad-url"
+    if parts.username is not None or parts.password is not None:
+        return (
+            "'ping_url' must not hold a user or password (user@host): pings send none",
+            "bad-url",
+        )
+    if parts.fragment or url.endswith("#"):
+        return "'ping_url' must not have a #fragment: it is never sent", "bad-url"
     return None
 
 

@@ -1,9 +1,11 @@
 """Heartbeat pings (the healthchecks.io protocol) and on_failure/on_success hooks.
 
-Both are advice about a run, never part of it: each has a 10 s limit, neither changes the
-run's outcome, and a failing endpoint or hook is reported once (a notice stamp in
+Both are advice about a run, never part of it: each has a 10 s limit (for a ping, the whole
+of it: connect, TLS, request and answer, however slowly the endpoint drips), neither changes
+the run's outcome, and a failing endpoint or hook is reported once (a notice stamp in
 `STATE_DIR/notices`), again only after it has worked in between — cron mails whatever `run`
-prints, and an outage must not mail every minute.
+prints, and an outage must not mail every minute. Pings go in the background (Pings): a
+slow endpoint holds neither a worker nor a run's record, and a stop cuts them off at once.
 
 A healthchecks.io URL's path is its secret (whoever has it can ping the check), so a URL is
 only ever shown as `scheme://host/***`.
@@ -12,16 +14,24 @@ only ever shown as `scheme://host/***`.
 from __future__ import annotations
 
 import os
+import socket
 import threading
+import time
 from collections.abc import Callable, Mapping
+from contextlib import suppress
 from datetime import timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from cronctl.core.model import Task
 from cronctl.core.runs import RunRow
 from cronctl.edge.paths import ensure_private_dir, open_nofollow
 from cronctl.edge.process import runner
+
+if TYPE_CHECKING:
+    import http.client
+    import urllib.request
 
 LIMIT_S = 10.0
 BODY_LIMIT = 10 * 1024
@@ -30,10 +40,13 @@ _NOTICES = "notices"
 
 def redact(url: str) -> str:
     """`https://hc-ping.com/***`: the scheme and host, never the path or query."""
-    parts = urlsplit(url)
-    host = parts.hostname or "?"
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or "?"
+        if parts.port is not None:
+            host = f"{host}:{parts.port}"
+    except ValueError:  # check refuses such a URL; never let showing it raise
+        return "(a malformed URL)"
     return f"{parts.scheme}://{host}/***"
 
 
@@ -46,12 +59,19 @@ def ping_target(url: str, kind: str, rid: str) -> str:
 
 
 def send_ping(
-    url: str, kind: str, rid: str, body: bytes = b"", timeout_s: float | None = None
+    url: str,
+    kind: str,
+    rid: str,
+    body: bytes = b"",
+    timeout_s: float | None = None,
+    opened: Callable[[socket.socket], None] | None = None,
 ) -> None:
-    """POST one ping; raises OSError (URLError, HTTPError, timeout, refused) or ValueError.
+    """POST one ping; raises OSError (URLError, HTTPError, timeout, refused), ValueError or
+    http.client.HTTPException (a garbled answer).
 
-    The timeout bounds each socket operation (connect, send, each read): a server that
-    accepts and never answers is cut off after 10 s.
+    The timeout bounds each socket operation, not the whole ping: a server that answers a
+    byte every few seconds is never timed out here. `opened` is handed every socket the
+    ping opens, so that a _Flight can cut it off at its deadline.
     """
     # Imported here, not at the top: urllib.request (http.client, ssl, email) is costly, and
     # only a task with ping_url needs it.
@@ -64,60 +84,209 @@ def send_ping(
         headers={"User-Agent": "cronctl", "Content-Type": "text/plain; charset=utf-8"},
     )
     limit = LIMIT_S if timeout_s is None else timeout_s
-    with urllib.request.urlopen(request, timeout=limit) as response:  # noqa: S310
-        response.read(1024)  # HTTP errors (>= 400) were raised by urlopen as HTTPError
+    opener = _opener(opened) if opened is not None else urllib.request.build_opener()
+    with opener.open(request, timeout=limit):  # HTTP errors (>= 400) raise HTTPError
+        pass  # the status is all a ping needs: its body is never read
+
+
+def _opener(opened: Callable[[socket.socket], None]) -> urllib.request.OpenerDirector:
+    """urllib's usual opener (proxies from the environment, redirects), whose connections
+    hand each socket they open to `opened` before they use it (a TLS handshake included)."""
+    import http.client
+    import urllib.request
+
+    def create(address: tuple[str, int], *args: Any, **kwargs: Any) -> socket.socket:
+        sock = socket.create_connection(address, *args, **kwargs)
+        opened(sock)
+        return sock
+
+    def hooked(kind: type[http.client.HTTPConnection]) -> Callable[..., Any]:
+        def connection(host: str, **kwargs: Any) -> http.client.HTTPConnection:
+            conn = kind(host, **kwargs)
+            conn._create_connection = create  # type: ignore[attr-defined]  # its socket maker
+            return conn
+
+        return connection
+
+    class Plain(urllib.request.HTTPHandler):
+        def http_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+            return self.do_open(hooked(http.client.HTTPConnection), req)
+
+    class Secure(urllib.request.HTTPSHandler):
+        def https_open(self, req: urllib.request.Request) -> http.client.HTTPResponse:
+            context = getattr(self, "_context", None)
+            return self.do_open(hooked(http.client.HTTPSConnection), req, context=context)
+
+    return urllib.request.build_opener(Plain, Secure)
+
+
+def _shut(sock: socket.socket) -> None:
+    """End a socket another thread may be blocked on: its recv returns at once."""
+    with suppress(OSError):
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)  # the plain socket's, under TLS too
+
+
+#: After a ping is cut off, how long its thread is waited for before it is left behind (one
+#: stuck in a name lookup, which nothing can cut, ends by itself later; it is a daemon).
+_CUT_WAIT_S = 0.5
+_STOPPED = "not completed: cronctl was told to stop"
+
+
+class _Flight:
+    """One ping in a daemon thread of its own, with a deadline for the whole of it (connect,
+    TLS, request, answer): LIMIT_S after it was sent, its sockets are shut down."""
+
+    def __init__(self, url: str, kind: str, rid: str, body: bytes) -> None:
+        self.kind = kind
+        self.deadline = time.monotonic() + LIMIT_S
+        self._lock = threading.Lock()
+        self._sockets: list[socket.socket] = []
+        self._cut: str | None = None  # why it was cut off, once it was
+        self._error: str | None = None
+        self._done = threading.Event()
+        args = (url, kind, rid, body)
+        thread = threading.Thread(target=self._send, args=args, name="cronctl-ping", daemon=True)
+        thread.start()
+
+    def _send(self, url: str, kind: str, rid: str, body: bytes) -> None:
+        try:
+            send_ping(url, kind, rid, body, opened=self._opened)
+        except Exception as exc:  # anything: a ping never changes the run (module docstring)
+            self._error = _reason(exc)
+        finally:
+            self._done.set()
+
+    def _opened(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._sockets.append(sock)
+            cut = self._cut is not None
+        if cut:
+            _shut(sock)
+
+    def cut(self, why: str) -> None:
+        """Stop the ping now (its sockets shut down); `why` becomes its error."""
+        with self._lock:
+            if self._done.is_set() or self._cut is not None:
+                return
+            self._cut = why
+            sockets = list(self._sockets)
+        for sock in sockets:
+            _shut(sock)
+
+    def settle(self) -> str | None:
+        """Wait for the ping to end, at most until its deadline (then cut it off): its error,
+        or None when it got through."""
+        if not self._done.wait(max(0.0, self.deadline - time.monotonic())):
+            self.cut(f"timed out: no complete answer within {LIMIT_S:g}s")
+            self._done.wait(_CUT_WAIT_S)
+        with self._lock:
+            why = self._cut
+        if why is not None:
+            return why
+        return self._error if self._done.is_set() else "no answer"
+
+
+class Pings:
+    """The pings of one run, sent in the background: a slow or dripping endpoint holds no
+    worker and no run record, and each ping ends by its deadline. The run waits for them
+    (settle) before it ends; stop() (cronctl was told to stop) cuts them off at once."""
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()  # stop() may run in a signal handler, in any thread
+        self._flights: list[_Flight] = []
+        self._endings: list[threading.Thread] = []
+        self.stopped = False
+
+    def send(self, url: str, kind: str, rid: str, body: bytes = b"") -> _Flight | None:
+        """Start one ping (None: told to stop, nothing more is sent)."""
+        with self._lock:
+            if self.stopped:
+                return None
+            flight = _Flight(url, kind, rid, body)
+            self._flights.append(flight)
+            return flight
+
+    def later(self, work: Callable[[], None]) -> None:
+        """Run `work` (an occurrence's ending ping) in a daemon thread the run waits for."""
+        thread = threading.Thread(target=work, name="cronctl-ping-end", daemon=True)
+        with self._lock:
+            self._endings.append(thread)
+        thread.start()
+
+    def stop(self) -> None:
+        """Send nothing more and cut off every ping in flight."""
+        with self._lock:
+            self.stopped = True
+            flights = list(self._flights)
+        for flight in flights:
+            flight.cut(_STOPPED)
+
+    def settle(self) -> None:
+        """Wait for every ending ping: each is bounded by its pings' deadlines."""
+        with self._lock:
+            endings = list(self._endings)
+        for thread in endings:
+            thread.join(2 * (LIMIT_S + _CUT_WAIT_S) + 1.0)
 
 
 class Pinger:
-    """The pings of one occurrence: `/start` in the background, then the ending ping."""
+    """The pings of one occurrence: `/start` as the command starts, the ending ping once it
+    ended; both in the background (Pings), neither ever raises."""
 
-    def __init__(self, task: Task, state_dir: Path, warn: Callable[[str], None]) -> None:
-        """Ping `task.ping_url`; problems go to `warn`, once per outage."""
+    def __init__(
+        self, task: Task, state_dir: Path, warn: Callable[[str], None], pings: Pings
+    ) -> None:
+        """Ping `task.ping_url` through `pings`; problems go to `warn`, once per outage."""
         assert task.ping_url is not None
         self._task = task
         self._url = task.ping_url
         self._state_dir = state_dir
         self._warn = warn
+        self._pings = pings
         self._rid = ""
-        self._starting: threading.Thread | None = None
-        self._errors: list[str] = []
+        self._starting: _Flight | None = None
 
     def start(self, rid: str) -> None:
-        """Send `/start?rid=RID` without delaying the command (it may hang up to 10 s)."""
+        """Send `/start?rid=RID` without delaying the command."""
         self._rid = rid
-        self._starting = threading.Thread(
-            target=self._send, args=("start", b""), name="cronctl-ping", daemon=True
-        )
-        self._starting.start()
+        self._starting = self._pings.send(self._url, "start", rid)
 
     def finish(self, result: RunRow) -> None:
-        """The URL on success, `/fail` otherwise, with the output's tail (<= 10 KB) as body.
+        """The URL on success, `/fail` otherwise, with the output's tail (<= 10 KB) as body,
+        sent after `/start` has ended, in the background: this returns at once.
 
         The rid is the first attempt's run id, the one `/start` carried, so healthchecks.io
         pairs them and measures the whole occurrence, retries included.
         """
-        if self._starting is not None:
-            self._starting.join(LIMIT_S)
-        kind = "success" if result.outcome == "ok" else "fail"
-        self._send(kind, output_tail(result.log_path, result.tail))
-        self._conclude()
+        self._pings.later(lambda: self._finish(result))
 
-    def _send(self, kind: str, body: bytes) -> None:
+    def _finish(self, result: RunRow) -> None:
         try:
-            send_ping(self._url, kind, self._rid, body)
-        except (OSError, ValueError) as exc:
-            self._errors.append(f"{kind}: {_reason(exc)}")
+            errors = []
+            if self._starting is not None and (error := self._starting.settle()) is not None:
+                errors.append(f"start: {error}")
+            kind = "success" if result.outcome == "ok" else "fail"
+            ending = self._pings.send(self._url, kind, self._rid, output_tail(result))
+            if ending is not None and (error := ending.settle()) is not None:
+                errors.append(f"{kind}: {error}")
+            self._conclude(errors, stopped=ending is None or self._pings.stopped)
+        except Exception as exc:  # anything: a ping never changes the run (module docstring)
+            self._warn(f"cronctl: warning: task {self._task.name}: ping not sent: {exc}")
 
-    def _conclude(self) -> None:
+    def _conclude(self, errors: list[str], stopped: bool) -> None:
         key = f"ping-{self._task.name}"
-        if not self._errors:
+        where = f"task {self._task.name}: ping {redact(self._url)}"
+        if stopped:
+            # Not the endpoint's fault: no notice stamp, which would hide a real outage.
+            self._warn(f"cronctl: warning: {where} {_STOPPED}")
+            return
+        if not errors:
             clear_notice(self._state_dir, key)
             return
         if first_notice(self._state_dir, key):
             self._warn(
-                f"cronctl: warning: task {self._task.name}: ping {redact(self._url)} failed "
-                f"({'; '.join(self._errors)}); the task's outcome stands. Said once until a "
-                "ping gets through again"
+                f"cronctl: warning: {where} failed ({'; '.join(errors)}); the task's outcome "
+                "stands. Said once until a ping gets through again"
             )
 
 
@@ -127,8 +296,9 @@ def _reason(exc: BaseException) -> str:
     return "timed out" if "timed out" in text else text
 
 
-def output_tail(log_path: str | None, fallback: str) -> bytes:
+def output_tail(result: RunRow) -> bytes:
     """The last 10 KB of the run's log (the history's tail when the log is gone)."""
+    log_path, fallback = result.log_path, result.tail
     if log_path:
         try:
             fd = open_nofollow(Path(log_path), os.O_RDONLY)

@@ -15,7 +15,7 @@ from typing import TypeAlias
 from cronctl.coord.port import HeldLock
 from cronctl.core.model import Task
 from cronctl.core.runs import RunRow
-from cronctl.edge.notify import Pinger, run_hook
+from cronctl.edge.notify import Pinger, Pings, run_hook
 from cronctl.edge.state.store import Store
 from cronctl.run.context import RESULT_FIELDS, RunContext, new_run_id
 
@@ -45,15 +45,23 @@ def execute(
     over until its last attempt is.
     """
     pinger = None
+    own = None  # the pings of an occurrence run outside run_all (`exec`): waited for here
     if task.ping_url is not None:
-        pinger = Pinger(task, ctx.state_dir, ctx.warn)
+        pings = ctx.pings
+        if pings is None:
+            pings = own = Pings()
+            if ctx.tracker is not None:
+                ctx.tracker.on_stop(own.stop)
+        pinger = Pinger(task, ctx.state_dir, ctx.warn, pings)
         pinger.start(row.id)
     result = attempt(store, task, row, env, ctx, lock)
     while (delay := retry_delay(task, result, ctx)) is not None:
         store.update_run(result.id, **{k: getattr(result, k) for k in RESULT_FIELDS})
         ctx.sleep(delay.total_seconds())
         if ctx.tracker is not None and ctx.tracker.stopping:
-            break  # told to stop during the delay: the failed attempt is the outcome
+            # Told to stop during the delay: the failed attempt is the outcome, and says so.
+            result = replace(result, message=_joined(result.message, NOT_RETRIED))
+            break
         row = replace(
             RunRow(row.id, row.task, row.occurrence, "pending", row.host, row.pid),
             id=new_run_id(row.occurrence),
@@ -65,10 +73,22 @@ def execute(
         env = {**env, "CRONCTL_RUN_ID": row.id, "CRONCTL_ATTEMPT": str(row.attempt)}
         result = attempt(store, task, row, env, ctx, lock)
     if pinger is not None:
-        pinger.finish(result)
+        pinger.finish(result)  # in the background: the result is recorded without waiting
     if task.on_failure or task.on_success:
         run_hook(task, result, env, ctx.state_dir, ctx.warn)
+    if own is not None:
+        own.settle()
+        if ctx.tracker is not None:
+            ctx.tracker.forget_stop(own.stop)
     return result
+
+
+#: Added to the message of a failed attempt whose retry a stop prevented.
+NOT_RETRIED = "not retried: cronctl was told to stop"
+
+
+def _joined(first: str | None, second: str) -> str:
+    return f"{first}; {second}" if first else second
 
 
 def retry_delay(task: Task, result: RunRow, ctx: RunContext) -> timedelta | None:

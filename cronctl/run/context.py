@@ -17,6 +17,7 @@ from cronctl.coord.port import Coordinator
 from cronctl.core.due import Plan
 from cronctl.core.model import Task
 from cronctl.core.runs import RunRow
+from cronctl.edge.notify import Pings
 from cronctl.edge.process import runner
 
 CONDITION_TIMEOUT_S = 30.0
@@ -82,9 +83,13 @@ class Tracker:
     """The commands running right now, so `work` and `run` can forward a signal to them."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        # Re-entrant: stop() runs in a signal handler, in the main thread, which may hold it.
+        self._lock = threading.RLock()
         self._running: set[Running] = set()
         self._stop_signal: int | None = None
+        self._stopped = threading.Event()
+        # What else must stop at once (pings in flight), called by stop() outside the lock.
+        self._on_stop: list[Callable[[], None]] = []
 
     @property
     def stopping(self) -> bool:
@@ -92,10 +97,32 @@ class Tracker:
         return self._stop_signal is not None
 
     def stop(self, sig: int) -> int:
-        """Start nothing more and forward ``sig`` to every running command; return how many."""
+        """Start nothing more, end every wait (pause) and what was handed to on_stop, and
+        forward ``sig`` to every running command; return how many."""
         with self._lock:
             self._stop_signal = sig
+            callbacks = list(self._on_stop)
+        self._stopped.set()
+        for callback in callbacks:
+            callback()
         return self.signal_all(sig)
+
+    def pause(self, seconds: float) -> None:
+        """Sleep `seconds` (a jitter or a retry delay), or less: until told to stop."""
+        self._stopped.wait(seconds)
+
+    def on_stop(self, callback: Callable[[], None]) -> None:
+        """Call `callback` when told to stop (at once if that happened already)."""
+        with self._lock:
+            self._on_stop.append(callback)
+        if self._stopped.is_set():
+            callback()
+
+    def forget_stop(self, callback: Callable[[], None]) -> None:
+        """No longer call `callback` when told to stop."""
+        with self._lock:
+            if callback in self._on_stop:
+                self._on_stop.remove(callback)
 
     def add(self, command: Running) -> None:
         """Remember a started command; one started as the stop came is signalled at once."""
@@ -155,6 +182,9 @@ class RunContext:
     # How run_all starts its worker threads: each a thread of its own (`run`), or a thread
     # `work` keeps for reuse (execution.pool), which starts without a new thread's wait.
     spawn: Callable[[Callable[[], None], str], Joinable] = new_thread
+    # The pings of this run still in flight (run_all sets it when a due task pings): sent in
+    # the background, so a slow endpoint holds neither a worker nor a run's record.
+    pings: Pings | None = None
 
 
 @dataclass(frozen=True)

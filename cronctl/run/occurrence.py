@@ -15,6 +15,7 @@ from cronctl.core.due import Plan
 from cronctl.core.model import Task, format_utc
 from cronctl.core.opskeys import jitter_offset
 from cronctl.core.runs import RunRow
+from cronctl.edge.notify import Pings
 from cronctl.edge.paths import ensure_private_dir
 from cronctl.edge.process import runner
 from cronctl.edge.state import unsaved
@@ -50,11 +51,22 @@ def run_all(
     _FIRST_WAVE_S at most."""
     # Room for every result in case the disk fills up, reserved before anything starts.
     slots = unsaved.reserve(ctx.state_dir, [r.id for rows in by_task.values() for r in rows])
+    pings = None
+    if any(plans[name].task.ping_url is not None for name in by_task):
+        pings = Pings()
+        ctx = replace(ctx, pings=pings)
+        if ctx.tracker is not None:
+            ctx.tracker.on_stop(pings.stop)
     try:
         return _run_all(store, plans, by_task, ctx, slots, started)
     finally:
         if slots is not None:
             slots.close()
+        if pings is not None:
+            # After every result is committed: the pings delay the run's end, never a record.
+            pings.settle()
+            if ctx.tracker is not None:
+                ctx.tracker.forget_stop(pings.stop)
 
 
 def _run_all(

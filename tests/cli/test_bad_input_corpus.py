@@ -50,6 +50,9 @@ KNOWN_CODES = {
     "bad-duration",
     "bad-timezone",
     "settings-conflict",
+    "bad-url",
+    "jitter-too-long",
+    "retry-delay-too-long",
 }
 # Problems about a file as a whole: the text format leaves out the `task NAME:` part.
 FILE_LEVEL_CODES = {"toml-syntax", "settings-conflict"}
@@ -70,6 +73,7 @@ LIST_SAMPLE = [
     "bad-value-nul-in-command.toml",
     "bad-value-nul-in-state-dir.toml",
     "bad-value-at-year-9999.toml",
+    "bad-url-ipv6-unclosed.toml",
 ]
 
 

@@ -1,0 +1,57 @@
+"""`cronctl check` on jittered tasks: 2,000 jittered tasks alone, and 10,000 tasks of which
+2,000 carry `jitter` (issue 25: 11 s and 56 s before; the search for each task's shortest
+period called next_run ~1.7 million times).
+
+The tasks are scale.py's mix (ten schedule keys, six zones); every fifth carries
+`jitter = "10m"`, shorter than every period of the mix, so no search can stop early.
+
+    /tmp/venv/bin/python bench/jitter_check.py [--runs 3] [--out DIR]
+"""
+
+from __future__ import annotations
+
+import _common as c
+
+NOW = "2026-08-03T12:34:00Z"
+
+
+def jittered(i: int) -> str:
+    """The i-th task of the mix, with a jitter on every fifth."""
+    task = c.rare_task(i)
+    return task + 'jitter = "10m"\n' if i % 5 == 0 else task
+
+
+def main() -> None:
+    args = c.parser(__doc__.splitlines()[0], runs=3, warmup=0).parse_args()
+    tool = c.Tool.find(args.cronctl)
+    with c.Sandbox(args.keep) as box:
+        info = c.machine(tool, box.root)
+        c.print_machine(info)
+        alone = c.write_schedule(
+            box.root / "jittered-2000.toml", [jittered(i) for i in range(0, 10_000, 5)]
+        )
+        mixed = c.write_schedule(
+            box.root / "mixed-10000.toml", [jittered(i) for i in range(10_000)]
+        )
+        commands = [
+            (label, [str(tool.cronctl), "check", "-f", str(path), "--now", NOW])
+            for label, path in (
+                ("check 2,000 jittered", alone),
+                ("check 10,000 (2,000 jittered)", mixed),
+            )
+        ]
+        timings = c.time_commands(
+            commands, box.env(), args.runs, args.warmup, use_hyperfine=not args.no_hyperfine
+        )
+        c.table(
+            ("command", "median ms", "min ms", "max ms", "runs"),
+            [[t.label, c.ms(t.median), c.ms(t.min), c.ms(t.max), len(t.times)] for t in timings],
+            "check on jittered tasks",
+        )
+        c.write_json(
+            args.out, "jitter_check", {"machine": info, "timings": [t.summary() for t in timings]}
+        )
+
+
+if __name__ == "__main__":
+    main()
