@@ -89,6 +89,7 @@ def _full_app() -> typer.Typer:
     from cronctl.cli import (
         doctor_cmd,  # noqa: F401  (registers doctor)
         exec_cmd,  # noqa: F401  (registers exec)
+        explain_cmd,  # noqa: F401  (registers explain)
         ops_cmds,  # noqa: F401  (registers status, history, logs, pause, resume)
     )
     from cronctl.cli.app import app
