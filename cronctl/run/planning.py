@@ -21,6 +21,7 @@ from cronctl.run.context import (
     running_fields,
     starts_at_once,
 )
+from cronctl.run.guards import rehearsal_coordinator
 
 if TYPE_CHECKING:
     from cronctl.edge.state.store import StoredState
@@ -444,6 +445,17 @@ class DryRunRollback(Exception):
         self.rows = rows
 
 
+def _claimed(task: Task, row: RunRow, ctx: RunContext) -> bool:
+    """Whether another run claimed the occurrence: among rehearsals, for a rehearsal."""
+    if not ctx.rehearsal:
+        return coord_of(ctx).claimed(task.name, row.occurrence)
+    apart = rehearsal_coordinator(ctx)
+    try:
+        return apart.claimed(task.name, row.occurrence)
+    finally:
+        apart.close()
+
+
 def make_row(task: Task, when: datetime, outcome: str, ctx: RunContext) -> RunRow:
     """A new run row of `task`'s occurrence `when`, owned by this process."""
     return RunRow(
@@ -461,7 +473,7 @@ def dry_outcome(row: RunRow, task: Task, ctx: RunContext) -> RunRow:
     if row.outcome != "pending":
         return row
     try:
-        if task.on_one_server and coord_of(ctx).claimed(task.name, row.occurrence):
+        if task.on_one_server and _claimed(task, row, ctx):
             return replace(row, outcome="skipped: another server")
         if task.without_overlapping and coord_of(ctx).overlap_held(task.name):
             return replace(row, outcome="skipped: still running")
