@@ -30,6 +30,7 @@ VERDICTS = (
     "paused",
     "not-yet",
     "not-dealt-with",
+    "before-first-seen",
     "not-counted",
     "missed",
     "condition",
@@ -71,7 +72,8 @@ class Explanation:
     @property
     def outcome(self) -> RunRow | None:
         """The row that settled the occurrence: the last attempt that is not `missed`."""
-        settled = [r for r in self.runs if r.outcome != "missed"]
+        scheduled = [r for r in self.runs if r.trigger == "schedule"] or list(self.runs)
+        settled = [r for r in scheduled if r.outcome != "missed"]
         return max(settled, key=lambda r: r.attempt) if settled else None
 
 
@@ -198,8 +200,10 @@ def _verdict(
     pause: PauseInfo | None,
 ) -> tuple[str, tuple[str, ...], RunRow | None]:
     if not rows:
-        return _unrecorded(task, occurrence, state, now, pause)
-    settled = [r for r in rows if r.outcome != "missed"]
+        return _unrecorded(task, occurrence, state, store, now, pause)
+    # A manual run (`cronctl exec`) in the same minute is not the scheduled occurrence's.
+    scheduled = [r for r in rows if r.trigger == "schedule"] or list(rows)
+    settled = [r for r in scheduled if r.outcome != "missed"]
     if not settled:
         instead = _ran_instead(store, task.name, occurrence)
         return "missed", (_missed_line(task, occurrence, instead),), instead
@@ -237,11 +241,7 @@ def _row_verdict(task: Task, row: RunRow, pause: PauseInfo | None) -> tuple[str,
 
 def _ran_line(row: RunRow) -> str:
     code = "" if row.exit_code is None else f", exit code {row.exit_code}"
-    took = (
-        ""
-        if row.duration_s is None
-        else f", took {format_duration(timedelta(seconds=round(row.duration_s)))}"
-    )
+    took = "" if row.duration_s is None else f", took {row.duration_s:.2f}s"
     attempt = f", attempt {row.attempt}" if row.attempt > 1 else ""
     manual = " (manual, cronctl exec)" if row.trigger == "manual" else ""
     log = f"; log {row.log_path}" if row.log_path else "; it printed nothing (no log kept)"
@@ -278,6 +278,7 @@ def _unrecorded(
     task: Task,
     occurrence: datetime,
     state: TaskState | None,
+    store: Store | None,
     now: datetime,
     pause: PauseInfo | None,
 ) -> tuple[str, tuple[str, ...], RunRow | None]:
@@ -299,16 +300,25 @@ def _unrecorded(
             ),
             None,
         )
-    return (
-        "not-counted",
-        (
-            "nothing was recorded for it: the task was new or its schedule changed after it "
-            f"(earlier occurrences never count), or it was one of a long window's missed ones "
-            f"beyond the {MISSED_ROWS} recorded one by one (this task has "
-            f"{state.missed_total} missed in all)",
-        ),
-        None,
+    first = store.first_occurrence(task.name) if store is not None else None
+    if first is None or first > occurrence:
+        why = (
+            "nothing was recorded for it: this machine first dealt with the task after it "
+            "(occurrences before a task is first seen, or before its schedule last changed, "
+            "never count)"
+        )
+        return "before-first-seen", (why,), None
+    beyond = ""
+    if state.missed_total:
+        beyond = (
+            f", or it was one of a long window's missed ones beyond the {MISSED_ROWS} "
+            f"recorded one by one ({state.missed_total} missed in all)"
+        )
+    why = (
+        "nothing was recorded for it: the task's schedule changed after it (earlier "
+        f"occurrences never count){beyond}"
     )
+    return "not-counted", (why,), None
 
 
 def _ran_instead(store: Store | None, task: str, occurrence: datetime) -> RunRow | None:

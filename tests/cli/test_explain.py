@@ -160,3 +160,11 @@ def test_a_bad_at_is_a_located_usage_error(cli: Cli, tmp_path: Path) -> None:
         assert f"--at {bad!r}" in result.stderr
     result = cli("explain", "backup", "--format", "yaml")
     assert result.returncode == 2 and "--format 'yaml'" in result.stderr
+
+
+def test_an_occurrence_before_the_task_was_first_seen(cli: Cli, tmp_path: Path) -> None:
+    setup(tmp_path, 'name = "tick"\ncommand = "true"\nhourly = true')
+    run(cli, "2026-03-02T10:30:00Z")  # first sight: 10:00 and earlier never count
+    got = explain(cli, "tick", "2026-03-02T10:00:00Z")
+    assert got["verdict"] == "before-first-seen"
+    assert "first dealt with the task after it" in got["reasons"][1]
