@@ -244,11 +244,15 @@ def _ran_line(row: RunRow) -> str:
     took = "" if row.duration_s is None else f", took {row.duration_s:.2f}s"
     attempt = f", attempt {row.attempt}" if row.attempt > 1 else ""
     manual = " (manual, cronctl exec)" if row.trigger == "manual" else ""
-    log = f"; log {row.log_path}" if row.log_path else "; it printed nothing (no log kept)"
+    log = (
+        f"; log {row.log_path} (`cronctl logs {row.task} --run {row.id}`)"
+        if row.log_path
+        else "; it printed nothing (no log kept)"
+    )
     msg = f"; {row.message}" if row.message else ""
     return (
         f"ran on {row.host}{manual} at {_when(row.started)}: {row.outcome}{code}{took}{attempt}"
-        f"{msg}{log} (`cronctl logs {row.task} --run {row.id}`)"
+        f"{msg}{log}"
     )
 
 
@@ -366,10 +370,11 @@ def dst_rule(task: Task, occurrence: datetime) -> str | None:
     if gap is not None and any(gap[0] <= w < gap[1] for w in walls):
         swallowed = ", ".join(w.strftime("%H:%M") for w in walls if gap[0] <= w < gap[1])
         counted = len(walls) if task.misfire == "catch-up" else 1
+        runs = "one run" if counted == 1 else f"{counted} runs"
         return (
             f"daylight saving: {gap[0]:%Y-%m-%d %H:%M}-{gap[1]:%H:%M} never happened in "
             f"{task.zone.name}; its time {swallowed} runs at the first minute after the gap "
-            f"({seg.wall(minute):%H:%M} local), {counted} run(s) under misfire = {task.misfire}"
+            f"({seg.wall(minute):%H:%M} local): {runs} under misfire = {task.misfire}"
         )
     wall = seg.wall(minute)
     repeats = seg.repeats_until
