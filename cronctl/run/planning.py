@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, TypeAlias
 
 from cronctl.coord.port import StoreUnavailable
 from cronctl.core.due import Plan, Previous, plan
-from cronctl.core.model import Schedule, Task, format_utc
+from cronctl.core.model import Schedule, Task, format_duration, format_utc
 from cronctl.core.runs import RunRow
 from cronctl.edge.state.store import Store, TaskState, Txn
 from cronctl.run.context import (
@@ -135,7 +135,7 @@ def _warn_behind(task: Task, decided: Plan, now: datetime, ctx: RunContext) -> N
     if decided.clock_behind and decided.clock_behind > timedelta(minutes=5):
         ctx.warn(
             f"cronctl: warning: task {task.name}: the clock is "
-            f"{decided.clock_behind} behind the last occurrence dealt with "
+            f"{format_duration(decided.clock_behind)} behind the last occurrence dealt with "
             f"({format_utc(decided.last_occurrence or now)}); nothing runs twice, so it "
             "waits for the clock to catch up"
         )

@@ -57,3 +57,12 @@ def test_missed_occurrences_make_one_line_with_their_count(cli: Cli, tmp_path: P
         "2026-03-04T10:00:00Z  quarter  would run",
     ]
     assert len(lines) == 6  # three tasks: a missed line and a run line each
+
+
+def test_a_past_now_says_how_far_behind_in_cronctl_durations(cli: Cli, tmp_path: Path) -> None:
+    write_schedule(tmp_path / "schedules.toml", TASKS[:1])
+    assert cli("run", "--now", "2026-03-03T10:00:00Z").returncode == 0
+    earlier = cli("run", "--now", "2026-03-01T19:50:00Z")
+    assert earlier.returncode == 0, earlier.stderr
+    assert "the clock is 1d14h10m behind the last occurrence" in earlier.stderr
+    assert "day," not in earlier.stderr
