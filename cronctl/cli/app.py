@@ -16,6 +16,7 @@ from cronctl._version import __version__
 from cronctl.cli import (
     doctor_cmd,
     exec_cmd,
+    explain_cmd,
     export_cmd,
     import_cmd,
     ops_cmds,
@@ -59,6 +60,7 @@ for _commands in (
     run_cmds,  # run, work
     doctor_cmd,
     exec_cmd,
+    explain_cmd,
     ops_cmds,  # status, history, logs, pause, resume
     import_cmd,
     timeline_cmd,

@@ -110,11 +110,20 @@ def run_context(
 def pretended(ctx: RunContext, instant: datetime, dry_run: bool) -> RunContext:
     """The context of `run --now TIME`: a time ahead of the clock is a rehearsal
     (docs/commands.md)."""
-    if instant - datetime.now(UTC) > REHEARSAL_AHEAD and not dry_run:
+    if instant - datetime.now(UTC) > REHEARSAL_AHEAD:
+        # A dry run ahead of the clock reads the rehearsal's state too: it then says what the
+        # rehearsal at the same --now would run, not hundreds of occurrences "missed" between
+        # the real state's last minute and a pretended future.
+        what = (
+            "shows what a rehearsal would run then, from the rehearsal's state in "
+            f"{ctx.state_dir / REHEARSAL_DIR}, and changes nothing"
+            if dry_run
+            else f"runs what is due then, records it in {ctx.state_dir / REHEARSAL_DIR} (not "
+            f"in the real history), claims in {ctx.lock_dir / REHEARSAL_DIR} and changes no "
+            "real window"
+        )
         print(
-            f"cronctl: note: --now is ahead of this machine's clock: a rehearsal. It runs what "
-            f"is due then, records it in {ctx.state_dir / REHEARSAL_DIR} (not in the real "
-            f"history), claims in {ctx.lock_dir / REHEARSAL_DIR} and changes no real window",
+            f"cronctl: note: --now is ahead of this machine's clock: a rehearsal. It {what}",
             file=sys.stderr,
         )
         return replace(ctx, rehearsal=True)

@@ -197,6 +197,9 @@ class RunReport:
     # Every task's decision, by name (not for a dry run): what a quiet minute's hint is made
     # from (execution/quiet.py).
     plans: Mapping[str, Plan] | None = None
+    # By task, for the tasks that missed occurrences: how many (recorded one by one up to 100)
+    # and where the window started, so the text output can say it in one line.
+    missed: Mapping[str, tuple[int, datetime | None]] = field(default_factory=dict)
 
     @property
     def failed(self) -> list[RunRow]:

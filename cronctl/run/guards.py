@@ -9,7 +9,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 
 from cronctl.coord import open_coordinator, outbox
-from cronctl.coord.port import HeldLock, StoreUnavailable
+from cronctl.coord.port import Coordinator, HeldLock, StoreUnavailable
 from cronctl.core.due import Plan
 from cronctl.core.model import Task, format_duration
 from cronctl.core.runs import RunRow
@@ -65,8 +65,7 @@ def claim(task: Task, row: RunRow, ctx: RunContext, now: datetime) -> bool:
         # time comes, look run by another server: rehearsals claim among themselves, apart
         # (machines rehearsing the same future still run each occurrence once), in lock_dir
         # also when a coordination store holds the real claims.
-        lock_dir = ensure_private_dir(ctx.lock_dir / REHEARSAL_DIR, within=ctx.lock_dir)
-        apart = open_coordinator(None, lock_dir, host=ctx.host, pid=ctx.pid)
+        apart = rehearsal_coordinator(ctx)
         try:
             return key in apart.claim([key], now=now)
         finally:
@@ -75,6 +74,12 @@ def claim(task: Task, row: RunRow, ctx: RunContext, now: datetime) -> bool:
     if won is None:
         won = key in coord_of(ctx).claim([key], now=now)
     return won
+
+
+def rehearsal_coordinator(ctx: RunContext) -> Coordinator:
+    """The claims of rehearsals, apart from the real ones (see claim); the caller closes it."""
+    lock_dir = ensure_private_dir(ctx.lock_dir / REHEARSAL_DIR, within=ctx.lock_dir)
+    return open_coordinator(None, lock_dir, host=ctx.host, pid=ctx.pid)
 
 
 def conditions_pass(task: Task, env: dict[str, str], ctx: RunContext) -> bool:

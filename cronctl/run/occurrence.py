@@ -534,4 +534,6 @@ def task_env(task: Task, row: RunRow, ctx: RunContext) -> dict[str, str]:
     env["CRONCTL_TASK"] = task.name
     env["CRONCTL_OCCURRENCE"] = format_utc(row.occurrence)
     env["CRONCTL_RUN_ID"] = row.id
+    # Every attempt, the first too: a script testing it must not meet an unset variable.
+    env["CRONCTL_ATTEMPT"] = str(row.attempt)
     return env

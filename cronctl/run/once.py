@@ -7,10 +7,12 @@ this module ties them together and keeps the names callers import from here.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime
 
 from cronctl.coord import open_coordinator, outbox
+from cronctl.core.due import Plan
 from cronctl.core.model import Schedule
 from cronctl.core.runs import RunRow
 from cronctl.edge import metrics
@@ -88,7 +90,7 @@ def _run_once(
                 runs = [
                     planning.dry_outcome(row, dry.plans[row.task].task, ctx) for row in dry.rows
                 ]
-                return RunReport(now, runs, dry_run=True)
+                return RunReport(now, runs, dry_run=True, missed=_missed(dry.plans))
         recovered = recovery.recover(store, ctx, schedule)
         plans, rows = planning.plan_all(store, schedule, now, paused, ctx, ahead)
         pending = [r for r in rows if r.outcome == "pending"]
@@ -108,4 +110,9 @@ def _run_once(
             recovery.sweep(store, ctx, min(now, real_clock()))
         if schedule.settings.metrics_file is not None and not ctx.rehearsal:
             metrics.write_metrics(schedule, store, now, ctx.state_dir, ctx.warn)
-    return RunReport(now, list(results.values()), plans=plans)
+    return RunReport(now, list(results.values()), plans=plans, missed=_missed(plans))
+
+
+def _missed(plans: Mapping[str, Plan]) -> dict[str, tuple[int, datetime | None]]:
+    """The missed count and window start of each task that missed something."""
+    return {n: (p.missed_count, p.since) for n, p in plans.items() if p.missed}

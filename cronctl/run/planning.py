@@ -11,7 +11,7 @@ from typing import TypeAlias
 
 from cronctl.coord.port import StoreUnavailable
 from cronctl.core.due import Plan, Previous, plan
-from cronctl.core.model import Schedule, Task, format_utc
+from cronctl.core.model import Schedule, Task, format_duration, format_utc
 from cronctl.core.runs import RunRow
 from cronctl.edge.state.store import Store, StoredState, TaskState, Txn
 from cronctl.run.context import (
@@ -21,6 +21,7 @@ from cronctl.run.context import (
     running_fields,
     starts_at_once,
 )
+from cronctl.run.guards import rehearsal_coordinator
 
 
 def plan_all(
@@ -131,7 +132,7 @@ def _warn_behind(task: Task, decided: Plan, now: datetime, ctx: RunContext) -> N
     if decided.clock_behind and decided.clock_behind > timedelta(minutes=5):
         ctx.warn(
             f"cronctl: warning: task {task.name}: the clock is "
-            f"{decided.clock_behind} behind the last occurrence dealt with "
+            f"{format_duration(decided.clock_behind)} behind the last occurrence dealt with "
             f"({format_utc(decided.last_occurrence or now)}); nothing runs twice, so it "
             "waits for the clock to catch up"
         )
@@ -441,6 +442,17 @@ class DryRunRollback(Exception):
         self.rows = rows
 
 
+def _claimed(task: Task, row: RunRow, ctx: RunContext) -> bool:
+    """Whether another run claimed the occurrence: among rehearsals, for a rehearsal."""
+    if not ctx.rehearsal:
+        return coord_of(ctx).claimed(task.name, row.occurrence)
+    apart = rehearsal_coordinator(ctx)
+    try:
+        return apart.claimed(task.name, row.occurrence)
+    finally:
+        apart.close()
+
+
 def make_row(task: Task, when: datetime, outcome: str, ctx: RunContext) -> RunRow:
     """A new run row of `task`'s occurrence `when`, owned by this process."""
     return RunRow(
@@ -458,7 +470,7 @@ def dry_outcome(row: RunRow, task: Task, ctx: RunContext) -> RunRow:
     if row.outcome != "pending":
         return row
     try:
-        if task.on_one_server and coord_of(ctx).claimed(task.name, row.occurrence):
+        if task.on_one_server and _claimed(task, row, ctx):
             return replace(row, outcome="skipped: another server")
         if task.without_overlapping and coord_of(ctx).overlap_held(task.name):
             return replace(row, outcome="skipped: still running")

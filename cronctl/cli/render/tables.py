@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from cronctl.cli.render.lines import LONG_TABLE_ROWS, print_lines
 from cronctl.core.describe import describe
-from cronctl.core.model import Problem, format_utc
+from cronctl.core.model import Problem, format_duration, format_utc
 from cronctl.core.zones import Zone, parse_zone
 
 if TYPE_CHECKING:
@@ -344,11 +344,42 @@ def render_run(
             }
         )
     elif verbose or report.dry_run:
-        for row in report.runs:
-            print(_run_line(row), flush=True)
+        for line in run_lines(report):
+            print(line, flush=True)
     for row in report.failed + getattr(report, "interrupted", []):
         if row.id not in handled:
             render_failure(row)
+
+
+def run_lines(report: Any) -> list[str]:
+    """One line per occurrence, except that a task's missed occurrences (a run after a pause
+    of hours, or a --now far from the last minute dealt with) make one line with their count
+    and the jump: hundreds of `missed` lines hid what would run."""
+    lines: list[str] = []
+    missed: dict[str, list[Any]] = {}
+    for row in report.runs:
+        if row.outcome == "missed":
+            missed.setdefault(row.task, []).append(row)
+    done: set[str] = set()
+    for row in report.runs:
+        group = missed.get(row.task, [])
+        if row.outcome != "missed" or len(group) < 2:
+            lines.append(_run_line(row))
+        elif row.task not in done:
+            done.add(row.task)
+            count, since = report.missed.get(row.task, (len(group), None))
+            count = max(count, len(group))
+            last = format_utc(group[-1].occurrence)
+            if since is None:
+                span = f"from {format_utc(group[0].occurrence)} up to this one"
+            else:
+                gap = format_duration(report.now - since)
+                span = (
+                    f"the occurrences after {format_utc(since)} up to this one (a jump of "
+                    f"{gap} since the last minute dealt with)"
+                )
+            lines.append(f"{last}  {row.task}  missed x{count}: {span}")
+    return lines
 
 
 def _run_line(row: Any) -> str:

@@ -667,6 +667,18 @@ class Store:
         rows = self._select(f"SELECT {_RUN_COLUMNS} FROM runs WHERE id = ?", (run_id,))  # noqa: S608
         return self._runs(rows[:1])[0] if rows else None
 
+    def runs_between(
+        self, task: str, start: datetime, end: datetime, limit: int = 200
+    ) -> list[RunRow]:
+        """Up to ``limit`` rows of ``task`` whose occurrence is in [start, end), newest first
+        (`explain`: the rows of one minute, or what ran after a missed occurrence)."""
+        sql = (
+            f"SELECT {_RUN_COLUMNS} FROM runs WHERE task = ? "  # noqa: S608
+            f"AND occurrence >= ? AND occurrence < ? {_ORDER} LIMIT ?"
+        )
+        params = (task, _occurrence_text(start, "start"), _occurrence_text(end, "end"), limit)
+        return self._runs(self._select(sql, params))
+
     def history(self, task: str | None = None, limit: int = 50) -> list[RunRow]:
         """Return up to ``limit`` rows, of ``task`` or of every task, newest first.
 

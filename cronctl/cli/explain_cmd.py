@@ -1,0 +1,148 @@
+"""`cronctl explain NAME [--at T]`: why a task did (or did not) run at a time."""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from cronctl.cli.complete import task_names
+from cronctl.cli.options import CoordOpt, FileOpt, HostOpt, LockOpt, StateOpt
+from cronctl.cli.wiring import fail_on_errors, host_name, load_schedule, parse_instant
+from cronctl.commands.explain import Explanation, explain
+from cronctl.coord import open_coordinator
+from cronctl.core.model import format_utc
+from cronctl.core.runs import RunRow
+from cronctl.edge import dirs
+from cronctl.edge.paths import ensure_private_dir
+from cronctl.edge.state.store import DB_NAME, Store
+from cronctl.errors import UsageError
+
+
+def register(app: typer.Typer) -> None:
+    """Add `explain` to `app`."""
+    app.command(name="explain")(explain_)
+
+
+def explain_(
+    name: Annotated[
+        str,
+        typer.Argument(
+            metavar="NAME", help="Task name.", show_default=False, autocompletion=task_names
+        ),
+    ],
+    at: Annotated[
+        str | None,
+        typer.Option(
+            "--at",
+            metavar="TIME",
+            help="The instant to explain (ISO 8601 with offset or Z). Default: now.",
+            show_default=False,
+        ),
+    ] = None,
+    output: Annotated[
+        str, typer.Option("--format", metavar="text|json", help="Output format.")
+    ] = "text",
+    as_json: Annotated[bool, typer.Option("--json", help="The same as --format json.")] = False,
+    file: FileOpt = None,
+    state_dir: StateOpt = None,
+    lock_dir: LockOpt = None,
+    host: HostOpt = None,
+    coordination: CoordOpt = None,
+) -> None:
+    """Whether NAME was (or will be) due at --at, and why it ran or did not.
+
+    Reads the schedule, this machine's history and the pauses; changes nothing.
+
+    Example: cronctl explain backup --at 2026-12-03T02:00:00Z
+    """
+    if output not in ("text", "json"):
+        raise UsageError(f"--format {output!r}: give text or json")
+    schedule = load_schedule(file)
+    fail_on_errors(schedule)
+    instant = parse_instant(at, "--at")
+    states, locks = dirs.data_dirs(schedule, state_dir, lock_dir, os.environ)
+    me = host_name(host)
+    url = dirs.coordination_url(schedule, coordination, os.environ)
+    coord = open_coordinator(url, locks, host=me, pid=os.getpid())
+    store = _open(states)
+    try:
+        result = explain(schedule, store, coord, name, instant, host=me, now=datetime.now(UTC))
+    finally:
+        coord.close()
+        if store is not None:
+            store.close()
+    if as_json or output == "json":
+        print(json.dumps(as_dict(result), indent=2))
+    else:
+        print(render(result))
+
+
+def _open(states: Path) -> Store | None:
+    """This machine's store, for reading; None when it has none yet (nothing ever ran)."""
+    if not os.path.lexists(states / DB_NAME):
+        return None
+    return Store.open(ensure_private_dir(states), create=False)
+
+
+def render(result: Explanation) -> str:
+    """The explanation as text: a headline, then one line per reason."""
+    head = f"{result.task}: {result.verdict.replace('-', ' ')}"
+    if not result.due and result.fate != result.verdict:
+        head += f" (previous occurrence: {result.fate.replace('-', ' ')})"
+    return "\n".join([head, *(f"  - {line}" for line in result.reasons)])
+
+
+def _time(value: datetime | None) -> str | None:
+    return None if value is None else format_utc(value)
+
+
+def _run(row: RunRow) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "occurrence": format_utc(row.occurrence),
+        "outcome": row.outcome,
+        "host": row.host,
+        "exit_code": row.exit_code,
+        "started": _time(row.started),
+        "ended": _time(row.ended),
+        "duration_s": row.duration_s,
+        "log_path": row.log_path,
+        "message": row.message,
+        "trigger": row.trigger,
+        "attempt": row.attempt,
+    }
+
+
+def as_dict(result: Explanation) -> dict[str, Any]:
+    """The JSON shape documented in docs/commands.md (`cronctl explain`)."""
+    pause = result.pause
+    return {
+        "task": result.task,
+        "at": format_utc(result.at),
+        "host": result.host,
+        "due": result.due,
+        "verdict": result.verdict,
+        "fate": result.fate,
+        "occurrence": _time(result.occurrence),
+        "previous": _time(result.previous),
+        "next": _time(result.next),
+        "misfire": result.misfire,
+        "dst": result.dst,
+        "paused_in_file": result.paused_in_file,
+        "pause": None
+        if pause is None
+        else {
+            "reason": pause.reason,
+            "since": _time(pause.since),
+            "host": pause.host,
+            "user": pause.user,
+        },
+        "runs": [_run(r) for r in result.runs],
+        "instead": None if result.instead is None else _run(result.instead),
+        "reasons": list(result.reasons),
+    }

@@ -1,0 +1,396 @@
+"""`cronctl explain NAME [--at T]`: whether a task was (or will be) due at T, and why it ran
+or did not, from the schedule, this machine's recorded state and the coordination port.
+
+A pure reading: nothing is written, no lock or claim is taken. The dashboard calls
+:func:`explain` too, so it takes what it needs and returns a plain dataclass.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from cronctl.coord.port import Coordinator, PauseInfo, StoreUnavailable
+from cronctl.core.due import CLAIM_REACH, MISSED_ROWS, identities
+from cronctl.core.minutes import MINUTE, minute_floor
+from cronctl.core.model import Schedule, Task, format_duration, format_utc
+from cronctl.core.opskeys import runs_on
+from cronctl.core.runs import RunRow
+from cronctl.edge.state.store import Store, TaskState
+from cronctl.errors import UsageError
+
+#: How far back the previous occurrence is looked for (a yearly task's is within this).
+_LOOK_BACK = (timedelta(days=2), timedelta(days=40), timedelta(days=400), timedelta(days=3000))
+
+#: The verdicts, one a line of the result (docs/commands.md lists them).
+VERDICTS = (
+    "not-due",
+    "host-not-matched",
+    "paused",
+    "not-yet",
+    "not-dealt-with",
+    "before-first-seen",
+    "not-counted",
+    "missed",
+    "condition",
+    "another-server",
+    "still-running",
+    "running",
+    "ran",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    """Why task `task` did (or did not, or will not) run at `at`, as seen by `host`.
+
+    `occurrence` is the occurrence explained: the one at `at`'s minute when the task is due
+    then, else the latest one before `at` (None: none in the look-back). `verdict` is one of
+    VERDICTS: "not-due" when `at` is no occurrence; `fate` is what became of `occurrence`
+    (the same as `verdict` when due); `reasons` are the sentences that back it, in the
+    order they apply.
+    """
+
+    task: str
+    at: datetime
+    host: str
+    due: bool
+    occurrence: datetime | None
+    previous: datetime | None
+    next: datetime | None
+    verdict: str
+    fate: str
+    reasons: tuple[str, ...]
+    misfire: str
+    dst: str | None = None
+    pause: PauseInfo | None = None
+    paused_in_file: bool = False
+    runs: tuple[RunRow, ...] = field(default_factory=tuple)
+    instead: RunRow | None = None  # for a missed occurrence: the run its window ran
+
+    @property
+    def outcome(self) -> RunRow | None:
+        """The row that settled the occurrence: the last attempt that is not `missed`."""
+        scheduled = [r for r in self.runs if r.trigger == "schedule"] or list(self.runs)
+        settled = [r for r in scheduled if r.outcome != "missed"]
+        return max(settled, key=lambda r: r.attempt) if settled else None
+
+
+def explain(
+    schedule: Schedule,
+    store: Store | None,
+    coord: Coordinator,
+    name: str,
+    at: datetime,
+    *,
+    host: str,
+    now: datetime,
+) -> Explanation:
+    """The explanation of task `name` at instant `at` (`now`: the real clock, to tell a time
+    still ahead; `store` None: this machine has no state yet).
+
+    :raises UsageError: no such task (the message suggests the closest name).
+    """
+    task = _task(schedule, name)
+    minute = minute_floor(at)
+    due = bool(identities(task, minute))
+    previous = _previous(task, minute)
+    upcoming = task.next_run(minute)
+    occurrence = minute if due else previous
+    pause = _pauses(coord).get(task.name)
+    lead = _due_line(task, at, due, previous, upcoming)
+    rows: tuple[RunRow, ...] = ()
+    instead = None
+    if not runs_on(task, host):
+        hosts = ", ".join(task.hosts)
+        fate = "host-not-matched"
+        why: tuple[str, ...] = (
+            f"hosts = [{hosts}] leaves this machine ({host}) out: it never runs here",
+        )
+    elif occurrence is None:
+        fate, why = "not-due", ()
+    else:
+        state = store.states().get(task.name) if store is not None else None
+        rows = tuple(_rows(store, task.name, occurrence))
+        fate, why, instead = _verdict(task, occurrence, rows, state, store, now, pause)
+        if not due:
+            why = (f"its previous occurrence, {format_utc(occurrence)}: {why[0]}", *why[1:])
+    dst = None if occurrence is None else dst_rule(task, occurrence)
+    verdict = fate if due or fate == "host-not-matched" else "not-due"
+    return Explanation(
+        task=task.name,
+        at=at,
+        host=host,
+        due=due,
+        occurrence=occurrence,
+        previous=previous,
+        next=upcoming,
+        verdict=verdict,
+        fate=fate,
+        reasons=(lead, *why, *(() if dst is None else (dst,))),
+        misfire=task.misfire,
+        dst=dst,
+        pause=pause,
+        paused_in_file=task.paused,
+        runs=rows,
+        instead=instead,
+    )
+
+
+def _task(schedule: Schedule, name: str) -> Task:
+    try:
+        return schedule.task(name)
+    except KeyError:
+        names = [t.name for t in schedule.tasks]
+        close = difflib.get_close_matches(name, names, n=1, cutoff=0.5)
+        hint = f"; did you mean {close[0]!r}?" if close else "; see `cronctl list`"
+        raise UsageError(f"no task named {name!r} in the schedule{hint}") from None
+
+
+def _pauses(coord: Coordinator) -> dict[str, PauseInfo]:
+    try:
+        return coord.paused_tasks()
+    except StoreUnavailable:
+        return {}
+
+
+def _previous(task: Task, minute: datetime) -> datetime | None:
+    """The latest occurrence strictly before `minute` (None: none within ~8 years)."""
+    for span in _LOOK_BACK:
+        cursor, last = minute - span, None
+        while (nxt := task.next_run(cursor)) is not None and nxt < minute:
+            last, cursor = nxt, nxt
+        if last is not None:
+            return last
+    return None
+
+
+def _due_line(
+    task: Task, at: datetime, due: bool, previous: datetime | None, upcoming: datetime | None
+) -> str:
+    when = format_utc(minute_floor(at))
+    prev = format_utc(previous) if previous else "none"
+    nxt = format_utc(upcoming) if upcoming else "none"
+    if due:
+        return f"due at {when} ({task.schedule}); previous {prev}, next {nxt}"
+    return f"not due at {when} ({task.schedule}): previous occurrence {prev}, next {nxt}"
+
+
+def _rows(store: Store | None, task: str, occurrence: datetime) -> list[RunRow]:
+    """The rows of the occurrence's minute (after a DST gap it carries several identities),
+    oldest attempt first."""
+    if store is None:
+        return []
+    start = minute_floor(occurrence)
+    return sorted(store.runs_between(task, start, start + MINUTE), key=_row_key)
+
+
+def _row_key(row: RunRow) -> tuple[datetime, int]:
+    return (row.occurrence, row.attempt)
+
+
+def _verdict(
+    task: Task,
+    occurrence: datetime,
+    rows: tuple[RunRow, ...],
+    state: TaskState | None,
+    store: Store | None,
+    now: datetime,
+    pause: PauseInfo | None,
+) -> tuple[str, tuple[str, ...], RunRow | None]:
+    if not rows:
+        return _unrecorded(task, occurrence, state, store, now, pause)
+    # A manual run (`cronctl exec`) in the same minute is not the scheduled occurrence's.
+    scheduled = [r for r in rows if r.trigger == "schedule"] or list(rows)
+    settled = [r for r in scheduled if r.outcome != "missed"]
+    if not settled:
+        instead = _ran_instead(store, task.name, occurrence)
+        return "missed", (_missed_line(task, occurrence, instead),), instead
+    last = max(settled, key=_row_key)
+    return (*_row_verdict(task, last, pause), None)
+
+
+def _row_verdict(task: Task, row: RunRow, pause: PauseInfo | None) -> tuple[str, tuple[str, ...]]:
+    outcome = row.outcome
+    if outcome == "skipped: paused":
+        return "paused", (f"skipped on {row.host}: the task was paused", _pause_line(task, pause))
+    if outcome == "skipped: condition":
+        conds = []
+        if task.when:
+            conds.append(f"when = {task.when!r} (must exit 0)")
+        if task.skip:
+            conds.append(f"skip = {task.skip!r} (must not exit 0)")
+        return "condition", (f"skipped on {row.host}: a condition was false: {'; '.join(conds)}",)
+    if outcome == "skipped: another server":
+        return "another-server", (
+            f"skipped on {row.host}: another machine claimed this occurrence first "
+            "(on_one_server = true: one machine of those sharing the lock directory or "
+            "coordination store runs it)",
+        )
+    if outcome == "skipped: still running":
+        holder = f" ({row.message})" if row.message else ""
+        return "still-running", (
+            f"skipped on {row.host}: the previous run still held the overlap lock{holder} "
+            "(without_overlapping = true)",
+        )
+    if outcome in ("pending", "running"):
+        return "running", (f"{outcome} on {row.host} since {_when(row.started)}",)
+    return "ran", (_ran_line(row),)
+
+
+def _ran_line(row: RunRow) -> str:
+    code = "" if row.exit_code is None else f", exit code {row.exit_code}"
+    took = "" if row.duration_s is None else f", took {row.duration_s:.2f}s"
+    attempt = f", attempt {row.attempt}" if row.attempt > 1 else ""
+    manual = " (manual, cronctl exec)" if row.trigger == "manual" else ""
+    log = (
+        f"; log {row.log_path} (`cronctl logs {row.task} --run {row.id}`)"
+        if row.log_path
+        else "; it printed nothing (no log kept)"
+    )
+    msg = f"; {row.message}" if row.message else ""
+    return (
+        f"ran on {row.host}{manual} at {_when(row.started)}: {row.outcome}{code}{took}{attempt}"
+        f"{msg}{log}"
+    )
+
+
+def _when(value: datetime | None) -> str:
+    return format_utc(value) if value is not None else "an unknown time"
+
+
+def _pause_line(task: Task, pause: PauseInfo | None) -> str:
+    if task.paused:
+        return f"paused = true in {task.source}"
+    if pause is None:
+        return "no pause is set now (it was resumed since)"
+    who = " ".join(
+        part
+        for part in (
+            f"by {pause.user}" if pause.user else "",
+            f"on {pause.host}" if pause.host else "",
+            f"since {format_utc(pause.since)}" if pause.since else "",
+        )
+        if part
+    )
+    why = f": {pause.reason}" if pause.reason else " (no reason given)"
+    return f"paused {who}{why}; `cronctl resume {task.name}` undoes it".replace("  ", " ")
+
+
+def _unrecorded(
+    task: Task,
+    occurrence: datetime,
+    state: TaskState | None,
+    store: Store | None,
+    now: datetime,
+    pause: PauseInfo | None,
+) -> tuple[str, tuple[str, ...], RunRow | None]:
+    """No row for the occurrence: still ahead, not yet dealt with, or dealt with silently."""
+    if occurrence > now:
+        lines = [f"{format_utc(occurrence)} is still ahead"]
+        if task.paused or pause is not None:
+            lines.append("it would be skipped: " + _pause_line(task, pause))
+            return "paused", tuple(lines), None
+        return "not-yet", tuple(lines), None
+    if state is None or state.last_occurrence < occurrence:
+        dealt = format_utc(state.last_occurrence) if state else "never"
+        return (
+            "not-dealt-with",
+            (
+                f"no `cronctl run` on this machine has dealt with it yet (last minute dealt "
+                f"with: {dealt}): is the crontab line or `cronctl work` running here, with this "
+                "state directory?",
+            ),
+            None,
+        )
+    first = store.first_occurrence(task.name) if store is not None else None
+    if first is None or first > occurrence:
+        why = (
+            "nothing was recorded for it: this machine first dealt with the task after it "
+            "(occurrences before a task is first seen, or before its schedule last changed, "
+            "never count)"
+        )
+        return "before-first-seen", (why,), None
+    beyond = ""
+    if state.missed_total:
+        beyond = (
+            f", or it was one of a long window's missed ones beyond the {MISSED_ROWS} "
+            f"recorded one by one ({state.missed_total} missed in all)"
+        )
+    why = (
+        "nothing was recorded for it: the task's schedule changed after it (earlier "
+        f"occurrences never count){beyond}"
+    )
+    return "not-counted", (why,), None
+
+
+def _ran_instead(store: Store | None, task: str, occurrence: datetime) -> RunRow | None:
+    """The run that dealt with the same window: the first non-missed row after `occurrence`."""
+    if store is None:
+        return None
+    later = store.runs_between(task, occurrence + timedelta(seconds=1), occurrence + CLAIM_REACH)
+    settled = [r for r in later if r.outcome != "missed"]
+    return min(settled, key=_row_key) if settled else None
+
+
+def _missed_line(task: Task, occurrence: datetime, instead: RunRow | None) -> str:
+    policy = {
+        "coalesce": "misfire = coalesce (the default): a late run runs the latest occurrence "
+        "of its window once and records the earlier ones as missed",
+        "skip": "misfire = skip: only an occurrence in the very minute of the run runs; one "
+        "found late is recorded as missed",
+        "catch-up": "misfire = catch-up: runs each occurrence of the window (up to 100); "
+        "this one was beyond that or beyond its grace",
+    }[task.misfire]
+    grace = ""
+    if task.misfire_grace is not None:
+        grace = f"; misfire_grace = {format_duration(task.misfire_grace)} drops any older"
+    then = ""
+    if instead is not None:
+        then = f"; the window ran {format_utc(instead.occurrence)} instead ({instead.outcome})"
+    return (
+        f"missed: no `cronctl run` dealt with it in its minute (the machine was off, or "
+        f"cron did not start cronctl); {policy}{grace}{then}"
+    )
+
+
+def dst_rule(task: Task, occurrence: datetime) -> str | None:
+    """The daylight-saving rule that applied to the occurrence, in words (None: none did).
+
+    The rules (docs/dst-debian-cron.md): a fixed-time task's times swallowed by a spring-
+    forward gap run at the first minute after it; after a fall back a fixed-time task runs
+    at the first pass only, a wildcard one in both."""
+    if task.cron is None or task.zone.fixed:
+        return None
+    minute = minute_floor(occurrence)
+    walls = task.walls_at(minute)
+    seg = task.zone.segment_at(minute)
+    gap = seg.gap
+    if gap is not None and any(gap[0] <= w < gap[1] for w in walls):
+        swallowed = ", ".join(w.strftime("%H:%M") for w in walls if gap[0] <= w < gap[1])
+        counted = len(walls) if task.misfire == "catch-up" else 1
+        runs = "one run" if counted == 1 else f"{counted} runs"
+        return (
+            f"daylight saving: {gap[0]:%Y-%m-%d %H:%M}-{gap[1]:%H:%M} never happened in "
+            f"{task.zone.name}; its time {swallowed} runs at the first minute after the gap "
+            f"({seg.wall(minute):%H:%M} local): {runs} under misfire = {task.misfire}"
+        )
+    wall = seg.wall(minute)
+    repeats = seg.repeats_until
+    if repeats is not None and wall < repeats:
+        return (
+            f"daylight saving: {wall:%H:%M} happened twice in {task.zone.name} on "
+            f"{wall:%Y-%m-%d}; this is the second pass (a wildcard schedule runs in both, a "
+            "fixed-time one at the first pass only)"
+        )
+    if seg.end is not None:
+        after = task.zone.segment_at(seg.end)
+        again = after.repeats_until
+        if again is not None and after.wall(seg.end) <= wall < again:
+            return (
+                f"daylight saving: {wall:%H:%M} happens twice in {task.zone.name} on "
+                f"{wall:%Y-%m-%d}; this is the first pass (a fixed-time schedule runs at the "
+                "first pass only, a wildcard one in both)"
+            )
+    return None
