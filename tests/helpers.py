@@ -85,8 +85,13 @@ def _merged(base: Mapping[str, str], extra: Mapping[str, str | None] | None) -> 
 
 
 def clean_env(home: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment minus CRONCTL_*, with HOME in the sandbox and colour off."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CRONCTL_")}
+    """The environment minus CRONCTL_* and systemd's directories, HOME in the sandbox, no colour."""
+    # systemd's STATE_DIRECTORY and CACHE_DIRECTORY too: a suite run from a unit must not
+    # send cronctl to the unit's directories.
+    unit_dirs = ("STATE_DIRECTORY", "CACHE_DIRECTORY")
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith("CRONCTL_") and k not in unit_dirs
+    }
     # Tests run as root in CI: never let a default state dir land in /var/lib/cronctl.
     # A test that reads state_dir from its schedule file passes env=FILE_STATE (it removes
     # CRONCTL_STATE_DIR; an empty value is a usage error).

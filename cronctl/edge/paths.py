@@ -34,6 +34,7 @@ __all__ = [
     "read_bytes",
     "resolve_dirs",
     "schedule_paths",
+    "systemd_dir",
     "verify_dir",
     "write_atomic",
 ]
@@ -95,6 +96,17 @@ def read_bytes(path: Path) -> bytes:
         raise ScheduleFileError(f"{path}: cannot read: {exc.strerror}", path) from None
 
 
+def systemd_dir(env: Mapping[str, str], name: str) -> Path | None:
+    """The first directory systemd hands over in ``$STATE_DIRECTORY`` or ``$CACHE_DIRECTORY``.
+
+    A unit with several ``StateDirectory=`` entries gets them ``:``-separated, in order; the
+    first is cronctl's. systemd only ever gives absolute paths, so anything else (empty,
+    relative) is not systemd's and is ignored.
+    """
+    first = env.get(name, "").split(":", 1)[0]
+    return Path(first) if first.startswith("/") else None
+
+
 def default_state_dir(env: Mapping[str, str], is_root: bool) -> Path:
     """Return cronctl's default state directory for root or for an ordinary user.
 
@@ -120,14 +132,18 @@ def resolve_dirs(
     file_lock: Path | None,
     is_root: bool,
 ) -> tuple[Path, Path]:
-    """Return ``(state_dir, lock_dir)``; for each, the first of flag, environment, file, default.
+    """Return ``(state_dir, lock_dir)``; for each, the first of flag, environment, file,
+    systemd's ``$STATE_DIRECTORY``, default.
 
     The environment variables are ``CRONCTL_STATE_DIR`` and ``CRONCTL_LOCK_DIR``; an empty
     value is a usage error (it would otherwise fall through to a default without a word).
     ``file_state``/``file_lock`` come from the schedule file's ``[cronctl]`` table, already
-    resolved against the file's own directory by the caller. ``lock_dir``
-    defaults to ``STATE_DIR/locks`` of the state directory chosen here. Relative flag or
-    environment values are made absolute against the current directory now, so that every
+    resolved against the file's own directory by the caller. ``$STATE_DIRECTORY`` is what a
+    unit's ``StateDirectory=`` hands over: below every setting, so that a unit never moves a
+    state directory the operator named, and above the default, so that a service user's
+    state is where the unit said rather than in its home (for www-data, the web root).
+    ``lock_dir`` defaults to ``STATE_DIR/locks`` of the state directory chosen here. Relative
+    flag or environment values are made absolute against the current directory now, so that every
     later message names one unambiguous path.
     """
     for name in ("CRONCTL_STATE_DIR", "CRONCTL_LOCK_DIR"):
@@ -136,6 +152,8 @@ def resolve_dirs(
                 f"{name} is set but empty; unset it or give it a directory ({name}=/path)"
             )
     state = _first(flag_state, env.get("CRONCTL_STATE_DIR"), file_state)
+    if state is None:
+        state = systemd_dir(env, "STATE_DIRECTORY")
     if state is None:
         state = default_state_dir(env, is_root)
     lock = _first(flag_lock, env.get("CRONCTL_LOCK_DIR"), file_lock)

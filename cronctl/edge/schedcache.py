@@ -36,7 +36,7 @@ from typing import Any
 
 from cronctl._version import __version__
 from cronctl.core.values import resolve_path
-from cronctl.edge.paths import open_dir, open_nofollow, read_bytes
+from cronctl.edge.paths import open_dir, open_nofollow, read_bytes, systemd_dir
 from cronctl.errors import CronctlError, UsageError
 
 #: Bumped whenever the entry's layout changes.
@@ -48,8 +48,9 @@ MAX_ENTRY = 256 * 1024 * 1024
 
 
 def cache_dir(env: Mapping[str, str], is_root: bool) -> Path | None:
-    """Where entries live: $CRONCTL_CACHE_DIR ("off": nowhere), else /var/cache/cronctl for
-    root, else $XDG_CACHE_HOME/cronctl or ~/.cache/cronctl; None when there is no home."""
+    """Where entries live: $CRONCTL_CACHE_DIR ("off": nowhere), else systemd's
+    $CACHE_DIRECTORY (a unit's CacheDirectory=), else /var/cache/cronctl for root, else
+    $XDG_CACHE_HOME/cronctl or ~/.cache/cronctl; None when there is no home."""
     given = env.get(ENV)
     if given is not None:
         if given == "off":
@@ -60,6 +61,9 @@ def cache_dir(env: Mapping[str, str], is_root: bool) -> Path | None:
                 f"{ENV}=off to keep no cache, or unset it"
             )
         return Path(given)
+    unit_given = systemd_dir(env, "CACHE_DIRECTORY")
+    if unit_given is not None:
+        return unit_given
     if is_root:
         return Path("/var/cache/cronctl")
     xdg = env.get("XDG_CACHE_HOME", "")

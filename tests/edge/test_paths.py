@@ -56,6 +56,9 @@ def _resolve(
 
 
 ENV = {"CRONCTL_STATE_DIR": "/env/state", "CRONCTL_LOCK_DIR": "/env/locks"}
+UNIT = {"STATE_DIRECTORY": "/var/lib/cronctl"}
+TWO = {"STATE_DIRECTORY": "/var/lib/cronctl:/var/lib/other"}
+RELATIVE = {"STATE_DIRECTORY": "relative"}  # not systemd's: ignored
 
 
 @pytest.mark.parametrize(
@@ -68,9 +71,22 @@ ENV = {"CRONCTL_STATE_DIR": "/env/state", "CRONCTL_LOCK_DIR": "/env/locks"}
         (ENV, {"flag_state": "/flag/s"}, {}, ("/flag/s", "/env/locks")),
         ({}, {"flag_state": "/flag/s"}, {"file_lock": "/f/l"}, ("/flag/s", "/f/l")),
         (ENV, {"flag_state": "/flag/s", "flag_lock": "/flag/l"}, {}, ("/flag/s", "/flag/l")),
+        # systemd's StateDirectory= comes after every setting, before the default.
+        (UNIT, {}, {}, ("/var/lib/cronctl", "/var/lib/cronctl/locks")),
+        (UNIT, {}, {"file_state": "/f/s"}, ("/f/s", "/f/s/locks")),
+        (UNIT | ENV, {}, {}, ("/env/state", "/env/locks")),
+        (UNIT, {"flag_state": "/flag/s"}, {}, ("/flag/s", "/flag/s/locks")),
+        (UNIT, {}, {"file_lock": "/f/l"}, ("/var/lib/cronctl", "/f/l")),
+        (TWO, {}, {}, ("/var/lib/cronctl", "/var/lib/cronctl/locks")),
+        (
+            RELATIVE,
+            {},
+            {},
+            ("/home/ann/.local/state/cronctl", "/home/ann/.local/state/cronctl/locks"),
+        ),
     ],
 )
-def test_each_directory_takes_the_first_of_flag_env_file_default(
+def test_each_directory_takes_the_first_of_flag_env_file_unit_default(
     env: dict[str, str],
     flags: dict[str, str],
     files: dict[str, str],

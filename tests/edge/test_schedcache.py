@@ -365,6 +365,13 @@ def test_values_the_entry_cannot_hold_are_refused_not_mangled() -> None:
         ({"CRONCTL_CACHE_DIR": "/c", "HOME": "/home/ann"}, False, "/c"),
         ({"CRONCTL_CACHE_DIR": "/c"}, True, "/c"),
         ({"CRONCTL_CACHE_DIR": "off"}, True, None),
+        # systemd's CacheDirectory=: after CRONCTL_CACHE_DIR, before the defaults.
+        ({"CACHE_DIRECTORY": "/var/cache/app", "HOME": "/h"}, False, "/var/cache/app"),
+        ({"CACHE_DIRECTORY": "/var/cache/u"}, True, "/var/cache/u"),
+        ({"CACHE_DIRECTORY": "/var/cache/a:/var/cache/b"}, False, "/var/cache/a"),
+        ({"CACHE_DIRECTORY": "/u", "CRONCTL_CACHE_DIR": "/c"}, False, "/c"),
+        ({"CACHE_DIRECTORY": "/u", "CRONCTL_CACHE_DIR": "off"}, False, None),
+        ({"CACHE_DIRECTORY": "rel", "HOME": "/h"}, False, "/h/.cache/cronctl"),
     ],
 )
 def test_cache_dir(env: Mapping[str, str], is_root: bool, expected: str | None) -> None:
