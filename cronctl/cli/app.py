@@ -21,6 +21,7 @@ from cronctl.cli import (
     ops_cmds,
     run_cmds,
     schedule_cmds,
+    serve_cmd,
     timeline_cmd,
 )
 
@@ -63,5 +64,6 @@ for _commands in (
     import_cmd,
     timeline_cmd,
     export_cmd,
+    serve_cmd,
 ):
     _commands.register(app)
