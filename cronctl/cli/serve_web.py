@@ -90,7 +90,7 @@ def duration_svg(points: list[tuple[datetime, float]]) -> str:
         f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' "
         f"viewBox='0 0 {width} {height}' font-family='DejaVu Sans, sans-serif' font-size='11'>",
         f"<rect width='{width}' height='{height}' fill='#ffffff'/>",
-        f"<text x='4' y='14' fill='#57606a'>{top:.1f}s</text>",
+        f"<text x='4' y='14' fill='#57606a'>{top:.2f}s</text>",
         f"<text x='4' y='{height - bottom}' fill='#57606a'>0s</text>",
         f"<line x1='{left}' y1='{height - bottom}' x2='{width}' y2='{height - bottom}' "
         "stroke='#d0d7de'/>",
