@@ -50,7 +50,7 @@ _MIGRATION_RUN_TRIGGER_AND_ATTEMPT: Final = (
     "ALTER TABLE runs ADD COLUMN attempt INTEGER NOT NULL DEFAULT 1",
 )
 
-# Issue 27: the dashboard pages history by (occurrence, id), newest first, from a cursor
+# The dashboard (docs/dashboard.md) pages history by (occurrence, id), newest first, from a cursor
 # (keyset paging): one index per way it is asked, every task's and one task's.
 _MIGRATION_HISTORY_PAGES: Final = (
     "CREATE INDEX runs_page ON runs (occurrence DESC, id DESC)",
