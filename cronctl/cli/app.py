@@ -22,6 +22,7 @@ from cronctl.cli import (
     ops_cmds,
     run_cmds,
     schedule_cmds,
+    serve_cmd,
     timeline_cmd,
 )
 
@@ -65,5 +66,6 @@ for _commands in (
     import_cmd,
     timeline_cmd,
     export_cmd,
+    serve_cmd,
 ):
     _commands.register(app)

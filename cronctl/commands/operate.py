@@ -47,7 +47,7 @@ class StatusResult:
         return [r for r in self.rows if r.consecutive_failures or r.overdue is not None]
 
 
-def _store(state_dir: Path) -> Store:
+def reading_store(state_dir: Path) -> Store:
     """The existing store, for reading: a reading command never creates a directory or a file
     (a typo'd --state-dir must not leave an empty store behind and report "nothing ran")."""
     if not os.path.lexists(state_dir):
@@ -76,7 +76,7 @@ def status(
     """
     paused = coord.paused_tasks()
     rows: list[StatusRow] = []
-    with _store(state_dir) as store:
+    with reading_store(state_dir) as store:
         states = store.states()
         for task in schedule.tasks:
             marker = paused.get(task.name)
@@ -126,7 +126,7 @@ def history(
     state_dir: Path, task: str | None, limit: int, schedule: Schedule | None = None
 ) -> list[RunRow]:
     """Past runs, newest first."""
-    with _store(state_dir) as store:
+    with reading_store(state_dir) as store:
         if task is not None:
             _known_task(store, schedule, task)
         return store.history(task, limit)
@@ -161,7 +161,7 @@ def logs(
     Nothing on the way is followed through a link, and a FIFO or device planted where a
     log should be is refused (UnsafeDirectoryError) instead of blocking (docs/guarantees.md).
     """
-    with _store(state_dir) as store:
+    with reading_store(state_dir) as store:
         _known_task(store, schedule, task)
         if run_id is not None:
             run = store.get_run(run_id)

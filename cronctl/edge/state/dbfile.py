@@ -50,6 +50,13 @@ _MIGRATION_RUN_TRIGGER_AND_ATTEMPT: Final = (
     "ALTER TABLE runs ADD COLUMN attempt INTEGER NOT NULL DEFAULT 1",
 )
 
+# The dashboard (docs/dashboard.md) pages history by (occurrence, id), newest first, from a cursor
+# (keyset paging): one index per way it is asked, every task's and one task's.
+_MIGRATION_HISTORY_PAGES: Final = (
+    "CREATE INDEX runs_page ON runs (occurrence DESC, id DESC)",
+    "CREATE INDEX runs_page_by_task ON runs (task, occurrence DESC, id DESC)",
+)
+
 #: Schema migrations: entry ``i`` takes the database from version ``i`` to ``i + 1``
 #: (``PRAGMA user_version``). Append only; never edit a migration that has been released.
 MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
@@ -67,6 +74,7 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
         "CREATE INDEX runs_unfinished ON runs (host) WHERE outcome IN ('pending', 'running')",
     ),
     _MIGRATION_RUN_TRIGGER_AND_ATTEMPT,
+    _MIGRATION_HISTORY_PAGES,
 )
 #: The schema version this code writes; a database at a higher one is refused.
 SCHEMA_VERSION: Final = len(MIGRATIONS)

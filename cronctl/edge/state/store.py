@@ -690,6 +690,38 @@ class Store:
         sql = f"SELECT {_RUN_COLUMNS} FROM runs {where} {_ORDER} LIMIT ?"  # noqa: S608
         return self._runs(self._select(sql, (*params, limit)))
 
+    def history_page(
+        self,
+        *,
+        task: str | None = None,
+        host: str | None = None,
+        outcome: str | None = None,
+        trigger: str | None = None,
+        before: tuple[datetime, str] | None = None,
+        limit: int = 50,
+    ) -> list[RunRow]:
+        """Up to ``limit`` rows newest first by (occurrence, id), strictly before the cursor
+        ``before`` (the last row's occurrence and id): keyset paging on ``runs_page``, so
+        the millionth row costs what the first does."""
+        if limit < 0:
+            raise ValueError(f"limit must be 0 or more, got {limit}")
+        terms: list[str] = []
+        params: list[object] = []
+        for column, value in (("task", task), ("host", host), ("outcome", outcome),
+                              ("trigger", trigger)):  # fmt: skip
+            if value is not None:
+                terms.append(f"{column} = ?")
+                params.append(value)
+        if before is not None:
+            terms.append("(occurrence, id) < (?, ?)")
+            params += [_occurrence_text(before[0], "before"), before[1]]
+        where = f"WHERE {' AND '.join(terms)}" if terms else ""
+        sql = (
+            f"SELECT {_RUN_COLUMNS} FROM runs {where} "  # noqa: S608  (constant names)
+            "ORDER BY occurrence DESC, id DESC LIMIT ?"
+        )
+        return self._runs(self._select(sql, (*params, limit)))
+
     def last_run(self, task: str) -> RunRow | None:
         """Return the newest row of ``task`` that is neither ``missed`` nor ``pending``."""
         rows = self._select(

@@ -1,0 +1,130 @@
+"""`cronctl serve`: the read-only dashboard and JSON API (docs/dashboard.md).
+
+Registered on the typer app like `import`; the web extra (Starlette, Jinja2, uvicorn) is
+imported only when the command runs (cli/serve_web.py)."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import sys
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from cronctl.cli.options import CoordOpt, FileOpt, HostOpt, LockOpt, NowOpt, StateOpt
+from cronctl.cli.serve_web import build_app
+from cronctl.cli.wiring import host_name, load_schedule, parse_instant
+from cronctl.commands.serve import Dashboard
+from cronctl.coord import open_coordinator
+from cronctl.edge import dirs
+from cronctl.errors import UsageError
+
+TOKEN_ENV = "CRONCTL_SERVE_TOKEN"  # noqa: S105  (the name of the variable)
+_MIN_TOKEN = 16
+
+
+@dataclass(frozen=True, slots=True)
+class Listen:
+    """Where to listen: an address and a port, and whether only this machine can connect."""
+
+    host: str
+    port: int
+
+    @property
+    def loopback(self) -> bool:
+        if self.host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(self.host).is_loopback
+        except ValueError:
+            return False  # a name: it may resolve to anything
+
+    def host_headers(self) -> frozenset[str]:
+        """The Host headers a browser on this machine sends to this address."""
+        names = {"127.0.0.1", "localhost", "[::1]", self.host}
+        return frozenset(f"{n}:{self.port}" for n in names)
+
+
+def parse_listen(text: str) -> Listen:
+    """``HOST:PORT`` or ``[IPV6]:PORT``; a usage error naming the flag otherwise."""
+    host, sep, port = text.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise UsageError(
+            f"--listen {text!r}: expected HOST:PORT, e.g. 127.0.0.1:8077 or [::1]:8077"
+        )
+    return Listen(host, int(port))
+
+
+def check_exposure(listen: Listen, token: str | None) -> None:
+    """A dashboard other machines can reach must ask for a token (docs/dashboard.md)."""
+    if token is not None and len(token) < _MIN_TOKEN:
+        raise UsageError(f"{TOKEN_ENV} is too short: use at least {_MIN_TOKEN} random characters")
+    if not listen.loopback and token is None:
+        raise UsageError(
+            f"refusing to listen on {listen.host}:{listen.port} without a token: other "
+            f"machines could read every task's output. Set {TOKEN_ENV} (e.g. "
+            "`openssl rand -hex 24`), or listen on 127.0.0.1 behind a reverse proxy"
+        )
+
+
+def serve_command(
+    listen: Annotated[
+        str,
+        typer.Option(
+            "--listen",
+            metavar="HOST:PORT",
+            help=f"Where to listen. Not a loopback address: needs {TOKEN_ENV}.",
+        ),
+    ] = "127.0.0.1:8077",
+    file: FileOpt = None,
+    state_dir: StateOpt = None,
+    lock_dir: LockOpt = None,
+    coordination: CoordOpt = None,
+    host: HostOpt = None,
+    now: NowOpt = None,
+) -> None:
+    """A read-only web dashboard and JSON API over this machine's state, or the fleet's
+    with a coordination store. Needs the `web` extra: pip install 'cronctl[web]'.
+
+    With CRONCTL_SERVE_TOKEN set, every request must bring the token (a login form, or an
+    `Authorization: Bearer` header for the API)."""
+    where = parse_listen(listen)
+    token = os.environ.get(TOKEN_ENV) or None
+    check_exposure(where, token)
+    try:
+        import uvicorn
+    except ImportError:
+        raise UsageError(
+            "`cronctl serve` needs the web extra: pip install 'cronctl[web]'"
+        ) from None
+
+    schedule = load_schedule(file)
+    states, locks = dirs.data_dirs(schedule, state_dir, lock_dir, os.environ)
+    url = dirs.coordination_url(schedule, coordination, os.environ)
+    me = host_name(host)
+    coord = open_coordinator(url, locks, host=me, pid=os.getpid())
+    fixed = parse_instant(now) if now is not None else None
+
+    def clock() -> datetime:
+        return fixed if fixed is not None else parse_instant(None)
+
+    dashboard = Dashboard(schedule, Path(states), coord, me)
+    app = build_app(dashboard, clock, token, None if token else where.host_headers())
+    print(f"cronctl serve: http://{listen}/ ({coord.describe()})", file=sys.stderr, flush=True)
+    try:
+        uvicorn.run(
+            app, host=where.host, port=where.port, log_level="warning", server_header=False,
+            date_header=False,
+        )  # fmt: skip
+    finally:
+        coord.close()
+
+
+def register(app: typer.Typer) -> None:
+    """Add `serve` to `app`."""
+    app.command("serve")(serve_command)

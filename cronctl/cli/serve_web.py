@@ -1,0 +1,297 @@
+"""The dashboard's web layer: Starlette routes, Jinja2 pages, SVG pictures, the JSON API.
+
+Starlette and Jinja2 (the `web` extra) are imported inside :func:`build_app` only, so
+nothing else in cronctl loads them. Every value from a task or the store reaches the page
+through Jinja2's autoescaping, after :func:`visible` turned control characters into
+``^[``-style text; pages hold no script at all, and the Content-Security-Policy forbids it.
+"""
+
+from __future__ import annotations
+
+import hmac
+import re
+from collections.abc import Callable
+from datetime import UTC, datetime
+from html import escape
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs, urlencode
+
+from cronctl.cli.render.tables import run_json, visible
+from cronctl.cli.render.timeline import timeline_svg
+from cronctl.commands.serve import (
+    STATES,
+    Dashboard,
+    Filters,
+    HistoryQuery,
+    TaskSummary,
+    parse_cursor,
+)
+from cronctl.coord.port import redact_url
+from cronctl.core.model import format_utc
+from cronctl.core.runs import OUTCOMES
+from cronctl.errors import CronctlError
+
+if TYPE_CHECKING:
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import Response
+
+TEMPLATES = Path(__file__).with_name("templates")
+#: No script anywhere, no inline style, nothing from another origin, no framing.
+CSP = (
+    "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
+    "frame-ancestors 'none'; base-uri 'none'"
+)
+HEADERS = {
+    "Content-Security-Policy": CSP,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "X-Frame-Options": "DENY",
+    "Cache-Control": "no-store",
+}
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://\S+")
+COOKIE = "cronctl_token"
+
+
+def masked(text: str) -> str:
+    """A command line as the dashboard shows it: passwords in URLs as ``***``, controls
+    visible."""
+    return visible(_URL.sub(lambda m: redact_url(m.group(0)), text))
+
+
+def when(value: datetime | None) -> str:
+    return format_utc(value) if value is not None else "-"
+
+
+def summary_json(row: TaskSummary) -> dict[str, Any]:
+    """A task as `status --json` shows it, with the last run on every host."""
+    return {
+        "name": row.task.name,
+        "paused": row.paused,
+        "pause_reason": row.pause_reason,
+        "next_run": when(row.next_run) if row.next_run else None,
+        "last_run": run_json(row.last[0]) if len(row.last) == 1 else None,
+        "last_runs": [run_json(r) for r in row.last],
+        "running": [run_json(r) for r in row.running],
+        "consecutive_failures": row.failures,
+        "overdue": row.overdue is not None,
+        "overdue_since": when(row.overdue) if row.overdue else None,
+        "state": row.state,
+    }
+
+
+def duration_svg(points: list[tuple[datetime, float]]) -> str:
+    """Durations over time: one bar per run, oldest left."""
+    width, height, left, bottom = 640, 180, 48, 24
+    top = max((d for _, d in points), default=0.0) or 1.0
+    step = (width - left - 8) / max(len(points), 1)
+    parts = [
+        f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' "
+        f"viewBox='0 0 {width} {height}' font-family='DejaVu Sans, sans-serif' font-size='11'>",
+        f"<rect width='{width}' height='{height}' fill='#ffffff'/>",
+        f"<text x='4' y='14' fill='#57606a'>{top:.2f}s</text>",
+        f"<text x='4' y='{height - bottom}' fill='#57606a'>0s</text>",
+        f"<line x1='{left}' y1='{height - bottom}' x2='{width}' y2='{height - bottom}' "
+        "stroke='#d0d7de'/>",
+    ]
+    plot = height - bottom - 8
+    for i, (at, seconds) in enumerate(points):
+        h = max(1.0, plot * seconds / top)
+        x = left + i * step
+        parts.append(
+            f"<rect x='{x:.1f}' y='{height - bottom - h:.1f}' width='{max(step - 1, 1):.1f}' "
+            f"height='{h:.1f}' fill='#0969da'><title>{escape(format_utc(at))} "
+            f"{seconds:.2f}s</title></rect>"
+        )
+    if not points:
+        parts.append(f"<text x='{left + 8}' y='{height // 2}' fill='#57606a'>no runs yet</text>")
+    parts.append("</svg>")
+    return "\n".join(parts) + "\n"
+
+
+def build_app(
+    dashboard: Dashboard,
+    clock: Callable[[], datetime],
+    token: str | None,
+    hosts: frozenset[str] | None,
+) -> Starlette:
+    """The ASGI app. ``token``: required of every request when set (a bearer header or the
+    cookie the login form sets); ``hosts``: the Host headers accepted (None: any), so a
+    page of another site cannot reach a loopback dashboard by DNS rebinding."""
+    from jinja2 import Environment, FileSystemLoader, select_autoescape
+    from starlette.applications import Starlette
+    from starlette.responses import (
+        HTMLResponse,
+        JSONResponse,
+        PlainTextResponse,
+        RedirectResponse,
+        Response,
+    )
+    from starlette.routing import Route
+
+    env = Environment(
+        loader=FileSystemLoader(TEMPLATES),
+        autoescape=select_autoescape(default=True, default_for_string=True),
+    )
+    env.filters["when"] = when
+    env.filters["visible"] = visible
+    env.filters["masked"] = masked
+    env.globals["states"] = STATES
+    env.globals["outcomes"] = sorted(OUTCOMES)
+
+    def page(name: str, status: int = 200, **values: Any) -> Response:
+        values.setdefault("fleet", dashboard.fleet)
+        values.setdefault("source", dashboard.coord.describe())
+        return HTMLResponse(env.get_template(name).render(**values), status, headers=HEADERS)
+
+    def authorised(request: Request) -> bool:
+        if token is None:
+            return True
+        given = request.headers.get("authorization", "").removeprefix("Bearer ")
+        given = given or request.cookies.get(COOKIE, "")
+        return hmac.compare_digest(given.encode(), token.encode())
+
+    async def guard(request: Request, view: Callable[[Request], Response]) -> Response:
+        if hosts is not None and request.headers.get("host", "") not in hosts:
+            return PlainTextResponse("unknown Host header", 421, headers=HEADERS)
+        if request.url.path not in ("/login", "/static/style.css") and not authorised(request):
+            if request.url.path.startswith("/api/"):
+                return JSONResponse({"error": "token required"}, 401, headers=HEADERS)
+            return RedirectResponse("/login", 303, headers=HEADERS)
+        try:
+            return view(request)
+        except CronctlError as exc:
+            if request.url.path.startswith("/api/"):
+                return JSONResponse({"error": str(exc)}, 400, headers=HEADERS)
+            return page("error.html", 400, message=str(exc))
+
+    def route(path: str, view: Callable[[Request], Response], methods: list[str]) -> Route:
+        async def endpoint(request: Request) -> Response:
+            return await guard(request, view)
+
+        return Route(path, endpoint, methods=methods)
+
+    def query_of(request: Request, task: str | None = None) -> HistoryQuery:
+        q = request.query_params
+        return HistoryQuery(
+            task=task or q.get("task") or None,
+            host=q.get("host") or None,
+            outcome=q.get("outcome") or None,
+            trigger=q.get("trigger") or None,
+            before=parse_cursor(q.get("before")),
+        )
+
+    def next_link(request: Request, after: tuple[datetime, str] | None) -> str | None:
+        if after is None:
+            return None
+        params = {k: v for k, v in request.query_params.items() if k != "before" and v}
+        params["before"] = f"{format_utc(after[0])}~{after[1]}"
+        return f"{request.url.path}?{urlencode(params)}"
+
+    def overview(request: Request) -> Response:
+        q = request.query_params
+        state = q.get("state") or None
+        filters = Filters(q.get("host") or None, state if state in STATES else None,
+                          q.get("name") or None)  # fmt: skip
+        return page("overview.html", view=dashboard.overview(clock(), filters), filters=filters)
+
+    def task(request: Request) -> Response:
+        name = request.path_params["name"]
+        view = dashboard.task_page(name, clock(), query_of(request, name))
+        return page(
+            "task.html", view=view, query=request.query_params,
+            older=next_link(request, view.history.after),
+        )  # fmt: skip
+
+    def svg(body: str) -> Response:
+        return Response(body, headers={**HEADERS, "Content-Type": "image/svg+xml"})
+
+    def timeline(request: Request) -> Response:
+        name = request.path_params["name"]
+        view = dashboard.task_page(name, clock(), HistoryQuery(task=name, limit=1))
+        return svg(timeline_svg(view.timeline))
+
+    def durations(request: Request) -> Response:
+        name = request.path_params["name"]
+        view = dashboard.task_page(name, clock(), HistoryQuery(task=name, limit=1))
+        return svg(duration_svg(view.durations))
+
+    def run(request: Request) -> Response:
+        return page("run.html", view=dashboard.run_page(request.path_params["id"]))
+
+    def fleet(request: Request) -> Response:
+        return page("fleet.html", hosts=dashboard.hosts())
+
+    def style(request: Request) -> Response:
+        css = (TEMPLATES / "style.css").read_text(encoding="utf-8")
+        return Response(css, headers={**HEADERS, "Content-Type": "text/css"})
+
+    def login(request: Request) -> Response:
+        return page("login.html")
+
+    def api_tasks(request: Request) -> Response:
+        view = dashboard.overview(clock())
+        return JSONResponse({"tasks": [summary_json(r) for r in view.tasks]}, headers=HEADERS)
+
+    def api_task(request: Request) -> Response:
+        name = request.path_params["name"]
+        view = dashboard.task_page(name, clock(), HistoryQuery(task=name, limit=20))
+        body = summary_json(view.summary) | {
+            "upcoming": [format_utc(u.at) for u in view.upcoming],
+            "history": [run_json(r) for r in view.history.runs],
+        }
+        return JSONResponse(body, headers=HEADERS)
+
+    def api_runs(request: Request) -> Response:
+        view = dashboard.history(query_of(request))
+        after = view.after
+        body: dict[str, Any] = {
+            "runs": [run_json(r) for r in view.runs],
+            "before": f"{format_utc(after[0])}~{after[1]}" if after else None,
+        }
+        return JSONResponse(body, headers=HEADERS)
+
+    def api_hosts(request: Request) -> Response:
+        rows = [
+            {
+                "host": h.host,
+                "last_seen": when(h.last_seen),
+                "tasks": h.tasks,
+                "failing": h.failing,
+            }
+            for h in dashboard.hosts()
+        ]
+        return JSONResponse({"hosts": rows}, headers=HEADERS)
+
+    async def login_post(request: Request) -> Response:
+        if token is None or (hosts is not None and request.headers.get("host") not in hosts):
+            return PlainTextResponse("not here", 404, headers=HEADERS)
+        form = parse_qs((await request.body())[:4096].decode("utf-8", "replace"))
+        given = (form.get("token") or [""])[0]
+        if not hmac.compare_digest(given.encode(), token.encode()):
+            return page("login.html", 403, wrong=True)
+        response = RedirectResponse("/", 303, headers=HEADERS)
+        secure = request.url.scheme == "https" or request.headers.get(
+            "x-forwarded-proto") == "https"  # fmt: skip
+        response.set_cookie(COOKIE, token, httponly=True, samesite="strict", secure=secure)
+        return response
+
+    routes = [
+        Route("/login", login_post, methods=["POST"]),
+        route("/", overview, ["GET"]),
+        route("/tasks/{name}", task, ["GET"]),
+        route("/tasks/{name}/timeline.svg", timeline, ["GET"]),
+        route("/tasks/{name}/durations.svg", durations, ["GET"]),
+        route("/runs/{id}", run, ["GET"]),
+        route("/fleet", fleet, ["GET"]),
+        route("/static/style.css", style, ["GET"]),
+        route("/login", login, ["GET"]),
+        route("/api/tasks", api_tasks, ["GET"]),
+        route("/api/tasks/{name}", api_task, ["GET"]),
+        route("/api/runs", api_runs, ["GET"]),
+        route("/api/hosts", api_hosts, ["GET"]),
+    ]
+    app = Starlette(routes=routes)
+    app.state.started = datetime.now(UTC)
+    return app

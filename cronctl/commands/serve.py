@@ -1,0 +1,368 @@
+"""The dashboard's data (`cronctl serve`): the overview, task, run and fleet views as plain
+values, read from this machine's state or, when the coordination store keeps every
+machine's runs, from the store — through the coordination port only.
+
+Nothing here knows HTTP or HTML: cli/serve_web.py renders these values, and the JSON API
+uses the same shapes as the CLI's --json (docs/commands.md)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from cronctl.commands.operate import StatusRow, reading_store, status
+from cronctl.coord.port import Coordinator, PauseInfo
+from cronctl.core.calendar import Timeline, build_timeline
+from cronctl.core.describe import describe
+from cronctl.core.model import Schedule, Task
+from cronctl.core.runs import OUTCOMES, RunRow
+from cronctl.edge.process.logfiles import log_chunks, log_file
+from cronctl.errors import UsageError
+
+#: How much of a run's log the run page shows: the end of it, where failures say why.
+OUTPUT_BYTES = 64 * 1024
+#: Rows of history on one page.
+PAGE = 50
+#: Records read from the fleet store for the views that filter in memory (running now, hosts).
+FLEET_WINDOW = 5000
+_FAILED = frozenset(("failed", "timeout", "error", "interrupted"))
+
+
+@dataclass(frozen=True, slots=True)
+class TaskSummary:
+    """One task on the overview: what it is, when it runs next, how it last went where."""
+
+    task: Task
+    words: str
+    next_run: datetime | None
+    paused: bool
+    pause: PauseInfo | None
+    pause_reason: str | None
+    last: tuple[RunRow, ...]  # the latest finished run on each host, by host
+    running: tuple[RunRow, ...]  # running now (since when, where)
+    failures: int  # failures in a row (this machine), or hosts whose last run failed (fleet)
+    overdue: datetime | None
+
+    @property
+    def failing(self) -> bool:
+        return self.failures > 0
+
+    @property
+    def state(self) -> str:
+        """One word for filters and styling: failing, overdue, running, paused, ok or new."""
+        if self.failing:
+            return "failing"
+        if self.overdue is not None:
+            return "overdue"
+        if self.running:
+            return "running"
+        if self.paused:
+            return "paused"
+        return "ok" if self.last else "new"
+
+
+STATES = ("failing", "overdue", "running", "paused", "ok", "new")
+
+
+@dataclass(frozen=True, slots=True)
+class Filters:
+    """The overview's filters: a host, a state (one of STATES), a part of the name."""
+
+    host: str | None = None
+    state: str | None = None
+    name: str | None = None
+
+    def keep(self, row: TaskSummary) -> bool:
+        if self.name and self.name.lower() not in row.task.name.lower():
+            return False
+        if self.state and row.state != self.state:
+            return False
+        return not self.host or any(r.host == self.host for r in (*row.last, *row.running))
+
+
+@dataclass(frozen=True, slots=True)
+class Overview:
+    """Every task, failing and overdue first, then by name."""
+
+    tasks: list[TaskSummary]
+    hosts: list[str]
+    fleet: bool
+    source: str
+    total: int
+
+
+@dataclass(frozen=True, slots=True)
+class Upcoming:
+    """One upcoming occurrence, with what a daylight-saving change does to it."""
+
+    at: datetime
+    wall: datetime
+    dst_note: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryPage:
+    """One page of runs, newest first; ``after`` is the cursor of the next (older) page."""
+
+    runs: list[RunRow]
+    after: tuple[datetime, str] | None
+
+
+@dataclass(frozen=True, slots=True)
+class TaskPage:
+    summary: TaskSummary
+    upcoming: list[Upcoming]
+    timeline: Timeline
+    history: HistoryPage
+    durations: list[tuple[datetime, float]]  # oldest first
+
+
+@dataclass(frozen=True, slots=True)
+class RunPage:
+    run: RunRow
+    output: str  # the end of the log (this machine) or the published tail (fleet)
+    truncated: bool
+    where: str  # where the output comes from, for the page to say
+
+
+@dataclass(frozen=True, slots=True)
+class HostRow:
+    """One machine of the fleet (or this one): when it was last heard of and how it does."""
+
+    host: str
+    last_seen: datetime | None
+    tasks: int
+    failing: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryQuery:
+    """The history filters: task, host, outcome, trigger, and the keyset cursor."""
+
+    task: str | None = None
+    host: str | None = None
+    outcome: str | None = None
+    trigger: str | None = None
+    before: tuple[datetime, str] | None = None
+    limit: int = PAGE
+
+    def __post_init__(self) -> None:
+        if self.outcome is not None and self.outcome not in OUTCOMES:
+            raise UsageError(f"unknown outcome {self.outcome!r}; one of {sorted(OUTCOMES)}")
+        if self.trigger not in (None, "schedule", "manual"):
+            raise UsageError(f"unknown trigger {self.trigger!r}; schedule or manual")
+        if not 1 <= self.limit <= 1000:
+            raise UsageError(f"limit must be 1 to 1000, got {self.limit}")
+
+
+class Dashboard:
+    """The views over one schedule, its state directory and its coordination.
+
+    With a store that keeps every machine's runs (``coord.keeps_fleet_history``) the views
+    are the fleet's; otherwise this machine's, from the local state."""
+
+    def __init__(self, schedule: Schedule, state_dir: Path, coord: Coordinator, host: str) -> None:
+        self.schedule = schedule
+        self.state_dir = state_dir
+        self.coord = coord
+        self.host = host
+        self.fleet = coord.keeps_fleet_history
+
+    # -- overview ---------------------------------------------------------------------
+    def overview(self, now: datetime, filters: Filters = Filters()) -> Overview:
+        rows = self._fleet_rows(now) if self.fleet else self._local_rows(now)
+        hosts = sorted({r.host for row in rows for r in (*row.last, *row.running)})
+        rank = {s: i for i, s in enumerate(STATES)}
+        kept = sorted(
+            (r for r in rows if filters.keep(r)), key=lambda r: (rank[r.state], r.task.name)
+        )
+        return Overview(kept, hosts, self.fleet, self.coord.describe(), len(rows))
+
+    def _local_rows(self, now: datetime) -> list[TaskSummary]:
+        result = status(self.schedule, self.state_dir, self.coord, now, self.host)
+        pauses = self.coord.paused_tasks()
+        with reading_store(self.state_dir) as store:
+            running: dict[str, list[RunRow]] = {}
+            for run in store.unfinished_runs(None):
+                if run.outcome == "running":
+                    running.setdefault(run.task, []).append(run)
+        return [_local_summary(row, pauses, running) for row in result.rows]
+
+    def _fleet_rows(self, now: datetime) -> list[TaskSummary]:
+        latest: dict[str, list[RunRow]] = {}
+        for run in self.coord.fleet_latest():
+            latest.setdefault(run.task, []).append(run)
+        running: dict[str, list[RunRow]] = {}
+        for run in self.coord.fleet_history(None, None, FLEET_WINDOW):
+            if run.outcome == "running":
+                running.setdefault(run.task, []).append(run)
+        pauses = self.coord.paused_tasks()
+        rows = []
+        for task in self.schedule.tasks:
+            pause = pauses.get(task.name)
+            paused = task.paused or pause is not None
+            last = tuple(sorted(latest.get(task.name, []), key=lambda r: r.host))
+            rows.append(
+                TaskSummary(
+                    task=task,
+                    words=describe(task),
+                    next_run=None if paused else task.next_run(now),
+                    paused=paused,
+                    pause=pause,
+                    pause_reason=_reason(task, pause),
+                    last=last,
+                    running=tuple(running.get(task.name, [])),
+                    failures=sum(r.outcome in _FAILED for r in last),
+                    overdue=None,
+                )
+            )
+        return rows
+
+    # -- task -------------------------------------------------------------------------
+    def task_page(self, name: str, now: datetime, query: HistoryQuery) -> TaskPage:
+        task = self._task(name)
+        summary = next(
+            (r for r in self.overview(now, Filters(name=name)).tasks if r.task.name == name),
+        )
+        runs = task.next_runs(now, 10)
+        upcoming = [Upcoming(at, task.zone.wall(at), _dst_note(task, at)) for at in runs]
+        page = self.history(replace(query, task=name))
+        recent = self.history(HistoryQuery(task=name, limit=200)).runs
+        durations = [
+            (r.occurrence, r.duration_s) for r in reversed(recent) if r.duration_s is not None
+        ]
+        return TaskPage(summary, upcoming, build_timeline([task], now, 7), page, durations)
+
+    def _task(self, name: str) -> Task:
+        try:
+            return self.schedule.task(name)
+        except KeyError:
+            raise UsageError(f"no task named {name!r} in the schedule") from None
+
+    # -- history ----------------------------------------------------------------------
+    def history(self, query: HistoryQuery) -> HistoryPage:
+        if self.fleet:
+            runs = self._fleet_history(query)
+        else:
+            with reading_store(self.state_dir) as store:
+                runs = store.history_page(
+                    task=query.task, host=query.host, outcome=query.outcome,
+                    trigger=query.trigger, before=query.before, limit=query.limit + 1,
+                )  # fmt: skip
+        more = len(runs) > query.limit
+        runs = runs[: query.limit]
+        after = (runs[-1].occurrence, runs[-1].id) if more and runs else None
+        return HistoryPage(runs, after)
+
+    def _fleet_history(self, query: HistoryQuery) -> list[RunRow]:
+        # The port pages by count only: read a window and filter here (docs/dashboard.md).
+        runs = self.coord.fleet_history(query.task, query.host, FLEET_WINDOW)
+        runs.sort(key=lambda r: (r.occurrence, r.id), reverse=True)
+        kept = [
+            r
+            for r in runs
+            if (query.outcome is None or r.outcome == query.outcome)
+            and (query.trigger is None or r.trigger == query.trigger)
+            and (query.before is None or (r.occurrence, r.id) < query.before)
+        ]
+        return kept[: query.limit + 1]
+
+    # -- run --------------------------------------------------------------------------
+    def run_page(self, run_id: str) -> RunPage:
+        run = self._find_run(run_id)
+        if run.host != self.host or run.log_path is None:
+            where = "the tail the run recorded" if run.tail else "nothing was recorded"
+            return RunPage(run, run.tail, False, where)
+        path = log_file(self.state_dir, run.task, run.log_path)
+        if path is None or not os.path.lexists(path):
+            return RunPage(run, run.tail, False, "the log is gone (kept 14 days); its tail")
+        data = b""
+        truncated = False
+        try:
+            for chunk in log_chunks(path):
+                data = (data + chunk)[-OUTPUT_BYTES:]
+                truncated = truncated or len(data) == OUTPUT_BYTES
+        except FileNotFoundError:
+            return RunPage(run, run.tail, False, "the log is gone (kept 14 days); its tail")
+        return RunPage(run, data.decode("utf-8", "replace"), truncated, "this machine's log")
+
+    def _find_run(self, run_id: str) -> RunRow:
+        if not self.fleet:
+            with reading_store(self.state_dir) as store:
+                run = store.get_run(run_id)
+        else:
+            run = next(
+                (r for r in self.coord.fleet_history(None, None, FLEET_WINDOW) if r.id == run_id),
+                None,
+            )
+        if run is None:
+            raise UsageError(f"no run {run_id!r}")
+        return run
+
+    # -- hosts ------------------------------------------------------------------------
+    def hosts(self) -> list[HostRow]:
+        if self.fleet:
+            latest = self.coord.fleet_latest()
+        else:
+            with reading_store(self.state_dir) as store:
+                latest = [r for t in self.schedule.tasks if (r := store.last_run(t.name))]
+        by_host: dict[str, list[RunRow]] = {}
+        for run in latest:
+            by_host.setdefault(run.host, []).append(run)
+        rows = []
+        for host, runs in sorted(by_host.items()):
+            seen = [r.ended or r.started or r.occurrence for r in runs]
+            failing = sorted(r.task for r in runs if r.outcome in _FAILED)
+            rows.append(HostRow(host, max(seen), len(runs), failing))
+        return rows
+
+
+def _reason(task: Task, pause: PauseInfo | None) -> str | None:
+    if pause is not None:
+        return pause.reason
+    return "paused = true in the schedule file" if task.paused else None
+
+
+def _local_summary(
+    row: StatusRow, pauses: dict[str, PauseInfo], running: dict[str, list[RunRow]]
+) -> TaskSummary:
+    return TaskSummary(
+        task=row.task,
+        words=describe(row.task),
+        next_run=row.next_run,
+        paused=row.paused,
+        pause=pauses.get(row.task.name),
+        pause_reason=row.pause_reason,
+        last=(row.last_run,) if row.last_run is not None else (),
+        running=tuple(running.get(row.task.name, [])),
+        failures=row.consecutive_failures,
+        overdue=row.overdue,
+    )
+
+
+def _dst_note(task: Task, at: datetime) -> str | None:
+    """What a DST change does to this occurrence (a gap carried onto it), or None."""
+    walls = task.walls_at(at)
+    own = task.zone.wall(at)
+    skipped = [w for w in walls if w != own]
+    if not skipped:
+        return None
+    times = ", ".join(f"{w:%H:%M}" for w in skipped)
+    runs = "each runs" if task.misfire == "catch-up" else "run once"
+    return f"{times} skipped by the DST change; {runs} at this instant"
+
+
+def parse_cursor(text: str | None) -> tuple[datetime, str] | None:
+    """A cursor from the URL (``OCCURRENCE~ID``), or None; refused with a usage error."""
+    if not text:
+        return None
+    when, sep, run_id = text.partition("~")
+    try:
+        at = datetime.fromisoformat(when.replace("Z", "+00:00"))
+    except ValueError:
+        at = None
+    if not sep or not run_id or at is None or at.utcoffset() != timedelta(0):
+        raise UsageError(f"bad cursor {text!r}: expected OCCURRENCE~RUN_ID from a page link")
+    return at, run_id

@@ -1,0 +1,272 @@
+"""`cronctl serve`: real state from real `cronctl run`s, a real server, a real Chromium.
+
+The browser is Debian's chromium driven by Playwright (never `playwright install`, which
+downloads); .ci/run installs chromium, and these tests are required, not skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, Page, sync_playwright
+
+from cronctl.core.runs import RunRow
+from cronctl.edge.state.store import Store
+from tests.helpers import Cli
+
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]  # fmt: skip
+NOW = "2026-12-03T08:03:00Z"
+HOSTILE = (
+    'printf \'<script>document.title="pwned"</script></textarea>'
+    '<a id="evil" href="javascript:document.title=1">click</a>'
+    "\\033[31mred\\033]0;title\\007\\n'; exit 3"
+)
+SCHEDULE = f"""
+[[task]]
+name = "hostile"
+cron = "* * * * *"
+command = '''{HOSTILE}'''
+description = "says <b id='bold'>hi</b>"
+
+[[task]]
+name = "fine"
+cron = "*/5 * * * *"
+command = "echo fine https://bob:hunter2@example.com/x"
+env = {{ API_KEY = "s3cret-value" }}
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Server:
+    def __init__(self, proc: subprocess.Popen[str], port: int) -> None:
+        self.proc = proc
+        self.port = port
+        self.base = f"http://127.0.0.1:{port}"
+
+    def get(self, path: str, headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+        request = urllib.request.Request(self.base + path, headers=headers or {})  # noqa: S310
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310
+                return response.status, response.read()
+        except urllib.error.HTTPError as exc:
+            return exc.code, exc.read()
+
+
+def _serve(cli: Cli, tmp_path: Path, *extra: str, env: dict[str, str] | None = None) -> Server:
+    port = _free_port()
+    proc = cli.popen("serve", "--listen", f"127.0.0.1:{port}", "--now", NOW, *_dirs(tmp_path),
+                     *extra, env=env)  # fmt: skip
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return Server(proc, port)
+        if proc.poll() is not None:
+            raise AssertionError(proc.communicate()[1])
+        time.sleep(0.05)
+    proc.kill()
+    raise AssertionError("serve did not start listening")
+
+
+def _dirs(tmp_path: Path) -> list[str]:
+    return ["--state-dir", str(tmp_path / "state"), "--lock-dir", str(tmp_path / "locks")]
+
+
+@pytest.fixture
+def state(cli: Cli, tmp_path: Path) -> Path:
+    (tmp_path / "schedules.toml").write_text(SCHEDULE, encoding="utf-8")
+    for minute in ("08:00", "08:01", "08:02"):
+        result = cli("run", "--now", f"2026-12-03T{minute}:00Z", *_dirs(tmp_path))
+        assert result.returncode in (0, 1), result.stderr
+    return tmp_path
+
+
+@pytest.fixture
+def server(cli: Cli, state: Path) -> Iterator[Server]:
+    srv = _serve(cli, state)
+    yield srv
+    srv.proc.terminate()
+    srv.proc.communicate(timeout=20)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as pw:
+        chromium = pw.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Page]:
+    context = browser.new_context(java_script_enabled=True)
+    page = context.new_page()
+    yield page
+    context.close()
+
+
+def test_overview_lists_failing_first_with_schedule_in_words(server: Server, page: Page) -> None:
+    page.goto(server.base + "/")
+    rows = page.locator("table.tasks tbody tr")
+    assert rows.count() == 2
+    first = rows.nth(0)
+    assert first.locator("a").first.inner_text() == "hostile"
+    assert "failing" in first.inner_text()
+    assert "every minute" in first.inner_text()
+    assert "every 5 minutes" in rows.nth(1).inner_text()
+    assert "2026-12-03T08:05:00Z" in rows.nth(1).inner_text()  # next run from --now
+
+
+def test_overview_filters_by_state_and_name_without_javascript(
+    server: Server, browser: Browser
+) -> None:
+    context = browser.new_context(java_script_enabled=False)
+    page = context.new_page()
+    page.goto(server.base + "/")
+    page.select_option("select[name=state]", "ok")
+    page.click("button[type=submit]")
+    names = page.locator("table.tasks tbody tr td:first-child a").all_inner_texts()
+    assert names == ["fine"]
+    page.fill("input[name=name]", "host")
+    page.select_option("select[name=state]", "")
+    page.click("button[type=submit]")
+    assert page.locator("table.tasks tbody tr td:first-child a").all_inner_texts() == ["hostile"]
+    context.close()
+
+
+def test_hostile_output_and_names_are_shown_inert(server: Server, page: Page) -> None:
+    alerts: list[str] = []
+    page.on("dialog", lambda dialog: (alerts.append(dialog.message), dialog.dismiss()))
+    page.goto(server.base + "/tasks/hostile")
+    assert page.locator("#bold").count() == 0  # the description's markup is text
+    page.locator("table.history a").first.click()
+    output = page.locator("pre.output")
+    text = output.inner_text()
+    assert "<script>" in text and "</textarea>" in text and "javascript:" in text
+    assert "^[[31m" in text and "^G" in text  # terminal escapes shown, not obeyed
+    assert output.locator("script, a, textarea").count() == 0
+    assert page.locator("#evil").count() == 0
+    assert page.title() != "pwned" and not alerts
+    assert page.locator("script").count() == 0  # no script at all on any page
+
+
+def test_every_page_forbids_inline_script(server: Server) -> None:
+    for path in ("/", "/tasks/fine", "/fleet", "/api/tasks"):
+        status, _ = server.get(path)
+        assert status == 200
+    request = urllib.request.Request(server.base + "/")  # noqa: S310
+    with urllib.request.urlopen(request, timeout=10) as response:  # noqa: S310
+        csp = response.headers["Content-Security-Policy"]
+    assert "default-src 'none'" in csp and "script-src" not in csp
+
+
+def test_secrets_are_never_shown(server: Server) -> None:
+    for path in ("/tasks/fine", "/api/tasks/fine", "/", "/api/tasks"):
+        _, body = server.get(path)
+        assert b"hunter2" not in body and b"s3cret-value" not in body
+    _, body = server.get("/tasks/fine")
+    assert b"https://bob:***@example.com/x" in body
+
+
+def test_task_page_shows_upcoming_timeline_and_durations(server: Server, page: Page) -> None:
+    page.goto(server.base + "/tasks/fine")
+    upcoming = page.locator("h2:has-text('Upcoming') + table tbody tr")
+    assert upcoming.first.inner_text().startswith("2026-12-03T08:05:00Z")
+    for picture in page.locator("img.picture").all():
+        assert picture.evaluate("img => img.complete && img.naturalWidth > 0")
+
+
+def test_history_pages_by_keyset_through_every_run(cli: Cli, state: Path, page: Page) -> None:
+    base = datetime(2026, 11, 1, tzinfo=UTC)
+    with Store.open(state / "state") as store, store.transaction() as txn:
+        txn.add_runs(
+            [
+                RunRow(
+                    f"bulk-{i:04d}",
+                    "fine",
+                    base + timedelta(minutes=5 * i),
+                    "ok",
+                    "vm",
+                    exit_code=0,
+                    duration_s=float(i % 7),
+                )
+                for i in range(120)
+            ]
+        )
+    srv = _serve(cli, state)
+    try:
+        page.goto(srv.base + "/tasks/fine?outcome=ok")
+        seen: list[str] = []
+        while True:
+            seen += page.locator("table.history tbody tr td:first-child a").all_inner_texts()
+            older = page.locator("a.older")
+            if older.count() == 0:
+                break
+            older.click()
+        assert len(seen) == len(set(seen)) == 121  # 120 written + 1 real run, none twice
+        assert seen == sorted(seen, reverse=True)
+        status, body = srv.get("/api/runs?task=fine&outcome=failed")
+        assert status == 200 and json.loads(body)["runs"] == []
+        status, body = srv.get("/api/runs?before=nonsense")
+        assert status == 400 and "cursor" in json.loads(body)["error"]
+    finally:
+        srv.proc.terminate()
+        srv.proc.communicate(timeout=20)
+
+
+def test_api_shapes_match_the_cli(cli: Cli, server: Server, state: Path) -> None:
+    _, body = server.get("/api/runs?task=hostile")
+    runs = json.loads(body)["runs"]
+    history = json.loads(cli("history", "hostile", "--json", *_dirs(state)).stdout)["runs"]
+    assert runs == history
+    _, body = server.get("/api/hosts")
+    assert [h["host"] for h in json.loads(body)["hosts"]] == [runs[0]["host"]]
+
+
+def test_a_foreign_host_header_is_refused(server: Server) -> None:
+    status, _ = server.get("/", {"Host": "attacker.example:8077"})
+    assert status == 421
+
+
+def test_non_loopback_listen_without_a_token_is_refused(cli: Cli, state: Path) -> None:
+    result = cli("serve", "--listen", "0.0.0.0:18099", *_dirs(state), timeout=30)
+    assert result.returncode == 2
+    assert "without a token" in result.stderr and "CRONCTL_SERVE_TOKEN" in result.stderr
+
+
+def test_with_a_token_every_request_must_bring_it(cli: Cli, state: Path, browser: Browser) -> None:
+    token = "t0ken-" + "x" * 20
+    srv = _serve(cli, state, env={"CRONCTL_SERVE_TOKEN": token})
+    try:
+        assert srv.get("/api/tasks")[0] == 401
+        assert srv.get("/api/tasks", {"Authorization": "Bearer wrong"})[0] == 401
+        assert srv.get("/api/tasks", {"Authorization": f"Bearer {token}"})[0] == 200
+        context = browser.new_context(java_script_enabled=False)
+        page = context.new_page()
+        page.goto(srv.base + "/")
+        assert page.url.endswith("/login")
+        page.fill("input[name=token]", "wrong")
+        page.click("button[type=submit]")
+        assert "not the token" in page.inner_text("main")
+        page.fill("input[name=token]", token)
+        page.click("button[type=submit]")
+        assert page.locator("table.tasks tbody tr").count() == 2
+        context.close()
+    finally:
+        srv.proc.terminate()
+        srv.proc.communicate(timeout=20)
