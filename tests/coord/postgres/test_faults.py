@@ -259,7 +259,7 @@ def test_doctor_finds_a_healthy_set_up_and_dry_run_reads_the_store(
     doctor = fleet("a", "doctor")
     out = doctor.stdout  # type: ignore[attr-defined]
     assert doctor.returncode == 0, out  # type: ignore[attr-defined]
-    assert "schema version 1 of 1" in out and "clock:" in out and "PROBLEM" not in out
+    assert "schema version 2 of 2" in out and "clock:" in out and "PROBLEM" not in out
     dry = fleet("b", "run", "--dry-run", "--json", "--now", T)
     assert outcomes(dry) == {"long": "skipped: another server", "free": "would run"}
 
