@@ -10,7 +10,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
-from cronctl.cli.render.lines import LONG_TABLE_ROWS, print_lines
+from cronctl.cli.render import lines as line_by_line
 from cronctl.core.describe import describe
 from cronctl.core.model import Problem, format_duration, format_utc
 from cronctl.core.zones import Zone, parse_zone
@@ -62,8 +62,8 @@ def table(
         console = Console(file=out, no_color="NO_COLOR" in os.environ, highlight=False)
         keep, widths = _fitting(headers, rows, console.width, drop, shrink)
         fits = sum(widths[i] for i in keep) + 2 * (len(keep) - 1) <= console.width
-        if fits and len(rows) >= LONG_TABLE_ROWS:  # a rich Table is slow when long
-            print_lines(console, headers, rows, keep, widths, outcome_style)
+        if fits and len(rows) >= line_by_line.LONG_TABLE_ROWS:  # a rich Table is slow when long
+            line_by_line.print_lines(console, headers, rows, keep, widths, outcome_style)
             return
         grid = Table(box=None, header_style="bold", pad_edge=False)
         for index in keep:
