@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -40,11 +41,12 @@ _DAY_NAMES = {
 
 def resolve_path(kind: str, base: Path, text: str) -> Path:
     """A path written in a schedule file, read against the file's directory `base`, with `~`
-    expanded and links resolved: `workdir`, `state_dir`, `lock_dir` wholly, `metrics_file`
-    all but its last part (a link planted there is replaced, never followed)."""
+    expanded and links resolved: `workdir`, `state_dir`, `lock_dir` wholly; `metrics_file`
+    only made absolute, so that the links in its path are still there for the writer to
+    check (`edge.paths.check_file_path`) each time it writes."""
     path = base / Path(text).expanduser()
     if kind == "metrics_file":
-        return path.parent.resolve() / path.name
+        return Path(os.path.normpath(path.absolute()))
     return path.resolve()
 
 
@@ -103,10 +105,14 @@ ONE_LINE_KEYS = frozenset(
 
 
 def control_char(value: str) -> str | None:
-    """The first control character in `value` (C0, DEL, C1, or a Unicode line break), or None."""
+    """The first control character in `value` (C0, DEL, C1, or a Unicode line break), or None.
+
+    A tab is not one: it adds no line and moves no cursor (`import` writes crontab lines,
+    tabs and all, as descriptions).
+    """
     for char in value:
         code = ord(char)
-        if code < 0x20 or 0x7F <= code <= 0x9F or code in (0x2028, 0x2029):
+        if (code < 0x20 and char != "\t") or 0x7F <= code <= 0x9F or code in (0x2028, 0x2029):
             return char
     return None
 
@@ -118,7 +124,7 @@ def check_line(key: str, value: str) -> str | None:
         return None
     return (
         f"{key!r} contains a control character (\\u{ord(char):04x}); it must be one line of "
-        "printable text: remove the newline, tab or escape"
+        "printable text: remove the newline or escape"
     )
 
 
