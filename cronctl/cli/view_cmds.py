@@ -91,9 +91,20 @@ def check_with_diff(
     """`check --diff REF`: the problems as usual, then what the change does to the schedule."""
     from cronctl.cli.render.diff import diff_github, diff_json, diff_text
     from cronctl.cli.render.tables import emit_json, problem_json, render_check
-    from cronctl.commands.review import diff_against
+    from cronctl.commands.review import UnreadableRevision, diff_against
 
-    diff = diff_against(ref, given, schedule, now)
+    try:
+        diff = diff_against(ref, given, schedule, now)
+    except UnreadableRevision as exc:
+        # The work tree is checked as usual and its exit status stands: a broken old file
+        # must not block the change that fixes it. Only the diff is refused, and said so.
+        if fmt == "json":
+            problems = [problem_json(p) for p in result.problems]
+            emit_json({"ok": result.ok, "problems": problems, "diff": None, "diff_error": str(exc)})
+            return
+        render_check(result, fmt, len(schedule.tasks), len(schedule.files))
+        print(str(exc))
+        return
     if fmt == "json":
         emit_json(
             {
