@@ -184,7 +184,9 @@ def check(
             "--diff",
             metavar="REF",
             help="Also compare with the files at git revision REF: tasks added, removed, "
-            "renamed, changed, and the runs gained and lost in the next 14 days.",
+            "renamed, changed, and the runs gained and lost in the next 14 days. If a file at "
+            "REF has an error, no diff is shown and that is said (the exit code stays the "
+            "work tree's).",
             show_default=False,
         ),
     ] = None,
@@ -334,7 +336,12 @@ def init(
     path: Annotated[
         Path, typer.Argument(metavar="[FILE]", help="Where to write it (parents are created).")
     ] = Path("schedules.toml"),
-    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force", help="Replace an existing file (a link there is replaced, not followed)."
+        ),
+    ] = False,
 ) -> None:
     """Write a commented starter schedule file."""
     from cronctl.commands import schedule as service
