@@ -8,8 +8,6 @@ mapped in cronctl.cli.main).
 
 from __future__ import annotations
 
-import os
-import secrets
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -17,6 +15,7 @@ from typing import Annotated
 import typer
 
 from cronctl.commands.importer import import_crontab
+from cronctl.edge.paths import write_new
 from cronctl.errors import UsageError
 
 STDIN = "-"
@@ -60,7 +59,7 @@ def import_command(
         sys.stdout.write(result.toml)
         sys.stdout.flush()
     else:
-        _write(output, result.toml, force)
+        write_new(output, result.toml, force)
     for line in result.report:
         print(line, file=sys.stderr)
     if output is not None:
@@ -86,27 +85,3 @@ def _read(crontab: str, source: str) -> str:
             f"{source}:{line}: not UTF-8 text (byte 0x{data[exc.start]:02x}); convert it first, "
             f"e.g. iconv -f latin1 -t utf-8 {source if crontab != STDIN else ''}".rstrip()
         ) from None
-
-
-def _write(path: Path, text: str, force: bool) -> None:
-    """Create `path` (never replacing a file without `force`); with `force`, replace atomically."""
-    # Without --force, O_EXCL: a file that appeared since the check above is not replaced.
-    # With it, a new file beside it, renamed over it, so a reader never sees half a file.
-    target = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp") if force else path
-    try:
-        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    except FileExistsError:
-        if force:
-            raise UsageError(f"cannot write {path}: {target.name} is in the way") from None
-        raise UsageError(f"{path} already exists; pass --force to overwrite it") from None
-    except OSError as exc:
-        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        if force:
-            target.replace(path)
-    except OSError as exc:
-        if force:
-            target.unlink(missing_ok=True)
-        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None

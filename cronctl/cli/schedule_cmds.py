@@ -23,7 +23,7 @@ from cronctl.cli.render.tables import (
 )
 from cronctl.cli.wiring import host_name, load_cached, load_schedule, parse_instant
 from cronctl.commands import schedule as service
-from cronctl.commands.review import diff_against
+from cronctl.commands.review import UnreadableRevision, diff_against
 from cronctl.commands.schedule import CheckResult
 from cronctl.coord import open_coordinator
 from cronctl.coord.port import StoreUnavailable
@@ -95,7 +95,9 @@ def check(
             "--diff",
             metavar="REF",
             help="Also compare with the files at git revision REF: tasks added, removed, "
-            "renamed, changed, and the runs gained and lost in the next 14 days.",
+            "renamed, changed, and the runs gained and lost in the next 14 days. If a file at "
+            "REF has an error, no diff is shown and that is said (the exit code stays the "
+            "work tree's).",
             show_default=False,
         ),
     ] = None,
@@ -229,7 +231,12 @@ def init(
     path: Annotated[
         Path, typer.Argument(metavar="[FILE]", help="Where to write it (parents are created).")
     ] = Path("schedules.toml"),
-    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force", help="Replace an existing file (a link there is replaced, not followed)."
+        ),
+    ] = False,
 ) -> None:
     """Write a commented starter schedule file."""
     written = service.init(path, force)
@@ -245,7 +252,18 @@ def check_with_diff(
     fmt: str,
 ) -> None:
     """`check --diff REF`: the problems as usual, then what the change does to the schedule."""
-    diff = diff_against(ref, given, schedule, now)
+    try:
+        diff = diff_against(ref, given, schedule, now)
+    except UnreadableRevision as exc:
+        # The work tree is checked as usual and its exit status stands: a broken old file
+        # must not block the change that fixes it. Only the diff is refused, and said so.
+        if fmt == "json":
+            problems = [problem_json(p) for p in result.problems]
+            emit_json({"ok": result.ok, "problems": problems, "diff": None, "diff_error": str(exc)})
+            return
+        render_check(result, fmt, len(schedule.tasks), len(schedule.files))
+        print(str(exc))
+        return
     if fmt == "json":
         emit_json(
             {

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from cronctl.core.assemble import build_schedule
 from cronctl.core.diff import ScheduleDiff, diff_schedules
-from cronctl.core.model import Schedule
+from cronctl.core.model import Problem, Schedule
 from cronctl.edge import git
 from cronctl.edge.schedfiles import parse_bytes
 
@@ -34,8 +34,26 @@ def _given(given: list[Path] | None) -> list[Path]:
     return [Path(p) for p in env.split(os.pathsep) if p] if env else []
 
 
+class UnreadableRevision(Exception):
+    """The schedule at the revision has an error: a diff against it would be made up."""
+
+    def __init__(self, ref: str, problem: Problem) -> None:
+        super().__init__(
+            f"no diff: the schedule at {ref} could not be read ({problem.describe()}); "
+            "comparing with it would show its tasks as added. Compare with another revision."
+        )
+
+
 def diff_against(ref: str, given: list[Path] | None, new: Schedule, now: datetime) -> ScheduleDiff:
-    """Compare the work tree's schedule `new` with the same files at `ref`."""
+    """Compare the work tree's schedule `new` with the same files at `ref`.
+
+    :raises UnreadableRevision: a file at `ref` has an error (a syntax error empties it, an
+        invalid task drops it): the old side is not what ran, so no diff is made.
+    """
     anchor = new.files[0].parent if new.files else Path.cwd()
     git.verify_ref(anchor, ref)
-    return diff_schedules(schedule_at(ref, given, list(new.files)), new, now)
+    old = schedule_at(ref, given, list(new.files))
+    broken = next((p for p in old.problems if p.severity == "error"), None)
+    if broken is not None:
+        raise UnreadableRevision(ref, broken)
+    return diff_schedules(old, new, now)

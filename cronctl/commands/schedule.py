@@ -5,6 +5,7 @@ The CLI turns flags into arguments and a result into text; nothing here prints.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -18,6 +19,7 @@ from cronctl.core.model import Problem, Schedule, Task, problem_order
 from cronctl.core.opskeys import ops_problems, runs_on
 from cronctl.core.values import LATEST
 from cronctl.core.zones import next_occurrence, parse_zone, walls_at
+from cronctl.edge.paths import write_new
 from cronctl.errors import UsageError
 
 
@@ -153,12 +155,13 @@ def init(path: Path, force: bool) -> Path:
     """Write the commented starter file; never overwrite one without `force`."""
     from importlib.resources import files  # here: ~4 ms that list, check, next and due skip
 
-    if path.exists() and not force:
+    if os.path.lexists(path) and not force:
         raise UsageError(f"{path} already exists; pass --force to overwrite it")
     text = files("cronctl").joinpath("data/starter.toml").read_text(encoding="utf-8")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
     except OSError as exc:
         raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
+    # As `import -o` writes: a link planted at `path` is refused or replaced, never followed.
+    write_new(path, text, force)
     return path

@@ -14,7 +14,14 @@ from cronctl.core.cronexpr import parse_cron
 from cronctl.core.lines import LineIndex
 from cronctl.core.model import MISFIRE_POLICIES, Problem, Settings, Task
 from cronctl.core.opskeys import OPS_KEYS, ops_fields, ops_value_problem
-from cronctl.core.values import check_env, check_text, parse_duration, resolve_path
+from cronctl.core.values import (
+    ONE_LINE_KEYS,
+    check_env,
+    check_line,
+    check_text,
+    parse_duration,
+    resolve_path,
+)
 from cronctl.core.zones import Zone, parse_zone
 from cronctl.errors import CronSyntaxError, DurationError, ZoneError
 
@@ -248,7 +255,7 @@ def _parse_settings(table: dict[str, Any], base: Path, rep: _Reporter) -> None:
             rep.add(line, None, "bad-value", "'herd_limit' must be at least 1")
             continue
         if key in ("state_dir", "lock_dir", "metrics_file"):
-            if bad := check_text(key, value):
+            if bad := check_line(key, value):
                 rep.add(line, None, "bad-value", bad)
                 continue
             value = _resolve(rep.result, key, base, value) if value else None
@@ -293,6 +300,8 @@ def _check_value(key: str, value: Any) -> tuple[str, str] | None:
     """Value checks of guard keys whose type is already right: (message, code) or None."""
     if key in OPS_KEYS:
         return ops_value_problem(key, value)
+    if key in ONE_LINE_KEYS and isinstance(value, str) and (bad := check_line(key, value)):
+        return bad, "bad-value"
     try:
         if key in ("timeout", "misfire_grace") or (
             key == "without_overlapping" and isinstance(value, str)
@@ -352,7 +361,12 @@ def _parse_task(
             report(key, "bad-type", _check_type(key, value, TASK_KEYS) or "")
             mistyped = mistyped or key in SCHEDULE_KEYS or key in DAY_KEYS
             continue
-        checked = _check_value(key, value) if key in GUARD_KEYS else None
+        if key in GUARD_KEYS:
+            checked = _check_value(key, value)
+        elif key in ONE_LINE_KEYS and (bad := check_line(key, value)):
+            checked = (bad, "bad-value")
+        else:
+            checked = None
         if checked:
             report(key, checked[1], checked[0])
     if isinstance(name, str) and not NAME_PATTERN.fullmatch(name):

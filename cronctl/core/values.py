@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -40,11 +41,12 @@ _DAY_NAMES = {
 
 def resolve_path(kind: str, base: Path, text: str) -> Path:
     """A path written in a schedule file, read against the file's directory `base`, with `~`
-    expanded and links resolved: `workdir`, `state_dir`, `lock_dir` wholly, `metrics_file`
-    all but its last part (a link planted there is replaced, never followed)."""
+    expanded and links resolved: `workdir`, `state_dir`, `lock_dir` wholly; `metrics_file`
+    only made absolute, so that the links in its path are still there for the writer to
+    check (`edge.paths.check_file_path`) each time it writes."""
     path = base / Path(text).expanduser()
     if kind == "metrics_file":
-        return path.parent.resolve() / path.name
+        return Path(os.path.normpath(path.absolute()))
     return path.resolve()
 
 
@@ -95,13 +97,44 @@ def check_text(key: str, value: str) -> str | None:
     return None
 
 
+#: Keys whose value is one line of text: a control character there is never meant, and
+#: would reach a terminal, a log line or an exported unit as a new line or an escape.
+ONE_LINE_KEYS = frozenset(
+    ("description", "shell", "workdir", "timezone", "state_dir", "lock_dir", "metrics_file")
+)
+
+
+def control_char(value: str) -> str | None:
+    """The first control character in `value` (C0, DEL, C1, or a Unicode line break), or None.
+
+    A tab is not one: it adds no line and moves no cursor (`import` writes crontab lines,
+    tabs and all, as descriptions).
+    """
+    for char in value:
+        code = ord(char)
+        if (code < 0x20 and char != "\t") or 0x7F <= code <= 0x9F or code in (0x2028, 0x2029):
+            return char
+    return None
+
+
+def check_line(key: str, value: str) -> str | None:
+    """What is wrong with a one-line value (`ONE_LINE_KEYS`), or None."""
+    char = control_char(value)
+    if char is None:
+        return None
+    return (
+        f"{key!r} contains a control character (\\u{ord(char):04x}); it must be one line of "
+        "printable text: remove the newline or escape"
+    )
+
+
 def check_env(env: dict[str, str]) -> str | None:
     """What is wrong with an ``env`` table, or None: names must be usable environment names."""
     for name, value in env.items():
-        if not name or "=" in name or "\x00" in name:
+        if not name or "=" in name or control_char(name):
             return (
                 f"env name {name!r} cannot be an environment variable: it must be non-empty "
-                "and hold neither '=' nor a NUL character"
+                "and hold neither '=' nor a control character"
             )
         if "\x00" in value:
             return f"env value of {name!r} contains a NUL character (\\u0000); remove it"

@@ -96,6 +96,11 @@ class Zone:
         return self.segment_at(instant).wall(instant)
 
 
+# The longest IANA name has 30 characters and 3 parts; these leave room for local ones.
+_MAX_NAME = 128
+_MAX_PARTS = 8
+
+
 @lru_cache(maxsize=512)
 def parse_zone(text: str) -> Zone:
     """Read "UTC", "±HH:MM" or an IANA name; raise ZoneError with what to write instead."""
@@ -110,6 +115,13 @@ def parse_zone(text: str) -> Zone:
         return Zone(text, timezone(-delta if sign == "-" else delta), fixed=True)
     if text.startswith(("+", "-")) or text[:1].isdigit():
         raise ZoneError(f"offset {text!r} is not of the form +HH:MM or -HH:MM (e.g. +05:30)")
+    if len(text) > _MAX_NAME or text.count("/") >= _MAX_PARTS:
+        # zoneinfo looks a long name up as nested packages of tzdata, one import per part:
+        # ~400 parts exhausted Python's recursion limit ("internal error RecursionError").
+        raise ZoneError(
+            f"time zone name {text[:40]!r}... is too long to be one: IANA names have at most "
+            f"{_MAX_PARTS} parts and {_MAX_NAME} characters (e.g. America/Argentina/Salta)"
+        )
     # Imported for an IANA name only: a schedule in UTC and fixed offsets never needs the
     # time zone database.
     from zoneinfo import ZoneInfo, ZoneInfoNotFoundError

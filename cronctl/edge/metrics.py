@@ -21,8 +21,9 @@ from pathlib import Path
 from cronctl.core.model import Schedule, Task
 from cronctl.core.runs import RunRow
 from cronctl.edge.dirs import daily_notice
-from cronctl.edge.paths import write_atomic
+from cronctl.edge.paths import check_file_path, write_atomic
 from cronctl.edge.state.store import Store
+from cronctl.errors import UnsafeDirectoryError
 
 _UNFINISHED = ("pending", "running")
 _HELP = {
@@ -48,9 +49,13 @@ def write_metrics(
     path = schedule.settings.metrics_file
     assert path is not None
     try:
+        check_file_path(path)
         # 0644 (umask permitting): node_exporter runs as another user. Not fsynced: the file
         # is rewritten every minute, and a crash leaves the old one whole.
         write_atomic(path, render(schedule, store, now).encode(), 0o644, durable=False)
+    except UnsafeDirectoryError as exc:
+        # Every time, not once a day: someone may be steering the file right now.
+        warn(f"cronctl: warning: metrics_file not written: {exc}")
     except OSError as exc:
         if daily_notice(state_dir, "metrics-file"):
             warn(

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import errno
 import os
+import secrets
 import stat
 from collections.abc import Mapping, Sequence
 from contextlib import suppress
@@ -492,6 +493,75 @@ def _planted(path: Path, what: str) -> UnsafeDirectoryError:
         f"Remove it and check who can write to {path.parent}.",
         path.parent,
     )
+
+
+def write_new(path: Path, text: str, force: bool) -> None:
+    """Create `path` (never replacing a file without `force`); with `force`, replace atomically.
+
+    For the files a person asks for (`init`, `import -o`), perhaps as root in a directory
+    others can write to: a link planted at `path` is never followed, only refused or replaced.
+
+    :raises UsageError: the file exists (without `force`) or cannot be written.
+    """
+    # Without --force, O_EXCL: a file that appeared since the caller's check is not replaced,
+    # and a link, even a dangling one, is refused rather than followed to create its target.
+    # With it, a new file beside it, renamed over it (over the link, not through it), so a
+    # reader never sees half a file.
+    target = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp") if force else path
+    try:
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+    except FileExistsError:
+        if force:
+            raise UsageError(f"cannot write {path}: {target.name} is in the way") from None
+        raise UsageError(f"{path} already exists; pass --force to overwrite it") from None
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        if force:
+            target.replace(path)
+    except OSError as exc:
+        if force:
+            target.unlink(missing_ok=True)
+        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def check_file_path(path: Path) -> None:
+    """Check every directory on the way to a file cronctl writes outside its own directories
+    (`metrics_file`), as the state directories are checked.
+
+    Below a directory that others can write to (``/tmp``), each component must be a real
+    directory owned by root or this user: a link there may have been planted by another
+    user to make cronctl write where they choose. Links elsewhere (``/var/run``) are
+    followed. The file's own directory must pass the state directories' check.
+
+    :raises UnsafeDirectoryError: what is wrong and what to do.
+    """
+    path = _normal(path)
+    current = Path("/")
+    for part in path.parent.parts[1:]:
+        parent, current = current, current / part
+        parent_st = parent.stat()
+        if not parent_st.st_mode & (stat.S_IWOTH | stat.S_IWGRP) or _sound_dir(parent_st):
+            continue
+        st = _lstat(current)
+        if st is None:
+            return  # nothing to write into: the write fails and says so
+        if stat.S_ISLNK(st.st_mode) or st.st_uid not in (0, os.geteuid()):
+            what = "a symbolic link" if stat.S_ISLNK(st.st_mode) else f"owned by uid {st.st_uid}"
+            raise UnsafeDirectoryError(
+                f"{current} is {what} in {parent}, which other users can write to: another "
+                f"user may have planted it to make cronctl write {path.name} elsewhere. "
+                f"Put {path} in a directory only root or this user can write to.",
+                current,
+            )
+    try:
+        st = path.parent.stat()
+    except OSError:
+        return
+    if not _sound_dir(st):
+        _check_owner_and_mode(path.parent, st, "directory")
 
 
 def write_atomic(path: Path, data: bytes, mode: int = 0o600, *, durable: bool = True) -> None:

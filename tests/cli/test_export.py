@@ -99,7 +99,7 @@ def test_systemd_units_pass_systemd_analyze_verify(
     assert "TimeoutStartSec=240" in refresh and "$$PATH" in refresh
     assert "Persistent=false" in (out / "cronctl-refresh.timer").read_text()
     billing = (out / "cronctl-billing.service").read_text()
-    assert 'ExecCondition=/bin/sh -c "test -e /etc/hostname"' in billing
+    assert 'ExecCondition="/bin/sh" -c "test -e /etc/hostname"' in billing
 
 
 def _cronjobs(text: str) -> dict[str, str]:

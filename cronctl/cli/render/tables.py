@@ -51,8 +51,11 @@ def table(
 
     On a terminal nothing wraps: the columns named in `drop` go first, in that order, until
     the table fits; then the free-text columns in `shrink` are shortened with an ellipsis.
-    Names and times are never cut.
+    Names and times are never cut. Every cell is made `visible`: what a table shows comes
+    from the state database or the fleet store (a pause reason, a host another machine
+    wrote), untrusted like task output.
     """
+    rows = [[visible(cell, one_line=True) for cell in row] for row in rows]
     out = stream or sys.stdout
     if out.isatty():
         from rich.console import Console
@@ -422,17 +425,19 @@ def _caret(code: int) -> str:
 _VISIBLE = {c: _caret(c) for c in (*range(0x20), 0x7F, *range(0x80, 0xA0)) if c not in (9, 10)}
 # Bidirectional overrides reorder what a reader sees ("Trojan Source"): name them too.
 _VISIBLE.update({c: f"<U+{c:04X}>" for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))})
+# A table cell is one line: a newline in it would forge a row.
+_VISIBLE_CELL = {**_VISIBLE, 10: "^J"}
 
 
-def visible(text: str) -> str:
+def visible(text: str, one_line: bool = False) -> str:
     """Task output made safe for a terminal or a mail: control characters shown, not obeyed.
 
     ESC becomes ``^[``, carriage return ``^M``, DEL ``^?``, the C1 controls (U+0080-U+009F,
     which some terminals also obey) ``M-^[`` and so on, as ``cat -v`` shows them; newlines
     and tabs stay; bidirectional overrides are named (``<U+202E>``). Log files keep the
-    bytes; this is only for what a person reads.
+    bytes; this is only for what a person reads. `one_line` shows a newline as ``^J`` too.
     """
-    return text.translate(_VISIBLE)
+    return text.translate(_VISIBLE_CELL if one_line else _VISIBLE)
 
 
 def render_status(result: Any, as_json: bool) -> None:

@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 
 from cronctl.core.analysis import task_warnings
 from cronctl.core.model import Task
+from cronctl.core.values import control_char
 
 
 @dataclass
@@ -59,3 +60,14 @@ def common_limits(task: Task) -> list[str]:
     if getattr(task, "notify", "always") != "always":  # the default is every failure: no loss
         lost.append("notify: not exported; the target has no such setting")
     return lost
+
+
+def one_line(text: str) -> str:
+    """`text` with every control character written as a visible escape (\\n, \\x1b, \\u2028).
+
+    For comments and plain values: whatever a schedule holds, an exported file gains no line
+    from it and a reader's terminal no escape.
+    """
+    if control_char(text) is None:
+        return text
+    return "".join(ascii(c)[1:-1] if control_char(c) else c for c in text)

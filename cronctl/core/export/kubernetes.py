@@ -2,7 +2,9 @@
 
 Written by hand, not with a YAML library: every string is emitted as a JSON string,
 which YAML 1.2 reads as the same double-quoted scalar, so quoting is exact without
-adding PyYAML to cronctl's dependencies for one command.
+adding PyYAML to cronctl's dependencies for one command. Characters YAML reads as line
+breaks or refuses as unprintable are escaped too, and comments are made one line, so no
+value can add a line or a document.
 """
 
 from __future__ import annotations
@@ -11,7 +13,13 @@ import json
 import re
 from datetime import datetime
 
-from cronctl.core.export.common import Exported, common_limits, dst_limits, whole_hour_zone
+from cronctl.core.export.common import (
+    Exported,
+    common_limits,
+    dst_limits,
+    one_line,
+    whole_hour_zone,
+)
 from cronctl.core.model import Task, format_duration
 
 _DNS = re.compile(r"[^a-z0-9-]+")
@@ -23,8 +31,14 @@ def resource_name(name: str) -> str:
     return _DNS.sub("-", name.lower()).strip("-")[:52].rstrip("-") or "task"
 
 
+# JSON leaves these raw; YAML reads NEL and LS/PS as line breaks and refuses DEL, C1 and
+# the noncharacters as unprintable.
+_RAW = re.compile("[\x7f-\x9f\u2028\u2029\ufeff\ufffe\uffff]")
+
+
 def _s(text: str) -> str:
-    return json.dumps(text, ensure_ascii=False)
+    quoted = json.dumps(text, ensure_ascii=False)
+    return _RAW.sub(lambda m: f"\\u{ord(m.group()):04x}", quoted)
 
 
 def _argv(task: Task) -> list[str]:
@@ -72,8 +86,8 @@ def manifest(task: Task, name: str, zone: str, image: str, lost: list[str]) -> s
     """The CronJob YAML for one task."""
     assert task.cron is not None
     out = [
-        f"# Exported by cronctl from {task.source}:{task.line} (task {task.name}).",
-        *(f"# Not expressed: {item}" for item in lost),
+        f"# Exported by cronctl from {one_line(str(task.source))}:{task.line} (task {task.name}).",
+        *(f"# Not expressed: {one_line(item)}" for item in lost),
         "apiVersion: batch/v1",
         "kind: CronJob",
         "metadata:",

@@ -10,8 +10,15 @@ from datetime import datetime
 
 from cronctl.core.cronexpr import CronExpr
 from cronctl.core.describe import spans
-from cronctl.core.export.common import Exported, common_limits, dst_limits, whole_hour_zone
+from cronctl.core.export.common import (
+    Exported,
+    common_limits,
+    dst_limits,
+    one_line,
+    whole_hour_zone,
+)
 from cronctl.core.model import Task, format_duration
+from cronctl.core.values import control_char
 
 _WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 
@@ -64,23 +71,39 @@ def on_calendar(cron: CronExpr, zone: str) -> list[str]:
     return [f"{prefix}*-{months}-{days} {time} {zone}"]
 
 
+def _c_escape(char: str) -> str:
+    # systemd's C escapes: \xNN is a byte, so a character past ASCII is written \uNNNN.
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x80 else f"\\u{code:04x}"
+
+
 def _quote(arg: str, dollars: bool = True) -> str:
-    text = arg.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("%", "%%")
+    """One word for ExecStart=/Environment=: quoted, C-escaped, so no value adds a line."""
+    text = arg.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%")
+    text = "".join(_c_escape(c) if control_char(c) else c for c in text)
     return '"' + (text.replace("$", "$$") if dollars else text) + '"'
+
+
+def _plain(text: str) -> str:
+    """A value systemd does not unescape (Description=, a comment): one line, `%` doubled.
+
+    A trailing backslash would continue the line into the next one: it is dropped.
+    """
+    return one_line(text).rstrip("\\").replace("%", "%%")
 
 
 def _command(task: Task, text: str | tuple[str, ...]) -> str:
     if isinstance(text, str):
-        return f"{task.shell} -c {_quote(text)}"
+        return f"{_quote(task.shell)} -c {_quote(text)}"
     return " ".join(_quote(a) for a in text)
 
 
 def _service(task: Task, unit: str, lost: list[str]) -> str:
     lines = [
-        f"# Exported by cronctl from {task.source}:{task.line} (task {task.name}).",
-        *(f"# Not expressed: {item}" for item in lost),
+        f"# Exported by cronctl from {_plain(str(task.source))}:{task.line} (task {task.name}).",
+        *(f"# Not expressed: {_plain(item)}" for item in lost),
         "[Unit]",
-        f"Description={(task.description or 'cronctl task ' + task.name).replace('%', '%%')}",
+        f"Description={_plain(task.description or 'cronctl task ' + task.name)}",
         "",
         "[Service]",
         "Type=oneshot",
@@ -90,9 +113,9 @@ def _service(task: Task, unit: str, lost: list[str]) -> str:
     if task.skip:
         # ExecCondition= runs the unit on exit 0 and skips it on 1-254: `skip` inverted.
         inverted = "! { " + task.skip + "\n}"
-        lines.append(f"ExecCondition={task.shell} -c {_quote(inverted)}")
+        lines.append(f"ExecCondition={_quote(task.shell)} -c {_quote(inverted)}")
     lines.append(f"ExecStart={_command(task, task.command)}")
-    lines.append(f"WorkingDirectory={str(task.workdir).replace('%', '%%')}")
+    lines.append(f"WorkingDirectory={str(task.workdir).replace('%', '%%')}")  # see _unwritable
     env = {**task.env, "CRONCTL_TASK": task.name}
     lines += [f"Environment={_quote(f'{k}={v}', dollars=False)}" for k, v in env.items()]
     timeout = int(task.timeout.total_seconds()) if task.timeout else None
@@ -104,7 +127,7 @@ def _service(task: Task, unit: str, lost: list[str]) -> str:
 def _timer(task: Task, unit: str, calendars: list[str]) -> str:
     persistent = "false" if task.misfire == "skip" else "true"
     lines = [
-        f"# Exported by cronctl from {task.source}:{task.line} (task {task.name}).",
+        f"# Exported by cronctl from {_plain(str(task.source))}:{task.line} (task {task.name}).",
         "[Unit]",
         f"Description=Timer for cronctl task {task.name}",
         "",
@@ -139,6 +162,14 @@ def _limits(task: Task, now: datetime) -> list[str]:
     return lost
 
 
+def _unwritable(task: Task) -> str | None:
+    """Why the task's paths cannot be written as systemd values (never unescaped), or None."""
+    for key, value in (("workdir", str(task.workdir)), ("shell", task.shell)):
+        if control_char(value) or value.endswith("\\"):
+            return f"{key} {one_line(value)}: systemd cannot express it; not exported"
+    return None
+
+
 def export_task(task: Task, now: datetime) -> Exported:
     """The unit files for one task, or the reason it cannot be exported."""
     # ':' is legal in a unit name, but systemd-analyze verify reads FILE:ALIAS: avoid it.
@@ -158,6 +189,9 @@ def export_task(task: Task, now: datetime) -> Exported:
     else:
         assert task.at is not None
         calendars = [f"{task.at:%Y-%m-%d %H:%M:%S} UTC"]
+    if (bad := _unwritable(task)) is not None:
+        result.lost.append(bad)
+        return result
     result.lost += _limits(task, now)
     result.files[f"{unit}.service"] = _service(task, unit, result.lost)
     result.files[f"{unit}.timer"] = _timer(task, unit, calendars)
