@@ -9,7 +9,7 @@ import pytest
 
 from cronctl.edge.state.store import Store
 from tests.helpers import Cli, write_schedule
-from tests.ops.conftest import T0, Drive
+from tests.run.conftest import T0, Drive
 
 # Fails until it has been started `n` times (a counter file in its workdir).
 FLAKY = (

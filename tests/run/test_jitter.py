@@ -10,7 +10,7 @@ import pytest
 from cronctl.core.opskeys import jitter_offset
 from cronctl.run.once import Tracker
 from tests.helpers import Cli, write_schedule
-from tests.ops.conftest import Drive
+from tests.run.conftest import Drive
 
 
 def test_the_offset_is_stable_within_range_and_differs_between_hosts(drive: Drive) -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from cronctl.cli.wiring import work_reporting
 from cronctl.edge.process.stream import visible
-from tests.ops.conftest import Drive
+from tests.run.conftest import Drive
 
 
 def test_output_lines_are_prefixed_with_the_task_and_logged_byte_for_byte(

@@ -10,7 +10,7 @@ import pytest
 
 from cronctl.core.opskeys import overdue_since
 from tests.helpers import Cli, write_schedule
-from tests.ops.conftest import Drive
+from tests.run.conftest import Drive
 
 
 def _utc(text: str) -> datetime:

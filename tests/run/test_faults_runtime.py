@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.test_faults_processes import STATE, at, wait_for
-from tests.cli.test_work import NEAR_BOUNDARY
 from tests.helpers import FILE_STATE, Cli, write_schedule
+from tests.run.test_faults_processes import STATE, at, wait_for
+from tests.run.test_work import NEAR_BOUNDARY
 
 SECRET = "9d1f-drip-secret"  # noqa: S105 (the ping key whose leak the tests look for)
 

@@ -7,7 +7,7 @@ NAME.expected.report (the report, one `CRONTAB:LINE: message` line each).
 
 To regenerate the expected files after a deliberate change, run::
 
-    CRONCTL_REGEN=1 pytest tests/cli/test_import_corpus.py
+    CRONCTL_REGEN=1 pytest tests/commands/test_import_corpus.py
 
 then read every changed file (git diff) before committing: the expected files
 are the specification, not a snapshot to wave through.

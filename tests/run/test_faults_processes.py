@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.test_run import alive
 from tests.helpers import FILE_STATE, Cli, _merged, write_schedule
+from tests.run.test_run import alive
 
 T0 = datetime(2026, 8, 3, 9, 0, tzinfo=UTC)
 STATE = '[cronctl]\nstate_dir = "state"\n'

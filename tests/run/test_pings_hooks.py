@@ -16,7 +16,7 @@ import pytest
 
 from cronctl.edge import notify
 from tests.helpers import Cli, write_schedule
-from tests.ops.conftest import Drive
+from tests.run.conftest import Drive
 
 NOW = "2026-08-03T09:00:00Z"
 SECRET = "5f1c2e9a-secret-uuid"  # noqa: S105 (the ping key whose leak the tests look for)
