@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import errno
 import os
-import secrets
 import stat
 from collections.abc import Mapping, Sequence
 from contextlib import suppress
@@ -507,7 +506,7 @@ def write_new(path: Path, text: str, force: bool) -> None:
     # and a link, even a dangling one, is refused rather than followed to create its target.
     # With it, a new file beside it, renamed over it (over the link, not through it), so a
     # reader never sees half a file.
-    target = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp") if force else path
+    target = path.with_name(f".{path.name}.{os.urandom(4).hex()}.tmp") if force else path
     try:
         fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
     except FileExistsError:
