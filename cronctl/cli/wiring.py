@@ -27,7 +27,6 @@ from cronctl.core.runs import RunRow
 from cronctl.edge import dirs, schedentry
 from cronctl.edge.paths import schedule_paths
 from cronctl.edge.process.stream import printer
-from cronctl.edge.schedfiles import load_paths
 from cronctl.errors import CronctlError, LockDirNotSharedError
 from cronctl.run import quiet
 from cronctl.run.once import (
@@ -46,7 +45,7 @@ def load_schedule(files: list[Path] | None) -> Schedule:
     """Read the schedule files the flags (or CRONCTL_FILE, or the default) name (`run` and
     `list` read them through the schedule cache instead: see load_cached)."""
 
-    return load_paths(schedule_paths(files, os.environ))
+    return schedentry.load_uncached(schedule_paths(files, os.environ))
 
 
 def load_cached(files: list[Path] | None) -> Schedule:

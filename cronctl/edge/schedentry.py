@@ -51,6 +51,14 @@ def load(paths: Sequence[Path], env: Mapping[str, str], look: Lookup | None = No
     return schedule
 
 
+def load_uncached(paths: Sequence[Path]) -> Schedule:
+    """The schedule of these files, parsed now (for `check`, which never trusts a cache)."""
+    # Imported here, not at the top: `run` imports this module and on a hit never parses.
+    from cronctl.edge import schedfiles
+
+    return schedfiles.load_paths(paths)
+
+
 def _parse(look: Lookup) -> tuple[Schedule, dict[tuple[str, str, str], Path]]:
     """Parse the files `look` read: on a miss only."""
     # Imported here, not at the top: a hit never needs the parser (tomllib, the schema).
