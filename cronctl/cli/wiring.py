@@ -62,7 +62,7 @@ def fail_on_errors(schedule: Schedule) -> None:
         count = len(schedule.errors)
         raise CronctlError(
             f"{count} error{'s' * (count != 1)} in the schedule; nothing was run. "
-            "Fix them (see `cronctl check`) and try again"
+            f"Fix {'them' if count != 1 else 'it'} (see `cronctl check`) and try again"
         )
 
 

@@ -138,7 +138,8 @@ def _dst_message(cron: CronExpr, tz: Zone, misfire: str, seg: Segment) -> tuple[
     day = f"{hits[0]:%Y-%m-%d}"
     what = "it runs once, at the first pass" if cron.fixed_time else "it runs in both passes"
     return "dst-overlap", (
-        f"on {day} clocks in {zone} fall back: {_times(hits)} happen twice; {what}"
+        f"on {day} clocks in {zone} fall back: {_times(hits)} "
+        f"{'happen' if len(hits) > 1 else 'happens'} twice; {what}"
     )
 
 

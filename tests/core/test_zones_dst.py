@@ -700,3 +700,12 @@ def test_transitions_exclude_a_segment_that_begins_exactly_at_end() -> None:
     zone = parse_zone("Europe/Berlin")
     found = transitions(zone, utc("2026-03-01T00:00:00Z"), utc("2026-03-29T01:00:00Z"))
     assert found == []
+
+
+def test_an_overlap_of_one_time_says_it_happens_twice(loaded: Schedule) -> None:
+    # berlin-gap runs daily at 02:30: one wall time repeats, so the verb is singular.
+    task = loaded.task("berlin-gap")
+    (overlap,) = [
+        w for w in task_warnings(task, utc("2026-01-01T00:00:00Z")) if w.code == "dst-overlap"
+    ]
+    assert "02:30 happens twice" in overlap.message

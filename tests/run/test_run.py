@@ -88,6 +88,7 @@ def test_run_refuses_a_schedule_with_errors(cli: Cli, tmp_path: Path) -> None:
     result = cli("run", "--now", at(0))
     assert result.returncode == 2
     assert "schedules.toml:" in result.stderr and "nothing was run" in result.stderr
+    assert "1 error in the schedule" in result.stderr and "Fix it " in result.stderr
     assert not (tmp_path / "ran").exists()
 
 
