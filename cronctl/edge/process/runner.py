@@ -7,7 +7,10 @@ shell's grandchildren die with it. A command that cannot start is a result, neve
 exception: the run is recorded as ``error`` with the reason in its log.
 
 The group is the unit throughout because a task is rarely one process: ``sh -c "a | b"``
-alone is three. Children are started with ``start_new_session=True`` rather than a
+alone is three. Processes that leave the group (``setsid``, a double fork) are still the
+task's: cronctl is their child subreaper and finds them by the run's ``CRONCTL_RUN_ID``
+(edge/process/reaper.py), and every signal, timeout and lingering check covers them too.
+Children are started with ``start_new_session=True`` rather than a
 ``preexec_fn``, which would run Python's at-fork hooks (filelock's among them) in the child.
 """
 
@@ -28,7 +31,7 @@ from pathlib import Path
 from typing import Literal, TypeAlias
 
 from cronctl.edge.paths import open_nofollow
-from cronctl.edge.process import procs
+from cronctl.edge.process import procs, reaper
 from cronctl.edge.process.stream import tee
 
 __all__ = [
@@ -147,8 +150,33 @@ class RunningCommand:
         if process is None or self._result is not None:
             return
         self._interrupted = True
+        self._kill(process, sig)
+
+    def _marker(self) -> str | None:
+        run_id = self.spec.env.get("CRONCTL_RUN_ID")
+        return f"CRONCTL_RUN_ID={run_id}" if run_id else None
+
+    def _escaped(self, process: subprocess.Popen[bytes]) -> list[int]:
+        """The task's processes outside its group: descendants that called setsid."""
+        leader = process.pid if process.returncode is None else None
+        pgid = process.pid
+        return [p for p in reaper.members(leader, self._marker()) if _pgid(p) != pgid]
+
+    def _kill(self, process: subprocess.Popen[bytes], sig: int) -> None:
+        """``sig`` to the group (while it has members, so a recycled number is never hit)
+        and to the task's processes that left it."""
         if process.returncode is None or procs.group_alive(process.pid):
             _killpg(process.pid, sig)
+        found = {pid: procs.identify(pid) for pid in self._escaped(process)}
+        if found:
+            # Signalled only if still the process found (same start time), once pinned.
+            reaper.signal_pids(list(found), sig, lambda pid: procs.identify(pid) == found[pid])
+
+    def _members_alive(self, process: subprocess.Popen[bytes]) -> bool:
+        """Whether any process of the task lives on beside its reaped leader."""
+        return procs.group_alive(process.pid) or any(
+            procs.identify(pid) is not None for pid in self._escaped(process)
+        )
 
     def wait(self) -> CommandResult:
         """Wait for the command, killing its group on timeout; safe to call more than once."""
@@ -169,13 +197,14 @@ class RunningCommand:
             timed_out = True
             self._terminate_group(process)
         note = None
-        if not timed_out and self._lingering(process.pid):
+        if not timed_out and self._lingering(process):
             # The shell is gone but processes it left in its group still hold the overlap
             # lock: the timeout applies to them too, or every later run is skipped forever.
             timed_out = True
             note = "its command exited but left processes that held the lock past the timeout"
             self._terminate_group(process)
         returncode = process.returncode
+        reaper.release(process.pid)  # waited for: the reaper may take the number from now on
         exit_code = returncode if returncode >= 0 else None
         signal = -returncode if returncode < 0 else None
         outcome: Outcome = "timeout" if timed_out else ("ok" if returncode == 0 else "failed")
@@ -198,7 +227,7 @@ class RunningCommand:
             return None
         return max(timeout.total_seconds() - self._elapsed(), 0.0)
 
-    def _lingering(self, pgid: int) -> bool:
+    def _lingering(self, process: subprocess.Popen[bytes]) -> bool:
         """After the leader exits: wait while members holding the lock live, up to the timeout.
 
         True when some were still alive at the timeout (the caller then kills the group).
@@ -209,7 +238,7 @@ class RunningCommand:
         if remaining is None or not self.spec.pass_fds:
             return False
         deadline = time.monotonic() + remaining
-        while procs.group_alive(pgid):
+        while self._members_alive(process):
             if time.monotonic() >= deadline:
                 return True
             time.sleep(min(_LINGER_POLL_S, max(deadline - time.monotonic(), 0.0)))
@@ -217,19 +246,22 @@ class RunningCommand:
 
     def _terminate_group(self, process: subprocess.Popen[bytes]) -> None:
         pgid = process.pid
-        _killpg(pgid, signals.SIGTERM)
+        self._kill(process, signals.SIGTERM)
         deadline = time.monotonic() + self.spec.kill_grace
         while time.monotonic() < deadline:
             # The leader may exit at once while a grandchild ignores SIGTERM: wait for both.
-            if process.poll() is not None and not procs.group_alive(pgid):
+            if process.poll() is not None and not self._members_alive(process):
                 return
             time.sleep(_POLL_S)
-        _killpg(pgid, signals.SIGKILL)
+        self._kill(process, signals.SIGKILL)
         process.wait()
         # Members can outlive the leader; the reaped leader's pid stays reserved as a group id
         # while any member exists, so this cannot hit an unrelated process.
-        _killpg(pgid, signals.SIGKILL)
+        self._kill(process, signals.SIGKILL)
         _wait_group_gone(pgid)
+        deadline = time.monotonic() + 2.0
+        while self._escaped(process) and time.monotonic() < deadline:
+            time.sleep(0.01)
 
     def _elapsed(self) -> float:
         return time.monotonic() - self._t0
@@ -275,21 +307,24 @@ def start(spec: RunSpec) -> RunningCommand:
         failure = f"cannot open log file {spec.log_path}: {exc}"
         return RunningCommand(spec, None, started, t0, failure)
     pipe = _stream_pipe(spec, log_fd)
+    reaper.reaper.ensure()
     try:
         argv = spec.argv()
         try:
             if not argv:
                 raise ValueError("the command is empty")
-            process = subprocess.Popen(
-                argv,
-                stdin=_devnull(),
-                stdout=log_fd if pipe is None else pipe[1],
-                stderr=subprocess.STDOUT,
-                cwd=spec.workdir,
-                env=spec.env,
-                start_new_session=True,
-                pass_fds=spec.pass_fds,
-            )
+            with reaper.spawning() as owned:
+                process = subprocess.Popen(
+                    argv,
+                    stdin=_devnull(),
+                    stdout=log_fd if pipe is None else pipe[1],
+                    stderr=subprocess.STDOUT,
+                    cwd=spec.workdir,
+                    env=spec.env,
+                    start_new_session=True,
+                    pass_fds=spec.pass_fds,
+                )
+                owned(process.pid)
         except (OSError, ValueError) as exc:
             failure = _start_failure(exc, spec, argv)
             os.write(log_fd, f"cronctl: {failure}\n".encode(errors="replace"))
@@ -405,6 +440,13 @@ def _tail_of(fd: int, size: int | None = None) -> str:
     return "\n".join(text.rstrip("\n").split("\n")[-_TAIL_LINES:])
 
 
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return None
+
+
 def _killpg(pgid: int, sig: int) -> None:
     # A group that is already gone is what we wanted.
     with suppress(ProcessLookupError):
@@ -458,16 +500,19 @@ def run_condition(
     killed (SIGKILL at once: a condition is a quick check, not a job with state to save) and
     counts as False, as does a condition that cannot start (missing shell or workdir).
     """
+    reaper.reaper.ensure()
     try:
-        process = subprocess.Popen(
-            [shell, "-c", command],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            cwd=workdir,
-            env=dict(env),
-            start_new_session=True,
-        )
+        with reaper.spawning() as owned:
+            process = subprocess.Popen(
+                [shell, "-c", command],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                cwd=workdir,
+                env=dict(env),
+                start_new_session=True,
+            )
+            owned(process.pid)
     except (OSError, ValueError):
         return False
     try:
@@ -479,6 +524,7 @@ def run_condition(
             _killpg(process.pid, signals.SIGKILL)
             process.wait()
             _wait_group_gone(process.pid)
+        reaper.release(process.pid)
 
 
 #: The longest single poll() of _wait_for (its milliseconds must fit a C int: 24.8 days).
