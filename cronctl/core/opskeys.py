@@ -150,6 +150,12 @@ def ops_fields(settings: dict[str, Any]) -> dict[str, Any]:
 _PERIOD_SAMPLE = 1500
 
 
+# A one-shot task has no period to bound its jitter, and a retry delay is slept inside one
+# `run`: past these limits a mistyped unit ("3650d") would keep a process waiting for days.
+MAX_ONE_SHOT_JITTER = timedelta(hours=1)
+MAX_RETRY_DELAY = timedelta(hours=1)
+
+
 def shortest_period(task: Task, now: datetime, below: timedelta | None = None) -> timedelta | None:
     """The shortest gap between consecutive occurrences over the next year (sampled), or None
     for a one-shot task. Stops early once a gap is `below` or shorter (enough to reject)."""
@@ -179,12 +185,34 @@ def ops_problems(schedule: Schedule, now: datetime) -> list[Problem]:
     of an unguarded task that can outlast it (a warning)."""
     found: list[Problem] = []
     for task in schedule.tasks:
-        if task.jitter is not None:
+        if task.jitter is not None and task.cron is None and task.jitter > MAX_ONE_SHOT_JITTER:
+            found.append(
+                _problem(
+                    task,
+                    "error",
+                    "jitter-too-long",
+                    f"jitter {format_duration(task.jitter)} on a one-shot task is over the "
+                    f"limit of {format_duration(MAX_ONE_SHOT_JITTER)}: `run` would wait that "
+                    "long before starting it; make the jitter shorter",
+                )
+            )
+        elif task.jitter is not None:
             period = shortest_period(task, now, below=task.jitter)
             if period is not None and task.jitter >= period:
                 found.append(
                     _problem(task, "error", "jitter-too-long", _jitter_message(task, period))
                 )
+        if task.retries and task.retry_delay > MAX_RETRY_DELAY:
+            found.append(
+                _problem(
+                    task,
+                    "error",
+                    "retry-delay-too-long",
+                    f"retry_delay {format_duration(task.retry_delay)} is over the limit of "
+                    f"{format_duration(MAX_RETRY_DELAY)}: one `run` would wait that long "
+                    "between attempts; make it shorter (it doubles each retry)",
+                )
+            )
         if task.retries and not (task.without_overlapping or task.on_one_server):
             total = task.retry_delay * ((1 << task.retries) - 1)
             period = shortest_period(task, now, below=total)

@@ -80,3 +80,31 @@ def test_check_rejects_a_jitter_not_shorter_than_the_shortest_period(
         assert result.returncode == 1
         [problem] = problems
         assert (problem["code"], problem["task"]) == ("jitter-too-long", "t")
+
+
+@pytest.mark.parametrize(
+    ("keys", "code", "ok"),
+    [
+        ('at = 2026-08-04T09:00:00Z\njitter = "3650d"', "jitter-too-long", False),
+        ('at = 2026-08-04T09:00:00Z\njitter = "1h"', "jitter-too-long", True),
+        (
+            'hourly = true\nretries = 2\nretry_delay = "1d"\nwithout_overlapping = true',
+            "retry-delay-too-long",
+            False,
+        ),
+        ('hourly = true\nretries = 1\nretry_delay = "1h"\nwithout_overlapping = true', "", True),
+    ],
+)
+def test_check_bounds_one_shot_jitter_and_retry_delay(
+    cli: Cli, tmp_path: Path, keys: str, code: str, ok: bool
+) -> None:
+    write_schedule(tmp_path / "schedules.toml", [f'name = "t"\ncommand = "true"\n{keys}'])
+    result = cli("check", "--format", "json", "--now", "2026-08-03T09:00:00Z")
+    problems = json.loads(result.stdout)["problems"]
+    if ok:
+        assert result.returncode == 0 and problems == []
+    else:
+        assert result.returncode == 1
+        [problem] = problems
+        assert (problem["code"], problem["task"]) == (code, "t")
+        assert problem["line"] and "limit" in problem["message"]
