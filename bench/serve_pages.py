@@ -1,13 +1,16 @@
 """How long the dashboard's data takes server-side (docs/dashboard.md#speed).
 
-    python bench/serve_pages.py [--tasks 10000] [--runs 1000000]
+    python bench/serve_pages.py [--tasks 10000] [--runs 1000000] [--hosts 50] [--profile]
 
-Builds a schedule of TASKS tasks and a local state of RUNS runs in a temporary directory,
-then times the overview (every task) and a history page deep in the history (keyset)."""
+Builds a schedule of TASKS tasks and a local state of RUNS runs spread over HOSTS host
+names in a temporary directory, then times the overview (every task) and a history page
+deep in the history (keyset). --profile prints the overview's cProfile, heaviest first."""
 
 from __future__ import annotations
 
 import argparse
+import cProfile
+import pstats
 import tempfile
 import time
 from datetime import UTC, datetime, timedelta
@@ -24,6 +27,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--tasks", type=int, default=10_000)
     parser.add_argument("--runs", type=int, default=1_000_000)
+    parser.add_argument("--hosts", type=int, default=50)
+    parser.add_argument("--profile", action="store_true")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -50,7 +55,7 @@ def main() -> None:
                                 f"t{i % args.tasks:05d}",
                                 start + timedelta(minutes=i),
                                 "ok" if i % 9 else "failed",
-                                "vm",
+                                f"h{i % args.hosts:02d}",
                                 exit_code=0,
                                 duration_s=1.0,
                             )
@@ -58,13 +63,17 @@ def main() -> None:
                         ]
                     )
         print(f"built {args.runs} runs in {time.perf_counter() - t0:.1f} s")
-        coord = open_coordinator(None, root / "locks", host="vm", pid=1)
-        board = Dashboard(schedule, root / "state", coord, "vm")
+        coord = open_coordinator(None, root / "locks", host="h00", pid=1)
+        board = Dashboard(schedule, root / "state", coord, "h00")
         now = start + timedelta(minutes=args.runs)
         for _ in range(2):
             t0 = time.perf_counter()
             view = board.overview(now)
             print(f"overview of {len(view.tasks)} tasks: {time.perf_counter() - t0:.3f} s")
+        if args.profile:
+            profiler = cProfile.Profile()
+            profiler.runcall(board.overview, now)
+            pstats.Stats(profiler).sort_stats("cumulative").print_stats(25)
         deep = (start + timedelta(minutes=args.runs // 2), "r")
         for name, query in (
             ("first page, every task", HistoryQuery()),
