@@ -249,8 +249,13 @@ class PgLock:
 
     def _watch(self) -> None:
         """Refresh ``seen`` every HEARTBEAT_S; when the socket turns readable, ask the
-        session (the heartbeat) whether it is gone, and only then take the lock back."""
-        while not self._stop.is_set():
+        session (the heartbeat) whether it is gone, and only then take the lock back.
+
+        A stop is only ever seen through the select (the wake pipe), with the socket looked
+        at in the same call: a stop that lands while the loop pauses after a spurious wake
+        would otherwise end the watcher without noticing a session cut just before it (and
+        a stolen lock would go unreported)."""
+        while True:
             try:
                 readable, _, _ = select.select([self._fd, self._wake_r], [], [], HEARTBEAT_S)
             except (OSError, ValueError):
