@@ -3,8 +3,10 @@
 Same command, environment, working directory, timeout and overlap lock as a scheduled run;
 no claim (nothing was scheduled to claim) and no conditions (the operator asked for it). The
 lock is taken whether or not the task sets `without_overlapping`: two runs at once of a task
-the operator started by hand are never what was meant. The run is recorded with
-`"trigger": "manual"` and leaves the task's schedule window alone.
+the operator started by hand are never what was meant. The lock and the pauses come through
+the run's coordinator (``ctx.coord``), as a scheduled run's do: with a coordination store,
+the fleet-wide advisory lock and its holder row, and the pauses stored there. The run is
+recorded with `"trigger": "manual"` and leaves the task's schedule window alone.
 """
 
 from __future__ import annotations
@@ -15,12 +17,11 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
-from pathlib import Path
 from types import FrameType
 from typing import Any
 
 from cronctl.coord import open_coordinator
-from cronctl.coord.port import Coordinator, HeldLock, HolderInfo, Overlap, PauseInfo
+from cronctl.coord.port import Coordinator, HeldLock, HolderInfo, Overlap
 from cronctl.core.model import Schedule, Task, format_duration
 from cronctl.core.opskeys import runs_on
 from cronctl.core.runs import RunRow
@@ -28,7 +29,7 @@ from cronctl.edge.paths import ensure_private_dir
 from cronctl.edge.process.procs import alive
 from cronctl.edge.state.store import Store
 from cronctl.errors import CronctlError, UsageError
-from cronctl.run import attempts
+from cronctl.run import attempts, guards
 from cronctl.run.context import RESULT_FIELDS, new_run_id
 from cronctl.run.occurrence import execute, task_env
 from cronctl.run.once import RunContext, Tracker
@@ -48,16 +49,21 @@ def exec_task(schedule: Schedule, name: str, ctx: RunContext, wait: bool) -> Exe
     """Run `name` now under its overlap lock; refuse (or wait) while it is running."""
     task = _find(schedule, name, ctx.host)
     ensure_private_dir(ctx.state_dir)
-    if task.paused or task.name in _paused(ctx):
-        ctx.warn(f"cronctl: note: task {task.name} is paused; running it anyway, as asked")
-    lock = _take_lock(task, ctx, wait)
+    ensure_private_dir(ctx.lock_dir)
+    coord = ctx.coord or open_coordinator(None, ctx.lock_dir, host=ctx.host, pid=ctx.pid)
+    try:
+        if task.paused or task.name in coord.paused_tasks():
+            ctx.warn(f"cronctl: note: task {task.name} is paused; running it anyway, as asked")
+        lock = _take_lock(task, coord, ctx, wait)
+    finally:
+        coord.close()  # the run's connection only: a store lock keeps its own session
     tracker = Tracker()
     ctx = replace(ctx, tracker=tracker)
     previous = _forward_signals(tracker)
     try:
         result = _in_worker(lambda: _run_now(task, ctx, lock))
     finally:
-        lock.release()
+        guards.release(task, lock, ctx)  # a store lock lost while the task ran says so
         _restore(previous)
     return ExecResult(result, exit_code_of(result))
 
@@ -143,31 +149,19 @@ def _find(schedule: Schedule, name: str, host: str) -> Task:
     return task
 
 
-def _lock_dir(ctx: RunContext, lock_dir: Path) -> Coordinator:
-    """The files in lock_dir: exec reads its pauses and takes its lock there, also when a
-    coordination store is set."""
-    return open_coordinator(None, lock_dir, host=ctx.host, pid=ctx.pid)
-
-
-def _paused(ctx: RunContext) -> dict[str, PauseInfo]:
-    """The pauses in lock_dir (made first if need be)."""
-    return _lock_dir(ctx, ensure_private_dir(ctx.lock_dir)).paused_tasks()
-
-
-def _try_lock(task: Task, ctx: RunContext, now: datetime) -> Overlap:
-    """One attempt, lock_dir checked afresh (as each attempt of `--wait` always has)."""
-    coord = _lock_dir(ctx, ctx.lock_dir)
+def _try_lock(task: Task, coord: Coordinator, now: datetime) -> Overlap:
+    """One attempt, lock_dir (or the store) asked afresh, as each attempt of `--wait` is."""
     try:
-        return coord.try_overlap(task.name, lease=task.overlap_lease, now=now)
+        return coord.try_overlap(task.name, lease=task.overlap_lease, now=now, timeout=task.timeout)
     finally:
-        coord.close()
+        coord.close()  # files: lock_dir checked again at the next attempt
 
 
-def _take_lock(task: Task, ctx: RunContext, wait: bool) -> HeldLock:
+def _take_lock(task: Task, coord: Coordinator, ctx: RunContext, wait: bool) -> HeldLock:
     said = False
     while True:
         now: datetime = ctx.clock()
-        attempt = _try_lock(task, ctx, now)
+        attempt = _try_lock(task, coord, now)
         busy = _running_here(task, ctx) if attempt.lock is not None else None
         if busy is not None and attempt.lock is not None:
             # An unguarded task's scheduled runs take no lock; history still shows them.

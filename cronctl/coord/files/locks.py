@@ -35,6 +35,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Literal
 
+from cronctl.coord.liveness import command_lives
 from cronctl.coord.port import HolderInfo, PauseInfo
 from cronctl.core.due import CLAIM_SWEEP_AGE
 from cronctl.edge.paths import (
@@ -366,7 +367,7 @@ def _try_overlap_lock(
             old = _pread_all(fd)
             # Without the guard the record may be stale, so it is not evidence either way.
             previous = _holder_from(_parse_record(old)) if guarded and old else None
-            if previous is None or not _command_lives(previous, host):
+            if previous is None or not command_lives(previous, host):
                 return OverlapResult("acquired", _record_holder(lock, fd, me, len(old)), None)
             if not _past_lease(previous, me, lease):
                 os.close(fd)
@@ -403,7 +404,7 @@ def overlap_held(lock_dir: Path, task: str) -> bool:
             finally:
                 os.close(fd)
             holder = _read_holder(_task_path(directory, task, ".holder"))
-            return holder is not None and _command_lives(holder, holder.host)
+            return holder is not None and command_lives(holder, holder.host)
     except FileNotFoundError:
         return False  # never taken on this lock_dir
 
@@ -441,23 +442,6 @@ def _lock_file(path: Path | str, mode: int, dir_fd: int | None = None) -> Overla
 
 def _past_lease(holder: HolderInfo, me: HolderInfo, lease: timedelta | None) -> bool:
     return lease is not None and me.started - holder.started > lease
-
-
-def _command_lives(holder: HolderInfo, host: str) -> bool:
-    """Whether the holder's command (or its process group) still runs on this machine.
-
-    A recorded pid now used by a process with another start time was recycled: the kernel
-    only hands out a number no process group uses, so the old group is gone too. Another
-    host's processes cannot be seen from here; the flock is then the only evidence.
-    """
-    command = holder.command
-    if command is None or holder.host != host or command.boot != procs.boot_id():
-        return False
-    now = procs.identify(command.pid)  # once: each read of /proc is three system calls
-    if now is not None:
-        # The same process (a boot id is needed to say so), or the number was recycled.
-        return bool(command.boot) and now.start_ticks == command.start_ticks
-    return procs.group_alive(command.pid)
 
 
 def _open_holder(lock: OverlapLock, holder_path: str, mode: int, dir_fd: int) -> int:

@@ -32,7 +32,15 @@ from typing import Any, TypeVar
 from cronctl.coord.port import Claim, Overlap, PauseInfo, StoreCheck, StoreUnavailable, redact_url
 from cronctl.coord.postgres import fleet
 from cronctl.coord.postgres import lock as pg_lock
-from cronctl.coord.postgres.conn import connect, driver, unreachable, utc
+from cronctl.coord.postgres.conn import (
+    connect,
+    driver,
+    failure_message,
+    first_line,
+    unreachable,
+    utc,
+)
+from cronctl.coord.postgres.lock import slow_errors
 from cronctl.coord.postgres.schema import SCHEMA_VERSION, ensure_schema
 from cronctl.core.runs import RunRow
 
@@ -88,6 +96,11 @@ class PostgresCoordinator:
                     self._failure = str(exc)
                     raise
                 except psycopg2.Error as exc:
+                    if isinstance(exc, slow_errors()):
+                        # Answering but blocked past the lock or statement timeout: another
+                        # try would wait as long again. Unreachable for this run.
+                        self._failure = failure_message(self.url, exc)
+                        raise StoreUnavailable(self._failure) from None
                     # A lost server shows as OperationalError, or as a bare DatabaseError
                     # ("server closed the connection unexpectedly") with the connection closed.
                     lost = isinstance(exc, psycopg2.OperationalError | psycopg2.InterfaceError)
@@ -95,7 +108,7 @@ class PostgresCoordinator:
                     if not lost and not (self._conn is None or self._conn.closed):
                         # Reachable but refusing (permissions, a damaged schema): the same
                         # handling as unreachable, with what the server said.
-                        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                        first = first_line(self.url, exc)
                         self._failure = f"coordination store error ({self.describe()}): {first}"
                         raise StoreUnavailable(self._failure) from None
                     self._drop()

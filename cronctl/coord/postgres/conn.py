@@ -6,15 +6,24 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from cronctl.coord.port import UNREACHABLE, HolderInfo, StoreUnavailable, redact_url
+from cronctl.coord.port import UNREACHABLE, HolderInfo, StoreUnavailable, redact_text, redact_url
+from cronctl.edge.process.procs import ProcessId
 from cronctl.errors import CronctlError
 
 CONNECT_TIMEOUT_S = 5
+#: No statement of cronctl's waits longer for a lock than this, nor runs longer than
+#: STATEMENT_TIMEOUT_S: a store that answers but blocks (a migration's LOCK TABLE, a stuck
+#: transaction) is a store that did not answer, handled as unreachable for this run.
+LOCK_TIMEOUT_S = 5
+STATEMENT_TIMEOUT_S = 10
 # Server side: a dead client's session (and its advisory lock) ends after
 # idle + interval * count = 30 + 10 * 6 = 90 s, inside the two minutes that
-# docs/fleets-postgresql.md promises.
-_SERVER_KEEPALIVES = (
-    "-c tcp_keepalives_idle=30 -c tcp_keepalives_interval=10 -c tcp_keepalives_count=6"
+# docs/fleets-postgresql.md promises. The timeouts are set per session too, so no role or
+# database setting is needed.
+_SESSION_OPTIONS = (
+    "-c tcp_keepalives_idle=30 -c tcp_keepalives_interval=10 -c tcp_keepalives_count=6 "
+    f"-c lock_timeout={LOCK_TIMEOUT_S * 1000} -c statement_timeout={STATEMENT_TIMEOUT_S * 1000} "
+    f"-c idle_in_transaction_session_timeout={STATEMENT_TIMEOUT_S * 3 * 1000}"
 )
 
 
@@ -34,7 +43,7 @@ def connect(url: str, *, timeout: int = CONNECT_TIMEOUT_S) -> Any:
             keepalives_idle=30,
             keepalives_interval=10,
             keepalives_count=6,
-            options=_SERVER_KEEPALIVES,
+            options=_SESSION_OPTIONS,
         )
     except psycopg2.Error as exc:
         raise StoreUnavailable(unreachable(url, exc)) from None
@@ -54,10 +63,30 @@ def driver(url: str) -> Any:
     return psycopg2
 
 
+def first_line(url: str, exc: BaseException) -> str:
+    """The first line of a driver's error, without the URL's password (libpq echoes a URL
+    it cannot parse, or the pieces it misread)."""
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    return redact_text(first, url)
+
+
 def unreachable(url: str, exc: BaseException) -> str:
     """The message for a store that could not be reached: the URL without its password."""
-    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-    return f"{UNREACHABLE} ({redact_url(url)}): {first}"
+    return f"{UNREACHABLE} ({redact_url(url)}): {first_line(url, exc)}"
+
+
+def failure_message(url: str, exc: BaseException) -> str:
+    """The message for a store that could not be reached, or answered too late, or with an
+    error; never with the URL's password."""
+    import psycopg2.errors
+
+    if isinstance(exc, psycopg2.errors.LockNotAvailable | psycopg2.errors.QueryCanceled):
+        return (
+            f"{UNREACHABLE} ({redact_url(url)}): it did not answer in time "
+            f"({first_line(url, exc)}); a lock on cronctl's tables held by another session "
+            "(a migration, a stuck transaction) makes it wait"
+        )
+    return unreachable(url, exc)
 
 
 def utc(value: datetime | None) -> datetime | None:
@@ -66,11 +95,17 @@ def utc(value: datetime | None) -> datetime | None:
 
 
 def holder_from_row(
-    host: str | None, pid: int | None, started: datetime | None, timeout_s: float | None = None
+    host: str | None,
+    pid: int | None,
+    started: datetime | None,
+    timeout_s: float | None = None,
+    command: ProcessId | None = None,
 ) -> HolderInfo:
     """A HolderInfo from a ``holders`` row (fields may be missing in a damaged row).
 
-    The command's pid is not checked across machines, so ``command`` stays unset; ``timeout``
-    lets a contender see a holder long past its own timeout (outcomes.still_running)."""
+    ``command``: the command's identity, once named (checked only on the holder's own
+    machine); ``timeout`` lets a contender see a holder long past its own timeout
+    (outcomes.still_running)."""
     timeout = timedelta(seconds=timeout_s) if timeout_s is not None else None
-    return HolderInfo(host or "?", pid or 0, utc(started) or datetime.now(UTC), timeout=timeout)
+    moment = utc(started) or datetime.now(UTC)
+    return HolderInfo(host or "?", pid or 0, moment, command, timeout)

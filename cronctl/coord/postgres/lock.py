@@ -16,6 +16,15 @@ Two things keep a contender out meanwhile:
 - a contender that gets the advisory lock but finds a holder row seen within FRESH_S, or seen
   before a server restart that happened less than RESTART_GRACE_S ago (however long the server
   was down), treats the lock as held: the holder is given that long to take its lock back.
+  On the holder's own machine the row's process identities decide instead (coord/liveness.py):
+  held while the command lives (also when it closed its descriptors and its cronctl died),
+  or, before the command is named, while the holder's cronctl lives and the row is fresh; a
+  row whose processes are gone holds nothing, however fresh.
+
+The watcher is the only reader of the socket between queries, and every query on the lock's
+connection goes through one mutex: a reply to a query of the run's own thread (naming the
+command) is never taken for the session's end. A readable socket is checked with the
+heartbeat itself; only a connection that is really gone is taken back.
 
 What remains: a lost session while cronctl itself is dead (two faults at once) leaves the task
 unguarded; see README "Fleets without a shared file system".
@@ -27,31 +36,46 @@ import hashlib
 import os
 import select
 import threading
+import time
 from contextlib import suppress
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from cronctl.coord.liveness import command_lives
 from cronctl.coord.port import HolderInfo, Overlap, StoreUnavailable
-from cronctl.coord.postgres.conn import connect, holder_from_row
+from cronctl.coord.postgres.conn import connect, failure_message, holder_from_row
+from cronctl.edge.process import procs
 
 HEARTBEAT_S = 5.0
 FRESH_S = 15
 RESTART_GRACE_S = 30
 RETRY_S = 1.0
+#: While our own cut session is still letting go of the lock, look again this often, on one
+#: connection, for at most DYING_S; then every RETRY_S.
+DYING_POLL_S = 0.1
+DYING_S = 2.0
 
 _TRY = """
 WITH got AS (SELECT pg_try_advisory_lock(%(key)s) AS ok)
-SELECT got.ok, h.host, h.pid, h.started, h.timeout_s,
+SELECT got.ok, h.host, h.pid, h.started, h.timeout_s, h.boot, h.pid_start, h.command_pid,
+       h.command_start,
        h.backend <> pg_backend_pid() AND (h.seen > now() - make_interval(secs => %(fresh)s)
         OR (h.seen < pg_postmaster_start_time()
-            AND now() < pg_postmaster_start_time() + make_interval(secs => %(grace)s)))
+            AND now() < pg_postmaster_start_time() + make_interval(secs => %(grace)s))),
+       h.backend <> pg_backend_pid()
 FROM got LEFT JOIN cronctl.holders h ON h.task = %(task)s"""
 _RECORD = """
-INSERT INTO cronctl.holders (task, host, pid, started, backend, seen, timeout_s)
-VALUES (%(task)s, %(host)s, %(pid)s, %(started)s, pg_backend_pid(), now(), %(timeout_s)s)
+INSERT INTO cronctl.holders (task, host, pid, started, backend, seen, timeout_s, boot,
+                             pid_start)
+VALUES (%(task)s, %(host)s, %(pid)s, %(started)s, pg_backend_pid(), now(), %(timeout_s)s,
+        %(boot)s, %(pid_start)s)
 ON CONFLICT (task) DO UPDATE SET host = EXCLUDED.host, pid = EXCLUDED.pid,
     started = EXCLUDED.started, backend = EXCLUDED.backend, seen = EXCLUDED.seen,
-    timeout_s = EXCLUDED.timeout_s, command_pid = NULL"""
+    timeout_s = EXCLUDED.timeout_s, boot = EXCLUDED.boot, pid_start = EXCLUDED.pid_start,
+    command_pid = NULL, command_start = NULL"""
+_BEAT = """
+UPDATE cronctl.holders SET seen = now()
+WHERE task = %(task)s AND backend = pg_backend_pid()"""
 _RETAKE = """
 SELECT pg_try_advisory_lock(%(key)s) FROM cronctl.holders
 WHERE task = %(task)s AND host = %(host)s AND pid = %(pid)s AND started = %(started)s"""
@@ -90,10 +114,13 @@ def try_lock(
     """Take the task's lock on a new connection, without waiting."""
     import psycopg2
 
+    me = procs.identify(pid)
     params = {"key": lock_key(task), "task": task, "host": host, "pid": pid,
               "started": now.astimezone(UTC), "fresh": FRESH_S,
               "grace": RESTART_GRACE_S,
-              "timeout_s": timeout.total_seconds() if timeout else None}  # fmt: skip
+              "timeout_s": timeout.total_seconds() if timeout else None,
+              "boot": procs.boot_id() or None,
+              "pid_start": me.start_ticks if me is not None else None}  # fmt: skip
     conn = connect(url)
     try:
         with conn.cursor() as cur:
@@ -109,17 +136,41 @@ def try_lock(
         return Overlap("held", None, holder)
     except psycopg2.Error as exc:
         conn.close()
-        raise StoreUnavailable(f"coordination store unreachable: {exc}".strip()) from None
+        raise StoreUnavailable(failure_message(url, exc)) from None
     except BaseException:
         conn.close()
         raise
 
 
 def _attempt(cur: Any, params: dict[str, Any]) -> tuple[bool, HolderInfo | None, bool]:
+    """(whether this session got the advisory lock, the holder row's holder, whether that
+    holder still counts as holding although the advisory lock may be free)."""
     cur.execute(_TRY, params)
-    ok, host, pid, started, timeout_s, fresh = cur.fetchone()
-    holder = holder_from_row(host, pid, started, timeout_s) if host is not None else None
+    ok, host, pid, started, timeout_s, boot, pid_start, command_pid, command_start, fresh, other = (
+        cur.fetchone()
+    )
+    if host is None:
+        return bool(ok), None, False
+    command = None
+    if command_pid and command_start is not None and boot:
+        command = procs.ProcessId(int(command_pid), int(command_start), str(boot))
+    holder = holder_from_row(host, pid, started, timeout_s, command)
+    if other and host == params["host"] and boot and boot == procs.boot_id():
+        fresh = _lives_here(holder, pid_start, bool(fresh), params["host"])
     return bool(ok), holder, bool(fresh)
+
+
+def _lives_here(holder: HolderInfo, pid_start: int | None, fresh: bool, host: str) -> bool:
+    """A holder of this machine counts as holding while its command lives (whatever the
+    row's age: the task may have closed the lock's socket and its cronctl died), or, before
+    the command is named, while its cronctl lives and the row is fresh. Processes that are
+    gone hold nothing (a row a store restart left behind: issue 25)."""
+    if holder.command is not None:
+        return command_lives(holder, host)
+    boot = procs.boot_id()
+    if pid_start is None or not holder.pid:
+        return fresh
+    return fresh and procs.same_process_alive(procs.ProcessId(holder.pid, int(pid_start), boot))
 
 
 def _overtake(conn: Any, cur: Any, url: str, params: dict[str, Any], holder: HolderInfo) -> Overlap:
@@ -150,6 +201,7 @@ class PgLock:
         self._url = url
         self._params = params
         self._stop = threading.Event()
+        self._io = threading.Lock()  # one query at a time on the lock's connection
         self._wake_r, self._wake_w = os.pipe2(os.O_CLOEXEC)  # release() wakes the watcher
         self._released = False
         self.lost: str | None = None
@@ -162,13 +214,16 @@ class PgLock:
         return self._fd
 
     def record_command(self, pid: int) -> None:
-        """Note the command's pid in the holder row (for operators; best effort: the row is a
-        second line of defence, never a reason to stop the run)."""
-        with suppress(Exception), self._conn.cursor() as cur:
+        """Note the command's identity in the holder row (pid, start time; the row has the
+        boot), so that a contender on this machine sees it alive even when the task closed
+        the lock's socket and cronctl died. Best effort: the row is a second line of
+        defence, never a reason to stop the run."""
+        who = procs.identify(pid)
+        with suppress(Exception), self._io, self._conn.cursor() as cur:
             cur.execute(
-                "UPDATE cronctl.holders SET command_pid = %s "
+                "UPDATE cronctl.holders SET command_pid = %s, command_start = %s "
                 "WHERE task = %s AND backend = pg_backend_pid()",
-                (pid, self._params["task"]),
+                (pid, who.start_ticks if who else None, self._params["task"]),
             )
 
     def release(self) -> None:
@@ -185,7 +240,7 @@ class PgLock:
         self._watcher.join()
         os.close(self._wake_r)
         os.close(self._wake_w)
-        with suppress(Exception), self._conn.cursor() as cur:
+        with suppress(Exception), self._io, self._conn.cursor() as cur:
             cur.execute(
                 "DELETE FROM cronctl.holders WHERE task = %(task)s AND backend = pg_backend_pid()",
                 self._params,
@@ -193,47 +248,67 @@ class PgLock:
         _close_quietly(self._conn)
 
     def _watch(self) -> None:
-        """Refresh ``seen``; take the lock back on a new connection if the session is lost."""
-        while not self._stop.is_set():
+        """Refresh ``seen`` every HEARTBEAT_S; when the socket turns readable, ask the
+        session (the heartbeat) whether it is gone, and only then take the lock back.
+
+        A stop is only ever seen through the select (the wake pipe), with the socket looked
+        at in the same call: a stop that lands while the loop pauses after a spurious wake
+        would otherwise end the watcher without noticing a session cut just before it (and
+        a stolen lock would go unreported)."""
+        while True:
             try:
                 readable, _, _ = select.select([self._fd, self._wake_r], [], [], HEARTBEAT_S)
             except (OSError, ValueError):
                 readable = [self._fd]
-            if self._stop.is_set():
-                if self._fd in readable:  # the session ended as the task did: what of the lock?
-                    self._retake()
+            stopping = self._stop.is_set()
+            if stopping and self._fd not in readable:
                 return
-            if not readable and self._beat():
-                continue
-            self._retake()
+            state = self._beat()
+            if state == "gone":
+                self._retake()  # tried once also when stopping: what became of the lock?
+            if stopping:
+                return
+            if state != "gone" and self._fd in readable:
+                # Something else woke us (a notice, a reply read meanwhile): never spin.
+                self._stop.wait(RETRY_S / 5)
 
-    def _beat(self) -> bool:
-        try:
-            with self._conn.cursor() as cur:
-                cur.execute(
-                    "UPDATE cronctl.holders SET seen = now() "
-                    "WHERE task = %(task)s AND backend = pg_backend_pid()",
-                    self._params,
-                )
-                return bool(cur.rowcount)
-        except Exception:
-            return False
+    def _beat(self) -> str:
+        """ "ok": the session lives and the row names it; "busy": the session lives but the
+        store did not answer in time (a lock on ``holders``: the advisory lock is still
+        ours); "gone": the connection is lost, or the row names another run (an overtaker,
+        which ends this session next)."""
+        import psycopg2
+
+        with self._io:
+            try:
+                with self._conn.cursor() as cur:
+                    cur.execute(_BEAT, self._params)
+                    return "ok" if cur.rowcount else "gone"
+            except psycopg2.Error as exc:
+                if self._conn.closed or not isinstance(exc, slow_errors()):
+                    return "gone"
+                return "busy"
+            except Exception:
+                return "gone"
 
     def _retake(self) -> None:
-        """The session is gone (or answers no more): keep trying until it is ours again.
+        """The session is gone: take the lock back on a new connection, trying again until
+        it is ours, another run has it, or (released meanwhile) once.
 
-        Tried once even when the task has just ended (release() stopped the watcher as the
-        session went): whether another run took the lock meanwhile is then still reported.
+        One connection is kept while the old session is still letting go of the lock
+        (pg_terminate_backend returns before the backend has): looked at every DYING_POLL_S
+        for DYING_S, then every RETRY_S, never a connection a try.
         """
         old = self._conn
         old_backend = _backend_pid(old)
+        conn: Any = None
         tried = False
-        # At once, then every RETRY_S: every moment without the lock lets a contender in.
+        dying_until: float | None = None
         while not (tried and self._stop.is_set()):
             tried = True
-            conn = None
             try:
-                conn = connect(self._url)
+                if conn is None:
+                    conn = connect(self._url)
                 with conn.cursor() as cur:
                     # Only while the holder row still names this run: a lease overtaker
                     # rewrites it before ending this session.
@@ -241,26 +316,36 @@ class PgLock:
                     row = cur.fetchone()
                     dying = row is not None and not row[0]
                     if dying and _held_only_by(cur, self._params["key"], old_backend):
-                        # Our own session is still dying (pg_terminate_backend returns before
-                        # the backend has let go): its lock is ours to take back in a moment.
-                        _close_quietly(conn)
-                        self._stop.wait(RETRY_S / 10)
+                        now = time.monotonic()
+                        dying_until = dying_until or now + DYING_S
+                        self._stop.wait(DYING_POLL_S if now < dying_until else RETRY_S)
                         continue
                     if not (row or [False])[0]:
-                        conn.close()
+                        _close_quietly(conn)
                         self.lost = "another run took the overlap lock after this one lost it"
                         break
                     cur.execute(_RECORD, self._params)
             except Exception:  # still unreachable: try again in a second
                 if conn is not None:
                     _close_quietly(conn)
+                conn = None
                 self._stop.wait(RETRY_S)
                 continue
-            self._conn, self._fd = conn, conn.fileno()
+            with self._io:
+                self._conn, self._fd = conn, conn.fileno()
             _close_quietly(old)
             return
+        if conn is not None and self.lost is None:
+            _close_quietly(conn)
         self._stop.set()
         self.lost = self.lost or "the overlap lock's session was lost"
+
+
+def slow_errors() -> tuple[type[BaseException], ...]:
+    """The errors of a session that lives but waited too long (statement or lock timeout)."""
+    import psycopg2.errors
+
+    return (psycopg2.errors.QueryCanceled, psycopg2.errors.LockNotAvailable)
 
 
 def _backend_pid(conn: Any) -> int | None:

@@ -32,6 +32,13 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX runs_by_task_host ON cronctl.runs (task, host, occurrence DESC)",
         "CREATE INDEX runs_by_occurrence ON cronctl.runs (occurrence DESC)",
     ),
+    # Who holds a lock, for good: the holder's cronctl and its command as (pid, start time
+    # in ticks since boot, boot id), so that a contender on the holder's own machine can
+    # tell a live holder from a gone one (coord/liveness.py).
+    (
+        "ALTER TABLE cronctl.holders ADD COLUMN boot text, ADD COLUMN pid_start bigint, "
+        "ADD COLUMN command_start bigint",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 # An arbitrary constant: "cronctl migrate" as one bigint advisory lock key.

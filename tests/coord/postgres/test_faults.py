@@ -5,81 +5,15 @@ a without_overlapping task never runs twice at once, the history stays complete.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from cronctl.coord.postgres.adapter import PostgresCoordinator
 from tests.coord.conftest import PgServer
+from tests.coord.postgres.kit import T1, T2, T, alive, outcomes, wait_for
 from tests.helpers import Cli, write_schedule
-
-T = "2026-08-03T09:00:00Z"
-T1 = "2026-08-03T09:01:00Z"
-T2 = "2026-08-03T09:02:00Z"
-# The task says it started (its pid), then waits for the test to let it finish.
-LONG = "echo $$ > started; while [ ! -e release ]; do sleep 0.05; done; echo done >> finished"
-
-
-def _wait_for(predicate: Callable[[], bool], what: str, limit: float = 30.0) -> None:
-    """Poll until true (a bound against hanging, not a timing assertion)."""
-    deadline = time.monotonic() + limit
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what}")
-        time.sleep(0.05)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
-@pytest.fixture
-def fleet(cli: Cli, pg_url: str, tmp_path: Path) -> Iterator[Callable[..., object]]:
-    """Run cronctl as machine NAME (its own state dir and host) against the test's store."""
-    write_schedule(
-        tmp_path / "schedules.toml",
-        [
-            f'name = "long"\ncron = "* * * * *"\ncommand = "{LONG}"\n'
-            "on_one_server = true\nwithout_overlapping = true",
-            'name = "free"\ncron = "* * * * *"\ncommand = "echo $CRONCTL_OCCURRENCE >> free.log"',
-        ],
-    )
-
-    def env(host: str) -> dict[str, str]:
-        return {"CRONCTL_HOST": host, "CRONCTL_COORDINATION": pg_url,
-                "CRONCTL_STATE_DIR": str(tmp_path / host)}  # fmt: skip
-
-    started: list[subprocess.Popen[str]] = []
-
-    def run(host: str, *args: str, background: bool = False) -> object:
-        if background:
-            started.append(cli.popen(*args, env=env(host)))
-            return started[-1]
-        return cli(*args, env=env(host))
-
-    yield run
-    (tmp_path / "release").touch()
-    # A test that failed half-way leaves its background run: end it here, not in a later
-    # test's garbage collection (an unraisable ResourceWarning there fails that test).
-    for process in started:
-        try:
-            process.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.communicate()
-
-
-def _outcomes(result: object) -> dict[str, str]:
-    runs = json.loads(result.stdout)["runs"]  # type: ignore[attr-defined]
-    return {r["task"]: r["outcome"] for r in runs}
 
 
 def _coord(pg_url: str, host: str = "tester", pid: int = 1) -> PostgresCoordinator:
@@ -90,20 +24,20 @@ def test_kill_9_of_cronctl_leaves_the_lock_with_the_running_task(
     fleet: Callable[..., object], pg_url: str, tmp_path: Path
 ) -> None:
     a = fleet("a", "run", "--now", T, background=True)
-    _wait_for(lambda: (tmp_path / "started").exists(), "the task to start")
+    wait_for(lambda: (tmp_path / "started").exists(), "the task to start")
     task_pid = int((tmp_path / "started").read_text())
     a.kill()  # type: ignore[attr-defined]  (SIGKILL)
     a.communicate(timeout=30)  # type: ignore[attr-defined]
-    assert _alive(task_pid)
+    assert alive(task_pid)
     store = _coord(pg_url)
     try:
         assert store.overlap_held("long")
         assert (
-            _outcomes(fleet("b", "run", "--json", "--now", T1))["long"] == "skipped: still running"
+            outcomes(fleet("b", "run", "--json", "--now", T1))["long"] == "skipped: still running"
         )
         (tmp_path / "release").touch()
-        _wait_for(lambda: not _alive(task_pid), "the task to end")
-        _wait_for(lambda: not store.overlap_held("long"), "the server to free the lock")
+        wait_for(lambda: not alive(task_pid), "the task to end")
+        wait_for(lambda: not store.overlap_held("long"), "the server to free the lock")
     finally:
         store.close()
     # a's next run closes the interrupted row and publishes it: the fleet history is complete.
@@ -118,17 +52,17 @@ def test_server_crash_mid_run_keeps_claims_and_the_lock(
     fleet: Callable[..., object], pg_url: str, pg_server: PgServer, tmp_path: Path
 ) -> None:
     a = fleet("a", "run", "--json", "--now", T, background=True)
-    _wait_for(lambda: (tmp_path / "started").exists(), "the task to start")
+    wait_for(lambda: (tmp_path / "started").exists(), "the task to start")
     pg_server.restart_immediate()
     store = _coord(pg_url)
     try:
         # The holder's cronctl takes its lock back on a new session.
-        _wait_for(lambda: store.overlap_held("long"), "the holder to retake its lock")
+        wait_for(lambda: store.overlap_held("long"), "the holder to retake its lock")
         assert (
-            _outcomes(fleet("b", "run", "--json", "--now", T))["long"] == "skipped: another server"
+            outcomes(fleet("b", "run", "--json", "--now", T))["long"] == "skipped: another server"
         )
         assert (
-            _outcomes(fleet("c", "run", "--json", "--now", T1))["long"] == "skipped: still running"
+            outcomes(fleet("c", "run", "--json", "--now", T1))["long"] == "skipped: still running"
         )
     finally:
         store.close()
@@ -152,15 +86,15 @@ def test_store_stopped_guarded_tasks_fail_others_run_nothing_twice_after(
     finally:
         pg_server.start()
     assert down.returncode == 1  # type: ignore[attr-defined]
-    assert _outcomes(down) == {"long": "error", "free": "ok"}
+    assert outcomes(down) == {"long": "error", "free": "ok"}
     stderr = down.stderr  # type: ignore[attr-defined]
     assert "coordination store unreachable" in stderr
     assert stderr.count("cronctl: error: coordination store unreachable") == 1
     assert (tmp_path / "finished").read_text().count("done") == 1  # only 08:59's run
     # Back: the same minute again runs nothing; the next minute runs and publishes the backlog.
     again = fleet("a", "run", "--json", "--now", T)
-    assert _outcomes(again) == {}
-    assert _outcomes(fleet("a", "run", "--json", "--now", T1)) == {"long": "ok", "free": "ok"}
+    assert outcomes(again) == {}
+    assert outcomes(fleet("a", "run", "--json", "--now", T1)) == {"long": "ok", "free": "ok"}
     runs = json.loads(fleet("a", "history", "--fleet", "--json").stdout)["runs"]
     at_t = {r["task"]: r["outcome"] for r in runs if r["occurrence"] == T}
     assert at_t == {"long": "error", "free": "ok"}
@@ -171,7 +105,7 @@ def test_a_cut_lock_session_is_taken_back_and_no_one_overlaps(
     fleet: Callable[..., object], pg_url: str, pg_server: PgServer, tmp_path: Path
 ) -> None:
     a = fleet("a", "run", "--json", "--now", T, background=True)
-    _wait_for(lambda: (tmp_path / "started").exists(), "the task to start")
+    wait_for(lambda: (tmp_path / "started").exists(), "the task to start")
     database = pg_url.split("@/", 1)[1].split("?")[0]
     (backend,) = pg_server.sql("SELECT backend FROM cronctl.holders", database)[0]
     pg_server.sql(f"SELECT pg_terminate_backend({int(backend)})", database)  # type: ignore[arg-type]
@@ -180,8 +114,8 @@ def test_a_cut_lock_session_is_taken_back_and_no_one_overlaps(
         rows = pg_server.sql("SELECT backend FROM cronctl.holders", database)
         return bool(rows) and rows[0][0] != backend
 
-    _wait_for(retaken, "the holder to retake its lock")
-    assert _outcomes(fleet("b", "run", "--json", "--now", T1))["long"] == "skipped: still running"
+    wait_for(retaken, "the holder to retake its lock")
+    assert outcomes(fleet("b", "run", "--json", "--now", T1))["long"] == "skipped: still running"
     (tmp_path / "release").touch()
     _, err = a.communicate(timeout=60)  # type: ignore[attr-defined]
     assert a.returncode == 0, err  # type: ignore[attr-defined]
@@ -211,9 +145,9 @@ def test_pause_on_one_machine_holds_on_another_and_fleet_views_show_hosts(
 ) -> None:
     (tmp_path / "release").touch()
     assert fleet("a", "pause", "free", "--reason", "db move").returncode == 0  # type: ignore[attr-defined]
-    assert _outcomes(fleet("b", "run", "--json", "--now", T))["free"] == "skipped: paused"
+    assert outcomes(fleet("b", "run", "--json", "--now", T))["free"] == "skipped: paused"
     fleet("a", "resume", "free")
-    assert _outcomes(fleet("a", "run", "--json", "--now", T1))["free"] == "ok"
+    assert outcomes(fleet("a", "run", "--json", "--now", T1))["free"] == "ok"
     status = fleet("a", "status", "--fleet")
     assert "HOST" in status.stdout  # type: ignore[attr-defined]
     rows = json.loads(fleet("a", "status", "--fleet", "--json").stdout)["tasks"]  # type: ignore[attr-defined]
@@ -227,18 +161,18 @@ def test_a_pause_still_holds_while_the_store_is_unreachable(
 ) -> None:
     (tmp_path / "release").touch()
     assert fleet("a", "pause", "free").returncode == 0  # type: ignore[attr-defined]
-    assert _outcomes(fleet("a", "run", "--json", "--now", T))["free"] == "skipped: paused"
+    assert outcomes(fleet("a", "run", "--json", "--now", T))["free"] == "skipped: paused"
     pg_server.stop()
     try:
         down = fleet("a", "run", "--json", "--now", T1)
     finally:
         pg_server.start()
-    assert _outcomes(down) == {"long": "error", "free": "skipped: paused"}
+    assert outcomes(down) == {"long": "error", "free": "skipped: paused"}
     assert "pauses last read from it still hold (free)" in down.stderr  # type: ignore[attr-defined]
     assert not (tmp_path / "free.log").exists()
     # Resumed in the store: the next run that reaches it forgets the pause.
     fleet("a", "resume", "free")
-    assert _outcomes(fleet("a", "run", "--json", "--now", T2))["free"] == "ok"
+    assert outcomes(fleet("a", "run", "--json", "--now", T2))["free"] == "ok"
     assert not (tmp_path / "a" / "coord-pauses").exists()
 
 
@@ -273,7 +207,7 @@ def test_a_role_with_rights_on_one_schema_is_enough(
     env = {"CRONCTL_COORDINATION": pg_server.url(database, role), "CRONCTL_HOST": "a"}
     result = cli("run", "--json", "--now", T, env=env)
     assert result.returncode == 0, result.stderr
-    assert _outcomes(result) == {"t": "ok"}
+    assert outcomes(result) == {"t": "ok"}
     assert cli("doctor", env=env).returncode in (0, 1)  # reachable; dirs may be judged
     assert "reachable" in cli("doctor", env=env).stdout
 
@@ -325,9 +259,9 @@ def test_doctor_finds_a_healthy_set_up_and_dry_run_reads_the_store(
     doctor = fleet("a", "doctor")
     out = doctor.stdout  # type: ignore[attr-defined]
     assert doctor.returncode == 0, out  # type: ignore[attr-defined]
-    assert "schema version 1 of 1" in out and "clock:" in out and "PROBLEM" not in out
+    assert "schema version 2 of 2" in out and "clock:" in out and "PROBLEM" not in out
     dry = fleet("b", "run", "--dry-run", "--json", "--now", T)
-    assert _outcomes(dry) == {"long": "skipped: another server", "free": "would run"}
+    assert outcomes(dry) == {"long": "skipped: another server", "free": "would run"}
 
 
 def test_a_lock_taken_by_another_after_a_cut_is_reported(
@@ -338,7 +272,7 @@ def test_a_lock_taken_by_another_after_a_cut_is_reported(
     from cronctl.coord.postgres.lock import lock_key
 
     a = fleet("a", "run", "--now", T, background=True)
-    _wait_for(lambda: (tmp_path / "started").exists(), "the task to start")
+    wait_for(lambda: (tmp_path / "started").exists(), "the task to start")
     thief = psycopg2.connect(pg_url)
     thief.autocommit = True
     try:

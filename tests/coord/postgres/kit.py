@@ -1,0 +1,43 @@
+"""What the PostgreSQL fault tests share: times, the long task, polling, outcomes."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+
+T = "2026-08-03T09:00:00Z"
+T1 = "2026-08-03T09:01:00Z"
+T2 = "2026-08-03T09:02:00Z"
+# The task says it started (its pid), then waits for the test to let it finish.
+LONG = "echo $$ > started; while [ ! -e release ]; do sleep 0.05; done; echo done >> finished"
+
+
+def wait_for(predicate: Callable[[], bool], what: str, limit: float = 30.0) -> None:
+    """Poll until true (a bound against hanging, not a timing assertion)."""
+    deadline = time.monotonic() + limit
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up waiting for {what}")
+        time.sleep(0.05)
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` exists."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def outcomes(result: object) -> dict[str, str]:
+    """Task -> outcome of a `run --json`."""
+    runs = json.loads(result.stdout)["runs"]  # type: ignore[attr-defined]
+    return {r["task"]: r["outcome"] for r in runs}
+
+
+def database_of(url: str) -> str:
+    """The database name in a test URL (``postgresql://postgres@/NAME?host=...``)."""
+    return url.split("@/", 1)[1].split("?")[0]
