@@ -96,7 +96,18 @@ def check(
         check_with_diff(result, schedule, file, diff, parse_instant(now), fmt)
     else:
         render_check(result, fmt, len(schedule.tasks), len(schedule.files))
+    named = any(p.message.startswith("'project'") for p in result.problems)
+    if fmt == "text" and schedule.settings.project is None and schedule.tasks and not named:
+        # A hint, not a warning: --strict must not fail every schedule written before projects.
+        print(PROJECT_HINT)
     raise typer.Exit(0 if result.ok else 1)
+
+
+PROJECT_HINT = (
+    'hint: no project name; add project = "NAME" to [cronctl] so this schedule\'s state, '
+    "history, locks and claims are its own on a machine or fleet shared with other "
+    "schedules (docs/schedule-file.md#projects)"
+)
 
 
 def list_(

@@ -28,6 +28,7 @@ def data_dirs(
         file_state=schedule.settings.state_dir,
         file_lock=schedule.settings.lock_dir,
         is_root=os.geteuid() == 0,
+        project=schedule.settings.project,
     )
 
 
