@@ -99,7 +99,7 @@ def check(
     named = any(p.message.startswith("'project'") for p in result.problems)
     if fmt == "text" and schedule.settings.project is None and schedule.tasks and not named:
         # A hint, not a warning: --strict must not fail every schedule written before projects.
-        print(PROJECT_HINT)
+        print(PROJECT_HINT, file=sys.stderr)
     raise typer.Exit(0 if result.ok else 1)
 
 

@@ -143,9 +143,9 @@ def test_a_bad_project_name_is_an_error_with_file_and_line(cli: Cli, tmp_path: P
 def test_check_hints_at_the_project_name(cli: Cli, tmp_path: Path) -> None:
     a = _project(tmp_path, cli, "a", None, CLAIMED)
     check = a("check")
-    assert check.returncode == 0 and 'hint: no project name; add project = "NAME"' in check.stdout
+    assert check.returncode == 0 and 'hint: no project name; add project = "NAME"' in check.stderr
     named = _project(tmp_path, cli, "b", "billing", CLAIMED)
-    assert "hint:" not in named("check").stdout
+    assert "hint:" not in named("check").stderr
 
 
 def test_a_quiet_minute_moves_the_projects_own_windows(cli: Cli, tmp_path: Path) -> None:
