@@ -7,12 +7,12 @@ from pathlib import Path
 
 import typer
 
-from cronctl.cli.options import CoordOpt, FileOpt, HostOpt, LockOpt, StateOpt
-from cronctl.cli.wiring import host_name, load_schedule
+from cronctl.cli.options import CoordOpt, FileOpt, HostOpt, LockOpt, NowOpt, StateOpt
+from cronctl.cli.wiring import host_name, load_schedule, parse_instant
 from cronctl.commands.doctor import doctor as run_doctor
 from cronctl.edge import dirs
 
-_MARK = {"ok": "ok     ", "warning": "WARN   ", "problem": "PROBLEM"}
+_MARK = {"ok": "ok     ", "note": "note   ", "warning": "WARN   ", "problem": "PROBLEM"}
 
 
 def register(app: typer.Typer) -> None:
@@ -26,12 +26,21 @@ def doctor(
     lock_dir: LockOpt = None,
     host: HostOpt = None,
     coordination: CoordOpt = None,
+    now: NowOpt = None,
 ) -> None:
-    """Check directories, lock sharing, the coordination store and the clock (exit 1: fix)."""
+    """Check the schedule (as `check` does), directories, lock sharing, the schedule cache,
+    the coordination store, the clock, and what runs cronctl here (crontabs, systemd units).
+    Exit 1 when anything needs attention.
+
+    Example: `cronctl doctor -f schedules.toml`
+    """
     schedule = load_schedule(file)
     states, locks = dirs.data_dirs(schedule, state_dir, lock_dir, os.environ)
     url = dirs.coordination_url(schedule, coordination, os.environ)
-    result = run_doctor(schedule, Path(states), Path(locks), url)
+    lock_problems = dirs.lock_dir_problems(schedule, state_dir, lock_dir, os.environ)
+    result = run_doctor(
+        schedule, (Path(states), Path(locks)), lock_problems, url, parse_instant(now)
+    )
     print(f"ok      this machine is {host_name(host)!r} in claims, locks and history")
     for finding in result.findings:
         print(f"{_MARK[finding.level]} {finding.subject}: {finding.message}")

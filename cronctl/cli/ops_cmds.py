@@ -120,8 +120,20 @@ def history(
         typer.Option("--host", metavar="NAME", help="With --fleet: only this machine's runs."),
     ] = None,
     coordination: CoordOpt = None,
+    everything: Annotated[
+        bool,
+        typer.Option(
+            "--all",
+            help="Also the runs of tasks the loaded schedule does not have (removed tasks, "
+            "another schedule sharing the state directory).",
+        ),
+    ] = False,
 ) -> None:
-    """Past runs on this machine (--fleet: on every machine), newest first."""
+    """Past runs on this machine (--fleet: on every machine), newest first; only of the
+    loaded schedule's tasks unless --all.
+
+    Example: `cronctl history backup -n 5`
+    """
     schedule, states, locks = _dirs(file, state_dir, lock_dir)
     if fleet:
         coord = _coord(schedule, locks, coordination)
@@ -129,7 +141,7 @@ def history(
         return
     if host is not None:
         raise UsageError("--host filters the fleet history: add --fleet")
-    render_history(operate.history(states, name, limit, schedule), as_json)
+    render_history(operate.history(states, name, limit, schedule, everything), as_json)
 
 
 def logs(

@@ -27,7 +27,7 @@ from cronctl.commands.review import UnreadableRevision, diff_against
 from cronctl.commands.schedule import CheckResult
 from cronctl.coord import open_coordinator
 from cronctl.coord.port import StoreUnavailable
-from cronctl.core.model import MISFIRE_POLICIES, Problem, Schedule
+from cronctl.core.model import MISFIRE_POLICIES, Schedule
 from cronctl.edge import dirs
 from cronctl.edge.paths import verify_dir
 from cronctl.edge.state.store import Store
@@ -41,22 +41,6 @@ def register(app: typer.Typer) -> None:
     app.command("next")(next_)
     app.command()(due)
     app.command()(init)
-
-
-def _lock_dir_problems(
-    schedule: Schedule, state_dir: Path | None, lock_dir: Path | None
-) -> list[Problem]:
-    _, locks = dirs.data_dirs(schedule, state_dir, lock_dir, os.environ)
-    # A named lock_dir (flag, environment, file) may be a mount this machine (a CI runner)
-    # lacks: judge it only where it exists. The default, STATE_DIR/locks, is local on every
-    # machine: judge it even before `run` creates it, by the file system it would be on.
-    named = (
-        lock_dir is not None
-        or bool(os.environ.get("CRONCTL_LOCK_DIR"))
-        or schedule.settings.lock_dir is not None
-    )
-    warning = dirs.lock_dir_warning(schedule, locks, only_if_present=named)
-    return [warning] if warning else []
 
 
 def _recorded(
@@ -106,13 +90,24 @@ def check(
     if fmt not in ("text", "json", "github"):
         raise UsageError(f"--format {fmt!r}: use text, json or github")
     schedule = load_schedule(file)
-    extra = _lock_dir_problems(schedule, state_dir, lock_dir)
+    extra = dirs.lock_dir_problems(schedule, state_dir, lock_dir, os.environ)
     result = service.check(schedule, parse_instant(now), extra, strict)
     if diff is not None:
         check_with_diff(result, schedule, file, diff, parse_instant(now), fmt)
     else:
         render_check(result, fmt, len(schedule.tasks), len(schedule.files))
+    named = any(p.message.startswith("'project'") for p in result.problems)
+    if fmt == "text" and schedule.settings.project is None and schedule.tasks and not named:
+        # A hint, not a warning: --strict must not fail every schedule written before projects.
+        print(PROJECT_HINT, file=sys.stderr)
     raise typer.Exit(0 if result.ok else 1)
+
+
+PROJECT_HINT = (
+    'hint: no project name; add project = "NAME" to [cronctl] so this schedule\'s state, '
+    "history, locks and claims are its own on a machine or fleet shared with other "
+    "schedules (docs/schedule-file.md#projects)"
+)
 
 
 def list_(
@@ -128,7 +123,7 @@ def list_(
 ) -> None:
     """Show every task with its schedule, next run and guards; then the problems."""
     schedule = load_cached(file)
-    extra = _lock_dir_problems(schedule, state_dir, lock_dir)
+    extra = dirs.lock_dir_problems(schedule, state_dir, lock_dir, os.environ)
     last_runs, paused = _recorded(schedule, state_dir, lock_dir)
     result = service.list_tasks(
         schedule, parse_instant(now), extra, last_runs, paused, host_name(host)

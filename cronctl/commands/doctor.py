@@ -1,9 +1,11 @@
 """`cronctl doctor`: check this machine's set-up and say what to do about each finding
 (docs/commands.md).
 
-Directories (ownership, modes, free space), whether lock_dir is shared, whether `run` can use
-its schedule cache, the coordination store (reachable, schema version, round trip) and the
-clock against the store's ``now()``.
+The schedule (the very verdict `check` gives: an error there is a problem here, since `run`
+refuses it), directories (ownership, modes, free space), whether lock_dir is shared (judged as
+`check` judges it), whether `run` can use its schedule cache, the coordination store
+(reachable, schema version, round trip), the clock against the store's ``now()``, and what on
+this machine calls `cronctl run` or `cronctl work` (crontabs, systemd units).
 """
 
 from __future__ import annotations
@@ -12,13 +14,15 @@ import os
 import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
+from cronctl.commands.schedule import check as check_schedule
 from cronctl.coord import open_coordinator
 from cronctl.coord.port import StoreUnavailable
-from cronctl.core.model import Schedule
-from cronctl.edge.dirs import lock_dir_warning
+from cronctl.core.model import Problem, Schedule
+from cronctl.edge.callers import find_callers
 from cronctl.edge.paths import open_dir
 from cronctl.edge.schedcache import cache_dir
 from cronctl.errors import CronctlError
@@ -30,9 +34,10 @@ MIN_FREE_RATIO = 0.05
 
 @dataclass(frozen=True)
 class Finding:
-    """One check: ``ok``, ``warning`` or ``problem``, what was found, and what to do."""
+    """One check: ``ok``, ``note`` (worth knowing, not a fault: exit 0), ``warning`` or
+    ``problem``, what was found, and what to do."""
 
-    level: Literal["ok", "warning", "problem"]
+    level: Literal["ok", "note", "warning", "problem"]
     subject: str
     message: str
     advice: str = ""
@@ -47,17 +52,67 @@ class DoctorResult:
     @property
     def ok(self) -> bool:
         """True when nothing needs attention (exit 0)."""
-        return all(f.level == "ok" for f in self.findings)
+        return all(f.level in ("ok", "note") for f in self.findings)
 
 
-def doctor(schedule: Schedule, state_dir: Path, lock_dir: Path, url: str | None) -> DoctorResult:
-    """Run every check; never raises for what it finds."""
-    findings = [*_directory("state_dir", state_dir), *_directory("lock_dir", lock_dir)]
-    findings.append(_sharing(schedule, lock_dir, url))
+def doctor(
+    schedule: Schedule,
+    dirs: tuple[Path, Path],
+    lock_problems: list[Problem],
+    url: str | None,
+    now: datetime,
+) -> DoctorResult:
+    """Run every check; never raises for what it finds.
+
+    `lock_problems` is the lock_dir verdict `check` gives (edge/dirs.lock_dir_problems), so
+    the two commands never disagree about the same directory.
+    """
+    state_dir, lock_dir = dirs
+    findings = _schedule(schedule, now)
+    findings += [*_directory("state_dir", state_dir), *_directory("lock_dir", lock_dir)]
+    findings.append(_sharing(lock_problems, url))
     findings.append(_cache(os.environ))
     if url:
         findings.extend(_store(url, lock_dir))
+    findings.append(_callers(os.environ))
     return DoctorResult(findings)
+
+
+def _schedule(schedule: Schedule, now: datetime) -> list[Finding]:
+    """`check`'s verdict (without the lock_dir warning, judged on its own below)."""
+    files = ", ".join(str(f) for f in schedule.files) or "no schedule file"
+    subject = "schedule"
+    problems = check_schedule(schedule, now, [], strict=False).problems
+    findings = [
+        Finding(
+            "problem" if p.severity == "error" else "warning",
+            subject,
+            p.describe(),
+            "fix it (`cronctl check` lists every problem); `run` refuses a schedule with errors"
+            if p.severity == "error"
+            else "see `cronctl check`",
+        )
+        for p in problems
+    ]
+    if not findings:
+        count = len(schedule.tasks)
+        tasks = f"{count} task{'s' * (count != 1)}"
+        findings.append(Finding("ok", subject, f"{files}: {tasks}, no problems"))
+    return findings
+
+
+def _callers(env: Mapping[str, str]) -> Finding:
+    """Whether anything starts cronctl: a schedule nothing runs is a quiet failure. Only a
+    note when nothing is found: a CI runner or a laptop checking a schedule has no caller, and
+    places this user cannot read may hold one."""
+    found = find_callers(env)
+    if not found:
+        return Finding("note", "callers", "no crontab line or systemd unit found that runs "
+                       "`cronctl run` or `cronctl work` (places this user cannot read are "
+                       "not searched)", "add `* * * * * cd REPO && cronctl run` to a crontab, "
+                       "or install a unit running `cronctl work` (docs/first-hour.md)")  # fmt: skip
+    where = "; ".join(f"{c.where}: {c.line}" for c in found)
+    return Finding("ok", "callers", f"{len(found)} found: {where}")
 
 
 def _cache(env: Mapping[str, str]) -> Finding:
@@ -124,13 +179,13 @@ def _free_space(subject: str, path: Path) -> Finding:
     return Finding("ok", subject, f"owner and mode fine, {text}")
 
 
-def _sharing(schedule: Schedule, lock_dir: Path, url: str | None) -> Finding:
+def _sharing(lock_problems: list[Problem], url: str | None) -> Finding:
     if url:
         return Finding("ok", "lock_dir sharing", "claims, locks and pauses are in the "
                        "coordination store; lock_dir need not be shared")  # fmt: skip
-    warning = lock_dir_warning(schedule, lock_dir, only_if_present=True)
-    if warning is None:
+    if not lock_problems:
         return Finding("ok", "lock_dir sharing", "shared, or no task needs it to be")
+    warning = lock_problems[0]
     return Finding("problem", "lock_dir sharing", warning.message,
                    "mount a shared lock_dir, or set coordination to a PostgreSQL URL")  # fmt: skip
 

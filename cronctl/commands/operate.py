@@ -123,13 +123,19 @@ def _note(task: Task, state: TaskState | None, last: RunRow | None) -> str | Non
 
 
 def history(
-    state_dir: Path, task: str | None, limit: int, schedule: Schedule | None = None
+    state_dir: Path,
+    task: str | None,
+    limit: int,
+    schedule: Schedule | None = None,
+    everything: bool = False,
 ) -> list[RunRow]:
-    """Past runs, newest first."""
+    """Past runs, newest first: of the schedule's tasks only, unless `everything` (the runs
+    of tasks since removed, or of another schedule sharing the state directory)."""
+    among = None if everything or schedule is None else [t.name for t in schedule.tasks]
     with reading_store(state_dir) as store:
         if task is not None:
             _known_task(store, schedule, task)
-        return store.history(task, limit)
+        return store.history(task, limit, among)
 
 
 @dataclass(frozen=True)

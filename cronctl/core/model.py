@@ -46,6 +46,8 @@ class Settings:
     coordination: str | None = None  # a postgresql:// URL: the coordination store
     herd_limit: int = 20  # more tasks than this in one minute is a herd (check warns)
     metrics_file: Path | None = None
+    # Namespaces state, history, locks and claims; None keeps the shared layout of old.
+    project: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -113,7 +113,11 @@ SETTINGS_KEYS: dict[str, _Check] = {
     "coordination": (_is_str, 'a "postgresql://..." URL string'),
     "herd_limit": (_is_int, "a positive integer"),
     "metrics_file": (_is_str, "a file path string"),
+    "project": (_is_str, 'a project name string such as "billing"'),
 }
+#: A project name becomes a directory name and a key prefix: safe characters only, so it
+#: never escapes its directory ("..", "/") and means the same on every machine of a fleet.
+PROJECT_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 TOP_KEYS = ("cronctl", "defaults", "task")
 DAY_KEYS = ("weekdays", "weekends", "days")
 
@@ -251,6 +255,11 @@ def _parse_settings(table: dict[str, Any], base: Path, rep: _Reporter) -> None:
             # The value is not echoed: it may hold a password.
             rep.add(line, None, "bad-value", "'coordination' must be a postgresql:// URL")
             continue
+        if key == "project" and not PROJECT_NAME.fullmatch(value):
+            rep.add(line, None, "bad-value", f"'project' {value[:80]!r} is not a project "
+                    "name: use 1-64 lower-case letters, digits, '-' and '_', starting with a "
+                    'letter or digit (e.g. project = "billing")')  # fmt: skip
+            continue
         if key == "herd_limit" and value < 1:
             rep.add(line, None, "bad-value", "'herd_limit' must be at least 1")
             continue
@@ -275,6 +284,7 @@ def build_settings(values: dict[str, Any]) -> Settings:
         coordination=values.get("coordination"),
         herd_limit=values.get("herd_limit", 20),
         metrics_file=values.get("metrics_file"),
+        project=values.get("project"),
     )
 
 

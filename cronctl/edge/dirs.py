@@ -28,6 +28,7 @@ def data_dirs(
         file_state=schedule.settings.state_dir,
         file_lock=schedule.settings.lock_dir,
         is_root=os.geteuid() == 0,
+        project=schedule.settings.project,
     )
 
 
@@ -62,6 +63,23 @@ def lock_dir_warning(
         "or set lock_dir_shared = true in [cronctl] if it is shared in a way cronctl cannot "
         "detect",
     )
+
+
+def lock_dir_problems(
+    schedule: Schedule, flag_state: Path | None, flag_lock: Path | None, env: Mapping[str, str]
+) -> list[Problem]:
+    """The lock_dir warning as `check`, `list` and `doctor` judge it (one verdict for all)."""
+    _, locks = data_dirs(schedule, flag_state, flag_lock, env)
+    # A named lock_dir (flag, environment, file) may be a mount this machine (a CI runner)
+    # lacks: judge it only where it exists. The default, STATE_DIR/locks, is local on every
+    # machine: judge it even before `run` creates it, by the file system it would be on.
+    named = (
+        flag_lock is not None
+        or bool(env.get("CRONCTL_LOCK_DIR"))
+        or schedule.settings.lock_dir is not None
+    )
+    warning = lock_dir_warning(schedule, locks, only_if_present=named)
+    return [warning] if warning else []
 
 
 NOTICE_INTERVAL_S = 24 * 3600

@@ -131,6 +131,7 @@ def resolve_dirs(
     file_state: Path | None,
     file_lock: Path | None,
     is_root: bool,
+    project: str | None = None,
 ) -> tuple[Path, Path]:
     """Return ``(state_dir, lock_dir)``; for each, the first of flag, environment, file,
     systemd's ``$STATE_DIRECTORY``, default.
@@ -142,6 +143,10 @@ def resolve_dirs(
     unit's ``StateDirectory=`` hands over: below every setting, so that a unit never moves a
     state directory the operator named, and above the default, so that a service user's
     state is where the unit said rather than in its home (for www-data, the web root).
+    With a ``project`` (the [cronctl] table's, already validated), each directory chosen so
+    far is a root shared by the machine's projects and the project's data lives in
+    ``ROOT/projects/PROJECT`` below it, so two projects' tasks of one name never share a
+    lock, a claim or a history; without one, the layout is the shared one of old.
     ``lock_dir`` defaults to ``STATE_DIR/locks`` of the state directory chosen here. Relative
     flag or environment values are made absolute against the current directory now, so that every
     later message names one unambiguous path.
@@ -156,9 +161,13 @@ def resolve_dirs(
         state = systemd_dir(env, "STATE_DIRECTORY")
     if state is None:
         state = default_state_dir(env, is_root)
+    if project is not None:
+        state = state / "projects" / project
     lock = _first(flag_lock, env.get("CRONCTL_LOCK_DIR"), file_lock)
     if lock is None:
         lock = state / "locks"
+    elif project is not None:
+        lock = lock / "projects" / project
     return state.absolute(), lock.absolute()
 
 

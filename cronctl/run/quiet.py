@@ -53,7 +53,7 @@ if TYPE_CHECKING:  # types only: a quiet minute never imports the model (docs/ar
 
 #: The companion entry's kind (edge/schedcache.py) and its layout's version.
 KIND = "quiet"
-FORMAT = 1
+FORMAT = 2  # 2: the project joined the [cronctl] directories
 
 #: What deal() says: the minute was dealt with; the hint is missing, spent or does not fit the
 #: rows (plan, then keep a new one if the minute is quiet); or it holds but this run is not
@@ -111,7 +111,7 @@ def deal(
 
 def _move_windows(
     env: Mapping[str, str],
-    dirs: tuple[str | None, str | None],
+    dirs: tuple[str | None, str | None, str | None],
     state_flag: Path | None,
     lock_flag: Path | None,
     tasks: Any,
@@ -120,7 +120,7 @@ def _move_windows(
     """Move each task's window to `minute` in one transaction if every row allows it (DONE);
     else SPENT (a row differs: planning keeps a new hint), or DECLINED (a run is unfinished:
     the hint still holds for the minutes after it)."""
-    file_state, file_lock = dirs
+    file_state, file_lock, project = dirs
     state, lock = resolve_dirs(
         flag_state=state_flag,
         flag_lock=lock_flag,
@@ -128,6 +128,7 @@ def _move_windows(
         file_state=None if file_state is None else Path(file_state),
         file_lock=None if file_lock is None else Path(file_lock),
         is_root=os.geteuid() == 0,
+        project=project,
     )
     ensure_private_dir(state)
     ensure_private_dir(lock)
@@ -173,7 +174,7 @@ def _well_formed(hint: Any) -> bool:
             fmt == FORMAT
             and _all(str, (python,), tzpath)
             and _all((str, type(None)), (tz_env, only_host), dirs)
-            and len(dirs) == 2
+            and len(dirs) == 3
             and all(_all(str, (n, p)) and type(d) is bytes for n, p, d in zones)
             and all(_all(str, key, (then,)) and len(key) == 3 for key, then in resolved)
             and all(
@@ -251,7 +252,8 @@ def keep(
         return
     tzpath, files = zones
     only_host = ctx.host if any(t.hosts for t in everything.tasks) else None
-    dirs = tuple(None if d is None else str(d) for d in (settings.state_dir, settings.lock_dir))
+    places = (settings.state_dir, settings.lock_dir, settings.project)
+    dirs = tuple(None if d is None else str(d) for d in places)
     look.keep(KIND, (FORMAT, sys.base_prefix, env.get("PYTHONTZPATH"), tzpath, files,
                      only_host, dirs, look.resolved, tuple(tasks)))  # fmt: skip
 

@@ -679,14 +679,23 @@ class Store:
         params = (task, _occurrence_text(start, "start"), _occurrence_text(end, "end"), limit)
         return self._runs(self._select(sql, params))
 
-    def history(self, task: str | None = None, limit: int = 50) -> list[RunRow]:
-        """Return up to ``limit`` rows, of ``task`` or of every task, newest first.
+    def history(
+        self, task: str | None = None, limit: int = 50, among: Sequence[str] | None = None
+    ) -> list[RunRow]:
+        """Return up to ``limit`` rows, of ``task`` or of every task (of those ``among``, when
+        given: the loaded schedule's), newest first.
 
         Newest means the latest occurrence, then the latest start, then the greatest id.
         """
         if limit < 0:
             raise ValueError(f"limit must be 0 or more, got {limit}")
         where, params = ("WHERE task = ?", (task,)) if task is not None else ("", ())
+        if task is None and among is not None:
+            # One JSON parameter, not one per name: a schedule of any size stays one query.
+            # json here, not at the top: a quiet minute imports this module, never history.
+            import json
+
+            where, params = "WHERE task IN (SELECT value FROM json_each(?))", (json.dumps(among),)
         sql = f"SELECT {_RUN_COLUMNS} FROM runs {where} {_ORDER} LIMIT ?"  # noqa: S608
         return self._runs(self._select(sql, (*params, limit)))
 
