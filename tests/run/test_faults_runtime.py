@@ -184,3 +184,70 @@ def test_an_odd_ping_url_is_a_located_error_in_every_command(
     assert "internal error" not in out
     assert "schedules.toml:8: task beat: 'ping_url'" in out
     assert not (tmp_path / "state" / "state.db").exists() or command != "run"
+
+
+def _history_rows(cli: Cli) -> list[dict[str, object]]:
+    return list(json.loads(cli("history", "--json", env=FILE_STATE).stdout)["runs"])
+
+
+def _wait_for_row(cli: Cli, task: str, timeout: float = 20.0) -> None:
+    """Until `run` has recorded the occurrence of `task` (its signal handlers are in place)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = cli("history", "--json", env=FILE_STATE)  # exit 2 until the state exists
+        if found.returncode == 0 and any(
+            r["task"] == task for r in json.loads(found.stdout)["runs"]
+        ):
+            return
+        assert time.monotonic() < deadline, f"no record of {task} appeared"
+        time.sleep(0.1)
+
+
+def _stop_run(run: subprocess.Popen[str]) -> str:
+    """SIGTERM `run`, wait (far less than the delay it sits in), return its stderr."""
+    run.send_signal(signal.SIGTERM)
+    try:
+        _, err = run.communicate(timeout=10)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.communicate()
+    return err
+
+
+def test_sigterm_to_run_ends_a_jitter_delay_at_once(cli: Cli, tmp_path: Path) -> None:
+    # On host web-1 the task "spread" draws ~31 s of its 50 s jitter (a hash, stable).
+    write_schedule(
+        tmp_path / "schedules.toml",
+        ['name = "spread"\nevery_minute = true\njitter = "50s"\ncommand = "touch ran"'],
+        header=STATE,
+    )
+    run = cli.popen("run", "--now", at(0), "--host", "web-1", env=FILE_STATE)
+    _wait_for_row(cli, "spread")
+    time.sleep(0.3)
+    # Before (a plain sleep): the signal was acted on only when the ~31 s delay ended.
+    err = _stop_run(run)
+    assert run.returncode == 143, err
+    assert not (tmp_path / "ran").exists(), "the command started after the stop"
+    rows = _history_rows(cli)
+    assert [(r["task"], r["outcome"]) for r in rows] == [("spread", "interrupted")], rows
+
+
+def test_sigterm_to_run_ends_a_retry_delay_at_once(cli: Cli, tmp_path: Path) -> None:
+    write_schedule(
+        tmp_path / "schedules.toml",
+        [
+            'name = "flaky"\nevery_minute = true\nretries = 1\nretry_delay = "50s"\n'
+            'command = "echo x >> tries; false"'
+        ],
+        header=STATE,
+    )
+    run = cli.popen("run", "--now", at(0), env=FILE_STATE)
+    wait_for(tmp_path / "tries", timeout=20)
+    time.sleep(0.5)  # the first attempt has ended and its delay begun
+    # Before (a plain sleep): `run` slept the whole 50 s delay through the signal.
+    err = _stop_run(run)
+    assert run.returncode == 143, err
+    assert (tmp_path / "tries").read_text() == "x\n", "retried after the stop"
+    rows = _history_rows(cli)
+    assert [(r["task"], r["outcome"]) for r in rows] == [("flaky", "failed")], rows
