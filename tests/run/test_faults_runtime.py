@@ -6,7 +6,9 @@ Each test reproduces a way the promise broke; docs/faults.md lists them.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -83,6 +85,18 @@ def _history(cli: Cli) -> dict[str, list[str]]:
     return found
 
 
+def _start_work(cli: Cli, tmp_path: Path, grace: str) -> subprocess.Popen[str]:
+    """A real `cronctl work` whose clock is shifted to just before a minute boundary."""
+    return subprocess.Popen(
+        [sys.executable, "-c", NEAR_BOUNDARY, "work", "--grace", grace],
+        cwd=tmp_path,
+        env={k: v for k, v in cli.env.items() if k != "CRONCTL_STATE_DIR"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
 def _pinging(name: str, url: str, command: str = "true") -> str:
     return f'name = "{name}"\ncommand = "{command}"\nevery_minute = true\nping_url = "{url}"'
 
@@ -128,14 +142,7 @@ def test_dripping_pings_under_work_hold_no_worker_and_sigterm_stops_it(
         ],
         header=STATE + "max_parallel = 2\n",
     )
-    work = subprocess.Popen(
-        [sys.executable, "-c", NEAR_BOUNDARY, "work", "--grace", "5"],
-        cwd=tmp_path,
-        env={k: v for k, v in cli.env.items() if k != "CRONCTL_STATE_DIR"},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    work = _start_work(cli, tmp_path, "5")
     try:
         assert dripper.arrived.wait(30), "no ping came"
         # The two pinging tasks took both workers first; their pings drip in the
@@ -251,3 +258,33 @@ def test_sigterm_to_run_ends_a_retry_delay_at_once(cli: Cli, tmp_path: Path) -> 
     assert (tmp_path / "tries").read_text() == "x\n", "retried after the stop"
     rows = _history_rows(cli)
     assert [(r["task"], r["outcome"]) for r in rows] == [("flaky", "failed")], rows
+
+
+def test_sighup_stops_work_like_sigterm_and_records_the_task(cli: Cli, tmp_path: Path) -> None:
+    write_schedule(
+        tmp_path / "schedules.toml",
+        [
+            'name = "long"\nevery_minute = true\n'
+            "command = \"trap 'echo $1 > got-signal; exit 3' HUP; echo $$ > task.pid; "
+            'sleep 60 & wait"'
+        ],
+        header=STATE,
+    )
+    work = _start_work(cli, tmp_path, "10")
+    try:
+        wait_for(tmp_path / "task.pid", timeout=30)
+        time.sleep(0.3)  # the shell has set its trap
+        work.send_signal(signal.SIGHUP)
+        # Before: SIGHUP's default action killed `work` (exit -1); the task ran on, unsignalled.
+        _, err = work.communicate(timeout=20)
+    finally:
+        if work.poll() is None:
+            work.kill()
+            work.communicate()
+        pid = (tmp_path / "task.pid").read_text().strip()
+        with contextlib.suppress(ProcessLookupError, ValueError):
+            os.killpg(int(pid), signal.SIGKILL)
+    assert work.returncode == 0, err
+    assert (tmp_path / "got-signal").exists(), "the task never got the signal"
+    assert "signalled 1 running task" in err
+    assert _history(cli) == {"long": ["interrupted"]}
