@@ -77,7 +77,11 @@ def work(
         typer.Option("--output", help="Print each task's output lines, prefixed with its name."),
     ] = False,
 ) -> None:
-    """Stay in the foreground and run what is due at the start of every minute."""
+    """Stay in the foreground and run what is due at the start of every minute.
+
+    SIGTERM, SIGINT or SIGHUP: start nothing more, forward the signal to the running tasks,
+    record them interrupted, exit 0.
+    """
 
     schedule = load_schedule(file)
     fail_on_errors(schedule)

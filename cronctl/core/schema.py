@@ -260,6 +260,10 @@ def _parse_settings(table: dict[str, Any], base: Path, rep: _Reporter) -> None:
                     "name: use 1-64 lower-case letters, digits, '-' and '_', starting with a "
                     'letter or digit (e.g. project = "billing")')  # fmt: skip
             continue
+        if key == "coordination" and (bad := check_line(key, value)):
+            # A NUL or an escape would reach stderr (cron mail) raw in every store message.
+            rep.add(line, None, "bad-value", bad)
+            continue
         if key == "herd_limit" and value < 1:
             rep.add(line, None, "bad-value", "'herd_limit' must be at least 1")
             continue

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from cronctl.core.model import Problem, Schedule
+from cronctl.core.values import check_line
 from cronctl.edge.mounts import filesystem_type, is_shared_fstype
 from cronctl.edge.paths import ensure_private_dir, open_nofollow, resolve_dirs
 from cronctl.errors import UsageError
@@ -114,5 +115,7 @@ def coordination_url(schedule: Schedule, flag: str | None, env: Mapping[str, str
                 f"{source or 'CRONCTL_COORDINATION'} must be a postgresql:// URL, e.g. "
                 "postgresql://cronctl@db.internal/ops?sslmode=verify-full"
             )
+        if bad := check_line(source or "CRONCTL_COORDINATION", value):
+            raise UsageError(bad)  # an escape would reach stderr raw in every store message
         return value
     return schedule.settings.coordination

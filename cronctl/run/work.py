@@ -95,13 +95,16 @@ class Worker:
         self._stop.set()
 
     def serve(self) -> int:
-        """Run until SIGTERM/SIGINT; return the exit code."""
+        """Run until SIGTERM/SIGINT/SIGHUP; return the exit code."""
         watched = self.watch()
         self.check_store()
         # A thread for the first tick and one for each of its workers, before it comes.
         self._pool.warm(self._ctx.max_parallel + 1)
-        signal.signal(signal.SIGTERM, self.request_stop)
-        signal.signal(signal.SIGINT, self.request_stop)
+        # SIGHUP too: its default action killed `work` outright, leaving the running task
+        # unsignalled and its row "running"; a closed terminal or a supervisor's hangup
+        # stops it as SIGTERM does (docs/commands.md, Signals).
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(signum, self.request_stop)
         _say(f"cronctl work: {len(watched.schedule.tasks)} tasks; waiting for the next minute")
         last_boundary: datetime | None = None
         while not self._stop.is_set():

@@ -103,3 +103,51 @@ def test_next_stops_listing_at_the_end_of_the_range_instead_of_overflowing(
     assert lines[0] == "9004-02-29T00:00:00Z"
     assert lines[-1] == "9004-02-29T00:00:00Z"
     assert "internal error" not in result.stderr
+
+
+# TOML escapes: the file holds a real NUL / ESC / line break inside the URL once parsed.
+CONTROL_IN_URL = [("\\u0000", "0000"), ("\\u001b[2J", "001b"), ("\\n", "000a")]
+
+
+def _with_url(cli: Cli, escaped: str) -> None:
+    header = f'[cronctl]\ncoordination = "postgresql://cronctl@db/ops{escaped}x"\n'
+    write_schedule(cli.cwd / "schedules.toml", [TASK], header=header)
+
+
+@pytest.mark.parametrize(("escaped", "code"), CONTROL_IN_URL)
+def test_a_control_character_in_coordination_is_a_located_check_error(
+    cli: Cli, escaped: str, code: str
+) -> None:
+    _with_url(cli, escaped)
+    result = cli("check")
+    # Before: passed `check`, and `run` then printed the URL with the raw NUL in its errors.
+    assert result.returncode == 1, result.stdout + result.stderr
+    out = result.stdout + result.stderr
+    assert f"schedules.toml:2: 'coordination' contains a control character (\\u{code})" in out
+    assert "\x00" not in out and "\x1b" not in out
+    assert "db/ops" not in out  # the URL (it may hold a password) is not echoed
+
+
+@pytest.mark.parametrize(("escaped", "code"), CONTROL_IN_URL)
+def test_run_refuses_a_control_character_in_coordination_without_printing_it(
+    cli: Cli, escaped: str, code: str
+) -> None:
+    _with_url(cli, escaped)
+    result = cli("run", "--now", NOW)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert f"'coordination' contains a control character (\\u{code})" in result.stderr
+    assert "\x00" not in result.stdout + result.stderr
+    assert "\x1b" not in result.stdout + result.stderr
+    assert "db/ops" not in result.stderr
+    assert not (cli.cwd / "beats").exists()
+
+
+def test_a_control_character_in_the_coordination_variable_is_a_usage_error(
+    cli: Cli, schedule: Path
+) -> None:
+    result = cli("run", "--now", NOW, env={"CRONCTL_COORDINATION": "postgresql://u@db/ops\x1b[2J"})
+    # Before: "coordination store unreachable (postgresql://u@db/ops<ESC>[2J)" on stderr, raw.
+    assert result.returncode == 2, result.stderr
+    assert "'CRONCTL_COORDINATION' contains a control character (\\u001b)" in result.stderr
+    assert "\x1b" not in result.stdout + result.stderr
+    assert not (cli.cwd / "beats").exists()

@@ -6,7 +6,9 @@ Each test reproduces a way the promise broke; docs/faults.md lists them.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -83,6 +85,18 @@ def _history(cli: Cli) -> dict[str, list[str]]:
     return found
 
 
+def _start_work(cli: Cli, tmp_path: Path, grace: str) -> subprocess.Popen[str]:
+    """A real `cronctl work` whose clock is shifted to just before a minute boundary."""
+    return subprocess.Popen(
+        [sys.executable, "-c", NEAR_BOUNDARY, "work", "--grace", grace],
+        cwd=tmp_path,
+        env={k: v for k, v in cli.env.items() if k != "CRONCTL_STATE_DIR"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
 def _pinging(name: str, url: str, command: str = "true") -> str:
     return f'name = "{name}"\ncommand = "{command}"\nevery_minute = true\nping_url = "{url}"'
 
@@ -128,14 +142,7 @@ def test_dripping_pings_under_work_hold_no_worker_and_sigterm_stops_it(
         ],
         header=STATE + "max_parallel = 2\n",
     )
-    work = subprocess.Popen(
-        [sys.executable, "-c", NEAR_BOUNDARY, "work", "--grace", "5"],
-        cwd=tmp_path,
-        env={k: v for k, v in cli.env.items() if k != "CRONCTL_STATE_DIR"},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    work = _start_work(cli, tmp_path, "5")
     try:
         assert dripper.arrived.wait(30), "no ping came"
         # The two pinging tasks took both workers first; their pings drip in the
@@ -184,3 +191,100 @@ def test_an_odd_ping_url_is_a_located_error_in_every_command(
     assert "internal error" not in out
     assert "schedules.toml:8: task beat: 'ping_url'" in out
     assert not (tmp_path / "state" / "state.db").exists() or command != "run"
+
+
+def _history_rows(cli: Cli) -> list[dict[str, object]]:
+    return list(json.loads(cli("history", "--json", env=FILE_STATE).stdout)["runs"])
+
+
+def _wait_for_row(cli: Cli, task: str, timeout: float = 20.0) -> None:
+    """Until `run` has recorded the occurrence of `task` (its signal handlers are in place)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = cli("history", "--json", env=FILE_STATE)  # exit 2 until the state exists
+        if found.returncode == 0 and any(
+            r["task"] == task for r in json.loads(found.stdout)["runs"]
+        ):
+            return
+        assert time.monotonic() < deadline, f"no record of {task} appeared"
+        time.sleep(0.1)
+
+
+def _stop_run(run: subprocess.Popen[str]) -> str:
+    """SIGTERM `run`, wait (far less than the delay it sits in), return its stderr."""
+    run.send_signal(signal.SIGTERM)
+    try:
+        _, err = run.communicate(timeout=10)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.communicate()
+    return err
+
+
+def test_sigterm_to_run_ends_a_jitter_delay_at_once(cli: Cli, tmp_path: Path) -> None:
+    # On host web-1 the task "spread" draws ~31 s of its 50 s jitter (a hash, stable).
+    write_schedule(
+        tmp_path / "schedules.toml",
+        ['name = "spread"\nevery_minute = true\njitter = "50s"\ncommand = "touch ran"'],
+        header=STATE,
+    )
+    run = cli.popen("run", "--now", at(0), "--host", "web-1", env=FILE_STATE)
+    _wait_for_row(cli, "spread")
+    time.sleep(0.3)
+    # Before (a plain sleep): the signal was acted on only when the ~31 s delay ended.
+    err = _stop_run(run)
+    assert run.returncode == 143, err
+    assert not (tmp_path / "ran").exists(), "the command started after the stop"
+    rows = _history_rows(cli)
+    assert [(r["task"], r["outcome"]) for r in rows] == [("spread", "interrupted")], rows
+
+
+def test_sigterm_to_run_ends_a_retry_delay_at_once(cli: Cli, tmp_path: Path) -> None:
+    write_schedule(
+        tmp_path / "schedules.toml",
+        [
+            'name = "flaky"\nevery_minute = true\nretries = 1\nretry_delay = "50s"\n'
+            'command = "echo x >> tries; false"'
+        ],
+        header=STATE,
+    )
+    run = cli.popen("run", "--now", at(0), env=FILE_STATE)
+    wait_for(tmp_path / "tries", timeout=20)
+    time.sleep(0.5)  # the first attempt has ended and its delay begun
+    # Before (a plain sleep): `run` slept the whole 50 s delay through the signal.
+    err = _stop_run(run)
+    assert run.returncode == 143, err
+    assert (tmp_path / "tries").read_text() == "x\n", "retried after the stop"
+    rows = _history_rows(cli)
+    assert [(r["task"], r["outcome"]) for r in rows] == [("flaky", "failed")], rows
+
+
+def test_sighup_stops_work_like_sigterm_and_records_the_task(cli: Cli, tmp_path: Path) -> None:
+    write_schedule(
+        tmp_path / "schedules.toml",
+        [
+            'name = "long"\nevery_minute = true\n'
+            "command = \"trap 'echo $1 > got-signal; exit 3' HUP; echo $$ > task.pid; "
+            'sleep 60 & wait"'
+        ],
+        header=STATE,
+    )
+    work = _start_work(cli, tmp_path, "10")
+    try:
+        wait_for(tmp_path / "task.pid", timeout=30)
+        time.sleep(0.3)  # the shell has set its trap
+        work.send_signal(signal.SIGHUP)
+        # Before: SIGHUP's default action killed `work` (exit -1); the task ran on, unsignalled.
+        _, err = work.communicate(timeout=20)
+    finally:
+        if work.poll() is None:
+            work.kill()
+            work.communicate()
+        pid = (tmp_path / "task.pid").read_text().strip()
+        with contextlib.suppress(ProcessLookupError, ValueError):
+            os.killpg(int(pid), signal.SIGKILL)
+    assert work.returncode == 0, err
+    assert (tmp_path / "got-signal").exists(), "the task never got the signal"
+    assert "signalled 1 running task" in err
+    assert _history(cli) == {"long": ["interrupted"]}
