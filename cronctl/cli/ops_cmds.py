@@ -5,7 +5,6 @@ from __future__ import annotations
 import codecs
 import os
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -30,11 +29,9 @@ from cronctl.cli.render.tables import (
     render_status,
     visible,
 )
-from cronctl.cli.wiring import host_name, load_schedule, parse_instant
+from cronctl.cli.wiring import coordinator, host_name, load_schedule, parse_instant
 from cronctl.commands import operate
 from cronctl.commands.fleet import fleet_history, fleet_status
-from cronctl.coord import open_coordinator
-from cronctl.coord.port import Coordinator
 from cronctl.core.model import Schedule
 from cronctl.edge import dirs
 from cronctl.errors import UsageError
@@ -44,18 +41,6 @@ def register(app: typer.Typer) -> None:
     """Add `status`, `history`, `logs`, `pause` and `resume` to `app`."""
     for command in (status, history, logs, pause, resume):
         app.command()(command)
-
-
-def _coord(
-    schedule: Schedule,
-    locks: Path,
-    flag: str | None,
-    host: Callable[[], str] = lambda: os.uname().nodename,
-) -> Coordinator:
-    """The coordination store when one is configured, else files in lock_dir; ``host``: this
-    machine's name, asked once the URL is known (only a pause writes it)."""
-    url = dirs.coordination_url(schedule, flag, os.environ)
-    return open_coordinator(url, locks, host=host(), pid=os.getpid())
 
 
 def _dirs(
@@ -82,7 +67,7 @@ def status(
     """Per task: last run, outcome, duration, next run, paused, failures in a row, missed,
     overdue."""
     schedule, states, locks = _dirs(file, state_dir, lock_dir)
-    coord = _coord(schedule, locks, coordination)
+    coord = coordinator(schedule, locks, coordination)
     if fleet:
         render_fleet_status(fleet_status(schedule, coord), as_json)
         return
@@ -136,7 +121,7 @@ def history(
     """
     schedule, states, locks = _dirs(file, state_dir, lock_dir)
     if fleet:
-        coord = _coord(schedule, locks, coordination)
+        coord = coordinator(schedule, locks, coordination)
         render_history(fleet_history(coord, name, host, limit), as_json, hosts=True)
         return
     if host is not None:
@@ -193,7 +178,7 @@ def pause(
 ) -> None:
     """Pause a task on every machine that shares the lock directory (or coordination store)."""
     schedule, _, locks = _dirs(file, state_dir, lock_dir)
-    coord = _coord(schedule, locks, coordination, lambda: host_name(host))
+    coord = coordinator(schedule, locks, coordination, lambda: host_name(host))
     user = os.environ.get("USER") or os.environ.get("LOGNAME") or str(os.getuid())
     operate.pause(schedule, coord, name, reason, parse_instant(None), user)
     print(f"paused {name} ({coord.describe()}); `cronctl resume {name}` undoes it", file=sys.stderr)
@@ -208,7 +193,7 @@ def resume(
 ) -> None:
     """Resume a paused task; it realigns to its next occurrence, nothing is caught up."""
     schedule, _, locks = _dirs(file, state_dir, lock_dir)
-    if operate.resume(schedule, _coord(schedule, locks, coordination), name):
+    if operate.resume(schedule, coordinator(schedule, locks, coordination), name):
         print(f"resumed {name}", file=sys.stderr)
     else:
         print(f"{name} was not paused", file=sys.stderr)

@@ -21,11 +21,10 @@ from cronctl.cli.render.tables import (
     render_list,
     render_next,
 )
-from cronctl.cli.wiring import host_name, load_cached, load_schedule, parse_instant
+from cronctl.cli.wiring import coordinator, host_name, load_cached, load_schedule, parse_instant
 from cronctl.commands import schedule as service
 from cronctl.commands.review import UnreadableRevision, diff_against
 from cronctl.commands.schedule import CheckResult
-from cronctl.coord import open_coordinator
 from cronctl.coord.port import StoreUnavailable
 from cronctl.core.model import MISFIRE_POLICIES, Schedule
 from cronctl.edge import dirs
@@ -207,8 +206,7 @@ def _say_if_paused(schedule: Schedule, name: str) -> None:
 def _operator_pauses(schedule: Schedule, locks: Path) -> set[str]:
     """The tasks paused by `cronctl pause`, wherever the pauses are kept (lock_dir or the
     coordination store); none when the store cannot be asked: these views only inform."""
-    url = dirs.coordination_url(schedule, None, os.environ)
-    coord = open_coordinator(url, locks, host=host_name(None), pid=os.getpid())
+    coord = coordinator(schedule, locks, None, lambda: host_name(None))
     try:
         return set(coord.paused_tasks())
     except StoreUnavailable:

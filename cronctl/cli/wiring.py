@@ -21,6 +21,7 @@ from typing import Any
 from cronctl.cli.fastpath import Minute, host_name, parse_instant, quiet_minute
 from cronctl.cli.render.tables import render_failure, render_problems, render_run
 from cronctl.coord import open_coordinator
+from cronctl.coord.port import Coordinator
 from cronctl.core.model import Schedule, Task, format_utc
 from cronctl.core.opskeys import runs_on
 from cronctl.core.runs import RunRow
@@ -53,6 +54,18 @@ def load_cached(files: list[Path] | None) -> Schedule:
     changed (the very values parsing gives), else parsed and kept when it has no errors.
     `check` never uses it: it is the gate a schedule passes before it is deployed."""
     return schedentry.load(schedule_paths(files, os.environ), os.environ)
+
+
+def coordinator(
+    schedule: Schedule,
+    locks: Path,
+    flag: str | None,
+    host: Callable[[], str] = lambda: os.uname().nodename,
+) -> Coordinator:
+    """The coordination store when one is configured, else files in lock_dir; ``host``: this
+    machine's name, asked once the URL is known (only a pause writes it)."""
+    url = dirs.coordination_url(schedule, flag, os.environ)
+    return open_coordinator(url, locks, host=host(), pid=os.getpid())
 
 
 def fail_on_errors(schedule: Schedule) -> None:
