@@ -94,7 +94,7 @@ def check(
     if diff is not None:
         check_with_diff(result, schedule, file, diff, parse_instant(now), fmt)
     else:
-        render_check(result, fmt, len(schedule.tasks), len(schedule.files))
+        render_check(result, fmt, schedule.tables, len(schedule.files))
     named = any(p.message.startswith("'project'") for p in result.problems)
     if fmt == "text" and schedule.settings.project is None and schedule.tasks and not named:
         # A hint, not a warning: --strict must not fail every schedule written before projects.
@@ -254,7 +254,7 @@ def check_with_diff(
             problems = [problem_json(p) for p in result.problems]
             emit_json({"ok": result.ok, "problems": problems, "diff": None, "diff_error": str(exc)})
             return
-        render_check(result, fmt, len(schedule.tasks), len(schedule.files))
+        render_check(result, fmt, schedule.tables, len(schedule.files))
         print(str(exc))
         return
     if fmt == "json":
@@ -266,6 +266,6 @@ def check_with_diff(
             }
         )
         return
-    render_check(result, fmt, len(schedule.tasks), len(schedule.files))
+    render_check(result, fmt, schedule.tables, len(schedule.files))
     for line in diff_github(diff) if fmt == "github" else diff_text(diff, ref):
         print(line)

@@ -62,6 +62,7 @@ def build_schedule(results: list[FileResult]) -> Schedule:
         problems=tuple(problems),
         settings=build_settings({k: v for k, (v, _) in settings.items()}),
         duplicates=tuple(duplicates),
+        tables=sum(r.tables for r in results),
     )
 
 

@@ -112,6 +112,15 @@ def parse_cron(source: str) -> CronExpr:
         text = _expand_macro(text)
     # Only ASCII blanks separate fields: a no-break space must not pass for one.
     fields = [f for f in re.split(r"[ \t]+", text) if f]
+    stray = [n for n, f in enumerate(fields, start=1) if f.upper() == "L"]
+    if len(fields) == 6 and stray:
+        # `0 0 * * 1-5 L`: a lone 'L' made the sixth field, not a seconds field.
+        raise CronSyntaxError(
+            f"{source!r} has a stray 'L' as field {stray[0]} of six: 'L' (last day) is not "
+            "supported by cronctl; remove it and use the five fields minute hour "
+            "day-of-month month day-of-week",
+            code="cron-unsupported",
+        )
     if len(fields) == 6:
         raise CronSyntaxError(
             f"{source!r} has six fields; cronctl is woken once a minute, so a seconds "

@@ -2,7 +2,8 @@
 
 Lists led by '*' (`*/100,1-7`: Debian cron ANDs such a day field with the other one) and
 day-of-week steps from a start value, which count up to 7 (Sunday again): valid cron,
-kept with Debian's reading, and worth a sentence each.
+kept with Debian's reading, and worth a sentence each. So are minute and hour steps that do
+not divide the field (`*/7` minutes: :56 then :00), which cron restarts every hour or day.
 """
 
 from __future__ import annotations
@@ -25,6 +26,10 @@ def _corner_notes(fields: list[str], sets: list[frozenset[int]]) -> list[tuple[s
     for index, (spec, field) in enumerate(zip(fields, _FIELDS, strict=True)):
         if spec.startswith("*") and "," in spec:
             notes.append(("cron-star-list", _star_list_note(index, fields, sets)))
+        if index in (0, 1):
+            note = _uneven_step_note(spec, index)
+            if note:
+                notes.append(("cron-uneven-step", note))
         if field.name == "day-of-week":
             for item in spec.split(","):
                 note = _weekday_step_note(item)
@@ -65,6 +70,36 @@ def _nth_weekday(days: frozenset[int], weekdays: frozenset[int]) -> str:
     if len(weekdays) != 1 or first not in _NTH or days != frozenset(range(first, first + 7)):
         return ""
     return f": the {_NTH[first]} {_DAY_WORDS[min(weekdays)]} of the month"
+
+
+def _uneven_step_note(spec: str, index: int) -> str | None:
+    """`*/7` minutes: cron restarts the step each hour, so the last gap is short (or long)."""
+    base, slash, step_text = spec.partition("/")
+    if not slash or "," in spec or "-" in base or not step_text.isdigit():
+        return None
+    if base != "*" and not base.isdigit():
+        return None
+    size = 60 if index == 0 else 24
+    start, step = (0 if base == "*" else int(base)), int(step_text)
+    values = range(start, size, step) if step else range(0)
+    if len(values) < 2:
+        return None
+    last = values[-1]
+    gap = size - last + start
+    if gap == step:
+        return None
+    divisors = ", ".join(str(d) for d in range(1, size) if size % d == 0)
+    if index == 0:
+        where, unit, period = f":{last:02d} then :{start:02d}", "minute", "hour"
+    else:
+        where, unit, period = f"hour {last} then hour {start}", "hour", "day"
+    article = "an" if gap in (8, 11, 18) else "a"
+    return (
+        f"{spec} in {unit}s runs at {where} \u2014 {article} {gap}-{unit} gap each {period}, not "
+        f"{step}: cron starts the step again every {period} and {step} does not divide "
+        f"{size}; use a step that divides {size} ({divisors}) for even spacing, or list the "
+        f"{unit}s to show the uneven gap is meant"
+    )
 
 
 def _weekday_step_note(item: str) -> str | None:

@@ -198,6 +198,7 @@ class Schedule:
     problems: tuple[Problem, ...]
     settings: Settings
     duplicates: tuple[str, ...] = ()
+    tables: int = 0  # [[task]] tables in all files, valid or not (what `check` counts)
 
     @property
     def errors(self) -> list[Problem]:

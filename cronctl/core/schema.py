@@ -137,6 +137,9 @@ class FileResult:
     # Every path the file's text was resolved to, by (kind, base, text): what the result
     # depends on besides the file's bytes (a link under a workdir), for a cache to recheck.
     resolved: dict[tuple[str, str, str], Path] = field(default_factory=dict)
+    # Every [[task]] table, valid or not: `check` counts what the file defines, not only
+    # what survived validation ("0 tasks" for five broken tasks misleads).
+    tables: int = 0
 
 
 class _Reporter:
@@ -191,6 +194,7 @@ def parse_document(doc: dict[str, Any], lines: LineIndex, result: FileResult) ->
             "'task' must be an array of tables: write each task under [[task]]",
         )
         return
+    rep.result.tables = len(tasks)
     for index, raw in enumerate(tasks):
         if not isinstance(raw, dict):
             rep.add(
