@@ -25,6 +25,7 @@ from cronctl.coord.port import Coordinator, HeldLock, HolderInfo, Overlap
 from cronctl.core.model import Schedule, Task, format_duration
 from cronctl.core.opskeys import runs_on
 from cronctl.core.runs import RunRow
+from cronctl.edge.awake import join_awake
 from cronctl.edge.paths import ensure_private_dir
 from cronctl.edge.process.procs import alive
 from cronctl.edge.state.store import Store
@@ -82,8 +83,7 @@ def _in_worker(body: Callable[[], RunRow]) -> RunRow:
 
     worker = threading.Thread(target=target, name="cronctl-exec")
     worker.start()
-    while worker.is_alive():
-        worker.join(0.2)
+    join_awake(worker)
     if failure:
         raise failure[0]
     return outcome[0]

@@ -26,6 +26,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 from cronctl.core.model import Task
 from cronctl.core.runs import RunRow
+from cronctl.edge.awake import join_awake
 from cronctl.edge.paths import ensure_private_dir, open_nofollow
 from cronctl.edge.process import runner
 
@@ -226,7 +227,7 @@ class Pings:
         with self._lock:
             endings = list(self._endings)
         for thread in endings:
-            thread.join(2 * (LIMIT_S + _CUT_WAIT_S) + 1.0)
+            join_awake(thread, 2 * (LIMIT_S + _CUT_WAIT_S) + 1.0)  # `run`'s main thread
 
 
 class Pinger:

@@ -70,6 +70,10 @@ class Joinable(Protocol):
         """Wait until it has returned."""
         ...
 
+    def is_alive(self) -> bool:
+        """Whether it has not returned yet."""
+        ...
+
 
 def new_thread(target: Callable[[], None], name: str) -> Joinable:
     """A thread of its own for `target`, started (RunContext.spawn's default); a daemon if

@@ -15,6 +15,7 @@ from cronctl.core.due import Plan
 from cronctl.core.model import Task, format_utc
 from cronctl.core.opskeys import jitter_offset
 from cronctl.core.runs import RunRow
+from cronctl.edge.awake import join_awake
 from cronctl.edge.notify import Pings
 from cronctl.edge.paths import ensure_private_dir
 from cronctl.edge.process import runner
@@ -104,7 +105,7 @@ def _run_all(
             started()
     finally:
         for thread in threads:
-            thread.join()
+            join_awake(thread)  # in `run`, the main thread: a SIGTERM must wake it
     return _settle(store, results, later, ctx, slots)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import signal
 import sys
 import threading
@@ -15,6 +16,7 @@ from types import FrameType
 
 from cronctl.core.minutes import minute_floor
 from cronctl.core.model import Schedule
+from cronctl.edge.awake import join_awake, wait_awake
 from cronctl.edge.paths import ensure_private_dir
 from cronctl.edge.state.dbfile import file_id
 from cronctl.edge.state.store import DB_NAME, Store, StoreUnusableError
@@ -82,7 +84,7 @@ class Worker:
         # The clock and the sleep between ticks, injectable so a test can drive many minutes
         # in seconds; `wait` returns True when a stop was requested.
         self._clock = clock or (lambda: datetime.now(UTC))
-        self._wait = wait or self._stop.wait
+        self._wait = wait or functools.partial(wait_awake, self._stop)  # see edge/awake
         self._said: str | None = None  # the last reload warning, so it is said once
         self._wal_holder: tuple[Store, tuple[int, int]] | None = None  # see _hold_wal
 
@@ -282,12 +284,12 @@ class Worker:
         )
         deadline = time.monotonic() + self._grace_s
         for thread in self._threads:
-            thread.join(max(0.0, deadline - time.monotonic()))
+            join_awake(thread, max(0.0, deadline - time.monotonic()))
         if any(t.is_alive() for t in self._threads):
             killed = tracker.signal_all(signal.SIGKILL)
             _say(f"cronctl work: grace period over; killed {killed} task(s)")
             for thread in self._threads:
-                thread.join(5.0)
+                join_awake(thread, 5.0)
         self._release_wal()
         return self._exit_code
 

@@ -1,0 +1,80 @@
+"""A stop signal the kernel hands to a thread other than the main one still stops `run` and
+`work` at once (cronctl/edge/awake.py).
+
+`kill` lets the kernel pick the thread; under load it sometimes picked a worker, and the
+main thread, asleep in one long wait, ran the handler only when that wait ended. These tests
+pick the thread themselves with tgkill(2), so the case happens every time.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.helpers import FILE_STATE, Cli, write_schedule
+from tests.run.test_faults_processes import STATE, at, wait_for
+from tests.run.test_work import NEAR_BOUNDARY
+
+_LIBC = ctypes.CDLL(None, use_errno=True)
+SLOW = 'name = "slow"\nevery_minute = true\ncommand = "date +%s > started; sleep 30"'
+
+
+def _signal_a_worker_thread(pid: int, sig: int) -> int:
+    """Send `sig` to one thread of `pid` that is not its main thread; that thread's id."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        tids = sorted(int(t.name) for t in Path(f"/proc/{pid}/task").iterdir())
+        for tid in (t for t in tids if t != pid):
+            if _LIBC.tgkill(pid, tid, sig) == 0:
+                return tid
+        time.sleep(0.05)  # the threads it had have ended: look again
+    raise AssertionError(f"process {pid} has no thread but its main one")
+
+
+def _outcomes(cli: Cli) -> list[str]:
+    runs = json.loads(cli("history", "--json", env=FILE_STATE).stdout)["runs"]
+    return [r["outcome"] for r in runs if r["task"] == "slow"]
+
+
+def test_run_acts_on_a_sigterm_another_thread_received(cli: Cli, tmp_path: Path) -> None:
+    write_schedule(tmp_path / "schedules.toml", [SLOW], header=STATE)
+    run = cli.popen("run", "--now", at(0), env=FILE_STATE)
+    try:
+        wait_for(tmp_path / "started")
+        _signal_a_worker_thread(run.pid, signal.SIGTERM)
+        # Before: the main thread slept in join() until `sleep 30` ended by itself.
+        _, err = run.communicate(timeout=5)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert run.returncode == 143, err
+    assert "killed by SIGTERM" in err
+    assert _outcomes(cli) == ["interrupted"]
+
+
+def test_work_acts_on_a_sigterm_another_thread_received(cli: Cli, tmp_path: Path) -> None:
+    write_schedule(tmp_path / "schedules.toml", [SLOW], header=STATE)
+    work = subprocess.Popen(
+        [sys.executable, "-c", NEAR_BOUNDARY, "work", "--grace", "5"],
+        cwd=tmp_path,
+        env={k: v for k, v in cli.env.items() if k != "CRONCTL_STATE_DIR"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_for(tmp_path / "started", timeout=30)
+        _signal_a_worker_thread(work.pid, signal.SIGTERM)
+        # Before: the main thread slept until a second before the next minute (~58 s).
+        _, err = work.communicate(timeout=10)
+    finally:
+        if work.poll() is None:
+            work.kill()
+    assert work.returncode == 0, err
+    assert "stopping; signalled 1 running task(s)" in err
+    assert _outcomes(cli) == ["interrupted"]
