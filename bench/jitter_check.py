@@ -1,5 +1,5 @@
 """`cronctl check` on jittered tasks: 2,000 jittered tasks alone, and 10,000 tasks of which
-2,000 carry `jitter` (issue 25: 11 s and 56 s before; the search for each task's shortest
+2,000 carry `jitter` (11 s and 56 s before; the search for each task's shortest
 period called next_run ~1.7 million times).
 
 The tasks are scale.py's mix (ten schedule keys, six zones); every fifth carries

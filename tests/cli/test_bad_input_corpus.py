@@ -168,12 +168,12 @@ def describe(result: subprocess.CompletedProcess[str]) -> str:
 
 
 def assert_no_traceback(result: subprocess.CompletedProcess[str]) -> None:
-    """No user error ever prints a Python traceback (SPEC 3)."""
+    """No user error ever prints a Python traceback (docs/commands.md)."""
     assert "Traceback" not in result.stdout + result.stderr, describe(result)
 
 
 def parse_report(result: subprocess.CompletedProcess[str]) -> dict[str, Any]:
-    """The JSON report of `check --format json`, checked against its shape (SPEC 3)."""
+    """The JSON report of `check --format json`, checked against its shape (docs/commands.md)."""
     try:
         report = json.loads(result.stdout)
     except json.JSONDecodeError:

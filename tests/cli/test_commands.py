@@ -81,7 +81,7 @@ def test_list_json_has_the_spec_shape(cli: Cli, tmp_path: Path) -> None:
         "name": "digest", "schedule": "0 9 * * 1-5", "timezone": "Europe/Berlin",
         "next_run": "2026-08-04T07:00:00Z", "guards": [], "paused": False, "last_run": None,
         "schedule_words": "at 09:00, Monday through Friday (Europe/Berlin time)",
-        "hosts": [], "other_hosts": False,  # keys may be added (SPEC 3), never renamed
+        "hosts": [], "other_hosts": False,  # keys may be added, never renamed
     }  # fmt: skip
     assert rows["sweep"]["guards"] == ["no-overlap(5m)", "timeout(10m)"]
     assert rows["launch"]["schedule"] == "@at 2030-01-15T09:00:00Z"

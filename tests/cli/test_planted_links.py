@@ -1,4 +1,5 @@
-"""Commands that change files inside lock_dir never do it through a planted link (SPEC 6)."""
+"""Commands that change files inside lock_dir never do it through a planted link
+(docs/guarantees.md, Safety)."""
 
 from __future__ import annotations
 

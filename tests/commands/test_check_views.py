@@ -1,4 +1,4 @@
-"""`check`: herds (SPEC 10.2) and `--diff REF` against a real git repository (SPEC 10.3)."""
+"""`check`: herds and `--diff REF` against a real git repository (docs/commands.md)."""
 
 from __future__ import annotations
 

@@ -670,7 +670,8 @@ def test_fires_at_reads_an_aware_minute_whatever_its_offset(minute: str, expecte
 
 
 def test_library_next_runs_and_due_accept_any_aware_datetime(loaded: Schedule) -> None:
-    # SPEC 7: the library API is for users' own tests, who may hold local aware times.
+    # The library API (docs/commands.md) is for users' own tests, who may hold local aware
+    # times.
     task = loaded.task("utc-night")
     after = datetime.fromisoformat("2026-08-03T04:00:00+02:00")  # 02:00Z
     runs = task.next_runs(after, count=1)

@@ -164,7 +164,8 @@ def test_existing_safe_directory_is_accepted_and_left_alone(tmp_path: Path) -> N
 
 @pytest.mark.parametrize("mode", [0o777, 0o1777], ids=["plain", "sticky"])
 def test_world_writable_directory_is_refused_sticky_bit_or_not(tmp_path: Path, mode: int) -> None:
-    # SPEC 6: with 1777 another user could still plant `logs`, `paused/` or state.db itself.
+    # docs/guarantees.md, Safety: with 1777 another user could still plant `logs`, `paused/`
+    # or state.db itself.
     unsafe = tmp_path / "open"
     unsafe.mkdir()
     unsafe.chmod(mode)

@@ -1,4 +1,4 @@
-"""Fault suite, runtime (issue 25): pings that drip, jitter and retry delays under signals,
+"""Fault suite, runtime (docs/faults.md): pings that drip, jitter and retry delays under signals,
 SIGHUP, odd ping URLs. Real `cronctl run` / `cronctl work` processes, a real socket server.
 
 Each test reproduces a way the promise broke; docs/faults.md lists them.

@@ -1,4 +1,4 @@
-"""Overdue (SPEC 9.4) and `status --check`: the monitoring check for jobs that stopped."""
+"""Overdue (docs/operating.md) and `status --check`: the monitoring check for jobs that stopped."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""A second, unprivileged user on the machine cannot take over root's cronctl (SPEC 6).
+"""A second, unprivileged user on the machine cannot take over root's cronctl
+(docs/guarantees.md, Safety).
 
 Reproduced attack: with `chmod 1777` on state_dir and lock_dir, another user redirected
 root's logs (a symlink at `logs`), paused root's task (a file in `paused/`) and supplied

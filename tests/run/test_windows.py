@@ -1,4 +1,5 @@
-"""Scenarios driven by a sequence of `run --now` times against a real state directory (SPEC 5)."""
+"""Scenarios driven by a sequence of `run --now` times against a real state directory
+(docs/guarantees.md)."""
 
 from __future__ import annotations
 

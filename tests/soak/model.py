@@ -1,8 +1,9 @@
 """An independent model of what cronctl must do over a sequence of ticks.
 
-Written from SPEC 4.1 and 5 alone, in the plainest way: a brute-force matcher that
+Written from docs/guarantees.md and docs/schedule-file.md alone, in the plainest way: a
+brute-force matcher that
 tests each UTC minute, a window per machine and task, the misfire policies, then the
-guards in SPEC order. It shares no code with cronctl.
+guards in the documented order. It shares no code with cronctl.
 """
 
 from __future__ import annotations
@@ -157,7 +158,8 @@ class Model:
         return runs
 
     def _guards(self, task: SoakTask, occurrence: datetime, now: datetime) -> str:
-        """SPEC 4.1: paused, conditions, claim, overlap, run."""
+        """The order of a due task (docs/schedule-file.md): paused, conditions, claim, overlap,
+        run."""
         if task.paused or self.marker_paused(task.name, now):
             return "skipped: paused"
         if task.when and not self.condition("when", occurrence):

@@ -164,7 +164,7 @@ def _lives_here(holder: HolderInfo, pid_start: int | None, fresh: bool, host: st
     """A holder of this machine counts as holding while its command lives (whatever the
     row's age: the task may have closed the lock's socket and its cronctl died), or, before
     the command is named, while its cronctl lives and the row is fresh. Processes that are
-    gone hold nothing (a row a store restart left behind: issue 25)."""
+    gone hold nothing (a row a store restart left behind: docs/faults.md)."""
     if holder.command is not None:
         return command_lives(holder, host)
     boot = procs.boot_id()

@@ -1,5 +1,5 @@
 """`cronctl exec` with a coordination store: the same fleet-wide lock and pauses as a
-scheduled run (issue 25, item 1). Real processes, a real PostgreSQL."""
+scheduled run (docs/faults.md). Real processes, a real PostgreSQL."""
 
 from __future__ import annotations
 

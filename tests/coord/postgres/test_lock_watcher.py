@@ -1,5 +1,5 @@
 """The overlap lock's watcher on PostgreSQL in normal operation: no false alarm, a bounded
-number of connections and transactions, ``seen`` kept fresh (issue 25, item 2)."""
+number of connections and transactions, ``seen`` kept fresh (docs/faults.md)."""
 
 from __future__ import annotations
 
