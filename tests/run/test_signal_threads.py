@@ -11,14 +11,12 @@ from __future__ import annotations
 import ctypes
 import json
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 from tests.helpers import FILE_STATE, Cli, write_schedule
 from tests.run.test_faults_processes import STATE, at, wait_for
-from tests.run.test_work import NEAR_BOUNDARY
+from tests.run.test_faults_runtime import _start_work as start_work
 
 _LIBC = ctypes.CDLL(None, use_errno=True)
 SLOW = 'name = "slow"\nevery_minute = true\ncommand = "date +%s > started; sleep 30"'
@@ -59,14 +57,7 @@ def test_run_acts_on_a_sigterm_another_thread_received(cli: Cli, tmp_path: Path)
 
 def test_work_acts_on_a_sigterm_another_thread_received(cli: Cli, tmp_path: Path) -> None:
     write_schedule(tmp_path / "schedules.toml", [SLOW], header=STATE)
-    work = subprocess.Popen(
-        [sys.executable, "-c", NEAR_BOUNDARY, "work", "--grace", "5"],
-        cwd=tmp_path,
-        env={k: v for k, v in cli.env.items() if k != "CRONCTL_STATE_DIR"},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    work = start_work(cli, tmp_path, "5")
     try:
         wait_for(tmp_path / "started", timeout=30)
         _signal_a_worker_thread(work.pid, signal.SIGTERM)
