@@ -77,25 +77,7 @@ def test_work_with_overlapping_ticks_and_readers_keeps_the_database_sound(tmp_pa
     ]
     schedule = write_schedule(tmp_path / "s.toml", tasks)
     stop = threading.Event()
-    # In the past, so every tick is a plain present-day run for cronctl.
-    clock = FastClock(minute_floor(datetime.now(UTC)) - timedelta(hours=3), stop, 0.25)
-    ctx = RunContext(
-        state_dir=state,
-        lock_dir=state / "locks",
-        host="test",
-        pid=os.getpid(),
-        env=clean_env(tmp_path),
-        clock=real_clock,
-    )
-    worker = Worker(
-        load=lambda: load_paths([schedule]),
-        paths=lambda: [schedule],
-        ctx=ctx,
-        report=lambda _report: None,
-        grace_s=10,
-        clock=clock,
-        wait=clock.wait,
-    )
+    worker, _ = _fast_worker(tmp_path, schedule, stop, step=0.25, grace_s=10)
     readers_done = threading.Event()
     codes: list[int] = []
 
@@ -142,8 +124,12 @@ def test_work_with_overlapping_ticks_and_readers_keeps_the_database_sound(tmp_pa
     ]
 
 
-def _fast_worker(tmp_path: Path, schedule: Path, stop: threading.Event) -> tuple[Worker, FastClock]:
-    clock = FastClock(minute_floor(datetime.now(UTC)) - timedelta(hours=3), stop, 0.1)
+def _fast_worker(
+    tmp_path: Path, schedule: Path, stop: threading.Event, step: float = 0.1, grace_s: float = 5
+) -> tuple[Worker, FastClock]:
+    """A `work` in this process whose minutes pass every `step` seconds, state in tmp_path."""
+    # In the past, so every tick is a plain present-day run for cronctl.
+    clock = FastClock(minute_floor(datetime.now(UTC)) - timedelta(hours=3), stop, step)
     state = tmp_path / "state"
     ctx = RunContext(
         state_dir=state,
@@ -158,7 +144,7 @@ def _fast_worker(tmp_path: Path, schedule: Path, stop: threading.Event) -> tuple
         paths=lambda: [schedule],
         ctx=ctx,
         report=lambda _report: None,
-        grace_s=5,
+        grace_s=grace_s,
         clock=clock,
         wait=clock.wait,
     )
