@@ -179,8 +179,9 @@ def invoke(
     )
 
 
-def local_context(tmp_path: Path) -> RunContext:
-    """The RunContext of a `run` or `work` in this process, with state and locks in tmp_path."""
+def local_context(tmp_path: Path, env: Mapping[str, str] | None = None) -> RunContext:
+    """The RunContext of a `run` or `work` in this process, with state and locks in tmp_path;
+    its tasks get `env` (none by default)."""
     from cronctl.run.once import RunContext, real_clock
 
     return RunContext(
@@ -188,7 +189,7 @@ def local_context(tmp_path: Path) -> RunContext:
         lock_dir=tmp_path / "state" / "locks",
         host="test",
         pid=os.getpid(),
-        env={},
+        env=dict(env or {}),
         clock=real_clock,
     )
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import FILE_STATE, Cli, _merged, write_schedule
+from tests.helpers import FILE_STATE, Cli, _merged, local_context, write_schedule
 from tests.run.test_run import alive
 
 T0 = datetime(2026, 8, 3, 9, 0, tzinfo=UTC)
@@ -254,7 +254,6 @@ def test_a_task_stopped_at_work_shutdown_is_interrupted_not_failed(tmp_path: Pat
     # In process, so the test need not wait for a real minute boundary; the task is real.
     from cronctl.edge.schedfiles import load_paths
     from cronctl.edge.state.store import Store
-    from cronctl.run.once import RunContext, real_clock
     from cronctl.run.work import Worker
 
     path = write_schedule(
@@ -264,14 +263,7 @@ def test_a_task_stopped_at_work_shutdown_is_interrupted_not_failed(tmp_path: Pat
             f'workdir = "{tmp_path}"\ncommand = "echo $$ > task.pid; exec sleep 60"'
         ],
     )
-    ctx = RunContext(
-        state_dir=tmp_path / "state",
-        lock_dir=tmp_path / "state" / "locks",
-        host="test",
-        pid=os.getpid(),
-        env={"PATH": os.environ["PATH"]},
-        clock=real_clock,
-    )
+    ctx = local_context(tmp_path, {"PATH": os.environ["PATH"]})
     reports: list[object] = []
     worker = Worker(lambda: load_paths([path]), lambda: [path], ctx, reports.append, grace_s=10)
     worker._start(worker.watch().schedule, T0)
@@ -294,7 +286,7 @@ def test_a_task_that_ignores_the_forwarded_signal_is_killed_after_the_grace(
 
     from cronctl.cli.wiring import _StopOnSignal
     from cronctl.edge.schedfiles import load_paths
-    from cronctl.run.once import RunContext, real_clock, run_once
+    from cronctl.run.once import run_once
 
     path = write_schedule(
         tmp_path / "s.toml",
@@ -303,14 +295,7 @@ def test_a_task_that_ignores_the_forwarded_signal_is_killed_after_the_grace(
             f'workdir = "{tmp_path}"\ncommand = "trap \'\' TERM; echo $$ > task.pid; sleep 60"'
         ],
     )
-    ctx = RunContext(
-        state_dir=tmp_path / "state",
-        lock_dir=tmp_path / "state" / "locks",
-        host="test",
-        pid=os.getpid(),
-        env={"PATH": os.environ["PATH"]},
-        clock=real_clock,
-    )
+    ctx = local_context(tmp_path, {"PATH": os.environ["PATH"]})
     stop = _StopOnSignal(grace_s=0.5)
     saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
 
