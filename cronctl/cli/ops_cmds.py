@@ -71,8 +71,9 @@ def status(
     if fleet:
         render_fleet_status(fleet_status(schedule, coord), as_json)
         return
-    result = operate.status(schedule, states, coord, parse_instant(now), host_name(host))
-    render_status(result, as_json)
+    instant = parse_instant(now)
+    result = operate.status(schedule, states, coord, instant, host_name(host))
+    render_status(result, as_json, instant)
     if schedule.errors:
         # As `list`: the good tasks are shown, but a broken file is never an exit 0.
 
@@ -120,13 +121,16 @@ def history(
     Example: `cronctl history backup -n 5`
     """
     schedule, states, locks = _dirs(file, state_dir, lock_dir)
+    now = parse_instant(None)  # short times on a narrow terminal are said against today
+    zones = {task.name: task.zone for task in schedule.tasks}
     if fleet:
         coord = coordinator(schedule, locks, coordination)
-        render_history(fleet_history(coord, name, host, limit), as_json, hosts=True)
+        runs = fleet_history(coord, name, host, limit)
+        render_history(runs, as_json, now, zones, hosts=True)
         return
     if host is not None:
         raise UsageError("--host filters the fleet history: add --fleet")
-    render_history(operate.history(states, name, limit, schedule, everything), as_json)
+    render_history(operate.history(states, name, limit, schedule, everything), as_json, now, zones)
 
 
 def logs(

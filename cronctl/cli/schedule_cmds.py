@@ -124,10 +124,9 @@ def list_(
     schedule = load_cached(file)
     extra = dirs.lock_dir_problems(schedule, state_dir, lock_dir, os.environ)
     last_runs, paused = _recorded(schedule, state_dir, lock_dir)
-    result = service.list_tasks(
-        schedule, parse_instant(now), extra, last_runs, paused, host_name(host)
-    )
-    render_list(result, as_json, local)
+    instant = parse_instant(now)
+    result = service.list_tasks(schedule, instant, extra, last_runs, paused, host_name(host))
+    render_list(result, as_json, instant, local)
     if schedule.errors:
         raise typer.Exit(2)
 
