@@ -5,6 +5,7 @@ from __future__ import annotations
 import codecs
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
 
@@ -13,6 +14,7 @@ import typer
 from cronctl.cli.complete import task_names
 from cronctl.cli.options import (
     CoordOpt,
+    FileLongOpt,
     FileOpt,
     FleetOpt,
     HostOpt,
@@ -30,7 +32,7 @@ from cronctl.cli.render.tables import (
     visible,
 )
 from cronctl.cli.wiring import coordinator, host_name, load_schedule, parse_instant
-from cronctl.commands import operate
+from cronctl.commands import logfollow, operate
 from cronctl.commands.fleet import fleet_history, fleet_status
 from cronctl.core.model import Schedule
 from cronctl.edge import dirs
@@ -139,26 +141,67 @@ def logs(
         str | None,
         typer.Option("--run", metavar="ID", help="A run id from `history`. Default: the last run."),
     ] = None,
-    file: FileOpt = None,
+    follow: Annotated[
+        bool,
+        typer.Option(
+            "--follow",
+            "-f",
+            help="While the run is going, print its output as it comes; stop when it ends "
+            "(or on Ctrl-C).",
+        ),
+    ] = False,
+    tail: Annotated[
+        int | None,
+        typer.Option(
+            "--tail", "-n", metavar="N", min=0, help="Only the last N lines.", show_default=False
+        ),
+    ] = None,
+    file: FileLongOpt = None,
     state_dir: StateOpt = None,
     lock_dir: LockOpt = None,
 ) -> None:
-    """The captured output of the task's last run (or of --run ID)."""
+    """The captured output of the task's last run (or of --run ID).
+
+    -f is --follow, as in tail -f; --file has no short name here.
+
+    \b
+    Example:
+      cronctl logs backup --tail 20
+      cronctl logs backup -f
+    """
     schedule, states, _ = _dirs(file, state_dir, lock_dir)
-    result = operate.logs(states, name, run, schedule)
-    print(f"# {result.run.task} {result.run.id} {result.run.outcome}", file=sys.stderr)
-    if result.path is None:
+    result = operate.logs(states, name, run, schedule, unfinished=follow and run is None)
+    going = follow and result.run.outcome in operate.UNFINISHED
+    state = f"{result.run.outcome}; following, Ctrl-C to stop" if going else result.run.outcome
+    print(f"# {result.run.task} {result.run.id} {state}", file=sys.stderr)
+    if result.path is None and not going:
         print("# the run printed nothing (no log file is kept for a quiet run)", file=sys.stderr)
     sys.stdout.flush()
-    # On a terminal, escapes are shown, not obeyed (docs/guarantees.md); a pipe gets the
-    # exact bytes.
+    follower = logfollow.Follow(states, result, tail) if going else None
+    chunks = follower.chunks() if follower else result.chunks(tail)
+    try:
+        _copy_out(chunks, flush=going)
+    except KeyboardInterrupt:
+        print(file=sys.stderr)
+        raise typer.Exit(130) from None
+    if follower is not None:
+        print(f"# {_ending(follower)}", file=sys.stderr)
+
+
+def _copy_out(chunks: Iterator[bytes], flush: bool) -> None:
+    """`chunks` to stdout: escapes shown, not obeyed, on a terminal (docs/guarantees.md), the
+    exact bytes to a pipe; each chunk flushed at once when `flush` (a follower reads it)."""
     decoder = codecs.getincrementaldecoder("utf-8")("replace") if sys.stdout.isatty() else None
     try:
-        for chunk in result.chunks():  # streamed: a huge log never sits in memory whole
+        for chunk in chunks:  # streamed: a huge log never sits in memory whole
             if decoder is None:
                 sys.stdout.buffer.write(chunk)
+                if flush:
+                    sys.stdout.buffer.flush()
             else:
                 sys.stdout.write(visible(decoder.decode(chunk)))
+                if flush:
+                    sys.stdout.flush()
         sys.stdout.flush()
         sys.stdout.buffer.flush()
     except BrokenPipeError:
@@ -167,6 +210,18 @@ def logs(
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
+
+
+def _ending(follower: logfollow.Follow) -> str:
+    """How a followed run ended, for the line after its output."""
+    run = follower.run
+    if follower.owner_gone:
+        return (
+            f"run {run.id}: the cronctl running it (pid {run.pid}) is gone; its outcome is "
+            "unknown until the next `cronctl run` records it"
+        )
+    code = f" (exit {run.exit_code})" if run.exit_code not in (None, 0) else ""
+    return f"run {run.id} ended: {run.outcome}{code}"
 
 
 def pause(
