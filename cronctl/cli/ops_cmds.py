@@ -67,7 +67,12 @@ def status(
     ] = False,
 ) -> None:
     """Per task: last run, outcome, duration, next run, paused, failures in a row, missed,
-    overdue."""
+    overdue.
+
+    \b
+    Example:
+      cronctl status --check
+    """
     schedule, states, locks = _dirs(file, state_dir, lock_dir)
     coord = coordinator(schedule, locks, coordination)
     if fleet:
@@ -120,7 +125,9 @@ def history(
     """Past runs on this machine (--fleet: on every machine), newest first; only of the
     loaded schedule's tasks unless --all.
 
-    Example: `cronctl history backup -n 5`
+    \b
+    Example:
+      cronctl history backup -n 5
     """
     schedule, states, locks = _dirs(file, state_dir, lock_dir)
     now = parse_instant(None)  # short times on a narrow terminal are said against today
@@ -235,7 +242,12 @@ def pause(
     host: HostOpt = None,
     coordination: CoordOpt = None,
 ) -> None:
-    """Pause a task on every machine that shares the lock directory (or coordination store)."""
+    """Pause a task on every machine that shares the lock directory (or coordination store).
+
+    \b
+    Example:
+      cronctl pause backup --reason 'storage migration'
+    """
     schedule, _, locks = _dirs(file, state_dir, lock_dir)
     coord = coordinator(schedule, locks, coordination, lambda: host_name(host))
     user = os.environ.get("USER") or os.environ.get("LOGNAME") or str(os.getuid())
@@ -250,7 +262,12 @@ def resume(
     lock_dir: LockOpt = None,
     coordination: CoordOpt = None,
 ) -> None:
-    """Resume a paused task; it realigns to its next occurrence, nothing is caught up."""
+    """Resume a paused task; it realigns to its next occurrence, nothing is caught up.
+
+    \b
+    Example:
+      cronctl resume backup
+    """
     schedule, _, locks = _dirs(file, state_dir, lock_dir)
     if operate.resume(schedule, coordinator(schedule, locks, coordination), name):
         print(f"resumed {name}", file=sys.stderr)
