@@ -187,17 +187,18 @@ def logs(
     follower = logfollow.Follow(states, result, tail) if going else None
     chunks = follower.chunks() if follower else result.chunks(tail)
     try:
-        _copy_out(chunks, flush=going)
+        whole = _copy_out(chunks, flush=going)
     except KeyboardInterrupt:
         print(file=sys.stderr)
         raise typer.Exit(130) from None
-    if follower is not None:
+    if follower is not None and whole:
         print(f"# {_ending(follower)}", file=sys.stderr)
 
 
-def _copy_out(chunks: Iterator[bytes], flush: bool) -> None:
+def _copy_out(chunks: Iterator[bytes], flush: bool) -> bool:
     """`chunks` to stdout: escapes shown, not obeyed, on a terminal (docs/guarantees.md), the
-    exact bytes to a pipe; each chunk flushed at once when `flush` (a follower reads it)."""
+    exact bytes to a pipe; each chunk flushed at once when `flush` (a follower reads it).
+    False when the reader closed the pipe first."""
     decoder = codecs.getincrementaldecoder("utf-8")("replace") if sys.stdout.isatty() else None
     try:
         for chunk in chunks:  # streamed: a huge log never sits in memory whole
@@ -217,6 +218,8 @@ def _copy_out(chunks: Iterator[bytes], flush: bool) -> None:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
+        return False
+    return True
 
 
 def _ending(follower: logfollow.Follow) -> str:

@@ -26,7 +26,7 @@ __all__ = ["POLL_S", "Follow"]
 POLL_S = 0.2
 
 
-@dataclass(slots=True)
+@dataclass(slots=True)  # not frozen: it keeps the run as last read while it follows
 class Follow:
     """The output of `result`'s run as it grows (only the last `last_lines` lines of what is
     there already, with `last_lines`); `run` is the run as last read, once `chunks` ends."""
