@@ -8,9 +8,10 @@ the every-minute `cronctl run` without building this app at all.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+import typer.core
 
 from cronctl._version import __version__
 from cronctl.cli import (
@@ -56,6 +57,16 @@ def _root(
     """cronctl: run the tasks of a schedule file from one crontab line."""
 
 
+class _Command(typer.core.TyperCommand):
+    """A command whose usage line writes a required argument `NAME`, an optional one
+    `[NAME]`, as the docs do (typer writes `{NAME}`, and `{name}` without a metavar)."""
+
+    # Any: typer's Context type is its vendored click's (typer._click), a private module.
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        pieces = super().collect_usage_pieces(ctx)
+        return [p[1:-1] if p.startswith("{") and p.endswith("}") else p for p in pieces]
+
+
 for _commands in (
     schedule_cmds,  # check, list, next, due, init
     run_cmds,  # run, work
@@ -69,3 +80,7 @@ for _commands in (
     serve_cmd,
 ):
     _commands.register(app)
+
+for _info in app.registered_commands:
+    if _info.cls in (None, typer.core.TyperCommand):
+        _info.cls = _Command

@@ -32,7 +32,9 @@ def doctor(
     the coordination store, the clock, and what runs cronctl here (crontabs, systemd units).
     Exit 1 when anything needs attention.
 
-    Example: `cronctl doctor -f schedules.toml`
+    \b
+    Example:
+      cronctl doctor -f schedules.toml
     """
     schedule = load_schedule(file)
     states, locks = dirs.data_dirs(schedule, state_dir, lock_dir, os.environ)

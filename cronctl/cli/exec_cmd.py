@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from cronctl.cli.options import FileOpt, HostOpt, LockOpt, StateOpt
+from cronctl.cli.options import FileOpt, HostOpt, LockOpt, NameArg, StateOpt
 from cronctl.cli.wiring import fail_on_errors, load_schedule, run_context
 from cronctl.commands.exec import exec_task
 from cronctl.edge.process.stream import printer
@@ -20,7 +20,7 @@ def register(app: typer.Typer) -> None:
 
 
 def exec_(
-    name: Annotated[str, typer.Argument(help="Task name.", show_default=False)],
+    name: NameArg,
     wait: Annotated[
         bool, typer.Option("--wait", help="If the task is running, wait for it to end first.")
     ] = False,
@@ -29,7 +29,12 @@ def exec_(
     lock_dir: LockOpt = None,
     host: HostOpt = None,
 ) -> None:
-    """Run one task now, outside its schedule; exit with the task's exit code."""
+    """Run one task now, outside its schedule; exit with the task's exit code.
+
+    \b
+    Example:
+      cronctl exec backup --wait
+    """
     schedule = load_schedule(file)
     fail_on_errors(schedule)
     ctx = run_context(schedule, state_dir, lock_dir, False, False, host=host)

@@ -58,7 +58,9 @@ def explain_(
 
     Reads the schedule, this machine's history and the pauses; changes nothing.
 
-    Example: cronctl explain backup --at 2026-12-03T02:00:00Z
+    \b
+    Example:
+      cronctl explain backup --at 2026-12-03T02:00:00Z
     """
     if output not in ("text", "json"):
         raise UsageError(f"--format {output!r}: give text or json")

@@ -1,4 +1,4 @@
-"""`cronctl export --to systemd|kubernetes [-o DIR]`: hand the schedule to another scheduler.
+"""`cronctl export systemd|kubernetes [DIR]`: hand the schedule to another scheduler.
 
 Files go to DIR (created, never overwritten without --force) or to stdout; what a target
 cannot express is listed on stderr and as comments in the files, never dropped silently.
@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 import typer
 
@@ -21,6 +21,7 @@ from cronctl.core.model import Task
 from cronctl.errors import UsageError
 
 TARGETS = ("systemd", "kubernetes")
+_T = TypeVar("_T", str, Path)
 
 
 def register(app: typer.Typer) -> None:
@@ -29,18 +30,26 @@ def register(app: typer.Typer) -> None:
 
 
 def export_command(
+    target: Annotated[
+        str | None,
+        typer.Argument(metavar="TARGET", help="systemd or kubernetes.", show_default=False),
+    ] = None,
+    directory: Annotated[
+        Path | None,
+        typer.Argument(
+            metavar="[DIR]",
+            help="Write one file per unit or CronJob into DIR (default: all to stdout).",
+            show_default=False,
+        ),
+    ] = None,
     to: Annotated[
-        str,
-        typer.Option("--to", metavar="TARGET", help="systemd or kubernetes.", show_default=False),
-    ],
+        str | None,
+        typer.Option("--to", metavar="TARGET", hidden=True, help="TARGET, as an option."),
+    ] = None,
     output: Annotated[
         Path | None,
         typer.Option(
-            "--output",
-            "-o",
-            metavar="DIR",
-            help="Write one file per unit or CronJob into DIR (default: all to stdout).",
-            show_default=False,
+            "--output", "-o", metavar="DIR", help="DIR, as an option.", show_default=False
         ),
     ] = None,
     image: Annotated[
@@ -48,7 +57,7 @@ def export_command(
         typer.Option(
             "--image",
             metavar="IMAGE",
-            help="Container image for the CronJobs (required with --to kubernetes).",
+            help="Container image for the CronJobs (required for kubernetes).",
             show_default=False,
         ),
     ] = None,
@@ -56,11 +65,24 @@ def export_command(
     file: FileOpt = None,
     now: NowOpt = None,
 ) -> None:
-    """Write the schedule as systemd timers or Kubernetes CronJobs; list what they lose."""
+    """Write the schedule as systemd timers or Kubernetes CronJobs; list what they lose.
+
+    \b
+    Example:
+      cronctl export systemd units/
+      cronctl export kubernetes k8s/ --image registry.example/app:1
+    """
+    to = _one("the target", target, to, "--to")
+    output = _one("the directory", directory, output, "-o")
+    if to is None:
+        raise UsageError(
+            "name the target: `cronctl export systemd [DIR]` or "
+            "`cronctl export kubernetes [DIR] --image IMAGE` (without DIR, to stdout)"
+        )
     if to not in TARGETS:
-        raise UsageError(f"--to {to!r}: use systemd or kubernetes")
+        raise UsageError(f"{to!r} is not an export target: use systemd or kubernetes")
     if to == "kubernetes" and not image:
-        raise UsageError("--to kubernetes needs --image IMAGE (the image the commands run in)")
+        raise UsageError("kubernetes needs --image IMAGE (the image the commands run in)")
     schedule = load_schedule(file)
     fail_on_errors(schedule)
     instant = parse_instant(now)
@@ -70,6 +92,14 @@ def export_command(
     else:
         _write_all(output, results, force)
     _report(results, to)
+
+
+def _one(what: str, argument: _T | None, option: _T | None, flag: str) -> _T | None:
+    """The argument or its option (kept for scripts written before the argument); both only
+    when they agree."""
+    if argument is not None and option is not None and argument != option:
+        raise UsageError(f"{what} is given twice, {argument} and {flag} {option}: give it once")
+    return argument if argument is not None else option
 
 
 def _export(to: str, task: Task, now: datetime, image: str) -> Exported:

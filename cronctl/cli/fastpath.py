@@ -9,6 +9,7 @@ here is also what the typer `run` command uses, so both paths behave the same.
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -88,11 +89,29 @@ def reject_empty_paths(argv: Sequence[str]) -> None:
         name, eq, inline = arg.partition("=")
         if arg == "--":
             return
-        if name not in _PATH_OPTIONS:
-            continue
+        if name not in _PATH_OPTIONS or (name == "-f" and argv[:1] == ["logs"]):
+            continue  # `logs -f` follows (cronctl.cli.ops_cmds.logs): it takes no value
         empty = inline == "" if eq else index + 1 < len(argv) and argv[index + 1] == ""
         if empty:
             raise UsageError(f"{name} was given an empty value; give a path, or leave {name} out")
+
+
+def reject_logs_file_habit(argv: Sequence[str]) -> None:
+    """A usage error for `logs -f FILE`: `-f` was `--file` there before it meant --follow.
+
+    Left to typer, `cronctl logs -f schedules.toml NAME` said only "Got unexpected extra
+    argument". A value with a `/` or ending in `.toml` is a file, never a task's name.
+    """
+    if argv[:1] != ["logs"]:
+        return
+    for arg, value in itertools.pairwise(argv[1:]):
+        if arg == "--":
+            return
+        if arg == "-f" and ("/" in value or value.endswith(".toml")):
+            raise UsageError(
+                f"`logs -f` follows the run (as tail -f does); name the schedule with --file: "
+                f"cronctl logs --file {value} NAME"
+            )
 
 
 def host_name(flag: str | None = None) -> str:

@@ -48,7 +48,12 @@ def import_command(
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing FILE.")] = False,
 ) -> None:
-    """Convert a crontab to a schedule file; report what was left out (exit 1 if anything)."""
+    """Convert a crontab to a schedule file; report what was left out (exit 1 if anything).
+
+    \b
+    Example:
+      crontab -l | cronctl import - -o schedules.toml
+    """
     source = "<stdin>" if crontab == STDIN else crontab
     if output is not None and not force and output.exists():
         # Checked before reading, so a pipe is not consumed for nothing.

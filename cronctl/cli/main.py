@@ -16,7 +16,12 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, NoReturn
 
 from cronctl._version import __version__
-from cronctl.cli.fastpath import parse_run, quiet_minute, reject_empty_paths
+from cronctl.cli.fastpath import (
+    parse_run,
+    quiet_minute,
+    reject_empty_paths,
+    reject_logs_file_habit,
+)
 from cronctl.errors import CronctlError
 from cronctl.run import quiet
 
@@ -31,6 +36,7 @@ def _die(message: str, code: int = 2) -> NoReturn:
 
 def _dispatch(argv: Sequence[str]) -> int | None:
     reject_empty_paths(argv)
+    reject_logs_file_habit(argv)
     if list(argv) == ["--version"]:
         print(f"cronctl {__version__}")
         return 0

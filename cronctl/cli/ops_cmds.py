@@ -5,6 +5,7 @@ from __future__ import annotations
 import codecs
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
 
@@ -13,6 +14,7 @@ import typer
 from cronctl.cli.complete import task_names
 from cronctl.cli.options import (
     CoordOpt,
+    FileLongOpt,
     FileOpt,
     FleetOpt,
     HostOpt,
@@ -30,7 +32,7 @@ from cronctl.cli.render.tables import (
     visible,
 )
 from cronctl.cli.wiring import coordinator, host_name, load_schedule, parse_instant
-from cronctl.commands import operate
+from cronctl.commands import logfollow, operate
 from cronctl.commands.fleet import fleet_history, fleet_status
 from cronctl.core.model import Schedule
 from cronctl.edge import dirs
@@ -65,14 +67,20 @@ def status(
     ] = False,
 ) -> None:
     """Per task: last run, outcome, duration, next run, paused, failures in a row, missed,
-    overdue."""
+    overdue.
+
+    \b
+    Example:
+      cronctl status --check
+    """
     schedule, states, locks = _dirs(file, state_dir, lock_dir)
     coord = coordinator(schedule, locks, coordination)
     if fleet:
         render_fleet_status(fleet_status(schedule, coord), as_json)
         return
-    result = operate.status(schedule, states, coord, parse_instant(now), host_name(host))
-    render_status(result, as_json)
+    instant = parse_instant(now)
+    result = operate.status(schedule, states, coord, instant, host_name(host))
+    render_status(result, as_json, instant)
     if schedule.errors:
         # As `list`: the good tasks are shown, but a broken file is never an exit 0.
 
@@ -117,16 +125,21 @@ def history(
     """Past runs on this machine (--fleet: on every machine), newest first; only of the
     loaded schedule's tasks unless --all.
 
-    Example: `cronctl history backup -n 5`
+    \b
+    Example:
+      cronctl history backup -n 5
     """
     schedule, states, locks = _dirs(file, state_dir, lock_dir)
+    now = parse_instant(None)  # short times on a narrow terminal are said against today
+    zones = {task.name: task.zone for task in schedule.tasks}
     if fleet:
         coord = coordinator(schedule, locks, coordination)
-        render_history(fleet_history(coord, name, host, limit), as_json, hosts=True)
+        runs = fleet_history(coord, name, host, limit)
+        render_history(runs, as_json, now, zones, hosts=True)
         return
     if host is not None:
         raise UsageError("--host filters the fleet history: add --fleet")
-    render_history(operate.history(states, name, limit, schedule, everything), as_json)
+    render_history(operate.history(states, name, limit, schedule, everything), as_json, now, zones)
 
 
 def logs(
@@ -135,26 +148,68 @@ def logs(
         str | None,
         typer.Option("--run", metavar="ID", help="A run id from `history`. Default: the last run."),
     ] = None,
-    file: FileOpt = None,
+    follow: Annotated[
+        bool,
+        typer.Option(
+            "--follow",
+            "-f",
+            help="While the run is going, print its output as it comes; stop when it ends "
+            "(or on Ctrl-C).",
+        ),
+    ] = False,
+    tail: Annotated[
+        int | None,
+        typer.Option(
+            "--tail", "-n", metavar="N", min=0, help="Only the last N lines.", show_default=False
+        ),
+    ] = None,
+    file: FileLongOpt = None,
     state_dir: StateOpt = None,
     lock_dir: LockOpt = None,
 ) -> None:
-    """The captured output of the task's last run (or of --run ID)."""
+    """The captured output of the task's last run (or of --run ID).
+
+    -f is --follow, as in tail -f; --file has no short name here.
+
+    \b
+    Example:
+      cronctl logs backup --tail 20
+      cronctl logs backup -f
+    """
     schedule, states, _ = _dirs(file, state_dir, lock_dir)
-    result = operate.logs(states, name, run, schedule)
-    print(f"# {result.run.task} {result.run.id} {result.run.outcome}", file=sys.stderr)
-    if result.path is None:
+    result = operate.logs(states, name, run, schedule, unfinished=follow and run is None)
+    going = follow and result.run.outcome in operate.UNFINISHED
+    state = f"{result.run.outcome}; following, Ctrl-C to stop" if going else result.run.outcome
+    print(f"# {result.run.task} {result.run.id} {state}", file=sys.stderr)
+    if result.path is None and not going:
         print("# the run printed nothing (no log file is kept for a quiet run)", file=sys.stderr)
     sys.stdout.flush()
-    # On a terminal, escapes are shown, not obeyed (docs/guarantees.md); a pipe gets the
-    # exact bytes.
+    follower = logfollow.Follow(states, result, tail) if going else None
+    chunks = follower.chunks() if follower else result.chunks(tail)
+    try:
+        whole = _copy_out(chunks, flush=going)
+    except KeyboardInterrupt:
+        print(file=sys.stderr)
+        raise typer.Exit(130) from None
+    if follower is not None and whole:
+        print(f"# {_ending(follower)}", file=sys.stderr)
+
+
+def _copy_out(chunks: Iterator[bytes], flush: bool) -> bool:
+    """`chunks` to stdout: escapes shown, not obeyed, on a terminal (docs/guarantees.md), the
+    exact bytes to a pipe; each chunk flushed at once when `flush` (a follower reads it).
+    False when the reader closed the pipe first."""
     decoder = codecs.getincrementaldecoder("utf-8")("replace") if sys.stdout.isatty() else None
     try:
-        for chunk in result.chunks():  # streamed: a huge log never sits in memory whole
+        for chunk in chunks:  # streamed: a huge log never sits in memory whole
             if decoder is None:
                 sys.stdout.buffer.write(chunk)
+                if flush:
+                    sys.stdout.buffer.flush()
             else:
                 sys.stdout.write(visible(decoder.decode(chunk)))
+                if flush:
+                    sys.stdout.flush()
         sys.stdout.flush()
         sys.stdout.buffer.flush()
     except BrokenPipeError:
@@ -163,6 +218,20 @@ def logs(
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
+        return False
+    return True
+
+
+def _ending(follower: logfollow.Follow) -> str:
+    """How a followed run ended, for the line after its output."""
+    run = follower.run
+    if follower.owner_gone:
+        return (
+            f"run {run.id}: the cronctl running it (pid {run.pid}) is gone; its outcome is "
+            "unknown until the next `cronctl run` records it"
+        )
+    code = f" (exit {run.exit_code})" if run.exit_code not in (None, 0) else ""
+    return f"run {run.id} ended: {run.outcome}{code}"
 
 
 def pause(
@@ -176,7 +245,12 @@ def pause(
     host: HostOpt = None,
     coordination: CoordOpt = None,
 ) -> None:
-    """Pause a task on every machine that shares the lock directory (or coordination store)."""
+    """Pause a task on every machine that shares the lock directory (or coordination store).
+
+    \b
+    Example:
+      cronctl pause backup --reason 'storage migration'
+    """
     schedule, _, locks = _dirs(file, state_dir, lock_dir)
     coord = coordinator(schedule, locks, coordination, lambda: host_name(host))
     user = os.environ.get("USER") or os.environ.get("LOGNAME") or str(os.getuid())
@@ -191,7 +265,12 @@ def resume(
     lock_dir: LockOpt = None,
     coordination: CoordOpt = None,
 ) -> None:
-    """Resume a paused task; it realigns to its next occurrence, nothing is caught up."""
+    """Resume a paused task; it realigns to its next occurrence, nothing is caught up.
+
+    \b
+    Example:
+      cronctl resume backup
+    """
     schedule, _, locks = _dirs(file, state_dir, lock_dir)
     if operate.resume(schedule, coordinator(schedule, locks, coordination), name):
         print(f"resumed {name}", file=sys.stderr)

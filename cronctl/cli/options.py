@@ -20,6 +20,18 @@ FileOpt = Annotated[
         show_default=False,
     ),
 ]
+#: `--file` without its short name, for a command whose `-f` means something else (`logs -f`
+#: follows, as `tail -f` does).
+FileLongOpt = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--file",
+        metavar="FILE",
+        help="Schedule file or directory of *.toml (repeatable). Default: $CRONCTL_FILE "
+        "(':'-separated), else ./schedules.toml.",
+        show_default=False,
+    ),
+]
 NowOpt = Annotated[
     str | None,
     typer.Option(

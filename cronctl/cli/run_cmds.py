@@ -53,7 +53,13 @@ def run(
     host: HostOpt = None,
     coordination: CoordOpt = None,
 ) -> None:
-    """Run what is due now (call it from cron every minute). Exit 1 if a task failed."""
+    """Run what is due now (call it from cron every minute). Exit 1 if a task failed.
+
+    \b
+    Example:
+      * * * * * cd /srv/app && cronctl run      (the crontab line)
+      cronctl run --dry-run --now 2026-08-03T09:00:00Z
+    """
     raise typer.Exit(
         run_command(
             file, now, dry_run, verbose, strict, as_json, state_dir, lock_dir, host, coordination
@@ -81,6 +87,10 @@ def work(
 
     SIGTERM, SIGINT or SIGHUP: start nothing more, forward the signal to the running tasks,
     record them interrupted, exit 0.
+
+    \b
+    Example:
+      cronctl work --output -v
     """
 
     schedule = load_schedule(file)

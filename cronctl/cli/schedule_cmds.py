@@ -85,7 +85,13 @@ def check(
         ),
     ] = None,
 ) -> None:
-    """Validate the schedule files; execute nothing. Exit 1 when problems are found."""
+    """Validate the schedule files; execute nothing. Exit 1 when problems are found.
+
+    \b
+    Example:
+      cronctl check --strict
+      cronctl check --diff origin/main
+    """
     if fmt not in ("text", "json", "github"):
         raise UsageError(f"--format {fmt!r}: use text, json or github")
     schedule = load_schedule(file)
@@ -120,14 +126,18 @@ def list_(
     ] = False,
     host: HostOpt = None,
 ) -> None:
-    """Show every task with its schedule, next run and guards; then the problems."""
+    """Show every task with its schedule, next run and guards; then the problems.
+
+    \b
+    Example:
+      cronctl list --local
+    """
     schedule = load_cached(file)
     extra = dirs.lock_dir_problems(schedule, state_dir, lock_dir, os.environ)
     last_runs, paused = _recorded(schedule, state_dir, lock_dir)
-    result = service.list_tasks(
-        schedule, parse_instant(now), extra, last_runs, paused, host_name(host)
-    )
-    render_list(result, as_json, local)
+    instant = parse_instant(now)
+    result = service.list_tasks(schedule, instant, extra, last_runs, paused, host_name(host))
+    render_list(result, as_json, instant, local)
     if schedule.errors:
         raise typer.Exit(2)
 
@@ -174,7 +184,13 @@ def next_(
     file: FileOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """The next occurrences of a task, or of an expression given with --cron."""
+    """The next occurrences of a task, or of an expression given with --cron.
+
+    \b
+    Example:
+      cronctl next backup -n 3
+      cronctl next --cron '30 2 * * *' --tz Europe/Berlin
+    """
     start = parse_instant(after, "--after")
     if (name is None) == (cron is None):
         raise UsageError("give a task NAME or --cron EXPR (one of them)")
@@ -216,7 +232,12 @@ def _operator_pauses(schedule: Schedule, locks: Path) -> set[str]:
 
 
 def due(file: FileOpt = None, now: NowOpt = None, as_json: JsonOpt = False) -> None:
-    """The tasks whose schedule names this minute (pure: no state, no locks)."""
+    """The tasks whose schedule names this minute (pure: no state, no locks).
+
+    \b
+    Example:
+      cronctl due --now 2026-08-03T09:00:00Z
+    """
     render_due(service.due(load_schedule(file), parse_instant(now)), as_json)
 
 
@@ -231,7 +252,12 @@ def init(
         ),
     ] = False,
 ) -> None:
-    """Write a commented starter schedule file."""
+    """Write a commented starter schedule file.
+
+    \b
+    Example:
+      cronctl init schedules.toml
+    """
     written = service.init(path, force)
     print(f"wrote {written}; check it with: cronctl check -f {written}", file=sys.stderr)
 

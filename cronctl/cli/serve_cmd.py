@@ -92,7 +92,12 @@ def serve_command(
     with a coordination store. Needs the `web` extra: pip install 'cronctl[web]'.
 
     With CRONCTL_SERVE_TOKEN set, every request must bring the token (a login form, or an
-    `Authorization: Bearer` header for the API)."""
+    `Authorization: Bearer` header for the API).
+
+    \b
+    Example:
+      cronctl serve --listen 127.0.0.1:8080
+    """
     where = parse_listen(listen)
     token = os.environ.get(TOKEN_ENV) or None
     check_exposure(where, token)

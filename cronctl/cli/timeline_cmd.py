@@ -43,7 +43,12 @@ def timeline_command(
     file: FileOpt = None,
     now: NowOpt = None,
 ) -> None:
-    """When tasks fire over the next days: runs per hour as a heat map, then a row per task."""
+    """When tasks fire over the next days: runs per hour as a heat map, then a row per task.
+
+    \b
+    Example:
+      cronctl timeline --days 3 --svg week.svg
+    """
     schedule = load_schedule(file)
     timeline = build_timeline(schedule.tasks, parse_instant(now), days)
     if svg is not None:

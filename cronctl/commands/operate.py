@@ -13,7 +13,7 @@ from cronctl.core.model import Schedule, Task
 from cronctl.core.opskeys import overdue_since, runs_on
 from cronctl.core.runs import RunRow
 from cronctl.edge.paths import ensure_private_dir
-from cronctl.edge.process.logfiles import log_chunks, log_file
+from cronctl.edge.process.logfiles import log_chunks_from, log_file
 from cronctl.edge.state.store import Store, TaskState
 from cronctl.errors import UsageError
 
@@ -145,8 +145,9 @@ class LogResult:
     run: RunRow
     path: Path | None  # None: the run printed nothing, so no log file was kept
 
-    def chunks(self) -> Iterator[bytes]:
-        """The output in chunks: a log of any size is shown in constant memory.
+    def chunks(self, last_lines: int | None = None) -> Iterator[bytes]:
+        """The output in chunks (only its last lines, with `last_lines`): a log of any size
+        is shown in constant memory.
 
         :raises UsageError: the log was swept (kept 14 days) after `logs` found it.
         """
@@ -154,15 +155,20 @@ class LogResult:
             return
 
         try:
-            yield from log_chunks(self.path)
+            yield from log_chunks_from(self.path, last_lines)
         except FileNotFoundError:
             raise _gone(self.run) from None
 
 
 def logs(
-    state_dir: Path, task: str, run_id: str | None, schedule: Schedule | None = None
+    state_dir: Path,
+    task: str,
+    run_id: str | None,
+    schedule: Schedule | None = None,
+    unfinished: bool = False,
 ) -> LogResult:
-    """The captured output of the task's last run (or of a given run).
+    """The captured output of the task's last run (or of a given run); with `unfinished`,
+    the newest run even while it waits to start (`logs --follow` waits with it).
 
     Nothing on the way is followed through a link, and a FIFO or device planted where a
     log should be is refused (UnsafeDirectoryError) instead of blocking (docs/guarantees.md).
@@ -177,16 +183,31 @@ def logs(
                 )
         else:
             # A run that printed nothing keeps no log file (log_path None): it is the answer.
-            with_logs = [r for r in store.history(task, 200) if r.log_path or r.started]
+            runs = store.history(task, 200)
+            waiting = unfinished and runs and runs[0].outcome in UNFINISHED
+            with_logs = runs[:1] if waiting else [r for r in runs if r.log_path or r.started]
             if not with_logs:
                 raise UsageError(f"task {task!r} has no recorded output on this machine yet")
             run = with_logs[0]
     if run.log_path is None:
         return LogResult(run, None)
+    return LogResult(run, checked_log(state_dir, run))
+
+
+#: The outcomes of a run not over yet.
+UNFINISHED = ("pending", "running")
+
+
+def checked_log(state_dir: Path, run: RunRow) -> Path:
+    """Where the log of `run` (which names one) is, checked (edge.process.logfiles.log_file).
+
+    :raises UsageError: it cannot be there, or is gone.
+    """
+    assert run.log_path is not None
     path = log_file(state_dir, run.task, run.log_path)
     if path is None or not os.path.lexists(path):
         raise _gone(run)
-    return LogResult(run, path)
+    return path
 
 
 def _gone(run: RunRow) -> UsageError:

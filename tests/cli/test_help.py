@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,9 @@ def test_help_states_defaults_and_uses_the_same_placeholders(cli: Cli, command: 
     assert "see README" not in out
     assert "<str>" not in out and "<path>" not in out  # typer's generic placeholders
     if "--file" in out:
-        assert "-f, --file FILE" in out and "$CRONCTL_FILE" in out
+        # `logs -f` is --follow (as tail -f); --file is long-only there.
+        short = "--file FILE" if command == "logs" else "-f, --file FILE"
+        assert short in out and "$CRONCTL_FILE" in out
     if "--now" in out:
         assert "--now TIME" in out
     if "--state-dir" in out:
@@ -41,6 +44,39 @@ def test_shell_completion_offers_the_task_names(cli: Cli, tmp_path: Path) -> Non
     # `python -m cronctl` is the program name here; an installed `cronctl` reads
     # _CRONCTL_COMPLETE.
     env = {"_PYTHON _M CRONCTL_COMPLETE": "complete_bash", "COMP_CWORD": "4",
-           "COMP_WORDS": "cronctl logs -f s.toml r"}  # fmt: skip
+           "COMP_WORDS": "cronctl logs --file s.toml r"}  # fmt: skip
     result = cli(env=env)
     assert result.stdout.split() == ["refresh-cache", "rotate-logs"]
+
+
+def _commands(cli: Cli) -> list[str]:
+    """Every command `cronctl --help` lists."""
+    out = cli("--help", env={"COLUMNS": "200"}).stdout
+    listed = out.split("Commands:\n", 1)[1].split("\n\n", 1)[0]
+    return [line.split()[0] for line in listed.splitlines() if line.strip()]
+
+
+def test_every_command_is_in_the_list_above(cli: Cli) -> None:
+    assert set(_commands(cli)) == {*COMMANDS, "doctor", "exec", "explain", "serve"}
+
+
+@pytest.mark.parametrize("command", [*COMMANDS, "doctor", "exec", "explain", "serve"])
+def test_every_help_has_an_example_using_only_flags_it_documents(cli: Cli, command: str) -> None:
+    out = cli(command, "--help", env={"COLUMNS": "200"}).stdout
+    assert "\n  Example:\n" in out, out
+    block = out.split("\n  Example:\n", 1)[1].split("\n\n", 1)[0]
+    examples = [line.strip() for line in block.splitlines()]
+    assert examples and all(f"cronctl {command}" in line for line in examples), examples
+    options = out.split("\nOptions:\n", 1)[1]
+    for line in examples:
+        for flag in re.findall(r"(?<![\w-])--?[a-z][a-z-]*", line.split(f"cronctl {command}")[1]):
+            if flag != "-":
+                assert re.search(rf"(?<![\w-]){flag}\b", options), (flag, line)
+
+
+@pytest.mark.parametrize("command", [*COMMANDS, "doctor", "exec", "explain", "serve"])
+def test_usage_lines_write_arguments_as_the_docs_do(cli: Cli, command: str) -> None:
+    usage = cli(command, "--help", env={"COLUMNS": "200"}).stdout.splitlines()[0]
+    assert "{" not in usage and "}" not in usage, usage  # typer's {NAME}, and {name}
+    words = usage.split("[OPTIONS]", 1)[1].split()
+    assert all(re.fullmatch(r"\[?[A-Z]+\]?", w) for w in words), usage

@@ -160,3 +160,34 @@ def test_only_settings_a_task_uses_are_listed_as_not_expressed(cli: Cli, tmp_pat
     assert result.returncode == 0, result.stderr
     assert "task plain" not in result.stderr  # notify's default loses nothing
     assert "task quiet: not expressed: notify" in result.stderr
+
+
+def test_the_target_and_directory_are_arguments(cli: Cli, schedule: Path, tmp_path: Path) -> None:
+    out = tmp_path / "units"
+    result = cli("export", "systemd", str(out), "-f", str(schedule), "--now", BASE)
+    assert result.returncode == 0, result.stderr
+    old = cli("export", "--to", "systemd", "-f", str(schedule), "-o", str(tmp_path / "old"),
+              "--now", BASE)  # fmt: skip
+    assert old.returncode == 0, old.stderr  # the options still work, for scripts
+    made = sorted(p.name for p in out.iterdir())
+    assert "cronctl-backup.timer" in made and made == sorted(
+        p.name for p in (tmp_path / "old").iterdir()
+    )
+    assert (out / "cronctl-backup.timer").read_text() == (
+        tmp_path / "old" / "cronctl-backup.timer"
+    ).read_text()
+    jobs = cli("export", "kubernetes", "--image", "img:1", "-f", str(schedule), "--now", BASE)
+    assert jobs.returncode == 0 and "kind: CronJob" in jobs.stdout, jobs.stderr
+
+
+def test_a_missing_target_says_how_to_name_it(cli: Cli, schedule: Path) -> None:
+    result = cli("export", "-f", str(schedule))
+    assert result.returncode == 2
+    assert "Missing option" not in result.stderr
+    assert "name the target: `cronctl export systemd [DIR]` or `cronctl export kubernetes" in (
+        result.stderr
+    )
+    twice = cli("export", "systemd", "--to", "kubernetes", "-f", str(schedule))
+    assert twice.returncode == 2 and "given twice" in twice.stderr
+    unknown = cli("export", "cron", "-f", str(schedule))
+    assert unknown.returncode == 2 and "'cron' is not an export target" in unknown.stderr

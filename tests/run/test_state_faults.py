@@ -415,7 +415,7 @@ def test_reading_commands_create_nothing_and_say_there_is_no_state(tmp_path: Pat
     path = write_schedule(tmp_path / "s.toml", ['name = "t"\ncron = "* * * * *"\ncommand = "true"'])
     typo = tmp_path / "stat"  # meant: state
     for args in (["status"], ["history"], ["logs", "t"]):
-        result = _cli(tmp_path, *args, "-f", str(path), "--state-dir", str(typo))
+        result = _cli(tmp_path, *args, "--file", str(path), "--state-dir", str(typo))
         assert result.returncode == 2, (args, result.stderr)
         assert f"no state here ({typo}): nothing has run with this state dir" in result.stderr
         assert "check --state-dir" in result.stderr
@@ -431,14 +431,14 @@ def test_unknown_task_names_in_logs_and_history_are_said_so(tmp_path: Path) -> N
     write_schedule(path, ['name = "t"\ncron = "* * * * *"\ncommand = "true"'])
     assert _cli(tmp_path, "run", "-f", str(path), "--now", "2026-08-03T09:00:00Z").returncode == 0
     for args in (["history", "tt"], ["logs", "tt"]):
-        result = _cli(tmp_path, *args, "-f", str(path))
+        result = _cli(tmp_path, *args, "--file", str(path))
         assert result.returncode == 2, result.stderr
         assert "no such task 'tt'" in result.stderr
     # A task removed from the schedule is still known by its history.
     write_schedule(path, ['name = "u"\ncron = "* * * * *"\ncommand = "true"'])
     result = _cli(tmp_path, "history", "t", "-f", str(path), "--json")
     assert result.returncode == 0 and '"task": "t"' in result.stdout
-    assert _cli(tmp_path, "logs", "t", "-f", str(path)).returncode == 0
+    assert _cli(tmp_path, "logs", "t", "--file", str(path)).returncode == 0
 
 
 # --- a result that cannot be saved ----------------------------------------------------------

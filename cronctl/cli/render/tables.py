@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
+from cronctl.cli.render import fit as fitting
 from cronctl.cli.render import lines as line_by_line
+from cronctl.cli.render.fit import TIMES, short_time
 from cronctl.core.describe import describe
 from cronctl.core.model import Problem, format_duration, format_utc
 from cronctl.core.zones import Zone, parse_zone
@@ -46,14 +48,17 @@ def table(
     stream: TextIO | None = None,
     drop: Sequence[str] = (),
     shrink: Sequence[str] = ("WHEN", "GUARDS", "NOTE"),
+    short: Callable[[], Sequence[Sequence[str]]] | None = None,
+    floors: Mapping[str, int] | None = None,
 ) -> None:
     """A rich table on a terminal; aligned plain columns when piped (easy to grep and cut).
 
-    On a terminal nothing wraps: the columns named in `drop` go first, in that order, until
-    the table fits; then the free-text columns in `shrink` are shortened with an ellipsis.
-    Names and times are never cut. Every cell is made `visible`: what a table shows comes
-    from the state database or the fleet store (a pause reason, a host another machine
-    wrote), untrusted like task output.
+    On a terminal nothing wraps and no name or time is cut: the steps in `drop` are taken in
+    that order until the table fits (cronctl.cli.render.fit: `TIMES` writes the times as
+    `short` gives them, `~NAME` lets a free-text column shrink, a NAME drops the column);
+    then the free-text columns in `shrink` are shortened with an ellipsis. Every cell is made
+    `visible`: what a table shows comes from the state database or the fleet store (a pause
+    reason, a host another machine wrote), untrusted like task output.
     """
     rows = [[visible(cell, one_line=True) for cell in row] for row in rows]
     out = stream or sys.stdout
@@ -62,10 +67,18 @@ def table(
         from rich.table import Table
         from rich.text import Text
 
+        def shortened() -> list[list[str]]:
+            assert short is not None
+            return [[visible(cell, one_line=True) for cell in row] for row in short()]
+
         console = Console(file=out, no_color="NO_COLOR" in os.environ, highlight=False)
-        keep, widths = _fitting(headers, rows, console.width, drop, shrink)
-        fits = sum(widths[i] for i in keep) + 2 * (len(keep) - 1) <= console.width
-        if fits and len(rows) >= line_by_line.LONG_TABLE_ROWS:  # a rich Table is slow when long
+        layout = fitting.fit(
+            headers, rows, console.width, drop, shrink, shortened if short else None, floors
+        )
+        rows, keep, widths = layout.rows, layout.keep, layout.widths
+        if not layout.fits or len(rows) >= line_by_line.LONG_TABLE_ROWS:
+            # Long (a rich Table is slow), or wider than the terminal even so: rich would
+            # squeeze the columns and cut names and times; printed whole, the terminal wraps.
             line_by_line.print_lines(console, headers, rows, keep, widths, outcome_style)
             return
         grid = Table(box=None, header_style="bold", pad_edge=False)
@@ -92,31 +105,6 @@ def plain_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     lines = [(line % tuple(headers)).rstrip()]
     lines += [(line % tuple(row)).rstrip() for row in rows]
     return "\n".join(lines) + "\n"
-
-
-def _fitting(
-    headers: Sequence[str],
-    rows: Sequence[Sequence[str]],
-    width: int,
-    drop: Sequence[str],
-    shrink: Sequence[str],
-) -> tuple[list[int], list[int]]:
-    """The columns kept and each one's width: drop columns, then narrow free text."""
-    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
-    keep = list(range(len(headers)))
-
-    def total() -> int:
-        return sum(widths[i] for i in keep) + 2 * (len(keep) - 1)
-
-    for name in drop:
-        if total() <= width:
-            break
-        keep = [i for i in keep if headers[i] != name]
-    for index in [i for i in keep if headers[i] in shrink]:
-        excess = total() - width
-        if excess > 0:
-            widths[index] = max(len(headers[index]), 8, widths[index] - excess)
-    return keep, widths
 
 
 _OUTCOME_COLUMNS = ("OUTCOME", "LAST RUN")
@@ -184,7 +172,7 @@ def local_time(when: datetime, zone: Zone) -> str:
     return f"{wall:%Y-%m-%dT%H:%M}{offset[:3]}:{offset[3:]}"
 
 
-def render_list(result: ListResult, as_json: bool, local: bool = False) -> None:
+def render_list(result: ListResult, as_json: bool, now: datetime, local: bool = False) -> None:
     """`list`: one row per task, then the problems (`local`: times in each task's zone)."""
     if as_json:
         emit_json(
@@ -212,45 +200,46 @@ def render_list(result: ListResult, as_json: bool, local: bool = False) -> None:
     # formatted once (at 10,000 tasks, ~60 pairs in bench/scale.py's mix).
     # (By the zone's and expression's identities: parse_zone and parse_cron hand out one
     # object per text, and an identity needs no hashing of the fields.)
-    times: dict[tuple[datetime, int], str] = {}
     words: dict[tuple[int, int, datetime | None], str] = {}
 
-    def shown(when: datetime, zone: Zone) -> str:
-        key = (when, id(zone) if local else 0)
-        text = times.get(key)
-        if text is None:
-            text = times[key] = local_time(when, zone) if local else format_utc(when)
-        return text
+    def cells(shown: Callable[[datetime, Zone], str]) -> list[list[str]]:
+        rows = []
+        for row in result.rows:
+            task = row.task
+            zone = task.zone
+            next_run = "-"
+            if row.other_hosts:
+                next_run = "other hosts"
+            elif row.paused:
+                next_run = "paused"
+            elif row.next_run:
+                next_run = shown(row.next_run, zone)
+            last = "-"
+            if row.last_run:
+                last = f"{shown(row.last_run.occurrence, zone)} {row.last_run.outcome}"
+            said = (id(task.cron), id(zone), task.at)
+            text = words.get(said)
+            if text is None:
+                text = words[said] = describe(task)
+            rows.append(
+                [
+                    task.name,
+                    task.schedule,
+                    zone.name,
+                    next_run,
+                    ",".join(task.guards) or "-",
+                    last,
+                    text,  # last: words with spaces, after the columns scripts cut
+                ]
+            )
+        return rows
 
-    rows = []
-    for row in result.rows:
-        task = row.task
-        zone = task.zone
-        next_run = "paused" if row.paused else (shown(row.next_run, zone) if row.next_run else "-")
-        if row.other_hosts:
-            next_run = "other hosts"
-        last = "-"
-        if row.last_run:
-            last = f"{shown(row.last_run.occurrence, zone)} {row.last_run.outcome}"
-        said = (id(task.cron), id(zone), task.at)
-        text = words.get(said)
-        if text is None:
-            text = words[said] = describe(task)
-        rows.append(
-            [
-                task.name,
-                task.schedule,
-                zone.name,
-                next_run,
-                ",".join(task.guards) or "-",
-                last,
-                text,  # last: words with spaces, after the columns scripts cut
-            ]
-        )
+    long_form = _memo(lambda when, zone: local_time(when, zone) if local else format_utc(when))
     table(
         ["TASK", "SCHEDULE", "TIMEZONE", "NEXT RUN", "GUARDS", "LAST RUN", "WHEN"],
-        rows,
-        drop=("GUARDS", "LAST RUN", "SCHEDULE", "TIMEZONE"),
+        cells(long_form),
+        drop=(TIMES, "~WHEN", "TIMEZONE", "WHEN", "LAST RUN", "GUARDS", "SCHEDULE"),
+        short=lambda: cells(_memo(lambda when, zone: short_time(when, zone, now))),
     )
     # Errors in full; warnings as a count (a listing is not a lint report: `check` is).
     errors = [p for p in result.problems if p.severity == "error"]
@@ -314,6 +303,20 @@ def render_due(result: DueResult, as_json: bool) -> None:
         return
     for name in result.due:
         print(name)
+
+
+def _memo(shown: Callable[[datetime, Zone], str]) -> Callable[[datetime, Zone], str]:
+    """`shown`, each instant and zone formatted once (by the zone's identity, as above)."""
+    done: dict[tuple[datetime, int], str] = {}
+
+    def once(when: datetime, zone: Zone) -> str:
+        key = (when, id(zone))
+        text = done.get(key)
+        if text is None:
+            text = done[key] = shown(when, zone)
+        return text
+
+    return once
 
 
 def run_json(row: Any, dry_run: bool = False) -> dict[str, Any]:
@@ -440,7 +443,7 @@ def visible(text: str, one_line: bool = False) -> str:
     return text.translate(_VISIBLE_CELL if one_line else _VISIBLE)
 
 
-def render_status(result: Any, as_json: bool) -> None:
+def render_status(result: Any, as_json: bool, now: datetime) -> None:
     """`status`: one row per task."""
     if as_json:
         emit_json(
@@ -465,64 +468,94 @@ def render_status(result: Any, as_json: bool) -> None:
             }
         )
         return
-    rows = []
-    for row in result.rows:
-        last = row.last_run
-        rows.append(
-            [
-                row.task.name,
-                format_utc(last.occurrence) if last else "-",
-                last.outcome if last else "-",
-                f"{last.duration_s:.1f}s" if last and last.duration_s is not None else "-",
-                _status_next(row),
-                str(row.consecutive_failures),
-                str(row.missed),
-                _status_note(row),
-            ]
-        )
+
+    def cells(shown: Callable[[datetime, Zone], str]) -> list[list[str]]:
+        rows = []
+        for row in result.rows:
+            last, zone = row.last_run, row.task.zone
+            rows.append(
+                [
+                    row.task.name,
+                    shown(last.occurrence, zone) if last else "-",
+                    last.outcome if last else "-",
+                    f"{last.duration_s:.1f}s" if last and last.duration_s is not None else "-",
+                    _status_next(row, shown),
+                    str(row.consecutive_failures),
+                    str(row.missed),
+                    _status_note(row, shown),
+                ]
+            )
+        return rows
+
+    def short(when: datetime, zone: Zone) -> str:
+        return short_time(when, zone, now)
+
+    # The overdue time in NOTE is a time too: the note may shrink, never through it.
+    overdue = [len(_status_note(r, short).partition(";")[0]) for r in result.rows if r.overdue]
     table(
         ["TASK", "LAST RUN", "OUTCOME", "DURATION", "NEXT RUN", "FAILS", "MISSED", "NOTE"],
-        rows,
-        drop=("MISSED", "DURATION", "FAILS", "NOTE"),
+        cells(lambda when, _zone: format_utc(when)),
+        drop=(TIMES, "MISSED", "DURATION", "~NOTE", "FAILS"),
+        short=lambda: cells(_memo(short)),
+        floors={"NOTE": max(overdue, default=0)},
     )
 
 
-def _status_next(row: Any) -> str:
+def _status_next(row: Any, shown: Callable[[datetime, Zone], str]) -> str:
     if getattr(row, "other_hosts", False):
         return "other hosts"
-    return "paused" if row.paused else (format_utc(row.next_run) if row.next_run else "-")
+    if row.paused:
+        return "paused"
+    return shown(row.next_run, row.task.zone) if row.next_run else "-"
 
 
-def _status_note(row: Any) -> str:
+def _status_note(row: Any, shown: Callable[[datetime, Zone], str]) -> str:
     note = row.note or (row.pause_reason or "" if row.paused else "")
     if getattr(row, "overdue", None) is not None:
-        overdue = f"overdue since {format_utc(row.overdue)}"
+        overdue = f"overdue since {shown(row.overdue, row.task.zone)}"
         note = f"{overdue}; {note}" if note else overdue
     return note
 
 
-def render_history(runs: Sequence[Any], as_json: bool, hosts: bool = False) -> None:
-    """`history`: one row per run, newest first (`hosts`: with a HOST column, for --fleet)."""
+def render_history(
+    runs: Sequence[Any],
+    as_json: bool,
+    now: datetime,
+    zones: Mapping[str, Zone] | None = None,
+    hosts: bool = False,
+) -> None:
+    """`history`: one row per run, newest first (`hosts`: with a HOST column, for --fleet).
+
+    `zones` names each task's zone, for the short times of a narrow terminal (UTC for a task
+    it lacks)."""
     if as_json:
         emit_json({"runs": [run_json(r) for r in runs]})
         return
     host = ["HOST"] if hosts else []
+
+    def cells(shown: Callable[[datetime, Zone], str]) -> list[list[str]]:
+        rows = []
+        for r in runs:
+            zone = (zones or {}).get(r.task) or parse_zone("UTC")
+            rows.append(
+                [
+                    r.id,
+                    r.task,
+                    *([r.host] if hosts else []),
+                    shown(r.occurrence, zone),
+                    r.outcome,
+                    _exit_text(r),
+                    shown(r.started, zone) if r.started else "-",
+                    f"{r.duration_s:.2f}s" if r.duration_s is not None else "-",
+                ]
+            )
+        return rows
+
     table(
         ["ID", "TASK", *host, "OCCURRENCE", "OUTCOME", "EXIT", "STARTED", "DURATION"],
-        [
-            [
-                r.id,
-                r.task,
-                *([r.host] if hosts else []),
-                format_utc(r.occurrence),
-                r.outcome,
-                _exit_text(r),
-                format_utc(r.started) if r.started else "-",
-                f"{r.duration_s:.2f}s" if r.duration_s is not None else "-",
-            ]
-            for r in runs
-        ],
-        drop=("STARTED", "EXIT", "DURATION", "ID"),
+        cells(lambda when, _zone: format_utc(when)),
+        drop=("ID", TIMES, "STARTED", "DURATION", "HOST", "EXIT"),
+        short=lambda: cells(_memo(lambda when, zone: short_time(when, zone, now))),
     )
 
 

@@ -15,7 +15,15 @@ from pathlib import Path
 
 from cronctl.edge.paths import open_nofollow, verify_dir
 
-__all__ = ["CHUNK_BYTES", "log_chunks", "log_file"]
+__all__ = [
+    "CHUNK_BYTES",
+    "log_chunks",
+    "log_chunks_from",
+    "log_file",
+    "open_log",
+    "read_on",
+    "tail_start",
+]
 
 #: How much of a log is held in memory at once.
 CHUNK_BYTES = 64 * 1024
@@ -47,9 +55,51 @@ def log_chunks(path: Path) -> Iterator[bytes]:
     :raises UnsafeDirectoryError: ``path`` is a link, a FIFO or anything but a regular file
         owned by root or the current user; nothing is read from it.
     """
-    fd = open_nofollow(path, os.O_RDONLY)
+    yield from log_chunks_from(path)
+
+
+def log_chunks_from(path: Path, last_lines: int | None = None) -> Iterator[bytes]:
+    """:func:`log_chunks`, or with `last_lines` only the log's last lines (as ``tail -n``)."""
+    fd = open_log(path)
     try:
-        while chunk := os.read(fd, CHUNK_BYTES):
-            yield chunk
+        if last_lines is not None:
+            os.lseek(fd, tail_start(fd, last_lines), os.SEEK_SET)
+        yield from read_on(fd)
     finally:
         os.close(fd)
+
+
+def open_log(path: Path) -> int:
+    """A read-only descriptor of the log at `path`, checked as :func:`log_chunks` says."""
+    return open_nofollow(path, os.O_RDONLY)
+
+
+def read_on(fd: int) -> Iterator[bytes]:
+    """What the log holds from `fd`'s offset to its present end, ``CHUNK_BYTES`` at a time."""
+    while chunk := os.read(fd, CHUNK_BYTES):
+        yield chunk
+
+
+def tail_start(fd: int, lines: int) -> int:
+    """The offset at which the last `lines` lines of the file begin (a last line without its
+    newline counts): read backwards a chunk at a time, so a huge log costs one chunk."""
+    end = os.fstat(fd).st_size
+    if lines <= 0:
+        return end
+    position = end
+    wanted = lines
+    if end and os.pread(fd, 1, end - 1) == b"\n":
+        wanted += 1  # the final newline ends the last line; it starts none
+    while position > 0:
+        size = min(CHUNK_BYTES, position)
+        position -= size
+        chunk = os.pread(fd, size, position)
+        index = len(chunk)
+        while True:
+            index = chunk.rfind(b"\n", 0, index)
+            if index < 0:
+                break
+            wanted -= 1
+            if wanted == 0:
+                return position + index + 1
+    return 0

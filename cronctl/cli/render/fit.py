@@ -1,0 +1,147 @@
+"""How a table gives way on a narrow terminal: shorter times, fewer columns, shorter free text.
+
+A task name or a time is never cut: an operator who reads `nightly-backup-of-the-main-datab…`
+or `2026-12-03T01:00:…` cannot act on it. Each table names, least useful first, what it may
+give up (docs/commands.md, "Tables that fit"); a free-text column with nothing in it goes
+first, then the steps are taken in that order, each only while the table is still too wide:
+
+- ``TIMES``: every time is written short (:func:`short_time`): a time of the same day as now
+  without its date, one of the same year without its year, each in the task's own zone
+  when it has one;
+- ``"~NAME"``: the free-text column NAME may shrink, with an ellipsis, down to
+  ``FREE_TEXT_FLOOR`` characters;
+- ``"NAME"``: the column NAME is dropped.
+
+Then, as a last resort, the free-text columns shrink down to 8 characters (or their floor,
+for a free text that holds a time). A table still too wide is printed as it is, wider than
+the terminal, rather than with a name or a time cut.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from cronctl.core.zones import Zone
+
+__all__ = ["FREE_TEXT_FLOOR", "TIMES", "Layout", "fit", "short_time"]
+
+#: The step that writes every time short.
+TIMES = "<times>"
+#: How far a "~NAME" step lets a free-text column shrink.
+FREE_TEXT_FLOOR = 24
+#: The last resort's floor for free text.
+_LAST_FLOOR = 8
+_GAP = 2  # spaces between columns
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """The cells to print, the columns kept and each column's width."""
+
+    rows: Sequence[Sequence[str]]
+    keep: list[int]
+    widths: list[int]
+    fits: bool
+
+
+def fit(
+    headers: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    width: int,
+    steps: Sequence[str],
+    shrink: Sequence[str],
+    short: Callable[[], Sequence[Sequence[str]]] | None = None,
+    floors: Mapping[str, int] | None = None,
+) -> Layout:
+    """The layout of a table on a terminal `width` columns wide (see the module's docstring).
+
+    `short` gives the rows with their times written short (asked only when needed: at 10,000
+    rows it costs); `floors` the width below which a free-text column holding a time may not
+    shrink.
+    """
+    names = list(headers)
+    full = _natural(headers, rows)
+    kept = list(range(len(headers)))
+    # How far each free-text column may shrink at this point: not at all, to begin with.
+    limit = {i: full[i] for i, name in enumerate(names) if name in shrink}
+
+    def floor(index: int, wanted: int) -> int:
+        protected = (floors or {}).get(names[index], 0)
+        return min(full[index], max(len(names[index]), wanted, protected))
+
+    widths = _widths(full, kept, limit, width)
+    if _total(widths, kept) > width:
+        # A free-text column with nothing in it (NOTE, most of the time) goes first.
+        kept = [i for i in kept if i not in limit or any(row[i] for row in rows)]
+        widths = _widths(full, kept, limit, width)
+    for step in steps:
+        if _total(widths, kept) <= width:
+            break
+        if step == TIMES:
+            if short is None:
+                continue
+            rows = short()
+            full = _natural(headers, rows)
+            limit = {i: min(limit[i], full[i]) for i in limit}
+        elif step.startswith("~"):
+            index = names.index(step[1:])
+            limit[index] = floor(index, FREE_TEXT_FLOOR)
+        elif step in names:
+            kept = [i for i in kept if names[i] != step]
+        widths = _widths(full, kept, limit, width)
+    if _total(widths, kept) > width:
+        for index in limit:
+            limit[index] = min(limit[index], floor(index, _LAST_FLOOR))
+        widths = _widths(full, kept, limit, width)
+    return Layout(rows, kept, widths, _total(widths, kept) <= width)
+
+
+def _natural(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[int]:
+    return [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+
+
+def _total(widths: Sequence[int], kept: Sequence[int]) -> int:
+    return sum(widths[i] for i in kept) + _GAP * (len(kept) - 1)
+
+
+def _widths(full: list[int], kept: list[int], limit: dict[int, int], width: int) -> list[int]:
+    """Natural widths, with the kept free-text columns shrunk (left to right) as far as
+    needed and allowed."""
+    widths = list(full)
+    for index in [i for i in kept if i in limit]:
+        excess = _total(widths, kept) - width
+        if excess <= 0:
+            break
+        widths[index] = max(min(limit[index], full[index]), widths[index] - excess)
+    return widths
+
+
+def short_time(when: datetime, zone: Zone, now: datetime) -> str:
+    """`09:00Z`, `12-24 09:00+01`, `2027-01-04 09:00-05`: `when` in `zone`, short but whole.
+
+    The date goes for a time on the same day as `now` (in that zone), and its year for a
+    time in the same year (a weekday would be ambiguous: last Monday or next?); seconds are
+    shown only when not zero; the offset is `Z` for UTC, and whole hours are written without
+    minutes (`+05:30` keeps them).
+    """
+    wall = when.astimezone(zone.tz)
+    today = now.astimezone(zone.tz).date()
+    clock = f"{wall:%H:%M:%S}" if wall.second else f"{wall:%H:%M}"
+    if wall.date() == today:
+        text = clock
+    elif wall.year == today.year:
+        text = f"{wall:%m-%d} {clock}"
+    else:
+        text = f"{wall:%Y-%m-%d} {clock}"
+    return text + _offset(wall.utcoffset() or timedelta(0))
+
+
+def _offset(offset: timedelta) -> str:
+    if not offset:
+        return "Z"
+    minutes = round(offset.total_seconds()) // 60
+    sign = "+" if minutes >= 0 else "-"
+    hours, rest = divmod(abs(minutes), 60)
+    return f"{sign}{hours:02d}" + (f":{rest:02d}" if rest else "")
