@@ -126,12 +126,13 @@ def _run_once(
 
 
 def _store_failure_said(pauses: guards.Pauses, rows: Iterable[RunRow], ctx: RunContext) -> bool:
-    """Whether the run has already said that the store failed it (once is enough for cron's
-    mail): at the pauses, or in a task's error."""
+    """Whether the run has already said that the store failed it, or why it did not wait
+    for it (once is enough for cron's mail): at the pauses (also when they came late: the
+    read that failed then said so), in a task's error, or because it was told to stop."""
+    if pauses.unreachable or pauses.late or (ctx.tracker is not None and ctx.tracker.stopping):
+        return True
     where = coord_of(ctx).describe()
-    return pauses.unreachable or any(
-        r.outcome == "error" and where in (r.message or "") for r in rows
-    )
+    return any(r.outcome == "error" and where in (r.message or "") for r in rows)
 
 
 def _missed(plans: Mapping[str, Plan]) -> dict[str, tuple[int, datetime | None]]:
