@@ -5,6 +5,7 @@ without_overlapping lock."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -14,6 +15,7 @@ from cronctl.coord.port import Coordinator, HeldLock, StoreUnavailable
 from cronctl.core.due import Plan
 from cronctl.core.model import Task, format_duration
 from cronctl.core.runs import RunRow
+from cronctl.edge.awake import wait_awake
 from cronctl.edge.paths import ensure_private_dir
 from cronctl.run.context import CONDITION_TIMEOUT_S, REHEARSAL_DIR, RunContext, coord_of
 from cronctl.run.outcomes import still_running
@@ -54,7 +56,10 @@ def paused(ctx: RunContext) -> Pauses:
             answered.set()
 
     ctx.spawn(ask, "cronctl-pauses")
-    if not answered.wait(PAUSES_WAIT_S):
+    deadline = time.monotonic() + PAUSES_WAIT_S
+    while not answered.is_set() and (left := deadline - time.monotonic()) > 0:
+        wait_awake(answered, left)  # `run`'s main thread: a SIGTERM must wake it (edge/awake)
+    if not answered.is_set():
         return Pauses(dict.fromkeys(outbox.remembered_pauses(ctx.state_dir)), late=True)
     if refused:
         raise refused[0]
