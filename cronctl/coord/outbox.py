@@ -30,10 +30,13 @@ MAX_WAITING = 100_000
 _NOT_PUBLISHED = frozenset({"skipped: another server", "pending", "running"})
 
 
-def publish(store: Store, coord: Coordinator, rows: Sequence[RunRow], state_dir: Path) -> None:
-    """Send this run's records and any left waiting; keep in the outbox what did not go."""
+def publish(
+    store: Store, coord: Coordinator, rows: Sequence[RunRow], state_dir: Path
+) -> StoreUnavailable | None:
+    """Send this run's records and any left waiting; keep in the outbox what did not go
+    (returning why)."""
     if not coord.keeps_fleet_history:
-        return
+        return None
     waiting = _read(state_dir / OUTBOX)
     todo: dict[str, RunRow] = {}
     for run_id in waiting:
@@ -42,15 +45,16 @@ def publish(store: Store, coord: Coordinator, rows: Sequence[RunRow], state_dir:
             todo[row.id] = row
     todo.update({r.id: r for r in rows if r.outcome not in _NOT_PUBLISHED})
     if not todo:
-        return
+        return None
     try:
         coord.publish(list(todo.values()))
-    except StoreUnavailable:
+    except StoreUnavailable as exc:
         _write(state_dir / OUTBOX, list(todo)[-MAX_WAITING:])
-        return
+        return exc
     if waiting:
         with suppress(FileNotFoundError):
             (state_dir / OUTBOX).unlink()
+    return None
 
 
 def _read(path: Path) -> list[str]:

@@ -213,6 +213,11 @@ class Coordinator(Protocol):
         """Housekeeping: claims older than any catch-up can reach."""
         ...
 
+    def stop_waiting(self) -> None:
+        """Told to stop (SIGTERM): cut short what waits for the store, now and from now on,
+        so the run can record its rows and end. Safe to call from a signal handler."""
+        ...
+
     def close(self) -> None:
         """Close connections; idempotent."""
         ...

@@ -7,7 +7,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -150,6 +150,40 @@ class Tracker:
         return len(running)
 
 
+class Preclaims:
+    """The claims of several rows decided in one round trip (guards.preclaim), by run id.
+
+    Taken in the background while the tasks that need no claim start: a row among them waits
+    for the round trip only at its own claim."""
+
+    def __init__(self) -> None:
+        self._won: dict[str, bool] = {}
+        self._asked: frozenset[str] = frozenset()
+        self._answered = threading.Event()
+        self._answered.set()
+
+    def asking(self, row_ids: Iterable[str]) -> None:
+        """The round trip for ``row_ids`` begins."""
+        self._asked = frozenset(row_ids)
+        self._answered.clear()
+
+    def answered(self, won: Mapping[str, bool]) -> None:
+        """It ended: ``won`` by run id (empty when the store failed)."""
+        self._won.update(won)
+        self._answered.set()
+
+    def take(self, row_id: str) -> bool | None:
+        """Whether this machine won ``row_id`` (waiting for the round trip if it asked for
+        it); None: not decided ahead, the row claims by itself."""
+        if row_id in self._asked:
+            self._answered.wait()
+        return self._won.pop(row_id, None)
+
+    def won(self, row_id: str) -> bool:
+        """Whether ``row_id`` is known won, without waiting."""
+        return self._won.get(row_id) is True
+
+
 @dataclass(frozen=True)
 class RunContext:
     """Where and as whom a run happens, and how to tell the time."""
@@ -172,8 +206,12 @@ class RunContext:
     warn: Callable[[str], None] = field(default=lambda message: print(message, file=sys.stderr))
     # Claims, overlap locks, pauses, fleet records (edge/coord); None: files in lock_dir.
     coord: Coordinator | None = None
-    # Claims decided in one round trip before the tasks start, by run id (see _preclaim).
-    claimed: dict[str, bool] = field(default_factory=dict)
+    # Claims decided in one round trip as the tasks start, by run id (see guards.preclaim).
+    claimed: Preclaims = field(default_factory=Preclaims)
+    # The store had not answered with the pauses when the tasks that need no store started
+    # (they went by the pauses last read): guarded tasks, which wait for it anyway, look at
+    # its own pauses before their claim (guards.paused).
+    recheck_pauses: bool = False
     # Rows the planning transaction recorded "running" already (the first wave: see
     # planning.plan_all), so their workers start them without a commit of their own.
     marked: set[str] = field(default_factory=set)

@@ -4,8 +4,10 @@ without_overlapping lock."""
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from cronctl.coord import open_coordinator, outbox
@@ -13,15 +15,59 @@ from cronctl.coord.port import Coordinator, HeldLock, StoreUnavailable
 from cronctl.core.due import Plan
 from cronctl.core.model import Task, format_duration
 from cronctl.core.runs import RunRow
+from cronctl.edge.awake import wait_awake
 from cronctl.edge.paths import ensure_private_dir
 from cronctl.run.context import CONDITION_TIMEOUT_S, REHEARSAL_DIR, RunContext, coord_of
 from cronctl.run.outcomes import still_running
 
+#: How long the run waits for a store across the network to answer with the pauses before
+#: the tasks that need no store start by the pauses last read from it (docs/fleets-postgresql.md).
+PAUSES_WAIT_S = 1.0
 
-def paused(ctx: RunContext) -> Mapping[str, object]:
-    """The operator pauses. When the store is unreachable, the pauses last read from it still
-    hold (guarded tasks then fail at their claim or lock, the others run: see
-    docs/fleets-postgresql.md)."""
+
+@dataclass(frozen=True, slots=True)
+class Pauses:
+    """The operator pauses a run goes by; ``late``: the store had not answered in time, and
+    ``unreachable``: it could not be asked (the error is said); either way these are the
+    ones last read from it (see RunContext.recheck_pauses)."""
+
+    names: Mapping[str, object]
+    late: bool = False
+    unreachable: bool = False
+
+
+def paused(ctx: RunContext) -> Pauses:
+    """The operator pauses. A store across the network is given PAUSES_WAIT_S: a store that
+    answers but blocks (a locked table) must not hold back the tasks that need no store. When
+    it is unreachable or late, the pauses last read from it hold (guarded tasks then wait for
+    it, or fail at their claim or lock; the others run: see docs/fleets-postgresql.md)."""
+    if not coord_of(ctx).may_be_unreachable:
+        return _read_pauses(ctx)
+    found: list[Pauses] = []
+    refused: list[BaseException] = []  # a refusal (a newer schema): raised if in time
+    answered = threading.Event()
+
+    def ask() -> None:
+        try:
+            found.append(_read_pauses(ctx))
+        except BaseException as exc:
+            refused.append(exc)
+        finally:
+            answered.set()
+
+    ctx.spawn(ask, "cronctl-pauses")
+    deadline = time.monotonic() + PAUSES_WAIT_S
+    while not answered.is_set() and (left := deadline - time.monotonic()) > 0:
+        wait_awake(answered, left)  # `run`'s main thread: a SIGTERM must wake it (edge/awake)
+    if not answered.is_set():
+        return Pauses(dict.fromkeys(outbox.remembered_pauses(ctx.state_dir)), late=True)
+    if refused:
+        raise refused[0]
+    return found[0]
+
+
+def _read_pauses(ctx: RunContext) -> Pauses:
+    """The store's pauses, or the ones last read from it, said why, when it is unreachable."""
     coord = coord_of(ctx)
     try:
         pauses = coord.paused_tasks()
@@ -29,10 +75,10 @@ def paused(ctx: RunContext) -> Mapping[str, object]:
         kept = outbox.remembered_pauses(ctx.state_dir)
         also = f"; the pauses last read from it still hold ({', '.join(kept)})" if kept else ""
         ctx.warn(f"cronctl: error: {exc}; guarded tasks are not started this minute{also}")
-        return dict.fromkeys(kept)
+        return Pauses(dict.fromkeys(kept), unreachable=True)
     if coord.may_be_unreachable:
         outbox.remember_pauses(ctx.state_dir, list(pauses))
-    return pauses
+    return Pauses(pauses)
 
 
 def preclaim(
@@ -50,11 +96,25 @@ def preclaim(
     ]
     if not first:
         return
-    try:
-        won = coord_of(ctx).claim([(r.task, r.occurrence) for r in first], now=now)
-    except StoreUnavailable:
-        return  # each task then meets the store's failure at its own claim
-    ctx.claimed.update({r.id: (r.task, r.occurrence) in won for r in first})
+    ctx.claimed.asking(r.id for r in first)
+
+    def take() -> None:
+        won: set[tuple[str, datetime]] | None = None
+        try:
+            won = coord_of(ctx).claim([(r.task, r.occurrence) for r in first], now=now)
+        except StoreUnavailable:
+            pass  # each task then meets the store's failure at its own claim
+        finally:
+            ctx.claimed.answered({} if won is None else {r.id: _key(r) in won for r in first})
+
+    if coord_of(ctx).may_be_unreachable:
+        ctx.spawn(take, "cronctl-claims")  # a store that blocks holds back no other task
+    else:
+        take()
+
+
+def _key(row: RunRow) -> tuple[str, datetime]:
+    return row.task, row.occurrence
 
 
 def claim(task: Task, row: RunRow, ctx: RunContext, now: datetime) -> bool:
@@ -70,7 +130,7 @@ def claim(task: Task, row: RunRow, ctx: RunContext, now: datetime) -> bool:
             return key in apart.claim([key], now=now)
         finally:
             apart.close()
-    won = ctx.claimed.pop(row.id, None)
+    won = ctx.claimed.take(row.id)
     if won is None:
         won = key in coord_of(ctx).claim([key], now=now)
     return won
@@ -103,6 +163,9 @@ def acquire(
 
     :raises StoreUnavailable: the coordination store could not be asked.
     """
+    guarded = task.on_one_server or task.without_overlapping
+    if guarded and ctx.recheck_pauses and task.name in coord_of(ctx).paused_tasks():
+        return replace(row, outcome="skipped: paused"), None
     if task.on_one_server and not claim(task, row, ctx, now):
         return replace(row, outcome="skipped: another server"), None
     if not task.without_overlapping:

@@ -306,7 +306,7 @@ def _starts_at_once(task: Task, row: RunRow, ctx: RunContext) -> bool:
     """Whether nothing but the overlap lock stands between ``row`` and its start."""
     if not starts_at_once(task):
         return False
-    return not task.on_one_server or ctx.claimed.get(row.id) is True
+    return not task.on_one_server or ctx.claimed.won(row.id)
 
 
 def run_task(
@@ -448,6 +448,9 @@ def run_occurrence(
     try:
         return _guarded(store, task, row, env, ctx, now, mark)
     except StoreUnavailable as exc:
+        if ctx.tracker is not None and ctx.tracker.stopping:
+            # The store's answer was cut short by the stop: not started, as any other row.
+            return replace(row, outcome="interrupted", message=NOT_STARTED)
         return replace(row, outcome="error", message=str(exc))
 
 

@@ -7,7 +7,7 @@ this module ties them together and keeps the names callers import from here.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from datetime import datetime
 
@@ -26,6 +26,7 @@ from cronctl.run.context import (
     LOG_RETENTION,
     REHEARSAL_AHEAD,
     REHEARSAL_DIR,
+    Preclaims,
     RunContext,
     Running,
     RunReport,
@@ -70,17 +71,23 @@ def run_once(
     ensure_private_dir(ctx.state_dir)
     ensure_private_dir(ctx.lock_dir)
     coord = ctx.coord or open_coordinator(None, ctx.lock_dir, host=ctx.host, pid=ctx.pid)
-    ctx = replace(ctx, coord=coord, claimed={}, marked=set())
+    ctx = replace(ctx, coord=coord, claimed=Preclaims(), marked=set())
+    if ctx.tracker is not None:
+        ctx.tracker.on_stop(coord.stop_waiting)  # a SIGTERM ends a wait on the store at once
     try:
         return _run_once(schedule, now, ctx, ahead)
     finally:
-        coord_of(ctx).close()
+        if ctx.tracker is not None:
+            ctx.tracker.forget_stop(coord.stop_waiting)
+        coord.close()
 
 
 def _run_once(
     schedule: Schedule, now: datetime, ctx: RunContext, ahead: planning.Ahead | None
 ) -> RunReport:
-    paused = guards.paused(ctx)
+    pauses = guards.paused(ctx)
+    paused = pauses.names
+    ctx = replace(ctx, recheck_pauses=pauses.late)
     kept = ahead.open_store() if ahead is not None else None  # `work`'s, open since its lead
     with kept or Store.open(ctx.state_dir) as store:
         if ctx.dry_run:
@@ -104,13 +111,28 @@ def _run_once(
             for row in occurrence.run_all(store, plans, by_task, ctx, started):
                 results[row.id] = row
         if coord_of(ctx).keeps_fleet_history and not ctx.rehearsal:
-            outbox.publish(store, coord_of(ctx), list(results.values()), ctx.state_dir)
+            unsent = outbox.publish(store, coord_of(ctx), list(results.values()), ctx.state_dir)
+            if unsent is not None and not _store_failure_said(pauses, results.values(), ctx):
+                ctx.warn(
+                    f"cronctl: warning: {unsent}; this run's records wait in "
+                    f"{ctx.state_dir / outbox.OUTBOX} and go with the next run that reaches it"
+                )
         if now.minute == 0 and not ctx.rehearsal:
             # Never by a pretended future time: that would delete present-day data.
             recovery.sweep(store, ctx, min(now, real_clock()))
         if schedule.settings.metrics_file is not None and not ctx.rehearsal:
             metrics.write_metrics(schedule, store, now, ctx.state_dir, ctx.warn)
     return RunReport(now, list(results.values()), plans=plans, missed=_missed(plans))
+
+
+def _store_failure_said(pauses: guards.Pauses, rows: Iterable[RunRow], ctx: RunContext) -> bool:
+    """Whether the run has already said that the store failed it, or why it did not wait
+    for it (once is enough for cron's mail): at the pauses (also when they came late: the
+    read that failed then said so), in a task's error, or because it was told to stop."""
+    if pauses.unreachable or pauses.late or (ctx.tracker is not None and ctx.tracker.stopping):
+        return True
+    where = coord_of(ctx).describe()
+    return any(r.outcome == "error" and where in (r.message or "") for r in rows)
 
 
 def _missed(plans: Mapping[str, Plan]) -> dict[str, tuple[int, datetime | None]]:

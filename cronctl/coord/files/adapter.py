@@ -129,6 +129,9 @@ class FilesCoordinator:
         """Claims older than a week (docs/guarantees.md)."""
         locks.sweep_claims(self.lock_dir, now=now)
 
+    def stop_waiting(self) -> None:
+        """Nothing waits: every file operation here is tried without waiting."""
+
     def close(self) -> None:
         """Close the overlap directory, if a lock was taken in it (the locks stay held)."""
         with self._overlap_lock:

@@ -37,6 +37,7 @@ from cronctl.coord.postgres.conn import (
     driver,
     failure_message,
     first_line,
+    stop_waiting,
     unreachable,
     utc,
 )
@@ -123,6 +124,11 @@ class PostgresCoordinator:
         if conn is not None:
             with suppress(Exception):  # a broken connection may fail to close; it is gone
                 conn.close()
+
+    def stop_waiting(self) -> None:
+        """Every wait on the store, of any of this process's connections, ends within
+        STOP_WAIT_S from now on (see conn._wait)."""
+        stop_waiting()
 
     def close(self) -> None:
         """Close the run's connection (locks have their own); the next call connects afresh,

@@ -3,6 +3,9 @@ overlap lock's own session (lock.py): the driver, keepalives, and the rows both 
 
 from __future__ import annotations
 
+import select
+import threading
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -27,6 +30,52 @@ _SESSION_OPTIONS = (
 )
 
 
+#: Once cronctl is told to stop, no answer of the store is waited for longer than this.
+STOP_WAIT_S = 0.5
+#: How often a wait on the store looks at the clock (the connect timeout, a stop).
+_TICK_S = 0.1
+_connecting = threading.local()  # .deadline: the monotonic time a connect in progress gives up
+_stopped_at: list[float] = []  # when cronctl was told to stop (monotonic), once it was
+NOT_WAITED = "not waited for: cronctl was told to stop"
+
+
+def stop_waiting() -> None:
+    """Told to stop: from now on every wait on the store, of any connection of this process,
+    ends after STOP_WAIT_S (a statement is cancelled, a connect abandoned). Called from a
+    signal handler: it only appends to a list."""
+    if not _stopped_at:
+        _stopped_at.append(time.monotonic())
+
+
+def _wait(conn: Any) -> None:
+    """psycopg2's wait callback: libpq's waits done here, in Python, rather than inside the
+    driver, so that a signal is handled at once (SIGTERM to a `run` that waits for a locked
+    table: docs/fleets-postgresql.md), a connect keeps its timeout (libpq leaves that to the
+    caller of an asynchronous connect) and a stop cuts a wait short."""
+    import psycopg2
+    import psycopg2.extensions as ext
+
+    started = time.monotonic()
+    deadline = getattr(_connecting, "deadline", None)
+    cancelled = False
+    while (state := conn.poll()) != ext.POLL_OK:
+        now = time.monotonic()
+        if deadline is not None and now > deadline:
+            raise psycopg2.OperationalError("timeout expired")
+        if _stopped_at and now > max(_stopped_at[0], started) + STOP_WAIT_S:
+            if deadline is not None or cancelled:
+                raise psycopg2.OperationalError(NOT_WAITED)
+            conn.cancel()  # the statement ends with QueryCanceled; its answer is read next
+            cancelled, started = True, now
+        fd = conn.fileno()
+        if state == ext.POLL_READ:
+            select.select([fd], [], [], _TICK_S)
+        elif state == ext.POLL_WRITE:
+            select.select([], [fd], [], _TICK_S)
+        else:
+            raise psycopg2.OperationalError(f"unexpected state {state} of the connection")
+
+
 def connect(url: str, *, timeout: int = CONNECT_TIMEOUT_S) -> Any:
     """An autocommit psycopg2 connection with keepalives on both ends.
 
@@ -34,6 +83,7 @@ def connect(url: str, *, timeout: int = CONNECT_TIMEOUT_S) -> Any:
     """
     psycopg2 = driver(url)
 
+    _connecting.deadline = time.monotonic() + timeout
     try:
         conn = psycopg2.connect(
             url,
@@ -47,19 +97,25 @@ def connect(url: str, *, timeout: int = CONNECT_TIMEOUT_S) -> Any:
         )
     except psycopg2.Error as exc:
         raise StoreUnavailable(unreachable(url, exc)) from None
+    finally:
+        _connecting.deadline = None
     conn.autocommit = True
     return conn
 
 
 def driver(url: str) -> Any:
-    """The psycopg2 module, or a clear error when the extra is not installed."""
+    """The psycopg2 module, its waits made by :func:`_wait` (for every connection of the
+    process), or a clear error when the extra is not installed."""
     try:
         import psycopg2  # here, not at the top: without the extra, this clear error
+        import psycopg2.extensions
     except ImportError:
         raise CronctlError(
             f"coordination is set ({redact_url(url)}) but the PostgreSQL driver is not "
             "installed: pip install 'cronctl[postgres]' (psycopg2-binary) on this machine"
         ) from None
+    if psycopg2.extensions.get_wait_callback() is not _wait:
+        psycopg2.extensions.set_wait_callback(_wait)
     return psycopg2
 
 
@@ -80,6 +136,8 @@ def failure_message(url: str, exc: BaseException) -> str:
     error; never with the URL's password."""
     import psycopg2.errors
 
+    if _stopped_at:
+        return f"{UNREACHABLE} ({redact_url(url)}): {NOT_WAITED}"
     if isinstance(exc, psycopg2.errors.LockNotAvailable | psycopg2.errors.QueryCanceled):
         return (
             f"{UNREACHABLE} ({redact_url(url)}): it did not answer in time "
