@@ -85,7 +85,10 @@ def check(
         ),
     ] = None,
 ) -> None:
-    """Validate the schedule files; execute nothing. Exit 1 when problems are found."""
+    """Validate the schedule files; execute nothing. Exit 1 when problems are found.
+
+    The files together may hold 10 MiB and 50,000 tasks (docs/schedule-file.md, Limits).
+    """
     if fmt not in ("text", "json", "github"):
         raise UsageError(f"--format {fmt!r}: use text, json or github")
     schedule = load_schedule(file)

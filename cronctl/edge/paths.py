@@ -26,6 +26,7 @@ from cronctl.errors import ScheduleFileError, UnsafeDirectoryError, UsageError
 
 __all__ = [
     "DEFAULT_FILE",
+    "MAX_SCHEDULE_BYTES",
     "default_state_dir",
     "ensure_private_dir",
     "fsync_dir",
@@ -88,10 +89,18 @@ def _env_files(value: str) -> list[Path]:
     return [Path(p) for p in parts]
 
 
+#: The most the schedule files may hold together (docs/schedule-file.md, Limits): a 77 MB
+#: file kept `check` parsing past 300 s without a word. A file is read only this far and one
+#: byte more, so the parse can refuse it without reading the rest.
+MAX_SCHEDULE_BYTES = 10 * 2**20
+
+
 def read_bytes(path: Path) -> bytes:
-    """A schedule file's bytes; a file that cannot be read stops the command (exit 2)."""
+    """A schedule file's bytes, at most MAX_SCHEDULE_BYTES + 1 of them (more: the parse
+    refuses the file); a file that cannot be read stops the command (exit 2)."""
     try:
-        return path.read_bytes()
+        with path.open("rb") as fh:
+            return fh.read(MAX_SCHEDULE_BYTES + 1)
     except OSError as exc:
         raise ScheduleFileError(f"{path}: cannot read: {exc.strerror}", path) from None
 
