@@ -93,6 +93,7 @@ def check(
         raise UsageError(f"--format {fmt!r}: use text, json or github")
     schedule = load_schedule(file)
     extra = dirs.lock_dir_problems(schedule, state_dir, lock_dir, os.environ)
+    extra += dirs.metrics_file_problems(schedule)
     result = service.check(schedule, parse_instant(now), extra, strict)
     if diff is not None:
         check_with_diff(result, schedule, file, diff, parse_instant(now), fmt)
