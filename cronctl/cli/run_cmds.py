@@ -53,7 +53,11 @@ def run(
     host: HostOpt = None,
     coordination: CoordOpt = None,
 ) -> None:
-    """Run what is due now (call it from cron every minute). Exit 1 if a task failed."""
+    """Run what is due now (call it from cron every minute). Exit 1 if a task failed.
+
+    SIGTERM, SIGINT or SIGHUP: start nothing more, forward the signal to the running tasks,
+    record them interrupted, exit 128 + the signal's number (143, 130, 129).
+    """
     raise typer.Exit(
         run_command(
             file, now, dry_run, verbose, strict, as_json, state_dir, lock_dir, host, coordination
