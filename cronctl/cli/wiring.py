@@ -198,7 +198,7 @@ class _StopOnSignal:
     the grace.
 
     The handler only sets flags and sends signals, so the main thread carries on waiting for
-    the tasks and records every outcome (``interrupted``) before `run` exits 143 / 130.
+    the tasks and records every outcome (``interrupted``) before `run` exits 143 / 130 / 129.
     """
 
     def __init__(self, grace_s: float = STOP_GRACE_S) -> None:
