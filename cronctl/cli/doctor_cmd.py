@@ -28,8 +28,9 @@ def doctor(
     coordination: CoordOpt = None,
     now: NowOpt = None,
 ) -> None:
-    """Check the schedule (as `check` does), directories, lock sharing, the schedule cache,
-    the coordination store, the clock, and what runs cronctl here (crontabs, systemd units).
+    """Check the schedule (as `check` does), directories, lock sharing, metrics_file's path,
+    the schedule cache, the coordination store, the clock, and what runs cronctl here
+    (crontabs, systemd units).
     Exit 1 when anything needs attention.
 
     \b

@@ -55,6 +55,9 @@ def run(
 ) -> None:
     """Run what is due now (call it from cron every minute). Exit 1 if a task failed.
 
+    SIGTERM, SIGINT or SIGHUP: start nothing more, forward the signal to the running tasks,
+    record them interrupted, exit 128 + the signal's number (143, 130, 129).
+
     \b
     Example:
       * * * * * cd /srv/app && cronctl run      (the crontab line)

@@ -87,6 +87,8 @@ def check(
 ) -> None:
     """Validate the schedule files; execute nothing. Exit 1 when problems are found.
 
+    The files together may hold 10 MiB and 50,000 tasks (docs/schedule-file.md, Limits).
+
     \b
     Example:
       cronctl check --strict
@@ -96,6 +98,7 @@ def check(
         raise UsageError(f"--format {fmt!r}: use text, json or github")
     schedule = load_schedule(file)
     extra = dirs.lock_dir_problems(schedule, state_dir, lock_dir, os.environ)
+    extra += dirs.metrics_file_problems(schedule)
     result = service.check(schedule, parse_instant(now), extra, strict)
     if diff is not None:
         check_with_diff(result, schedule, file, diff, parse_instant(now), fmt)

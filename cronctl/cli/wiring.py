@@ -181,7 +181,8 @@ def run_command(
     report = run_once(schedule, instant, stop.install(ctx))
     render_run(report, as_json, verbose, live.handled if live else frozenset())
     if stop.signum is not None:
-        return 128 + stop.signum  # 143 for SIGTERM, 130 for SIGINT, as a shell reports them
+        # 143 for SIGTERM, 130 for SIGINT, 129 for SIGHUP, as a shell reports them.
+        return 128 + stop.signum
     if minute.status == quiet.SPENT:
         quiet.keep(look, everything, schedule, report, ctx, os.environ)
     return 1 if report.failed else 0
@@ -193,10 +194,11 @@ STOP_GRACE_S = 30.0
 
 
 class _StopOnSignal:
-    """SIGTERM/SIGINT to `run`: stop starting tasks, forward the signal, SIGKILL after the grace.
+    """SIGTERM/SIGINT/SIGHUP to `run`: stop starting tasks, forward the signal, SIGKILL after
+    the grace.
 
     The handler only sets flags and sends signals, so the main thread carries on waiting for
-    the tasks and records every outcome (``interrupted``) before `run` exits 143 / 130.
+    the tasks and records every outcome (``interrupted``) before `run` exits 143 / 130 / 129.
     """
 
     def __init__(self, grace_s: float = STOP_GRACE_S) -> None:
@@ -205,11 +207,14 @@ class _StopOnSignal:
         self._tracker: Tracker | None = None
 
     def install(self, ctx: RunContext) -> RunContext:
-        """Handle SIGTERM and SIGINT from now on; return ``ctx`` with a tracker to signal."""
+        """Handle SIGTERM, SIGINT and SIGHUP from now on; return ``ctx`` with a tracker to
+        signal."""
 
         self._tracker = Tracker()
-        signal.signal(signal.SIGTERM, self._handle)
-        signal.signal(signal.SIGINT, self._handle)
+        # SIGHUP too, as under `work`: its default action killed `run` outright, leaving the
+        # running task unsignalled and its row "running" (docs/commands.md, Signals).
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(signum, self._handle)
         # A jitter or retry delay ends at once when told to stop, as under `work`.
         return replace(ctx, tracker=self._tracker, sleep=self._tracker.pause)
 

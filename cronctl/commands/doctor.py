@@ -23,6 +23,7 @@ from cronctl.coord import open_coordinator
 from cronctl.coord.port import StoreUnavailable
 from cronctl.core.model import Problem, Schedule
 from cronctl.edge.callers import find_callers
+from cronctl.edge.dirs import metrics_file_problems
 from cronctl.edge.paths import open_dir
 from cronctl.edge.schedcache import cache_dir
 from cronctl.errors import CronctlError
@@ -71,6 +72,7 @@ def doctor(
     findings = _schedule(schedule, now)
     findings += [*_directory("state_dir", state_dir), *_directory("lock_dir", lock_dir)]
     findings.append(_sharing(lock_problems, url))
+    findings += _metrics(schedule)
     findings.append(_cache(os.environ))
     if url:
         findings.extend(_store(url, lock_dir))
@@ -99,6 +101,25 @@ def _schedule(schedule: Schedule, now: datetime) -> list[Finding]:
         tasks = f"{count} task{'s' * (count != 1)}"
         findings.append(Finding("ok", subject, f"{files}: {tasks}, no problems"))
     return findings
+
+
+def _metrics(schedule: Schedule) -> list[Finding]:
+    """Whether `metrics_file` is safe to write, judged as `run` judges it before each write
+    (edge/dirs.metrics_file_problems, which `check` gives too)."""
+    path = schedule.settings.metrics_file
+    if path is None:
+        return []
+    found = metrics_file_problems(schedule)
+    if not found:
+        return [
+            Finding(
+                "ok",
+                "metrics_file",
+                f"{path}: its path passes the check `run` makes before each write",
+            )
+        ]
+    advice = "move it to a directory only root or this user can write to (docs/operating.md)"
+    return [Finding("warning", "metrics_file", p.message, advice) for p in found]
 
 
 def _callers(env: Mapping[str, str]) -> Finding:

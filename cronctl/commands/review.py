@@ -10,7 +10,7 @@ from cronctl.core.assemble import build_schedule
 from cronctl.core.diff import ScheduleDiff, diff_schedules
 from cronctl.core.model import Problem, Schedule
 from cronctl.edge import git
-from cronctl.edge.schedfiles import parse_bytes
+from cronctl.edge.schedfiles import parse_files
 
 
 def schedule_at(ref: str, given: list[Path] | None, current: list[Path]) -> Schedule:
@@ -19,12 +19,9 @@ def schedule_at(ref: str, given: list[Path] | None, current: list[Path]) -> Sche
     for candidate in _given(given):
         if candidate.is_dir():
             paths += [p for p in git.tomls_at(ref, candidate) if p not in paths]
-    results = []
-    for path in paths:
-        data = git.show(ref, path)
-        if data is not None:
-            results.append(parse_bytes(path, data))
-    return build_schedule(results)
+    found = [(path, git.show(ref, path)) for path in paths]
+    kept = [(path, data) for path, data in found if data is not None]
+    return build_schedule(parse_files([p for p, _ in kept], [d for _, d in kept]))
 
 
 def _given(given: list[Path] | None) -> list[Path]:

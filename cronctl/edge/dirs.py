@@ -14,8 +14,8 @@ from pathlib import Path
 from cronctl.core.model import Problem, Schedule
 from cronctl.core.values import check_line
 from cronctl.edge.mounts import filesystem_type, is_shared_fstype
-from cronctl.edge.paths import ensure_private_dir, open_nofollow, resolve_dirs
-from cronctl.errors import UsageError
+from cronctl.edge.paths import check_file_path, ensure_private_dir, open_nofollow, resolve_dirs
+from cronctl.errors import UnsafeDirectoryError, UsageError
 
 
 def data_dirs(
@@ -81,6 +81,24 @@ def lock_dir_problems(
     )
     warning = lock_dir_warning(schedule, locks, only_if_present=named)
     return [warning] if warning else []
+
+
+def metrics_file_problems(schedule: Schedule) -> list[Problem]:
+    """A warning when another user could steer where `metrics_file` is written: its whole
+    path judged as `run` and `work` judge it before each write (and then refuse it), so
+    `check` and `doctor` say so before the first run does."""
+    path = schedule.settings.metrics_file
+    if path is None:
+        return []
+    try:
+        check_file_path(path)
+    except UnsafeDirectoryError as exc:
+        where = str(schedule.files[0]) if schedule.files else str(path)
+        message = f"metrics_file is not safe to write: {exc} `run` and `work` will not write it"
+        return [Problem(where, None, None, "warning", "metrics-file-unsafe", message)]
+    except OSError:
+        return []  # not judged where it cannot be looked at (a CI runner); the write says so
+    return []
 
 
 NOTICE_INTERVAL_S = 24 * 3600

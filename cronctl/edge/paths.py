@@ -26,6 +26,7 @@ from cronctl.errors import ScheduleFileError, UnsafeDirectoryError, UsageError
 
 __all__ = [
     "DEFAULT_FILE",
+    "MAX_SCHEDULE_BYTES",
     "default_state_dir",
     "ensure_private_dir",
     "fsync_dir",
@@ -88,10 +89,18 @@ def _env_files(value: str) -> list[Path]:
     return [Path(p) for p in parts]
 
 
+#: The most the schedule files may hold together (docs/schedule-file.md, Limits): a 77 MB
+#: file kept `check` parsing past 300 s without a word. A file is read only this far and one
+#: byte more, so the parse can refuse it without reading the rest.
+MAX_SCHEDULE_BYTES = 10 * 2**20
+
+
 def read_bytes(path: Path) -> bytes:
-    """A schedule file's bytes; a file that cannot be read stops the command (exit 2)."""
+    """A schedule file's bytes, at most MAX_SCHEDULE_BYTES + 1 of them (more: the parse
+    refuses the file); a file that cannot be read stops the command (exit 2)."""
     try:
-        return path.read_bytes()
+        with path.open("rb") as fh:
+            return fh.read(MAX_SCHEDULE_BYTES + 1)
     except OSError as exc:
         raise ScheduleFileError(f"{path}: cannot read: {exc.strerror}", path) from None
 
@@ -541,8 +550,10 @@ def check_file_path(path: Path) -> None:
 
     Below a directory that others can write to (``/tmp``), each component must be a real
     directory owned by root or this user: a link there may have been planted by another
-    user to make cronctl write where they choose. Links elsewhere (``/var/run``) are
-    followed. The file's own directory must pass the state directories' check.
+    user to make cronctl write where they choose. That directory must be sticky, or the
+    others could rename a sound directory away after this check and plant a link in its
+    place. Links elsewhere (``/var/run``) are followed. The file's own directory must pass
+    the state directories' check.
 
     :raises UnsafeDirectoryError: what is wrong and what to do.
     """
@@ -550,12 +561,23 @@ def check_file_path(path: Path) -> None:
     current = Path("/")
     for part in path.parent.parts[1:]:
         parent, current = current, current / part
-        parent_st = parent.stat()
+        try:
+            parent_st = parent.stat()
+        except FileNotFoundError:
+            return  # nothing to write into: the write fails and says so
         if not parent_st.st_mode & (stat.S_IWOTH | stat.S_IWGRP) or _sound_dir(parent_st):
             continue
         st = _lstat(current)
         if st is None:
             return  # nothing to write into: the write fails and says so
+        if not parent_st.st_mode & stat.S_ISVTX:
+            raise UnsafeDirectoryError(
+                f"{parent} can be written by other users and has no sticky bit: they can "
+                f"replace {current} with a link after cronctl checked it, to make cronctl "
+                f"write {path.name} elsewhere. Put {path} in a directory only root or this "
+                f"user can write to (or chmod +t {parent}).",
+                parent,
+            )
         if stat.S_ISLNK(st.st_mode) or st.st_uid not in (0, os.geteuid()):
             what = "a symbolic link" if stat.S_ISLNK(st.st_mode) else f"owned by uid {st.st_uid}"
             raise UnsafeDirectoryError(

@@ -17,17 +17,24 @@ from cronctl.core.assemble import build_schedule
 from cronctl.core.lines import index_lines, syntax_error_line
 from cronctl.core.model import Problem, Schedule
 from cronctl.core.schema import FileResult, parse_document
-from cronctl.edge.paths import read_bytes, schedule_paths
+from cronctl.edge.paths import MAX_SCHEDULE_BYTES, read_bytes, schedule_paths
+
+#: The most [[task]] tables the schedule files may hold together (docs/schedule-file.md,
+#: Limits): five times the 10,000 that docs/benchmarks.md measures `check`, `list` and `run`
+#: at. Counted before the tasks are validated, which is most of a large file's cost.
+MAX_TASKS = 50_000
 
 
-def read_file(path: Path) -> FileResult:
-    """Read and validate one file; unreadable bytes and TOML syntax become problems."""
-    return parse_bytes(path, read_bytes(path))
+def parse_bytes(path: Path, data: bytes, before: tuple[int, int] = (0, 0)) -> FileResult:
+    """Validate a schedule file's bytes as if read from `path` (e.g. a revision's from git).
 
-
-def parse_bytes(path: Path, data: bytes) -> FileResult:
-    """Validate a schedule file's bytes as if read from `path` (e.g. a revision's from git)."""
+    `before`: the bytes and [[task]] tables of the files read before it in the same schedule,
+    which count towards the limits with its own.
+    """
     result = FileResult(path=path, display=str(path))
+    if before[0] + len(data) > MAX_SCHEDULE_BYTES:
+        result.problems.append(_too_large(path, before[0], len(data)))
+        return result
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -52,6 +59,11 @@ def parse_bytes(path: Path, data: bytes) -> FileResult:
         # both are limits of the parser, not syntax errors, so it reports no position.
         where, message = _limit_problem(text, exc)
     else:
+        tables = doc.get("task")
+        result.tables = len(tables) if isinstance(tables, list) else 0
+        if before[1] + result.tables > MAX_TASKS:
+            result.problems.append(_too_many(path, before[1], result.tables))
+            return result
         parse_document(doc, index_lines(text), result)
         return result
     result.problems.append(
@@ -96,9 +108,59 @@ def _deep_line(text: str) -> int | None:
     return None
 
 
+_SPLIT = (
+    "split the tasks between schedules of their own (each with its own `project` and its own "
+    "crontab line or `work`), or remove the tasks no longer needed (docs/schedule-file.md#limits)"
+)
+
+
+def _too_large(path: Path, before: int, read: int) -> Problem:
+    limit = MAX_SCHEDULE_BYTES // 2**20
+    # read_bytes stops one byte past the limit: a file cut there is larger still.
+    size = f"over {limit} MiB" if read > MAX_SCHEDULE_BYTES else f"{read / 2**20:,.1f} MiB"
+    together = f" (with the files before it, over {limit} MiB)" if before else ""
+    return Problem(
+        str(path),
+        None,
+        None,
+        "error",
+        "schedule-too-large",
+        f"holds {size}{together}: the schedule files may hold at most {limit} MiB together "
+        f"(and {MAX_TASKS:,} tasks), so cronctl does not read it; {_SPLIT}",
+    )
+
+
+def _too_many(path: Path, before: int, tables: int) -> Problem:
+    together = f" ({before + tables:,} with the files before it)" if before else ""
+    return Problem(
+        str(path),
+        None,
+        None,
+        "error",
+        "too-many-tasks",
+        f"holds {tables:,} [[task]] tables{together}: the schedule files may hold at most "
+        f"{MAX_TASKS:,} tasks together, so cronctl does not read them; {_SPLIT}",
+    )
+
+
+def parse_files(paths: Sequence[Path], contents: Sequence[bytes]) -> list[FileResult]:
+    """Each file's result, the files counted together against the limits in order; the
+    files after the one that passes a limit are not parsed (the schedule has its error)."""
+    results: list[FileResult] = []
+    size = tables = 0
+    for path, data in zip(paths, contents, strict=True):
+        if size > MAX_SCHEDULE_BYTES or tables > MAX_TASKS:
+            results.append(FileResult(path=path, display=str(path)))
+            continue
+        results.append(parse_bytes(path, data, (size, tables)))
+        size += len(data)
+        tables += results[-1].tables
+    return results
+
+
 def load_paths(paths: Sequence[Path]) -> Schedule:
     """Read every file and combine them into one Schedule."""
-    return build_schedule([read_file(p) for p in paths])
+    return build_schedule(parse_files(paths, [read_bytes(p) for p in paths]))
 
 
 def parse_all(
@@ -106,7 +168,7 @@ def parse_all(
 ) -> tuple[Schedule, dict[tuple[str, str, str], Path]]:
     """The Schedule of files already read, and every path their text was resolved to, by
     (kind, base, text): what the schedule cache checks again before it reuses a parse."""
-    results = [parse_bytes(p, data) for p, data in zip(paths, contents, strict=True)]
+    results = parse_files(paths, contents)
     resolved = {key: path for result in results for key, path in result.resolved.items()}
     return build_schedule(results), resolved
 

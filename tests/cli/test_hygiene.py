@@ -90,7 +90,7 @@ def _git(cwd: Path, *args: str) -> None:
     )  # fmt: skip
 
 
-@pytest.mark.parametrize("fmt", ["text", "json"])
+@pytest.mark.parametrize("fmt", ["text", "json", "github"])
 def test_check_diff_says_the_old_revision_could_not_be_read(
     cli: Cli, tmp_path: Path, fmt: str
 ) -> None:

@@ -260,31 +260,47 @@ def test_sigterm_to_run_ends_a_retry_delay_at_once(cli: Cli, tmp_path: Path) -> 
     assert [(r["task"], r["outcome"]) for r in rows] == [("flaky", "failed")], rows
 
 
-def test_sighup_stops_work_like_sigterm_and_records_the_task(cli: Cli, tmp_path: Path) -> None:
-    write_schedule(
-        tmp_path / "schedules.toml",
-        [
-            'name = "long"\nevery_minute = true\n'
-            "command = \"trap 'echo $1 > got-signal; exit 3' HUP; echo $$ > task.pid; "
-            'sleep 60 & wait"'
-        ],
-        header=STATE,
-    )
-    work = _start_work(cli, tmp_path, "10")
+# A task that says which signal reached it, and exits 3 on a hangup.
+HANGUP_TASK = (
+    'name = "long"\nevery_minute = true\n'
+    "command = \"trap 'echo HUP > got-signal; exit 3' HUP; echo $$ > task.pid; "
+    'sleep 60 & wait"'
+)
+
+
+def _hang_up(process: subprocess.Popen[str], tmp_path: Path) -> str:
+    """Once the task runs, SIGHUP `process` (run or work); its stderr once it has ended."""
     try:
         wait_for(tmp_path / "task.pid", timeout=30)
         time.sleep(0.3)  # the shell has set its trap
-        work.send_signal(signal.SIGHUP)
-        # Before: SIGHUP's default action killed `work` (exit -1); the task ran on, unsignalled.
-        _, err = work.communicate(timeout=20)
+        process.send_signal(signal.SIGHUP)
+        # Before: SIGHUP's default action killed cronctl (exit -1); the task ran on,
+        # unsignalled, and its row stayed "running".
+        return process.communicate(timeout=20)[1]
     finally:
-        if work.poll() is None:
-            work.kill()
-            work.communicate()
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
         pid = (tmp_path / "task.pid").read_text().strip()
         with contextlib.suppress(ProcessLookupError, ValueError):
             os.killpg(int(pid), signal.SIGKILL)
+
+
+def test_sighup_stops_work_like_sigterm_and_records_the_task(cli: Cli, tmp_path: Path) -> None:
+    write_schedule(tmp_path / "schedules.toml", [HANGUP_TASK], header=STATE)
+    work = _start_work(cli, tmp_path, "10")
+    err = _hang_up(work, tmp_path)
     assert work.returncode == 0, err
-    assert (tmp_path / "got-signal").exists(), "the task never got the signal"
+    assert (tmp_path / "got-signal").read_text() == "HUP\n", "the task never got the signal"
     assert "signalled 1 running task" in err
     assert _history(cli) == {"long": ["interrupted"]}
+
+
+def test_sighup_stops_run_like_sigterm_and_records_the_task(cli: Cli, tmp_path: Path) -> None:
+    write_schedule(tmp_path / "schedules.toml", [HANGUP_TASK], header=STATE)
+    run = cli.popen("run", "--now", at(0), env=FILE_STATE)
+    err = _hang_up(run, tmp_path)
+    assert run.returncode == 128 + signal.SIGHUP, err
+    assert (tmp_path / "got-signal").read_text() == "HUP\n", "the task never got the signal"
+    rows = _history_rows(cli)
+    assert [(r["task"], r["outcome"]) for r in rows] == [("long", "interrupted")], rows
