@@ -59,8 +59,16 @@ class Cli:
         self, *args: str, env: Mapping[str, str | None] | None = None
     ) -> subprocess.Popen[str]:
         """Start without waiting (for concurrency and signal tests)."""
+        return self.popen_code(None, *args, env=env)
+
+    def popen_code(
+        self, code: str | None, *args: str, env: Mapping[str, str | None] | None = None
+    ) -> subprocess.Popen[str]:
+        """Start `python -c CODE ARGS` (a cronctl with something patched, such as its clock),
+        or `python -m cronctl ARGS` for None, without waiting."""
+        how = ["-m", "cronctl"] if code is None else ["-c", code]
         return subprocess.Popen(
-            [sys.executable, "-m", "cronctl", *args],
+            [sys.executable, *how, *args],
             cwd=self.cwd,
             env=_merged(self.env, env),
             stdout=subprocess.PIPE,

@@ -25,6 +25,7 @@ from cronctl.run.context import log_dir
 from cronctl.run.once import RunContext, RunReport, Tracker, run_once
 from cronctl.run.planning import Ahead, plan_ahead
 from cronctl.run.pool import Job, Pool
+from cronctl.run.startup import run_start_tasks, start_tasks
 
 _MINUTE = timedelta(minutes=1)
 # How long before a boundary the loop wakes to reload a changed schedule and work out every
@@ -101,13 +102,15 @@ class Worker:
         watched = self.watch()
         self.check_store()
         # A thread for the first tick and one for each of its workers, before it comes.
-        self._pool.warm(self._ctx.max_parallel + 1)
+        self._pool.warm(self._ctx.max_parallel + 1)  # the start-up runs make their own
         # SIGHUP too: its default action killed `work` outright, leaving the running task
         # unsignalled and its row "running"; a closed terminal or a supervisor's hangup
         # stops it as SIGTERM does (docs/commands.md, Signals).
         for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(signum, self.request_stop)
         _say(f"cronctl work: {len(watched.schedule.tasks)} tasks; waiting for the next minute")
+        if start_tasks(watched.schedule):
+            self._start_up(watched.schedule)
         last_boundary: datetime | None = None
         while not self._stop.is_set():
             boundary = minute_floor(self._clock()) + _MINUTE
@@ -253,17 +256,30 @@ class Worker:
         self._threads = [t for t in self._threads if t.is_alive()]
 
         def tick() -> None:
-            try:
-                self._report(run_once(schedule, boundary, self._ctx, ahead))
-            except (StoreUnusableError, UnsafeDirectoryError) as exc:
-                self._fail(f"cronctl work: stopping: {exc}")
-            except CronctlError as exc:
-                _say(f"cronctl work: error at {boundary:%H:%M}: {exc}")
-            except OSError as exc:
-                # A full disk or a vanished directory: say so, keep ticking, no traceback.
-                _say(f"cronctl work: error at {boundary:%H:%M}: {exc}")
+            self._reporting(lambda: run_once(schedule, boundary, self._ctx, ahead), boundary)
 
         self._threads.append(self._pool.spawn(tick, f"tick-{boundary:%H%M}"))
+
+    def _start_up(self, schedule: Schedule) -> None:
+        """The on_start tasks, once, beside the minute loop (see run/startup.py)."""
+        started = self._clock()
+
+        def start_up() -> None:
+            self._reporting(lambda: run_start_tasks(schedule, started, self._ctx), started)
+
+        self._threads.append(self._pool.spawn(start_up, "start-up"))
+
+    def _reporting(self, body: Callable[[], RunReport], at: datetime) -> None:
+        """Run a tick (or the start-up runs) and report it; an error is said, not raised."""
+        try:
+            self._report(body())
+        except (StoreUnusableError, UnsafeDirectoryError) as exc:
+            self._fail(f"cronctl work: stopping: {exc}")
+        except CronctlError as exc:
+            _say(f"cronctl work: error at {at:%H:%M}: {exc}")
+        except OSError as exc:
+            # A full disk or a vanished directory: say so, keep ticking, no traceback.
+            _say(f"cronctl work: error at {at:%H:%M}: {exc}")
 
     def _fail(self, message: str) -> None:
         """A state database no retry can fix: say it once and exit 2 so a supervisor notices,
