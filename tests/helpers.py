@@ -6,6 +6,7 @@ import contextlib
 import functools
 import io
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -217,3 +218,19 @@ def plan_ahead_at(schedule: Schedule, tmp_path: Path, now: datetime) -> Ahead:
     with Store.open(ensure_private_dir(tmp_path / "state")) as store:
         stored = store.stored_states()
     return plan_ahead(schedule, stored, store.parse_state, now)
+
+
+def stop_worker(worker: subprocess.Popen[str]) -> str:
+    """SIGTERM (after SIGCONT, for a stopped one) to a `work` started with popen; its stderr,
+    once it has exited (killed after 30 s), with no traceback in it."""
+    if worker.poll() is None:
+        worker.send_signal(signal.SIGCONT)
+        worker.send_signal(signal.SIGTERM)
+    try:
+        _, err = worker.communicate(timeout=30)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.communicate()
+    assert "Traceback" not in err, err
+    return err

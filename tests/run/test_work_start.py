@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from tests.helpers import Cli, write_schedule
+from tests.helpers import Cli, stop_worker, write_schedule
 from tests.run.test_work import NEAR_BOUNDARY
 
 WARM = 'name = "warm"\non_start = true\ncommand = "echo $CRONCTL_OCCURRENCE >> warm-marks"'
@@ -27,15 +26,8 @@ def _wait_lines(path: Path, count: int, timeout: float = 30) -> None:
 
 
 def _stop(worker: subprocess.Popen[str]) -> str:
-    worker.send_signal(signal.SIGTERM)
-    try:
-        _, err = worker.communicate(timeout=30)
-    finally:
-        if worker.poll() is None:
-            worker.kill()
-            worker.communicate()
+    err = stop_worker(worker)
     assert worker.returncode == 0, err
-    assert "Traceback" not in err, err
     return err
 
 
