@@ -240,3 +240,18 @@ def test_work_without_health_never_imports_the_server_or_prometheus_client(cli: 
     imported = {line.rsplit("|", 1)[-1].strip() for line in err.splitlines() if "|" in line}
     assert "cronctl.run.work" in imported
     assert not {"http.server", "prometheus_client", "socketserver"} & imported
+
+
+def test_health_without_prometheus_client_says_which_extra_to_install(cli: Cli) -> None:
+    write_schedule(cli.cwd / "schedules.toml", [EVERY_MINUTE])
+    # As on a machine without the `health` extra: the import fails.
+    without = (
+        "import sys; sys.modules['prometheus_client'] = None; "
+        "sys.argv = ['cronctl', *sys.argv[1:]]; "
+        "from cronctl.cli.main import main; main()"
+    )
+    worker = cli.popen_code(without, "work", "--health", str(_free_port()))
+    _, err = worker.communicate(timeout=60)
+    assert worker.returncode == 2, err
+    assert "--health needs prometheus-client: pip install 'cronctl[health]'" in err
+    assert "Traceback" not in err
