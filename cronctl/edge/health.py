@@ -30,6 +30,9 @@ Samples = Callable[[], list[Sample]]
 #: How long a request may take to arrive: a client that holds its connection open idle
 #: cannot keep a thread of `work` for longer.
 REQUEST_TIMEOUT_S = 10.0
+#: Requests answered at once; more are told 503 at once rather than each given a thread that
+#: reads the state database (a flood of scrapes must not starve the minute loop).
+MAX_CONCURRENT = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,12 +137,23 @@ class HealthServer:
 def _handler(base: Any, liveness: Liveness, samples: Samples) -> Any:
     """The request handler class (made here: its base class is imported with --health only)."""
 
+    slots = threading.BoundedSemaphore(MAX_CONCURRENT)
+
     class Handler(base):  # type: ignore[misc]
         timeout = REQUEST_TIMEOUT_S
         server_version = "cronctl"
         sys_version = ""
 
         def do_GET(self) -> None:
+            if not slots.acquire(blocking=False):
+                self._answer(503, b"busy: too many requests at once\n", "text/plain")
+                return
+            try:
+                self._route()
+            finally:
+                slots.release()
+
+        def _route(self) -> None:
             path = self.path.split("?", 1)[0]
             if path == "/healthz":
                 healthy, why = liveness()
@@ -188,8 +202,8 @@ def prometheus_text(found: list[Sample]) -> tuple[bytes, str]:
     for name, (kind, text) in HELP.items():
         family = CounterMetricFamily if kind == "counter" else GaugeMetricFamily
         families[name] = family(name, text, labels=_label_names(name, found))
-    for sample in found:
-        families[sample.name].add_metric([v for _, v in sample.labels], sample.value)
+    for name, labels, value in found:
+        families[name].add_metric([v for _, v in labels], value)
 
     class Collector:
         def collect(self) -> Any:
@@ -201,9 +215,9 @@ def prometheus_text(found: list[Sample]) -> tuple[bytes, str]:
 
 
 def _label_names(name: str, found: list[Sample]) -> list[str]:
-    for sample in found:
-        if sample.name == name:
-            return [k for k, _ in sample.labels]
+    for sample_name, labels, _ in found:
+        if sample_name == name:
+            return [k for k, _ in labels]
     return ["task", "outcome"] if name == "cronctl_runs_total" else ["task"]
 
 

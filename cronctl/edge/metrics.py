@@ -15,9 +15,9 @@ collector never sees half a file.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import TypeAlias
 
 from cronctl.core.model import Schedule, Task
 from cronctl.core.runs import RunRow
@@ -66,13 +66,9 @@ def write_metrics(
             )
 
 
-@dataclass(frozen=True, slots=True)
-class Sample:
-    """One value of one metric: what the file writes on a line, and `work --health` serves."""
-
-    name: str  # a key of HELP
-    labels: tuple[tuple[str, str], ...]
-    value: float
+#: One value of one metric, (name: a key of HELP, labels, value): what the file writes on a
+#: line and `work --health` serves. A plain tuple: `run` makes no class for it at import.
+Sample: TypeAlias = tuple[str, tuple[tuple[str, str], ...], float]
 
 
 def samples(schedule: Schedule, store: Store, now: datetime) -> list[Sample]:
@@ -84,21 +80,21 @@ def samples(schedule: Schedule, store: Store, now: datetime) -> list[Sample]:
         label = (("task", task.name),)
         for name, value in _task_values(task, store, now).items():
             if value is not None:
-                found.append(Sample(name, label, value))
+                found.append((name, label, value))
         for outcome, count in sorted(counts.get(task.name, {}).items()):
             if outcome not in _UNFINISHED:
-                found.append(Sample("cronctl_runs_total", (*label, ("outcome", outcome)), count))
+                found.append(("cronctl_runs_total", (*label, ("outcome", outcome)), count))
         state = states.get(task.name)
-        found.append(Sample("cronctl_missed_total", label, state.missed_total if state else 0))
+        found.append(("cronctl_missed_total", label, state.missed_total if state else 0))
     return found
 
 
 def render(schedule: Schedule, store: Store, now: datetime) -> str:
     """The whole file: each metric's HELP and TYPE, then one sample per task."""
     lines_of: dict[str, list[str]] = {name: [] for name in HELP}
-    for sample in samples(schedule, store, now):
-        labels = ",".join(f'{k}="{_escape(v)}"' for k, v in sample.labels)
-        lines_of[sample.name].append(f"{sample.name}{{{labels}}} {_number(sample.value)}")
+    for name, labels, value in samples(schedule, store, now):
+        text = ",".join(f'{k}="{_escape(v)}"' for k, v in labels)
+        lines_of[name].append(f"{name}{{{text}}} {_number(value)}")
     lines: list[str] = []
     for name, (kind, text) in HELP.items():
         lines += [f"# HELP {name} {text}", f"# TYPE {name} {kind}", *lines_of[name]]
