@@ -158,9 +158,15 @@ class Worker:
             self._health_file.start()
         if self._health is None:
             return
-        check_prometheus_client()
-        self._server = HealthServer(self._health, self.liveness, self._samples)
-        self._server.start()
+        server = HealthServer(self._health, self.liveness, self._samples)
+        try:
+            check_prometheus_client()
+            server.start()
+        except CronctlError:
+            if self._health_file is not None:
+                self._health_file.remove()  # `work` never ran: nothing may look alive
+            raise
+        self._server = server
         reach = "" if self._health.loopback else " (reachable from other machines)"
         _say(f"cronctl work: health on http://{self._health}/healthz and /metrics{reach}")
 

@@ -73,6 +73,9 @@ def test_list_and_next_show_a_start_only_task(cli: Cli) -> None:
     assert listed.returncode == 0, listed.stderr
     warm = next(line for line in listed.stdout.splitlines() if line.startswith("warm"))
     assert "@start" in warm and "at work start" in warm
+    cli("run")  # makes the state `status` reads; runs no start-up task
+    status = cli("status").stdout.splitlines()
+    assert "at work start" in next(line for line in status if line.startswith("warm"))
     both = next(line for line in listed.stdout.splitlines() if line.startswith("both"))
     assert "on-start" in both
     as_json = {t["name"]: t for t in json.loads(cli("list", "--json").stdout)["tasks"]}
@@ -81,6 +84,7 @@ def test_list_and_next_show_a_start_only_task(cli: Cli) -> None:
     assert (nxt.returncode, nxt.stdout) == (0, "")
     assert "runs once each time cronctl work starts" in nxt.stderr
     assert json.loads(cli("next", "warm", "--json").stdout)["occurrences"] == []
+    assert "runs only when cronctl work starts" in cli("explain", "warm").stdout
 
 
 def test_import_maps_reboot_lines_to_on_start(cli: Cli, tmp_path: Path) -> None:

@@ -221,10 +221,12 @@ def test_a_health_port_in_use_is_refused_before_anything_runs(cli: Cli) -> None:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        refused = cli("work", "--health", str(port))
+        alive = cli.cwd / "alive"
+        refused = cli("work", "--health", str(port), "--health-file", str(alive))
     assert refused.returncode == 2
     assert f"--health 127.0.0.1:{port}: cannot listen there" in refused.stderr
     assert not (cli.cwd / "ran").exists()
+    assert not alive.exists()  # a `work` that never ran must not look alive
 
 
 def test_work_without_health_never_imports_the_server_or_prometheus_client(cli: Cli) -> None:

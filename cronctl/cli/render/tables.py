@@ -515,7 +515,9 @@ def _status_next(row: Any, shown: Callable[[datetime, Zone], str]) -> str:
         return "other hosts"
     if row.paused:
         return "paused"
-    return shown(row.next_run, row.task.zone) if row.next_run else "-"
+    if row.next_run:
+        return shown(row.next_run, row.task.zone)
+    return "at work start" if row.task.start_only else "-"
 
 
 def _status_note(row: Any, shown: Callable[[datetime, Zone], str]) -> str:
