@@ -166,7 +166,7 @@ def _samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     return found
 
 
-def test_health_file_is_touched_every_minute_and_removed_atstop_worker(cli: Cli) -> None:
+def test_health_file_is_touched_every_minute_and_removed_at_stop(cli: Cli) -> None:
     write_schedule(cli.cwd / "schedules.toml", [EVERY_MINUTE])
     alive = cli.cwd / "alive"
     worker = cli.popen_code(FAST_WORK, "work", "--grace", "5", "--health-file", str(alive))
