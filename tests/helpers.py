@@ -6,6 +6,7 @@ import contextlib
 import functools
 import io
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -59,8 +60,16 @@ class Cli:
         self, *args: str, env: Mapping[str, str | None] | None = None
     ) -> subprocess.Popen[str]:
         """Start without waiting (for concurrency and signal tests)."""
+        return self.popen_code(None, *args, env=env)
+
+    def popen_code(
+        self, code: str | None, *args: str, env: Mapping[str, str | None] | None = None
+    ) -> subprocess.Popen[str]:
+        """Start `python -c CODE ARGS` (a cronctl with something patched, such as its clock),
+        or `python -m cronctl ARGS` for None, without waiting."""
+        how = ["-m", "cronctl"] if code is None else ["-c", code]
         return subprocess.Popen(
-            [sys.executable, "-m", "cronctl", *args],
+            [sys.executable, *how, *args],
             cwd=self.cwd,
             env=_merged(self.env, env),
             stdout=subprocess.PIPE,
@@ -209,3 +218,19 @@ def plan_ahead_at(schedule: Schedule, tmp_path: Path, now: datetime) -> Ahead:
     with Store.open(ensure_private_dir(tmp_path / "state")) as store:
         stored = store.stored_states()
     return plan_ahead(schedule, stored, store.parse_state, now)
+
+
+def stop_worker(worker: subprocess.Popen[str]) -> str:
+    """SIGTERM (after SIGCONT, for a stopped one) to a `work` started with popen; its stderr,
+    once it has exited (killed after 30 s), with no traceback in it."""
+    if worker.poll() is None:
+        worker.send_signal(signal.SIGCONT)
+        worker.send_signal(signal.SIGTERM)
+    try:
+        _, err = worker.communicate(timeout=30)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.communicate()
+    assert "Traceback" not in err, err
+    return err

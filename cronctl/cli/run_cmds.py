@@ -28,8 +28,10 @@ from cronctl.cli.wiring import (
     this_host,
     work_reporting,
 )
+from cronctl.edge.health import parse_address
 from cronctl.edge.paths import schedule_paths
 from cronctl.edge.schedfiles import load_paths
+from cronctl.errors import UsageError
 from cronctl.run.work import Worker
 
 
@@ -85,17 +87,39 @@ def work(
         bool,
         typer.Option("--output", help="Print each task's output lines, prefixed with its name."),
     ] = False,
+    health: Annotated[
+        str | None,
+        typer.Option(
+            "--health",
+            metavar="ADDR",
+            help="Serve GET /healthz (200 while the minute loop is on time, 503 once it is "
+            "90s late) and GET /metrics (Prometheus) on ADDR: PORT (127.0.0.1), HOST:PORT or "
+            "[IPV6]:PORT. Needs the 'health' extra.",
+            show_default=False,
+        ),
+    ] = None,
+    health_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--health-file",
+            metavar="PATH",
+            help="Touch PATH at start and every minute (for an exec probe); removed at stop.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Stay in the foreground and run what is due at the start of every minute.
 
-    SIGTERM, SIGINT or SIGHUP: start nothing more, forward the signal to the running tasks,
-    record them interrupted, exit 0.
+    Tasks with on_start = true run once as it starts. SIGTERM, SIGINT or SIGHUP: start
+    nothing more, forward the signal to the running tasks, record them interrupted, exit 0.
 
     \b
     Example:
       cronctl work --output -v
     """
-
+    address = parse_address(health) if health is not None else None
+    if health_file is not None and not str(health_file).strip():
+        raise UsageError("--health-file is empty; give a file path")
     schedule = load_schedule(file)
     fail_on_errors(schedule)
     ctx = run_context(
@@ -112,5 +136,7 @@ def work(
         ctx=ctx,
         report=report,
         grace_s=grace,
+        health=address,
+        health_file=health_file.absolute() if health_file is not None else None,
     )
     raise typer.Exit(worker.serve())

@@ -170,6 +170,11 @@ def _due_line(
     task: Task, at: datetime, due: bool, previous: datetime | None, upcoming: datetime | None
 ) -> str:
     when = format_utc(minute_floor(at))
+    if task.start_only:
+        return (
+            f"not due at {when}: a start-up task (on_start = true, no schedule) runs only "
+            "when cronctl work starts"
+        )
     prev = format_utc(previous) if previous else "none"
     nxt = format_utc(upcoming) if upcoming else "none"
     if due:

@@ -151,8 +151,8 @@ class HistoryQuery:
     def __post_init__(self) -> None:
         if self.outcome is not None and self.outcome not in OUTCOMES:
             raise UsageError(f"unknown outcome {self.outcome!r}; one of {sorted(OUTCOMES)}")
-        if self.trigger not in (None, "schedule", "manual"):
-            raise UsageError(f"unknown trigger {self.trigger!r}; schedule or manual")
+        if self.trigger not in (None, "schedule", "manual", "start"):
+            raise UsageError(f"unknown trigger {self.trigger!r}; schedule, manual or start")
         if not 1 <= self.limit <= 1000:
             raise UsageError(f"limit must be 1 to 1000, got {self.limit}")
 

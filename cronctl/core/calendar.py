@@ -28,7 +28,8 @@ def hour_floor(when: datetime) -> datetime:
 def hour_minutes(task: Task, hour: datetime) -> list[int]:
     """The minutes (0-59) of the UTC hour starting at `hour` at which `task` fires."""
     if task.cron is None:
-        assert task.at is not None
+        if task.at is None:  # start-only: no occurrences
+            return []
         return [task.at.minute] if hour <= task.at < hour + HOUR else []
     cron = task.cron
     seg = task.zone.segment_at(hour)
@@ -142,7 +143,8 @@ def find_herds(tasks: Sequence[Task], start: datetime, end: datetime, limit: int
 
 def _group_minutes(task: Task, start: datetime, end: datetime) -> list[datetime]:
     if task.cron is None:
-        assert task.at is not None
+        if task.at is None:  # start-only: no occurrences
+            return []
         when = minute_floor(task.at)
         return [when] if start <= when < end else []
     return firing_minutes(task.cron, task.zone, start, end)

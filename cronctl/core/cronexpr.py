@@ -176,8 +176,8 @@ def _expand_macro(text: str) -> str:
     macro = text.lower()
     if macro == "@reboot":
         raise CronSyntaxError(
-            "'@reboot' is not supported: cronctl runs tasks on a schedule, not at boot; "
-            "use a systemd unit or your init system for start-up jobs",
+            "'@reboot' is not supported as a schedule: for a task that runs when cronctl work "
+            "starts, use on_start = true instead of a schedule key",
             code="cron-unsupported",
         )
     if not macro.isascii() or macro not in MACROS:

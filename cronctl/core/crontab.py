@@ -156,12 +156,23 @@ class _Builder:
                 )
                 return
         written = " ".join(t.group() for t in tokens[:fields])
-        try:
-            expr = parse_cron(written)
-        except CronSyntaxError as exc:
-            what = "this line does not parse: " if exc.code == "cron-syntax" else ""
-            self.say(number, f"left out: {what}{exc}", left_out=True)
-            return
+        if written.lower() == "@reboot":
+            # Cron runs it when its daemon starts; `cronctl work` is that daemon here.
+            schedule: dict[str, Any] = {"on_start": True}
+            self.say(
+                number,
+                "note: @reboot became on_start = true: `cronctl work` runs it each time it "
+                "starts (a crontab line calling `cronctl run` never does)",
+                left_out=False,
+            )
+        else:
+            try:
+                expr = parse_cron(written)
+            except CronSyntaxError as exc:
+                what = "this line does not parse: " if exc.code == "cron-syntax" else ""
+                self.say(number, f"left out: {what}{exc}", left_out=True)
+                return
+            schedule = schedule_keys(expr, written)
         user = None
         if self.system:
             if len(tokens) <= fields:
@@ -180,10 +191,10 @@ class _Builder:
         if len(tokens) <= fields:
             self.say(number, "left out: the line has no command", left_out=True)
             return
-        self.add_task(number, line, expr, written, user, line[tokens[fields].start() :])
+        self.add_task(number, line, schedule, user, line[tokens[fields].start() :])
 
     def add_task(
-        self, number: int, line: str, expr: CronExpr, written: str, user: str | None, raw: str
+        self, number: int, line: str, schedule: dict[str, Any], user: str | None, raw: str
     ) -> None:
         command, cut = _unescape_percent(raw)
         if cut is not None:
@@ -209,9 +220,7 @@ class _Builder:
             )
         name = self.unique(slug(command))
         description = line if user is None else f"as user {user}: {line}"
-        self.pending.append(
-            _Pending(name, description, command, schedule_keys(expr, written), settings)
-        )
+        self.pending.append(_Pending(name, description, command, schedule, settings))
 
     def settings(self, number: int) -> dict[str, Any] | None:
         """The cronctl keys the environment lines above `number` amount to."""

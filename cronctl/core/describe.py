@@ -121,7 +121,10 @@ def describe_cron(cron: CronExpr) -> str:
 def describe(task: Task) -> str:
     """The task's schedule in words, its zone named when it is not UTC."""
     if task.cron is None:
-        assert task.at is not None
-        return f"once, at {format_utc(task.at)}"
-    text = describe_cron(task.cron)
-    return text if task.zone.name == "UTC" else f"{text} ({task.zone.name} time)"
+        if task.at is None:
+            return "once each time cronctl work starts"
+        text = f"once, at {format_utc(task.at)}"
+    else:
+        text = describe_cron(task.cron)
+        text = text if task.zone.name == "UTC" else f"{text} ({task.zone.name} time)"
+    return f"{text}; and when cronctl work starts" if task.on_start else text

@@ -124,7 +124,8 @@ def occurrences(task: Task, last: datetime, minute: datetime) -> tuple[list[date
     period, and the list holds the newest CATCH_UP_LIMIT occurrences plus the first ones.
     """
     if task.cron is None:
-        assert task.at is not None
+        if task.at is None:  # start-only: `work` runs it when it starts, never on a minute
+            return [], 0
         return ([task.at], 1) if last < task.at <= minute else ([], 0)
     if minute - last <= _SCAN_LIMIT:
         found = []

@@ -13,6 +13,9 @@ from cronctl.core.values import LATEST
 from cronctl.core.zones import Zone, fires_at, next_occurrence, walls_at
 
 MISFIRE_POLICIES = ("coalesce", "catch-up", "skip")
+#: The schedule_key of a start-only task (`on_start = true` and no schedule key): it has no
+#: occurrences; `cronctl work` runs it once when it starts (docs/schedule-file.md).
+START_ONLY = "on_start"
 NOTIFY_MODES = ("always", "change")
 
 
@@ -85,6 +88,13 @@ class Task:
     on_failure: str | None = None
     on_success: str | None = None
     notify: str = "always"
+    # Run once by `cronctl work` when it starts, besides the schedule (if any).
+    on_start: bool = False
+
+    @property
+    def start_only(self) -> bool:
+        """Whether the task runs only when `work` starts: no schedule, no occurrences."""
+        return self.cron is None and self.at is None
 
     @property
     def reports_outside(self) -> bool:
@@ -96,7 +106,8 @@ class Task:
         """The schedule in cron form, or `@at INSTANT` for a one-shot task."""
         if self.cron is not None:
             return self.cron.text
-        assert self.at is not None
+        if self.at is None:
+            return "@start"
         return f"@at {format_utc(self.at)}"
 
     @property
@@ -122,6 +133,8 @@ class Task:
             labels.append(f"no-overlap{lease}")
         if self.on_one_server:
             labels.append("one-server")
+        if self.on_start and not self.start_only:
+            labels.append("on-start")
         if self.when:
             labels.append("when")
         if self.skip:
@@ -167,8 +180,7 @@ class Task:
     def next_run(self, after: datetime) -> datetime | None:
         """The first occurrence strictly after `after` (None: a one-shot already past)."""
         if self.cron is None:
-            assert self.at is not None
-            return self.at if self.at > after else None
+            return self.at if self.at is not None and self.at > after else None
         return next_occurrence(self.cron, self.zone, after)
 
     def next_runs(self, after: datetime, count: int = 1) -> list[datetime]:

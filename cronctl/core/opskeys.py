@@ -231,7 +231,8 @@ def ops_problems(schedule: Schedule, now: datetime) -> list[Problem]:
         return walk.shortest(below)
 
     for task in schedule.tasks:
-        if task.jitter is not None and task.cron is None and task.jitter > MAX_ONE_SHOT_JITTER:
+        one_shot = task.cron is None and task.at is not None
+        if task.jitter is not None and one_shot and task.jitter > MAX_ONE_SHOT_JITTER:
             found.append(
                 _problem(
                     task,

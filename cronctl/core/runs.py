@@ -6,12 +6,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
 
-__all__ = ["OUTCOMES", "RunRow"]
+__all__ = ["OUTCOMES", "START_TRIGGER", "RunRow"]
 
 _SKIPS: Final = ("paused", "condition", "another server", "still running")
 _ENDINGS: Final = ("ok", "failed", "timeout", "interrupted", "error", "missed")
 #: Every outcome a run row may hold, plus the two states of a run in progress.
 OUTCOMES: Final = frozenset(("pending", "running", *_ENDINGS, *(f"skipped: {w}" for w in _SKIPS)))
+#: The trigger of a start-up run (`on_start = true`, run by `cronctl work` as it starts).
+START_TRIGGER: Final = "start"
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,5 +33,5 @@ class RunRow:
     log_path: str | None = None
     tail: str = ""  # bounded by the caller (4 KiB)
     message: str | None = None
-    trigger: str = "schedule"  # or "manual" (`cronctl exec`)
+    trigger: str = "schedule"  # or "manual" (`cronctl exec`), or START_TRIGGER
     attempt: int = 1  # 2, 3, ... for the retries of the same occurrence

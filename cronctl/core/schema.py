@@ -12,7 +12,7 @@ from typing import Any
 from cronctl.core import schedules
 from cronctl.core.cronexpr import parse_cron
 from cronctl.core.lines import LineIndex
-from cronctl.core.model import MISFIRE_POLICIES, Problem, Settings, Task
+from cronctl.core.model import MISFIRE_POLICIES, START_ONLY, Problem, Settings, Task
 from cronctl.core.opskeys import OPS_KEYS, ops_fields, ops_value_problem
 from cronctl.core.values import (
     ONE_LINE_KEYS,
@@ -102,6 +102,7 @@ TASK_KEYS: dict[str, _Check] = {
     "weekends": (_is_bool, "true or false"),
     "days": (_is_str, 'a day-of-week string such as "1-5" or "MON,WED"'),
     "paused": (_is_bool, "true or false"),
+    "on_start": (_is_bool, "true or false"),
     **GUARD_KEYS,
     **SCHEDULE_KEYS,
 }
@@ -406,24 +407,41 @@ def _parse_task(
     keys = [k for k in raw if k in SCHEDULE_KEYS]
     if len(keys) > 1:
         keys.sort(key=lambda k: lines.task_line(index, k) or 0)
-    if not keys:
+    start_only = not keys and raw.get("on_start") is True
+    if start_only:
+        key = START_ONLY
+        if day_key := next((k for k in DAY_KEYS if k in raw), None):
+            report(
+                day_key,
+                "schedule-conflict",
+                f"{day_key!r} restricts a schedule, and this task has none (on_start only); "
+                "add a schedule key or remove it",
+            )
+    elif not keys:
         names = ", ".join(SCHEDULE_KEYS)
-        report("name", "missing-key", f"task has no schedule; give exactly one of: {names}")
+        report(
+            "name",
+            "missing-key",
+            f"task has no schedule; give exactly one of: {names} (or on_start = true, to run "
+            "it only when cronctl work starts)",
+        )
     elif len(keys) > 1:
         report(
             keys[1],
             "schedule-conflict",
             f"task has two schedules, {keys[0]!r} and {keys[1]!r}; keep exactly one",
         )
-    if len(keys) != 1 or mistyped:
+    if (len(keys) != 1 and not start_only) or mistyped:
         return None
-    # The schedule is checked even when other keys are wrong, so one pass reports all.
-    key = keys[0]
-    try:
-        cron_text, at = schedules.to_cron(key, raw[key], raw)
-    except schedules.ScheduleProblem as exc:
-        report(exc.key or key, exc.code, exc.message)
-        return None
+    cron_text, at = None, None
+    if not start_only:
+        # The schedule is checked even when other keys are wrong, so one pass reports all.
+        key = keys[0]
+        try:
+            cron_text, at = schedules.to_cron(key, raw[key], raw)
+        except schedules.ScheduleProblem as exc:
+            report(exc.key or key, exc.code, exc.message)
+            return None
     cron = None
     if cron_text is not None:
         try:
@@ -436,6 +454,16 @@ def _parse_task(
     assert isinstance(name, str)
     settings = {**defaults, **raw}
     settings["env"] = {**defaults.get("env", {}), **raw.get("env", {})}
+    if raw.get("on_start") and settings.get("on_one_server"):
+        # A claim is keyed by an occurrence; a start has none that machines share.
+        rep.add(
+            lines.task_line(index, "on_start"),
+            name,
+            "on-start-every-server",
+            "on_start runs on every machine whose cronctl work starts: on_one_server covers "
+            "only the scheduled occurrences; make the start-up command idempotent",
+            severity="warning",
+        )
     return _make_task(name, raw, key, cron, at, settings, base, rep.result, header)
 
 
@@ -470,7 +498,7 @@ def _make_task(
         name=name,
         command=command if isinstance(command, str) else tuple(command),
         schedule_key=key,
-        schedule_value=schedules.describe_value(raw[key]),
+        schedule_value=schedules.describe_value(raw.get(key, True)),
         cron=cron,
         at=at,
         zone=zone,
@@ -489,5 +517,6 @@ def _make_task(
         shell=settings.get("shell", "/bin/sh"),
         env=dict(settings["env"]),
         paused=raw.get("paused", False),
+        on_start=raw.get("on_start", False),
         **ops_fields(settings),
     )

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
+from typing import TypeAlias
 
 from cronctl.core.model import Schedule, Task
 from cronctl.core.runs import RunRow
@@ -26,7 +27,8 @@ from cronctl.edge.state.store import Store
 from cronctl.errors import UnsafeDirectoryError
 
 _UNFINISHED = ("pending", "running")
-_HELP = {
+#: Each metric: its type and its help text.
+HELP = {
     "cronctl_last_run_timestamp_seconds": ("gauge", "Start of the task's last run (Unix time)."),
     "cronctl_last_success_timestamp_seconds": ("gauge", "Start of the task's last ok run."),
     "cronctl_last_duration_seconds": ("gauge", "How long the task's last run took."),
@@ -64,27 +66,38 @@ def write_metrics(
             )
 
 
-def render(schedule: Schedule, store: Store, now: datetime) -> str:
-    """The whole file: each metric's HELP and TYPE, then one sample per task."""
-    samples: dict[str, list[str]] = {name: [] for name in _HELP}
+#: One value of one metric, (name: a key of HELP, labels, value): what the file writes on a
+#: line and `work --health` serves. A plain tuple: `run` makes no class for it at import.
+Sample: TypeAlias = tuple[str, tuple[tuple[str, str], ...], float]
+
+
+def samples(schedule: Schedule, store: Store, now: datetime) -> list[Sample]:
+    """Every metric's values, per task, from the history and states in `store`."""
+    found: list[Sample] = []
     counts = store.outcome_counts()
     states = store.states()
     for task in schedule.tasks:
-        label = f'task="{_escape(task.name)}"'
+        label = (("task", task.name),)
         for name, value in _task_values(task, store, now).items():
             if value is not None:
-                samples[name].append(f"{name}{{{label}}} {_number(value)}")
+                found.append((name, label, value))
         for outcome, count in sorted(counts.get(task.name, {}).items()):
             if outcome not in _UNFINISHED:
-                samples["cronctl_runs_total"].append(
-                    f'cronctl_runs_total{{{label},outcome="{_escape(outcome)}"}} {count}'
-                )
+                found.append(("cronctl_runs_total", (*label, ("outcome", outcome)), count))
         state = states.get(task.name)
-        missed = state.missed_total if state else 0
-        samples["cronctl_missed_total"].append(f"cronctl_missed_total{{{label}}} {missed}")
+        found.append(("cronctl_missed_total", label, state.missed_total if state else 0))
+    return found
+
+
+def render(schedule: Schedule, store: Store, now: datetime) -> str:
+    """The whole file: each metric's HELP and TYPE, then one sample per task."""
+    lines_of: dict[str, list[str]] = {name: [] for name in HELP}
+    for name, labels, value in samples(schedule, store, now):
+        text = ",".join(f'{k}="{_escape(v)}"' for k, v in labels)
+        lines_of[name].append(f"{name}{{{text}}} {_number(value)}")
     lines: list[str] = []
-    for name, (kind, text) in _HELP.items():
-        lines += [f"# HELP {name} {text}", f"# TYPE {name} {kind}", *samples[name]]
+    for name, (kind, text) in HELP.items():
+        lines += [f"# HELP {name} {text}", f"# TYPE {name} {kind}", *lines_of[name]]
     return "\n".join(lines) + "\n"
 
 

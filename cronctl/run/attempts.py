@@ -14,7 +14,7 @@ from typing import TypeAlias
 
 from cronctl.coord.port import HeldLock
 from cronctl.core.model import Task
-from cronctl.core.runs import RunRow
+from cronctl.core.runs import START_TRIGGER, RunRow
 from cronctl.edge.notify import Pinger, Pings, run_hook
 from cronctl.edge.state.store import Store
 from cronctl.run.context import RESULT_FIELDS, RunContext, new_run_id
@@ -94,11 +94,12 @@ def _joined(first: str | None, second: str) -> str:
 def retry_delay(task: Task, result: RunRow, ctx: RunContext) -> timedelta | None:
     """How long to wait before the next attempt, or None: no retry.
 
-    Only scheduled runs retry, only `failed`/`timeout` (an `error` could not start: trying
-    again changes nothing), and a guarded task stops when the retry would start at or after
-    its next occurrence, which must never find its own retry still running.
+    Only scheduled and start-up runs retry (not `exec`'s), only `failed`/`timeout` (an
+    `error` could not start: trying again changes nothing), and a guarded task stops when
+    the retry would start at or after its next occurrence, which must never find its own
+    retry still running.
     """
-    if result.outcome not in RETRYABLE or result.trigger != "schedule":
+    if result.outcome not in RETRYABLE or result.trigger not in ("schedule", START_TRIGGER):
         return None
     if result.attempt > task.retries:
         return None

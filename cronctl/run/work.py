@@ -16,7 +16,10 @@ from types import FrameType
 
 from cronctl.core.minutes import minute_floor
 from cronctl.core.model import Schedule
+from cronctl.edge import metrics
 from cronctl.edge.awake import join_awake, wait_awake
+from cronctl.edge.health import Address, HealthFile, HealthServer, check_prometheus_client
+from cronctl.edge.metrics import Sample
 from cronctl.edge.paths import ensure_private_dir
 from cronctl.edge.state.dbfile import file_id
 from cronctl.edge.state.store import DB_NAME, Store, StoreUnusableError
@@ -25,12 +28,18 @@ from cronctl.run.context import log_dir
 from cronctl.run.once import RunContext, RunReport, Tracker, run_once
 from cronctl.run.planning import Ahead, plan_ahead
 from cronctl.run.pool import Job, Pool
+from cronctl.run.startup import run_start_tasks, start_tasks
 
 _MINUTE = timedelta(minutes=1)
 # How long before a boundary the loop wakes to reload a changed schedule and work out every
 # task's decision for that boundary (plan_ahead: ~15 ms for 1,000 tasks), so that at the
 # boundary itself only the states are read again and the due tasks started.
 _LEAD = timedelta(seconds=1)
+#: The longest sleep of the loop before it reads the clock again (see wait_until).
+_LONGEST_SLEEP_S = 10.0
+#: `--health` answers 503 once the minute the loop waits for is this late (a tick missed,
+#: with room for a slow reload or a clock slewed back).
+STALL = timedelta(seconds=90)
 
 
 @dataclass
@@ -66,6 +75,8 @@ class Worker:
         grace_s: float = 30.0,
         clock: Callable[[], datetime] | None = None,
         wait: Callable[[float], bool] | None = None,
+        health: Address | None = None,
+        health_file: Path | None = None,
     ) -> None:
         self._load = load
         self._paths = paths
@@ -87,6 +98,13 @@ class Worker:
         self._wait = wait or functools.partial(wait_awake, self._stop)  # see edge/awake
         self._said: str | None = None  # the last reload warning, so it is said once
         self._wal_holder: tuple[Store, tuple[int, int]] | None = None  # see _hold_wal
+        # --health and --health-file (edge/health.py): what the loop is waiting for, and the
+        # schedule in force, which /metrics reads.
+        self._health = health
+        self._health_file = HealthFile(health_file, _say) if health_file is not None else None
+        self._server: HealthServer | None = None
+        self._due: datetime | None = None
+        self._watched: _Watched | None = None
 
     def _sleep_unless_stopped(self, seconds: float) -> None:
         self._stop.wait(seconds)
@@ -98,22 +116,27 @@ class Worker:
 
     def serve(self) -> int:
         """Run until SIGTERM/SIGINT/SIGHUP; return the exit code."""
-        watched = self.watch()
+        watched = self._watched = self.watch()
         self.check_store()
+        self._due = minute_floor(self._clock()) + _MINUTE
+        self._start_health()
         # A thread for the first tick and one for each of its workers, before it comes.
-        self._pool.warm(self._ctx.max_parallel + 1)
+        self._pool.warm(self._ctx.max_parallel + 1)  # the start-up runs make their own
         # SIGHUP too: its default action killed `work` outright, leaving the running task
         # unsignalled and its row "running"; a closed terminal or a supervisor's hangup
         # stops it as SIGTERM does (docs/commands.md, Signals).
         for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(signum, self.request_stop)
         _say(f"cronctl work: {len(watched.schedule.tasks)} tasks; waiting for the next minute")
+        if start_tasks(watched.schedule):
+            self._start_up(watched.schedule)
         last_boundary: datetime | None = None
         while not self._stop.is_set():
             boundary = minute_floor(self._clock()) + _MINUTE
             if boundary == last_boundary:
                 # The clock stepped back a hair after the last tick (a slew): that minute is done.
                 boundary += _MINUTE
+            self._due = boundary
             if self._wait_until(boundary - _LEAD):
                 break
             watched = self.refresh(watched)
@@ -123,9 +146,52 @@ class Worker:
                     ahead.close()
                 break
             last_boundary = boundary
-            watched = self.refresh(watched)  # an edit in the last second: its tasks planned anew
+            watched = self._watched = self.refresh(watched)  # an edit in the last second
             self._start(watched.schedule, boundary, ahead)
+            if self._health_file is not None:
+                self._health_file.touch()
         return self._shutdown()
+
+    def _start_health(self) -> None:
+        """--health and --health-file, before anything runs: a bad one stops `work` (exit 2)."""
+        if self._health_file is not None:
+            self._health_file.start()
+        if self._health is None:
+            return
+        server = HealthServer(self._health, self.liveness, self._samples)
+        try:
+            check_prometheus_client()
+            server.start()
+        except CronctlError:
+            if self._health_file is not None:
+                self._health_file.remove()  # `work` never ran: nothing may look alive
+            raise
+        self._server = server
+        reach = "" if self._health.loopback else " (reachable from other machines)"
+        _say(f"cronctl work: health on http://{self._health}/healthz and /metrics{reach}")
+
+    def liveness(self) -> tuple[bool, str]:
+        """Healthy while the loop is on time: the minute it waits for came less than STALL
+        ago, or has not come yet (docs/containers.md)."""
+        due = self._due
+        if self._stop.is_set():
+            return False, "stopping"
+        if due is None:
+            return True, "starting"
+        late = (self._clock() - due).total_seconds()
+        if late > STALL.total_seconds():
+            return False, (
+                f"stalled: the minute loop is {late:.0f}s late for {due:%Y-%m-%dT%H:%M:%SZ}"
+            )
+        return True, f"ok: next minute {due:%Y-%m-%dT%H:%M:%SZ}"
+
+    def _samples(self) -> list[Sample]:
+        """The metrics of `metrics_file`, read now from the state database."""
+        watched = self._watched
+        if watched is None:
+            return []
+        with Store.open(self._ctx.state_dir, create=False) as store:
+            return metrics.samples(watched.schedule, store, self._clock())
 
     def _wait_until(self, instant: datetime) -> bool:
         return wait_until(instant, self._clock, self._wait, self._stop.is_set)
@@ -253,17 +319,30 @@ class Worker:
         self._threads = [t for t in self._threads if t.is_alive()]
 
         def tick() -> None:
-            try:
-                self._report(run_once(schedule, boundary, self._ctx, ahead))
-            except (StoreUnusableError, UnsafeDirectoryError) as exc:
-                self._fail(f"cronctl work: stopping: {exc}")
-            except CronctlError as exc:
-                _say(f"cronctl work: error at {boundary:%H:%M}: {exc}")
-            except OSError as exc:
-                # A full disk or a vanished directory: say so, keep ticking, no traceback.
-                _say(f"cronctl work: error at {boundary:%H:%M}: {exc}")
+            self._reporting(lambda: run_once(schedule, boundary, self._ctx, ahead), boundary)
 
         self._threads.append(self._pool.spawn(tick, f"tick-{boundary:%H%M}"))
+
+    def _start_up(self, schedule: Schedule) -> None:
+        """The on_start tasks, once, beside the minute loop (see run/startup.py)."""
+        started = self._clock()
+
+        def start_up() -> None:
+            self._reporting(lambda: run_start_tasks(schedule, started, self._ctx), started)
+
+        self._threads.append(self._pool.spawn(start_up, "start-up"))
+
+    def _reporting(self, body: Callable[[], RunReport], at: datetime) -> None:
+        """Run a tick (or the start-up runs) and report it; an error is said, not raised."""
+        try:
+            self._report(body())
+        except (StoreUnusableError, UnsafeDirectoryError) as exc:
+            self._fail(f"cronctl work: stopping: {exc}")
+        except CronctlError as exc:
+            _say(f"cronctl work: error at {at:%H:%M}: {exc}")
+        except OSError as exc:
+            # A full disk or a vanished directory: say so, keep ticking, no traceback.
+            _say(f"cronctl work: error at {at:%H:%M}: {exc}")
 
     def _fail(self, message: str) -> None:
         """A state database no retry can fix: say it once and exit 2 so a supervisor notices,
@@ -291,6 +370,10 @@ class Worker:
             for thread in self._threads:
                 join_awake(thread, 5.0)
         self._release_wal()
+        if self._server is not None:
+            self._server.close()
+        if self._health_file is not None:
+            self._health_file.remove()
         return self._exit_code
 
 
@@ -306,13 +389,15 @@ def wait_until(
     Never returns a hair early, whatever the timer does: `work` passes the boundary itself to
     `run` as "now", so the minute would be named right anyway, but its tasks would start
     before their minute. Each sleep is computed from the clock, never a fixed 60 s, which
-    would drift.
+    would drift, and lasts _LONGEST_SLEEP_S at most: a clock stepped forward is noticed
+    within that, so the boundary it jumped past is not left waiting (nor read as a stall by
+    --health) for up to a minute.
     """
     while not stopped():
         left = (instant - clock()).total_seconds()
         if left <= 0:
             return False
-        if wait(left):
+        if wait(min(left, _LONGEST_SLEEP_S)):
             return True
     return True
 

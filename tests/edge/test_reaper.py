@@ -195,14 +195,7 @@ def test_a_setsid_daemon_is_killed_when_work_stops(
     write_schedule(
         tmp_path / "schedules.toml", [f'name = "d"\nevery_minute = true\ncommand = "{command}"']
     )
-    process = subprocess.Popen(
-        [sys.executable, "-c", FAST_WORK, "work", "--grace", "5"],
-        cwd=tmp_path,
-        env=dict(cli.env),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    process = cli.popen_code(FAST_WORK, "work", "--grace", "5")
     try:
         deadline = time.monotonic() + 60
         while not _by_cmdline(token):

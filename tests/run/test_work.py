@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -57,14 +55,7 @@ def wait_for(path: Path, timeout: float) -> None:
 def test_work_starts_tasks_at_the_boundary_and_forwards_sigterm(cli: Cli, tmp_path: Path) -> None:
     write_schedule(tmp_path / "schedules.toml", [SLOW_TASK])
     launched = datetime.now(UTC)
-    worker = subprocess.Popen(
-        [sys.executable, "-c", NEAR_BOUNDARY, "work", "--grace", "10"],
-        cwd=tmp_path,
-        env=dict(cli.env),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    worker = cli.popen_code(NEAR_BOUNDARY, "work", "--grace", "10")
     try:
         wait_for(tmp_path / "started", timeout=30)
         # The tick ran the minute that began at the (shifted) boundary, and only that one.

@@ -214,6 +214,8 @@ def render_list(result: ListResult, as_json: bool, now: datetime, local: bool = 
                 next_run = "paused"
             elif row.next_run:
                 next_run = shown(row.next_run, zone)
+            elif task.start_only:
+                next_run = "at work start"
             last = "-"
             if row.last_run:
                 last = f"{shown(row.last_run.occurrence, zone)} {row.last_run.outcome}"
@@ -260,6 +262,13 @@ def render_next(result: NextResult, as_json: bool, local: bool) -> None:
                 "occurrences": [format_utc(t) for t in result.occurrences],
                 "details": [_next_detail(result, i) for i in range(len(result.carried))],
             }
+        )
+        return
+    if result.task is not None and result.expression == "@start":
+        print(
+            f"task {result.task} has no scheduled occurrences: it runs once each time "
+            "cronctl work starts (on_start = true)",
+            file=sys.stderr,
         )
         return
     zone = parse_zone(result.timezone)
@@ -506,7 +515,9 @@ def _status_next(row: Any, shown: Callable[[datetime, Zone], str]) -> str:
         return "other hosts"
     if row.paused:
         return "paused"
-    return shown(row.next_run, row.task.zone) if row.next_run else "-"
+    if row.next_run:
+        return shown(row.next_run, row.task.zone)
+    return "at work start" if row.task.start_only else "-"
 
 
 def _status_note(row: Any, shown: Callable[[datetime, Zone], str]) -> str:

@@ -59,6 +59,8 @@ def _limits(task: Task, now: datetime) -> list[str]:
         lost.append("misfire catch-up: a CronJob starts one missed run, not each")
     if getattr(task, "jitter", None):
         lost.append("jitter: a CronJob has no start delay")
+    if task.on_start:
+        lost.append("on_start: a CronJob has no start-up run (the schedule is exported)")
     if _workdir(task) is not None:
         lost.append(f"workdir {task.workdir}: set as workingDir; it must exist in the image")
     cron = task.cron
@@ -129,6 +131,9 @@ def manifest(task: Task, name: str, zone: str, image: str, lost: list[str]) -> s
 def export_task(task: Task, now: datetime, image: str) -> Exported:
     """The CronJob for one task, or the reason it cannot be exported."""
     result = Exported(task.name)
+    if task.start_only:
+        result.lost.append("on_start only: a CronJob has no start-up run; not exported")
+        return result
     if task.cron is None:
         result.lost.append("one-shot `at` task: a CronJob repeats; not exported (use a Job)")
         return result

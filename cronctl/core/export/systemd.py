@@ -184,6 +184,11 @@ def export_task(task: Task, now: datetime) -> Exported:
             "(use an IANA zone name)"
         )
         return result
+    if task.start_only:
+        result.lost.append("on_start only: a timer has no start-up run; not exported")
+        return result
+    if task.on_start:
+        result.lost.append("on_start: a timer has no start-up run (the schedule is exported)")
     if task.cron is not None:
         calendars = on_calendar(task.cron, zone)
     else:

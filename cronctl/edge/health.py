@@ -1,0 +1,285 @@
+"""`cronctl work --health ADDR` and `--health-file PATH` (docs/containers.md): a liveness answer
+for a supervisor's probe and the metrics of `metrics_file`, served over HTTP; or a file
+touched at every minute, for an exec probe.
+
+Only a `work` started with one of the flags pays for them: the HTTP server (`http.server`)
+and prometheus-client are imported when the server starts, never by this module, which
+`work` always imports.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import threading
+from collections.abc import Callable
+from contextlib import suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cronctl.edge.metrics import HELP, Sample
+from cronctl.edge.paths import check_file_path
+from cronctl.errors import UsageError
+
+#: What a probe reads: (healthy, a line saying why).
+Liveness = Callable[[], tuple[bool, str]]
+#: The samples /metrics serves, read at each request.
+Samples = Callable[[], list[Sample]]
+
+#: How long a request may take to arrive: a client that holds its connection open idle
+#: cannot keep a thread of `work` for longer.
+REQUEST_TIMEOUT_S = 10.0
+#: Requests answered at once; more are told 503 at once rather than each given a thread that
+#: reads the state database (a flood of scrapes must not starve the minute loop).
+MAX_CONCURRENT = 8
+
+
+@dataclass(frozen=True, slots=True)
+class Address:
+    """Where the health server listens."""
+
+    host: str  # an IP literal
+    port: int
+
+    @property
+    def loopback(self) -> bool:
+        """Whether only this machine can reach it."""
+        import ipaddress  # only with --health
+
+        return ipaddress.ip_address(self.host).is_loopback
+
+    def __str__(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+
+def parse_address(text: str) -> Address:
+    """`PORT` (loopback), `HOST:PORT` or `[V6]:PORT`, HOST an IP address or `localhost`.
+
+    :raises UsageError: what is wrong and what to give instead.
+    """
+    import ipaddress  # only with --health
+
+    def bad(why: str) -> UsageError:
+        return UsageError(
+            f"--health {text!r}: {why}; give PORT (listens on 127.0.0.1), HOST:PORT or "
+            "[IPV6]:PORT, e.g. 127.0.0.1:8080 or 0.0.0.0:8080"
+        )
+
+    host, sep, port = text.rpartition(":")
+    if not sep:
+        host, port = "127.0.0.1", text
+    elif host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    elif ":" in host:
+        raise bad("an IPv6 address goes in brackets")
+    if host == "localhost":
+        host = "127.0.0.1"
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        raise bad(f"{host!r} is not an IP address (names are not looked up)") from None
+    if not (port.isascii() and port.isdigit() and 1 <= int(port) <= 65535):
+        raise bad(f"the port {port!r} is not a number from 1 to 65535")
+    return Address(str(address), int(port))
+
+
+class HealthServer:
+    """GET /healthz (200 or 503) and GET /metrics, each request on a thread of its own."""
+
+    def __init__(self, address: Address, liveness: Liveness, samples: Samples) -> None:
+        self.address = address
+        self._server: Any = None
+        self._thread: threading.Thread | None = None
+        self._liveness = liveness
+        self._samples = samples
+
+    def start(self) -> None:
+        """Listen, and answer in the background.
+
+        :raises UsageError: the address cannot be listened on (in use, not this machine's).
+        """
+        import http.server  # only with --health
+        import socket
+
+        handler = _handler(http.server.BaseHTTPRequestHandler, self._liveness, self._samples)
+        family = socket.AF_INET6 if ":" in self.address.host else socket.AF_INET
+
+        class Server(http.server.ThreadingHTTPServer):
+            address_family = family
+            daemon_threads = True  # a slow client never holds up the exit of `work`
+
+            def handle_error(self, request: Any, client_address: Any) -> None:
+                """A client gone mid-answer (a probe's timeout) is its own business: no
+                traceback in the log of `work`."""
+
+        try:
+            self._server = Server((self.address.host, self.address.port), handler)
+        except OSError as exc:
+            raise UsageError(
+                f"--health {self.address}: cannot listen there: {exc.strerror or exc}; "
+                "choose a free port on an address of this machine"
+            ) from None
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="cronctl-health", daemon=True
+        )
+        self._thread.start()
+
+    def close(self) -> None:
+        """Stop answering; the port is free when this returns."""
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        if self._thread is not None:
+            self._thread.join(5.0)
+
+
+def _handler(base: Any, liveness: Liveness, samples: Samples) -> Any:
+    """The request handler class (made here: its base class is imported with --health only)."""
+
+    slots = threading.BoundedSemaphore(MAX_CONCURRENT)
+
+    class Handler(base):  # type: ignore[misc]
+        timeout = REQUEST_TIMEOUT_S
+        server_version = "cronctl"
+        sys_version = ""
+
+        def do_GET(self) -> None:
+            if not slots.acquire(blocking=False):
+                self._answer(503, b"busy: too many requests at once\n", "text/plain")
+                return
+            try:
+                self._route()
+            finally:
+                slots.release()
+
+        def _route(self) -> None:
+            path = self.path.split("?", 1)[0]
+            if path == "/healthz":
+                healthy, why = liveness()
+                self._answer(200 if healthy else 503, (why + "\n").encode(), "text/plain")
+            elif path == "/metrics":
+                try:
+                    body, kind = prometheus_text(samples())
+                except Exception as exc:  # anything: the probe sees a 500 that names it
+                    self._answer(500, f"metrics unavailable: {exc}\n".encode(), "text/plain")
+                    return
+                self._answer(200, body, kind)
+            else:
+                self._answer(404, b"not found: GET /healthz or /metrics\n", "text/plain")
+
+        def do_HEAD(self) -> None:
+            self.do_GET()
+
+        def _answer(self, status: int, body: bytes, kind: str) -> None:
+            self.send_response(status)
+            self.send_header(
+                "Content-Type", f"{kind}; charset=utf-8" if "charset" not in kind else kind
+            )
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Cache-Control", "no-store")
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            """Quiet: a probe every few seconds would fill the log of `work`."""
+
+    return Handler
+
+
+def prometheus_text(found: list[Sample]) -> tuple[bytes, str]:
+    """The samples in the Prometheus text format, through prometheus-client, and its
+    content type."""
+    try:
+        from prometheus_client import CollectorRegistry, exposition
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+    except ImportError:
+        raise UsageError(
+            "--health needs prometheus-client: pip install 'cronctl[health]'"
+        ) from None
+    families: dict[str, Any] = {}
+    for name, (kind, text) in HELP.items():
+        family = CounterMetricFamily if kind == "counter" else GaugeMetricFamily
+        families[name] = family(name, text, labels=_label_names(name, found))
+    for name, labels, value in found:
+        families[name].add_metric([v for _, v in labels], value)
+
+    class Collector:
+        def collect(self) -> Any:
+            return iter(families.values())
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(Collector())
+    return exposition.generate_latest(registry), exposition.CONTENT_TYPE_LATEST
+
+
+def _label_names(name: str, found: list[Sample]) -> list[str]:
+    for sample_name, labels, _ in found:
+        if sample_name == name:
+            return [k for k, _ in labels]
+    return ["task", "outcome"] if name == "cronctl_runs_total" else ["task"]
+
+
+def check_prometheus_client() -> None:
+    """Refuse --health at start, not at the first scrape, when the extra is not installed."""
+    prometheus_text([])
+
+
+class HealthFile:
+    """`--health-file PATH`: touched at start and at every minute the loop reaches; removed
+    when `work` stops, so a stopped `work` never looks alive."""
+
+    def __init__(self, path: Path, warn: Callable[[str], None]) -> None:
+        self.path = path
+        self._warn = warn
+        self._failing = False
+
+    def start(self) -> None:
+        """The first touch: a path that cannot be written stops `work` before it starts.
+
+        :raises UsageError: the file cannot be made or touched (named, with why).
+        """
+        check_file_path(self.path)
+        try:
+            self._touch()
+        except OSError as exc:
+            raise UsageError(
+                f"--health-file {self.path}: cannot write it: {_why(exc)}; give a path in a "
+                "directory this user can write (e.g. /tmp/cronctl-alive)"
+            ) from None
+
+    def touch(self) -> None:
+        """A minute's touch; a failure is said once (until a touch works again), never fatal:
+        the probe then sees a stale file, which is the truth."""
+        try:
+            self._touch()
+        except OSError as exc:
+            if not self._failing:
+                self._warn(f"cronctl work: warning: --health-file {self.path}: {_why(exc)}")
+            self._failing = True
+            return
+        self._failing = False
+
+    def _touch(self) -> None:
+        # O_NOFOLLOW: a link planted at the path is never followed to touch its target.
+        fd = os.open(
+            self.path,
+            os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK,
+            0o644,
+        )
+        try:
+            os.utime(fd)
+        finally:
+            os.close(fd)
+
+    def remove(self) -> None:
+        """At stop: the probe fails at once rather than when the file grows old."""
+        with suppress(OSError):
+            self.path.unlink()
+
+
+def _why(exc: OSError) -> str:
+    if exc.errno == errno.ELOOP:
+        return "it is a symbolic link (not followed; remove it)"
+    return exc.strerror or str(exc)

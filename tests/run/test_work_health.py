@@ -1,0 +1,259 @@
+"""`cronctl work --health ADDR` and `--health-file PATH`: real `work` processes, real HTTP."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.edge.test_reaper import FAST_WORK
+from tests.helpers import Cli, stop_worker, write_schedule
+
+# FAST_WORK, whose minute loop also hangs in its reload while a file named "stall" exists in
+# its directory (as on a hung mount): the loop stops, the HTTP server goes on answering.
+STALLING = FAST_WORK.replace(
+    "sys.argv = ",
+    """import os
+real_refresh = work.Worker.refresh
+
+def refresh(self, watched):
+    while os.path.exists("stall"):
+        time.sleep(0.05)
+    return real_refresh(self, watched)
+
+work.Worker.refresh = refresh
+sys.argv = """,
+    1,
+)
+EVERY_MINUTE = 'name = "tick"\nevery_minute = true\ncommand = "echo $CRONCTL_OCCURRENCE >> ticks"'
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def _get(url: str, timeout: float = 5.0) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as answer:  # noqa: S310 (loopback)
+            return answer.status, answer.read().decode()
+    except urllib.error.HTTPError as refused:
+        return refused.code, refused.read().decode()
+
+
+def _until(what: Callable[[], bool], timeout: float, why: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not what():
+        assert time.monotonic() < deadline, why
+        time.sleep(0.1)
+
+
+def _serving(url: str) -> bool:
+    try:
+        _get(url, timeout=2)
+    except OSError:
+        return False
+    return True
+
+
+@pytest.fixture
+def started(cli: Cli) -> Iterator[Callable[..., tuple[subprocess.Popen[str], str]]]:
+    """Start a `work` (or a `script` that patches it) with --health on a free port;
+    its process and base URL, once it answers. Stopped after the test."""
+    workers: list[subprocess.Popen[str]] = []
+
+    def start(*args: str, script: str | None = None) -> tuple[subprocess.Popen[str], str]:
+        port = _free_port()
+        argv = ("work", "--grace", "5", "--health", f"127.0.0.1:{port}", *args)
+        worker = cli.popen_code(script, *argv)
+        workers.append(worker)
+        base = f"http://127.0.0.1:{port}"
+        _until(lambda: _serving(base + "/healthz") or worker.poll() is not None, 60, "no server")
+        assert worker.poll() is None, worker.communicate()
+        return worker, base
+
+    yield start
+    for worker in workers:
+        if worker.returncode is None:  # not stopped by the test itself
+            stop_worker(worker)
+
+
+def test_healthz_answers_200_while_the_minute_loop_is_on_time(
+    cli: Cli, started: Callable[..., tuple[subprocess.Popen[str], str]]
+) -> None:
+    write_schedule(cli.cwd / "schedules.toml", [EVERY_MINUTE])
+    worker, base = started(script=FAST_WORK)
+    ticks = cli.cwd / "ticks"
+    _until(lambda: ticks.exists() and len(ticks.read_text().split()) >= 2, 60, "no ticks")
+    status, body = _get(base + "/healthz")
+    assert (status, body.split(":")[0]) == (200, "ok")
+    assert _get(base + "/nothing-here")[0] == 404
+    err = stop_worker(worker)
+    assert worker.returncode == 0, err
+    assert "health on http://127.0.0.1:" in err
+
+
+def test_healthz_answers_503_when_the_minute_loop_stalls_and_200_once_it_recovers(
+    cli: Cli, started: Callable[..., tuple[subprocess.Popen[str], str]]
+) -> None:
+    write_schedule(cli.cwd / "schedules.toml", [EVERY_MINUTE])
+    worker, base = started(script=STALLING)
+    ticks = cli.cwd / "ticks"
+    _until(ticks.exists, 60, "no first tick")
+    (cli.cwd / "stall").touch()
+    # 90 s of the worker's clock pass in 3 s: the minute it waits for is then past due.
+    _until(lambda: _get(base + "/healthz")[0] == 503, 60, "never reported the stall")
+    status, body = _get(base + "/healthz")
+    assert status == 503 and body.startswith("stalled: the minute loop is"), body
+    (cli.cwd / "stall").unlink()
+    _until(lambda: _get(base + "/healthz")[0] == 200, 60, "never recovered")
+    err = stop_worker(worker)
+    assert worker.returncode == 0, err
+
+
+def test_a_stopped_worker_gives_a_probe_no_answer(
+    cli: Cli, started: Callable[..., tuple[subprocess.Popen[str], str]]
+) -> None:
+    write_schedule(cli.cwd / "schedules.toml", [EVERY_MINUTE])
+    worker, base = started()
+    assert _get(base + "/healthz")[0] == 200
+    worker.send_signal(signal.SIGSTOP)
+    try:
+        with pytest.raises(OSError):  # a probe's timeout: the supervisor counts a failure
+            _get(base + "/healthz", timeout=2)
+    finally:
+        worker.send_signal(signal.SIGCONT)
+    _until(lambda: _get(base + "/healthz")[0] == 200, 30, "never answered again")
+
+
+def test_metrics_serves_what_metrics_file_holds(
+    cli: Cli, started: Callable[..., tuple[subprocess.Popen[str], str]]
+) -> None:
+    write_schedule(
+        cli.cwd / "schedules.toml",
+        [
+            'name = "warm"\non_start = true\ncommand = "echo warm"',
+            'name = "broken"\non_start = true\ndaily_at = "03:00"\ncommand = "exit 3"',
+        ],
+        header='[cronctl]\nmetrics_file = "cronctl.prom"\n',
+    )
+    _, base = started()
+    _until(lambda: (cli.cwd / "cronctl.prom").exists(), 30, "no metrics file")
+    status, served = _get(base + "/metrics")
+    assert status == 200
+    written = _samples((cli.cwd / "cronctl.prom").read_text())
+    assert _samples(served) == written
+    assert written[("cronctl_runs_total", (("outcome", "failed"), ("task", "broken")))] == 1
+    assert written[("cronctl_last_exit_code", (("task", "broken"),))] == 3
+
+
+def _samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    found = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            found[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return found
+
+
+def test_health_file_is_touched_every_minute_and_removed_at_stop(cli: Cli) -> None:
+    write_schedule(cli.cwd / "schedules.toml", [EVERY_MINUTE])
+    alive = cli.cwd / "alive"
+    worker = cli.popen_code(FAST_WORK, "work", "--grace", "5", "--health-file", str(alive))
+    try:
+        _until(alive.exists, 60, "no health file")
+        first = alive.stat().st_mtime_ns
+        _until(lambda: alive.stat().st_mtime_ns > first, 60, "never touched again")
+    finally:
+        err = stop_worker(worker)
+    assert worker.returncode == 0, err
+    assert not alive.exists()
+
+
+def test_a_link_planted_at_the_health_file_is_not_followed(cli: Cli) -> None:
+    write_schedule(cli.cwd / "schedules.toml", [EVERY_MINUTE])
+    target = cli.cwd / "precious"
+    target.write_text("keep\n")
+    os.utime(target, (0, 0))
+    (cli.cwd / "alive").symlink_to(target)
+    refused = cli("work", "--health-file", str(cli.cwd / "alive"))
+    assert refused.returncode == 2
+    assert "--health-file" in refused.stderr and "symbolic link" in refused.stderr
+    assert target.stat().st_mtime == 0 and target.read_text() == "keep\n"
+    missing = cli("work", "--health-file", str(cli.cwd / "no-such-dir" / "alive"))
+    assert missing.returncode == 2 and "cannot write it" in missing.stderr
+
+
+@pytest.mark.parametrize(
+    ("address", "said"),
+    [
+        ("nonsense", "the port 'nonsense' is not a number"),
+        ("127.0.0.1:99999", "the port '99999' is not a number"),
+        ("127.0.0.1:", "the port '' is not a number"),
+        ("example.com:8080", "'example.com' is not an IP address"),
+        ("::1:8080", "an IPv6 address goes in brackets"),
+        ("1.2.3.4.5:80", "'1.2.3.4.5' is not an IP address"),
+    ],
+)
+def test_a_bad_health_address_is_refused_with_exit_2(cli: Cli, address: str, said: str) -> None:
+    write_schedule(cli.cwd / "schedules.toml", [EVERY_MINUTE])
+    refused = cli("work", "--health", address)
+    assert refused.returncode == 2
+    assert refused.stderr.startswith(f"cronctl: error: --health {address!r}: {said}")
+    assert "e.g. 127.0.0.1:8080" in refused.stderr
+
+
+def test_a_health_port_in_use_is_refused_before_anything_runs(cli: Cli) -> None:
+    write_schedule(
+        cli.cwd / "schedules.toml", ['name = "w"\non_start = true\ncommand = "touch ran"']
+    )
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        alive = cli.cwd / "alive"
+        refused = cli("work", "--health", str(port), "--health-file", str(alive))
+    assert refused.returncode == 2
+    assert f"--health 127.0.0.1:{port}: cannot listen there" in refused.stderr
+    assert not (cli.cwd / "ran").exists()
+    assert not alive.exists()  # a `work` that never ran must not look alive
+
+
+def test_work_without_health_never_imports_the_server_or_prometheus_client(cli: Cli) -> None:
+    write_schedule(cli.cwd / "schedules.toml", [EVERY_MINUTE])
+    worker = cli.popen("work", env={"PYTHONPROFILEIMPORTTIME": "1"})
+    state = Path(cli.env["CRONCTL_STATE_DIR"]) / "state.db"
+    try:
+        _until(state.exists, 60, "work never opened its state")
+        time.sleep(0.5)  # from there to waiting for the first minute
+    finally:
+        err = stop_worker(worker)
+    assert "cronctl work: 1 tasks; waiting" in err
+    imported = {line.rsplit("|", 1)[-1].strip() for line in err.splitlines() if "|" in line}
+    assert "cronctl.run.work" in imported
+    assert not {"http.server", "prometheus_client", "socketserver"} & imported
+
+
+def test_health_without_prometheus_client_says_which_extra_to_install(cli: Cli) -> None:
+    write_schedule(cli.cwd / "schedules.toml", [EVERY_MINUTE])
+    # As on a machine without the `health` extra: the import fails.
+    without = (
+        "import sys; sys.modules['prometheus_client'] = None; "
+        "sys.argv = ['cronctl', *sys.argv[1:]]; "
+        "from cronctl.cli.main import main; main()"
+    )
+    worker = cli.popen_code(without, "work", "--health", str(_free_port()))
+    _, err = worker.communicate(timeout=60)
+    assert worker.returncode == 2, err
+    assert "--health needs prometheus-client: pip install 'cronctl[health]'" in err
+    assert "Traceback" not in err
