@@ -38,6 +38,8 @@ _PARAM_PASSWORD = re.compile(
     r"((?:ssl)?password\s*=\s*)('[^']*'|\"[^\"]*\"|[^\s&\"']+)", re.IGNORECASE
 )
 _PIECES = re.compile(r"[/@:?&=,\[\]%#]")
+#: A secret or piece this long is hidden wherever it appears in a driver's error.
+_SHORT = 4
 
 
 def password_spans(url: str) -> list[tuple[int, int]]:
@@ -161,12 +163,12 @@ def _quoted(piece: str, url: str, spans: list[tuple[int, int]]) -> str:
 
 
 def _secrets(url: str, spans: list[tuple[int, int]]) -> set[str]:
-    """Each password of ``url`` as written and percent-decoded, and its pieces of 4 or more
-    characters between the characters at which libpq cuts a URL it misreads."""
+    """Each password of ``url`` as written and percent-decoded, and its pieces between the
+    characters at which libpq cuts a URL it misreads: those of 4 or more characters, which
+    are hidden wherever they appear. A shorter one is hidden where it is quoted (:func:`_quoted`):
+    replaced everywhere, ``x`` would turn ``/nonexistent`` into ``/none***istent``."""
     secrets: set[str] = set()
     for start, end in spans:
         raw = url[start:end]
-        secrets.update({raw, unquote(raw)})
-        secrets.update(p for p in _PIECES.split(raw) if len(p) >= 4)
-    secrets.discard("")
-    return secrets
+        secrets.update({raw, unquote(raw), *_PIECES.split(raw)})
+    return {secret for secret in secrets if len(secret) >= _SHORT}

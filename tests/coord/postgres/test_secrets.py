@@ -104,6 +104,10 @@ def test_what_the_redacted_url_shows_anyway_is_kept() -> None:
     url = "postgresql://u:hunter2@db.internal/ops"
     error = 'password authentication failed for user "u" on "db.internal"'
     assert redact_text(error, url) == error
+    # A short password is hidden where it is quoted, not inside every word.
+    short = "postgresql://u:x@/nowhere?host=/nonexistent"
+    error = 'connection to server on socket "/nonexistent/.s.PGSQL.5432" failed'
+    assert redact_text(error, short) == error
     # An @ inside a query parameter is not the end of a password.
     azure = "postgresql://h.example:5432/db?user=me@h&sslmode=require"
     assert redact_url(azure) == azure
