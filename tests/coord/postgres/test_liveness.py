@@ -112,6 +112,9 @@ def test_a_task_that_closed_its_descriptors_keeps_its_host_out_after_kill_9(
     # command's identity is left to tell that the task runs.
     wait_for(lambda: _past_restart_grace(pg_server), "the restart grace to pass", limit=60)
     pg_server.sql("UPDATE cronctl.holders SET seen = now() - interval '10 minutes'", database)
+    # A dry run says what the real run then does.
+    dry = _run(machine("a", "run", "--dry-run", "--json", "--now", T1), T1)
+    assert dry["outcome"] == "skipped: still running", dry
     b = cast("subprocess.Popen[str]", machine("a", "run", "--json", "--now", T1, background=True))
     started = tmp_path / "started"
     wait_for(lambda: b.poll() is not None or started.read_text() != str(task_pid), "a decision")
