@@ -33,8 +33,10 @@ app = typer.Typer(
     name="cronctl",
     help="Scheduled jobs in version control: one TOML file, one crontab line, locks that hold.",
     epilog="Environment: CRONCTL_FILE (schedule files, ':'-separated), CRONCTL_STATE_DIR, "
-    "CRONCTL_LOCK_DIR, CRONCTL_HOST (this machine's name), CRONCTL_ENV=production (run refuses "
-    "on_one_server over a local lock_dir), NO_COLOR, CRONCTL_DEBUG=1 (tracebacks).",
+    "CRONCTL_LOCK_DIR, CRONCTL_HOST (this machine's name), CRONCTL_COORDINATION (the fleet "
+    "store's URL), CRONCTL_ENV=production (run refuses on_one_server over a local lock_dir), "
+    "NO_COLOR, CRONCTL_DEBUG=1 (tracebacks). Tasks get this environment without "
+    "CRONCTL_COORDINATION and CRONCTL_SERVE_TOKEN, cronctl's own secrets.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,

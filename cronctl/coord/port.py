@@ -8,13 +8,12 @@ from the settings; nothing outside ``cronctl.coord`` knows which one it has.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Literal, Protocol
-from urllib.parse import unquote
 
+from cronctl.coord.redact import redact_text, redact_url
 from cronctl.core.runs import RunRow
 from cronctl.edge.process.procs import ProcessId
 from cronctl.errors import CronctlError
@@ -221,62 +220,6 @@ class Coordinator(Protocol):
     def close(self) -> None:
         """Close connections; idempotent."""
         ...
-
-
-def redact_url(url: str) -> str:
-    """The URL with any password shown as ``***``, for every message cronctl prints
-    (docs/fleets-postgresql.md).
-
-    The user information ends at the last ``@`` before the query: a password holding ``/`` or
-    ``@`` is hidden whole (a URL that libpq cannot parse is shown too, in error messages)."""
-    scheme, sep, rest = url.partition("://")
-    if not sep:
-        return url
-    head, q, query = rest.partition("?")
-    userinfo, at, hostpath = head.rpartition("@")
-    if at and ":" in userinfo:
-        userinfo = userinfo.split(":", 1)[0] + ":***"
-    # A password may also come as a query parameter (?password=...).
-    if q:
-        parts = [
-            "password=***" if p.lower().startswith("password=") else p for p in query.split("&")
-        ]
-        query = "&".join(parts)
-    return f"{scheme}{sep}{userinfo}{at}{hostpath}{q}{query}"
-
-
-_URL_PASSWORD = re.compile(r"(postgres(?:ql)?://[^\s:/@?\"']*:)[^\s\"']*@", re.IGNORECASE)
-_PARAM_PASSWORD = re.compile(r"(password\s*=\s*)('[^']*'|\"[^\"]*\"|[^\s&\"']+)", re.IGNORECASE)
-
-
-def redact_text(text: str, url: str | None) -> str:
-    """``text`` (a driver's error, which may echo the URL or pieces of it) with the URL's
-    password shown as ``***``: the URL itself, the password as written and decoded, and any
-    ``scheme://user:…@`` or ``password=…`` left in it."""
-    if url:
-        text = text.replace(url, redact_url(url))
-        for secret in sorted(_secrets(url), key=len, reverse=True):
-            text = text.replace(secret, "***")
-    text = _URL_PASSWORD.sub(r"\1***@", text)
-    return _PARAM_PASSWORD.sub(r"\1***", text)
-
-
-def _secrets(url: str) -> set[str]:
-    """The password of ``url`` as written and percent-decoded, and its pieces of 4 or more
-    characters between ``/``, ``@``, ``:`` and ``?`` (how libpq splits a URL it misreads)."""
-    _scheme, sep, rest = url.partition("://")
-    head, _q, query = rest.partition("?")
-    userinfo, at, _host = head.rpartition("@")
-    found: list[str] = []
-    if sep and at and ":" in userinfo:
-        found.append(userinfo.split(":", 1)[1])
-    found += [p.split("=", 1)[1] for p in query.split("&") if p.lower().startswith("password=")]
-    secrets: set[str] = set()
-    for raw in filter(None, found):
-        secrets.update({raw, unquote(raw)})
-        secrets.update(piece for piece in re.split(r"[/@:?]", raw) if len(piece) >= 4)
-    secrets.discard("")
-    return secrets
 
 
 def is_coordination_url(url: str) -> bool:

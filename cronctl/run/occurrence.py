@@ -531,9 +531,17 @@ def execute(
     )
 
 
+#: cronctl's own secrets, never handed to a task through the environment it inherits
+#: (docs/guarantees.md): the store's URL (it may carry a password) and `serve`'s token. A
+#: task's `env` table may still set one on purpose. libpq's PGPASSWORD and the like are not
+#: cronctl's: tasks of their own use them.
+SECRET_VARIABLES = ("CRONCTL_COORDINATION", "CRONCTL_SERVE_TOKEN")
+
+
 def task_env(task: Task, row: RunRow, ctx: RunContext) -> dict[str, str]:
-    """The environment of the task's command: cronctl's, the task's, and CRONCTL_*."""
-    env = dict(ctx.env)
+    """The environment of the task's command (and its hooks and conditions): cronctl's
+    without its secrets, the task's, and CRONCTL_*."""
+    env = {k: v for k, v in ctx.env.items() if k not in SECRET_VARIABLES}
     env.update(task.env)
     env["CRONCTL_TASK"] = task.name
     env["CRONCTL_OCCURRENCE"] = format_utc(row.occurrence)

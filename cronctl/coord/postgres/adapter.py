@@ -214,8 +214,9 @@ class PostgresCoordinator:
             raise
 
     def overlap_held(self, task: str) -> bool:
-        """Whether some session holds the task's advisory lock (pg_locks; takes nothing)."""
-        return self._call(lambda cur: pg_lock.is_held(cur, task))
+        """Whether some session holds the task's advisory lock (pg_locks), or a command of
+        this machine named in its holder row still runs; takes nothing."""
+        return self._call(lambda cur: pg_lock.is_held(cur, task, self.host))
 
     # --- pauses ---------------------------------------------------------------------------
 

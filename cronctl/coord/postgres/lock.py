@@ -79,6 +79,9 @@ WHERE task = %(task)s AND backend = pg_backend_pid()"""
 _RETAKE = """
 SELECT pg_try_advisory_lock(%(key)s) FROM cronctl.holders
 WHERE task = %(task)s AND host = %(host)s AND pid = %(pid)s AND started = %(started)s"""
+_HOLDER_ROW = """
+SELECT host, pid, started, command_pid, command_start, boot FROM cronctl.holders
+WHERE task = %(task)s"""
 _HOLDERS_OF = """
 SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted
 AND classid = %(hi)s::oid AND objid = %(lo)s::oid AND objsubid = 1"""
@@ -95,10 +98,22 @@ def _key_parts(key: int) -> dict[str, int]:
     return {"hi": unsigned >> 32, "lo": unsigned & 0xFFFFFFFF}
 
 
-def is_held(cur: Any, task: str) -> bool:
-    """Whether any session holds the task's advisory lock now."""
+def is_held(cur: Any, task: str, host: str) -> bool:
+    """Whether any session holds the task's advisory lock now, or the holder row names a
+    command of this machine that still runs (it closed the lock's socket and its cronctl
+    died): what a real contender here would find (:func:`_attempt`)."""
     cur.execute(_HOLDERS_OF, _key_parts(lock_key(task)))
-    return cur.fetchone() is not None
+    if cur.fetchone() is not None:
+        return True
+    cur.execute(_HOLDER_ROW, {"task": task})
+    row = cur.fetchone()
+    if row is None:
+        return False
+    holder_host, pid, started, command_pid, command_start, boot = row
+    if holder_host != host or not (command_pid and command_start is not None and boot):
+        return False
+    command = procs.ProcessId(int(command_pid), int(command_start), str(boot))
+    return command_lives(holder_from_row(holder_host, pid, started, None, command), host)
 
 
 def try_lock(

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.coord.postgres.kit import LONG
+from tests.coord.conftest import PgServer
+from tests.coord.postgres.kit import LONG, database_of
 from tests.helpers import Cli, write_schedule
 
 
@@ -53,3 +54,30 @@ def fleet(machine: Callable[..., object], tmp_path: Path) -> Callable[..., objec
         ],
     )
     return machine
+
+
+#: The role of :func:`password_url`, which must log in with ROLE_PASSWORD (scram on the socket).
+PASSWORD_ROLE = "cronctl_pw"  # noqa: S105  (a role name)
+ROLE_PASSWORD = "Rt5Kp2xLm"  # noqa: S105  (a throw-away server's role)
+
+
+@pytest.fixture
+def password_url(pg_server: PgServer, pg_url: str) -> Callable[[str], str]:
+    """``password_url(PASSWORD)``: the test database's URL for a role that must give its
+    password (``ROLE_PASSWORD``); the server checks it (scram-sha-256 on the socket)."""
+    hba = pg_server.data / "pg_hba.conf"
+    rule = f"local all {PASSWORD_ROLE} scram-sha-256\n"
+    if rule not in hba.read_text():
+        hba.write_text(rule + hba.read_text())
+        pg_server.sql("SELECT pg_reload_conf()")
+    pg_server.sql(
+        f"DO $$ BEGIN CREATE ROLE {PASSWORD_ROLE} LOGIN PASSWORD '{ROLE_PASSWORD}'; "
+        "EXCEPTION WHEN duplicate_object THEN NULL; END $$"
+    )
+    database = database_of(pg_url)
+    pg_server.sql(f"GRANT ALL ON DATABASE {database} TO {PASSWORD_ROLE}")
+
+    def url(password: str) -> str:
+        return f"postgresql://{PASSWORD_ROLE}:{password}@/{database}?host={pg_server.socket}"
+
+    return url

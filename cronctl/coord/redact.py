@@ -1,0 +1,174 @@
+"""Passwords out of every message about the coordination store (docs/fleets-postgresql.md).
+
+A URL's password is hidden where cronctl prints the URL (:func:`redact_url`) and where it
+prints a driver's error (:func:`redact_text`): libpq echoes a URL it cannot parse, or the
+piece it misread (a port, a host, a percent escape, a query parameter), and a password
+written without percent-encoding (holding ``/``, ``?``, ``@``, ``&``) is cut into such
+pieces. So the password is found by position in the URL, the way a person would have meant
+it, and every quoted piece of an error that overlaps it is hidden, however short.
+"""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import unquote
+
+__all__ = ["password_spans", "redact_text", "redact_url"]
+
+MASK = "***"
+#: Query parameters whose value is a secret: the password, and the SSL key's passphrase.
+_SECRET_PARAMS = ("password", "sslpassword")
+#: libpq's connection keywords: after ``password=``, an ``&`` that does not start one of
+#: these is taken as part of the password (``password=a&b`` is what a person meant).
+# fmt: off
+_KEYWORDS = frozenset((
+    "host", "hostaddr", "port", "dbname", "user", "password", "passfile", "require_auth",
+    "channel_binding", "connect_timeout", "client_encoding", "options", "application_name",
+    "fallback_application_name", "keepalives", "keepalives_idle", "keepalives_interval",
+    "keepalives_count", "tcp_user_timeout", "replication", "gssencmode", "sslmode",
+    "sslnegotiation", "requiressl", "sslcompression", "sslcert", "sslkey", "sslpassword",
+    "sslcertmode", "sslrootcert", "sslcrl", "sslcrldir", "sslsni", "requirepeer",
+    "ssl_min_protocol_version", "ssl_max_protocol_version", "krbsrvname", "gsslib",
+    "gssdelegation", "service", "target_session_attrs", "load_balance_hosts",
+))
+# fmt: on
+_QUOTED = re.compile(r'"([^"\n]*)"')
+_URL_PASSWORD = re.compile(r"(postgres(?:ql)?://[^\s:/@?\"']*:)[^\s\"']*@", re.IGNORECASE)
+_PARAM_PASSWORD = re.compile(
+    r"((?:ssl)?password\s*=\s*)('[^']*'|\"[^\"]*\"|[^\s&\"']+)", re.IGNORECASE
+)
+_PIECES = re.compile(r"[/@:?&=,\[\]%#]")
+#: A secret or piece this long is hidden wherever it appears in a driver's error.
+_SHORT = 4
+
+
+def password_spans(url: str) -> list[tuple[int, int]]:
+    """Where ``url`` writes a secret, as (start, end) offsets: the password of the user
+    information, and the value of each ``password=`` or ``sslpassword=`` parameter.
+
+    The password is what libpq reads (up to the first ``@``, when no ``/`` comes before it)
+    and also what a person meant by a password holding ``/``, ``?`` or ``@`` unencoded (up to
+    the last ``@`` that is not inside a ``key=value`` query parameter): libpq misreads those
+    and its error echoes the pieces. Either reading is hidden."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return []
+    base = len(scheme) + len(sep)
+    ends = [at for at in (_libpq_userinfo_end(rest), _meant_userinfo_end(rest)) if at >= 0]
+    spans: list[tuple[int, int]] = []
+    for at in ends:
+        colon = rest.find(":", 0, at)
+        if colon >= 0:
+            spans.append((base + colon + 1, base + at))
+    query = rest.find("?", max(ends, default=-1) + 1)
+    if query >= 0:
+        spans += _param_spans(rest[query + 1 :], base + query + 1)
+    return _merged(spans)
+
+
+def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Non-empty spans, sorted, overlapping ones joined (two readings of one password)."""
+    out: list[tuple[int, int]] = []
+    for start, end in sorted(s for s in spans if s[1] > s[0]):
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
+
+
+def _libpq_userinfo_end(rest: str) -> int:
+    """The ``@`` that ends the user information as libpq reads it: the first ``@`` or ``/``,
+    if it is an ``@`` (-1: none)."""
+    found = re.search(r"[@/]", rest)
+    return found.start() if found is not None and found.group() == "@" else -1
+
+
+def _meant_userinfo_end(rest: str) -> int:
+    """The last ``@`` that is not in a query parameter's value (``?user=me@server``)."""
+    at = rest.rfind("@")
+    while at >= 0:
+        query = rest.rfind("?", 0, at)
+        segment = re.split(r"[?&]", rest[query + 1 : at])[-1] if query >= 0 else ""
+        if "=" not in segment:
+            return at
+        at = rest.rfind("@", 0, at)
+    return -1
+
+
+def _param_spans(query: str, offset: int) -> list[tuple[int, int]]:
+    """The values of the secret parameters in ``query`` (which starts at ``offset``)."""
+    spans: list[tuple[int, int]] = []
+    parts = query.split("&")
+    pos = offset
+    secret: tuple[int, int] | None = None
+    for part in parts:
+        key = part.split("=", 1)[0].strip().lower()
+        if secret is not None and key not in _KEYWORDS:
+            secret = (secret[0], pos + len(part))  # an unencoded & inside the password
+        else:
+            if secret is not None:
+                spans.append(secret)
+            secret = None
+            if key in _SECRET_PARAMS and "=" in part:
+                start = pos + part.index("=") + 1
+                secret = (start, pos + len(part))
+        pos += len(part) + 1
+    if secret is not None:
+        spans.append(secret)
+    return spans
+
+
+def _masked(text: str, spans: list[tuple[int, int]], offset: int = 0) -> str:
+    """``text`` (found at ``offset`` in the URL) with the parts inside ``spans`` as ``***``."""
+    out = text
+    for start, end in sorted(spans, reverse=True):
+        lo, hi = max(start - offset, 0), min(end - offset, len(text))
+        if lo < hi:
+            out = out[:lo] + MASK + out[hi:]
+    return out
+
+
+def redact_url(url: str) -> str:
+    """The URL with every password shown as ``***``, for every message cronctl prints."""
+    return _masked(url, password_spans(url))
+
+
+def redact_text(text: str, url: str | None) -> str:
+    """``text`` (a driver's error, which may echo the URL or pieces of it) without the URL's
+    password: the URL itself, each quoted piece of the URL that overlaps a password, the
+    password as written and decoded, and any ``scheme://user:…@`` or ``password=…`` left."""
+    if url:
+        spans = password_spans(url)
+        text = text.replace(url, redact_url(url))
+        text = _QUOTED.sub(lambda m: f'"{_quoted(m.group(1), url, spans)}"', text)
+        for secret in sorted(_secrets(url, spans), key=len, reverse=True):
+            text = text.replace(secret, MASK)
+    text = _URL_PASSWORD.sub(rf"\1{MASK}@", text)
+    return _PARAM_PASSWORD.sub(rf"\1{MASK}", text)
+
+
+def _quoted(piece: str, url: str, spans: list[tuple[int, int]]) -> str:
+    """A quoted piece of a driver's error, masked where it is a piece of a password: found in
+    the URL overlapping one of its ``spans`` (decoded pieces are left to :func:`_secrets`).
+    A piece the redacted URL shows anyway (a user name, a host) tells nothing: kept."""
+    if not piece or not spans or piece in _masked(url, spans):
+        return piece
+    at = url.find(piece)
+    while at >= 0:
+        if any(at < end and start < at + len(piece) for start, end in spans):
+            return _masked(piece, spans, at)
+        at = url.find(piece, at + 1)
+    return piece
+
+
+def _secrets(url: str, spans: list[tuple[int, int]]) -> set[str]:
+    """Each password of ``url`` as written and percent-decoded, and its pieces between the
+    characters at which libpq cuts a URL it misreads: those of 4 or more characters, which
+    are hidden wherever they appear. A shorter one is hidden where it is quoted (:func:`_quoted`):
+    replaced everywhere, ``x`` would turn ``/nonexistent`` into ``/none***istent``."""
+    secrets: set[str] = set()
+    for start, end in spans:
+        raw = url[start:end]
+        secrets.update({raw, unquote(raw), *_PIECES.split(raw)})
+    return {secret for secret in secrets if len(secret) >= _SHORT}
