@@ -233,7 +233,13 @@ class Dashboard:
         durations = [
             (r.occurrence, r.duration_s) for r in reversed(recent) if r.duration_s is not None
         ]
-        return TaskPage(summary, upcoming, build_timeline([task], now, 7), page, durations)
+        return TaskPage(
+            summary,
+            upcoming,
+            build_timeline([task], now, 7, task.zone, every_minute_counted=True),
+            page,
+            durations,
+        )
 
     def _task(self, name: str) -> Task:
         try:
