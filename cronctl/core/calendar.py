@@ -18,6 +18,7 @@ from cronctl.core.model import Task, format_utc
 from cronctl.core.zones import Zone, fires_at, firing_minutes, parse_zone
 
 HOUR = timedelta(hours=1)
+_Hour = tuple[datetime, datetime | None]  # a UTC hour, and its wall hour if it is whole
 
 
 def hour_floor(when: datetime) -> datetime:
@@ -147,34 +148,51 @@ def build_timeline(
     first = zone.wall(start).replace(hour=0, minute=0, second=0, microsecond=0)
     origin = _instant(zone, first)
     end = _instant(zone, first + timedelta(days=days))
+    hours = _wall_hours(zone, hour_floor(origin), end)
     lanes = []
+    same: dict[object, tuple[int, ...]] = {}  # tasks with one schedule and zone count once
     for task in tasks:
-        counts = [0] * (days * 24)
-        if not task.paused:
-            hour = hour_floor(origin)
-            while hour < end:
-                _count_hour(task, zone, hour, first, counts)
-                hour += HOUR
+        counts = same.get(task.firing_key) if not task.paused else (0,) * (days * 24)
+        if counts is None:
+            counts = same[task.firing_key] = _count(task, zone, hours, first, days)
         counted = every_minute_counted or not every_minute(task)
-        lanes.append(TaskLane(task, tuple(counts), counted))
+        lanes.append(TaskLane(task, counts, counted))
     return Timeline(first, days, tuple(lanes), zone)
 
 
-def _count_hour(task: Task, zone: Zone, hour: datetime, first: datetime, counts: list[int]) -> None:
-    minutes = hour_minutes(task, hour)
-    if not minutes:
-        return
-    seg = zone.segment_at(hour)
-    whole = (
-        seg.offset % HOUR == timedelta(0)
-        and (seg.start is None or seg.start <= hour)
-        and (seg.end is None or seg.end >= hour + HOUR)
-    )
-    if whole:
-        _add(counts, first, seg.wall(hour), len(minutes))
-        return
-    for minute in minutes:
-        _add(counts, first, zone.wall(hour + minute * MINUTE), 1)
+def _wall_hours(zone: Zone, hour: datetime, end: datetime) -> list[_Hour]:
+    """Each UTC hour in [hour, end), with its wall hour when it is one whole wall hour."""
+    found = []
+    while hour < end:
+        seg = zone.segment_at(hour)
+        whole = (
+            seg.offset % HOUR == timedelta(0)
+            and (seg.start is None or seg.start <= hour)
+            and (seg.end is None or seg.end >= hour + HOUR)
+        )
+        found.append((hour, seg.wall(hour) if whole else None))
+        hour += HOUR
+    return found
+
+
+def _count(
+    task: Task,
+    zone: Zone,
+    hours: list[_Hour],
+    first: datetime,
+    days: int,
+) -> tuple[int, ...]:
+    counts = [0] * (days * 24)
+    for hour, wall in hours:
+        minutes = hour_minutes(task, hour)
+        if not minutes:
+            continue
+        if wall is not None:
+            _add(counts, first, wall, len(minutes))
+            continue
+        for minute in minutes:  # a seam or a half-hour offset: minute by minute
+            _add(counts, first, zone.wall(hour + minute * MINUTE), 1)
+    return tuple(counts)
 
 
 def _add(counts: list[int], first: datetime, wall: datetime, runs: int) -> None:

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from itertools import pairwise
 
+from cronctl.core.cronexpr import CronExpr
 from cronctl.core.export.common import (
     Exported,
     common_limits,
@@ -82,17 +83,43 @@ def _workdir(task: Task) -> str | None:
 # when there is one; past 100 it stops starting the job (older controllers) or warns and
 # starts the latest. A deadline spanning fewer than 100 runs keeps every job clear of it.
 MISSED_LIMIT = 100
-_SAMPLE = 400  # occurrences searched for the shortest interval between two
+_ANCHOR = date(2024, 1, 1)  # a fixed start: the same schedule exports the same deadline
+_YEARS = 8  # two leap days, every weekday on every day of the month
 
 
-def _shortest_gap(task: Task, now: datetime) -> int | None:
-    """The shortest interval between two runs (seconds) among the next few hundred."""
-    runs = task.next_runs(now, _SAMPLE)
-    gaps = [int((b - a).total_seconds()) for a, b in pairwise(runs)]
-    return min(gaps) if gaps else None
+def shortest_gap(cron: CronExpr) -> int | None:
+    """The shortest interval between two runs of `cron`, in seconds of wall time.
+
+    From the value sets, not by walking the calendar run by run: the closest two times of
+    a day, and the last time of a day to the first of the next day that runs. A DST change
+    shortens one interval by an hour at most, which the 90 (not 100) of `deadline` absorbs.
+    """
+    times = sorted(h * 60 + m for h in cron.hours for m in cron.minutes)
+    gaps = [b - a for a, b in pairwise(times)]
+    apart = _days_apart(cron)
+    if apart is not None:
+        gaps.append(apart * 1440 - times[-1] + times[0])
+    return min(gaps) * 60 if gaps else None
 
 
-def deadline(task: Task, now: datetime) -> tuple[int, str | None]:
+_DAYS_APART: dict[tuple[object, ...], int | None] = {}
+
+
+def _days_apart(cron: CronExpr) -> int | None:
+    """The fewest days between two days `cron` runs on (None: fewer than two in 8 years).
+
+    Kept per day rule: a large schedule has thousands of times but a handful of day rules.
+    """
+    key = (cron.days, cron.weekdays, cron.months, cron.day_star, cron.weekday_star)
+    if key not in _DAYS_APART:
+        span = (_ANCHOR + timedelta(days=i) for i in range(_YEARS * 366))
+        days = [d for d in span if d.month in cron.months and cron.matches_day(d)]
+        gaps = [(b - a).days for a, b in pairwise(days)]
+        _DAYS_APART[key] = min(gaps) if gaps else None
+    return _DAYS_APART[key]
+
+
+def deadline(task: Task) -> tuple[int, str | None]:
     """startingDeadlineSeconds for the task, and what it loses (or None).
 
     From the misfire settings: 60 s for `skip` (only a run due this minute); else
@@ -102,7 +129,8 @@ def deadline(task: Task, now: datetime) -> tuple[int, str | None]:
     """
     if task.misfire == "skip":
         return 60, None
-    gap = _shortest_gap(task, now)
+    assert task.cron is not None
+    gap = shortest_gap(task.cron)
     # 90, not 100: a DST change shortens one interval a year by up to an hour.
     limit = (MISSED_LIMIT - 10) * gap if gap else None
     if task.misfire_grace:
@@ -179,7 +207,7 @@ def export_task(task: Task, now: datetime, image: str) -> Exported:
         return result
     name = resource_name(task.name)
     result.lost += _limits(task, now)
-    starting_deadline, cut = deadline(task, now)
+    starting_deadline, cut = deadline(task)
     if cut is not None:
         result.lost.append(cut)
     if name != task.name:
