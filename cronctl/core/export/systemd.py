@@ -1,4 +1,4 @@
-"""A task as a systemd `.service` and `.timer` pair (`cronctl export --to systemd`).
+"""A task as a systemd `.service` and `.timer` pair (`cronctl export systemd --user NAME`).
 
 `OnCalendar=` is written from cronctl's normalized value sets, so what systemd parses is
 exactly what cronctl would run; the test suite checks it with `systemd-analyze calendar`.
