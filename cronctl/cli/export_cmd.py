@@ -1,4 +1,4 @@
-"""`cronctl export systemd|kubernetes [DIR]`: hand the schedule to another scheduler.
+"""`cronctl export systemd --user NAME|kubernetes --image IMAGE [DIR]`: hand it over.
 
 Files go to DIR (created, never overwritten without --force) or to stdout; what a target
 cannot express is listed on stderr and as comments in the files, never dropped silently.
@@ -61,6 +61,16 @@ def export_command(
             show_default=False,
         ),
     ] = None,
+    user: Annotated[
+        str | None,
+        typer.Option(
+            "--user",
+            metavar="NAME",
+            help="The account the systemd units run as, written as User= (required with "
+            "systemd; --user root to mean root).",
+            show_default=False,
+        ),
+    ] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite files in DIR.")] = False,
     file: FileOpt = None,
     now: NowOpt = None,
@@ -69,24 +79,34 @@ def export_command(
 
     \b
     Example:
-      cronctl export systemd units/
+      cronctl export systemd units/ --user app
       cronctl export kubernetes k8s/ --image registry.example/app:1
     """
     to = _one("the target", target, to, "--to")
     output = _one("the directory", directory, output, "-o")
     if to is None:
         raise UsageError(
-            "name the target: `cronctl export systemd [DIR]` or "
+            "name the target: `cronctl export systemd [DIR] --user NAME` or "
             "`cronctl export kubernetes [DIR] --image IMAGE` (without DIR, to stdout)"
         )
     if to not in TARGETS:
         raise UsageError(f"{to!r} is not an export target: use systemd or kubernetes")
     if to == "kubernetes" and not image:
         raise UsageError("kubernetes needs --image IMAGE (the image the commands run in)")
+    if to == "kubernetes" and user is not None:
+        raise UsageError("--user is for systemd (a CronJob runs as its image's user)")
+    if to == "systemd":
+        if user is None:
+            raise UsageError(
+                "systemd needs --user NAME, the account the tasks run as (a system unit "
+                "without User= runs as root; pass --user root if that is what you want)"
+            )
+        if (why := systemd.check_user(user)) is not None:
+            raise UsageError(f"--user {user!r}: {why}")
     schedule = load_schedule(file)
     fail_on_errors(schedule)
     instant = parse_instant(now)
-    results = [_export(to, task, instant, image or "") for task in schedule.tasks]
+    results = [_export(to, task, instant, image or "", user or "") for task in schedule.tasks]
     if output is None:
         _print(results, to)
     else:
@@ -102,9 +122,9 @@ def _one(what: str, argument: _T | None, option: _T | None, flag: str) -> _T | N
     return argument if argument is not None else option
 
 
-def _export(to: str, task: Task, now: datetime, image: str) -> Exported:
+def _export(to: str, task: Task, now: datetime, image: str, user: str) -> Exported:
     if to == "systemd":
-        return systemd.export_task(task, now)
+        return systemd.export_task(task, now, user)
     return kubernetes.export_task(task, now, image)
 
 

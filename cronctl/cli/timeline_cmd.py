@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from cronctl.cli.complete import task_names
 from cronctl.cli.options import FileOpt, NowOpt
 from cronctl.cli.render.tables import emit_json, render_problems
 from cronctl.cli.render.timeline import (
@@ -18,7 +20,9 @@ from cronctl.cli.render.timeline import (
 )
 from cronctl.cli.wiring import load_schedule, parse_instant
 from cronctl.core.calendar import build_timeline
-from cronctl.errors import UsageError
+from cronctl.core.model import Task
+from cronctl.core.zones import Zone, parse_zone
+from cronctl.errors import UsageError, ZoneError
 
 
 def register(app: typer.Typer) -> None:
@@ -28,8 +32,37 @@ def register(app: typer.Typer) -> None:
 
 def timeline_command(
     days: Annotated[
-        int, typer.Option("--days", min=1, max=31, help="How many days, from today (UTC), 1-31.")
+        int,
+        typer.Option("--days", min=1, max=31, help="How many days, from today in the zone, 1-31."),
     ] = 7,
+    tasks: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--task",
+            metavar="NAME",
+            help="Only this task (repeatable); named every-minute tasks are counted too.",
+            show_default=False,
+            autocompletion=task_names,
+        ),
+    ] = None,
+    tz: Annotated[
+        str | None,
+        typer.Option(
+            "--tz",
+            metavar="ZONE",
+            help="Draw in this zone (UTC, +HH:MM or an IANA name). Default: the zone the "
+            "tasks shown share, else UTC.",
+            show_default=False,
+        ),
+    ] = None,
+    every_minute: Annotated[
+        bool,
+        typer.Option(
+            "--include-every-minute",
+            help="Count tasks whose minute field is * in the heat map too (left out by "
+            "default: 60 runs an hour each would paint every hour the same).",
+        ),
+    ] = False,
     svg: Annotated[
         Path | None,
         typer.Option(
@@ -48,9 +81,13 @@ def timeline_command(
     \b
     Example:
       cronctl timeline --days 3 --svg week.svg
+      cronctl timeline --tz Europe/Berlin --task backup --task digest
     """
     schedule = load_schedule(file)
-    timeline = build_timeline(schedule.tasks, parse_instant(now), days)
+    shown = _chosen(schedule.tasks, tasks or [])
+    zone = _zone(shown, tz)
+    counted = every_minute or bool(tasks)
+    timeline = build_timeline(shown, parse_instant(now), days, zone, counted)
     if svg is not None:
         picture = timeline_svg(timeline)
         if str(svg) == "-":
@@ -68,3 +105,29 @@ def timeline_command(
     if schedule.errors:
         render_problems(schedule.errors)
         raise typer.Exit(2)
+
+
+def _chosen(tasks: Sequence[Task], names: list[str]) -> list[Task]:
+    """The tasks `--task` names, in the schedule's order (all of them without --task)."""
+    if not names:
+        return list(tasks)
+    known = {t.name for t in tasks}
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise UsageError(
+            f"--task {unknown[0]!r}: no task of that name in the schedule "
+            "(`cronctl list` shows the names)"
+        )
+    wanted = set(names)
+    return [t for t in tasks if t.name in wanted]
+
+
+def _zone(tasks: Sequence[Task], tz: str | None) -> Zone:
+    """--tz, else the zone every task shown shares, else UTC."""
+    if tz is not None:
+        try:
+            return parse_zone(tz)
+        except ZoneError as exc:
+            raise UsageError(f"--tz {tz!r}: {exc}") from None
+    zones = {t.zone.name for t in tasks}
+    return tasks[0].zone if len(zones) == 1 else parse_zone("UTC")

@@ -15,7 +15,7 @@ from pathlib import Path
 from cronctl.commands.operate import StatusRow, reading_store, status
 from cronctl.coord.port import Coordinator, PauseInfo
 from cronctl.core.calendar import Timeline, build_timeline
-from cronctl.core.describe import describe
+from cronctl.core.describe import describe, gap_note
 from cronctl.core.model import Schedule, Task
 from cronctl.core.runs import OUTCOMES, RunRow
 from cronctl.edge.process.logfiles import log_chunks, log_file
@@ -233,7 +233,13 @@ class Dashboard:
         durations = [
             (r.occurrence, r.duration_s) for r in reversed(recent) if r.duration_s is not None
         ]
-        return TaskPage(summary, upcoming, build_timeline([task], now, 7), page, durations)
+        return TaskPage(
+            summary,
+            upcoming,
+            build_timeline([task], now, 7, task.zone, every_minute_counted=True),
+            page,
+            durations,
+        )
 
     def _task(self, name: str) -> Task:
         try:
@@ -349,9 +355,8 @@ def _dst_note(task: Task, at: datetime) -> str | None:
     skipped = [w for w in walls if w != own]
     if not skipped:
         return None
-    times = ", ".join(f"{w:%H:%M}" for w in skipped)
-    runs = "each runs" if task.misfire == "catch-up" else "run once"
-    return f"{times} skipped by the DST change; {runs} at this instant"
+    mine = f"{own:%H:%M}" if len(walls) > len(skipped) else None
+    return gap_note([f"{w:%H:%M}" for w in skipped], mine, task.misfire)
 
 
 def parse_cursor(text: str | None) -> tuple[datetime, str] | None:

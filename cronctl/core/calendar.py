@@ -15,9 +15,10 @@ from datetime import UTC, datetime, timedelta
 
 from cronctl.core.minutes import MINUTE, minute_ceil, minute_floor
 from cronctl.core.model import Task, format_utc
-from cronctl.core.zones import fires_at, firing_minutes
+from cronctl.core.zones import Zone, fires_at, firing_minutes, parse_zone
 
 HOUR = timedelta(hours=1)
+_Hour = tuple[datetime, datetime | None]  # a UTC hour, and its wall hour if it is whole
 
 
 def hour_floor(when: datetime) -> datetime:
@@ -63,49 +64,141 @@ def occurrences(task: Task, start: datetime, end: datetime) -> Iterator[datetime
 
 @dataclass(frozen=True)
 class TaskLane:
-    """One task's runs per UTC hour across the timeline."""
+    """One task's runs per hour of the timeline's zone, day after day."""
 
     task: Task
-    per_hour: tuple[int, ...]
+    per_hour: tuple[int, ...]  # [day * 24 + hour], wall hours of the timeline's zone
+    counted: bool = True  # in the heat map (every-minute tasks are not, unless asked for)
 
     @property
     def total(self) -> int:
         """Runs in the whole window."""
         return sum(self.per_hour)
 
+    def by_hour_of_day(self) -> list[int]:
+        """The most runs the task has in each hour of the day, on any day of the window."""
+        days = len(self.per_hour) // 24
+        return [max(self.per_hour[d * 24 + h] for d in range(days)) for h in range(24)]
+
+
+def every_minute(task: Task) -> bool:
+    """Whether the task fires every minute of the hours it runs in (its minute field is *).
+
+    Such a task has 60 runs in each of those hours, more than a whole schedule of hourly
+    and daily tasks: in a heat map of all tasks it would hide the rest.
+    """
+    return task.cron is not None and len(task.cron.minutes) == 60
+
 
 @dataclass(frozen=True)
 class Timeline:
-    """Runs per UTC hour over `days` days from `start` (a UTC midnight), per task and in all."""
+    """Runs per wall hour of `zone` over `days` days from the local midnight `first`."""
 
-    start: datetime
+    first: datetime  # the first day's midnight, naive, in `zone`
     days: int
     lanes: tuple[TaskLane, ...]
+    zone: Zone
+
+    @property
+    def start(self) -> datetime:
+        """The UTC instant the window starts (the first day's local midnight, or after it)."""
+        return _instant(self.zone, self.first)
 
     def heat(self) -> list[list[int]]:
-        """Runs of all tasks per [day][hour]."""
+        """Runs of the counted tasks per [day][hour]."""
         grid = [[0] * 24 for _ in range(self.days)]
         for lane in self.lanes:
+            if not lane.counted:
+                continue
             for index, count in enumerate(lane.per_hour):
                 grid[index // 24][index % 24] += count
         return grid
 
     def day(self, index: int) -> datetime:
-        """The UTC midnight that starts day `index`."""
-        return self.start + timedelta(days=index)
+        """The local midnight (naive) that starts day `index`."""
+        return self.first + timedelta(days=index)
 
 
-def build_timeline(tasks: Sequence[Task], start: datetime, days: int) -> Timeline:
-    """Count each task's runs per UTC hour for `days` days from the UTC midnight of `start`."""
-    midnight = hour_floor(start).replace(hour=0)
+def _instant(zone: Zone, wall: datetime) -> datetime:
+    """The first UTC instant whose wall time in `zone` is at or after `wall`."""
+    guess = wall.replace(tzinfo=UTC) - zone.segment_at(wall.replace(tzinfo=UTC)).offset
+    for _ in range(3):  # one segment boundary between guess and answer at most, twice over
+        guess = zone.segment_at(guess).instant(wall)
+    while zone.wall(guess) < wall:  # inside a gap: the gap's end
+        guess += MINUTE
+    return guess
+
+
+def build_timeline(
+    tasks: Sequence[Task],
+    start: datetime,
+    days: int,
+    zone: Zone | None = None,
+    every_minute_counted: bool = False,
+) -> Timeline:
+    """Count each task's runs per wall hour of `zone` (default UTC) for `days` days from
+    the local midnight of `start`; every-minute tasks stay out of the heat map unless
+    `every_minute_counted`.
+
+    A UTC hour that is one whole wall hour (no seam, a whole-hour offset) is counted at
+    once; others minute by minute. A fall-back day's repeated hour adds both passes to its
+    cell; a spring-forward day's missing hour stays empty.
+    """
+    zone = zone or parse_zone("UTC")
+    first = zone.wall(start).replace(hour=0, minute=0, second=0, microsecond=0)
+    origin = _instant(zone, first)
+    end = _instant(zone, first + timedelta(days=days))
+    hours = _wall_hours(zone, hour_floor(origin), end)
     lanes = []
+    same: dict[object, tuple[int, ...]] = {}  # tasks with one schedule and zone count once
     for task in tasks:
-        counts = [0] * (days * 24)
-        if not task.paused:
-            for index in range(days * 24):
-                counts[index] = len(hour_minutes(task, midnight + index * HOUR))
-        lanes.append(TaskLane(task, tuple(counts)))
-    return Timeline(midnight, days, tuple(lanes))
+        counts = same.get(task.firing_key) if not task.paused else (0,) * (days * 24)
+        if counts is None:
+            counts = same[task.firing_key] = _count(task, zone, hours, first, days)
+        counted = every_minute_counted or not every_minute(task)
+        lanes.append(TaskLane(task, counts, counted))
+    return Timeline(first, days, tuple(lanes), zone)
+
+
+def _wall_hours(zone: Zone, hour: datetime, end: datetime) -> list[_Hour]:
+    """Each UTC hour in [hour, end), with its wall hour when it is one whole wall hour."""
+    found = []
+    while hour < end:
+        seg = zone.segment_at(hour)
+        whole = (
+            seg.offset % HOUR == timedelta(0)
+            and (seg.start is None or seg.start <= hour)
+            and (seg.end is None or seg.end >= hour + HOUR)
+        )
+        found.append((hour, seg.wall(hour) if whole else None))
+        hour += HOUR
+    return found
+
+
+def _count(
+    task: Task,
+    zone: Zone,
+    hours: list[_Hour],
+    first: datetime,
+    days: int,
+) -> tuple[int, ...]:
+    counts = [0] * (days * 24)
+    for hour, wall in hours:
+        minutes = hour_minutes(task, hour)
+        if not minutes:
+            continue
+        if wall is not None:
+            _add(counts, first, wall, len(minutes))
+            continue
+        for minute in minutes:  # a seam or a half-hour offset: minute by minute
+            _add(counts, first, zone.wall(hour + minute * MINUTE), 1)
+    return tuple(counts)
+
+
+def _add(counts: list[int], first: datetime, wall: datetime, runs: int) -> None:
+    index = (wall - first).days * 24 + wall.hour
+    if 0 <= index < len(counts):
+        counts[index] += runs
 
 
 @dataclass(frozen=True)

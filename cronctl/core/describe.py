@@ -9,6 +9,7 @@ that are odd days of the month.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import lru_cache
 
 from cronctl.core.cronexpr import CronExpr
@@ -81,9 +82,14 @@ def _time(cron: CronExpr) -> str:
     return what + f", in the hours {_numbers(hours)}"
 
 
+def weekday_names(weekdays: frozenset[int]) -> str:
+    """Cron's 0-6 (Sunday 0) in words, Monday first: 'Monday through Friday'."""
+    return _named(sorted((d - 1) % 7 + 1 for d in weekdays), (*_DAYS[1:], _DAYS[0]), 1)
+
+
 def _days(cron: CronExpr) -> str:
     days, weekdays = sorted(cron.days), sorted(cron.weekdays)
-    on_weekdays = _named(sorted((d - 1) % 7 + 1 for d in weekdays), (*_DAYS[1:], _DAYS[0]), 1)
+    on_weekdays = weekday_names(cron.weekdays)
     on_days = (
         f"day {_numbers(days)} of the month"
         if len(days) == 1
@@ -128,3 +134,22 @@ def describe(task: Task) -> str:
         text = describe_cron(task.cron)
         text = text if task.zone.name == "UTC" else f"{text} ({task.zone.name} time)"
     return f"{text}; and when cronctl work starts" if task.on_start else text
+
+
+def gap_note(moved: Sequence[str], own: str | None, misfire: str) -> str:
+    """What a spring-forward gap does to the instant its wall times land on, as `check` says it.
+
+    `moved`: the wall times the gap swallowed ("02:00"); `own`: the instant's own wall time
+    when the task fires then too. Nothing is skipped: the times land here, and the policy
+    decides how many runs that makes (coalesce and skip: one; catch-up: each).
+    """
+    carried = len(moved) + (own is not None)
+    many = len(moved) > 1
+    note = f"{', '.join(moved)} {'do' if many else 'does'} not exist (DST change) and "
+    note += ("land" if many else "lands") + (f" on its own {own} run" if own else " here")
+    if carried == 1:
+        return note
+    if misfire == "catch-up":
+        return note + "; each runs, in turn"
+    others = "the other" if carried == 2 else f"the other {carried - 1}"
+    return note + f"; run once, {others} recorded as missed"

@@ -9,6 +9,7 @@ from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
 
 from cronctl.core.calendar import occurrences
+from cronctl.core.describe import describe, describe_cron, weekday_names
 from cronctl.core.model import Schedule, Task
 
 DIFF_WINDOW = timedelta(days=14)
@@ -115,8 +116,28 @@ def time_of_day(task: Task) -> str | None:
     return f"{next(iter(cron.hours)):02d}:{next(iter(cron.minutes)):02d}"
 
 
+def when_words(task: Task) -> str:
+    """A schedule as a reviewer reads a move: 'Monday 07:30', '03:00 every day', else words.
+
+    A one-time-a-day schedule on some weekdays reads as the days and the time, so a move
+    from Monday to Tuesday shows as exactly that; anything else is `describe`'s sentence.
+    """
+    cron = task.cron
+    time = time_of_day(task)
+    if cron is None or time is None or len(cron.months) < 12:
+        return describe_cron(cron) if cron is not None else describe(task)
+    if len(cron.weekdays) == 7 and len(cron.days) == 31:
+        return f"{time} every day"
+    if len(cron.days) == 31:
+        return f"{weekday_names(cron.weekdays)} {time}"
+    return describe_cron(cron)
+
+
 def move_summary(change: TaskChange) -> str:
-    """One sentence for a reviewer: 'this change moves X from 02:00 to 14:00 (UTC)'."""
+    """One sentence for a reviewer: 'this change moves X from Monday 07:30 to Tuesday 07:30'.
+
+    Times are wall times in the task's zone, which the sentence names.
+    """
     old, new = change.old, change.new
     name = new.name
     if old.paused != new.paused:
@@ -128,12 +149,12 @@ def move_summary(change: TaskChange) -> str:
         and (old.cron.days, old.cron.months, old.cron.weekdays, old.cron.day_star)
         == (new.cron.days, new.cron.months, new.cron.weekdays, new.cron.day_star)
     )
+    zones = old.zone.name if old.zone == new.zone else f"{old.zone.name} -> {new.zone.name}"
     if was and now and same_days:
         if was == now:
             return f"this change moves {name} at {now} from {old.zone.name} to {new.zone.name}"
-        zones = old.zone.name if old.zone == new.zone else f"{old.zone.name} -> {new.zone.name}"
         return f"this change moves {name} from {was} to {now} ({zones})"
-    return (
-        f"this change moves {name} from {old.schedule!r} ({old.zone.name}) "
-        f"to {new.schedule!r} ({new.zone.name})"
-    )
+    before, after = when_words(old), when_words(new)
+    if before == after:  # the words hide the difference: show the expressions too
+        before, after = f"{before} ({old.schedule!r})", f"{after} ({new.schedule!r})"
+    return f"this change moves {name} from {before} to {after} ({zones})"

@@ -95,7 +95,7 @@ def test_diff_reports_added_removed_renamed_and_moved_tasks(cli: Cli, repo: Path
     assert "deploy/schedules.toml: task gone: removed" in out
     assert "task new-name: renamed from old-name (same command)" in out
     assert "this change moves nightly-backup from 02:00 to 14:00 (UTC)" in out
-    assert "next 14 days: 14 runs gained, 14 lost" in out
+    assert "next 14 days, UTC time: 14 runs gained, 14 lost" in out
     assert "task steady: changed: timeout" in out
     assert "since HEAD: 1 added, 1 removed, 1 renamed, 2 changed" in out
 

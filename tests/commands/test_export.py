@@ -6,7 +6,7 @@ import json
 import re
 import shutil
 import subprocess
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -53,7 +53,8 @@ def test_systemd_timers_fire_when_cronctl_would_for_every_exported_task(
     cli: Cli, schedule: Path, tmp_path: Path
 ) -> None:
     out = tmp_path / "units"
-    result = cli("export", "--to", "systemd", "-f", str(schedule), "-o", str(out), "--now", BASE)
+    result = cli("export", "--to", "systemd", "--user", "app", "-f", str(schedule), "-o", str(out),
+                 "--now", BASE)  # fmt: skip
     assert result.returncode == 0, result.stderr
     base = datetime.fromisoformat(BASE)
     tasks = load(schedule).tasks
@@ -85,7 +86,8 @@ def test_systemd_units_pass_systemd_analyze_verify(
     cli: Cli, schedule: Path, tmp_path: Path
 ) -> None:
     out = tmp_path / "units"
-    cli("export", "--to", "systemd", "-f", str(schedule), "-o", str(out), "--now", BASE)
+    cli("export", "--to", "systemd", "--user", "app", "-f", str(schedule), "-o", str(out),
+        "--now", BASE)  # fmt: skip
     units = sorted(str(p) for p in out.iterdir())
     assert len(units) == 18
     verify = subprocess.run(
@@ -94,7 +96,7 @@ def test_systemd_units_pass_systemd_analyze_verify(
     )  # fmt: skip
     assert verify.returncode == 0, verify.stderr
     service = (out / "cronctl-digest.service").read_text()
-    assert 'ExecStart="echo" "a \\"quoted\\" $$HOME 100%%"' in service
+    assert 'ExecStart="/usr/bin/env" "echo" "a \\"quoted\\" $$HOME 100%%"' in service
     refresh = (out / "cronctl-refresh.service").read_text()
     assert "TimeoutStartSec=240" in refresh and "$$PATH" in refresh
     assert "Persistent=false" in (out / "cronctl-refresh.timer").read_text()
@@ -126,7 +128,8 @@ def test_kubernetes_cronjobs_carry_schedule_zone_and_guards(cli: Cli, schedule: 
     assert "task billing: not expressed: when condition" in result.stderr
     old = jobs["Old_Job:v2"]
     assert 'name: "old-job-v2"' in old and "suspend: true" in old
-    assert "task Old_Job:v2: not expressed: on_one_server" in result.stderr
+    # A CronJob runs once per occurrence in its cluster: on_one_server loses nothing there.
+    assert "on_one_server" not in result.stderr and "on_one_server" not in result.stdout
     # Each value is a JSON string, which YAML reads as the same double-quoted scalar.
     line = next(x for x in jobs["digest"].splitlines() if "command:" in x)
     assert json.loads(line.split("command: ", 1)[1]) == ["echo", 'a "quoted" $HOME 100%']
@@ -137,14 +140,19 @@ def test_export_refuses_unknown_target_and_missing_image(cli: Cli, schedule: Pat
     assert result.returncode == 2 and "use systemd or kubernetes" in result.stderr
     result = cli("export", "--to", "kubernetes", "-f", str(schedule))
     assert result.returncode == 2 and "needs --image IMAGE" in result.stderr
+    result = cli(
+        "export", "--to", "kubernetes", "--image", "x", "--user", "app", "-f", str(schedule)
+    )
+    assert result.returncode == 2 and "--user is for systemd" in result.stderr
 
 
 def test_export_never_overwrites_without_force(cli: Cli, schedule: Path, tmp_path: Path) -> None:
     out = tmp_path / "units"
-    assert cli("export", "--to", "systemd", "-f", str(schedule), "-o", str(out)).returncode == 0
-    again = cli("export", "--to", "systemd", "-f", str(schedule), "-o", str(out))
+    args = ("export", "--to", "systemd", "--user", "app", "-f", str(schedule), "-o", str(out))
+    assert cli(*args).returncode == 0
+    again = cli(*args)
     assert again.returncode == 2 and "pass --force" in again.stderr
-    forced = cli("export", "--to", "systemd", "-f", str(schedule), "-o", str(out), "--force")
+    forced = cli(*args, "--force")
     assert forced.returncode == 0
 
 
@@ -156,7 +164,7 @@ def test_only_settings_a_task_uses_are_listed_as_not_expressed(cli: Cli, tmp_pat
             'name = "quiet"\ncommand = "true"\nhourly = true\nnotify = "change"',
         ],
     )
-    result = cli("export", "--to", "systemd", "-o", "units")
+    result = cli("export", "--to", "systemd", "--user", "app", "-o", "units")
     assert result.returncode == 0, result.stderr
     assert "task plain" not in result.stderr  # notify's default loses nothing
     assert "task quiet: not expressed: notify" in result.stderr
@@ -164,10 +172,11 @@ def test_only_settings_a_task_uses_are_listed_as_not_expressed(cli: Cli, tmp_pat
 
 def test_the_target_and_directory_are_arguments(cli: Cli, schedule: Path, tmp_path: Path) -> None:
     out = tmp_path / "units"
-    result = cli("export", "systemd", str(out), "-f", str(schedule), "--now", BASE)
+    result = cli("export", "systemd", str(out), "--user", "app", "-f", str(schedule),
+                 "--now", BASE)  # fmt: skip
     assert result.returncode == 0, result.stderr
-    old = cli("export", "--to", "systemd", "-f", str(schedule), "-o", str(tmp_path / "old"),
-              "--now", BASE)  # fmt: skip
+    old = cli("export", "--to", "systemd", "--user", "app", "-f", str(schedule),
+              "-o", str(tmp_path / "old"), "--now", BASE)  # fmt: skip
     assert old.returncode == 0, old.stderr  # the options still work, for scripts
     made = sorted(p.name for p in out.iterdir())
     assert "cronctl-backup.timer" in made and made == sorted(
@@ -184,10 +193,104 @@ def test_a_missing_target_says_how_to_name_it(cli: Cli, schedule: Path) -> None:
     result = cli("export", "-f", str(schedule))
     assert result.returncode == 2
     assert "Missing option" not in result.stderr
-    assert "name the target: `cronctl export systemd [DIR]` or `cronctl export kubernetes" in (
+    assert "name the target: `cronctl export systemd [DIR] --user NAME` or `cronctl export" in (
         result.stderr
     )
     twice = cli("export", "systemd", "--to", "kubernetes", "-f", str(schedule))
     assert twice.returncode == 2 and "given twice" in twice.stderr
     unknown = cli("export", "cron", "-f", str(schedule))
     assert unknown.returncode == 2 and "'cron' is not an export target" in unknown.stderr
+
+
+PROGRAMS = [
+    'name = "bashy"\ncommand = "echo $0"\nshell = "bash"\nhourly = true\nskip = "test -e /x"',
+    'name = "script"\ncommand = ["./bin/report", "--all"]\ndaily_at = "01:00"',
+    'name = "plain"\ncommand = "true"\nhourly = true\nwhen = "true"',
+]
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="needs systemd-analyze")
+def test_systemd_services_run_as_the_given_user_with_absolute_programs(
+    cli: Cli, tmp_path: Path
+) -> None:
+    path = write_schedule(tmp_path / "schedules.toml", PROGRAMS)
+    out = tmp_path / "units"
+    result = cli("export", "--to", "systemd", "--user", "www-data", "-f", str(path), "-o", str(out))
+    assert result.returncode == 0, result.stderr
+    verify = subprocess.run(
+        ["systemd-analyze", "verify", "--man=no", *sorted(str(p) for p in out.iterdir())],
+        capture_output=True, text=True, check=False, cwd=out,
+    )  # fmt: skip
+    assert verify.returncode == 0, verify.stderr
+    services = {p.stem: p.read_text() for p in out.glob("*.service")}
+    assert len(services) == 3
+    for name, text in services.items():
+        assert re.findall(r"^User=(.*)$", text, re.M) == ["www-data"], name
+        # systemd ignores PATH for a bare name and refuses ./x: every program is absolute.
+        for line in re.findall(r"^Exec\w+=(.*)$", text, re.M):
+            assert line.startswith('"/'), (name, line)
+    bashy = services["cronctl-bashy"]
+    assert 'ExecStart="/usr/bin/env" "bash" -c "echo $$0"' in bashy
+    assert 'ExecCondition="/usr/bin/env" "bash" -c "! { test -e /x' in bashy
+    assert 'ExecStart="/usr/bin/env" "./bin/report" "--all"' in services["cronctl-script"]
+    plain = services["cronctl-plain"]
+    assert 'ExecStart="/bin/sh" -c "true"' in plain and 'ExecCondition="/bin/sh" -c' in plain
+
+
+def test_systemd_export_needs_a_user_and_refuses_one_that_is_no_name(
+    cli: Cli, tmp_path: Path
+) -> None:
+    path = write_schedule(tmp_path / "schedules.toml", PROGRAMS[2:])
+    missing = cli("export", "--to", "systemd", "-f", str(path))
+    assert missing.returncode == 2 and not missing.stdout
+    assert "systemd needs --user NAME" in missing.stderr and "root" in missing.stderr
+    for bad in ("a b", "app\nUser=root", "%i", "-x", "a" * 33, "4294967295", ""):
+        result = cli("export", "--to", "systemd", "--user", bad, "-f", str(path))
+        assert result.returncode == 2 and not result.stdout, bad
+        assert "--user" in result.stderr and "use a user name" in result.stderr, bad
+    for good in ("root", "0", "svc.cron_1-a", "a"):
+        result = cli("export", "--to", "systemd", "--user", good, "-f", str(path))
+        assert result.returncode == 0, result.stderr
+        assert f"\nUser={good}\n" in result.stdout
+
+
+DEADLINES = [
+    'name = "nightly"\ncommand = "true"\ndaily_at = "02:30"\ntimezone = "Europe/Berlin"',
+    'name = "often"\ncommand = "true"\nevery_minutes = 5\nmisfire_grace = "1d"',
+    'name = "late-ok"\ncommand = "true"\nmonthly_on = [1, "06:00"]\nmisfire_grace = "2d"',
+    'name = "now-only"\ncommand = "true"\nhourly = true\nmisfire = "skip"',
+    'name = "catchup"\ncommand = "true"\ncron = "*/10 9-17 * * 1-5"\nmisfire = "catch-up"',
+    'name = "shared"\ncommand = "true"\nhourly = true\non_one_server = true',
+]
+
+
+def test_every_cronjob_has_a_starting_deadline_spanning_fewer_than_100_runs(
+    cli: Cli, tmp_path: Path
+) -> None:
+    yaml = pytest.importorskip("yaml")
+    path = write_schedule(tmp_path / "schedules.toml", DEADLINES)
+    result = cli("export", "--to", "kubernetes", "--image", "img", "-f", str(path), "--now", BASE)
+    assert result.returncode == 0, result.stderr
+    jobs = {
+        d["metadata"]["annotations"]["cronctl/task"]: d["spec"]
+        for d in yaml.safe_load_all(result.stdout)
+    }
+    deadlines = {name: spec["startingDeadlineSeconds"] for name, spec in jobs.items()}
+    assert set(deadlines) == {t.split('"')[1] for t in DEADLINES}
+    base = datetime.fromisoformat(BASE)
+    for task in load(path).tasks:
+        runs = task.next_runs(base, 2000)
+        deadline = deadlines[task.name]
+        assert isinstance(deadline, int) and deadline >= 60, task.name
+        # However long the controller was away, the deadline holds fewer than 100 starts.
+        most = max(sum(1 for r in runs[i:] if r - runs[i] < timedelta(seconds=deadline))
+                   for i in range(0, len(runs), 7))  # fmt: skip
+        assert most < 100, task.name
+    assert deadlines["now-only"] == 60  # skip: only a run due this minute
+    assert deadlines["late-ok"] == 2 * 86400  # misfire_grace, well under 100 months
+    assert deadlines["often"] == 90 * 300  # a day of 5-minute runs is 288: cut, and said
+    assert "task often: not expressed: misfire_grace (1d): cut to 7h30m" in result.stderr
+    # coalesce, catch-up: as late as Kubernetes allows (it starts only the latest missed).
+    assert deadlines["nightly"] >= 80 * 86400 and deadlines["catchup"] == 90 * 600
+    # A CronJob runs once per occurrence in its cluster: nothing to say about on_one_server.
+    assert "on_one_server" not in result.stderr + result.stdout

@@ -31,7 +31,8 @@ def test_schema_refuses_control_characters_in_one_line_values(
     check = cli("check", "-f", str(path))
     assert check.returncode == 1
     assert f"s.toml:6: task a: '{key}' contains a control character (\\u000a)" in check.stdout
-    export = cli("export", "--to", "systemd", "-f", str(path), "-o", str(tmp_path / "u"))
+    export = cli("export", "--to", "systemd", "--user", "app", "-f", str(path),
+                 "-o", str(tmp_path / "u"))  # fmt: skip
     assert export.returncode == 2 and not (tmp_path / "u").exists()
     assert "control character" in export.stdout + export.stderr
 
@@ -59,11 +60,14 @@ def _sections(unit: str) -> list[str]:
 def test_systemd_export_of_hostile_values_adds_no_line(cli: Cli, tmp_path: Path) -> None:
     path = _hostile(tmp_path)
     out = tmp_path / "u"
-    result = cli("export", "--to", "systemd", "-f", str(path), "-o", str(out), "--now", BASE)
+    result = cli("export", "--to", "systemd", "--user", "app", "-f", str(path), "-o", str(out),
+                 "--now", BASE)  # fmt: skip
     assert result.returncode == 0, result.stderr
     service = (out / "cronctl-a.service").read_text()
     assert _sections(service) == ["[Unit]", "[Service]"]
-    assert not any(x.startswith(("User=", "ExecStartPre=", "kind:")) for x in service.splitlines())
+    # The one User= line is --user's; no value of the schedule adds another, or a directive.
+    assert [x for x in service.splitlines() if x.startswith("User=")] == ["User=app"]
+    assert not any(x.startswith(("ExecStartPre=", "kind:")) for x in service.splitlines())
     assert all(c == "\n" or c >= " " for c in service)
     verify = subprocess.run(
         ["systemd-analyze", "verify", "--man=no", str(out / "cronctl-a.service"),
@@ -84,11 +88,11 @@ def _task(tmp_path: Path, **changes: object) -> systemd.Task:
 def test_exporters_escape_values_that_never_passed_the_schema(tmp_path: Path) -> None:
     now = datetime(2026, 3, 20, tzinfo=UTC)
     task = _task(tmp_path, description=INJECT + ESC, source=tmp_path / f"s{INJECT}.toml")
-    unit = systemd.export_task(task, now).files["cronctl-a.service"]
+    unit = systemd.export_task(task, now, "app").files["cronctl-a.service"]
     assert _sections(unit) == ["[Unit]", "[Service]"]
     assert all(c == "\n" or " " <= c < "\x7f" or c > "\x9f" for c in unit)
     assert "\u2028" not in unit
-    bad = systemd.export_task(_task(tmp_path, workdir=Path("/srv\nUser=root")), now)
+    bad = systemd.export_task(_task(tmp_path, workdir=Path("/srv\nUser=root")), now, "app")
     assert bad.skipped and "workdir /srv\\nUser=root: systemd cannot express it" in bad.lost[0]
     job = kubernetes.export_task(
         _task(tmp_path, workdir=Path(INJECT), source=tmp_path / INJECT), now, "img"

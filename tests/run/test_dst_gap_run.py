@@ -87,7 +87,7 @@ def test_next_and_check_say_what_the_gap_does(cli: Cli, tmp_path: Path) -> None:
     assert text.startswith(
         f"{LANDING_2027}  Sun 2027-03-28 03:00 Europe/Berlin  \u00d72 (catch-up: "
     )
-    assert "02:00, 02:30 skipped by the DST change" in text
+    assert "02:00, 02:30 do not exist (DST change) and land here; each runs, in turn" in text
     data = json.loads(cli("next", "nightly", "--after", "2027-03-27T02:00:00Z", "--json").stdout)
     assert data["occurrences"][0] == LANDING_2027
     assert data["details"][0]["runs"] == 2

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from cronctl.core.diff import ScheduleDiff, TaskChange, changed_keys, move_summary
 from cronctl.core.model import Task, format_utc
+from cronctl.core.zones import Zone
 
 
 def _where(task: Task) -> str:
@@ -16,19 +18,26 @@ def _runs(task: Task) -> str:
     return f"{task.schedule!r} ({task.zone.name})"
 
 
+def _wall(when: datetime, zone: Zone) -> str:
+    return f"{zone.wall(when):%a %Y-%m-%d %H:%M}"
+
+
 def _change_lines(change: TaskChange) -> list[str]:
     keys = ", ".join(change.keys)
     lines = [f"{_where(change.new)}: task {change.new.name}: changed: {keys}"]
     if change.moves:
         lines[0] += f"; {move_summary(change)}"
+        # One zone for the whole report, the task's (its new one), named: the summary above
+        # speaks in wall times, so the lists do too.
+        zone = change.new.zone
         lines.append(
-            f"  next 14 days: {change.gained_count} run{'s' * (change.gained_count != 1)} "
-            f"gained, {change.lost_count} lost"
+            f"  next 14 days, {zone.name} time: {change.gained_count} "
+            f"run{'s' * (change.gained_count != 1)} gained, {change.lost_count} lost"
         )
         if change.gained:
-            lines.append("  gained: " + ", ".join(format_utc(t) for t in change.gained))
+            lines.append("  gained: " + ", ".join(_wall(t, zone) for t in change.gained))
         if change.lost:
-            lines.append("  lost:   " + ", ".join(format_utc(t) for t in change.lost))
+            lines.append("  lost:   " + ", ".join(_wall(t, zone) for t in change.lost))
     return lines
 
 

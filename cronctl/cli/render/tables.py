@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from cronctl.cli.render import fit as fitting
 from cronctl.cli.render import lines as line_by_line
 from cronctl.cli.render.fit import TIMES, short_time
-from cronctl.core.describe import describe
+from cronctl.core.describe import describe, gap_note
 from cronctl.core.model import Problem, format_duration, format_utc
 from cronctl.core.zones import Zone, parse_zone
 
@@ -274,7 +274,7 @@ def render_next(result: NextResult, as_json: bool, local: bool) -> None:
     zone = parse_zone(result.timezone)
     for i, when in enumerate(result.occurrences):
         line = format_utc(when)
-        if local and result.timezone != "UTC":
+        if local:  # UTC too: the weekday is what a reader checks a schedule against
             line += f"  {zone.wall(when):%a %Y-%m-%d %H:%M} {result.timezone}"
         detail = _next_detail(result, i) if i < len(result.carried) else None
         if detail and detail["dst_skipped"]:
@@ -298,11 +298,10 @@ def _next_detail(result: NextResult, index: int) -> dict[str, Any]:
 
 
 def _dst_note(detail: dict[str, Any], misfire: str) -> str:
-    """`02:00, 02:30 skipped by the DST change` (+ `, then its own time`, `; run once`)."""
-    note = ", ".join(w[-5:] for w in detail["dst_skipped"]) + " skipped by the DST change"
-    if len(detail["wall_times"]) > len(detail["dst_skipped"]):
-        note += ", then its own time"
-    return note if misfire == "catch-up" else note + "; run once"
+    moved = [w[-5:] for w in detail["dst_skipped"]]
+    carried = len(detail["wall_times"])
+    own = detail["wall_times"][-1][-5:] if carried > len(moved) else None
+    return gap_note(moved, own, misfire)
 
 
 def render_due(result: DueResult, as_json: bool) -> None:

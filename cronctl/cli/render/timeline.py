@@ -1,17 +1,18 @@
 """`cronctl timeline` drawn: coloured cells on a terminal, characters when piped, or SVG.
 
-Counts are bucketed into levels on a fixed scale (not relative to the busiest hour), so
-two pictures of two schedules can be compared by eye.
+Counts are bucketed into levels on a fixed scale (`Scale`, not relative to the busiest
+hour), so two pictures of two schedules can be compared by eye.
 """
 
 from __future__ import annotations
 
 import os
+import textwrap
 from dataclasses import dataclass
 from typing import TextIO
 from xml.sax.saxutils import escape
 
-from cronctl.core.calendar import TaskLane, Timeline
+from cronctl.core.calendar import Timeline
 from cronctl.core.model import format_utc
 
 GLYPHS = ".-+=*#@"
@@ -22,50 +23,36 @@ _NAME_WIDTH = 22
 
 @dataclass(frozen=True)
 class Scale:
-    """Counts -> levels 0-6: 0 is no run; 1-6 split the window's own range of counts.
+    """Runs in one hour -> levels 0-6, fixed: 0, 1, 2-3, 4-7, 8-15, 16-31, 32 or more.
 
-    A fixed scale would paint every hour the same as soon as one task runs every
-    minute; a scale fitted to the window shows where the extra runs are.
+    The same for every picture (a window's own range would put 72 and 73 runs at opposite
+    ends), doubling from level to level so a quiet hour and a herd both read; every-minute
+    tasks, 60 an hour each, are kept out of the heat map so they do not paint it all.
     """
 
-    low: int  # the smallest non-zero count
-    bounds: tuple[int, ...]  # the upper bound of each level in use, busiest last
-
-    @classmethod
-    def of(cls, counts: list[int]) -> Scale:
-        """Fit to the non-zero counts: each distinct value its level, or six equal bins."""
-        values = sorted({c for c in counts if c > 0})
-        if len(values) <= 6:
-            return cls(values[0] if values else 1, tuple(values))
-        low, high = values[0], values[-1]
-        width = (high - low + 1) / 6
-        return cls(low, (*(low + round(width * (i + 1)) - 1 for i in range(5)), high))
+    bounds: tuple[int, ...] = (1, 3, 7, 15, 31)  # the top of levels 1-5; level 6 is above
 
     def level(self, count: int) -> int:
-        """0 for no run, else up to 6; the busiest count is always 6 (the darkest)."""
+        """0 for no run, else 1-6."""
         if count <= 0:
             return 0
-        shift = 6 - len(self.bounds)
         for index, bound in enumerate(self.bounds):
             if count <= bound:
-                return index + 1 + shift
-        return 6
+                return index + 1
+        return len(self.bounds) + 1
 
     def legend(self) -> list[tuple[int, str]]:
-        """(level, what it means) for each level in use."""
+        """(level, what it means) for every level."""
         found = [(0, "0")]
-        low = self.low
-        for bound in self.bounds:
-            found.append((self.level(bound), str(bound) if bound == low else f"{low}-{bound}"))
+        low = 1
+        for index, bound in enumerate(self.bounds):
+            found.append((index + 1, str(bound) if bound == low else f"{low}-{bound}"))
             low = bound + 1
+        found.append((len(self.bounds) + 1, f"{low}+"))
         return found
 
 
-def _by_hour_of_day(per_hour: tuple[int, ...]) -> list[int]:
-    totals = [0] * 24
-    for index, count in enumerate(per_hour):
-        totals[index % 24] += count
-    return totals
+SCALE = Scale()
 
 
 def _short(name: str, width: int) -> str:
@@ -75,12 +62,31 @@ def _short(name: str, width: int) -> str:
 
 def _title(timeline: Timeline) -> str:
     last = timeline.day(timeline.days - 1)
-    runs = sum(lane.total for lane in timeline.lanes)
-    tasks = len(timeline.lanes)
+    counted = [lane for lane in timeline.lanes if lane.counted]
+    runs = sum(lane.total for lane in counted)
+    tasks = len(counted)
     return (
-        f"Runs per hour (UTC), {timeline.start:%Y-%m-%d} to {last:%Y-%m-%d}: "
+        f"Runs per hour ({timeline.zone.name}), {timeline.first:%Y-%m-%d} to {last:%Y-%m-%d}: "
         f"{tasks} task{'s' * (tasks != 1)}, {runs:,} run{'s' * (runs != 1)}"
     )
+
+
+def left_out(timeline: Timeline) -> str | None:
+    """The line naming the every-minute tasks the heat map does not count, or None."""
+    out = [lane for lane in timeline.lanes if not lane.counted]
+    if not out:
+        return None
+    names = ", ".join(lane.task.name for lane in out)
+    runs = sum(lane.total for lane in out)
+    return (
+        f"not in the heat map: {names} (every minute, {runs:,} run{'s' * (runs != 1)}; "
+        "--include-every-minute counts them)"
+    )
+
+
+def _task_header(timeline: Timeline) -> str:
+    when = f"WHEN IT RUNS (hour of day, {timeline.zone.name})"
+    return f"{'TASK':<{_NAME_WIDTH}} {when:<48}  RUNS"
 
 
 def _hour_ruler(indent: int) -> str:
@@ -91,33 +97,29 @@ def _legend_text(scale: Scale) -> str:
     return "  ".join(f"{GLYPHS[lvl]} {text}" for lvl, text in scale.legend())
 
 
-def _lane_cells(lane: TaskLane) -> tuple[list[int], Scale]:
-    by_hour = _by_hour_of_day(lane.per_hour)
-    return by_hour, Scale.of(by_hour)
-
-
 def render_timeline_text(timeline: Timeline, out: TextIO, colour: bool) -> None:
     """The heat map (a row per day) and a row per task (runs per hour of day, all days)."""
     if colour:
         _render_rich(timeline, out)
         return
     heat = timeline.heat()
-    scale = Scale.of([c for row in heat for c in row])
     print(_title(timeline), file=out)
     print(_hour_ruler(11), file=out)
     for index, row in enumerate(heat):
-        cells = "".join(GLYPHS[scale.level(c)] * 2 for c in row)
+        cells = "".join(GLYPHS[SCALE.level(c)] * 2 for c in row)
         print(f"{timeline.day(index):%a %m-%d}  {cells}", file=out)
-    print(f"runs in an hour, all tasks: {_legend_text(scale)}", file=out)
+    print(f"runs in an hour: {_legend_text(SCALE)}", file=out)
+    note = left_out(timeline)
+    if note:  # wrapped: the picture is 80 columns wide, the names are not bounded
+        print("\n".join(textwrap.wrap(note, 80, subsequent_indent="  ")), file=out)
     print(file=out)
-    print(f"{'TASK':<{_NAME_WIDTH}} {'WHEN IT RUNS (hour of day, UTC)':<48}  RUNS", file=out)
+    print(_task_header(timeline), file=out)
     for lane in timeline.lanes:
         name = _short(lane.task.name, _NAME_WIDTH)
         if lane.task.paused:
             print(f"{name:<{_NAME_WIDTH}} {'paused':<48}  0", file=out)
             continue
-        by_hour, own = _lane_cells(lane)
-        cells = "".join(GLYPHS[own.level(c)] * 2 for c in by_hour)
+        cells = "".join(GLYPHS[SCALE.level(c)] * 2 for c in lane.by_hour_of_day())
         print(f"{name:<{_NAME_WIDTH}} {cells}  {lane.total:,}", file=out)
 
 
@@ -127,33 +129,33 @@ def _render_rich(timeline: Timeline, out: TextIO) -> None:
 
     console = Console(file=out, highlight=False)
 
-    def cells(counts: list[int], scale: Scale) -> Text:
+    def cells(counts: list[int]) -> Text:
         text = Text()
         for count in counts:
-            text.append("  ", style=f"on {COLOURS[scale.level(count)]}")
+            text.append("  ", style=f"on {COLOURS[SCALE.level(count)]}")
         return text
 
     heat = timeline.heat()
-    scale = Scale.of([c for row in heat for c in row])
     console.print(Text(_title(timeline), style="bold"))
     console.print(_hour_ruler(11), style="dim")
     for index, row in enumerate(heat):
-        console.print(Text(f"{timeline.day(index):%a %m-%d}  ") + cells(row, scale))
-    legend = Text("runs in an hour, all tasks: ")
-    for lvl, text in scale.legend():
+        console.print(Text(f"{timeline.day(index):%a %m-%d}  ") + cells(row))
+    legend = Text("runs in an hour: ")
+    for lvl, text in SCALE.legend():
         legend.append("  ", style=f"on {COLOURS[lvl]}")
         legend.append(f" {text}  ")
     console.print(legend)
+    note = left_out(timeline)
+    if note:
+        console.print(note, style="dim")
     console.print()
-    header = f"{'TASK':<{_NAME_WIDTH}} {'WHEN IT RUNS (hour of day, UTC)':<48}  RUNS"
-    console.print(Text(header, style="bold"))
+    console.print(Text(_task_header(timeline), style="bold"))
     for lane in timeline.lanes:
         name = Text(f"{_short(lane.task.name, _NAME_WIDTH):<{_NAME_WIDTH}} ")
         if lane.task.paused:
             console.print(name + Text("paused", style="yellow"))
             continue
-        by_hour, own = _lane_cells(lane)
-        console.print(name + cells(by_hour, own) + Text(f"  {lane.total:,}"))
+        console.print(name + cells(lane.by_hour_of_day()) + Text(f"  {lane.total:,}"))
 
 
 def use_colour(out: TextIO) -> bool:
@@ -183,16 +185,19 @@ def timeline_svg(timeline: Timeline) -> str:
         f"<text x='16' y='26' font-size='16' font-weight='bold' fill='#1f2328'>"
         f"{escape(_title(timeline))}</text>",
     ]
+    note = left_out(timeline)
+    if note:
+        parts.append(f"<text x='16' y='42' fill='#57606a'>{escape(note)}</text>")
     parts += _svg_heat(timeline)
     parts += _svg_lanes(timeline, lanes_top, plot_w)
-    parts += _svg_legend(height - 34, Scale.of([c for row in timeline.heat() for c in row]))
+    parts += _svg_legend(height - 34, SCALE)
     parts.append("</svg>")
     return "\n".join(parts) + "\n"
 
 
 def _svg_heat(timeline: Timeline) -> list[str]:
     heat = timeline.heat()
-    scale = Scale.of([c for row in heat for c in row])
+    zone = escape(timeline.zone.name)
     parts = []
     for hour in range(24):
         x = _LEFT + hour * _CELL_W + _CELL_W / 2
@@ -207,11 +212,11 @@ def _svg_heat(timeline: Timeline) -> list[str]:
         )
         for hour, count in enumerate(row):
             x = _LEFT + hour * _CELL_W
-            lvl = scale.level(count)
+            lvl = SCALE.level(count)
             parts.append(
                 f"<rect class='hour' x='{x + 1}' y='{y + 1}' width='{_CELL_W - 2}' "
                 f"height='{_CELL_H - 2}' rx='3' fill='{COLOURS[lvl]}' data-runs='{count}'>"
-                f"<title>{label} {hour:02d}:00 UTC: {count} runs</title></rect>"
+                f"<title>{label} {hour:02d}:00 {zone}: {count} runs</title></rect>"
             )
             if count:
                 ink = "#ffffff" if lvl >= 4 else "#1f2328"
@@ -227,7 +232,7 @@ def _svg_lanes(timeline: Timeline, top: int, plot_w: int) -> list[str]:
     step = plot_w / hours
     parts = [
         f"<text x='16' y='{top - 30}' font-size='14' font-weight='bold' fill='#1f2328'>"
-        "Tasks: runs per hour over the whole window</text>"
+        f"Tasks: runs per hour over the whole window ({escape(timeline.zone.name)})</text>"
     ]
     for day in range(timeline.days):
         x = _LEFT + day * 24 * step
@@ -254,13 +259,12 @@ def _svg_lanes(timeline: Timeline, top: int, plot_w: int) -> list[str]:
             f"<rect x='{_LEFT}' y='{y + 2}' width='{plot_w}' height='{_LANE_H - 4}' "
             "fill='#f6f8fa'/>"
         )
-        own = Scale.of(list(lane.per_hour))
         for hour, count in enumerate(lane.per_hour):
             if count:
                 x = _LEFT + hour * step
                 parts.append(
                     f"<rect class='run' x='{x:.2f}' y='{y + 2}' width='{max(step, 1.5):.2f}' "
-                    f"height='{_LANE_H - 4}' fill='{COLOURS[own.level(count)]}' "
+                    f"height='{_LANE_H - 4}' fill='{COLOURS[SCALE.level(count)]}' "
                     f"data-runs='{count}'/>"
                 )
         parts.append(
@@ -270,7 +274,7 @@ def _svg_lanes(timeline: Timeline, top: int, plot_w: int) -> list[str]:
 
 
 def _svg_legend(y: int, scale: Scale) -> list[str]:
-    parts = [f"<text x='16' y='{y + 13}' fill='#57606a'>runs in an hour, all tasks:</text>"]
+    parts = [f"<text x='16' y='{y + 13}' fill='#57606a'>runs in an hour:</text>"]
     x = _LEFT
     for lvl, text in scale.legend():
         colour = COLOURS[lvl]
@@ -284,13 +288,17 @@ def timeline_json(timeline: Timeline) -> dict[str, object]:
     """The counts behind the picture, for --json."""
     return {
         "start": format_utc(timeline.start),
+        "timezone": timeline.zone.name,
+        "first_day": f"{timeline.first:%Y-%m-%d}",
         "days": timeline.days,
+        "scale": [text for _, text in SCALE.legend()],
         "heat": timeline.heat(),
         "tasks": [
             {
                 "name": lane.task.name,
                 "paused": lane.task.paused,
                 "runs": lane.total,
+                "in_heat": lane.counted,
                 "per_hour": list(lane.per_hour),
             }
             for lane in timeline.lanes

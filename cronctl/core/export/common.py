@@ -47,13 +47,12 @@ def dst_limits(task: Task, now: datetime) -> list[str]:
 
 
 def common_limits(task: Task) -> list[str]:
-    """Keys no export target has: claims across machines, hosts, pings, hooks and notify."""
+    """Keys no export target has: hosts, pings, hooks and notify.
+
+    `on_one_server` is not among them: a CronJob already runs once per occurrence in its
+    cluster; only systemd, one timer per machine, loses it.
+    """
     lost = []
-    if task.on_one_server:
-        lost.append(
-            "on_one_server: one run per occurrence across machines; run the exported job on "
-            "one machine only (or rely on the target's own single scheduler)"
-        )
     for key in ("hosts", "ping_url", "on_failure", "on_success"):
         if getattr(task, key, None):
             lost.append(f"{key}: not exported; the target has no such setting")

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import datetime
+from datetime import date, datetime, timedelta
+from itertools import pairwise
 
+from cronctl.core.cronexpr import CronExpr
 from cronctl.core.export.common import (
     Exported,
     common_limits,
@@ -77,14 +79,76 @@ def _workdir(task: Task) -> str | None:
     return None if task.workdir in default else str(task.workdir)
 
 
-def _deadline(task: Task) -> int | None:
+# Kubernetes counts the starts a CronJob missed since its last one, within the deadline
+# when there is one; past 100 it stops starting the job (older controllers) or warns and
+# starts the latest. A deadline spanning fewer than 100 runs keeps every job clear of it.
+MISSED_LIMIT = 100
+_ANCHOR = date(2024, 1, 1)  # a fixed start: the same schedule exports the same deadline
+_YEARS = 8  # two leap days, every weekday on every day of the month
+
+
+def shortest_gap(cron: CronExpr) -> int | None:
+    """The shortest interval between two runs of `cron`, in seconds of wall time.
+
+    From the value sets, not by walking the calendar run by run: the closest two times of
+    a day, and the last time of a day to the first of the next day that runs. A DST change
+    shortens one interval by an hour at most, which the 90 (not 100) of `deadline` absorbs.
+    """
+    times = sorted(h * 60 + m for h in cron.hours for m in cron.minutes)
+    gaps = [b - a for a, b in pairwise(times)]
+    apart = _days_apart(cron)
+    if apart is not None:
+        gaps.append(apart * 1440 - times[-1] + times[0])
+    return min(gaps) * 60 if gaps else None
+
+
+_DAYS_APART: dict[tuple[object, ...], int | None] = {}
+
+
+def _days_apart(cron: CronExpr) -> int | None:
+    """The fewest days between two days `cron` runs on (None: fewer than two in 8 years).
+
+    Kept per day rule: a large schedule has thousands of times but a handful of day rules.
+    """
+    key = (cron.days, cron.weekdays, cron.months, cron.day_star, cron.weekday_star)
+    if key not in _DAYS_APART:
+        span = (_ANCHOR + timedelta(days=i) for i in range(_YEARS * 366))
+        days = [d for d in span if d.month in cron.months and cron.matches_day(d)]
+        gaps = [(b - a).days for a, b in pairwise(days)]
+        _DAYS_APART[key] = min(gaps) if gaps else None
+    return _DAYS_APART[key]
+
+
+def deadline(task: Task) -> tuple[int, str | None]:
+    """startingDeadlineSeconds for the task, and what it loses (or None).
+
+    From the misfire settings: 60 s for `skip` (only a run due this minute); else
+    `misfire_grace` when set; otherwise (coalesce, catch-up: run late however late) 90
+    intervals, a window holding fewer than 100 runs, in which Kubernetes starts the latest
+    missed one, as coalesce does. A grace longer than that window is cut to it.
+    """
+    if task.misfire == "skip":
+        return 60, None
+    assert task.cron is not None
+    gap = shortest_gap(task.cron)
+    # 90, not 100: a DST change shortens one interval a year by up to an hour.
+    limit = (MISSED_LIMIT - 10) * gap if gap else None
     if task.misfire_grace:
-        return int(task.misfire_grace.total_seconds())
-    # skip: run only an occurrence that is due this minute.
-    return 60 if task.misfire == "skip" else None
+        grace = int(task.misfire_grace.total_seconds())
+        if limit is not None and grace > limit:
+            window = format_duration(timedelta(seconds=limit))
+            return limit, (
+                f"misfire_grace ({format_duration(task.misfire_grace)}): cut to {window} "
+                f"({MISSED_LIMIT - 10} runs) as startingDeadlineSeconds; Kubernetes stops "
+                f"starting a CronJob that missed more than {MISSED_LIMIT}"
+            )
+        return grace, None
+    return (limit if limit is not None else 60), None
 
 
-def manifest(task: Task, name: str, zone: str, image: str, lost: list[str]) -> str:
+def manifest(
+    task: Task, name: str, zone: str, image: str, lost: list[str], starting_deadline: int
+) -> str:
     """The CronJob YAML for one task."""
     assert task.cron is not None
     out = [
@@ -104,9 +168,7 @@ def manifest(task: Task, name: str, zone: str, image: str, lost: list[str]) -> s
         f"  concurrencyPolicy: {'Forbid' if task.without_overlapping else 'Allow'}",
         f"  suspend: {'true' if task.paused else 'false'}",
     ]
-    deadline = _deadline(task)
-    if deadline is not None:
-        out.append(f"  startingDeadlineSeconds: {deadline}")
+    out.append(f"  startingDeadlineSeconds: {starting_deadline}")
     out += ["  jobTemplate:", "    spec:", f"      backoffLimit: {getattr(task, 'retries', 0)}"]
     if task.timeout:
         out.append(f"      activeDeadlineSeconds: {int(task.timeout.total_seconds())}")
@@ -145,7 +207,11 @@ def export_task(task: Task, now: datetime, image: str) -> Exported:
         return result
     name = resource_name(task.name)
     result.lost += _limits(task, now)
+    starting_deadline, cut = deadline(task)
+    if cut is not None:
+        result.lost.append(cut)
     if name != task.name:
         result.lost.append(f"name: Kubernetes names must be DNS labels; exported as {name}")
-    result.files[f"{name}.yaml"] = manifest(task, name, zone, image, result.lost)
+    text = manifest(task, name, zone, image, result.lost, starting_deadline)
+    result.files[f"{name}.yaml"] = text
     return result

@@ -1,4 +1,4 @@
-"""A task as a systemd `.service` and `.timer` pair (`cronctl export --to systemd`).
+"""A task as a systemd `.service` and `.timer` pair (`cronctl export systemd --user NAME`).
 
 `OnCalendar=` is written from cronctl's normalized value sets, so what systemd parses is
 exactly what cronctl would run; the test suite checks it with `systemd-analyze calendar`.
@@ -6,6 +6,7 @@ exactly what cronctl would run; the test suite checks it with `systemd-analyze c
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 
 from cronctl.core.cronexpr import CronExpr
@@ -92,13 +93,23 @@ def _plain(text: str) -> str:
     return one_line(text).rstrip("\\").replace("%", "%%")
 
 
+# systemd looks a bare program name up in its own fixed list of directories, ignoring the
+# unit's PATH, and refuses a relative path: a program that is not an absolute path runs
+# through env(1), which searches PATH (the task's `env` may set it) as cronctl does.
+ENV = "/usr/bin/env"
+
+
+def _program(path: str) -> str:
+    return _quote(path) if path.startswith("/") else f"{_quote(ENV)} {_quote(path)}"
+
+
 def _command(task: Task, text: str | tuple[str, ...]) -> str:
     if isinstance(text, str):
-        return f"{_quote(task.shell)} -c {_quote(text)}"
-    return " ".join(_quote(a) for a in text)
+        return f"{_program(task.shell)} -c {_quote(text)}"
+    return " ".join([_program(text[0]), *(_quote(a) for a in text[1:])])
 
 
-def _service(task: Task, unit: str, lost: list[str]) -> str:
+def _service(task: Task, unit: str, user: str, lost: list[str]) -> str:
     lines = [
         f"# Exported by cronctl from {_plain(str(task.source))}:{task.line} (task {task.name}).",
         *(f"# Not expressed: {_plain(item)}" for item in lost),
@@ -107,13 +118,14 @@ def _service(task: Task, unit: str, lost: list[str]) -> str:
         "",
         "[Service]",
         "Type=oneshot",
+        f"User={user}",  # a system unit without User= runs as root
     ]
     if task.when:
         lines.append(f"ExecCondition={_command(task, task.when)}")
     if task.skip:
         # ExecCondition= runs the unit on exit 0 and skips it on 1-254: `skip` inverted.
         inverted = "! { " + task.skip + "\n}"
-        lines.append(f"ExecCondition={_quote(task.shell)} -c {_quote(inverted)}")
+        lines.append(f"ExecCondition={_program(task.shell)} -c {_quote(inverted)}")
     lines.append(f"ExecStart={_command(task, task.command)}")
     lines.append(f"WorkingDirectory={str(task.workdir).replace('%', '%%')}")  # see _unwritable
     env = {**task.env, "CRONCTL_TASK": task.name}
@@ -146,6 +158,12 @@ def _timer(task: Task, unit: str, calendars: list[str]) -> str:
 
 def _limits(task: Task, now: datetime) -> list[str]:
     lost = common_limits(task) + dst_limits(task, now)
+    if task.on_one_server:
+        lost.insert(
+            0,
+            "on_one_server: one run per occurrence across machines; enable the timer on one "
+            "machine only",
+        )
     if task.without_overlapping and task.overlap_lease:
         lost.append(
             f"without_overlapping lease ({format_duration(task.overlap_lease)}): systemd never "
@@ -170,8 +188,22 @@ def _unwritable(task: Task) -> str | None:
     return None
 
 
-def export_task(task: Task, now: datetime) -> Exported:
-    """The unit files for one task, or the reason it cannot be exported."""
+_USER = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}|[0-9]{1,10}")
+
+
+def check_user(user: str) -> str | None:
+    """Why `user` cannot be a `User=` value, or None (a user name as systemd takes it, or a
+    numeric uid; never a line break or a specifier)."""
+    if _USER.fullmatch(user) is None or (user.isdigit() and int(user) >= 2**32 - 1):
+        return (
+            "use a user name (letters, digits, '_', '.', '-'; 32 at most) or a numeric uid "
+            "below 4294967295"
+        )
+    return None
+
+
+def export_task(task: Task, now: datetime, user: str) -> Exported:
+    """The unit files for one task, run as `user`, or the reason it cannot be exported."""
     # ':' is legal in a unit name, but systemd-analyze verify reads FILE:ALIAS: avoid it.
     unit = f"cronctl-{task.name.replace(':', '-')}"
     result = Exported(task.name)
@@ -198,6 +230,6 @@ def export_task(task: Task, now: datetime) -> Exported:
         result.lost.append(bad)
         return result
     result.lost += _limits(task, now)
-    result.files[f"{unit}.service"] = _service(task, unit, result.lost)
+    result.files[f"{unit}.service"] = _service(task, unit, user, result.lost)
     result.files[f"{unit}.timer"] = _timer(task, unit, calendars)
     return result
