@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from cronctl.edge.process import reaper
 from tests.helpers import Cli, clean_env
 
 
@@ -35,6 +36,16 @@ _DEFAULT_STATE_DIRS = (
 # schedule caches here (one directory a worker); clean_env gives each test its own.
 os.environ["CRONCTL_CACHE_DIR"] = tempfile.mkdtemp(prefix="cronctl-test-cache-")
 atexit.register(shutil.rmtree, os.environ["CRONCTL_CACHE_DIR"], ignore_errors=True)
+
+
+@pytest.fixture(autouse=True)
+def _no_reaper_outlives_its_test() -> Iterator[None]:
+    """Stop the orphan reaper (edge/process/reaper.py) that a test running cronctl in this
+    process started. Left running, it reaped the exited `cronctl` subprocesses of later tests
+    before their Popen did, which then read exit 0: now and then, under load, a `run` or a
+    `check` that printed an error "exited 0"."""
+    yield
+    reaper.reaper.stop()
 
 
 @pytest.fixture(scope="session", autouse=True)

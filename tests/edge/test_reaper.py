@@ -8,6 +8,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -216,8 +217,6 @@ def test_a_setsid_daemon_is_killed_when_work_stops(
 def test_the_reaper_never_takes_the_exit_status_of_a_started_command(tmp_path: Path) -> None:
     # Commands that exit at once, while the reaper reaps all the time: each Popen must still
     # read its own status (a stolen one reads as exit 0).
-    import threading
-
     reaper.reaper.ensure()
     done = threading.Event()
 
@@ -241,3 +240,33 @@ def test_the_reaper_never_takes_the_exit_status_of_a_started_command(tmp_path: P
     done.set()
     thread.join()
     assert results == [3] * 40
+
+
+def _zombie(code: int) -> subprocess.Popen[bytes]:
+    """A child started without cronctl (as a test starts `cronctl`), exited, not waited for."""
+    child = subprocess.Popen(["/bin/sh", "-c", f"exit {code}"])
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{child.pid}/stat").read_text().split(") ")[1][0] != "Z":
+        assert time.monotonic() < deadline, "the child never exited"
+        time.sleep(0.01)
+    return child
+
+
+def test_a_running_reaper_takes_a_child_it_did_not_start_so_its_popen_reads_0() -> None:
+    # Why the suite stops the reaper after each test (tests/conftest.py): left running in a
+    # worker, it reaped later tests' `cronctl` subprocesses, which then "exited 0".
+    reaper.reaper.ensure()
+    child = _zombie(3)
+    reaper.reaper.reap()  # or its thread did, a moment before
+    assert child.wait() == 0  # the status is gone: subprocess reads ECHILD as 0
+
+
+def test_a_stopped_reaper_leaves_children_alone_and_starts_again() -> None:
+    reaper.reaper.ensure()
+    reaper.reaper.stop()
+    assert not [t for t in threading.enumerate() if t.name == "cronctl-reaper"]
+    child = _zombie(3)
+    time.sleep(2 * reaper.REAP_INTERVAL_S)
+    assert child.wait() == 3
+    reaper.reaper.ensure()
+    assert [t for t in threading.enumerate() if t.name == "cronctl-reaper" and t.is_alive()]

@@ -166,22 +166,35 @@ class Reaper:
     def __init__(self) -> None:
         self._started = False
         self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
         self.subreaper = False
 
     def ensure(self) -> None:
-        """Become the subreaper and start reaping, once per process."""
+        """Become the subreaper and start reaping, once per process (until stop)."""
         with self._lock:
             if self._started:
                 return
             self._started = True
+            self._stop.clear()
         self.subreaper = become_subreaper()
         if sys.platform == "linux" or os.getpid() == 1:
-            thread = threading.Thread(target=self._loop, name="cronctl-reaper", daemon=True)
-            thread.start()
+            self._thread = threading.Thread(target=self._loop, name="cronctl-reaper", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        """Stop reaping; the next start begins again. For a process that runs cronctl inside
+        itself and starts children of its own (the test suite): a child it did not start
+        through cronctl is reaped like an orphan, and its own Popen then reads exit 0."""
+        with self._lock:
+            thread, self._thread = self._thread, None
+            self._started = False
+            self._stop.set()
+        if thread is not None:
+            thread.join()
 
     def _loop(self) -> None:
-        stop = threading.Event()
-        while not stop.wait(REAP_INTERVAL_S):
+        while not self._stop.wait(REAP_INTERVAL_S):
             self.reap()
 
     def reap(self) -> int:
