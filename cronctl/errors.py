@@ -9,7 +9,7 @@ The hierarchy::
     ├── DurationError               a duration such as "1h30m" that does not parse (ValueError)
     ├── UnsafeDirectoryError        a state or lock dir others could tamper with (PermissionError)
     ├── LockDirNotSharedError       on_one_server over a local lock_dir where that is refused
-    ├── EnvFileError                an env file (KEY=VALUE) that breaks its format
+    ├── EnvFileError                a secret file that is missing, unsafe or breaks its format
     └── UsageError                  flags or arguments that do not make sense together
 
 Every error carries where it came from, so the CLI can say it without a traceback.
@@ -68,9 +68,9 @@ class UsageError(CronctlError):
 
 
 class EnvFileError(CronctlError):
-    """An env file breaks the KEY=VALUE format; the message never quotes a value."""
+    """A secret file cannot be used (missing, unsafe, not KEY=VALUE); never quotes a value."""
 
-    def __init__(self, message: str, path: str, line: int) -> None:
-        super().__init__(f"{path}:{line}: {message}")
+    def __init__(self, message: str, path: str, line: int | None = None) -> None:
+        super().__init__(f"{path}:{line}: {message}" if line is not None else f"{path}: {message}")
         self.path = path
         self.line = line
