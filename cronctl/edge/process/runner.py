@@ -1,7 +1,9 @@
 """Start one command in its own process group, capture its output, enforce its timeout.
 
 A string command runs as ``SHELL -c COMMAND``, an array is executed directly; stdin
-is ``/dev/null``; stdout and stderr go together into a per-run log file (0600); a timeout
+is ``/dev/null``; stdout and stderr go together into a per-run log file (0600), written by
+the command itself, or copied there by cronctl through a pipe when the output is capped
+(``max_output``, capped.py), masked (secrets) or streamed (stream.py); a timeout
 sends SIGTERM to the whole process group and SIGKILL ``kill_grace`` seconds later, so a
 shell's grandchildren die with it. A command that cannot start is a result, never an
 exception: the run is recorded as ``error`` with the reason in its log.
