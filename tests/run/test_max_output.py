@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.helpers import Cli, write_schedule
 
 
+@pytest.mark.long
 def test_a_1gb_writer_leaves_a_capped_log_and_its_outcome(cli: Cli) -> None:
     command = "echo first; head -c 1G /dev/zero; echo; echo last; exit 3"
     write_schedule(
