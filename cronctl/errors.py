@@ -9,6 +9,7 @@ The hierarchy::
     ├── DurationError               a duration such as "1h30m" that does not parse (ValueError)
     ├── UnsafeDirectoryError        a state or lock dir others could tamper with (PermissionError)
     ├── LockDirNotSharedError       on_one_server over a local lock_dir where that is refused
+    ├── EnvFileError                a secret file that is missing, unsafe or breaks its format
     └── UsageError                  flags or arguments that do not make sense together
 
 Every error carries where it came from, so the CLI can say it without a traceback.
@@ -64,3 +65,12 @@ class LockDirNotSharedError(CronctlError):
 
 class UsageError(CronctlError):
     """Command-line arguments that do not make sense together."""
+
+
+class EnvFileError(CronctlError):
+    """A secret file cannot be used (missing, unsafe, not KEY=VALUE); never quotes a value."""
+
+    def __init__(self, message: str, path: str, line: int | None = None) -> None:
+        super().__init__(f"{path}:{line}: {message}" if line is not None else f"{path}: {message}")
+        self.path = path
+        self.line = line

@@ -19,6 +19,7 @@ from cronctl.core.model import Problem, Schedule, Task, problem_order
 from cronctl.core.opskeys import ops_problems, runs_on
 from cronctl.core.values import LATEST
 from cronctl.core.zones import next_occurrence, parse_zone, walls_at
+from cronctl.edge import secrets
 from cronctl.edge.paths import write_new
 from cronctl.errors import UsageError
 
@@ -84,8 +85,24 @@ def check(schedule: Schedule, now: datetime, extra: list[Problem], strict: bool)
     problems = list(schedule.problems) + schedule_warnings(schedule, now) + extra
     problems += ops_problems(schedule, now)
     problems += _project_in_store(schedule)
+    problems += secret_file_problems(schedule, os.environ)
     problems.sort(key=problem_order)
     return CheckResult(problems, strict)
+
+
+def secret_file_problems(schedule: Schedule, env: Mapping[str, str]) -> list[Problem]:
+    """A warning for each secret file a run could not read, or that others may read: the
+    files are looked at (never read: `check` must not hold a secret), in the environment
+    `check` runs in (``$CREDENTIALS_DIRECTORY`` is often the service's alone)."""
+    credentials = env.get("CREDENTIALS_DIRECTORY") or None
+    found: list[Problem] = []
+    for task in schedule.tasks:
+        for key, path in secrets.paths(task, credentials):
+            if (why := secrets.file_warning(path)) is not None:
+                where = str(task.source)
+                found.append(Problem(where, task.line, task.name, "warning", "secret-file",
+                                     f"{key}: {why}"))  # fmt: skip
+    return found
 
 
 def _project_in_store(schedule: Schedule) -> list[Problem]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from cronctl.core.model import Problem, Schedule, Task, problem_order
@@ -56,11 +57,15 @@ def build_schedule(results: list[FileResult]) -> Schedule:
             )
     # One order everywhere (check, list, run): errors first, then by file and line.
     problems.sort(key=problem_order)
+    built = build_settings({k: v for k, (v, _) in settings.items()})
+    # A task without its own max_output takes [cronctl]'s, which any file may set.
+    tasks = [t if t.max_output is not None else replace(t, max_output=built.max_output)
+             for t in tasks]  # fmt: skip
     return Schedule(
         files=tuple(r.path for r in results),
         tasks=tuple(tasks),
         problems=tuple(problems),
-        settings=build_settings({k: v for k, (v, _) in settings.items()}),
+        settings=built,
         duplicates=tuple(duplicates),
         tables=sum(r.tables for r in results),
     )

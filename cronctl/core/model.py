@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from cronctl.core.cronexpr import CronExpr
+from cronctl.core.envkeys import DEFAULT_MAX_OUTPUT
 from cronctl.core.minutes import minute_floor
 from cronctl.core.values import LATEST
 from cronctl.core.zones import Zone, fires_at, next_occurrence, walls_at
@@ -51,6 +52,7 @@ class Settings:
     metrics_file: Path | None = None
     # Namespaces state, history, locks and claims; None keeps the shared layout of old.
     project: str | None = None
+    max_output: int = DEFAULT_MAX_OUTPUT  # bytes a run's log keeps; 0: no cap
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,10 +93,21 @@ class Task:
     # Run once by `cronctl work` when it starts, besides the schedule (if any).
     on_start: bool = False
 
+    # Secrets read from files at each run (edge/secrets.py): the paths as written, never a
+    # value. `max_output` in bytes (0: no cap); None until the [cronctl] default is applied.
+    env_files: tuple[str, ...] = ()
+    env_from_file: Mapping[str, str] = field(default_factory=dict)
+    max_output: int | None = None
+
     @property
     def start_only(self) -> bool:
         """Whether the task runs only when `work` starts: no schedule, no occurrences."""
         return self.cron is None and self.at is None
+
+    @property
+    def has_secrets(self) -> bool:
+        """Whether a run reads variables from files (and masks their values in its output)."""
+        return bool(self.env_files or self.env_from_file)
 
     @property
     def reports_outside(self) -> bool:
@@ -152,6 +165,8 @@ class Task:
             labels.append("ping")
         if self.on_failure or self.on_success:
             labels.append("hooks")
+        if self.has_secrets:
+            labels.append("secrets")
         return labels
 
     def fires_at(self, minute: datetime) -> bool:

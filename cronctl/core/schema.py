@@ -11,6 +11,7 @@ from typing import Any
 
 from cronctl.core import schedules
 from cronctl.core.cronexpr import parse_cron
+from cronctl.core.envkeys import ENV_KEYS, env_value_problem, parse_size, secret_names
 from cronctl.core.lines import LineIndex
 from cronctl.core.model import MISFIRE_POLICIES, START_ONLY, Problem, Settings, Task
 from cronctl.core.opskeys import OPS_KEYS, ops_fields, ops_value_problem
@@ -103,6 +104,7 @@ TASK_KEYS: dict[str, _Check] = {
     "days": (_is_str, 'a day-of-week string such as "1-5" or "MON,WED"'),
     "paused": (_is_bool, "true or false"),
     "on_start": (_is_bool, "true or false"),
+    **ENV_KEYS,
     **GUARD_KEYS,
     **SCHEDULE_KEYS,
 }
@@ -115,6 +117,7 @@ SETTINGS_KEYS: dict[str, _Check] = {
     "herd_limit": (_is_int, "a positive integer"),
     "metrics_file": (_is_str, "a file path string"),
     "project": (_is_str, 'a project name string such as "billing"'),
+    "max_output": ENV_KEYS["max_output"],
 }
 #: A project name becomes a directory name and a key prefix: safe characters only, so it
 #: never escapes its directory ("..", "/") and means the same on every machine of a fleet.
@@ -269,6 +272,11 @@ def _parse_settings(table: dict[str, Any], base: Path, rep: _Reporter) -> None:
             # A NUL or an escape would reach stderr (cron mail) raw in every store message.
             rep.add(line, None, "bad-value", bad)
             continue
+        if key == "max_output" and (size_bad := env_value_problem(key, value)):
+            rep.add(line, None, size_bad[1], size_bad[0])
+            continue
+        if key == "max_output":
+            value = parse_size(value)
         if key == "herd_limit" and value < 1:
             rep.add(line, None, "bad-value", "'herd_limit' must be at least 1")
             continue
@@ -294,6 +302,7 @@ def build_settings(values: dict[str, Any]) -> Settings:
         herd_limit=values.get("herd_limit", 20),
         metrics_file=values.get("metrics_file"),
         project=values.get("project"),
+        **({"max_output": values["max_output"]} if "max_output" in values else {}),
     )
 
 
@@ -382,6 +391,8 @@ def _parse_task(
             continue
         if key in GUARD_KEYS:
             checked = _check_value(key, value)
+        elif key in ENV_KEYS:
+            checked = env_value_problem(key, value)
         elif key in ONE_LINE_KEYS and (bad := check_line(key, value)):
             checked = (bad, "bad-value")
         else:
@@ -449,11 +460,15 @@ def _parse_task(
         except CronSyntaxError as exc:
             report(key, exc.code, str(exc))
             return None
+    settings = {**defaults, **raw}
+    settings["env"] = {**defaults.get("env", {}), **raw.get("env", {})}
+    if isinstance(raw.get("env_from_file"), dict) and (
+        both := secret_names(raw["env_from_file"], settings["env"])
+    ):
+        report("env_from_file", "bad-value", both)
     if not ok:
         return None
     assert isinstance(name, str)
-    settings = {**defaults, **raw}
-    settings["env"] = {**defaults.get("env", {}), **raw.get("env", {})}
     if raw.get("on_start") and settings.get("on_one_server"):
         # A claim is keyed by an occurrence; a start has none that machines share.
         rep.add(
@@ -518,5 +533,8 @@ def _make_task(
         env=dict(settings["env"]),
         paused=raw.get("paused", False),
         on_start=raw.get("on_start", False),
+        env_files=tuple(raw.get("env_files", ())),
+        env_from_file=dict(raw.get("env_from_file", {})),
+        max_output=parse_size(raw["max_output"]) if "max_output" in raw else None,
         **ops_fields(settings),
     )

@@ -15,13 +15,14 @@ from cronctl.core.due import Plan
 from cronctl.core.model import Task, format_utc
 from cronctl.core.opskeys import jitter_offset
 from cronctl.core.runs import RunRow
+from cronctl.edge import secrets
 from cronctl.edge.awake import join_awake
 from cronctl.edge.notify import Pings
 from cronctl.edge.paths import ensure_private_dir
 from cronctl.edge.process import runner
 from cronctl.edge.state import unsaved
 from cronctl.edge.state.store import PendingUpdate, Store
-from cronctl.errors import CronctlError
+from cronctl.errors import CronctlError, EnvFileError
 from cronctl.run import attempts, guards
 from cronctl.run.context import (
     FAILED,
@@ -485,6 +486,18 @@ def execute(
     mark: Marker | None = None,
 ) -> RunRow:
     """Mark the run "running" (durably), start the command, wait for it: its result row."""
+    mask: tuple[str, ...] = ()
+    if task.has_secrets:
+        try:
+            # Read at each attempt (a rotated secret counts from the next one), for the
+            # command only: conditions and hooks never see them.
+            found = secrets.load(task, ctx.env)
+        except EnvFileError as exc:
+            # Nothing ran: the task's own failure, named by file and line, never by value.
+            message = f"cannot read its secrets: {exc}; it was not started"
+            return replace(row, outcome="error", message=message, started=None)
+        env = {**env, **found.env, **{k: v for k, v in env.items() if k.startswith("CRONCTL_")}}
+        mask = found.values
     path = log_path(task, row, ctx)
     ensure_private_dir(path.parent, within=ctx.state_dir)
     # Recorded before the start: a cronctl killed from here on leaves "running", which
@@ -502,6 +515,8 @@ def execute(
         log_path=path,
         pass_fds=(lock.fd,) if lock is not None else (),
         stream=ctx.output(task.name) if ctx.output is not None else None,
+        mask=mask,
+        max_output=task.max_output or 0,
     )
     if ctx.tracker is not None and ctx.tracker.stopping:
         return replace(row, outcome="interrupted", message=NOT_STARTED, log_path=None)

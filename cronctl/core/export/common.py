@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from cronctl.core.analysis import task_warnings
+from cronctl.core.envkeys import DEFAULT_MAX_OUTPUT
 from cronctl.core.model import Task
 from cronctl.core.values import control_char
 
@@ -58,6 +59,22 @@ def common_limits(task: Task) -> list[str]:
             lost.append(f"{key}: not exported; the target has no such setting")
     if getattr(task, "notify", "always") != "always":  # the default is every failure: no loss
         lost.append("notify: not exported; the target has no such setting")
+    return lost + secret_limits(task)
+
+
+def secret_limits(task: Task) -> list[str]:
+    """Secrets from files are never exported: no target reads them the way cronctl does
+    (systemd's EnvironmentFile= takes quotes and escapes, LoadCredential= gives a file and
+    not a variable), and an export must not carry a value. The paths are named."""
+    advice = "give the job these variables from the target's own secrets (a Kubernetes "
+    advice += "Secret, a systemd credential)"
+    lost = []
+    if task.env_files:
+        lost.append(f"env_files ({', '.join(task.env_files)}): not exported; {advice}")
+    if task.env_from_file:
+        lost.append(f"env_from_file ({', '.join(task.env_from_file)}): not exported; {advice}")
+    if task.max_output not in (None, 0, DEFAULT_MAX_OUTPUT):
+        lost.append("max_output: not exported; the target keeps output its own way (journald)")
     return lost
 
 

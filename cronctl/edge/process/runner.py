@@ -1,7 +1,9 @@
 """Start one command in its own process group, capture its output, enforce its timeout.
 
 A string command runs as ``SHELL -c COMMAND``, an array is executed directly; stdin
-is ``/dev/null``; stdout and stderr go together into a per-run log file (0600); a timeout
+is ``/dev/null``; stdout and stderr go together into a per-run log file (0600), written by
+the command itself, or copied there by cronctl through a pipe when the output is capped
+(``max_output``, capped.py), masked (secrets) or streamed (stream.py); a timeout
 sends SIGTERM to the whole process group and SIGKILL ``kill_grace`` seconds later, so a
 shell's grandchildren die with it. A command that cannot start is a result, never an
 exception: the run is recorded as ``error`` with the reason in its log.
@@ -16,6 +18,7 @@ Children are started with ``start_new_session=True`` rather than a
 
 from __future__ import annotations
 
+import fcntl
 import os
 import select
 import signal as signals
@@ -30,8 +33,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Literal, TypeAlias
 
+from cronctl.core.envfile import Masker
 from cronctl.edge.paths import open_nofollow
 from cronctl.edge.process import procs, reaper
+from cronctl.edge.process.capped import CappedLog
 from cronctl.edge.process.stream import tee
 
 __all__ = [
@@ -68,6 +73,15 @@ class RunSpec:
     kill_grace: float = 10.0
     # Each output line, as it comes, besides the log (`cronctl exec`, `work --output`).
     stream: Callable[[str], None] | None = None
+    # Values replaced by *** in the captured output (the task's secrets), and the bytes its
+    # log keeps (0: no cap). Either sends the output through cronctl (a pipe) to the log.
+    mask: tuple[str, ...] = ()
+    max_output: int = 0
+
+    @property
+    def piped(self) -> bool:
+        """Whether cronctl copies the output into the log, rather than the command itself."""
+        return self.stream is not None or bool(self.mask) or self.max_output > 0
 
     def argv(self) -> list[str]:
         """The argument vector: ``[shell, "-c", command]`` for a string, the array otherwise."""
@@ -210,13 +224,15 @@ class RunningCommand:
         outcome: Outcome = "timeout" if timed_out else ("ok" if returncode == 0 else "failed")
         if self._interrupted and outcome != "timeout":
             outcome = "interrupted"
+        copying = False
         if self.tee is not None:
             # A grandchild left in the background may keep the pipe open: do not wait for it.
             self.tee.join(_TEE_JOIN_S)
+            copying = self.tee.is_alive()
         # start() hands every started command the log's descriptor: read through it. Whether
         # the log stays is asked first: its one fstat then also says where the tail starts.
         kept, size = True, None
-        if self._log_fd is not None:
+        if self._log_fd is not None and not copying:
             kept, size = _keep_log(self.spec.log_path, process.pid, self._log_fd)
         tail = _tail_of(self._log_fd, size) if self._log_fd is not None and kept else ""
         return self._finish(outcome, exit_code, signal, tail, note, kept)
@@ -306,7 +322,11 @@ def start(spec: RunSpec) -> RunningCommand:
     except OSError as exc:
         failure = f"cannot open log file {spec.log_path}: {exc}"
         return RunningCommand(spec, None, started, t0, failure)
-    pipe = _stream_pipe(spec, log_fd)
+    try:
+        pipe = _output_pipe(spec, log_fd)
+    except OSError as exc:
+        os.close(log_fd)
+        return RunningCommand(spec, None, started, t0, f"cannot capture the output: {exc}")
     reaper.reaper.ensure()
     try:
         argv = spec.argv()
@@ -347,18 +367,23 @@ def start(spec: RunSpec) -> RunningCommand:
 _TEE_JOIN_S = 2.0
 
 
-def _stream_pipe(spec: RunSpec, log_fd: int) -> tuple[int, int, int] | None:
-    """(read end, write end, a copy of the log descriptor) for a streamed command, else None."""
-    if spec.stream is None:
+def _output_pipe(spec: RunSpec, log_fd: int) -> tuple[int, int, int] | None:
+    """(read end, write end, a copy of the log descriptor) when cronctl copies the output
+    into the log (spec.piped), else None: the command then writes to the log itself."""
+    if not spec.piped:
         return None
+    # The copy writes at the offsets it chooses (capped.py): no O_APPEND on the shared
+    # description, which no command writes through now.
+    fcntl.fcntl(log_fd, fcntl.F_SETFL, fcntl.fcntl(log_fd, fcntl.F_GETFL) & ~os.O_APPEND)
     read_end, write_end = os.pipe()  # both close-on-exec: no other task inherits them
     return read_end, write_end, os.dup(log_fd)
 
 
 def _start_tee(read_fd: int, log_fd: int, spec: RunSpec) -> threading.Thread:
-    assert spec.stream is not None
+    masker = Masker(list(spec.mask)) if spec.mask else None
+    log = CappedLog(log_fd, spec.max_output)
     thread = threading.Thread(
-        target=tee, args=(read_fd, log_fd, spec.stream), name="cronctl-tee", daemon=True
+        target=tee, args=(read_fd, log, masker, spec.stream), name="cronctl-tee", daemon=True
     )
     thread.start()
     return thread

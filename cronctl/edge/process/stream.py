@@ -1,4 +1,4 @@
-"""Output streamed as it comes, to a terminal or stdout, and copied to the log byte for byte.
+"""Output copied to the log as it comes (masked, capped), and streamed to a terminal or stdout.
 
 A task's lines go to the terminal (`exec`) or to cronctl's stdout (`work --output`). Printed
 text has control and escape sequences made visible: a task's output must not be able to move
@@ -11,6 +11,9 @@ import os
 import sys
 import threading
 from collections.abc import Callable
+
+from cronctl.core.envfile import Masker
+from cronctl.edge.process.capped import CappedLog
 
 _CHUNK = 65536
 # A line longer than this is passed on in pieces, so a task without newlines cannot grow it.
@@ -35,27 +38,38 @@ def visible(text: str) -> str:
     return "".join(out)
 
 
-def tee(read_fd: int, log_fd: int, line: Callable[[str], None]) -> None:
-    """Copy everything from `read_fd` to `log_fd`, and each line (without its newline) to
-    `line`; close both descriptors at the end. A failing `line` stops the copy to it only."""
+def tee(
+    read_fd: int,
+    log: CappedLog,
+    masker: Masker | None = None,
+    line: Callable[[str], None] | None = None,
+) -> None:
+    """Copy everything from `read_fd` into `log` (its secret values masked first, when there
+    is a `masker`), and each line (without its newline) to `line`; close `read_fd` and `log`
+    at the end. A failing `line` stops the copy to it only."""
     pending = b""
-    sink: Callable[[str], None] | None = line
+    sink = line
     try:
-        while chunk := os.read(read_fd, _CHUNK):
-            _write_all(log_fd, chunk)
-            if sink is None:
-                continue
-            pending += chunk
-            *lines, pending = pending.split(b"\n")
-            if len(pending) > _MAX_LINE:
-                lines.append(pending)
-                pending = b""
-            sink = _deliver(sink, lines)
+        ended = False
+        while not ended:
+            chunk = os.read(read_fd, _CHUNK)
+            ended = not chunk
+            if masker is not None:
+                # Empty while the masker holds back what may be the start of a secret.
+                chunk = masker.flush() if ended else masker.feed(chunk)
+            log.write(chunk)
+            if sink is not None and chunk:
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                if len(pending) > _MAX_LINE:
+                    lines.append(pending)
+                    pending = b""
+                sink = _deliver(sink, lines)
         if pending and sink is not None:
             _deliver(sink, [pending])
     finally:
         os.close(read_fd)
-        os.close(log_fd)
+        log.close()
 
 
 def _deliver(sink: Callable[[str], None], lines: list[bytes]) -> Callable[[str], None] | None:
@@ -65,16 +79,6 @@ def _deliver(sink: Callable[[str], None], lines: list[bytes]) -> Callable[[str],
     except (OSError, ValueError):
         return None  # stdout closed (a pipe whose reader left): keep logging, stop printing
     return sink
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        try:
-            written = os.write(fd, view)
-        except OSError:
-            return  # a full disk loses log bytes, never the task
-        view = view[written:]
 
 
 def printer(prefix: str = "") -> Callable[[str], None]:

@@ -1,0 +1,94 @@
+"""The strict KEY=VALUE format of `env_files`, and masking secret values in a byte stream.
+
+Pure: the caller reads the file and hands over its bytes. Errors name the file and line but
+never quote the line, since a malformed line may still be a secret.
+"""
+
+from __future__ import annotations
+
+import re
+
+from cronctl.errors import EnvFileError
+
+_KEY = r"[A-Za-z_][A-Za-z0-9_]*\Z"  # with re.ASCII; compiled on first use (re's cache)
+#: What a masked value is replaced with.
+MASK = b"***"
+
+
+def parse_env_file(data: bytes, path: str) -> dict[str, str]:
+    """The variables of one env file.
+
+    The format: UTF-8; one `KEY=VALUE` per line; the value is everything after the first
+    `=`, verbatim (no quotes, no escapes, no expansion, as Docker's --env-file); blank lines
+    and lines whose first character is `#` are skipped. A key given twice, a line without
+    `=`, a key that is not a shell name, a NUL or a carriage return is an error.
+    """
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        where = data[: exc.start].count(b"\n") + 1
+        raise EnvFileError("not UTF-8; save the file as UTF-8", path, where) from None
+    found: dict[str, str] = {}
+    for number, line in enumerate(text.split("\n"), start=1):
+        if not line or line.startswith("#"):
+            continue
+        key, sep, value = line.partition("=")
+        if not sep:
+            raise EnvFileError("expected KEY=VALUE (the line has no '=')", path, number)
+        if not re.match(_KEY, key, re.ASCII):
+            raise EnvFileError(
+                "the key must be letters, digits and _ (not first a digit), with no spaces",
+                path,
+                number,
+            )
+        if "\0" in value or "\r" in value:
+            raise EnvFileError(
+                f"{key}: the value holds a NUL or carriage return (CRLF line ends?)",
+                path,
+                number,
+            )
+        if key in found:
+            raise EnvFileError(f"{key} is set twice in this file", path, number)
+        found[key] = value
+    return found
+
+
+class Masker:
+    """Replaces each secret value by `***` in a stream fed in arbitrary chunks.
+
+    A value split across two chunks is still masked: the last len(longest) - 1 bytes are held
+    back until the next chunk (or `flush`) decides them. Empty values are not masked.
+    """
+
+    __slots__ = ("_held", "_longest", "_pattern")
+
+    def __init__(self, values: list[str]) -> None:
+        secrets = sorted({v.encode("utf-8") for v in values if v}, key=len, reverse=True)
+        self._longest = len(secrets[0]) if secrets else 0
+        self._pattern = re.compile(b"|".join(re.escape(s) for s in secrets)) if secrets else None
+        self._held = b""
+
+    def feed(self, data: bytes) -> bytes:
+        """The part of the stream so far that is decided, masked."""
+        if self._pattern is None:
+            return data
+        buf = self._held + data
+        # A match starting before `limit` has all its bytes in buf: it is decided.
+        limit = len(buf) - (self._longest - 1)
+        out = bytearray()
+        i = 0
+        while i < limit:
+            match = self._pattern.search(buf, i)
+            if match is None or match.start() >= limit:
+                out += buf[i:limit]
+                i = limit
+                break
+            out += buf[i : match.start()] + MASK
+            i = match.end()
+        self._held = buf[i:]
+        return bytes(out)
+
+    def flush(self) -> bytes:
+        """The held-back end of the stream, masked."""
+        held, self._held = self._held, b""
+        return held if self._pattern is None else self._pattern.sub(MASK, held)

@@ -1,0 +1,128 @@
+"""The keys of secrets read from files (`env_files`, `env_from_file`) and of `max_output`.
+
+Their checks, their values, and where a secret file's path leads (docs/schedule-file.md,
+"Secrets from files"). Pure: the files themselves are read by edge/secrets.py at each run,
+never here, so no value of a secret can reach the schedule, its cache or `check`'s output.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from cronctl.core.values import check_line
+
+#: The cap of a run's captured output when neither the task nor [cronctl] sets one.
+DEFAULT_MAX_OUTPUT = 16 * 1024 * 1024
+#: The smallest cap: room for a useful head and tail on either side of the marker.
+MIN_MAX_OUTPUT = 4096
+#: `max_output = "unlimited"`: the output goes straight to the log, uncapped.
+UNLIMITED = 0
+_UNITS = {"": 1, "B": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
+_SIZE = r"(\d{1,12})\s*([KMGT]?)(?:I?B)?\Z"  # with re.ASCII and re.IGNORECASE
+_NAME = r"[A-Za-z_][A-Za-z0-9_]*\Z"  # with re.ASCII: a name a shell can expand
+#: Names cronctl sets for every run: a secret file must not replace them.
+RESERVED_PREFIX = "CRONCTL_"
+
+
+def _is_str(v: object) -> bool:
+    return isinstance(v, str)
+
+
+def _is_str_list(v: object) -> bool:
+    return isinstance(v, list) and all(isinstance(x, str) for x in v)
+
+
+def _is_str_table(v: object) -> bool:
+    return isinstance(v, dict) and all(isinstance(x, str) for x in v.values())
+
+
+ENV_KEYS: dict[str, tuple[Callable[[object], bool], str]] = {
+    "env_files": (_is_str_list, 'an array of file paths, e.g. ["/run/secrets/app.env"]'),
+    "env_from_file": (_is_str_table, 'a table of file paths, e.g. { TOKEN = "api-token" }'),
+    "max_output": (_is_str, 'a size such as "16MB", or "unlimited"'),
+}
+
+
+def parse_size(text: str) -> int:
+    """'16MB' -> 16777216 (K, M, G, T are powers of 1024; KB, KiB and K mean the same);
+    "unlimited" -> UNLIMITED.
+
+    :raises ValueError: with what to write instead.
+    """
+    if text.strip().lower() == "unlimited":
+        return UNLIMITED
+    match = re.match(_SIZE, text.strip(), re.ASCII | re.IGNORECASE)
+    if match is None:
+        raise ValueError(
+            f"size {text[:40]!r} is not understood; write a number with B, KB, MB or GB "
+            '(powers of 1024), e.g. "16MB", or "unlimited"'
+        )
+    size = int(match.group(1)) * _UNITS[match.group(2).upper()]
+    if size < MIN_MAX_OUTPUT:
+        raise ValueError(f"size {text!r} is below the smallest cap, 4KB")
+    return size
+
+
+def env_value_problem(key: str, value: Any) -> tuple[str, str] | None:
+    """Value checks of a key of ENV_KEYS whose type is right: (message, code) or None."""
+    if key == "max_output":
+        try:
+            parse_size(value)
+        except ValueError as exc:
+            return f"'max_output': {exc}", "bad-value"
+        return None
+    if key == "env_files":
+        paths: list[str] = value
+        seen: set[str] = set()
+        for path in paths:
+            if bad := _path_problem(key, path):
+                return bad, "bad-value"
+            if path in seen:
+                return f"'env_files' names {path!r} twice", "bad-value"
+            seen.add(path)
+        return None
+    table: dict[str, str] = value
+    for name, path in table.items():
+        if not re.match(_NAME, name, re.ASCII):
+            return (
+                f"env_from_file name {name[:40]!r} is not a variable name: use letters, "
+                "digits and _, not first a digit",
+                "bad-value",
+            )
+        if name.startswith(RESERVED_PREFIX):
+            return f"env_from_file name {name!r}: CRONCTL_* names are cronctl's own", "bad-value"
+        if bad := _path_problem(f"env_from_file.{name}", path):
+            return bad, "bad-value"
+    return None
+
+
+def _path_problem(key: str, path: str) -> str | None:
+    if not path.strip():
+        return f"{key!r}: a file path must not be empty"
+    return check_line(key, path)
+
+
+def secret_path(text: str, base: Path, credentials: str | None) -> Path:
+    """Where a secret file written as ``text`` is.
+
+    An absolute path (after ``~``) is itself. A relative one is read in the directory of
+    systemd credentials, ``$CREDENTIALS_DIRECTORY`` (``credentials``), when cronctl runs
+    with it set (``LoadCredential=NAME``: the file is named ``NAME``), and otherwise in the
+    schedule file's directory ``base``.
+    """
+    path = Path(text).expanduser()
+    if path.is_absolute():
+        return path
+    return Path(os.path.normpath(Path(credentials or base) / path))
+
+
+def secret_names(env_from_file: dict[str, str], env: dict[str, str]) -> str | None:
+    """A name set both by `env` and by `env_from_file` (which would win is not obvious)."""
+    both = sorted(set(env_from_file) & set(env))
+    if not both:
+        return None
+    return f"{both[0]!r} is set by both 'env' and 'env_from_file'; keep one"

@@ -1,0 +1,125 @@
+"""A run's log written under its cap (`max_output`): the head, a marker line, the tail.
+
+The first half of the cap is written once and kept; after it the output goes on being
+appended, and whenever more than twice the tail's share has piled up, the last share is
+moved up behind the head (with a marker saying how much was cut) and the file truncated
+there. So the file never holds more than about 1.5 times the cap while the command runs,
+and the cap (plus the marker) once it has ended, in constant memory, whatever the command
+prints; what the command sees is unchanged (it is never blocked nor told anything). A
+write that fails (a full disk) loses log bytes, never the task.
+"""
+
+from __future__ import annotations
+
+import os
+
+__all__ = ["CappedLog"]
+
+_UTF8_CONTINUATION = range(0x80, 0xC0)
+
+
+class CappedLog:
+    """Writes a command's (already masked) output into its log at ``fd``, under ``limit``
+    bytes (0: no cap); `close` settles the tail and closes ``fd``."""
+
+    __slots__ = ("_broken", "_cut", "_fd", "_head", "_keep", "_limit", "_marker", "_newline",
+                 "_region", "_size")  # fmt: skip
+
+    def __init__(self, fd: int, limit: int) -> None:
+        self._fd = fd
+        self._limit = limit
+        self._head = limit // 2
+        self._keep = limit - self._head
+        self._size = 0  # bytes in the file
+        self._region = 0  # bytes of the tail in the file, after the head and the marker
+        self._marker = 0  # the marker's length in the file (0: nothing cut yet)
+        self._cut = 0  # bytes of output dropped between the head and the tail
+        self._newline = True  # whether the head ends a line (the marker needs its own)
+        self._broken = False
+
+    @property
+    def cut(self) -> int:
+        """How many bytes of output were dropped so far."""
+        return self._cut
+
+    def write(self, data: bytes) -> None:
+        """Append ``data``, moving the tail up behind the head when it has grown too long."""
+        if self._broken or not data:
+            return
+        if not self._limit:
+            self._put(data, self._size)
+            return
+        if self._size < self._head:
+            room = self._head - self._size
+            self._put(data[:room], self._size)
+            if self._size == self._head:
+                self._newline = data[:room].endswith(b"\n")
+            data = data[room:]
+            if not data:
+                return
+        self._put(data, self._size)
+        self._region += len(data)
+        if self._region >= 2 * self._keep:
+            self._compact()
+
+    def close(self) -> None:
+        """Leave exactly the head, the marker and the tail when more than the cap came."""
+        try:
+            if self._limit and not self._broken and self._region > self._keep:
+                self._compact()
+        finally:
+            os.close(self._fd)
+
+    def _compact(self) -> None:
+        start = self._size - self._keep
+        try:
+            tail = os.pread(self._fd, self._keep, start)
+        except OSError:
+            self._broken = True
+            return
+        # The cut may fall inside a character: its broken start is dropped with the rest.
+        skip = 0
+        while skip < 3 and skip < len(tail) and tail[skip] in _UTF8_CONTINUATION:
+            skip += 1
+        dropped = self._region - self._keep + skip
+        self._cut += dropped
+        marker = self._marker_line()
+        self._size = self._head
+        self._put(marker + tail[skip:], self._head)
+        if self._broken:
+            return
+        try:
+            os.ftruncate(self._fd, self._size)
+        except OSError:
+            self._broken = True
+        self._marker = len(marker)
+        self._region = len(tail) - skip
+
+    def _marker_line(self) -> bytes:
+        lead = b"" if self._newline else b"\n"
+        text = (
+            f"[cronctl: {self._cut} bytes ({_human(self._cut)}) of output cut here by "
+            f"max_output = {_human(self._limit)}: its first and last {_human(self._keep)} "
+            "are kept]\n"
+        )
+        return lead + text.encode()
+
+    def _put(self, data: bytes, offset: int) -> None:
+        view = memoryview(data)
+        while view:
+            try:
+                written = os.pwrite(self._fd, view, offset)
+            except OSError:
+                self._broken = True  # a full disk: the log keeps what it has
+                return
+            view = view[written:]
+            offset += written
+        self._size = max(self._size, offset)
+
+
+def _human(size: int) -> str:
+    for unit, scale in (("GB", 1024**3), ("MB", 1024**2), ("KB", 1024)):
+        if size >= scale:
+            value = size / scale
+            return f"{value:.0f}{unit}" if value == int(value) else f"{value:.1f}{unit}"
+    return f"{size}B"

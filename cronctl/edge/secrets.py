@@ -1,0 +1,136 @@
+"""A task's secrets read from their files at the start of each run (docs/schedule-file.md,
+"Secrets from files").
+
+Read every run, never cached: a rotated secret takes effect at the next run, and no value is
+kept anywhere cronctl writes (the schedule cache holds only the paths). Links are followed
+(Kubernetes mounts each secret as a link into its `..data` directory); anything but a
+regular file is refused without blocking on it (a FIFO planted at the name), as is a file
+others may write, which could set `LD_PRELOAD` or `PATH` for the task. Every error names
+the file (and line) and never quotes its content.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from cronctl.core.envfile import parse_env_file
+from cronctl.core.envkeys import secret_path
+from cronctl.core.model import Task
+from cronctl.errors import EnvFileError
+
+__all__ = ["MAX_SECRET_FILE", "Secrets", "file_warning", "load", "paths"]
+
+#: The largest secret file read: far beyond any key or token, and the environment of a
+#: command is limited anyway (Linux takes 128 KiB at most in one variable).
+MAX_SECRET_FILE = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Secrets:
+    """The variables a run reads from files, and the values to mask in its output."""
+
+    env: dict[str, str]
+    values: tuple[str, ...]
+
+
+def paths(task: Task, credentials: str | None) -> list[tuple[str, Path]]:
+    """(key, path) of each of the task's secret files, in the order they are read."""
+    base = task.source.parent.absolute()
+    found = [("env_files", secret_path(text, base, credentials)) for text in task.env_files]
+    found += [
+        (f"env_from_file.{name}", secret_path(text, base, credentials))
+        for name, text in task.env_from_file.items()
+    ]
+    return found
+
+
+def load(task: Task, env: Mapping[str, str]) -> Secrets:
+    """The task's variables from its files: `env_files` in order (a later file wins), then
+    `env_from_file`. ``env`` is cronctl's environment (for ``$CREDENTIALS_DIRECTORY``).
+
+    :raises EnvFileError: a file is missing, unreadable, unsafe or malformed.
+    """
+    credentials = env.get("CREDENTIALS_DIRECTORY") or None
+    found: dict[str, str] = {}
+    base = task.source.parent.absolute()
+    for text in task.env_files:
+        path = str(secret_path(text, base, credentials))
+        found.update(parse_env_file(_read(path, "env_files"), path))
+    for name, text in task.env_from_file.items():
+        path = str(secret_path(text, base, credentials))
+        found[name] = _value(_read(path, f"env_from_file {name}"), path, name)
+    values = list(found.values())
+    for value in list(values):
+        if "\n" in value:
+            # A multi-line value (a PEM key) is often printed a line at a time.
+            values += value.split("\n")
+    return Secrets(found, tuple(v for v in values if v.strip()))
+
+
+def _value(data: bytes, path: str, name: str) -> str:
+    """The content of an `env_from_file` file: UTF-8, one trailing newline dropped."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise EnvFileError(f"{name}: not UTF-8; save the file as UTF-8", path, line) from None
+    text = text.removesuffix("\n")
+    if "\0" in text:
+        line = text[: text.index("\0")].count("\n") + 1
+        raise EnvFileError(f"{name}: the file holds a NUL byte", path, line)
+    return text
+
+
+def _read(path: str, key: str) -> bytes:
+    """The bytes of one secret file (of ``key``), refused unless it is a regular file others
+    cannot write."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    except OSError as exc:
+        raise EnvFileError(f"{key}: cannot read it: {exc.strerror}", path) from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise EnvFileError(f"{key}: not a regular file", path)
+        if st.st_mode & stat.S_IWOTH:
+            raise EnvFileError(
+                f"{key}: others may write it (mode {stat.S_IMODE(st.st_mode):04o}), so it is not "
+                "read; chmod o-w it (0600 or 0400 is best)",
+                path,
+            )
+        if st.st_size > MAX_SECRET_FILE:
+            raise EnvFileError(f"{key}: larger than 1 MiB: not a secret file", path)
+        chunks: list[bytes] = []
+        size = 0
+        while size <= MAX_SECRET_FILE and (chunk := os.read(fd, 65536)):
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > MAX_SECRET_FILE:
+            raise EnvFileError(f"{key}: larger than 1 MiB: not a secret file", path)
+        return b"".join(chunks)
+    except OSError as exc:
+        raise EnvFileError(f"{key}: cannot read it: {exc.strerror}", path) from None
+    finally:
+        os.close(fd)
+
+
+def file_warning(path: Path) -> str | None:
+    """What `check` says of one secret file: missing, unreadable, or readable by others."""
+    try:
+        st = path.stat()
+    except OSError as exc:
+        return f"{path}: {exc.strerror or exc}; runs of this task will fail until it exists"
+    if not stat.S_ISREG(st.st_mode):
+        return f"{path}: not a regular file; runs of this task will fail"
+    mode = stat.S_IMODE(st.st_mode)
+    if st.st_mode & stat.S_IWOTH:
+        return f"{path}: others may write it (mode {mode:04o}); runs refuse it: chmod o-w"
+    if not os.access(path, os.R_OK):
+        return f"{path}: not readable by this user; runs of this task will fail"
+    if st.st_mode & (stat.S_IRGRP | stat.S_IROTH):
+        return f"{path}: readable by others (mode {mode:04o}); chmod 600 it"
+    return None
