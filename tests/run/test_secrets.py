@@ -91,7 +91,7 @@ def test_secrets_reach_the_command_and_appear_nowhere_cronctl_writes(
         ("logs", "leaky"),
         ("explain", "leaky"),
         ("check",),
-        ("export", "--to", "systemd"),
+        ("export", "systemd", "--user", "app"),
     ):
         result = cli(*args)
         outputs += [result.stdout, result.stderr]
@@ -101,7 +101,7 @@ def test_secrets_reach_the_command_and_appear_nowhere_cronctl_writes(
     written += b"".join(body for _path, _rid, body in recorder.pings)
     for needle in NEEDLES:
         assert needle.encode() not in written, needle
-    assert "TOKEN" in cli("export", "--to", "systemd").stdout  # named, as not exported
+    assert "TOKEN" in cli("export", "systemd", "--user", "app").stdout  # named, as not exported
 
 
 @pytest.mark.parametrize(
