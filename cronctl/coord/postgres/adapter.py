@@ -43,7 +43,7 @@ from cronctl.coord.postgres.conn import (
 )
 from cronctl.coord.postgres.lock import slow_errors
 from cronctl.coord.postgres.schema import SCHEMA_VERSION, ensure_schema
-from cronctl.core.runs import RunRow
+from cronctl.core.runs import FAILURES, RunRow
 
 T = TypeVar("T")
 
@@ -270,9 +270,18 @@ class PostgresCoordinator:
         """The latest finished run of every (task, host)."""
         return self._call(fleet.latest)
 
-    def fleet_history(self, task: str | None, host: str | None, limit: int) -> list[RunRow]:
+    def fleet_history(
+        self,
+        task: str | None,
+        host: str | None,
+        limit: int,
+        *,
+        failed: bool = False,
+        since: datetime | None = None,
+    ) -> list[RunRow]:
         """Fleet history, newest first."""
-        return self._call(lambda cur: fleet.history(cur, task, host, limit))
+        outcomes = FAILURES if failed else None
+        return self._call(lambda cur: fleet.history(cur, task, host, limit, outcomes, since))
 
     def sweep(self, now: datetime) -> None:
         """Claims past their retention, fleet history past 90 days."""

@@ -39,15 +39,25 @@ def _run(row: tuple[Any, ...]) -> RunRow:
     return RunRow(**record)
 
 
-def history(cur: Any, task: str | None, host: str | None, limit: int) -> list[RunRow]:
-    """Newest first, optionally one task's and one host's."""
+def history(
+    cur: Any,
+    task: str | None,
+    host: str | None,
+    limit: int,
+    outcomes: Sequence[str] | None = None,
+    since: datetime | None = None,
+) -> list[RunRow]:
+    """Newest first, optionally one task's and one host's, of some outcomes, since a time."""
     cur.execute(
         f"SELECT {_SELECT} FROM cronctl.runs "  # noqa: S608  (constant names)
         "WHERE (%(task)s::text IS NULL OR task = %(task)s) "
         "AND (%(host)s::text IS NULL OR host = %(host)s) "
+        "AND (%(outcomes)s::text[] IS NULL OR outcome = ANY(%(outcomes)s::text[])) "
+        "AND (%(since)s::timestamptz IS NULL OR occurrence >= %(since)s::timestamptz) "
         f"{_ORDER} LIMIT %(limit)s",
-        {"task": task, "host": host, "limit": limit},
-    )
+        {"task": task, "host": host, "limit": limit, "since": since,
+         "outcomes": None if outcomes is None else list(outcomes)},
+    )  # fmt: skip
     return [_run(row) for row in cur.fetchall()]
 
 
