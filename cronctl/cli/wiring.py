@@ -65,7 +65,8 @@ def coordinator(
     """The coordination store when one is configured, else files in lock_dir; ``host``: this
     machine's name, asked once the URL is known (only a pause writes it)."""
     url = dirs.coordination_url(schedule, flag, os.environ)
-    return open_coordinator(url, locks, host=host(), pid=os.getpid())
+    project = schedule.settings.project
+    return open_coordinator(url, locks, host=host(), pid=os.getpid(), project=project)
 
 
 def fail_on_errors(schedule: Schedule) -> None:
@@ -118,7 +119,9 @@ def run_context(
         clock=real_clock,
         dry_run=dry_run,
         max_parallel=schedule.settings.max_parallel,
-        coord=open_coordinator(url, locks, host=me, pid=os.getpid()),
+        coord=open_coordinator(
+            url, locks, host=me, pid=os.getpid(), project=schedule.settings.project
+        ),
     )
 
 

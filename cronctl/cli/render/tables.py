@@ -655,13 +655,13 @@ def render_fleet_status(result: Any, as_json: bool) -> None:
                         "pause_reason": row.pause_reason,
                         "last_run": run_json(row.last_run) if row.last_run else None,
                     }
-                    for row in [*result.rows, *result.unscheduled]
+                    for row in result.rows
                 ]
             }
         )
         return
     rows = []
-    for row in [*result.rows, *result.unscheduled]:
+    for row in result.rows:
         last = row.last_run
         rows.append(
             [
