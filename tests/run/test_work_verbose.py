@@ -3,7 +3,9 @@ item 7). Real `work` processes with the clock half a second before a boundary.""
 
 from __future__ import annotations
 
+import os
 import re
+import select
 import signal
 import subprocess
 import sys
@@ -23,23 +25,28 @@ def _work_until(cli: Cli, tmp_path: Path, seen: str, *args: str) -> tuple[str, s
         cwd=tmp_path, env=dict(cli.env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True,
     )  # fmt: skip
-    lines: list[str] = []
+    got = b""
     try:
         assert worker.stdout is not None
+        fd = worker.stdout.fileno()  # read raw: a text reader's buffer would hide lines
         deadline = time.monotonic() + 60  # a bound against hanging, not a timing assertion
-        while not any(re.search(seen, line) for line in lines):
-            assert time.monotonic() < deadline, lines
-            line = worker.stdout.readline()
-            assert line, f"work ended early: {lines}"
-            lines.append(line)
+        while not re.search(seen, got.decode()):
+            left = deadline - time.monotonic()
+            # select before each read: a `work` that prints nothing fails here, never hangs.
+            ready = left > 0 and select.select([fd], [], [], left)[0]
+            assert ready, f"no line matching {seen!r} within 60s: {got!r}"
+            chunk = os.read(fd, 65536)
+            assert chunk, f"work ended early: {got!r}"
+            got += chunk
         worker.send_signal(signal.SIGTERM)
-        out, err = worker.communicate(timeout=30)
+        rest, err = worker.communicate(timeout=30)
+        got += rest.encode()
     finally:
         if worker.poll() is None:
             worker.kill()
             worker.communicate()
     assert worker.returncode == 0, err
-    return "".join(lines) + out, err
+    return got.decode(), err
 
 
 def test_work_verbose_says_when_a_minute_had_nothing_due(cli: Cli, tmp_path: Path) -> None:
