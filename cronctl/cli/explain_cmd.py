@@ -70,7 +70,9 @@ def explain_(
     states, locks = dirs.data_dirs(schedule, state_dir, lock_dir, os.environ)
     me = host_name(host)
     url = dirs.coordination_url(schedule, coordination, os.environ)
-    coord = open_coordinator(url, locks, host=me, pid=os.getpid())
+    coord = open_coordinator(
+        url, locks, host=me, pid=os.getpid(), project=schedule.settings.project
+    )
     store = _open(states)
     try:
         result = explain(schedule, store, coord, name, instant, host=me, now=datetime.now(UTC))

@@ -167,3 +167,19 @@ def quiet_minute(
             coordination=coordination,
         )
     return Minute(look, instant, status)
+
+
+#: What `run -v` prints for a minute in which nothing was due (one line, so that success is
+#: never silent when asked about; without -v, nothing: cron mails whatever `run` prints).
+NOTHING_DUE = "nothing due"
+
+
+def quiet_exit(minute: Minute, verbose: bool) -> int:
+    """The exit code of a minute the hint dealt with (0), and with -v the line saying so.
+
+    The time is formatted here, not by the model's format_utc: a quiet minute never imports
+    the model (docs/architecture.md)."""
+    if verbose:
+        floor = datetime.fromtimestamp(int(minute.instant.timestamp()) // 60 * 60, UTC)
+        print(f"{floor:%Y-%m-%dT%H:%M:%SZ}  {NOTHING_DUE}", flush=True)
+    return 0

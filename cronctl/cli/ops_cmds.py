@@ -65,9 +65,18 @@ def status(
     check: Annotated[
         bool, typer.Option("--check", help="Exit 1 when a task is failing or overdue.")
     ] = False,
+    everything: Annotated[
+        bool,
+        typer.Option(
+            "--all",
+            help="Also the tasks this machine's history knows that the loaded schedule does "
+            "not have (removed tasks, another schedule sharing the state directory).",
+        ),
+    ] = False,
 ) -> None:
-    """Per task: last run, outcome, duration, next run, paused, failures in a row, missed,
-    overdue.
+    """Per task of the loaded schedule (--all: also those only history knows): last run,
+    outcome (a manual run or a retry says so), duration, next run, failures in a row, missed,
+    and in NOTE the pause (who, since when, why) or since when it is overdue.
 
     \b
     Example:
@@ -79,7 +88,7 @@ def status(
         render_fleet_status(fleet_status(schedule, coord), as_json)
         return
     instant = parse_instant(now)
-    result = operate.status(schedule, states, coord, instant, host_name(host))
+    result = operate.status(schedule, states, coord, instant, host_name(host), everything)
     render_status(result, as_json, instant)
     if schedule.errors:
         # As `list`: the good tasks are shown, but a broken file is never an exit 0.
@@ -108,9 +117,34 @@ def history(
     state_dir: StateOpt = None,
     lock_dir: LockOpt = None,
     fleet: FleetOpt = False,
+    task: Annotated[
+        str | None,
+        typer.Option(
+            "--task", metavar="NAME", help="Only this task (the same as NAME).", show_default=False
+        ),
+    ] = None,
     host: Annotated[
         str | None,
-        typer.Option("--host", metavar="NAME", help="With --fleet: only this machine's runs."),
+        typer.Option(
+            "--host",
+            metavar="NAME",
+            help="Only the runs machine NAME recorded (with --fleet: in the store).",
+            show_default=False,
+        ),
+    ] = None,
+    failed: Annotated[
+        bool,
+        typer.Option("--failed", help="Only failures: failed, timeout, error (as FAILS counts)."),
+    ] = False,
+    since: Annotated[
+        str | None,
+        typer.Option(
+            "--since",
+            metavar="TIME",
+            help="Only occurrences at or after TIME (ISO 8601 with an offset or Z, e.g. "
+            "2026-08-03T09:00:00Z).",
+            show_default=False,
+        ),
     ] = None,
     coordination: CoordOpt = None,
     everything: Annotated[
@@ -123,23 +157,30 @@ def history(
     ] = False,
 ) -> None:
     """Past runs on this machine (--fleet: on every machine), newest first; only of the
-    loaded schedule's tasks unless --all.
+    loaded schedule's tasks unless --all. The filters combine, with --json and --fleet too.
 
     \b
     Example:
-      cronctl history backup -n 5
+      cronctl history backup --failed --since 2026-08-01T00:00:00Z
     """
+    if name is not None and task is not None and name != task:
+        raise UsageError(f"history was given two tasks, {name!r} and --task {task!r}: give one")
+    which = operate.HistoryFilter(
+        task=task if task is not None else name,
+        everything=everything,
+        host=host,
+        failed=failed,
+        since=None if since is None else parse_instant(since, "--since"),
+    )
     schedule, states, locks = _dirs(file, state_dir, lock_dir)
     now = parse_instant(None)  # short times on a narrow terminal are said against today
     zones = {task.name: task.zone for task in schedule.tasks}
     if fleet:
         coord = coordinator(schedule, locks, coordination)
-        runs = fleet_history(coord, name, host, limit)
+        runs = fleet_history(coord, which, limit)
         render_history(runs, as_json, now, zones, hosts=True)
         return
-    if host is not None:
-        raise UsageError("--host filters the fleet history: add --fleet")
-    render_history(operate.history(states, name, limit, schedule, everything), as_json, now, zones)
+    render_history(operate.history(states, limit, schedule, which), as_json, now, zones)
 
 
 def logs(

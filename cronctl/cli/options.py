@@ -42,7 +42,15 @@ NowOpt = Annotated[
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON (stable keys, UTC times).")]
-VerboseOpt = Annotated[bool, typer.Option("-v", "--verbose", help="Print every run.")]
+VerboseOpt = Annotated[
+    bool,
+    typer.Option(
+        "-v",
+        "--verbose",
+        help="Print every run, and a line for a minute with none (`work`: also as a "
+        "minute's tasks start).",
+    ),
+]
 StrictOpt = Annotated[
     bool, typer.Option("--strict", help="Refuse on_one_server over a local lock_dir.")
 ]

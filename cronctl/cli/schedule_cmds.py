@@ -128,8 +128,13 @@ def list_(
         bool, typer.Option("--local", help="Show times in each task's own zone, not UTC.")
     ] = False,
     host: HostOpt = None,
+    verbose: Annotated[
+        bool,
+        typer.Option("-v", "--verbose", help="Also print the warnings (as `check` does)."),
+    ] = False,
 ) -> None:
-    """Show every task with its schedule, next run and guards; then the problems.
+    """Show every task with its schedule, next run and guards; then the schedule's errors
+    (and with -v its warnings: `cronctl check` is where they are reviewed).
 
     \b
     Example:
@@ -140,7 +145,7 @@ def list_(
     last_runs, paused = _recorded(schedule, state_dir, lock_dir)
     instant = parse_instant(now)
     result = service.list_tasks(schedule, instant, extra, last_runs, paused, host_name(host))
-    render_list(result, as_json, instant, local)
+    render_list(result, as_json, instant, local, verbose)
     if schedule.errors:
         raise typer.Exit(2)
 

@@ -112,7 +112,9 @@ def serve_command(
     states, locks = dirs.data_dirs(schedule, state_dir, lock_dir, os.environ)
     url = dirs.coordination_url(schedule, coordination, os.environ)
     me = host_name(host)
-    coord = open_coordinator(url, locks, host=me, pid=os.getpid())
+    coord = open_coordinator(
+        url, locks, host=me, pid=os.getpid(), project=schedule.settings.project
+    )
     fixed = parse_instant(now) if now is not None else None
 
     def clock() -> datetime:

@@ -18,8 +18,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from cronctl.cli.fastpath import Minute, host_name, parse_instant, quiet_minute
-from cronctl.cli.render.tables import render_failure, render_problems, render_run
+from cronctl.cli.fastpath import Minute, host_name, parse_instant, quiet_exit, quiet_minute
+from cronctl.cli.render.tables import render_failure, render_problems, render_run, starting_line
 from cronctl.coord import open_coordinator
 from cronctl.coord.port import Coordinator
 from cronctl.core.model import Schedule, Task, format_utc
@@ -65,7 +65,8 @@ def coordinator(
     """The coordination store when one is configured, else files in lock_dir; ``host``: this
     machine's name, asked once the URL is known (only a pause writes it)."""
     url = dirs.coordination_url(schedule, flag, os.environ)
-    return open_coordinator(url, locks, host=host(), pid=os.getpid())
+    project = schedule.settings.project
+    return open_coordinator(url, locks, host=host(), pid=os.getpid(), project=project)
 
 
 def fail_on_errors(schedule: Schedule) -> None:
@@ -85,7 +86,7 @@ def run_context(
     lock_dir: Path | None,
     strict: bool,
     dry_run: bool,
-    verbose: bool = False,
+    at_start: bool = False,
     host: str | None = None,
     coordination: str | None = None,
 ) -> RunContext:
@@ -100,8 +101,11 @@ def run_context(
         if strict or production:
             why = "--strict" if strict else "CRONCTL_ENV=production"
             raise LockDirNotSharedError(f"refusing to run ({why}): {warning.message}")
-        # Once a day, not every minute: cron mails whatever `run` prints. -v: every time.
-        if verbose:
+        # Once a day, not every minute: cron mails whatever `run` prints. -v too: a `run -v`
+        # every minute (a crontab line, a watch loop) repeated it under every line, and the
+        # warning's news does not change within a day; `check` and `doctor` show it any time.
+        # `work` (`at_start`) says it as it starts: once a process, never every minute.
+        if at_start:
             print(f"cronctl: warning: {warning.message}", file=sys.stderr)
         elif dirs.daily_notice(states, "lock-dir-not-shared"):
             print(f"cronctl: warning: {warning.message} (repeated once a day)", file=sys.stderr)
@@ -115,7 +119,9 @@ def run_context(
         clock=real_clock,
         dry_run=dry_run,
         max_parallel=schedule.settings.max_parallel,
-        coord=open_coordinator(url, locks, host=me, pid=os.getpid()),
+        coord=open_coordinator(
+            url, locks, host=me, pid=os.getpid(), project=schedule.settings.project
+        ),
     )
 
 
@@ -165,11 +171,11 @@ def run_command(
     if minute is None:
         minute = quiet_minute(files, now, dry_run, as_json, state_dir, lock_dir, host, coordination)
     if minute.status == quiet.DONE:
-        return 0
+        return quiet_exit(minute, verbose)
     look, instant = minute.look, minute.instant
     everything = schedentry.load(look.paths, os.environ, look)
     fail_on_errors(everything)
-    ctx = run_context(everything, state_dir, lock_dir, strict, dry_run, verbose, host, coordination)
+    ctx = run_context(everything, state_dir, lock_dir, strict, dry_run, False, host, coordination)
     if now is not None:
         ctx = pretended(ctx, instant, dry_run)
     schedule = this_host(everything, ctx.host)
@@ -250,6 +256,10 @@ def work_reporting(
     ctx = replace(ctx, on_done=live)
     if output:
         ctx = replace(ctx, output=lambda task: printer(f"{task} | "))
+    if verbose:
+        # One line as the minute's tasks start; the minute's outcomes (or "nothing due")
+        # follow as its tick ends (render_run).
+        ctx = replace(ctx, starting=lambda now, rows: print(starting_line(now, rows), flush=True))
 
     def report(result: Any) -> None:
         render_run(result, False, verbose, live.handled)

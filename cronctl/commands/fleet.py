@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from cronctl.commands.operate import HistoryFilter
 from cronctl.coord.port import Coordinator
 from cronctl.core.model import Schedule
 from cronctl.core.runs import RunRow
@@ -50,8 +51,9 @@ def fleet_status(schedule: Schedule, coord: Coordinator) -> FleetStatus:
     return FleetStatus(rows)
 
 
-def fleet_history(
-    coord: Coordinator, task: str | None, host: str | None, limit: int
-) -> list[RunRow]:
-    """Every machine's runs from the store, newest first."""
-    return coord.fleet_history(task, host, limit)
+def fleet_history(coord: Coordinator, which: HistoryFilter, limit: int) -> list[RunRow]:
+    """Every machine's runs from the store, newest first, filtered as `history` filters its
+    own (the schedule's tasks are not a filter here: the store holds every machine's)."""
+    return coord.fleet_history(
+        which.task, which.host, limit, failed=which.failed, since=which.since
+    )

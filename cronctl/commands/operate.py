@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
-from cronctl.coord.port import Coordinator
+from cronctl.coord.port import Coordinator, PauseInfo
 from cronctl.core.model import Schedule, Task
 from cronctl.core.opskeys import overdue_since, runs_on
-from cronctl.core.runs import RunRow
+from cronctl.core.runs import FAILURES, RunRow
 from cronctl.edge.paths import ensure_private_dir
 from cronctl.edge.process.logfiles import log_chunks_from, log_file
 from cronctl.edge.state.store import Store, TaskState
@@ -32,14 +32,42 @@ class StatusRow:
     note: str | None = None
     overdue: datetime | None = None  # since when (docs/operating.md)
     other_hosts: bool = False  # `hosts` leaves this machine out
+    pause: PauseInfo | None = None  # the operator pause (who, since when, why), if any
+
+    @property
+    def name(self) -> str:
+        """The task's name."""
+        return self.task.name
+
+
+@dataclass(frozen=True, slots=True)
+class UnscheduledRow:
+    """`status --all`: a task this machine's history knows that the loaded schedule does not
+    have (removed, renamed, or another schedule's sharing the state directory). The fields a
+    StatusRow has and it cannot: nothing is next, nothing paused, nothing overdue."""
+
+    name: str
+    last_run: RunRow | None
+    consecutive_failures: int
+    missed: int
+    task: None = None
+    paused: bool = False
+    pause_reason: None = None
+    pause: None = None
+    next_run: None = None
+    note: str = "not in the loaded schedule"
+    overdue: None = None
+    other_hosts: bool = False
 
 
 @dataclass(frozen=True)
 class StatusResult:
-    """`cronctl status`: every task of the schedule, as this machine has seen it."""
+    """`cronctl status`: every task of the schedule, as this machine has seen it (and with
+    --all, in `unscheduled`, the tasks its history knows that the schedule does not have)."""
 
     rows: list[StatusRow]
     host: str | None = None
+    unscheduled: list[UnscheduledRow] = field(default_factory=list)
 
     @property
     def alarming(self) -> list[StatusRow]:
@@ -68,9 +96,15 @@ def _known_task(store: Store, schedule: Schedule | None, name: str) -> None:
 
 
 def status(
-    schedule: Schedule, state_dir: Path, coord: Coordinator, now: datetime, host: str | None = None
+    schedule: Schedule,
+    state_dir: Path,
+    coord: Coordinator,
+    now: datetime,
+    host: str | None = None,
+    everything: bool = False,
 ) -> StatusResult:
-    """Last run, outcome, next run, pause, failures in a row and missed count, per task.
+    """Last run, outcome, next run, pause, failures in a row and missed count, per task of
+    the schedule (and with `everything`, per task only this machine's history knows).
 
     Pauses come from ``coord`` (lock_dir or the coordination store).
     """
@@ -94,10 +128,29 @@ def status(
                     consecutive_failures=store.consecutive_failures(task.name),
                     missed=state.missed_total if state else 0,
                     note=_note(task, state, last),
+                    pause=marker,
                 )
             )
             rows[-1] = _operating(rows[-1], store, now, host)
-    return StatusResult(rows, host)
+        others = _unscheduled(store, schedule, states) if everything else []
+    return StatusResult(rows, host, others)
+
+
+def _unscheduled(
+    store: Store, schedule: Schedule, states: dict[str, TaskState]
+) -> list[UnscheduledRow]:
+    """The tasks with a window or a run here that `schedule` does not have, by name."""
+    known = {t.name for t in schedule.tasks}
+    names = sorted((set(states) | set(store.task_names())) - known)
+    return [
+        UnscheduledRow(
+            name,
+            store.last_run(name),
+            store.consecutive_failures(name),
+            states[name].missed_total if name in states else 0,
+        )
+        for name in names
+    ]
 
 
 def _operating(row: StatusRow, store: Store, now: datetime, host: str | None) -> StatusRow:
@@ -122,20 +175,40 @@ def _note(task: Task, state: TaskState | None, last: RunRow | None) -> str | Non
     return "one-shot: its time passed without a run (paused or missed); it will not run"
 
 
+@dataclass(frozen=True, slots=True)
+class HistoryFilter:
+    """What `history` shows, its filters combined: one task's runs (else every task of the
+    loaded schedule, or of any with `everything`), one host's, failures only, occurrences
+    at or after `since` (docs/commands.md)."""
+
+    task: str | None = None
+    everything: bool = False
+    host: str | None = None
+    failed: bool = False
+    since: datetime | None = None
+
+
 def history(
     state_dir: Path,
-    task: str | None,
     limit: int,
     schedule: Schedule | None = None,
-    everything: bool = False,
+    which: HistoryFilter = HistoryFilter(),
 ) -> list[RunRow]:
-    """Past runs, newest first: of the schedule's tasks only, unless `everything` (the runs
-    of tasks since removed, or of another schedule sharing the state directory)."""
-    among = None if everything or schedule is None else [t.name for t in schedule.tasks]
+    """Past runs, newest first, as `which` filters them: of the schedule's tasks only unless
+    `which.everything` (the runs of tasks since removed, or of another schedule sharing the
+    state directory)."""
+    among = None if which.everything or schedule is None else [t.name for t in schedule.tasks]
     with reading_store(state_dir) as store:
-        if task is not None:
-            _known_task(store, schedule, task)
-        return store.history(task, limit, among)
+        if which.task is not None:
+            _known_task(store, schedule, which.task)
+        return store.history(
+            which.task,
+            limit,
+            among,
+            host=which.host,
+            outcomes=FAILURES if which.failed else None,
+            since=which.since,
+        )
 
 
 @dataclass(frozen=True)

@@ -84,7 +84,6 @@ def check(schedule: Schedule, now: datetime, extra: list[Problem], strict: bool)
     """Validate everything, execute nothing: the loader's problems plus calendar warnings."""
     problems = list(schedule.problems) + schedule_warnings(schedule, now) + extra
     problems += ops_problems(schedule, now)
-    problems += _project_in_store(schedule)
     problems += secret_file_problems(schedule, os.environ)
     problems.sort(key=problem_order)
     return CheckResult(problems, strict)
@@ -103,21 +102,6 @@ def secret_file_problems(schedule: Schedule, env: Mapping[str, str]) -> list[Pro
                 found.append(Problem(where, task.line, task.name, "warning", "secret-file",
                                      f"{key}: {why}"))  # fmt: skip
     return found
-
-
-def _project_in_store(schedule: Schedule) -> list[Problem]:
-    """A project name namespaces lock_dir and state_dir, not yet a coordination store: say so
-    rather than let two projects believe their claims apart."""
-    settings = schedule.settings
-    coordinated = settings.coordination or os.environ.get("CRONCTL_COORDINATION")
-    if settings.project is None or not coordinated or not schedule.files:
-        return []
-    message = (
-        f"project {settings.project!r} namespaces state_dir and lock_dir, but not the "
-        "coordination store: projects sharing one PostgreSQL database share claims, locks "
-        "and pauses of tasks with the same name; give each project its own database"
-    )
-    return [Problem(str(schedule.files[0]), None, None, "warning", "project-store", message)]
 
 
 def list_tasks(

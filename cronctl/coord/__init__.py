@@ -22,9 +22,13 @@ from cronctl.coord.port import Coordinator
 __all__ = ["open_coordinator"]
 
 
-def open_coordinator(url: str | None, lock_dir: Path, *, host: str, pid: int) -> Coordinator:
+def open_coordinator(
+    url: str | None, lock_dir: Path, *, host: str, pid: int, project: str | None = None
+) -> Coordinator:
     """The backend the settings chose: PostgreSQL when ``url`` is set, else files in lock_dir;
-    ``host`` and ``pid`` name this run in the claims, locks and pauses it takes.
+    ``host`` and ``pid`` name this run in the claims, locks and pauses it takes. ``project``
+    (``[cronctl] project``) keeps the project's rows apart in the store; lock_dir is already
+    the project's own (edge/paths.py), so files need nothing more.
 
     Nothing connects here; the PostgreSQL adapter connects on first use (once per run).
     """
@@ -34,4 +38,4 @@ def open_coordinator(url: str | None, lock_dir: Path, *, host: str, pid: int) ->
     # use, its driver) to a run that needs it, and to no other.
     from cronctl.coord.postgres.adapter import PostgresCoordinator
 
-    return PostgresCoordinator(url, host=host, pid=pid)
+    return PostgresCoordinator(url, host=host, pid=pid, project=project)

@@ -197,8 +197,17 @@ class Coordinator(Protocol):
         """
         ...
 
-    def fleet_history(self, task: str | None, host: str | None, limit: int) -> list[RunRow]:
-        """The fleet history, newest first, optionally one task's and one host's.
+    def fleet_history(
+        self,
+        task: str | None,
+        host: str | None,
+        limit: int,
+        *,
+        failed: bool = False,
+        since: datetime | None = None,
+    ) -> list[RunRow]:
+        """The fleet history, newest first, optionally one task's and one host's, only the
+        failures (outcome failed, timeout or error), only occurrences at or after ``since``.
 
         :raises UsageError: there is no fleet history (files in lock_dir).
         """

@@ -6,10 +6,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
 
-__all__ = ["OUTCOMES", "START_TRIGGER", "RunRow"]
+__all__ = ["FAILURES", "OUTCOMES", "START_TRIGGER", "RunRow"]
 
 _SKIPS: Final = ("paused", "condition", "another server", "still running")
 _ENDINGS: Final = ("ok", "failed", "timeout", "interrupted", "error", "missed")
+#: The outcomes that count as a failure (`status`'s FAILS, `history --failed`); a run stopped
+#: by a signal (``interrupted``) was asked to stop, it did not fail.
+FAILURES: Final = ("failed", "timeout", "error")
 #: Every outcome a run row may hold, plus the two states of a run in progress.
 OUTCOMES: Final = frozenset(("pending", "running", *_ENDINGS, *(f"skipped: {w}" for w in _SKIPS)))
 #: The trigger of a start-up run (`on_start = true`, run by `cronctl work` as it starts).

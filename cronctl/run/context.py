@@ -220,6 +220,9 @@ class RunContext:
     # `output` gives a task's output lines to a sink (`work --output`).
     sleep: Callable[[float], None] = time.sleep
     on_done: Callable[[Task, RunRow, str | None], None] | None = None
+    # `starting` hears a minute's due rows once planned, before any starts (`work -v`'s line
+    # for the minute: its outcomes come only as the tick ends, which may be hours later).
+    starting: Callable[[datetime, list[RunRow]], None] | None = None
     output: Callable[[str], Callable[[str], None]] | None = None
     # How run_all starts its worker threads: each a thread of its own (`run`), or a thread
     # `work` keeps for reuse (execution.pool), which starts without a new thread's wait.

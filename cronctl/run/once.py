@@ -103,6 +103,8 @@ def _run_once(
         pending = [r for r in rows if r.outcome == "pending"]
         results: dict[str, RunRow] = {r.id: r for r in recovered + rows}
         if pending:
+            if ctx.starting is not None:
+                ctx.starting(now, pending)
             by_task: dict[str, list[RunRow]] = {}
             for row in pending:
                 by_task.setdefault(row.task, []).append(row)

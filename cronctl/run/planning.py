@@ -64,7 +64,7 @@ def plan_all(
         if ctx.dry_run:
             raise DryRunRollback(sorted_.plans, rows)
         tx.add_runs(new_rows)
-        tx.put_states(sorted_.changed)
+        tx.put_states(_unpaused_counts(sorted_.changed, sorted_.plans, paused))
         if units:  # written once the due tasks have started
             ahead.quiet, ahead.fresh = sorted_.quiet, sorted_.fresh
             # Freed then too: letting go of a thousand decisions here took 0.3-1.5 ms
@@ -124,8 +124,27 @@ def _plan_now(
         if ctx.dry_run:
             raise DryRunRollback(plans, rows)
         tx.add_runs(new_rows)  # one statement for every new row
-        tx.put_states(changed)  # one statement for every task's new window
+        # One statement for every task's new window.
+        tx.put_states(_unpaused_counts(changed, plans, paused))
     return plans, rows
+
+
+def _unpaused_counts(
+    states: list[TaskState], plans: Mapping[str, Plan], paused: Mapping[str, object]
+) -> list[TaskState]:
+    """The states to record, with a paused task's dropped occurrences left out of its missed
+    count: they are recorded `skipped: paused` (_record), so `status`'s MISSED stops growing
+    while the task is paused. decide() cannot know it: `work` decides ahead of the pauses."""
+    out = states
+    for index, state in enumerate(states):
+        decided = plans.get(state.name)
+        if decided is None or not decided.missed_count:
+            continue
+        if decided.task.paused or state.name in paused:
+            if out is states:
+                out = list(states)
+            out[index] = replace(state, missed_total=state.missed_total - decided.missed_count)
+    return out
 
 
 def _warn_behind(task: Task, decided: Plan, now: datetime, ctx: RunContext) -> None:
@@ -150,8 +169,13 @@ def _record(
     """Add `task`'s run and missed rows (to `rows`, and as recorded to `new_rows` unless a dry
     run, which the caller adds to the store in one statement); the number of units to run so
     far, this one counted."""
-    outcome = "skipped: paused" if task.paused or task.name in paused else "pending"
-    missed = [make_row(task, when, "missed", ctx) for when in decided.missed]
+    stopped = task.paused or task.name in paused
+    outcome = "skipped: paused" if stopped else "pending"
+    # What the misfire policy drops while the task is paused is skipped, not missed: nothing
+    # would have run (docs/commands.md, MISSED); see also _unpaused_counts.
+    missed = [
+        make_row(task, when, outcome if stopped else "missed", ctx) for when in decided.missed
+    ]
     runs = [make_row(task, when, outcome, ctx) for when in decided.run]
     rows += missed + runs
     recorded = missed + runs

@@ -357,10 +357,16 @@ class Worker:
         assert tracker is not None
         sig = self._stop_signal or signal.SIGTERM
         count = tracker.stop(sig)
-        _say(
-            f"cronctl work: stopping; signalled {count} running task(s), waiting up to "
-            f"{self._grace_s:g}s"
-        )
+        busy = any(t.is_alive() for t in self._threads)
+        if count:
+            _say(
+                f"cronctl work: stopping; signalled {count} running task(s), waiting up to "
+                f"{self._grace_s:g}s"
+            )
+        elif busy:  # a minute still planning or recording: no task to signal
+            _say("cronctl work: stopping; no task running, finishing this minute's records")
+        else:
+            _say("cronctl work: stopping; nothing was running")
         deadline = time.monotonic() + self._grace_s
         for thread in self._threads:
             join_awake(thread, max(0.0, deadline - time.monotonic()))

@@ -33,16 +33,28 @@ def test_check_still_leaves_a_missing_lock_dir_named_by_the_file_alone(
     assert "lock-dir-not-shared" not in out
 
 
-def test_verbose_run_does_not_claim_the_warning_repeats_once_a_day(
-    cli: Cli, tmp_path: Path
-) -> None:
+def test_verbose_run_says_the_lock_dir_warning_once_a_day_too(cli: Cli, tmp_path: Path) -> None:
+    # issue 26, item 14: `run -v` repeated it every minute, under every line it printed.
     path = write_schedule(tmp_path / "s.toml", [GUARDED])
     result = cli("run", "-f", str(path), "--now", NOW, "-v")
-    assert "warning: lock_dir" in result.stderr and "once a day" not in result.stderr
-    quiet = cli("run", "-f", str(path), "--now", "2026-08-03T09:01:00Z")
-    assert "(repeated once a day)" in quiet.stderr  # cron's mail: once a day, and says so
-    again = cli("run", "-f", str(path), "--now", "2026-08-03T09:02:00Z")
-    assert "warning" not in again.stderr
+    assert "warning: lock_dir" in result.stderr and "(repeated once a day)" in result.stderr
+    for minute in ("01", "02"):
+        again = cli("run", "-f", str(path), "--now", f"2026-08-03T09:{minute}:00Z", "-v")
+        assert again.returncode == 0, again.stderr
+        assert "warning" not in again.stderr
+        assert f"09:{minute}:00Z  prune  ok" in again.stdout  # -v still prints every run
+
+
+def test_list_names_warnings_only_with_verbose(cli: Cli, tmp_path: Path) -> None:
+    # issue 26, item 14: every `list` ended with "1 warning; see `cronctl check`".
+    path = write_schedule(tmp_path / "s.toml", [GUARDED])
+    plain = cli("list", "-f", str(path))
+    assert plain.returncode == 0 and plain.stderr == "", plain.stderr
+    verbose = cli("list", "-f", str(path), "-v")
+    assert verbose.returncode == 0
+    assert "warning: lock_dir" in verbose.stderr and "on_one_server (prune)" in verbose.stderr
+    listed = cli("list", "-f", str(path), "--json").stdout
+    assert "lock-dir-not-shared" in listed  # JSON keeps every problem
 
 
 def test_dry_run_wording_has_no_nested_parentheses(cli: Cli, tmp_path: Path) -> None:

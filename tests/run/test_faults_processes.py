@@ -178,7 +178,8 @@ def test_a_task_killed_by_a_signal_says_which(cli: Cli, tmp_path: Path) -> None:
     verbose = cli("run", "--now", at(1), "-v", env=FILE_STATE)
     assert "failed" in verbose.stdout and "(killed by SIGKILL)" in verbose.stdout
     history = cli("history", "doomed", env=FILE_STATE).stdout.splitlines()
-    assert [line.split()[3:5] for line in history[1:]] == [["failed", "SIGKILL"]] * 2
+    # OUTCOME, TRIGGER, EXIT: the signal stands where an exit code would.
+    assert [line.split()[3:6] for line in history[1:]] == [["failed", "schedule", "SIGKILL"]] * 2
 
 
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])

@@ -159,8 +159,10 @@ def test_a_quiet_minute_moves_the_projects_own_windows(cli: Cli, tmp_path: Path)
     assert status["tasks"][0]["missed"] == 0, status
 
 
-def test_check_warns_that_a_coordination_store_is_not_namespaced(cli: Cli, tmp_path: Path) -> None:
+def test_check_no_longer_warns_that_a_coordination_store_is_shared(
+    cli: Cli, tmp_path: Path
+) -> None:
+    # The store keeps projects apart now (tests/coord/postgres/test_projects_pg.py).
     a = _project(tmp_path, cli, "a", "billing", CLAIMED)
     check = a("check", env={"CRONCTL_COORDINATION": "postgresql://u@127.0.0.1:9/db"})
-    assert "but not the coordination store" in check.stdout, check.stdout
-    assert "but not the coordination store" not in a("check").stdout
+    assert "coordination store" not in check.stdout, check.stdout

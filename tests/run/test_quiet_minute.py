@@ -139,6 +139,43 @@ def test_a_quiet_minute_is_served_and_moves_every_window(
     assert _last(tmp_path) == {"2026-08-03T12:34:00Z"}
 
 
+def test_a_verbose_quiet_minute_says_nothing_was_due_as_a_planned_one_does(
+    quiet_run: Callable[..., Any], tmp_path: Path, served: list[str]
+) -> None:
+    # issue 26, item 7: `run -v` printed nothing at all in a minute the hint served.
+    result = invoke(
+        "run", "-f", str(tmp_path / "schedules.toml"), "--now", "2026-08-03T12:34:00Z", "-v",
+        env=clean_env(tmp_path),
+    )  # fmt: skip
+    assert served == [quiet.DONE]
+    assert (result.returncode, result.stdout, result.stderr) == (
+        0, "2026-08-03T12:34:00Z  nothing due\n", ""
+    )  # fmt: skip
+    planned = quiet_run("2026-08-03T12:35:00Z", CRONCTL_STATE_DIR=str(tmp_path / "fresh"))
+    assert served[-1] == quiet.SPENT and planned.stdout == ""  # planned: silent without -v
+    again = invoke(
+        "run", "-f", str(tmp_path / "schedules.toml"), "--now", "2026-08-03T12:35:00Z", "-v",
+        "--dry-run", env={**clean_env(tmp_path), "CRONCTL_STATE_DIR": str(tmp_path / "fresh")},
+    )  # fmt: skip
+    assert again.stdout == "2026-08-03T12:35:00Z  nothing due\n"  # the same line, planned
+
+
+def test_a_verbose_run_in_a_minute_already_dealt_with_says_so(
+    quiet_run: Callable[..., Any], tmp_path: Path, served: list[str]
+) -> None:
+    first = quiet_run("2026-08-03T12:45:00Z")  # `quarter` runs
+    assert first.returncode == 0
+    again = invoke(
+        "run", "-f", str(tmp_path / "schedules.toml"), "--now", "2026-08-03T12:45:00Z", "-v",
+        env=clean_env(tmp_path),
+    )  # fmt: skip
+    assert served[-1] != quiet.DONE  # planned, not served by the hint
+    assert again.returncode == 0 and again.stdout == (
+        "2026-08-03T12:45:00Z  nothing due: this minute was already dealt with (by an earlier "
+        "`cronctl run` or `cronctl work`)\n"
+    )
+
+
 @pytest.mark.parametrize(
     ("at", "env", "said"),
     [

@@ -9,6 +9,7 @@ import textwrap
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from cronctl.coord.files.adapter import FilesCoordinator
 from cronctl.edge.paths import ensure_private_dir
 from cronctl.edge.schedfiles import load_paths
 from cronctl.edge.state.store import Store, StoredState, TaskState
@@ -74,6 +75,27 @@ def test_a_decision_made_ahead_for_another_minute_is_not_used(tmp_path: Path) ->
     runs = sorted((r.occurrence, r.outcome) for r in report.runs)
     assert runs == [(T0, "missed"), (T0 + MINUTE, "ok")]  # coalesced, as at the boundary
     assert ahead.take(T0) is None  # handed over (and dropped) once
+
+
+def test_a_paused_tasks_dropped_occurrences_are_skipped_not_missed_when_decided_ahead(
+    tmp_path: Path,
+) -> None:
+    # The decision ahead counts 08:57-08:59 missed; the pause, read at the boundary, makes
+    # them skipped (issue 26, item 6: MISSED grew while a task was paused).
+    ledger = tmp_path / "ledger"
+    path = write_schedule(tmp_path / "s.toml", [ledger_task("a", ledger)])
+    schedule = load_paths([path])
+    ctx = local_context(tmp_path)
+    run_once(schedule, T0 - 4 * MINUTE, ctx)
+    ahead = plan_ahead_at(schedule, tmp_path, T0)
+    assert ahead.decided["a"][2].missed_count == 3
+    coord = FilesCoordinator(ctx.lock_dir, host="test", pid=1)
+    coord.set_pause("a", reason="move", now=T0, user="ops")
+    report = run_once(schedule, T0, ctx, ahead)
+    assert {r.outcome for r in report.runs} == {"skipped: paused"} and len(report.runs) == 4
+    with Store.open(ctx.state_dir) as store:
+        assert store.states()["a"].missed_total == 0
+    assert ledger.read_text().split() == ["2026-08-03T08:56:00Z"]
 
 
 def test_a_tick_planned_ahead_deals_with_the_same_occurrences_as_one_planned_at_the_boundary(

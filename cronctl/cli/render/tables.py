@@ -114,7 +114,8 @@ def outcome_style(header: str, value: str) -> str:
     """ok green; failed, timeout, error, interrupted red; skipped and missed yellow."""
     if header not in _OUTCOME_COLUMNS or not value:
         return ""
-    word = value.split()[-1] if header == "LAST RUN" else value
+    # "ok (manual)", "failed (attempt 2)": the outcome is before the parenthesis.
+    word = value.split()[-1] if header == "LAST RUN" else value.partition(" (")[0]
     if word == "ok":
         return "green"
     if word.startswith(("failed", "timeout", "error", "interrupted")):
@@ -172,8 +173,11 @@ def local_time(when: datetime, zone: Zone) -> str:
     return f"{wall:%Y-%m-%dT%H:%M}{offset[:3]}:{offset[3:]}"
 
 
-def render_list(result: ListResult, as_json: bool, now: datetime, local: bool = False) -> None:
-    """`list`: one row per task, then the problems (`local`: times in each task's zone)."""
+def render_list(
+    result: ListResult, as_json: bool, now: datetime, local: bool = False, verbose: bool = False
+) -> None:
+    """`list`: one row per task, then its errors, and with `verbose` its warnings (`local`:
+    times in each task's zone)."""
     if as_json:
         emit_json(
             {
@@ -243,12 +247,9 @@ def render_list(result: ListResult, as_json: bool, now: datetime, local: bool = 
         drop=(TIMES, "~WHEN", "TIMEZONE", "WHEN", "LAST RUN", "GUARDS", "SCHEDULE"),
         short=lambda: cells(_memo(lambda when, zone: short_time(when, zone, now))),
     )
-    # Errors in full; warnings as a count (a listing is not a lint report: `check` is).
-    errors = [p for p in result.problems if p.severity == "error"]
-    render_problems(errors)
-    warnings = len(result.problems) - len(errors)
-    if warnings:
-        print(f"{warnings} warning{'s' * (warnings != 1)}; see `cronctl check`", file=sys.stderr)
+    # Errors always; warnings only when asked (-v): a listing is not a lint report (`check`
+    # is), and a count repeated under every listing was noise nobody acted on.
+    render_problems([p for p in result.problems if verbose or p.severity == "error"])
 
 
 def render_next(result: NextResult, as_json: bool, local: bool) -> None:
@@ -358,7 +359,7 @@ def render_run(
             }
         )
     elif verbose or report.dry_run:
-        for line in run_lines(report):
+        for line in run_lines(report) or [idle_line(report)]:
             print(line, flush=True)
     for row in report.failed + getattr(report, "interrupted", []):
         if row.id not in handled:
@@ -394,6 +395,32 @@ def run_lines(report: Any) -> list[str]:
                 )
             lines.append(f"{last}  {row.task}  missed x{count}: {span}")
     return lines
+
+
+def idle_line(report: Any) -> str:
+    """`run -v`'s one line when no occurrence was dealt with: nothing was due, or this
+    minute was dealt with already (no window scanned, every recurring task's already ends at
+    this minute: an earlier `run` or `work` got there first)."""
+    minute = report.now.replace(second=0, microsecond=0)
+    plans = list((report.plans or {}).values())
+    live = [p for p in plans if not p.done]
+    already = live and all(p.since is None and p.last_occurrence == minute for p in live)
+    why = (
+        ": this minute was already dealt with (by an earlier `cronctl run` or `cronctl work`)"
+        if already
+        else ""
+    )
+    return f"{format_utc(minute)}  nothing due{why}"
+
+
+def starting_line(now: datetime, rows: Sequence[Any]) -> str:
+    """`work -v` as a minute's due tasks start: `2026-08-03T09:00:00Z  starting: a, b x2`
+    (a task's count when a catch-up starts it more than once)."""
+    counts: dict[str, int] = {}
+    for row in rows:
+        counts[row.task] = counts.get(row.task, 0) + 1
+    names = ", ".join(f"{t} x{n}" if n > 1 else t for t, n in counts.items())
+    return f"{format_utc(now.replace(second=0, microsecond=0))}  starting: {names}"
 
 
 def _run_line(row: Any) -> str:
@@ -451,6 +478,32 @@ def visible(text: str, one_line: bool = False) -> str:
     return text.translate(_VISIBLE_CELL if one_line else _VISIBLE)
 
 
+def run_kind(row: Any) -> str:
+    """How a run came about, as `history`'s TRIGGER says it: ``schedule`` or ``manual``
+    (`cronctl exec`), then ``attempt N`` for a retry (the names of RUN's JSON keys)."""
+    kind = getattr(row, "trigger", "schedule")
+    attempt = getattr(row, "attempt", 1)
+    return f"{kind}, attempt {attempt}" if attempt > 1 else kind
+
+
+def _status_outcome(row: Any) -> str:
+    """`ok`, `failed (attempt 2)`, `ok (manual)`: a scheduled first attempt says no more."""
+    kind = run_kind(row).removeprefix("schedule").removeprefix(", ")
+    return f"{row.outcome} ({kind})" if kind else row.outcome
+
+
+def _pause_json(pause: Any) -> dict[str, Any] | None:
+    if pause is None:
+        return None
+    since = pause.since
+    return {
+        "reason": pause.reason,
+        "since": format_utc(since) if since else None,
+        "host": pause.host,
+        "user": pause.user,
+    }
+
+
 def render_status(result: Any, as_json: bool, now: datetime) -> None:
     """`status`: one row per task."""
     if as_json:
@@ -458,9 +511,11 @@ def render_status(result: Any, as_json: bool, now: datetime) -> None:
             {
                 "tasks": [
                     {
-                        "name": row.task.name,
+                        "name": row.name,
+                        "in_schedule": row.task is not None,
                         "paused": row.paused,
                         "pause_reason": row.pause_reason,
+                        "pause": _pause_json(row.pause),
                         "next_run": format_utc(row.next_run) if row.next_run else None,
                         "last_run": run_json(row.last_run) if row.last_run else None,
                         "consecutive_failures": row.consecutive_failures,
@@ -471,7 +526,7 @@ def render_status(result: Any, as_json: bool, now: datetime) -> None:
                         "other_hosts": row.other_hosts,
                         "host": getattr(result, "host", None),
                     }
-                    for row in result.rows
+                    for row in [*result.rows, *result.unscheduled]
                 ]
             }
         )
@@ -479,13 +534,14 @@ def render_status(result: Any, as_json: bool, now: datetime) -> None:
 
     def cells(shown: Callable[[datetime, Zone], str]) -> list[list[str]]:
         rows = []
-        for row in result.rows:
-            last, zone = row.last_run, row.task.zone
+        for row in [*result.rows, *result.unscheduled]:
+            last = row.last_run
+            zone = row.task.zone if row.task is not None else parse_zone("UTC")
             rows.append(
                 [
-                    row.task.name,
+                    row.name,
                     shown(last.occurrence, zone) if last else "-",
-                    last.outcome if last else "-",
+                    _status_outcome(last) if last else "-",
                     f"{last.duration_s:.1f}s" if last and last.duration_s is not None else "-",
                     _status_next(row, shown),
                     str(row.consecutive_failures),
@@ -510,6 +566,8 @@ def render_status(result: Any, as_json: bool, now: datetime) -> None:
 
 
 def _status_next(row: Any, shown: Callable[[datetime, Zone], str]) -> str:
+    if row.task is None:
+        return "not in schedule"
     if getattr(row, "other_hosts", False):
         return "other hosts"
     if row.paused:
@@ -519,8 +577,20 @@ def _status_next(row: Any, shown: Callable[[datetime, Zone], str]) -> str:
     return "at work start" if row.task.start_only else "-"
 
 
+def _pause_note(row: Any, shown: Callable[[datetime, Zone], str]) -> str:
+    """`paused by alice on web-1 since 2026-08-03T09:00:00Z: db migration` (what is known);
+    the reason is made visible by `table` like every cell."""
+    pause = row.pause
+    if pause is None:
+        return row.pause_reason or "paused"
+    who = f" by {pause.user}" if pause.user else ""
+    who += f" on {pause.host}" if pause.host else ""
+    since = f" since {shown(pause.since, row.task.zone)}" if pause.since else ""
+    return f"paused{who}{since}" + (f": {pause.reason}" if pause.reason else "")
+
+
 def _status_note(row: Any, shown: Callable[[datetime, Zone], str]) -> str:
-    note = row.note or (row.pause_reason or "" if row.paused else "")
+    note = row.note or (_pause_note(row, shown) if row.paused else "")
     if getattr(row, "overdue", None) is not None:
         overdue = f"overdue since {shown(row.overdue, row.task.zone)}"
         note = f"{overdue}; {note}" if note else overdue
@@ -534,7 +604,8 @@ def render_history(
     zones: Mapping[str, Zone] | None = None,
     hosts: bool = False,
 ) -> None:
-    """`history`: one row per run, newest first (`hosts`: with a HOST column, for --fleet).
+    """`history`: one row per run, newest first (`hosts`: --fleet, with a HOST column and no
+    TRIGGER: the coordination store keeps neither trigger nor attempt).
 
     `zones` names each task's zone, for the short times of a narrow terminal (UTC for a task
     it lacks)."""
@@ -542,6 +613,7 @@ def render_history(
         emit_json({"runs": [run_json(r) for r in runs]})
         return
     host = ["HOST"] if hosts else []
+    trigger = [] if hosts else ["TRIGGER"]
 
     def cells(shown: Callable[[datetime, Zone], str]) -> list[list[str]]:
         rows = []
@@ -554,6 +626,7 @@ def render_history(
                     *([r.host] if hosts else []),
                     shown(r.occurrence, zone),
                     r.outcome,
+                    *([] if hosts else [run_kind(r)]),
                     _exit_text(r),
                     shown(r.started, zone) if r.started else "-",
                     f"{r.duration_s:.2f}s" if r.duration_s is not None else "-",
@@ -562,9 +635,9 @@ def render_history(
         return rows
 
     table(
-        ["ID", "TASK", *host, "OCCURRENCE", "OUTCOME", "EXIT", "STARTED", "DURATION"],
+        ["ID", "TASK", *host, "OCCURRENCE", "OUTCOME", *trigger, "EXIT", "STARTED", "DURATION"],
         cells(lambda when, _zone: format_utc(when)),
-        drop=("ID", TIMES, "STARTED", "DURATION", "HOST", "EXIT"),
+        drop=("ID", TIMES, "STARTED", "TRIGGER", "DURATION", "HOST", "EXIT"),
         short=lambda: cells(_memo(lambda when, zone: short_time(when, zone, now))),
     )
 

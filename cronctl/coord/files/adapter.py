@@ -117,7 +117,15 @@ class FilesCoordinator:
         """Refused: there is no fleet history."""
         raise UsageError(NO_FLEET_HISTORY)
 
-    def fleet_history(self, task: str | None, host: str | None, limit: int) -> list[RunRow]:
+    def fleet_history(
+        self,
+        task: str | None,
+        host: str | None,
+        limit: int,
+        *,
+        failed: bool = False,
+        since: datetime | None = None,
+    ) -> list[RunRow]:
         """Refused: there is no fleet history."""
         raise UsageError(NO_FLEET_HISTORY)
 

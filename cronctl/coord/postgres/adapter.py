@@ -15,6 +15,11 @@ Everything lives in schema ``cronctl`` (:mod:`cronctl.coord.postgres.schema`):
   ``holders`` says who holds it and is kept fresh while cronctl waits (:mod:`.lock`);
 - pauses and fleet history: plain rows.
 
+A ``[cronctl] project`` keeps each project's rows apart in one store: every task is stored
+as ``PROJECT/TASK`` (a task name never holds a ``/``), so two projects' ``backup`` tasks
+never share a claim, a lock (its key is the stored name's hash), a pause or fleet history;
+a schedule without a project sees only the rows without a ``/`` (docs/fleets-postgresql.md).
+
 One connection per run for everything but locks (:mod:`.conn`), opened on first use with a 5 s
 timeout; after one failure every call raises :class:`StoreUnavailable` at once (one timeout per
 run).
@@ -43,7 +48,7 @@ from cronctl.coord.postgres.conn import (
 )
 from cronctl.coord.postgres.lock import slow_errors
 from cronctl.coord.postgres.schema import SCHEMA_VERSION, ensure_schema
-from cronctl.core.runs import RunRow
+from cronctl.core.runs import FAILURES, RunRow
 
 T = TypeVar("T")
 
@@ -59,12 +64,13 @@ class PostgresCoordinator:
     keeps_fleet_history = True
     may_be_unreachable = True
 
-    def __init__(self, url: str, *, host: str, pid: int) -> None:
-        """Use the store at ``url`` as ``pid`` on ``host``; nothing connects until the first
-        call."""
+    def __init__(self, url: str, *, host: str, pid: int, project: str | None = None) -> None:
+        """Use the store at ``url`` as ``pid`` on ``host``, for ``project``'s tasks (None: the
+        tasks of no project); nothing connects until the first call."""
         self.url = url
         self.host = host
         self.pid = pid
+        self.scope = fleet.Scope(project)
         self._conn: Any = None
         self._failure: str | None = None
         self._pauses: dict[str, PauseInfo] | None = None
@@ -169,7 +175,7 @@ class PostgresCoordinator:
         """
         if not claims:
             return set()
-        tasks = [task for task, _ in claims]
+        tasks = [self.scope.key(task) for task, _ in claims]
         whens = [when.astimezone(UTC) for _, when in claims]
 
         def insert(cur: Any) -> set[Claim]:
@@ -180,7 +186,7 @@ class PostgresCoordinator:
                 "ON CONFLICT DO NOTHING RETURNING task, occurrence",
                 (self.host, self.pid, tasks, whens, now, CLAIM_HORIZON),
             )
-            return {(task, utc(when) or when) for task, when in cur.fetchall()}
+            return {(self.scope.name(task), utc(when) or when) for task, when in cur.fetchall()}
 
         return self._call(insert)
 
@@ -190,7 +196,7 @@ class PostgresCoordinator:
         def query(cur: Any) -> bool:
             cur.execute(
                 "SELECT 1 FROM cronctl.claims WHERE task = %s AND occurrence = %s",
-                (task, occurrence),
+                (self.scope.key(task), occurrence),
             )
             return cur.fetchone() is not None
 
@@ -206,7 +212,13 @@ class PostgresCoordinator:
         self._call(lambda cur: None)
         try:
             return pg_lock.try_lock(
-                self.url, task, lease=lease, now=now, host=self.host, pid=self.pid, timeout=timeout
+                self.url,
+                self.scope.key(task),
+                lease=lease,
+                now=now,
+                host=self.host,
+                pid=self.pid,
+                timeout=timeout,
             )
         except StoreUnavailable as exc:
             with self._mutex:
@@ -216,7 +228,7 @@ class PostgresCoordinator:
     def overlap_held(self, task: str) -> bool:
         """Whether some session holds the task's advisory lock (pg_locks), or a command of
         this machine named in its holder row still runs; takes nothing."""
-        return self._call(lambda cur: pg_lock.is_held(cur, task, self.host))
+        return self._call(lambda cur: pg_lock.is_held(cur, self.scope.key(task), self.host))
 
     # --- pauses ---------------------------------------------------------------------------
 
@@ -225,12 +237,14 @@ class PostgresCoordinator:
 
         def query(cur: Any) -> dict[str, PauseInfo]:
             if self._pauses is not None:
-                return self._pauses
+                return self.scope.ours(self._pauses)
             cur.execute("SELECT task, reason, since, host, usr FROM cronctl.pauses")
-            return {
-                task: PauseInfo(reason, utc(since), host, usr)
-                for task, reason, since, host, usr in cur.fetchall()
-            }
+            return self.scope.ours(
+                {
+                    task: PauseInfo(reason, utc(since), host, usr)
+                    for task, reason, since, host, usr in cur.fetchall()
+                }
+            )
 
         return self._call(query)
 
@@ -242,7 +256,7 @@ class PostgresCoordinator:
                 "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (task) DO UPDATE SET "
                 "reason = EXCLUDED.reason, since = EXCLUDED.since, host = EXCLUDED.host, "
                 "usr = EXCLUDED.usr",
-                (task, reason, now, self.host, user),
+                (self.scope.key(task), reason, now, self.host, user),
             )
         )
         self._pauses = None  # read afresh after the change
@@ -251,7 +265,7 @@ class PostgresCoordinator:
         """Delete the pause row."""
 
         def delete(cur: Any) -> bool:
-            cur.execute("DELETE FROM cronctl.pauses WHERE task = %s", (task,))
+            cur.execute("DELETE FROM cronctl.pauses WHERE task = %s", (self.scope.key(task),))
             return bool(cur.rowcount)
 
         cleared = self._call(delete)
@@ -264,15 +278,26 @@ class PostgresCoordinator:
         """Upsert every record by run id in one statement: sending one twice is harmless."""
         if not rows:
             return
-        self._call(lambda cur: fleet.publish(cur, rows))
+        self._call(lambda cur: fleet.publish(cur, [self.scope.stored(row) for row in rows]))
 
     def fleet_latest(self) -> list[RunRow]:
         """The latest finished run of every (task, host)."""
-        return self._call(fleet.latest)
+        return self._call(lambda cur: fleet.latest(cur, self.scope))
 
-    def fleet_history(self, task: str | None, host: str | None, limit: int) -> list[RunRow]:
+    def fleet_history(
+        self,
+        task: str | None,
+        host: str | None,
+        limit: int,
+        *,
+        failed: bool = False,
+        since: datetime | None = None,
+    ) -> list[RunRow]:
         """Fleet history, newest first."""
-        return self._call(lambda cur: fleet.history(cur, task, host, limit))
+        outcomes = FAILURES if failed else None
+        return self._call(
+            lambda cur: fleet.history(cur, self.scope, task, host, limit, outcomes, since)
+        )
 
     def sweep(self, now: datetime) -> None:
         """Claims past their retention, fleet history past 90 days."""

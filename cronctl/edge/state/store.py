@@ -31,7 +31,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Final, TypeAlias
 
-from cronctl.core.runs import OUTCOMES, RunRow
+from cronctl.core.runs import FAILURES, OUTCOMES, RunRow
 from cronctl.edge.state.dbfile import (
     MIGRATIONS,
     SCHEMA_VERSION,
@@ -60,7 +60,6 @@ __all__ = [
 #: The database file inside ``state_dir``.
 DB_NAME: Final = "state.db"
 
-_FAILURES: Final = ("failed", "timeout", "error")
 
 _ORDER: Final = "ORDER BY occurrence DESC, started DESC, id DESC"
 _STATE_COLUMNS: Final = "name, fingerprint, last_occurrence, missed_total, done"
@@ -680,22 +679,46 @@ class Store:
         return self._runs(self._select(sql, params))
 
     def history(
-        self, task: str | None = None, limit: int = 50, among: Sequence[str] | None = None
+        self,
+        task: str | None = None,
+        limit: int = 50,
+        among: Sequence[str] | None = None,
+        *,
+        host: str | None = None,
+        outcomes: Sequence[str] | None = None,
+        since: datetime | None = None,
     ) -> list[RunRow]:
         """Return up to ``limit`` rows, of ``task`` or of every task (of those ``among``, when
-        given: the loaded schedule's), newest first.
+        given: the loaded schedule's), newest first; only ``host``'s, only those with one of
+        ``outcomes``, only occurrences at or after ``since``, when given (`history`'s filters,
+        which combine).
 
         Newest means the latest occurrence, then the latest start, then the greatest id.
         """
         if limit < 0:
             raise ValueError(f"limit must be 0 or more, got {limit}")
-        where, params = ("WHERE task = ?", (task,)) if task is not None else ("", ())
-        if task is None and among is not None:
+        terms: list[str] = []
+        params: list[object] = []
+        if task is not None:
+            terms.append("task = ?")
+            params.append(task)
+        elif among is not None:
             # One JSON parameter, not one per name: a schedule of any size stays one query.
             # json here, not at the top: a quiet minute imports this module, never history.
             import json
 
-            where, params = "WHERE task IN (SELECT value FROM json_each(?))", (json.dumps(among),)
+            terms.append("task IN (SELECT value FROM json_each(?))")
+            params.append(json.dumps(among))
+        if host is not None:
+            terms.append("host = ?")
+            params.append(host)
+        if outcomes is not None:
+            terms.append(f"outcome IN ({', '.join('?' * len(outcomes))})")
+            params += list(outcomes)
+        if since is not None:
+            terms.append("occurrence >= ?")
+            params.append(_occurrence_text(since.replace(microsecond=0), "since"))
+        where = f"WHERE {' AND '.join(terms)}" if terms else ""
         sql = f"SELECT {_RUN_COLUMNS} FROM runs {where} {_ORDER} LIMIT ?"  # noqa: S608
         return self._runs(self._select(sql, (*params, limit)))
 
@@ -756,7 +779,7 @@ class Store:
                 for outcome, occurrence in cursor:
                     if outcome == "ok":
                         break
-                    if outcome in _FAILURES and occurrence != counted:
+                    if outcome in FAILURES and occurrence != counted:
                         count += 1
                         counted = occurrence
             finally:
@@ -862,6 +885,11 @@ class Store:
         sql = "DELETE FROM runs WHERE occurrence < ? AND outcome NOT IN ('pending', 'running')"
         with self.transaction() as txn:
             return txn._execute(sql, (cutoff,)).rowcount
+
+    def task_names(self) -> list[str]:
+        """Every task name history holds a run of (`status --all`), sorted; one walk of the
+        task index, not of the rows."""
+        return [row[0] for row in self._select("SELECT DISTINCT task FROM runs ORDER BY task", ())]
 
     def outcome_counts(self) -> dict[str, dict[str, int]]:
         """Per task, how many rows of each outcome history holds (for metrics_file)."""

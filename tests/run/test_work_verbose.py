@@ -1,0 +1,74 @@
+"""`work -v` says something every minute, and a stop with nothing running says so (issue 26,
+item 7). Real `work` processes with the clock half a second before a boundary."""
+
+from __future__ import annotations
+
+import os
+import re
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.helpers import Cli, write_schedule
+from tests.run.test_work import NEAR_BOUNDARY
+
+STAMP = r"\d{4}-\d\d-\d\dT\d\d:\d\d:00Z"
+
+
+def _work_until(cli: Cli, tmp_path: Path, seen: str, *args: str) -> tuple[str, str]:
+    """`work ARGS` until its stdout has a line matching `seen`; then SIGTERM; (out, err)."""
+    worker = subprocess.Popen(
+        [sys.executable, "-c", NEAR_BOUNDARY, "work", *args],
+        cwd=tmp_path, env=dict(cli.env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    got = b""
+    try:
+        assert worker.stdout is not None
+        fd = worker.stdout.fileno()  # read raw: a text reader's buffer would hide lines
+        deadline = time.monotonic() + 60  # a bound against hanging, not a timing assertion
+        while not re.search(seen, got.decode()):
+            left = deadline - time.monotonic()
+            # select before each read: a `work` that prints nothing fails here, never hangs.
+            ready = left > 0 and select.select([fd], [], [], left)[0]
+            assert ready, f"no line matching {seen!r} within 60s: {got!r}"
+            chunk = os.read(fd, 65536)
+            assert chunk, f"work ended early: {got!r}"
+            got += chunk
+        worker.send_signal(signal.SIGTERM)
+        rest, err = worker.communicate(timeout=30)
+        got += rest.encode()
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.communicate()
+    assert worker.returncode == 0, err
+    return got.decode(), err
+
+
+def test_work_verbose_says_when_a_minute_had_nothing_due(cli: Cli, tmp_path: Path) -> None:
+    write_schedule(tmp_path / "schedules.toml", ['name = "y"\ncommand = "true"\nyearly = true'])
+    out, err = _work_until(cli, tmp_path, "nothing due", "-v")
+    assert re.fullmatch(f"{STAMP}  nothing due\n", out), out
+    assert "stopping; nothing was running" in err
+    assert "waiting up to" not in err and "signalled 0" not in err
+
+
+def test_work_verbose_says_what_starts_each_minute_then_how_it_ended(
+    cli: Cli, tmp_path: Path
+) -> None:
+    write_schedule(
+        tmp_path / "schedules.toml",
+        [
+            'name = "beat"\ncommand = "true"\nevery_minute = true',
+            'name = "y"\ncommand = "true"\nyearly = true',
+        ],
+    )
+    out, _ = _work_until(cli, tmp_path, "beat  ok", "-v")
+    lines = out.splitlines()
+    assert re.fullmatch(f"{STAMP}  starting: beat", lines[0]), out
+    assert re.fullmatch(f"{STAMP}  beat  ok [0-9.]+s", lines[1]), out
+    assert lines[0][:20] == lines[1][:20]  # the same minute
