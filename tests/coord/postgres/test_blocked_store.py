@@ -95,8 +95,10 @@ def _matches(outcomes: dict[str, str], expected: dict[str, Any]) -> bool:
 
 
 def _mark(tmp_path: Path, task: str) -> float | None:
+    """When the task's command started (its `date` mark), once the mark is written."""
     path = tmp_path / f"{task}.mark"
-    return float(path.read_text()) if path.exists() else None
+    text = path.read_text().strip() if path.exists() else ""  # the shell creates it first
+    return float(text) if text else None
 
 
 def _waiting_since(url: str) -> float | None:
