@@ -7,7 +7,8 @@ this module ties them together and keeps the names callers import from here.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime
 
@@ -68,6 +69,15 @@ def run_once(
     what it would decide now."""
     if ctx.rehearsal:
         ctx = replace(ctx, state_dir=ensure_private_dir(ctx.state_dir) / REHEARSAL_DIR)
+    with coordinated(ctx) as ctx:
+        return _run_once(schedule, now, ctx, ahead)
+
+
+@contextmanager
+def coordinated(ctx: RunContext) -> Iterator[RunContext]:
+    """`ctx` ready for a run (`run_once`, `work`'s start-up tasks): its directories made, a
+    coordinator (files in lock_dir unless one is given) that a stop wakes from a wait on the
+    store, closed at the end."""
     ensure_private_dir(ctx.state_dir)
     ensure_private_dir(ctx.lock_dir)
     coord = ctx.coord or open_coordinator(None, ctx.lock_dir, host=ctx.host, pid=ctx.pid)
@@ -75,7 +85,7 @@ def run_once(
     if ctx.tracker is not None:
         ctx.tracker.on_stop(coord.stop_waiting)  # a SIGTERM ends a wait on the store at once
     try:
-        return _run_once(schedule, now, ctx, ahead)
+        yield ctx
     finally:
         if ctx.tracker is not None:
             ctx.tracker.forget_stop(coord.stop_waiting)

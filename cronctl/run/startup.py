@@ -21,23 +21,22 @@ from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
 
-from cronctl.coord import open_coordinator, outbox
+from cronctl.coord import outbox
 from cronctl.coord.port import HeldLock, StoreUnavailable
 from cronctl.core.model import Schedule, Task
 from cronctl.core.runs import START_TRIGGER, RunRow
 from cronctl.edge import metrics
-from cronctl.edge.paths import ensure_private_dir
 from cronctl.edge.state.store import Store
 from cronctl.run import attempts, guards
 from cronctl.run.context import (
     RESULT_FIELDS,
-    Preclaims,
     RunContext,
     RunReport,
     coord_of,
     new_run_id,
 )
 from cronctl.run.occurrence import execute, task_env
+from cronctl.run.once import coordinated
 from cronctl.run.outcomes import NOT_STARTED, still_running
 
 
@@ -51,18 +50,8 @@ def run_start_tasks(schedule: Schedule, started: datetime, ctx: RunContext) -> R
     tasks = start_tasks(schedule)
     if not tasks:
         return RunReport(started, [])
-    ensure_private_dir(ctx.state_dir)
-    ensure_private_dir(ctx.lock_dir)
-    coord = ctx.coord or open_coordinator(None, ctx.lock_dir, host=ctx.host, pid=ctx.pid)
-    ctx = replace(ctx, coord=coord, claimed=Preclaims(), marked=set())
-    if ctx.tracker is not None:
-        ctx.tracker.on_stop(coord.stop_waiting)  # a SIGTERM ends a wait on the store at once
-    try:
+    with coordinated(ctx) as ctx:
         return _run_all(schedule, tasks, started.replace(microsecond=0), ctx)
-    finally:
-        if ctx.tracker is not None:
-            ctx.tracker.forget_stop(coord.stop_waiting)
-        coord.close()
 
 
 def _run_all(
