@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.coord.conftest import PgServer
-from tests.coord.postgres.kit import LONG, database_of
+from tests.coord.postgres.kit import LONG, database_of, end_all
 from tests.helpers import Cli, write_schedule
 
 
@@ -32,14 +32,7 @@ def machine(cli: Cli, pg_url: str, tmp_path: Path) -> Iterator[Callable[..., obj
 
     yield run
     (tmp_path / "release").touch()
-    # A test that failed half-way leaves its background run: end it here, not in a later
-    # test's garbage collection (an unraisable ResourceWarning there fails that test).
-    for process in started:
-        try:
-            process.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.communicate()
+    end_all(started)
 
 
 @pytest.fixture

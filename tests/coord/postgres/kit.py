@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import time
 from collections.abc import Callable
 
@@ -41,3 +42,14 @@ def outcomes(result: object) -> dict[str, str]:
 def database_of(url: str) -> str:
     """The database name in a test URL (``postgresql://postgres@/NAME?host=...``)."""
     return url.split("@/", 1)[1].split("?")[0]
+
+
+def end_all(processes: list[subprocess.Popen[str]]) -> None:
+    """End the background runs a test left (one that failed half-way): here, not in a later
+    test's garbage collection, where an unraisable ResourceWarning fails that test."""
+    for process in processes:
+        try:
+            process.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.communicate()

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.coord.postgres.kit import LONG, T1, T, outcomes, wait_for
+from tests.coord.postgres.kit import LONG, T1, T, end_all, outcomes, wait_for
 from tests.helpers import Cli, write_schedule
 
 Machine = Callable[..., "subprocess.CompletedProcess[str] | subprocess.Popen[str]"]
@@ -53,12 +53,7 @@ def project(cli: Cli, pg_url: str, tmp_path: Path) -> Iterator[Callable[..., Mac
     yield make
     for where in made:
         (where / "release").touch()
-    for process in started:
-        try:
-            process.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.communicate()
+    end_all(started)
 
 
 def test_two_projects_tasks_of_one_name_never_share_a_claim(
