@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import stat
+import threading
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -461,3 +462,39 @@ def test_a_process_left_behind_holding_the_lock_dies_at_the_timeout(tmp_path: Pa
     assert (result.outcome, result.exit_code) == ("timeout", 0)
     assert result.message is not None and "left processes" in result.message
     assert not _alive(background)
+
+
+# --- output copied by cronctl (capped, masked) ------------------------------------------------
+
+
+def test_the_output_of_many_capped_commands_is_copied_by_one_thread(tmp_path: Path) -> None:
+    """Twenty commands at once, each printing its own lines (one a secret): each log holds
+    exactly its command's output, masked, and one thread copied them all."""
+    running = []
+    for i in range(20):
+        command = f"for n in 1 2 3; do echo cmd{i}-line$n; done; echo token-{i}-s3cret"
+        log, secret = tmp_path / f"{i}.log", f"token-{i}-s3cret"
+        spec = _spec(tmp_path, command, log_path=log, max_output=1 << 20, mask=(secret,))
+        running.append(start(spec))
+    copiers = [t for t in threading.enumerate() if t.name in ("cronctl-output", "cronctl-tee")]
+    results = [r.wait() for r in running]
+    assert [r.outcome for r in results] == ["ok"] * 20
+    for i in range(20):
+        lines = [f"cmd{i}-line{n}" for n in (1, 2, 3)] + ["***"]
+        assert (tmp_path / f"{i}.log").read_text().splitlines() == lines
+    assert [t.name for t in copiers] == ["cronctl-output"]
+
+
+def test_a_grandchild_holding_one_pipe_does_not_hold_up_another_commands_log(
+    tmp_path: Path,
+) -> None:
+    """A command leaves a background process that keeps its output open; a command started
+    after it still has its whole log copied and its result at once."""
+    command = "echo first; sleep 3 & echo started"
+    first = start(_spec(tmp_path, command, log_path=tmp_path / "a.log", max_output=1 << 20))
+    t0 = time.monotonic()
+    second = start(_spec(tmp_path, "echo second", log_path=tmp_path / "b.log", max_output=1 << 20))
+    assert second.wait().outcome == "ok"
+    assert time.monotonic() - t0 < 1.5
+    assert (tmp_path / "b.log").read_text() == "second\n"
+    assert first.wait().outcome == "ok"

@@ -37,7 +37,7 @@ from cronctl.core.envfile import Masker
 from cronctl.edge.paths import open_nofollow
 from cronctl.edge.process import procs, reaper
 from cronctl.edge.process.capped import CappedLog
-from cronctl.edge.process.stream import tee
+from cronctl.edge.process.stream import Copy, copier, tee
 
 __all__ = [
     "CommandResult",
@@ -146,7 +146,9 @@ class RunningCommand:
         self._result: CommandResult | None = None
         self._wait_lock = threading.Lock()
         self._interrupted = False
-        self.tee: threading.Thread | None = None  # copies a streamed command's output
+        # Set once cronctl copied all of the command's output into its log (None: the
+        # command writes there itself).
+        self.copied: threading.Event | None = None
 
     @property
     def pid(self) -> int | None:
@@ -225,10 +227,9 @@ class RunningCommand:
         if self._interrupted and outcome != "timeout":
             outcome = "interrupted"
         copying = False
-        if self.tee is not None:
+        if self.copied is not None:
             # A grandchild left in the background may keep the pipe open: do not wait for it.
-            self.tee.join(_TEE_JOIN_S)
-            copying = self.tee.is_alive()
+            copying = not self.copied.wait(_TEE_JOIN_S)
         # start() hands every started command the log's descriptor: read through it. Whether
         # the log stays is asked first: its one fstat then also says where the tail starts.
         kept, size = True, None
@@ -360,7 +361,7 @@ def start(spec: RunSpec) -> RunningCommand:
     # "printed nothing" check, one open per run instead of three.
     running = RunningCommand(spec, process, started, t0, log_fd=log_fd)
     if pipe is not None:
-        running.tee = _start_tee(pipe[0], pipe[2], spec)
+        running.copied = _start_copy(pipe[0], pipe[2], spec)
     return running
 
 
@@ -379,14 +380,21 @@ def _output_pipe(spec: RunSpec, log_fd: int) -> tuple[int, int, int] | None:
     return read_end, write_end, os.dup(log_fd)
 
 
-def _start_tee(read_fd: int, log_fd: int, spec: RunSpec) -> threading.Thread:
+def _start_copy(read_fd: int, log_fd: int, spec: RunSpec) -> threading.Event:
     masker = Masker(list(spec.mask)) if spec.mask else None
-    log = CappedLog(log_fd, spec.max_output)
-    thread = threading.Thread(
-        target=tee, args=(read_fd, log, masker, spec.stream), name="cronctl-tee", daemon=True
-    )
-    thread.start()
-    return thread
+    copy = Copy(CappedLog(log_fd, spec.max_output), masker, spec.stream)
+    if spec.stream is None:
+        return copier.add(read_fd, copy)
+    done = threading.Event()
+
+    def copy_then_say() -> None:
+        try:
+            tee(read_fd, copy)
+        finally:
+            done.set()
+
+    threading.Thread(target=copy_then_say, name="cronctl-tee", daemon=True).start()
+    return done
 
 
 _devnull_fd: int | None = None

@@ -8,6 +8,7 @@ the cursor, retitle the terminal or hide lines from an operator.
 from __future__ import annotations
 
 import os
+import select
 import sys
 import threading
 from collections.abc import Callable
@@ -38,38 +39,111 @@ def visible(text: str) -> str:
     return "".join(out)
 
 
-def tee(
-    read_fd: int,
-    log: CappedLog,
-    masker: Masker | None = None,
-    line: Callable[[str], None] | None = None,
-) -> None:
-    """Copy everything from `read_fd` into `log` (its secret values masked first, when there
-    is a `masker`), and each line (without its newline) to `line`; close `read_fd` and `log`
-    at the end. A failing `line` stops the copy to it only."""
-    pending = b""
-    sink = line
+class Copy:
+    """One command's output on its way to its log: masked first (when there is a `masker`),
+    written under the cap, and each line (without its newline) passed to `line`. A failing
+    `line` stops the copy to it only."""
+
+    __slots__ = ("_log", "_masker", "_pending", "_sink")
+
+    def __init__(
+        self, log: CappedLog, masker: Masker | None, line: Callable[[str], None] | None
+    ) -> None:
+        self._log = log
+        self._masker = masker
+        self._sink = line
+        self._pending = b""
+
+    def feed(self, chunk: bytes) -> None:
+        """Copy what the command printed next."""
+        if self._masker is not None:
+            # Empty while the masker holds back what may be the start of a secret.
+            chunk = self._masker.feed(chunk)
+        self._put(chunk)
+
+    def end(self) -> None:
+        """The command's output ended: settle the masker's and the line's remains, close the
+        log."""
+        try:
+            if self._masker is not None:
+                self._put(self._masker.flush())
+            if self._pending and self._sink is not None:
+                _deliver(self._sink, [self._pending])
+        finally:
+            self._log.close()
+
+    def _put(self, chunk: bytes) -> None:
+        self._log.write(chunk)
+        if self._sink is not None and chunk:
+            self._pending += chunk
+            *lines, self._pending = self._pending.split(b"\n")
+            if len(self._pending) > _MAX_LINE:
+                lines.append(self._pending)
+                self._pending = b""
+            self._sink = _deliver(self._sink, lines)
+
+
+def tee(read_fd: int, copy: Copy) -> None:
+    """Copy everything from `read_fd` through `copy`, on the caller's thread; close both at
+    the end (a streamed command: a stalled terminal holds up that command only)."""
     try:
-        ended = False
-        while not ended:
-            chunk = os.read(read_fd, _CHUNK)
-            ended = not chunk
-            if masker is not None:
-                # Empty while the masker holds back what may be the start of a secret.
-                chunk = masker.flush() if ended else masker.feed(chunk)
-            log.write(chunk)
-            if sink is not None and chunk:
-                pending += chunk
-                *lines, pending = pending.split(b"\n")
-                if len(pending) > _MAX_LINE:
-                    lines.append(pending)
-                    pending = b""
-                sink = _deliver(sink, lines)
-        if pending and sink is not None:
-            _deliver(sink, [pending])
+        while chunk := os.read(read_fd, _CHUNK):
+            copy.feed(chunk)
     finally:
         os.close(read_fd)
-        log.close()
+        copy.end()
+
+
+class Copier:
+    """Copies the output of every command that is not streamed, on one thread for them all.
+
+    A thread for each command's pipe cost more than anything else a run adds to starting a
+    command `true` (bench/run_due.py); one `epoll` loop costs a registration instead. A
+    command's pipe stays registered until its last writer closes it (which may be a
+    grandchild after the command ended): then its log is settled and `done` is set."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._copies: dict[int, tuple[Copy, threading.Event]] = {}
+        self._poll: select.epoll | None = None
+
+    def add(self, read_fd: int, copy: Copy) -> threading.Event:
+        """Copy from `read_fd` (which the copier closes) through `copy`; the event is set
+        once the output has ended and the log is settled."""
+        done = threading.Event()
+        with self._lock:
+            if self._poll is None:
+                self._poll = select.epoll()
+                threading.Thread(target=self._loop, name="cronctl-output", daemon=True).start()
+            self._copies[read_fd] = (copy, done)
+            self._poll.register(read_fd, select.EPOLLIN)
+        return done
+
+    def _loop(self) -> None:
+        poll = self._poll
+        assert poll is not None
+        while True:
+            for fd, _ in poll.poll():
+                with self._lock:
+                    copy, done = self._copies[fd]
+                try:
+                    chunk = os.read(fd, _CHUNK)
+                except OSError:
+                    chunk = b""
+                if chunk:
+                    copy.feed(chunk)
+                    continue
+                with self._lock:
+                    del self._copies[fd]
+                    poll.unregister(fd)
+                os.close(fd)
+                try:
+                    copy.end()
+                finally:
+                    done.set()
+
+
+copier = Copier()
 
 
 def _deliver(sink: Callable[[str], None], lines: list[bytes]) -> Callable[[str], None] | None:
