@@ -19,6 +19,7 @@ from urllib.parse import parse_qs, urlencode
 
 from cronctl.cli.render.tables import run_json, visible
 from cronctl.cli.render.timeline import timeline_svg
+from cronctl.commands.doctor import SKEW_WARN_S
 from cronctl.commands.serve import (
     STATES,
     Dashboard,
@@ -139,6 +140,7 @@ def build_app(
     env.filters["masked"] = masked
     env.globals["states"] = STATES
     env.globals["outcomes"] = sorted(OUTCOMES)
+    env.globals["skew_warn"] = SKEW_WARN_S
 
     def page(name: str, status: int = 200, **values: Any) -> Response:
         values.setdefault("fleet", dashboard.fleet)
@@ -259,6 +261,8 @@ def build_app(
                 "last_seen": when(h.last_seen),
                 "tasks": h.tasks,
                 "failing": h.failing,
+                "version": h.version,
+                "clock_skew_s": None if h.skew_s is None else round(h.skew_s, 3),
             }
             for h in dashboard.hosts()
         ]

@@ -13,13 +13,14 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from cronctl.commands.operate import StatusRow, reading_store, status
-from cronctl.coord.port import Coordinator, PauseInfo
+from cronctl.coord.outbox import OUTPUT_TAIL_BYTES, WITH_OUTPUT
+from cronctl.coord.port import Coordinator, PauseInfo, RunQuery
 from cronctl.core.calendar import Timeline, build_timeline
 from cronctl.core.describe import describe, gap_note
 from cronctl.core.model import Schedule, Task
 from cronctl.core.runs import OUTCOMES, RunRow
 from cronctl.edge.process.logfiles import log_chunks, log_file
-from cronctl.errors import UsageError
+from cronctl.errors import CronctlError, UsageError
 
 #: How much of a run's log the run page shows: the end of it, where failures say why.
 OUTPUT_BYTES = 64 * 1024
@@ -135,6 +136,8 @@ class HostRow:
     last_seen: datetime | None
     tasks: int
     failing: list[str] = field(default_factory=list)
+    version: str | None = None  # its cronctl's, at its latest check-in with the store
+    skew_s: float | None = None  # its clock minus the store's then (None: no store)
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,24 +266,19 @@ class Dashboard:
         return HistoryPage(runs, after)
 
     def _fleet_history(self, query: HistoryQuery) -> list[RunRow]:
-        # The port pages by count only: read a window and filter here (docs/dashboard.md).
-        runs = self.coord.fleet_history(query.task, query.host, FLEET_WINDOW)
-        runs.sort(key=lambda r: (r.occurrence, r.id), reverse=True)
-        kept = [
-            r
-            for r in runs
-            if (query.outcome is None or r.outcome == query.outcome)
-            and (query.trigger is None or r.trigger == query.trigger)
-            and (query.before is None or (r.occurrence, r.id) < query.before)
-        ]
-        return kept[: query.limit + 1]
+        # One more than a page: whether there is a next one.
+        return self.coord.fleet_page(
+            RunQuery(query.task, query.host, query.outcome, query.trigger, query.before,
+                     query.limit + 1)
+        )  # fmt: skip
 
     # -- run --------------------------------------------------------------------------
     def run_page(self, run_id: str) -> RunPage:
         run = self._find_run(run_id)
+        if self.fleet and run.host == self.host:
+            run = self._local_log_path(run)
         if run.host != self.host or run.log_path is None:
-            where = "the tail the run recorded" if run.tail else "nothing was recorded"
-            return RunPage(run, run.tail, False, where)
+            return RunPage(run, run.tail, False, self._tail_source(run))
         path = log_file(self.state_dir, run.task, run.log_path)
         if path is None or not os.path.lexists(path):
             return RunPage(run, run.tail, False, "the log is gone (kept 14 days); its tail")
@@ -294,15 +292,31 @@ class Dashboard:
             return RunPage(run, run.tail, False, "the log is gone (kept 14 days); its tail")
         return RunPage(run, data.decode("utf-8", "replace"), truncated, "this machine's log")
 
+    def _tail_source(self, run: RunRow) -> str:
+        if not self.fleet:
+            return "the tail the run recorded" if run.tail else "nothing was recorded"
+        if run.tail:
+            return f"the last {OUTPUT_TAIL_BYTES // 1024} KB of its log, published to the store"
+        if run.outcome in WITH_OUTPUT:
+            return "no output was published"
+        return "only runs that did not end well publish their output to the store"
+
+    def _local_log_path(self, run: RunRow) -> RunRow:
+        """A run of this machine from the store, with the log its local record names: the
+        store keeps no log path, and the whole log is better than the published tail."""
+        try:
+            with reading_store(self.state_dir) as store:
+                local = store.get_run(run.id)
+        except CronctlError:  # no local state (or none usable) on the machine serving
+            return run
+        return replace(run, log_path=local.log_path) if local is not None else run
+
     def _find_run(self, run_id: str) -> RunRow:
         if not self.fleet:
             with reading_store(self.state_dir) as store:
                 run = store.get_run(run_id)
         else:
-            run = next(
-                (r for r in self.coord.fleet_history(None, None, FLEET_WINDOW) if r.id == run_id),
-                None,
-            )
+            run = self.coord.fleet_run(run_id)
         if run is None:
             raise UsageError(f"no run {run_id!r}")
         return run
@@ -310,7 +324,7 @@ class Dashboard:
     # -- hosts ------------------------------------------------------------------------
     def hosts(self) -> list[HostRow]:
         if self.fleet:
-            latest = self.coord.fleet_latest()
+            return self._fleet_hosts()
         else:
             with reading_store(self.state_dir) as store:
                 latest = [r for t in self.schedule.tasks if (r := store.last_run(t.name))]
@@ -322,6 +336,30 @@ class Dashboard:
             seen = [r.ended or r.started or r.occurrence for r in runs]
             failing = sorted(r.task for r in runs if r.outcome in _FAILED)
             rows.append(HostRow(host, max(seen), len(runs), failing))
+        return rows
+
+    def _fleet_hosts(self) -> list[HostRow]:
+        """Each host that ran a task or checked in: last seen (its latest record or check-in),
+        version and clock skew (at the check-in), failing tasks (by their latest runs)."""
+        by_host: dict[str, list[RunRow]] = {}
+        for run in self.coord.fleet_latest():
+            by_host.setdefault(run.host, []).append(run)
+        seen = {h.host: h for h in self.coord.fleet_hosts()}
+        rows = []
+        for host in sorted(by_host.keys() | seen.keys()):
+            runs = by_host.get(host, [])
+            check_in = seen.get(host)
+            times = [r.ended or r.started or r.occurrence for r in runs]
+            if check_in is not None:
+                times.append(check_in.seen)
+            failing = sorted(r.task for r in runs if r.outcome in _FAILED)
+            rows.append(
+                HostRow(
+                    host, max(times), len(runs), failing,
+                    check_in.version if check_in else None,
+                    check_in.skew_s if check_in else None,
+                )
+            )  # fmt: skip
         return rows
 
 

@@ -6,6 +6,11 @@ unreachable.
 A run publishes its records in one round trip at its end. When the store cannot take them,
 their ids go to the outbox; the next run that reaches the store sends them again, read afresh
 from the local history, and the store's upsert by id makes a repeat harmless.
+
+A record of a run that did not end well goes with the last OUTPUT_TAIL_BYTES of its log, so
+any machine's dashboard can show why (docs/dashboard.md): the log as written, whose task
+secrets the capture has already masked as ``***`` (edge/process/stream.py), never the
+command's raw output.
 """
 
 from __future__ import annotations
@@ -13,11 +18,13 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from contextlib import suppress
+from dataclasses import replace
 from pathlib import Path
 
 from cronctl.coord.port import Coordinator, StoreUnavailable
 from cronctl.core.runs import RunRow
 from cronctl.edge.paths import open_nofollow, write_atomic
+from cronctl.edge.process.logfiles import last_bytes
 from cronctl.edge.state.store import Store
 from cronctl.errors import UnsafeDirectoryError
 
@@ -28,6 +35,13 @@ MAX_WAITING = 100_000
 # Each winner records the occurrence; 49 machines of 50 saying "someone else ran it" each
 # minute would swamp the fleet history without telling anyone anything.
 _NOT_PUBLISHED = frozenset({"skipped: another server", "pending", "running"})
+#: The most of a run's output the store keeps: the end, where failures say why.
+OUTPUT_TAIL_BYTES = 8 * 1024
+#: The runs whose output is published: those an operator opens to see why. Only these, so
+#: the store stays small (a run every minute on 50 hosts that prints 8 KB would be 5 GB in
+#: the 14 days it is kept).
+WITH_OUTPUT = frozenset({"failed", "timeout", "error", "interrupted"})
+_UTF8_CONTINUATION = bytes(range(0x80, 0xC0))
 
 
 def publish(
@@ -47,7 +61,7 @@ def publish(
     if not todo:
         return None
     try:
-        coord.publish(list(todo.values()))
+        coord.publish([published(row) for row in todo.values()])
     except StoreUnavailable as exc:
         _write(state_dir / OUTBOX, list(todo)[-MAX_WAITING:])
         return exc
@@ -55,6 +69,18 @@ def publish(
         with suppress(FileNotFoundError):
             (state_dir / OUTBOX).unlink()
     return None
+
+
+def published(row: RunRow) -> RunRow:
+    """The record as the store keeps it: its ``tail`` the last OUTPUT_TAIL_BYTES of its
+    (masked) log for a run in WITH_OUTPUT (the history's own tail when the log is gone),
+    empty for any other."""
+    if row.outcome not in WITH_OUTPUT:
+        return replace(row, tail="")
+    data = last_bytes(row.log_path, row.tail, OUTPUT_TAIL_BYTES)
+    if len(data) == OUTPUT_TAIL_BYTES:
+        data = data.lstrip(_UTF8_CONTINUATION)  # cut inside a character: drop its remains
+    return replace(row, tail=data.decode("utf-8", errors="replace"))
 
 
 def _read(path: Path) -> list[str]:

@@ -24,8 +24,10 @@ __all__ = [
     "Coordinator",
     "HeldLock",
     "HolderInfo",
+    "HostSeen",
     "Overlap",
     "PauseInfo",
+    "RunQuery",
     "StoreCheck",
     "StoreUnavailable",
     "is_coordination_url",
@@ -133,6 +135,37 @@ class StoreCheck:
     latest: int
 
 
+@dataclass(frozen=True, slots=True)
+class RunQuery:
+    """One page of fleet history for the dashboard: every filter optional, newest first by
+    (occurrence, id), strictly before the keyset cursor ``before`` (a row's occurrence and
+    id)."""
+
+    task: str | None = None
+    host: str | None = None
+    outcome: str | None = None
+    trigger: str | None = None
+    before: tuple[datetime, str] | None = None
+    limit: int = 50
+
+
+@dataclass(frozen=True, slots=True)
+class HostSeen:
+    """A host's latest check-in with the store: its cronctl ``version``, its own clock
+    ``clock`` and the store's now() ``seen`` at that moment."""
+
+    host: str
+    version: str
+    clock: datetime
+    seen: datetime
+
+    @property
+    def skew_s(self) -> float:
+        """How far the host's clock was ahead of the store's (negative: behind), in seconds;
+        the network's delay of that one statement included."""
+        return (self.clock - self.seen).total_seconds()
+
+
 class Coordinator(Protocol):
     """What the use cases need from coordination, for one machine and process: the host and
     pid given when it is opened (:func:`cronctl.coord.open_coordinator`) name this run in
@@ -208,6 +241,27 @@ class Coordinator(Protocol):
     ) -> list[RunRow]:
         """The fleet history, newest first, optionally one task's and one host's, only the
         failures (outcome failed, timeout or error), only occurrences at or after ``since``.
+
+        :raises UsageError: there is no fleet history (files in lock_dir).
+        """
+        ...
+
+    def fleet_page(self, query: RunQuery) -> list[RunRow]:
+        """One page of the fleet history, filtered and keyset-paged by the store.
+
+        :raises UsageError: there is no fleet history (files in lock_dir).
+        """
+        ...
+
+    def fleet_run(self, run_id: str) -> RunRow | None:
+        """One record of the fleet history with its published output tail as ``tail``.
+
+        :raises UsageError: there is no fleet history (files in lock_dir).
+        """
+        ...
+
+    def fleet_hosts(self) -> list[HostSeen]:
+        """Every host's latest check-in (version, clock), by host.
 
         :raises UsageError: there is no fleet history (files in lock_dir).
         """

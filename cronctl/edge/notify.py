@@ -28,7 +28,7 @@ from cronctl.core.model import Task
 from cronctl.core.runs import RunRow
 from cronctl.edge.awake import join_awake
 from cronctl.edge.paths import ensure_private_dir, open_nofollow
-from cronctl.edge.process import runner
+from cronctl.edge.process import logfiles, runner
 
 if TYPE_CHECKING:
     import http.client
@@ -299,20 +299,7 @@ def _reason(exc: BaseException) -> str:
 
 def output_tail(result: RunRow) -> bytes:
     """The last 10 KB of the run's log (the history's tail when the log is gone)."""
-    log_path, fallback = result.log_path, result.tail
-    if log_path:
-        try:
-            fd = open_nofollow(Path(log_path), os.O_RDONLY)
-        except OSError:
-            return fallback.encode()[-BODY_LIMIT:]
-        try:
-            size = os.fstat(fd).st_size
-            return os.pread(fd, BODY_LIMIT, max(0, size - BODY_LIMIT))
-        except OSError:
-            return fallback.encode()[-BODY_LIMIT:]
-        finally:
-            os.close(fd)
-    return fallback.encode()[-BODY_LIMIT:]
+    return logfiles.last_bytes(result.log_path, result.tail, BODY_LIMIT)
 
 
 def run_hook(

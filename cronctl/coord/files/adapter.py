@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from cronctl.coord.files import locks
-from cronctl.coord.port import Claim, Overlap, PauseInfo, StoreCheck
+from cronctl.coord.port import Claim, HostSeen, Overlap, PauseInfo, RunQuery, StoreCheck
 from cronctl.core.runs import RunRow
 from cronctl.edge.paths import ensure_private_dir, verify_dir
 from cronctl.errors import UsageError
@@ -126,6 +126,18 @@ class FilesCoordinator:
         failed: bool = False,
         since: datetime | None = None,
     ) -> list[RunRow]:
+        """Refused: there is no fleet history."""
+        raise UsageError(NO_FLEET_HISTORY)
+
+    def fleet_page(self, query: RunQuery) -> list[RunRow]:
+        """Refused: there is no fleet history."""
+        raise UsageError(NO_FLEET_HISTORY)
+
+    def fleet_run(self, run_id: str) -> RunRow | None:
+        """Refused: there is no fleet history."""
+        raise UsageError(NO_FLEET_HISTORY)
+
+    def fleet_hosts(self) -> list[HostSeen]:
         """Refused: there is no fleet history."""
         raise UsageError(NO_FLEET_HISTORY)
 

@@ -34,7 +34,16 @@ from contextlib import suppress
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
-from cronctl.coord.port import Claim, Overlap, PauseInfo, StoreCheck, StoreUnavailable, redact_url
+from cronctl.coord.port import (
+    Claim,
+    HostSeen,
+    Overlap,
+    PauseInfo,
+    RunQuery,
+    StoreCheck,
+    StoreUnavailable,
+    redact_url,
+)
 from cronctl.coord.postgres import fleet
 from cronctl.coord.postgres import lock as pg_lock
 from cronctl.coord.postgres.conn import (
@@ -64,10 +73,20 @@ class PostgresCoordinator:
     keeps_fleet_history = True
     may_be_unreachable = True
 
-    def __init__(self, url: str, *, host: str, pid: int, project: str | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        host: str,
+        pid: int,
+        project: str | None = None,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
         """Use the store at ``url`` as ``pid`` on ``host``, for ``project``'s tasks (None: the
-        tasks of no project); nothing connects until the first call."""
+        tasks of no project); nothing connects until the first call. ``clock``: this
+        machine's wall clock, which the host's check-in records (default: the real one)."""
         self.url = url
+        self.clock = clock or (lambda: datetime.now(UTC))
         self.host = host
         self.pid = pid
         self.scope = fleet.Scope(project)
@@ -179,12 +198,18 @@ class PostgresCoordinator:
         whens = [when.astimezone(UTC) for _, when in claims]
 
         def insert(cur: Any) -> set[Claim]:
+            # The check-in rides along: a machine that only ever loses its claims publishes
+            # nothing, and is still seen.
             cur.execute(
-                "INSERT INTO cronctl.claims (task, occurrence, host, pid) "
-                "SELECT t, o, %s, %s FROM unnest(%s::text[], %s::timestamptz[]) AS u(t, o) "
-                "WHERE o >= %s::timestamptz - %s::interval "
-                "ON CONFLICT DO NOTHING RETURNING task, occurrence",
-                (self.host, self.pid, tasks, whens, now, CLAIM_HORIZON),
+                self._check_in(cur)
+                + b"; "
+                + cur.mogrify(
+                    "INSERT INTO cronctl.claims (task, occurrence, host, pid) "
+                    "SELECT t, o, %s, %s FROM unnest(%s::text[], %s::timestamptz[]) AS u(t, o) "
+                    "WHERE o >= %s::timestamptz - %s::interval "
+                    "ON CONFLICT DO NOTHING RETURNING task, occurrence",
+                    (self.host, self.pid, tasks, whens, now, CLAIM_HORIZON),
+                )
             )
             return {(self.scope.name(task), utc(when) or when) for task, when in cur.fetchall()}
 
@@ -278,7 +303,11 @@ class PostgresCoordinator:
         """Upsert every record by run id in one statement: sending one twice is harmless."""
         if not rows:
             return
-        self._call(lambda cur: fleet.publish(cur, [self.scope.stored(row) for row in rows]))
+        stored = [self.scope.stored(row) for row in rows]
+        self._call(lambda cur: fleet.publish(cur, stored, self._check_in(cur)))
+
+    def _check_in(self, cur: Any) -> bytes:
+        return fleet.check_in(cur, self.scope, self.host, self.clock())
 
     def fleet_latest(self) -> list[RunRow]:
         """The latest finished run of every (task, host)."""
@@ -299,12 +328,27 @@ class PostgresCoordinator:
             lambda cur: fleet.history(cur, self.scope, task, host, limit, outcomes, since)
         )
 
+    def fleet_page(self, query: RunQuery) -> list[RunRow]:
+        """One page, filtered and keyset-paged in SQL."""
+        return self._call(lambda cur: fleet.page(cur, self.scope, query))
+
+    def fleet_run(self, run_id: str) -> RunRow | None:
+        """One record by id, with its published output."""
+        return self._call(lambda cur: fleet.one(cur, self.scope, run_id))
+
+    def fleet_hosts(self) -> list[HostSeen]:
+        """The hosts' check-ins of this project (or of no project)."""
+        return self._call(lambda cur: fleet.hosts(cur, self.scope))
+
     def sweep(self, now: datetime) -> None:
-        """Claims past their retention, fleet history past 90 days."""
+        """Claims past their retention, fleet history past 90 days, output tails past
+        OUTPUT_RETENTION_DAYS."""
         self._call(
             lambda cur: cur.execute(
                 "DELETE FROM cronctl.claims WHERE occurrence < %(now)s - %(keep)s::interval; "
-                "DELETE FROM cronctl.runs WHERE occurrence < %(now)s - interval '90 days'",
-                {"now": now, "keep": CLAIM_RETENTION},
+                "DELETE FROM cronctl.runs WHERE occurrence < %(now)s - interval '90 days'; "
+                "UPDATE cronctl.runs SET output = NULL WHERE output IS NOT NULL "
+                "AND occurrence < %(now)s - make_interval(days => %(output_days)s)",
+                {"now": now, "keep": CLAIM_RETENTION, "output_days": fleet.OUTPUT_RETENTION_DAYS},
             )
         )

@@ -1,5 +1,5 @@
-"""Fleet history in the coordination store: every machine's run records
-(docs/fleets-postgresql.md)."""
+"""Fleet history in the coordination store: every machine's run records, the published
+output tails, and each host's latest check-in (docs/fleets-postgresql.md)."""
 
 from __future__ import annotations
 
@@ -8,27 +8,53 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+from cronctl._version import __version__
+from cronctl.coord.port import HostSeen, RunQuery
 from cronctl.core.runs import RunRow
 
 _COLUMNS = ("id", "task", "occurrence", "host", "pid", "outcome", "exit_code", "started",
-            "ended", "duration_s", "message")  # fmt: skip
+            "ended", "duration_s", "message", "trigger", "attempt")  # fmt: skip
 _SELECT = ", ".join(_COLUMNS)
 _ORDER = "ORDER BY occurrence DESC, started DESC NULLS LAST, id DESC"
+#: The keyset of the dashboard's pages, served by the runs_page indexes (schema.py).
+_PAGE_ORDER = "ORDER BY occurrence DESC, id DESC"
+#: The published output tail is kept this long, as each machine keeps its logs; the run
+#: records themselves for 90 days (adapter.sweep).
+OUTPUT_RETENTION_DAYS = 14
 T = TypeVar("T")
 
 
-def publish(cur: Any, rows: Sequence[RunRow]) -> None:
-    """Upsert the records by id in one statement (a record sent twice stays one row)."""
-    from psycopg2.extras import execute_values
+def publish(cur: Any, rows: Sequence[RunRow], checked_in: bytes) -> None:
+    """Upsert the records by id in one statement (a record sent twice stays one row), after
+    the host's check-in (:func:`check_in`), in the same round trip. A row's ``tail`` is its
+    published output (the outbox bounds it); an empty one is stored as none."""
+    values = b",".join(
+        cur.mogrify(
+            f"({', '.join(['%s'] * (len(_COLUMNS) + 1))})",
+            (*(getattr(row, column) for column in _COLUMNS), row.tail or None),
+        )
+        for row in rows
+    )
+    updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in (*_COLUMNS[1:], "output"))
+    cur.execute(
+        checked_in
+        + f"; INSERT INTO cronctl.runs ({_SELECT}, output) VALUES ".encode()  # noqa: S608
+        + values
+        + f" ON CONFLICT (id) DO UPDATE SET {updates}, published_at = now()".encode()
+    )
 
-    values = [tuple(getattr(row, column) for column in _COLUMNS) for row in rows]
-    updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in _COLUMNS[1:])
-    execute_values(
-        cur,
-        f"INSERT INTO cronctl.runs ({_SELECT}) VALUES %s "  # noqa: S608  (constant names)
-        f"ON CONFLICT (id) DO UPDATE SET {updates}, published_at = now()",
-        values,
-        page_size=max(1, len(values)),
+
+def check_in(cur: Any, scope: Scope, host: str, clock: datetime) -> bytes:
+    """The statement that records this host's cronctl version and its clock beside the
+    store's now() (for the fleet page's clock skew); sent ahead of a run's claims or records,
+    in their round trip."""
+    return bytes(
+        cur.mogrify(
+            "INSERT INTO cronctl.hosts (project, host, version, clock) VALUES (%s, %s, %s, %s) "
+            "ON CONFLICT (project, host) DO UPDATE SET version = EXCLUDED.version, "
+            "clock = EXCLUDED.clock, seen = now()",
+            (scope.project or "", host, __version__, clock),
+        )
     )
 
 
@@ -117,3 +143,53 @@ def latest(cur: Any, scope: Scope) -> list[RunRow]:
         params,
     )
     return [_run(row, scope) for row in cur.fetchall()]
+
+
+def page(cur: Any, scope: Scope, query: RunQuery) -> list[RunRow]:
+    """One page of the dashboard's history: every filter and the keyset cursor in SQL, on
+    the runs_page index that fits (schema.py), so a page deep in the history costs what the
+    first does."""
+    mine, params = scope.sql()
+    terms = [mine]
+    values: dict[str, Any] = {**params, "limit": query.limit}
+    for column, value in (("task", None if query.task is None else scope.key(query.task)),
+                          ("host", query.host), ("outcome", query.outcome),
+                          ("trigger", query.trigger)):  # fmt: skip
+        if value is not None:
+            terms.append(f"{column} = %({column})s")
+            values[column] = value
+    if query.before is not None:
+        terms.append("(occurrence, id) < (%(before_at)s, %(before_id)s)")
+        values["before_at"], values["before_id"] = query.before
+    cur.execute(
+        f"SELECT {_SELECT} FROM cronctl.runs WHERE {' AND '.join(terms)} "  # noqa: S608
+        f"{_PAGE_ORDER} LIMIT %(limit)s",
+        values,
+    )
+    return [_run(row, scope) for row in cur.fetchall()]
+
+
+def one(cur: Any, scope: Scope, run_id: str) -> RunRow | None:
+    """One record by id, with its published output as its ``tail``; None when the store has
+    no such record of this scope."""
+    mine, params = scope.sql()
+    cur.execute(
+        f"SELECT {_SELECT}, output FROM cronctl.runs WHERE id = %(id)s AND {mine}",  # noqa: S608
+        {**params, "id": run_id},
+    )
+    found = cur.fetchone()
+    if found is None:
+        return None
+    return replace(_run(found[:-1], scope), tail=found[-1] or "")
+
+
+def hosts(cur: Any, scope: Scope) -> list[HostSeen]:
+    """Each host's latest check-in in this scope, by host."""
+    cur.execute(
+        "SELECT host, version, clock, seen FROM cronctl.hosts WHERE project = %s ORDER BY host",
+        (scope.project or "",),
+    )
+    return [
+        HostSeen(host, version, clock.astimezone(UTC), seen.astimezone(UTC))
+        for host, version, clock, seen in cur.fetchall()
+    ]

@@ -39,6 +39,28 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "ALTER TABLE cronctl.holders ADD COLUMN boot text, ADD COLUMN pid_start bigint, "
         "ADD COLUMN command_start bigint",
     ),
+    # The dashboard's fleet views (docs/dashboard.md): a run's trigger and attempt and, for
+    # a run that did not end well, the last 8 KB of its (masked) output; history pages
+    # keyset-paged on (occurrence, id) under every filter; each host's cronctl version and
+    # clock at its latest record, beside the store's own now(), for the clock skew.
+    (
+        "ALTER TABLE cronctl.runs ADD COLUMN trigger text NOT NULL DEFAULT 'schedule', "
+        "ADD COLUMN attempt integer NOT NULL DEFAULT 1, ADD COLUMN output text",
+        "DROP INDEX cronctl.runs_by_occurrence",
+        "CREATE INDEX runs_page ON cronctl.runs (occurrence DESC, id DESC)",
+        "CREATE INDEX runs_page_by_task ON cronctl.runs (task, occurrence DESC, id DESC)",
+        "CREATE INDEX runs_page_by_host ON cronctl.runs (host, occurrence DESC, id DESC)",
+        "CREATE INDEX runs_page_by_outcome ON cronctl.runs (outcome, occurrence DESC, id DESC)",
+        """CREATE INDEX runs_page_by_task_outcome
+            ON cronctl.runs (task, outcome, occurrence DESC, id DESC)""",
+        "CREATE INDEX runs_page_by_trigger ON cronctl.runs (trigger, occurrence DESC, id DESC)",
+        # Only the few rows with an output: the sweep that clears old ones reads just these.
+        "CREATE INDEX runs_with_output ON cronctl.runs (occurrence) WHERE output IS NOT NULL",
+        """CREATE TABLE cronctl.hosts (
+            project text NOT NULL, host text NOT NULL, version text NOT NULL,
+            clock timestamptz NOT NULL, seen timestamptz NOT NULL DEFAULT now(),
+            PRIMARY KEY (project, host))""",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 # An arbitrary constant: "cronctl migrate" as one bigint advisory lock key.

@@ -17,6 +17,7 @@ from cronctl.edge.paths import open_nofollow, verify_dir
 
 __all__ = [
     "CHUNK_BYTES",
+    "last_bytes",
     "log_chunks",
     "log_chunks_from",
     "log_file",
@@ -103,3 +104,21 @@ def tail_start(fd: int, lines: int) -> int:
             if wanted == 0:
                 return position + index + 1
     return 0
+
+
+def last_bytes(log_path: str | None, fallback: str, limit: int) -> bytes:
+    """The last ``limit`` bytes of a run's log at its recorded path (never through a link),
+    or of ``fallback`` (the history's tail) when the log is gone or unreadable."""
+    if log_path:
+        try:
+            fd = open_nofollow(Path(log_path), os.O_RDONLY)
+        except OSError:
+            return fallback.encode()[-limit:]
+        try:
+            size = os.fstat(fd).st_size
+            return os.pread(fd, limit, max(0, size - limit))
+        except OSError:
+            return fallback.encode()[-limit:]
+        finally:
+            os.close(fd)
+    return fallback.encode()[-limit:]

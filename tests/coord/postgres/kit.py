@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from tests.commands.test_serve import Server, _free_port
+from tests.helpers import Cli
 
 T = "2026-08-03T09:00:00Z"
 T1 = "2026-08-03T09:01:00Z"
@@ -53,3 +59,25 @@ def end_all(processes: list[subprocess.Popen[str]]) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.communicate()
+
+
+@contextmanager
+def serving(cli: Cli, tmp_path: Path, url: str, host: str) -> Iterator[Server]:
+    """`cronctl serve` as HOST (its own state dir) on the test's store, until the block ends."""
+    port = _free_port()
+    env = {"CRONCTL_HOST": host, "CRONCTL_COORDINATION": url,
+           "CRONCTL_STATE_DIR": str(tmp_path / host)}  # fmt: skip
+    proc = cli.popen("serve", "--listen", f"127.0.0.1:{port}", env=env)
+    try:
+        wait_for(lambda: _listening(port, proc), "serve to listen")
+        yield Server(proc, port)
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=20)
+
+
+def _listening(port: int, proc: subprocess.Popen[str]) -> bool:
+    if proc.poll() is not None:
+        raise AssertionError(proc.communicate()[1])
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
