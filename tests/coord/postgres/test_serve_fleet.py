@@ -1,0 +1,98 @@
+"""`cronctl serve` on one machine of a fleet shows another's runs (docs/dashboard.md): the
+output tail machine A published, hostile and masked, in a real Chromium on machine B's
+dashboard; and the fleet page's hosts with their version and clock skew."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from playwright.sync_api import Page
+
+from cronctl._version import __version__
+from cronctl.coord.postgres.adapter import PostgresCoordinator
+from tests.commands.test_serve import HOSTILE, browser, page  # noqa: F401 (the fixtures)
+from tests.coord.postgres.kit import T, serving
+from tests.helpers import Cli, write_schedule
+
+SECRET = "Wm4-hush-NotForYou"  # noqa: S105  (a test's secret)
+
+
+def test_a_dashboard_shows_another_machines_failed_run_inert_and_masked(
+    cli: Cli,
+    machine: Callable[..., Any],
+    tmp_path: Path,
+    pg_url: str,
+    page: Page,  # noqa: F811 (the fixture)
+) -> None:
+    (tmp_path / "token").write_text(SECRET + "\n")
+    (tmp_path / "token").chmod(0o600)
+    command = HOSTILE.replace("; exit 3", '; echo "the token is $TOKEN"; exit 3')
+    write_schedule(
+        tmp_path / "schedules.toml",
+        [
+            f"name = \"hostile\"\ncron = \"* * * * *\"\ncommand = '''{command}'''\n"
+            f'env_from_file = {{ TOKEN = "{tmp_path / "token"}" }}'
+        ],
+    )
+    assert machine("a", "run", "--now", T).returncode == 1
+    alerts: list[str] = []
+    page.on("dialog", lambda dialog: (alerts.append(dialog.message), dialog.dismiss()))
+    with serving(cli, tmp_path, pg_url, "b") as server:
+        page.goto(server.base + "/tasks/hostile?host=a&outcome=failed")
+        page.locator("table.history a").first.click()
+        assert "Host\na" in page.inner_text("dl.facts")  # machine A's run, on B's page
+        output = page.locator("pre.output")
+        text = output.inner_text()
+        assert "published to the store" in page.inner_text("h2:has-text('Output')")
+        assert "<script>" in text and "</textarea>" in text and "javascript:" in text
+        assert "^[[31m" in text and "^G" in text  # terminal escapes shown, not obeyed
+        assert "the token is ***" in text
+        assert output.locator("script, a, textarea").count() == 0
+        assert page.locator("#evil, script").count() == 0
+        assert page.title() != "pwned" and not alerts
+        for path in (page.url.removeprefix(server.base), "/api/runs", "/fleet"):
+            _, body = server.get(path)
+            assert SECRET.encode() not in body
+
+
+def test_the_fleet_page_shows_each_hosts_version_and_clock_skew(
+    cli: Cli,
+    tmp_path: Path,
+    pg_url: str,
+    page: Page,  # noqa: F811 (the fixture)
+) -> None:
+    write_schedule(
+        tmp_path / "schedules.toml", ['name = "t"\ncron = "* * * * *"\ncommand = "true"']
+    )
+    when = datetime(2026, 8, 3, 9, tzinfo=UTC)
+    late = timedelta(seconds=90)
+    behind = PostgresCoordinator(
+        pg_url, host="slow-clock", pid=os.getpid(), clock=lambda: datetime.now(UTC) - late
+    )
+    right = PostgresCoordinator(pg_url, host="good-clock", pid=os.getpid())
+    try:
+        for one in (behind, right):
+            one.claim([("t", when)], now=when)
+    finally:
+        behind.close()
+        right.close()
+    with serving(cli, tmp_path, pg_url, "viewer") as server:
+        _, body = server.get("/api/hosts")
+        page.goto(server.base + "/fleet")
+        rows = {
+            row.locator("td").first.inner_text(): row.inner_text()
+            for row in page.locator("table.hosts tbody tr").all()
+        }
+    hosts = {h["host"]: h for h in json.loads(body)["hosts"]}
+    assert set(hosts) == set(rows) == {"slow-clock", "good-clock"}
+    assert {h["version"] for h in hosts.values()} == {__version__}
+    assert abs(hosts["slow-clock"]["clock_skew_s"] + 90) < 2
+    assert abs(hosts["good-clock"]["clock_skew_s"]) < 2
+    assert re.search(r"-(8[89]|9[01])\.\d s", rows["slow-clock"]), rows
+    assert __version__ in rows["good-clock"] and "2026" in rows["good-clock"]  # last seen
