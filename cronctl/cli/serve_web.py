@@ -28,7 +28,7 @@ from cronctl.commands.serve import (
     TaskSummary,
     parse_cursor,
 )
-from cronctl.coord.port import redact_url
+from cronctl.coord.port import StoreUnavailable, redact_url
 from cronctl.core.model import format_utc
 from cronctl.core.runs import OUTCOMES
 from cronctl.errors import CronctlError
@@ -164,9 +164,15 @@ def build_app(
         try:
             return view(request)
         except CronctlError as exc:
+            status = 400
+            if isinstance(exc, StoreUnavailable):
+                # A coordinator gives up on a store for the rest of a run; serve's "run" is
+                # every request from now on, so the next one tries the store afresh.
+                dashboard.coord.close()
+                status = 503
             if request.url.path.startswith("/api/"):
-                return JSONResponse({"error": str(exc)}, 400, headers=HEADERS)
-            return page("error.html", 400, message=str(exc))
+                return JSONResponse({"error": str(exc)}, status, headers=HEADERS)
+            return page("error.html", status, message=str(exc))
 
     def route(path: str, view: Callable[[Request], Response], methods: list[str]) -> Route:
         async def endpoint(request: Request) -> Response:

@@ -18,6 +18,7 @@ from cronctl._version import __version__
 from cronctl.coord.postgres.adapter import PostgresCoordinator
 from tests.commands.test_serve import HOSTILE, browser, page  # noqa: F401 (the fixtures)
 from tests.coord.postgres.kit import T, serving
+from tests.coord.postgres.test_blocked_store import locked
 from tests.helpers import Cli, write_schedule
 
 SECRET = "Wm4-hush-NotForYou"  # noqa: S105  (a test's secret)
@@ -96,3 +97,18 @@ def test_the_fleet_page_shows_each_hosts_version_and_clock_skew(
     assert abs(hosts["good-clock"]["clock_skew_s"]) < 2
     assert re.search(r"-(8[89]|9[01])\.\d s", rows["slow-clock"]), rows
     assert __version__ in rows["good-clock"] and "2026" in rows["good-clock"]  # last seen
+
+
+def test_a_dashboard_recovers_when_the_store_answers_again(
+    cli: Cli, tmp_path: Path, pg_url: str
+) -> None:
+    write_schedule(
+        tmp_path / "schedules.toml", ['name = "t"\ncron = "* * * * *"\ncommand = "true"']
+    )
+    with serving(cli, tmp_path, pg_url, "viewer") as server:
+        assert server.get("/api/runs")[0] == 200  # the schema is there
+        with locked(pg_url, "LOCK TABLE cronctl.runs IN ACCESS EXCLUSIVE MODE"):
+            status, body = server.get("/api/runs")
+        assert status == 503 and "did not answer in time" in json.loads(body)["error"]
+        status, body = server.get("/api/runs")
+        assert status == 200 and json.loads(body) == {"runs": [], "before": None}
