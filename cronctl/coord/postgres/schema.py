@@ -117,6 +117,10 @@ def _migrate(conn: Any, url: str) -> None:
     try:
         with conn.cursor() as cur:
             cur.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATE_KEY,))
+            # Indexing a large fleet history takes longer than any one run's statement may
+            # (conn.STATEMENT_TIMEOUT_S): a migration cut short would be tried, and cut
+            # short, by every run. This once, it may take as long as it needs.
+            cur.execute("SET LOCAL statement_timeout = 0")
             # CREATE SCHEMA checks the right to create schemas even with IF NOT EXISTS; a role
             # given only its own schema (README) must never need it.
             cur.execute("SELECT 1 FROM pg_namespace WHERE nspname = 'cronctl'")

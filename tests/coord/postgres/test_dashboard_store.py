@@ -291,3 +291,33 @@ def test_the_api_filters_fleet_history_in_the_store(
     with serving(cli, tmp_path, coord.url, "b") as server:
         _, body = server.get("/api/runs?task=fine&host=c&outcome=failed&trigger=manual")
     assert [r["id"] for r in json.loads(body)["runs"]] == ["x-first"]
+
+
+@pytest.mark.parametrize("project", [None, "shop"])
+def test_the_planner_walks_the_index_on_a_real_sized_history(
+    pg_url: str, pg_server: PgServer, project: str | None
+) -> None:
+    store = PostgresCoordinator(pg_url, host="viewer", pid=1, project=project)
+    try:
+        store.check()  # the schema
+        prefix = f"{project}/" if project else ""
+        pg_server.sql(
+            "INSERT INTO cronctl.runs (id, task, occurrence, host, outcome) "  # noqa: S608
+            f"SELECT 'r' || i, '{prefix}task-' || (i % 40), "
+            "timestamptz '2026-08-01' + i * interval '1 minute', 'host-' || (i % 50), 'ok' "
+            "FROM generate_series(1, 20000) i",
+            database_of(pg_url),
+        )
+        pg_server.sql("ANALYZE cronctl.runs", database_of(pg_url))
+
+        def explain(cur: Any) -> str:
+            fleet.page(cur, store.scope, RunQuery(host="host-7", limit=51))
+            cur.execute(b"EXPLAIN " + cur.query)
+            return "\n".join(str(line[0]) for line in cur.fetchall())
+
+        plan = store._call(explain)
+    finally:
+        store.close()
+    # The scope's condition once looked like it kept one row in 200: the planner then read
+    # every run of the host and sorted them for a page of 50.
+    assert "Sort" not in plan and "Index Scan using runs_page_by_host" in plan, plan
