@@ -17,7 +17,7 @@ import pytest
 from cronctl._version import __version__
 from cronctl.coord.outbox import OUTBOX, OUTPUT_TAIL_BYTES
 from cronctl.coord.port import RunQuery
-from cronctl.coord.postgres import fleet, schema
+from cronctl.coord.postgres import conn, fleet, schema
 from cronctl.coord.postgres.adapter import PostgresCoordinator
 from cronctl.core.runs import RunRow
 from tests.coord.conftest import PgServer
@@ -321,3 +321,21 @@ def test_the_planner_walks_the_index_on_a_real_sized_history(
     # The scope's condition once looked like it kept one row in 200: the planner then read
     # every run of the host and sorted them for a page of 50.
     assert "Sort" not in plan and "Index Scan using runs_page_by_host" in plan, plan
+
+
+def test_a_migration_may_take_longer_than_a_statement_of_a_run(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Indexing a large history (16-26 s for 1,000,000 records) stands in as a sleep past a
+    # statement timeout cut to 0.2 s.
+    monkeypatch.setattr(
+        conn, "_SESSION_OPTIONS", conn._SESSION_OPTIONS.replace("statement_timeout=10000",
+                                                                "statement_timeout=200")
+    )  # fmt: skip
+    monkeypatch.setattr(schema, "MIGRATIONS", (*schema.MIGRATIONS, ("SELECT pg_sleep(0.5)",)))
+    monkeypatch.setattr(schema, "SCHEMA_VERSION", len(schema.MIGRATIONS))
+    store = PostgresCoordinator(pg_url, host="new", pid=1)
+    try:
+        assert store.check().version == schema.SCHEMA_VERSION
+    finally:
+        store.close()
