@@ -112,3 +112,20 @@ def test_a_dashboard_recovers_when_the_store_answers_again(
         assert status == 503 and "did not answer in time" in json.loads(body)["error"]
         status, body = server.get("/api/runs")
         assert status == 200 and json.loads(body) == {"runs": [], "before": None}
+
+
+def test_a_fleet_dashboard_shows_its_own_machines_runs_from_the_whole_log(
+    cli: Cli, machine: Callable[..., Any], tmp_path: Path, pg_url: str
+) -> None:
+    command = "i=0; while [ $i -lt 2000 ]; do echo line-$i; i=$((i+1)); done; exit 1"
+    write_schedule(
+        tmp_path / "schedules.toml", [f'name = "t"\ncron = "* * * * *"\ncommand = "{command}"']
+    )
+    assert machine("a", "run", "--now", T).returncode == 1
+    with serving(cli, tmp_path, pg_url, "a") as mine, serving(cli, tmp_path, pg_url, "b") as other:
+        (run,) = json.loads(mine.get("/api/runs")[1])["runs"]
+        _, here = mine.get(f"/runs/{run['id']}")
+        _, there = other.get(f"/runs/{run['id']}")
+    assert b"this machine&#39;s log" in here and b"line-0\n" in here  # the whole log
+    assert b"published to the store" in there and b"line-0\n" not in there  # its last 8 KB
+    assert b"line-1999" in here and b"line-1999" in there
