@@ -22,7 +22,11 @@ def register(app: typer.Typer) -> None:
 def exec_(
     name: NameArg,
     wait: Annotated[
-        bool, typer.Option("--wait", help="If the task is running, wait for it to end first.")
+        bool,
+        typer.Option(
+            "--wait",
+            help="If the task is running, or its [[group]] is full, wait for it to end first.",
+        ),
     ] = False,
     file: FileOpt = None,
     state_dir: StateOpt = None,
@@ -30,6 +34,9 @@ def exec_(
     host: HostOpt = None,
 ) -> None:
     """Run one task now, outside its schedule; exit with the task's exit code.
+
+    A task of a [[group]] takes a slot of its group: refused (exit 2) while the group is full,
+    unless --wait.
 
     \b
     Example:

@@ -5,8 +5,10 @@ no claim (nothing was scheduled to claim) and no conditions (the operator asked 
 lock is taken whether or not the task sets `without_overlapping`: two runs at once of a task
 the operator started by hand are never what was meant. The lock and the pauses come through
 the run's coordinator (``ctx.coord``), as a scheduled run's do: with a coordination store,
-the fleet-wide advisory lock and its holder row, and the pauses stored there. The run is
-recorded with `"trigger": "manual"` and leaves the task's schedule window alone.
+the fleet-wide advisory lock and its holder row, and the pauses stored there. A task of a
+`[[group]]` also takes a slot of its group, as a scheduled run does: refused when the group
+is full, or waited for with `--wait`. The run is recorded with `"trigger": "manual"` and
+leaves the task's schedule window alone.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from types import FrameType
 from typing import Any
 
 from cronctl.coord import open_coordinator
-from cronctl.coord.port import Coordinator, HeldLock, HolderInfo, Overlap
+from cronctl.coord.port import Coordinator, GroupSlot, HeldLock, HolderInfo, Overlap
 from cronctl.core.model import Schedule, Task, format_duration
 from cronctl.core.opskeys import runs_on
 from cronctl.core.runs import RunRow
@@ -56,6 +58,11 @@ def exec_task(schedule: Schedule, name: str, ctx: RunContext, wait: bool) -> Exe
         if task.paused or task.name in coord.paused_tasks():
             ctx.warn(f"cronctl: note: task {task.name} is paused; running it anyway, as asked")
         lock = _take_lock(task, coord, ctx, wait)
+        try:
+            slot = _take_slot(task, coord, ctx, wait)
+        except BaseException:
+            lock.release()
+            raise
     finally:
         coord.close()  # the run's connection only: a store lock keeps its own session
     tracker = Tracker()
@@ -64,6 +71,8 @@ def exec_task(schedule: Schedule, name: str, ctx: RunContext, wait: bool) -> Exe
     try:
         result = _in_worker(lambda: _run_now(task, ctx, lock))
     finally:
+        if slot is not None:
+            slot.release()
         guards.release(task, lock, ctx)  # a store lock lost while the task ran says so
         _restore(previous)
     return ExecResult(result, exit_code_of(result))
@@ -186,6 +195,26 @@ def _take_lock(task: Task, coord: Coordinator, ctx: RunContext, wait: bool) -> H
             ctx.warn(f"cronctl: task {task.name} is running{holder}; waiting for it to end")
             said = True
         ctx.sleep(WAIT_POLL_S)
+
+
+def _take_slot(task: Task, coord: Coordinator, ctx: RunContext, wait: bool) -> GroupSlot | None:
+    """A slot of the task's group (None: it has none); refused, or waited for with --wait,
+    while the group is full."""
+    if task.group is None:
+        return None
+    said = False
+    while (slot := coord.try_group_slot(task.group, task.group_limit)) is None:
+        full = f"group {task.group} is full ({task.group_limit} of its tasks are running)"
+        if not wait:
+            raise CronctlError(
+                f"task {task.name}: {full}; nothing was started. Try again when one ends, or "
+                "pass --wait to wait for a slot"
+            )
+        if not said:
+            ctx.warn(f"cronctl: task {task.name}: {full}; waiting for a slot")
+            said = True
+        ctx.sleep(WAIT_POLL_S)
+    return slot
 
 
 def _running_here(task: Task, ctx: RunContext) -> HolderInfo | None:

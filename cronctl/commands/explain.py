@@ -36,6 +36,7 @@ VERDICTS = (
     "condition",
     "another-server",
     "still-running",
+    "group-full",
     "running",
     "ran",
 )
@@ -238,6 +239,12 @@ def _row_verdict(task: Task, row: RunRow, pause: PauseInfo | None) -> tuple[str,
         return "still-running", (
             f"skipped on {row.host}: the previous run still held the overlap lock{holder} "
             "(without_overlapping = true)",
+        )
+    if outcome == "skipped: group full":
+        full = row.message or f"group {task.group} was full"
+        return "group-full", (
+            f"skipped on {row.host}: group full: {full}; a task of a full group waits for a "
+            "slot until its misfire_grace (5m without one) after the occurrence",
         )
     if outcome in ("pending", "running"):
         return "running", (f"{outcome} on {row.host} since {_when(row.started)}",)

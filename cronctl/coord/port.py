@@ -22,6 +22,7 @@ __all__ = [
     "UNREACHABLE",
     "Claim",
     "Coordinator",
+    "GroupSlot",
     "HeldLock",
     "HolderInfo",
     "HostSeen",
@@ -97,6 +98,15 @@ class HeldLock(Protocol):
 
     def record_command(self, pid: int) -> None:
         """Name the started command in the holder record (best effort)."""
+        ...
+
+
+class GroupSlot(Protocol):
+    """One held slot of a ``[[group]]``: cronctl holds it while the task runs (never the
+    task's processes: a task that closes the descriptors it inherited must not free it)."""
+
+    def release(self) -> None:
+        """Free the slot; idempotent."""
         ...
 
 
@@ -204,6 +214,11 @@ class Coordinator(Protocol):
 
     def overlap_held(self, task: str) -> bool:
         """Whether the task's overlap lock is held right now (dry run; takes nothing)."""
+        ...
+
+    def try_group_slot(self, group: str, size: int) -> GroupSlot | None:
+        """Try, without waiting, to take one of the ``size`` slots of ``group`` (shared by
+        every machine of this lock_dir or store, per project); None: all are held."""
         ...
 
     def paused_tasks(self) -> dict[str, PauseInfo]:

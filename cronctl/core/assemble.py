@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from cronctl.core.groups import Group
 from cronctl.core.model import Problem, Schedule, Task, problem_order
 from cronctl.core.schema import FileResult, build_settings
 
@@ -55,6 +56,7 @@ def build_schedule(results: list[FileResult]) -> Schedule:
                     "names must be unique across all files (they key locks and claims)",
                 )
             )
+    tasks = _join_groups(results, tasks, problems)
     # One order everywhere (check, list, run): errors first, then by file and line.
     problems.sort(key=problem_order)
     built = build_settings({k: v for k, (v, _) in settings.items()})
@@ -69,6 +71,38 @@ def build_schedule(results: list[FileResult]) -> Schedule:
         duplicates=tuple(duplicates),
         tables=sum(r.tables for r in results),
     )
+
+
+def _join_groups(
+    results: list[FileResult], tasks: list[Task], problems: list[Problem]
+) -> list[Task]:
+    """Each task's group limit from the [[group]] tables of every file (names unique across
+    files, as task names are); a task naming no group defined anywhere is an error."""
+    groups: dict[str, tuple[Group, str]] = {}
+    for result in results:
+        for group in result.groups:
+            if (first := groups.get(group.name)) is None:
+                groups[group.name] = (group, result.display)
+                continue
+            where = f"{first[1]}:{first[0].line}"
+            message = f"group {group.name!r} is already defined at {where}; define each once"
+            problems.append(
+                Problem(result.display, group.line, None, "error", "duplicate-group", message)
+            )
+    shown = {r.path: r.display for r in results}
+    joined: list[Task] = []
+    for task in tasks:
+        found = groups.get(task.group) if task.group else None
+        if task.group and found is None:
+            known = ", ".join(sorted(groups)) or "none is defined"
+            message = (
+                f"group = {task.group!r} names no [[group]] table (groups: {known}); add a "
+                f"[[group]] with name = '{task.group}' and max_running = N, or fix the name"
+            )
+            file = shown.get(task.source, str(task.source))
+            problems.append(Problem(file, task.line, task.name, "error", "unknown-group", message))
+        joined.append(task if found is None else replace(task, group_limit=found[0].max_running))
+    return joined
 
 
 def _show(value: Any) -> str:

@@ -27,6 +27,7 @@ class LineIndex:
 
     tables: dict[str, _Block] = field(default_factory=dict)
     tasks: list[_Block] = field(default_factory=list)
+    groups: list[_Block] = field(default_factory=list)
 
     def task_line(self, index: int, key: str | None = None) -> int | None:
         """The line of `key` in the index-th task, or of its header (key None or absent)."""
@@ -36,6 +37,13 @@ class LineIndex:
         if key is not None and key in block.keys:
             return block.keys[key]
         return block.header_line
+
+    def group_line(self, index: int, key: str | None = None) -> int | None:
+        """The line of `key` in the index-th [[group]], or of its header."""
+        if index >= len(self.groups):
+            return None
+        block = self.groups[index]
+        return block.keys.get(key, block.header_line) if key else block.header_line
 
     def table_line(self, table: str, key: str | None = None) -> int | None:
         """The line of `key` in a top-level table, or of the table's header."""
@@ -77,6 +85,9 @@ def _enter_table(index: LineIndex, opening: str, name: str, number: int) -> _Blo
     if opening == "[[" and parts == ["task"]:
         block = _Block(number)
         index.tasks.append(block)
+        return block
+    if opening == "[[" and parts == ["group"]:
+        index.groups.append(block := _Block(number))
         return block
     if parts[0] == "task" and index.tasks:
         # [task.env] after a [[task]] belongs to that task; keep its keys apart.

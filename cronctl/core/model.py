@@ -98,6 +98,9 @@ class Task:
     env_files: tuple[str, ...] = ()
     env_from_file: Mapping[str, str] = field(default_factory=dict)
     max_output: int | None = None
+    # A [[group]]'s name, and its max_running (set when the schedule is assembled).
+    group: str | None = None
+    group_limit: int = 0
 
     @property
     def start_only(self) -> bool:
@@ -167,6 +170,8 @@ class Task:
             labels.append("hooks")
         if self.has_secrets:
             labels.append("secrets")
+        if self.group:
+            labels.append(f"group({self.group})")
         return labels
 
     def fires_at(self, minute: datetime) -> bool:

@@ -8,7 +8,7 @@ from typing import Final
 
 __all__ = ["FAILURES", "OUTCOMES", "START_TRIGGER", "RunRow"]
 
-_SKIPS: Final = ("paused", "condition", "another server", "still running")
+_SKIPS: Final = ("paused", "condition", "another server", "still running", "group full")
 _ENDINGS: Final = ("ok", "failed", "timeout", "interrupted", "error", "missed")
 #: The outcomes that count as a failure (`status`'s FAILS, `history --failed`); a run stopped
 #: by a signal (``interrupted``) was asked to stop, it did not fail.

@@ -12,6 +12,7 @@ from typing import Any
 from cronctl.core import schedules
 from cronctl.core.cronexpr import parse_cron
 from cronctl.core.envkeys import ENV_KEYS, env_value_problem, parse_size, secret_names
+from cronctl.core.groups import Group, name_problem, parse_groups
 from cronctl.core.lines import LineIndex
 from cronctl.core.model import MISFIRE_POLICIES, START_ONLY, Problem, Settings, Task
 from cronctl.core.opskeys import OPS_KEYS, ops_fields, ops_value_problem
@@ -77,6 +78,7 @@ GUARD_KEYS: dict[str, _Check] = {
     "workdir": (_is_str, "a directory path string"),
     "shell": (_is_str, 'a path string such as "/bin/bash"'),
     "env": (_is_env, 'a table of strings, e.g. { PATH = "/usr/bin:/bin" }'),
+    "group": (_is_str, "the name of a [[group]] table, as a string"),
     **OPS_KEYS,
 }
 SCHEDULE_KEYS: dict[str, _Check] = {
@@ -122,7 +124,7 @@ SETTINGS_KEYS: dict[str, _Check] = {
 #: A project name becomes a directory name and a key prefix: safe characters only, so it
 #: never escapes its directory ("..", "/") and means the same on every machine of a fleet.
 PROJECT_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
-TOP_KEYS = ("cronctl", "defaults", "task")
+TOP_KEYS = ("cronctl", "defaults", "group", "task")
 DAY_KEYS = ("weekdays", "weekends", "days")
 
 
@@ -144,6 +146,7 @@ class FileResult:
     # Every [[task]] table, valid or not: `check` counts what the file defines, not only
     # what survived validation ("0 tasks" for five broken tasks misleads).
     tables: int = 0
+    groups: list[Group] = field(default_factory=list)  # valid [[group]] tables
 
 
 class _Reporter:
@@ -181,7 +184,7 @@ def parse_document(doc: dict[str, Any], lines: LineIndex, result: FileResult) ->
                 None,
                 "unknown-key",
                 f"unknown table or key {key!r}{hint}; "
-                "a schedule file has [cronctl], [defaults] and [[task]] tables",
+                "a schedule file has [cronctl], [defaults], [[group]] and [[task]] tables",
             )
     base = result.path.parent
     settings = doc.get("cronctl", {})
@@ -189,6 +192,9 @@ def parse_document(doc: dict[str, Any], lines: LineIndex, result: FileResult) ->
         _parse_settings(settings, base, rep)
     defaults = doc.get("defaults", {})
     good_defaults = _parse_defaults(defaults, rep) if _table_ok(defaults, "defaults", rep) else {}
+    if "group" in doc:
+        add = lambda line, code, message: rep.add(line, None, code, message)  # noqa: E731
+        result.groups = parse_groups(doc["group"], lines.group_line, add)
     tasks = doc.get("task", [])
     if not isinstance(tasks, list):
         rep.add(
@@ -340,6 +346,8 @@ def _check_value(key: str, value: Any) -> tuple[str, str] | None:
         elif key == "misfire" and value not in MISFIRE_POLICIES:
             allowed = ", ".join(f'"{p}"' for p in MISFIRE_POLICIES)
             return f"misfire {value!r} is not one of {allowed}", "bad-value"
+        elif key == "group":
+            return name_problem(value)
         elif key in ("when", "skip", "shell", "workdir") and not value.strip():
             return f"{key!r} must not be empty", "bad-value"
         elif bad := _text_problem(key, value):
@@ -536,5 +544,6 @@ def _make_task(
         env_files=tuple(raw.get("env_files", ())),
         env_from_file=dict(raw.get("env_from_file", {})),
         max_output=parse_size(raw["max_output"]) if "max_output" in raw else None,
+        group=settings.get("group"),
         **ops_fields(settings),
     )

@@ -303,8 +303,10 @@ def running_fields(task: Task, row: RunRow, ctx: RunContext) -> RunningMark:
 
 def starts_at_once(task: Task) -> bool:
     """Whether nothing stands between a due row of ``task`` and its start but a claim and
-    the overlap lock: no jitter, no condition, no retries or hooks around the command."""
-    return task.jitter is None and not task.when and not task.skip and not task.reports_outside
+    the overlap lock: no jitter, no condition, no retries or hooks around the command, no
+    group whose slot it may wait for."""
+    plain = task.jitter is None and not task.when and not task.skip and task.group is None
+    return plain and not task.reports_outside
 
 
 def coord_of(ctx: RunContext) -> Coordinator:

@@ -1,28 +1,32 @@
 """The guards of one due occurrence, in the documented order after `paused`
 (docs/guarantees.md): when/skip conditions, the on_one_server claim, the
-without_overlapping lock."""
+without_overlapping lock, a slot of the task's group."""
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from cronctl.coord import open_coordinator, outbox
 from cronctl.coord.port import Coordinator, HeldLock, StoreUnavailable
 from cronctl.core.due import Plan
-from cronctl.core.model import Task, format_duration
+from cronctl.core.groups import DEFAULT_GROUP_WAIT
+from cronctl.core.model import Task, format_duration, format_utc
 from cronctl.core.runs import RunRow
 from cronctl.edge.awake import wait_awake
 from cronctl.edge.paths import ensure_private_dir
 from cronctl.run.context import CONDITION_TIMEOUT_S, REHEARSAL_DIR, RunContext, coord_of
-from cronctl.run.outcomes import still_running
+from cronctl.run.outcomes import NOT_STARTED, still_running
 
 #: How long the run waits for a store across the network to answer with the pauses before
 #: the tasks that need no store start by the pauses last read from it (docs/fleets-postgresql.md).
 PAUSES_WAIT_S = 1.0
+#: How often a task of a full group tries its group's slots again.
+GROUP_POLL_S = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,3 +195,37 @@ def release(task: Task, lock: HeldLock, ctx: RunContext) -> None:
     lock.release()
     if lost := getattr(lock, "lost", None):
         ctx.warn(f"cronctl: warning: task {task.name}: {lost} while it ran")
+
+
+@contextmanager
+def group_slot(task: Task, row: RunRow, ctx: RunContext) -> Iterator[RunRow | None]:
+    """Hold a slot of the task's group around the body, which is given None; or, when the
+    group stayed full until ``misfire_grace`` (DEFAULT_GROUP_WAIT without one) after the
+    occurrence, the row's ``skipped: group full`` outcome (``interrupted`` when told to stop
+    while waiting). A task of no group is given None at once.
+
+    :raises StoreUnavailable: the coordination store could not be asked.
+    """
+    if task.group is None:
+        yield None
+        return
+    grace = task.misfire_grace or DEFAULT_GROUP_WAIT
+    began, began_s = ctx.clock(), time.monotonic()
+    allowed = (row.occurrence + grace - began).total_seconds()
+    coord = coord_of(ctx)
+    while (slot := coord.try_group_slot(task.group, task.group_limit)) is None:
+        if ctx.tracker is not None and ctx.tracker.stopping:
+            yield replace(row, outcome="interrupted", message=NOT_STARTED)
+            return
+        # Time passes by either clock: `run --now T` pins ctx.clock, a test's sleep moves it.
+        waited = max((ctx.clock() - began).total_seconds(), time.monotonic() - began_s)
+        if (left := allowed - waited) <= 0:
+            until = format_utc(row.occurrence + grace)
+            full = f"group {task.group} was full (max_running {task.group_limit}) until {until}"
+            yield replace(row, outcome="skipped: group full", message=full)
+            return
+        ctx.sleep(min(GROUP_POLL_S, left))  # `work` and `run` end it early when told to stop
+    try:
+        yield None
+    finally:
+        slot.release()

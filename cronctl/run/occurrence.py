@@ -468,9 +468,12 @@ def _guarded(
     if skipped is not None:
         return skipped
     try:
-        if task.reports_outside:
-            return attempts.execute(store, task, row, env, ctx, lock, execute)
-        return execute(store, task, row, env, ctx, lock, mark)
+        with guards.group_slot(task, row, ctx) as full:
+            if full is not None:
+                return full
+            if task.reports_outside:
+                return attempts.execute(store, task, row, env, ctx, lock, execute)
+            return execute(store, task, row, env, ctx, lock, mark)
     finally:
         if lock is not None:
             guards.release(task, lock, ctx)

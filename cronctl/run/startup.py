@@ -127,8 +127,11 @@ def _guarded(store: Store, task: Task, row: RunRow, ctx: RunContext) -> RunRow:
         return still_running(row, attempt.holder, now)
     lock: HeldLock = attempt.lock
     try:
-        if task.reports_outside:
-            return attempts.execute(store, task, row, env, ctx, lock, execute)
-        return execute(store, task, row, env, ctx, lock)
+        with guards.group_slot(task, row, ctx) as full:
+            if full is not None:
+                return full
+            if task.reports_outside:
+                return attempts.execute(store, task, row, env, ctx, lock, execute)
+            return execute(store, task, row, env, ctx, lock)
     finally:
         guards.release(task, lock, ctx)

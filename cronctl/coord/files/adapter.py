@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from cronctl.coord.files import locks
+from cronctl.coord.files import locks, slots
 from cronctl.coord.port import Claim, HostSeen, Overlap, PauseInfo, RunQuery, StoreCheck
 from cronctl.core.runs import RunRow
 from cronctl.edge.paths import ensure_private_dir, verify_dir
@@ -95,6 +95,10 @@ class FilesCoordinator:
     def overlap_held(self, task: str) -> bool:
         """Probe the flock under the guard."""
         return locks.overlap_held(self.lock_dir, task)
+
+    def try_group_slot(self, group: str, size: int) -> slots.FileSlot | None:
+        """flock on the first free ``groups/GROUP.N.slot``."""
+        return slots.try_slot(self.lock_dir, group, size)
 
     def paused_tasks(self) -> dict[str, PauseInfo]:
         """The pause markers."""

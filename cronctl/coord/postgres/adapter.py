@@ -44,7 +44,7 @@ from cronctl.coord.port import (
     StoreUnavailable,
     redact_url,
 )
-from cronctl.coord.postgres import fleet
+from cronctl.coord.postgres import fleet, slots
 from cronctl.coord.postgres import lock as pg_lock
 from cronctl.coord.postgres.conn import (
     connect,
@@ -94,6 +94,7 @@ class PostgresCoordinator:
         self._failure: str | None = None
         self._pauses: dict[str, PauseInfo] | None = None
         self._mutex = threading.Lock()  # worker threads share the run's connection
+        self._idle: list[Any] = []  # connections that tried a group's slots and hold none
 
     def describe(self) -> str:
         """The URL with its password as ``***``."""
@@ -156,12 +157,16 @@ class PostgresCoordinator:
         stop_waiting()
 
     def close(self) -> None:
-        """Close the run's connection (locks have their own); the next call connects afresh,
-        so `cronctl work` tries the store again every minute."""
+        """Close the run's connection (locks and held slots have their own); the next call
+        connects afresh, so `cronctl work` tries the store again every minute."""
         with self._mutex:
             self._drop()
             self._failure = None
             self._pauses = None
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            with suppress(Exception):
+                conn.close()
 
     def check(self) -> StoreCheck:
         """Connect (creating or checking the schema), then read the store's clock."""
@@ -249,6 +254,34 @@ class PostgresCoordinator:
             with self._mutex:
                 self._failure = str(exc)
             raise
+
+    def try_group_slot(self, group: str, size: int) -> slots.PgSlot | None:
+        """A two-key session advisory lock on a connection of its own (see :mod:`.slots`);
+        a connection that found every slot held is kept for the next try."""
+        psycopg2 = driver(self.url)
+        self._call(lambda cur: None)  # the schema, and a store already lost fails at once
+        with self._mutex:
+            conn = self._idle.pop() if self._idle else None
+        try:
+            if conn is None:
+                conn = connect(self.url)
+            number = slots.take(conn, self.scope.key(group), size)
+        except (StoreUnavailable, psycopg2.Error) as exc:
+            if conn is not None:
+                with suppress(Exception):
+                    conn.close()
+            if isinstance(exc, StoreUnavailable):
+                message = str(exc)
+            else:
+                message = failure_message(self.url, exc)
+            with self._mutex:
+                self._failure = message
+            raise StoreUnavailable(message) from None
+        if number is None:
+            with self._mutex:
+                self._idle.append(conn)
+            return None
+        return slots.PgSlot(conn, number)
 
     def overlap_held(self, task: str) -> bool:
         """Whether some session holds the task's advisory lock (pg_locks), or a command of

@@ -1,0 +1,66 @@
+"""The slots of a ``[[group]]`` as files in ``lock_dir`` (docs/guarantees.md)::
+
+    LOCK_DIR/groups/GROUP.N.slot    N = 0 .. max_running - 1; a flock held by a cronctl
+                                    process for the whole run of one task of the group
+
+A run takes the first free slot. The flock is on cronctl's own descriptor, close-on-exec and
+never handed to the task: a task that closes every descriptor it inherited cannot free its
+group's slot under it, and the slot is freed when its cronctl lets go or dies (the kernel
+drops the flock of a dead process at once). The slot number is the last dotted part before
+``.slot``, so two group names never share a file (a name may hold dots, a number cannot).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from cronctl.coord.files.locks import _flock_nonblocking, _mode_under
+from cronctl.core.groups import GROUP_NAME
+from cronctl.edge.paths import ensure_private_dir, open_dir, open_nofollow
+
+__all__ = ["FileSlot", "try_slot"]
+
+
+class FileSlot:
+    """A held slot: cronctl's descriptor carrying the flock."""
+
+    __slots__ = ("_fd", "path")
+
+    def __init__(self, fd: int, path: str) -> None:
+        self._fd: int | None = fd
+        self.path = path
+
+    def release(self) -> None:
+        """Close the descriptor (no other process holds it, so the flock goes with it)."""
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
+
+
+def try_slot(lock_dir: Path, group: str, size: int) -> FileSlot | None:
+    """The first of the group's ``size`` slots that no process holds, now locked; None when
+    every one is held. Never waits."""
+    if not re.fullmatch(GROUP_NAME, group):
+        raise ValueError(f"invalid group name {group!r}: it must match {GROUP_NAME}")
+    directory = ensure_private_dir(lock_dir / "groups", within=lock_dir)
+    dir_fd, st = open_dir(directory)
+    mode = _mode_under(st.st_mode)
+    stem = group.replace(":", "%")  # as a task's: a cifs lock_dir refuses ':'
+    try:
+        for number in range(size):
+            name = f"{stem}.{number}.slot"
+            fd = open_nofollow(f"{directory}/{name}", os.O_RDONLY | os.O_CREAT, mode,
+                               dir_fd=dir_fd)  # fmt: skip
+            try:
+                locked = _flock_nonblocking(fd)
+            except BaseException:
+                os.close(fd)
+                raise
+            if locked:
+                return FileSlot(fd, f"{directory}/{name}")
+            os.close(fd)
+        return None
+    finally:
+        os.close(dir_fd)
