@@ -194,7 +194,8 @@ def parse_document(doc: dict[str, Any], lines: LineIndex, result: FileResult) ->
     good_defaults = _parse_defaults(defaults, rep) if _table_ok(defaults, "defaults", rep) else {}
     if "group" in doc:
         add = lambda line, code, message: rep.add(line, None, code, message)  # noqa: E731
-        result.groups = parse_groups(doc["group"], lines.group_line, add)
+        where = lambda i, key: lines.group_line(i, key) or lines.table_line("", "group")  # noqa: E731
+        result.groups = parse_groups(doc["group"], where, add)
     tasks = doc.get("task", [])
     if not isinstance(tasks, list):
         rep.add(

@@ -53,9 +53,11 @@ KNOWN_CODES = {
     "bad-url",
     "jitter-too-long",
     "retry-delay-too-long",
+    "duplicate-group",
+    "unknown-group",
 }
 # Problems about a file as a whole: the text format leaves out the `task NAME:` part.
-FILE_LEVEL_CODES = {"toml-syntax", "settings-conflict"}
+FILE_LEVEL_CODES = {"toml-syntax", "settings-conflict", "duplicate-group"}
 PROBLEM_KEYS = {"file", "line", "task", "severity", "code", "message"}
 # `FILE:LINE: task NAME: message`, the task part omitted for file-level problems.
 TEXT_PROBLEM = re.compile(r"(?P<file>.+?):(?P<line>[0-9]+): (?:task (?P<task>\S+): )?\S.*")

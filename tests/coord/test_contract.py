@@ -117,6 +117,25 @@ def test_a_store_is_measured_and_files_have_nothing_to_reach(machine: Machine) -
     assert abs((check.local_now - check.server_now).total_seconds()) < 60
 
 
+def test_a_group_has_as_many_slots_as_its_limit_across_machines(machine: Machine) -> None:
+    m1, m2 = machine("m1", 1), machine("m2", 2)
+    first, second = m1.try_group_slot("db", 2), m2.try_group_slot("db", 2)
+    assert first is not None and second is not None
+    assert m1.try_group_slot("db", 2) is None and m2.try_group_slot("db", 2) is None
+    other = m2.try_group_slot("db.2", 1)  # another group, whose name extends this one's
+    assert other is not None
+    first.release()
+    first.release()  # idempotent
+    again = m2.try_group_slot("db", 2)
+    assert again is not None and m1.try_group_slot("db", 2) is None
+    for slot in (second, other, again):
+        slot.release()
+    m1.close()  # held slots outlive the coordinator's own connection; idle ones do not
+    last = m1.try_group_slot("db", 1)
+    assert last is not None
+    last.release()
+
+
 @pytest.mark.parametrize(
     ("url", "shown"),
     [
