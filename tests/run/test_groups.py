@@ -1,0 +1,184 @@
+"""`[[group]]` limits on one machine (lock_dir): real `cronctl run` processes, tasks that
+write their own start and end marks, never more of a group running than its max_running."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import Cli, write_schedule
+
+T = "2026-08-03T09:00:00Z"
+T1 = "2026-08-03T09:01:00Z"
+
+
+def group_schedule(tmp_path: Path, count: int, *, sleep: float, grace: str, limit: int) -> None:
+    """``count`` every-minute tasks of group ``db``, each marking its start and end."""
+    marks = tmp_path / "marks"
+    command = (
+        f'echo "start $CRONCTL_TASK $(date +%s.%N)" >> {marks}; sleep {sleep}; '
+        f'echo "end $CRONCTL_TASK $(date +%s.%N)" >> {marks}'
+    )
+    tasks = [
+        f'name = "t{i}"\nevery_minute = true\ncommand = {json.dumps(command)}'
+        for i in range(1, count + 1)
+    ]
+    header = (
+        f'[[group]]\nname = "db"\nmax_running = {limit}\n\n'
+        f'[defaults]\ngroup = "db"\nmisfire_grace = "{grace}"\n'
+    )
+    write_schedule(tmp_path / "schedules.toml", tasks, header)
+
+
+def spans(tmp_path: Path) -> list[tuple[float, float, str]]:
+    """Each run's (start, end, task), from the tasks' own marks."""
+    started: dict[str, list[float]] = {}
+    found: list[tuple[float, float, str]] = []
+    for line in (tmp_path / "marks").read_text().splitlines():
+        kind, task, stamp = line.split()
+        if kind == "start":
+            started.setdefault(task, []).append(float(stamp))
+        else:
+            found.append((started[task].pop(0), float(stamp), task))
+    assert not any(started.values()), "a run started and never ended"
+    return found
+
+
+def most_at_once(found: list[tuple[float, float, str]]) -> int:
+    """The most runs overlapping at any instant (an end before a start at the same stamp)."""
+    events = sorted([(s, 1) for s, _, _ in found] + [(e, -1) for _, e, _ in found])
+    running = peak = 0
+    for _, step in events:
+        running += step
+        peak = max(peak, running)
+    return peak
+
+
+def outcomes(cli: Cli) -> dict[str, list[str]]:
+    """Task -> the outcomes of its runs, from history."""
+    rows = json.loads(cli("history", "--json", "-n", "100").stdout)["runs"]
+    found: dict[str, list[str]] = {}
+    for row in rows:
+        found.setdefault(row["task"], []).append(row["outcome"])
+    return found
+
+
+def test_five_tasks_of_a_group_of_two_run_two_at_a_time_within_their_grace(
+    cli: Cli, tmp_path: Path
+) -> None:
+    group_schedule(tmp_path, 5, sleep=0.6, grace="30s", limit=2)
+    result = cli("run", "--now", T)
+    assert result.returncode == 0, result.stderr
+    found = spans(tmp_path)
+    assert sorted(task for _, _, task in found) == ["t1", "t2", "t3", "t4", "t5"]
+    assert most_at_once(found) == 2
+    assert all(o == ["ok"] for o in outcomes(cli).values())
+
+
+def test_a_task_still_waiting_when_its_grace_ends_is_skipped_group_full(
+    cli: Cli, tmp_path: Path
+) -> None:
+    group_schedule(tmp_path, 5, sleep=3, grace="1s", limit=2)
+    result = cli("run", "--now", T)
+    assert result.returncode == 0, result.stderr
+    found = spans(tmp_path)
+    assert len(found) == 2 and most_at_once(found) == 2
+    ran = {task for _, _, task in found}
+    got = outcomes(cli)
+    for task, seen in got.items():
+        assert seen == (["ok"] if task in ran else ["skipped: group full"]), got
+    skipped = next(task for task in got if task not in ran)
+    explained = json.loads(cli("explain", skipped, "--at", T, "--format", "json").stdout)
+    assert explained["verdict"] == "group-full"
+    assert "group full" in explained["reasons"][1] and "max_running 2" in explained["reasons"][1]
+    status = cli("status").stdout
+    assert "skipped: group full" in status
+
+
+@pytest.mark.long
+def test_two_runs_at_once_share_the_group_limit_of_the_machine(cli: Cli, tmp_path: Path) -> None:
+    # Two minutes' runs overlap (the first still waits for slots when the next starts): the
+    # limit is the machine's, not each run's.
+    group_schedule(tmp_path, 4, sleep=0.8, grace="1m", limit=2)
+    first = cli.popen("run", "--now", T)
+    wait_for(lambda: (tmp_path / "marks").exists())  # it planned T and holds both slots
+    second = cli.popen("run", "--now", T1)
+    for process in (first, second):
+        _out, err = process.communicate(timeout=120)
+        assert process.returncode == 0, err
+    found = spans(tmp_path)
+    assert len(found) == 8
+    assert most_at_once(found) == 2
+
+
+def test_a_killed_cronctl_frees_its_slot(cli: Cli, tmp_path: Path) -> None:
+    # `hold` runs only at T; `next`, every minute, waits one second for the group's slot.
+    write_schedule(
+        tmp_path / "schedules.toml",
+        ['name = "hold"\ncron = "0 9 3 8 *"\ngroup = "one"\n'
+         'command = "echo $$ > pid; exec sleep 60"',
+         'name = "next"\nevery_minute = true\ngroup = "one"\nmisfire_grace = "1s"\n'
+         'command = "echo ran >> next"'],
+        '[[group]]\nname = "one"\nmax_running = 1\n',
+    )  # fmt: skip
+    first = cli.popen("run", "--now", T)
+    task_pid = None
+    try:
+        wait_for(lambda: (tmp_path / "pid").exists() and (tmp_path / "pid").read_text() != "")
+        task_pid = int((tmp_path / "pid").read_text())
+        time.sleep(1.5)  # `next` gives up its wait for the slot (its skip is saved at the end)
+        assert not (tmp_path / "next").exists()
+        first.send_signal(signal.SIGKILL)  # its task runs on, orphaned, holding nothing
+        first.communicate(timeout=30)
+        result = cli("run", "--now", T1)
+        assert "cronctl died before" in result.stderr  # the killed run's rows, reported
+        assert (tmp_path / "next").read_text() == "ran\n"
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.communicate(timeout=30)
+        if task_pid is not None:
+            os.killpg(task_pid, signal.SIGKILL)
+
+
+def test_exec_of_a_task_of_a_full_group_refuses_or_waits(cli: Cli, tmp_path: Path) -> None:
+    write_schedule(
+        tmp_path / "schedules.toml",
+        ['name = "hold"\ncron = "0 9 3 8 *"\ngroup = "one"\n'
+         'command = "touch started; while [ ! -e release ]; do sleep 0.05; done"',
+         'name = "other"\ncron = "0 0 1 1 *"\ngroup = "one"\ncommand = "echo ran >> other"'],
+        '[[group]]\nname = "one"\nmax_running = 1\n',
+    )  # fmt: skip
+    first = cli.popen("run", "--now", T)
+    try:
+        wait_for(lambda: (tmp_path / "started").exists())
+        refused = cli("exec", "other")
+        assert refused.returncode == 2
+        assert "group one is full" in refused.stderr and "--wait" in refused.stderr
+        assert not (tmp_path / "other").exists()
+        waiting = cli.popen("exec", "other", "--wait")
+        assert waiting.stderr is not None
+        said = waiting.stderr.readline()  # said once it found the group full
+        assert "group one is full" in said and "waiting for a slot" in said, said
+        assert not (tmp_path / "other").exists()
+        (tmp_path / "release").touch()
+        _out, err = waiting.communicate(timeout=60)
+        assert waiting.returncode == 0, err
+        assert (tmp_path / "other").read_text() == "ran\n"
+    finally:
+        (tmp_path / "release").touch()
+        first.communicate(timeout=60)
+
+
+def wait_for(predicate: Callable[[], bool], limit: float = 30.0) -> None:
+    """Poll until true (a bound against hanging, not a timing assertion)."""
+    deadline = time.monotonic() + limit
+    while not predicate():
+        assert time.monotonic() < deadline, "gave up waiting"
+        time.sleep(0.05)
