@@ -234,3 +234,28 @@ def stop_worker(worker: subprocess.Popen[str]) -> str:
             worker.communicate()
     assert "Traceback" not in err, err
     return err
+
+
+def mark_spans(marks: Path) -> list[tuple[float, float, str]]:
+    """Each run's (start, end, WHO) from lines `start WHO STAMP` and `end WHO STAMP` that
+    tasks append to ``marks`` (a group limit's tests)."""
+    started: dict[str, list[float]] = {}
+    found: list[tuple[float, float, str]] = []
+    for line in marks.read_text().splitlines():
+        kind, task, stamp = line.split()
+        if kind == "start":
+            started.setdefault(task, []).append(float(stamp))
+        else:
+            found.append((started[task].pop(0), float(stamp), task))
+    assert not any(started.values()), "a run started and never ended"
+    return found
+
+
+def most_at_once(found: list[tuple[float, float, str]]) -> int:
+    """The most runs overlapping at any instant (an end before a start at the same stamp)."""
+    events = sorted([(s, 1) for s, _, _ in found] + [(e, -1) for _, e, _ in found])
+    running = peak = 0
+    for _, step in events:
+        running += step
+        peak = max(peak, running)
+    return peak

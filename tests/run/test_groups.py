@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import Cli, write_schedule
+from tests.helpers import Cli, mark_spans, most_at_once, write_schedule
 
 T = "2026-08-03T09:00:00Z"
 T1 = "2026-08-03T09:01:00Z"
@@ -36,30 +36,6 @@ def group_schedule(tmp_path: Path, count: int, *, sleep: float, grace: str, limi
     write_schedule(tmp_path / "schedules.toml", tasks, header)
 
 
-def spans(tmp_path: Path) -> list[tuple[float, float, str]]:
-    """Each run's (start, end, task), from the tasks' own marks."""
-    started: dict[str, list[float]] = {}
-    found: list[tuple[float, float, str]] = []
-    for line in (tmp_path / "marks").read_text().splitlines():
-        kind, task, stamp = line.split()
-        if kind == "start":
-            started.setdefault(task, []).append(float(stamp))
-        else:
-            found.append((started[task].pop(0), float(stamp), task))
-    assert not any(started.values()), "a run started and never ended"
-    return found
-
-
-def most_at_once(found: list[tuple[float, float, str]]) -> int:
-    """The most runs overlapping at any instant (an end before a start at the same stamp)."""
-    events = sorted([(s, 1) for s, _, _ in found] + [(e, -1) for _, e, _ in found])
-    running = peak = 0
-    for _, step in events:
-        running += step
-        peak = max(peak, running)
-    return peak
-
-
 def outcomes(cli: Cli) -> dict[str, list[str]]:
     """Task -> the outcomes of its runs, from history."""
     rows = json.loads(cli("history", "--json", "-n", "100").stdout)["runs"]
@@ -75,7 +51,7 @@ def test_five_tasks_of_a_group_of_two_run_two_at_a_time_within_their_grace(
     group_schedule(tmp_path, 5, sleep=0.6, grace="30s", limit=2)
     result = cli("run", "--now", T)
     assert result.returncode == 0, result.stderr
-    found = spans(tmp_path)
+    found = mark_spans(tmp_path / "marks")
     assert sorted(task for _, _, task in found) == ["t1", "t2", "t3", "t4", "t5"]
     assert most_at_once(found) == 2
     assert all(o == ["ok"] for o in outcomes(cli).values())
@@ -87,7 +63,7 @@ def test_a_task_still_waiting_when_its_grace_ends_is_skipped_group_full(
     group_schedule(tmp_path, 5, sleep=3, grace="1s", limit=2)
     result = cli("run", "--now", T)
     assert result.returncode == 0, result.stderr
-    found = spans(tmp_path)
+    found = mark_spans(tmp_path / "marks")
     assert len(found) == 2 and most_at_once(found) == 2
     ran = {task for _, _, task in found}
     got = outcomes(cli)
@@ -112,7 +88,7 @@ def test_two_runs_at_once_share_the_group_limit_of_the_machine(cli: Cli, tmp_pat
     for process in (first, second):
         _out, err = process.communicate(timeout=120)
         assert process.returncode == 0, err
-    found = spans(tmp_path)
+    found = mark_spans(tmp_path / "marks")
     assert len(found) == 8
     assert most_at_once(found) == 2
 
