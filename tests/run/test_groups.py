@@ -158,3 +158,20 @@ def wait_for(predicate: Callable[[], bool], limit: float = 30.0) -> None:
     while not predicate():
         assert time.monotonic() < deadline, "gave up waiting"
         time.sleep(0.05)
+
+
+def test_a_planted_link_for_a_slot_is_refused_and_nothing_runs(cli: Cli, tmp_path: Path) -> None:
+    group_schedule(tmp_path, 1, sleep=0, grace="1s", limit=1)
+    assert cli("run", "--now", T).returncode == 0
+    slot = tmp_path / "home" / "state" / "cronctl" / "locks" / "groups" / "db.0.slot"
+    assert slot.exists()
+    slot.unlink()
+    target = tmp_path / "target"
+    target.write_text("keep\n")
+    slot.symlink_to(target)
+    result = cli("run", "--now", T1)
+    assert result.returncode == 1
+    assert "db.0.slot is a symbolic link" in result.stderr
+    assert target.read_text() == "keep\n"
+    assert outcomes(cli)["t1"] == ["error", "ok"]
+    assert len(mark_spans(tmp_path / "marks")) == 1
