@@ -31,6 +31,9 @@ def exec_(
 ) -> None:
     """Run one task now, outside its schedule; exit with the task's exit code.
 
+    Ctrl-C or SIGTERM is passed on to the task; SIGHUP (a dropped ssh session) is ignored,
+    and the task runs to its end.
+
     \b
     Example:
       cronctl exec backup --wait

@@ -180,3 +180,34 @@ def test_sigterm_to_exec_reaches_the_task_which_is_then_recorded(cli: Cli, tmp_p
     assert process.returncode == 5 and "got-term" in out
     [run] = _history(cli)
     assert (run["outcome"], run["exit_code"], run["trigger"]) == ("interrupted", 5, "manual")
+
+
+def test_sighup_to_exec_is_ignored_and_the_task_completes_and_is_recorded(
+    cli: Cli, tmp_path: Path
+) -> None:
+    # An operator's ssh session dropping sends SIGHUP: a manual run must go on to its end.
+    write_schedule(
+        tmp_path / "schedules.toml",
+        [
+            'name = "long"\ncommand = "touch started; while [ ! -e go ]; do sleep 0.05; done; '
+            'grep SigIgn /proc/$$/status > ignored; echo finished"\nhourly = true'
+        ],
+    )
+    process = cli.popen("exec", "long")
+    deadline = time.monotonic() + 15
+    while not (tmp_path / "started").exists():
+        assert time.monotonic() < deadline and process.poll() is None
+        time.sleep(0.02)
+    process.send_signal(signal.SIGHUP)
+    time.sleep(0.3)
+    assert process.poll() is None, "SIGHUP stopped cronctl exec"
+    (tmp_path / "go").touch()
+    with process:
+        out, err = process.communicate(timeout=15)
+    assert process.returncode == 0, err
+    assert "finished" in out
+    [run] = _history(cli)
+    assert (run["outcome"], run["exit_code"], run["trigger"]) == ("ok", 0, "manual")
+    # Ignored by a handler, not SIG_IGN, which the task would inherit.
+    ignored = int((tmp_path / "ignored").read_text().split()[1], 16)
+    assert not ignored & (1 << (signal.SIGHUP - 1))
