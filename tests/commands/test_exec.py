@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -161,6 +162,14 @@ def test_exec_refuses_while_a_scheduled_run_of_an_unguarded_task_is_running(
     assert refused.returncode == 2 and "task free is running (pid" in refused.stderr
 
 
+def _wait_started(process: subprocess.Popen[str], tmp_path: Path) -> None:
+    """Until the task has touched `started` (cronctl exec still running)."""
+    deadline = time.monotonic() + 15
+    while not (tmp_path / "started").exists():
+        assert time.monotonic() < deadline and process.poll() is None
+        time.sleep(0.02)
+
+
 def test_sigterm_to_exec_reaches_the_task_which_is_then_recorded(cli: Cli, tmp_path: Path) -> None:
     write_schedule(
         tmp_path / "schedules.toml",
@@ -170,10 +179,7 @@ def test_sigterm_to_exec_reaches_the_task_which_is_then_recorded(cli: Cli, tmp_p
         ],
     )
     process = cli.popen("exec", "trapper")
-    deadline = time.monotonic() + 15
-    while not (tmp_path / "started").exists():
-        assert time.monotonic() < deadline and process.poll() is None
-        time.sleep(0.02)
+    _wait_started(process, tmp_path)
     process.send_signal(signal.SIGTERM)
     with process:
         out, _ = process.communicate(timeout=15)
@@ -194,10 +200,7 @@ def test_sighup_to_exec_is_ignored_and_the_task_completes_and_is_recorded(
         ],
     )
     process = cli.popen("exec", "long")
-    deadline = time.monotonic() + 15
-    while not (tmp_path / "started").exists():
-        assert time.monotonic() < deadline and process.poll() is None
-        time.sleep(0.02)
+    _wait_started(process, tmp_path)
     process.send_signal(signal.SIGHUP)
     time.sleep(0.3)
     assert process.poll() is None, "SIGHUP stopped cronctl exec"
