@@ -98,6 +98,11 @@ class Task:
     env_files: tuple[str, ...] = ()
     env_from_file: Mapping[str, str] = field(default_factory=dict)
     max_output: int | None = None
+    # Resource caps of the command (core/capkeys.py): bytes, percent of one CPU, niceness;
+    # 0: none.
+    memory_max: int = 0
+    cpu_max: int = 0
+    nice: int = 0
 
     @property
     def start_only(self) -> bool:
@@ -167,6 +172,8 @@ class Task:
             labels.append("hooks")
         if self.has_secrets:
             labels.append("secrets")
+        if self.memory_max or self.cpu_max or self.nice:
+            labels.append("caps")
         return labels
 
     def fires_at(self, minute: datetime) -> bool:
