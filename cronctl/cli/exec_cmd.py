@@ -38,6 +38,9 @@ def exec_(
     A task of a [[group]] takes a slot of its group: refused (exit 2) while the group is full,
     unless --wait.
 
+    Ctrl-C or SIGTERM is passed on to the task; SIGHUP (a dropped ssh session) is ignored,
+    and the task runs to its end.
+
     \b
     Example:
       cronctl exec backup --wait

@@ -230,16 +230,29 @@ def _running_here(task: Task, ctx: RunContext) -> HolderInfo | None:
 _Handler = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
 
 
-def _forward_signals(tracker: Tracker) -> tuple[_Handler, _Handler]:
+def _forward_signals(tracker: Tracker) -> tuple[_Handler, _Handler, _Handler]:
     """Ctrl-C or SIGTERM reach the task (its own process group), which then ends and is
-    recorded; cronctl itself waits for it rather than leaving it running unrecorded."""
+    recorded; cronctl itself waits for it rather than leaving it running unrecorded.
+
+    SIGHUP is ignored: an operator's ssh session that drops must not stop a manual run
+    midway (the task, in a session of its own, never sees the hangup). A handler that does
+    nothing rather than SIG_IGN, which the task would inherit through exec.
+    """
 
     def forward(signum: int, _frame: FrameType | None) -> None:
         tracker.stop(signum)  # a task registered after this is signalled as it starts
 
-    return signal.signal(signal.SIGINT, forward), signal.signal(signal.SIGTERM, forward)
+    def ignore(_signum: int, _frame: FrameType | None) -> None:
+        return None
+
+    return (
+        signal.signal(signal.SIGINT, forward),
+        signal.signal(signal.SIGTERM, forward),
+        signal.signal(signal.SIGHUP, ignore),
+    )
 
 
-def _restore(previous: tuple[_Handler, _Handler]) -> None:
-    for signum, handler in zip((signal.SIGINT, signal.SIGTERM), previous, strict=True):
+def _restore(previous: tuple[_Handler, _Handler, _Handler]) -> None:
+    signums = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    for signum, handler in zip(signums, previous, strict=True):
         signal.signal(signum, handler)

@@ -47,9 +47,9 @@ ENV_KEYS: dict[str, tuple[Callable[[object], bool], str]] = {
 }
 
 
-def parse_size(text: str) -> int:
+def parse_size(text: str, minimum: int = MIN_MAX_OUTPUT, least: str = "4KB") -> int:
     """'16MB' -> 16777216 (K, M, G, T are powers of 1024; KB, KiB and K mean the same);
-    "unlimited" -> UNLIMITED.
+    "unlimited" -> UNLIMITED. A size below ``minimum`` (written ``least``) is refused.
 
     :raises ValueError: with what to write instead.
     """
@@ -62,8 +62,8 @@ def parse_size(text: str) -> int:
             '(powers of 1024), e.g. "16MB", or "unlimited"'
         )
     size = int(match.group(1)) * _UNITS[match.group(2).upper()]
-    if size < MIN_MAX_OUTPUT:
-        raise ValueError(f"size {text!r} is below the smallest cap, 4KB")
+    if size < minimum:
+        raise ValueError(f"size {text!r} is below the smallest cap, {least}")
     return size
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from cronctl.core import schedules
+from cronctl.core.capkeys import CAP_KEYS, cap_fields, cap_value_problem
 from cronctl.core.cronexpr import parse_cron
 from cronctl.core.envkeys import ENV_KEYS, env_value_problem, parse_size, secret_names
 from cronctl.core.groups import Group, name_problem, parse_groups
@@ -80,7 +81,10 @@ GUARD_KEYS: dict[str, _Check] = {
     "env": (_is_env, 'a table of strings, e.g. { PATH = "/usr/bin:/bin" }'),
     "group": (_is_str, "the name of a [[group]] table, as a string"),
     **OPS_KEYS,
+    **CAP_KEYS,
 }
+#: [defaults] takes the guard keys, and these two of a task's secrets and output keys.
+DEFAULTS_KEYS = {**GUARD_KEYS, **{k: ENV_KEYS[k] for k in ("env_files", "max_output")}}
 SCHEDULE_KEYS: dict[str, _Check] = {
     "cron": (_is_str, "a cron expression string"),
     "every_minute": (_is_bool, "true"),
@@ -317,12 +321,12 @@ def _parse_defaults(table: dict[str, Any], rep: _Reporter) -> dict[str, Any]:
     good: dict[str, Any] = {}
     for key, value in table.items():
         line = rep.lines.table_line("defaults", key)
-        if key not in GUARD_KEYS:
-            hint = did_you_mean(key, list(GUARD_KEYS))
+        if key not in DEFAULTS_KEYS:
+            hint = did_you_mean(key, list(DEFAULTS_KEYS))
             where = " (it belongs in each [[task]])" if key in TASK_KEYS else ""
             rep.add(line, None, "unknown-key", f"unknown key {key!r} in [defaults]{hint}{where}")
             continue
-        problem = _check_type(key, value, GUARD_KEYS) or _check_value(key, value)
+        problem = _check_type(key, value, DEFAULTS_KEYS) or _check_value(key, value)
         if problem:
             code = problem[1] if isinstance(problem, tuple) else "bad-type"
             rep.add(line, None, code, problem[0] if isinstance(problem, tuple) else problem)
@@ -335,6 +339,10 @@ def _check_value(key: str, value: Any) -> tuple[str, str] | None:
     """Value checks of guard keys whose type is already right: (message, code) or None."""
     if key in OPS_KEYS:
         return ops_value_problem(key, value)
+    if key in CAP_KEYS:
+        return cap_value_problem(key, value)
+    if key in ENV_KEYS:
+        return env_value_problem(key, value)
     if key in ONE_LINE_KEYS and isinstance(value, str) and (bad := check_line(key, value)):
         return bad, "bad-value"
     try:
@@ -398,10 +406,8 @@ def _parse_task(
             report(key, "bad-type", _check_type(key, value, TASK_KEYS) or "")
             mistyped = mistyped or key in SCHEDULE_KEYS or key in DAY_KEYS
             continue
-        if key in GUARD_KEYS:
+        if key in GUARD_KEYS or key in ENV_KEYS:
             checked = _check_value(key, value)
-        elif key in ENV_KEYS:
-            checked = env_value_problem(key, value)
         elif key in ONE_LINE_KEYS and (bad := check_line(key, value)):
             checked = (bad, "bad-value")
         else:
@@ -471,6 +477,9 @@ def _parse_task(
             return None
     settings = {**defaults, **raw}
     settings["env"] = {**defaults.get("env", {}), **raw.get("env", {})}
+    # The defaults' env_files, then the task's (a later file wins a name both set).
+    files = [*defaults.get("env_files", ()), *raw.get("env_files", ())]
+    settings["env_files"] = tuple(dict.fromkeys(files))
     if isinstance(raw.get("env_from_file"), dict) and (
         both := secret_names(raw["env_from_file"], settings["env"])
     ):
@@ -542,9 +551,10 @@ def _make_task(
         env=dict(settings["env"]),
         paused=raw.get("paused", False),
         on_start=raw.get("on_start", False),
-        env_files=tuple(raw.get("env_files", ())),
+        env_files=settings["env_files"],
         env_from_file=dict(raw.get("env_from_file", {})),
-        max_output=parse_size(raw["max_output"]) if "max_output" in raw else None,
         group=settings.get("group"),
+        max_output=parse_size(settings["max_output"]) if "max_output" in settings else None,
         **ops_fields(settings),
+        **cap_fields(settings),
     )

@@ -520,6 +520,9 @@ def execute(
         stream=ctx.output(task.name) if ctx.output is not None else None,
         mask=mask,
         max_output=task.max_output or 0,
+        memory_max=task.memory_max,
+        cpu_max=task.cpu_max,
+        nice=task.nice,
     )
     if ctx.tracker is not None and ctx.tracker.stopping:
         return replace(row, outcome="interrupted", message=NOT_STARTED, log_path=None)

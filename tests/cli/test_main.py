@@ -195,7 +195,7 @@ def test_the_console_script_and_python_m_cronctl_use_entry(tmp_path: Path) -> No
 
 #: Modules only a bad schedule's messages or other commands need, each a measurable cost:
 #: `run` starts every minute.
-_NOT_ON_THE_RUN_PATH = ("unicodedata", "difflib", "json")
+_NOT_ON_THE_RUN_PATH = ("unicodedata", "difflib", "json", "resource", "cronctl.edge.process.limits")
 
 
 def test_a_run_that_starts_a_task_imports_nothing_it_does_not_need(tmp_path: Path) -> None:
@@ -206,6 +206,12 @@ def test_a_run_that_starts_a_task_imports_nothing_it_does_not_need(tmp_path: Pat
     ]
     assert _imported_by_a_second_run(tmp_path, tasks, _NOT_ON_THE_RUN_PATH) == []
     assert ran.read_text().count("\n") == 2  # the due task ran in both
+
+
+def test_only_a_task_with_caps_loads_the_caps(tmp_path: Path) -> None:
+    tasks = ['name = "capped"\ncommand = "true"\nevery_minute = true\nnice = 5']
+    caps = ("resource", "cronctl.edge.process.limits")
+    assert _imported_by_a_second_run(tmp_path, tasks, caps) == sorted(caps)
 
 
 def _imported_by_a_second_run(

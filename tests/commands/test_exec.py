@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -161,6 +162,14 @@ def test_exec_refuses_while_a_scheduled_run_of_an_unguarded_task_is_running(
     assert refused.returncode == 2 and "task free is running (pid" in refused.stderr
 
 
+def _wait_started(process: subprocess.Popen[str], tmp_path: Path) -> None:
+    """Until the task has touched `started` (cronctl exec still running)."""
+    deadline = time.monotonic() + 15
+    while not (tmp_path / "started").exists():
+        assert time.monotonic() < deadline and process.poll() is None
+        time.sleep(0.02)
+
+
 def test_sigterm_to_exec_reaches_the_task_which_is_then_recorded(cli: Cli, tmp_path: Path) -> None:
     write_schedule(
         tmp_path / "schedules.toml",
@@ -170,13 +179,38 @@ def test_sigterm_to_exec_reaches_the_task_which_is_then_recorded(cli: Cli, tmp_p
         ],
     )
     process = cli.popen("exec", "trapper")
-    deadline = time.monotonic() + 15
-    while not (tmp_path / "started").exists():
-        assert time.monotonic() < deadline and process.poll() is None
-        time.sleep(0.02)
+    _wait_started(process, tmp_path)
     process.send_signal(signal.SIGTERM)
     with process:
         out, _ = process.communicate(timeout=15)
     assert process.returncode == 5 and "got-term" in out
     [run] = _history(cli)
     assert (run["outcome"], run["exit_code"], run["trigger"]) == ("interrupted", 5, "manual")
+
+
+def test_sighup_to_exec_is_ignored_and_the_task_completes_and_is_recorded(
+    cli: Cli, tmp_path: Path
+) -> None:
+    # An operator's ssh session dropping sends SIGHUP: a manual run must go on to its end.
+    write_schedule(
+        tmp_path / "schedules.toml",
+        [
+            'name = "long"\ncommand = "touch started; while [ ! -e go ]; do sleep 0.05; done; '
+            'grep SigIgn /proc/$$/status > ignored; echo finished"\nhourly = true'
+        ],
+    )
+    process = cli.popen("exec", "long")
+    _wait_started(process, tmp_path)
+    process.send_signal(signal.SIGHUP)
+    time.sleep(0.3)
+    assert process.poll() is None, "SIGHUP stopped cronctl exec"
+    (tmp_path / "go").touch()
+    with process:
+        out, err = process.communicate(timeout=15)
+    assert process.returncode == 0, err
+    assert "finished" in out
+    [run] = _history(cli)
+    assert (run["outcome"], run["exit_code"], run["trigger"]) == ("ok", 0, "manual")
+    # Ignored by a handler, not SIG_IGN, which the task would inherit.
+    ignored = int((tmp_path / "ignored").read_text().split()[1], 16)
+    assert not ignored & (1 << (signal.SIGHUP - 1))

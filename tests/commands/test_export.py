@@ -170,6 +170,18 @@ def test_only_settings_a_task_uses_are_listed_as_not_expressed(cli: Cli, tmp_pat
     assert "task quiet: not expressed: notify" in result.stderr
 
 
+def test_resource_caps_are_named_as_not_expressed(cli: Cli, tmp_path: Path) -> None:
+    write_schedule(
+        tmp_path / "schedules.toml",
+        ['name = "capped"\ncommand = "true"\nhourly = true\nmemory_max = "1GB"\nnice = 5'],
+    )
+    result = cli("export", "--to", "systemd", "--user", "app", "-o", "units")
+    assert result.returncode == 0, result.stderr
+    assert "task capped: not expressed: memory_max, nice: not exported; set the target's" in (
+        result.stderr
+    )
+
+
 def test_the_target_and_directory_are_arguments(cli: Cli, schedule: Path, tmp_path: Path) -> None:
     out = tmp_path / "units"
     result = cli("export", "systemd", str(out), "--user", "app", "-f", str(schedule),

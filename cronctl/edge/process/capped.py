@@ -98,8 +98,8 @@ class CappedLog:
     def _marker_line(self) -> bytes:
         lead = b"" if self._newline else b"\n"
         text = (
-            f"[cronctl: {self._cut} bytes ({_human(self._cut)}) of output cut here by "
-            f"max_output = {_human(self._limit)}: its first and last {_human(self._keep)} "
+            f"[cronctl: {self._cut} bytes ({human_size(self._cut)}) of output cut here by "
+            f"max_output = {human_size(self._limit)}: its first and last {human_size(self._keep)} "
             "are kept]\n"
         )
         return lead + text.encode()
@@ -117,7 +117,8 @@ class CappedLog:
         self._size = max(self._size, offset)
 
 
-def _human(size: int) -> str:
+def human_size(size: int) -> str:
+    """16777216 -> '16MB' (powers of 1024), as the schedule file writes sizes."""
     for unit, scale in (("GB", 1024**3), ("MB", 1024**2), ("KB", 1024)):
         if size >= scale:
             value = size / scale

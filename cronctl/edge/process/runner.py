@@ -12,8 +12,9 @@ The group is the unit throughout because a task is rarely one process: ``sh -c "
 alone is three. Processes that leave the group (``setsid``, a double fork) are still the
 task's: cronctl is their child subreaper and finds them by the run's ``CRONCTL_RUN_ID``
 (edge/process/reaper.py), and every signal, timeout and lingering check covers them too.
-Children are started with ``start_new_session=True`` rather than a
-``preexec_fn``, which would run Python's at-fork hooks (filelock's among them) in the child.
+Children are started with ``start_new_session=True`` rather than a ``preexec_fn``, which
+would run Python in the forked child of a threaded process; only a task with resource caps
+(``memory_max``, ``cpu_max``, ``nice``) gets one, which limits.py keeps to a few system calls.
 """
 
 from __future__ import annotations
@@ -31,13 +32,16 @@ from contextlib import suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Literal, TypeAlias
+from typing import TYPE_CHECKING, Literal, TypeAlias
 
 from cronctl.core.envfile import Masker
 from cronctl.edge.paths import open_nofollow
 from cronctl.edge.process import procs, reaper
 from cronctl.edge.process.capped import CappedLog
 from cronctl.edge.process.stream import Copy, copier, tee
+
+if TYPE_CHECKING:
+    from cronctl.edge.process.limits import Prepared
 
 __all__ = [
     "CommandResult",
@@ -77,6 +81,15 @@ class RunSpec:
     # log keeps (0: no cap). Either sends the output through cronctl (a pipe) to the log.
     mask: tuple[str, ...] = ()
     max_output: int = 0
+    # Resource caps (limits.py): bytes, percent of one CPU, niceness; 0: none.
+    memory_max: int = 0
+    cpu_max: int = 0
+    nice: int = 0
+
+    @property
+    def capped(self) -> bool:
+        """Whether the command runs under resource caps."""
+        return bool(self.memory_max or self.cpu_max or self.nice)
 
     @property
     def piped(self) -> bool:
@@ -131,6 +144,7 @@ class RunningCommand:
         t0: float,
         failure: str | None = None,
         log_fd: int | None = None,
+        caps: Prepared | None = None,
     ) -> None:
         """Wrap ``process``, started at ``started`` (monotonic ``t0``); see :func:`start`.
 
@@ -139,6 +153,7 @@ class RunningCommand:
         """
         self.spec = spec
         self._log_fd = log_fd
+        self._caps = caps
         self._process = process
         self._started = started
         self._t0 = t0
@@ -223,6 +238,9 @@ class RunningCommand:
         reaper.release(process.pid)  # waited for: the reaper may take the number from now on
         exit_code = returncode if returncode >= 0 else None
         signal = -returncode if returncode < 0 else None
+        if self._caps is not None:
+            note = note or self._caps.explain(exit_code, signal)
+            self._caps.close()
         outcome: Outcome = "timeout" if timed_out else ("ok" if returncode == 0 else "failed")
         if self._interrupted and outcome != "timeout":
             outcome = "interrupted"
@@ -329,6 +347,7 @@ def start(spec: RunSpec) -> RunningCommand:
         os.close(log_fd)
         return RunningCommand(spec, None, started, t0, f"cannot capture the output: {exc}")
     reaper.reaper.ensure()
+    caps = _prepare_caps(spec) if spec.capped else None
     try:
         argv = spec.argv()
         try:
@@ -344,9 +363,12 @@ def start(spec: RunSpec) -> RunningCommand:
                     env=spec.env,
                     start_new_session=True,
                     pass_fds=spec.pass_fds,
+                    preexec_fn=caps.preexec if caps is not None else None,
                 )
                 owned(process.pid)
         except (OSError, ValueError) as exc:
+            if caps is not None:
+                caps.close()
             failure = _start_failure(exc, spec, argv)
             os.write(log_fd, f"cronctl: {failure}\n".encode(errors="replace"))
             os.close(log_fd)
@@ -359,13 +381,24 @@ def start(spec: RunSpec) -> RunningCommand:
             os.close(pipe[1])
     # Ours stays open (close-on-exec: no other task inherits it) for the tail and the
     # "printed nothing" check, one open per run instead of three.
-    running = RunningCommand(spec, process, started, t0, log_fd=log_fd)
+    running = RunningCommand(spec, process, started, t0, log_fd=log_fd, caps=caps)
     if pipe is not None:
         running.copied = _start_copy(pipe[0], pipe[2], spec)
     return running
 
 
 _TEE_JOIN_S = 2.0
+
+
+def _prepare_caps(spec: RunSpec) -> Prepared:
+    """The run's cgroup or rlimits (limits.py), for a task with caps."""
+    # Imported here, not at the top: a run without caps loads neither it nor `resource`.
+    from cronctl.edge.process import limits
+
+    caps = limits.Caps(spec.memory_max, spec.cpu_max, spec.nice, spec.timeout)
+    run_id = spec.env.get("CRONCTL_RUN_ID") or f"{os.getpid()}.{time.monotonic_ns()}"
+    name = f"{run_id}-{spec.env.get('CRONCTL_ATTEMPT', '1')}"
+    return limits.prepare(caps, name)
 
 
 def _output_pipe(spec: RunSpec, log_fd: int) -> tuple[int, int, int] | None:

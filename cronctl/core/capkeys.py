@@ -1,0 +1,82 @@
+"""The resource caps of a task's command: `memory_max`, `cpu_max`, `nice`.
+
+Their checks and their values on a Task (docs/schedule-file.md, "Resource caps"). How a
+cap is held (cgroup v2, or setrlimit) is edge/process/limits.py's business: this module
+only says what was asked. Pure: no I/O. Kept apart from schema.py so its hunks stay small.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+from cronctl.core.envkeys import UNLIMITED, parse_size
+
+#: The smallest `memory_max`: below it not even a shell starts under an address-space cap.
+MIN_MEMORY = 16 * 1024**2
+#: The largest: 1024 TB; past it the kernel's limits overflow.
+MAX_MEMORY = 1024**5
+#: `cpu_max` is a share of one CPU, in percent: "250%" is two and a half CPUs.
+MAX_CPU_PERCENT = 100_000
+MAX_NICE = 19
+_PERCENT = r"(\d{1,6})\s*%\Z"
+
+
+def _is_str(v: object) -> bool:
+    return isinstance(v, str)
+
+
+def _is_int(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+CAP_KEYS: dict[str, tuple[Callable[[object], bool], str]] = {
+    "memory_max": (_is_str, 'a size such as "512MB", or "unlimited"'),
+    "cpu_max": (_is_str, 'a share of one CPU such as "50%" (or "200%": two), or "unlimited"'),
+    "nice": (_is_int, "an integer 0-19"),
+}
+
+
+def parse_percent(text: str) -> int:
+    """'50%' -> 50 (a share of one CPU); "unlimited" -> UNLIMITED.
+
+    :raises ValueError: with what to write instead.
+    """
+    if text.strip().lower() == "unlimited":
+        return UNLIMITED
+    match = re.match(_PERCENT, text.strip(), re.ASCII)
+    percent = int(match.group(1)) if match else 0
+    if not 1 <= percent <= MAX_CPU_PERCENT:
+        raise ValueError(
+            f"{text[:40]!r} is not a share of a CPU; write a percentage of one CPU from 1% "
+            f'to {MAX_CPU_PERCENT}%, e.g. "50%" (half a CPU) or "200%" (two), or "unlimited"'
+        )
+    return percent
+
+
+def cap_value_problem(key: str, value: Any) -> tuple[str, str] | None:
+    """Value checks of a key of CAP_KEYS whose type is right: (message, code) or None."""
+    try:
+        if key == "memory_max":
+            if parse_size(value, MIN_MEMORY, "16MB") > MAX_MEMORY:
+                raise ValueError(f"size {value!r} is above the largest cap, 1024TB")
+        elif key == "cpu_max":
+            parse_percent(value)
+        elif not 0 <= value <= MAX_NICE:
+            raise ValueError(f"{value} is not a niceness 0 (normal) to 19 (the lowest)")
+    except ValueError as exc:
+        return f"{key!r}: {exc}", "bad-value"
+    return None
+
+
+def cap_fields(settings: dict[str, Any]) -> dict[str, Any]:
+    """The Task fields of the caps, from a task's merged, validated settings."""
+    fields: dict[str, Any] = {}
+    if "memory_max" in settings:
+        fields["memory_max"] = parse_size(settings["memory_max"], MIN_MEMORY)
+    if "cpu_max" in settings:
+        fields["cpu_max"] = parse_percent(settings["cpu_max"])
+    if "nice" in settings:
+        fields["nice"] = settings["nice"]
+    return fields
