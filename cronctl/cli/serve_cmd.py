@@ -124,8 +124,9 @@ def serve_command(
         ),
     ] = False,
 ) -> None:
-    """A read-only web dashboard and JSON API over this machine's state, or the fleet's
-    with a coordination store. Needs the `web` extra: pip install 'cronctl[web]'.
+    """A web dashboard and JSON API over this machine's state, or the fleet's with a
+    coordination store; read-only unless --allow-actions. Needs the `web` extra:
+    pip install 'cronctl[web]'.
 
     With CRONCTL_SERVE_TOKEN set, every request must bring the token (a login form, or an
     `Authorization: Bearer` header for the API). With --allow-actions (which needs the
