@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -13,13 +12,11 @@ import typer
 from cronctl.cli.complete import task_names
 from cronctl.cli.options import CoordOpt, FileOpt, HostOpt, LockOpt, StateOpt
 from cronctl.cli.wiring import fail_on_errors, host_name, load_schedule, parse_instant
-from cronctl.commands.explain import Explanation, explain
+from cronctl.commands.explain import Explanation, explain_here
 from cronctl.coord import open_coordinator
 from cronctl.core.model import format_utc
 from cronctl.core.runs import RunRow
 from cronctl.edge import dirs
-from cronctl.edge.paths import ensure_private_dir
-from cronctl.edge.state.store import DB_NAME, Store
 from cronctl.errors import UsageError
 
 
@@ -73,24 +70,16 @@ def explain_(
     coord = open_coordinator(
         url, locks, host=me, pid=os.getpid(), project=schedule.settings.project
     )
-    store = _open(states)
     try:
-        result = explain(schedule, store, coord, name, instant, host=me, now=datetime.now(UTC))
+        result = explain_here(
+            schedule, states, coord, name, instant, host=me, now=datetime.now(UTC)
+        )
     finally:
         coord.close()
-        if store is not None:
-            store.close()
     if as_json or output == "json":
         print(json.dumps(as_dict(result), indent=2))
     else:
         print(render(result))
-
-
-def _open(states: Path) -> Store | None:
-    """This machine's store, for reading; None when it has none yet (nothing ever ran)."""
-    if not os.path.lexists(states / DB_NAME):
-        return None
-    return Store.open(ensure_private_dir(states), create=False)
 
 
 def render(result: Explanation) -> str:

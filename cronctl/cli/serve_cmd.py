@@ -19,6 +19,7 @@ from cronctl.cli.options import CoordOpt, FileOpt, HostOpt, LockOpt, NowOpt, Sta
 from cronctl.cli.serve_web import build_app
 from cronctl.cli.wiring import host_name, load_schedule, parse_instant
 from cronctl.commands.serve import Dashboard
+from cronctl.commands.serve_actions import Actions
 from cronctl.coord import open_coordinator
 from cronctl.edge import dirs
 from cronctl.errors import UsageError
@@ -72,6 +73,33 @@ def check_exposure(listen: Listen, token: str | None) -> None:
         )
 
 
+def check_actions(allow: bool, token: str | None) -> None:
+    """Actions change what runs: never without a token to ask for (docs/dashboard.md)."""
+    if allow and token is None:
+        raise UsageError(
+            f"--allow-actions needs {TOKEN_ENV}: pause, resume and run now are refused to "
+            "anyone without the token, so set one (e.g. `openssl rand -hex 24`), or drop "
+            "--allow-actions for a read-only dashboard"
+        )
+
+
+def exec_command(
+    files: list[Path] | None, states: Path, locks: Path, host: str, url: str | None
+) -> tuple[list[str], dict[str, str]]:
+    """How run now starts `cronctl exec` (the argv before the task's name, and the
+    environment): the server's schedule, directories, host and store; the store's URL in
+    the environment (it may hold a password), and never the dashboard's token."""
+    argv = [sys.executable, "-m", "cronctl", "exec"]
+    for path in files or ():
+        argv += ["--file", str(Path(path).absolute())]
+    argv += ["--state-dir", str(states.absolute()), "--lock-dir", str(locks.absolute())]
+    argv += ["--host", host]
+    env = {k: v for k, v in os.environ.items() if k != TOKEN_ENV}
+    if url is not None:
+        env["CRONCTL_COORDINATION"] = url
+    return [*argv, "--"], env
+
+
 def serve_command(
     listen: Annotated[
         str,
@@ -87,20 +115,34 @@ def serve_command(
     coordination: CoordOpt = None,
     host: HostOpt = None,
     now: NowOpt = None,
+    allow_actions: Annotated[
+        bool,
+        typer.Option(
+            "--allow-actions",
+            help=f"Offer pause, resume and run now (needs {TOKEN_ENV}; each is recorded in "
+            "STATE_DIR/audit.jsonl).",
+        ),
+    ] = False,
 ) -> None:
-    """A read-only web dashboard and JSON API over this machine's state, or the fleet's
-    with a coordination store. Needs the `web` extra: pip install 'cronctl[web]'.
+    """A web dashboard and JSON API over this machine's state, or the fleet's with a
+    coordination store; read-only unless --allow-actions. Needs the `web` extra:
+    pip install 'cronctl[web]'.
 
     With CRONCTL_SERVE_TOKEN set, every request must bring the token (a login form, or an
-    `Authorization: Bearer` header for the API).
+    `Authorization: Bearer` header for the API). With --allow-actions (which needs the
+    token) the task page offers pause, resume and run now, and the API takes
+    POST /api/tasks/NAME/pause|resume|run; each action is checked for its origin and CSRF
+    token and recorded with who and from where.
 
     \b
     Example:
       cronctl serve --listen 127.0.0.1:8080
+      CRONCTL_SERVE_TOKEN=... cronctl serve --allow-actions
     """
     where = parse_listen(listen)
     token = os.environ.get(TOKEN_ENV) or None
     check_exposure(where, token)
+    check_actions(allow_actions, token)
     try:
         import uvicorn
     except ImportError:
@@ -121,12 +163,19 @@ def serve_command(
         return fixed if fixed is not None else parse_instant(None)
 
     dashboard = Dashboard(schedule, Path(states), coord, me)
-    app = build_app(dashboard, clock, token, None if token else where.host_headers())
+    actions = None
+    if allow_actions:
+        argv, env = exec_command(file, Path(states), Path(locks), me, url)
+        actions = Actions(schedule, Path(states), coord, me, argv, env)
+    app = build_app(dashboard, clock, token, None if token else where.host_headers(), actions)
     print(f"cronctl serve: http://{listen}/ ({coord.describe()})", file=sys.stderr, flush=True)
     try:
         uvicorn.run(
             app, host=where.host, port=where.port, log_level="warning", server_header=False,
             date_header=False,
+            # The peer stays the peer: which forwarded headers count is the dashboard's
+            # rule (cli/serve_auth.py), not uvicorn's.
+            proxy_headers=False,
         )  # fmt: skip
     finally:
         coord.close()

@@ -8,8 +8,8 @@ through Jinja2's autoescaping, after :func:`visible` turned control characters i
 
 from __future__ import annotations
 
-import hmac
 import re
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from html import escape
@@ -17,9 +17,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlencode
 
+from cronctl.cli.explain_cmd import as_dict, render
+from cronctl.cli.fastpath import parse_instant
 from cronctl.cli.render.tables import run_json, visible
 from cronctl.cli.render.timeline import timeline_svg
+from cronctl.cli.serve_actions import DONE, action_routes
+from cronctl.cli.serve_auth import SESSION_COOKIE, SESSION_S, Sessions, bearer, token_matches
 from cronctl.commands.doctor import SKEW_WARN_S
+from cronctl.commands.explain import Explanation, explain_here
 from cronctl.commands.serve import (
     STATES,
     Dashboard,
@@ -28,6 +33,7 @@ from cronctl.commands.serve import (
     TaskSummary,
     parse_cursor,
 )
+from cronctl.commands.serve_actions import MAX_REASON, Actions
 from cronctl.coord.port import StoreUnavailable, redact_url
 from cronctl.core.model import format_utc
 from cronctl.core.runs import OUTCOMES
@@ -47,12 +53,13 @@ CSP = (
 HEADERS = {
     "Content-Security-Policy": CSP,
     "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
+    # Same-origin: a form post then carries its Origin (with no-referrer it says "null"),
+    # and no address of the dashboard reaches another site.
+    "Referrer-Policy": "same-origin",
     "X-Frame-Options": "DENY",
     "Cache-Control": "no-store",
 }
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://\S+")
-COOKIE = "cronctl_token"
 
 
 def masked(text: str) -> str:
@@ -116,10 +123,12 @@ def build_app(
     clock: Callable[[], datetime],
     token: str | None,
     hosts: frozenset[str] | None,
+    actions: Actions | None = None,
 ) -> Starlette:
     """The ASGI app. ``token``: required of every request when set (a bearer header or the
-    cookie the login form sets); ``hosts``: the Host headers accepted (None: any), so a
-    page of another site cannot reach a loopback dashboard by DNS rebinding."""
+    session cookie the login form sets); ``hosts``: the Host headers accepted (None: any),
+    so a page of another site cannot reach a loopback dashboard by DNS rebinding;
+    ``actions``: pause, resume and run now (`--allow-actions`, which needs the token)."""
     from jinja2 import Environment, FileSystemLoader, select_autoescape
     from starlette.applications import Starlette
     from starlette.responses import (
@@ -141,6 +150,8 @@ def build_app(
     env.globals["states"] = STATES
     env.globals["outcomes"] = sorted(OUTCOMES)
     env.globals["skew_warn"] = SKEW_WARN_S
+    env.globals["max_reason"] = MAX_REASON
+    sessions = Sessions(token) if token is not None else None
 
     def page(name: str, status: int = 200, **values: Any) -> Response:
         values.setdefault("fleet", dashboard.fleet)
@@ -148,11 +159,12 @@ def build_app(
         return HTMLResponse(env.get_template(name).render(**values), status, headers=HEADERS)
 
     def authorised(request: Request) -> bool:
-        if token is None:
+        if token is None or sessions is None:
             return True
-        given = request.headers.get("authorization", "").removeprefix("Bearer ")
-        given = given or request.cookies.get(COOKIE, "")
-        return hmac.compare_digest(given.encode(), token.encode())
+        given = bearer(request.headers)
+        if given is not None:
+            return token_matches(given, token)
+        return sessions.valid(request.cookies.get(SESSION_COOKIE, ""), time.time())
 
     async def guard(request: Request, view: Callable[[Request], Response]) -> Response:
         if hosts is not None and request.headers.get("host", "") not in hosts:
@@ -206,10 +218,31 @@ def build_app(
 
     def task(request: Request) -> Response:
         name = request.path_params["name"]
-        view = dashboard.task_page(name, clock(), query_of(request, name))
+        now = clock()
+        view = dashboard.task_page(name, now, query_of(request, name))
+        at = request.query_params.get("at")
+        answer, problem = None, None
+        if at is not None:
+            try:
+                answer = render(explained(name, at.strip()))
+            except CronctlError as exc:
+                problem = str(exc)
+        cookie = request.cookies.get(SESSION_COOKIE, "")
+        done = request.query_params.get("done")
         return page(
-            "task.html", view=view, query=request.query_params,
-            older=next_link(request, view.history.after),
+            "task.html", 400 if problem else 200, view=view, query=request.query_params,
+            older=next_link(request, view.history.after), actions=actions is not None,
+            csrf=sessions.csrf(cookie) if sessions is not None and cookie else "",
+            done=DONE.get(done or ""), at=at or format_utc(now), explanation=answer,
+            explain_error=problem,
+        )  # fmt: skip
+
+    def explained(name: str, at: str) -> Explanation:
+        """`cronctl explain NAME --at AT` as this server sees it."""
+        instant = parse_instant(at, "time")
+        return explain_here(
+            dashboard.schedule, dashboard.state_dir, dashboard.coord, name, instant,
+            host=dashboard.host, now=clock(),
         )  # fmt: skip
 
     def svg(body: str) -> Response:
@@ -251,6 +284,11 @@ def build_app(
         }
         return JSONResponse(body, headers=HEADERS)
 
+    def api_explain(request: Request) -> Response:
+        at = request.query_params.get("at") or format_utc(clock())
+        result = explained(request.path_params["name"], at)
+        return JSONResponse(as_dict(result), headers=HEADERS)
+
     def api_runs(request: Request) -> Response:
         view = dashboard.history(query_of(request))
         after = view.after
@@ -275,16 +313,21 @@ def build_app(
         return JSONResponse({"hosts": rows}, headers=HEADERS)
 
     async def login_post(request: Request) -> Response:
-        if token is None or (hosts is not None and request.headers.get("host") not in hosts):
+        if (
+            sessions is None
+            or token is None
+            or (hosts is not None and request.headers.get("host") not in hosts)
+        ):
             return PlainTextResponse("not here", 404, headers=HEADERS)
         form = parse_qs((await request.body())[:4096].decode("utf-8", "replace"))
         given = (form.get("token") or [""])[0]
-        if not hmac.compare_digest(given.encode(), token.encode()):
+        if not token_matches(given, token):
             return page("login.html", 403, wrong=True)
         response = RedirectResponse("/", 303, headers=HEADERS)
         secure = request.url.scheme == "https" or request.headers.get(
             "x-forwarded-proto") == "https"  # fmt: skip
-        response.set_cookie(COOKIE, token, httponly=True, samesite="strict", secure=secure)
+        response.set_cookie(SESSION_COOKIE, sessions.new(time.time()), max_age=SESSION_S,
+                            httponly=True, samesite="strict", secure=secure)  # fmt: skip
         return response
 
     routes = [
@@ -299,9 +342,12 @@ def build_app(
         route("/login", login, ["GET"]),
         route("/api/tasks", api_tasks, ["GET"]),
         route("/api/tasks/{name}", api_task, ["GET"]),
+        route("/api/tasks/{name}/explain", api_explain, ["GET"]),
         route("/api/runs", api_runs, ["GET"]),
         route("/api/hosts", api_hosts, ["GET"]),
     ]
+    if actions is not None and sessions is not None and token is not None:
+        routes += action_routes(actions, sessions, token, clock, page, HEADERS)
     app = Starlette(routes=routes)
     app.state.started = datetime.now(UTC)
     return app

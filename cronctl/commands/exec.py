@@ -171,7 +171,10 @@ def _take_lock(task: Task, coord: Coordinator, ctx: RunContext, wait: bool) -> H
     while True:
         now: datetime = ctx.clock()
         attempt = _try_lock(task, coord, now)
-        busy = _running_here(task, ctx) if attempt.lock is not None else None
+        busy = None
+        if attempt.lock is not None:
+            with Store.open(ctx.state_dir) as store:
+                busy = running_here(store, ctx.host, task.name)
         if busy is not None and attempt.lock is not None:
             # An unguarded task's scheduled runs take no lock; history still shows them.
             attempt.lock.release()
@@ -217,13 +220,13 @@ def _take_slot(task: Task, coord: Coordinator, ctx: RunContext, wait: bool) -> G
     return slot
 
 
-def _running_here(task: Task, ctx: RunContext) -> HolderInfo | None:
-    """A run of `task` this machine's history shows running, by a cronctl still alive."""
-    with Store.open(ctx.state_dir) as store:
-        for row in store.unfinished_runs(ctx.host):
-            mine = row.task == task.name and row.outcome == "running"
-            if mine and row.pid is not None and alive(row.pid):
-                return HolderInfo(ctx.host, row.pid, row.started or row.occurrence)
+def running_here(store: Store, host: str, name: str) -> HolderInfo | None:
+    """A run of task `name` this machine's history shows running, by a cronctl still alive
+    (the dashboard asks too, before it starts a `cronctl exec`)."""
+    for row in store.unfinished_runs(host):
+        mine = row.task == name and row.outcome == "running"
+        if mine and row.pid is not None and alive(row.pid):
+            return HolderInfo(host, row.pid, row.started or row.occurrence)
     return None
 
 

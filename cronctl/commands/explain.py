@@ -8,8 +8,10 @@ A pure reading: nothing is written, no lock or claim is taken. The dashboard cal
 from __future__ import annotations
 
 import difflib
+import os
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from pathlib import Path
 
 from cronctl.coord.port import Coordinator, PauseInfo, StoreUnavailable
 from cronctl.core.due import CLAIM_REACH, MISSED_ROWS, identities
@@ -17,7 +19,8 @@ from cronctl.core.minutes import MINUTE, minute_floor
 from cronctl.core.model import Schedule, Task, format_duration, format_utc
 from cronctl.core.opskeys import runs_on
 from cronctl.core.runs import RunRow
-from cronctl.edge.state.store import Store, TaskState
+from cronctl.edge.paths import ensure_private_dir
+from cronctl.edge.state.store import DB_NAME, Store, TaskState
 from cronctl.errors import UsageError
 
 #: How far back the previous occurrence is looked for (a yearly task's is within this).
@@ -137,6 +140,29 @@ def explain(
         runs=rows,
         instead=instead,
     )
+
+
+def explain_here(
+    schedule: Schedule,
+    state_dir: Path,
+    coord: Coordinator,
+    name: str,
+    at: datetime,
+    *,
+    host: str,
+    now: datetime,
+) -> Explanation:
+    """:func:`explain` over this machine's store in `state_dir`, opened for reading only
+    (`cronctl explain` and the dashboard's task page): a machine where nothing ever ran has
+    no store, and none is created for the question."""
+    store = None
+    if os.path.lexists(state_dir / DB_NAME):
+        store = Store.open(ensure_private_dir(state_dir), create=False)
+    try:
+        return explain(schedule, store, coord, name, at, host=host, now=now)
+    finally:
+        if store is not None:
+            store.close()
 
 
 def _task(schedule: Schedule, name: str) -> Task:

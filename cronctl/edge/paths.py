@@ -193,7 +193,9 @@ _KNOWN_DIRS = ("logs", "notices", "overlap", "claims", "paused", "locks")
 #: The state database and the files SQLite keeps beside it (opened by SQLite, by name).
 #: Directories whose known children passed, by the directory's (device, inode, mtime).
 _CHILDREN_PASSED: dict[str, tuple[int, int, int]] = {}
-_KNOWN_FILES = ("state.db", "state.db-wal", "state.db-shm", "state.db-journal")
+#: The dashboard's audit record of its actions (edge/audit.py).
+AUDIT_FILE = "audit.jsonl"
+_KNOWN_FILES = ("state.db", "state.db-wal", "state.db-shm", "state.db-journal", AUDIT_FILE)
 
 
 def ensure_private_dir(path: Path, *, within: Path | None = None) -> Path:

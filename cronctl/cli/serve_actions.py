@@ -1,0 +1,160 @@
+"""The dashboard's action routes (`cronctl serve --allow-actions`): a form post from the task
+page, or a JSON call with a bearer token, for pause, resume and run now.
+
+A form post must bring a login session, come from a page of this dashboard (the Origin or
+Referer header) and carry the session's CSRF token. An API call must bring the token as a
+bearer header (a browser never adds one by itself); if it says where it comes from, that
+must be here too. Every request that passed the token is recorded (commands/serve_actions.py)
+with what became of it, refusals included: a refused action with a valid session is what a
+cross-site attempt looks like."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Callable
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs, quote
+
+from cronctl.cli.serve_auth import (
+    SESSION_COOKIE,
+    Sessions,
+    actor_of,
+    bearer,
+    origin_problem,
+    token_matches,
+)
+from cronctl.commands.serve_actions import ActionConflict, Actions, Actor
+from cronctl.errors import CronctlError
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+#: The largest action body read (a reason and a CSRF token fit many times over).
+MAX_BODY = 16 * 1024
+#: What the task page says after each action (?done=...): fixed words, never echoed input.
+DONE = {"pause": "paused", "resume": "resumed", "run": "started"}
+
+Page = Callable[..., "Response"]
+
+
+def action_routes(
+    actions: Actions,
+    sessions: Sessions,
+    token: str,
+    clock: Callable[[], datetime],
+    page: Page,
+    headers: dict[str, str],
+) -> list[Route]:
+    """POST /tasks/NAME/{pause,resume,run} (forms) and /api/tasks/NAME/{...} (JSON)."""
+    from starlette.responses import JSONResponse, RedirectResponse
+    from starlette.routing import Route
+
+    async def body_of(request: Request) -> bytes:
+        data = b""
+        async for chunk in request.stream():
+            data += chunk
+            if len(data) > MAX_BODY:
+                raise CronctlError(f"the request body is over {MAX_BODY} bytes")
+        return data
+
+    def act(kind: str, name: str, actor: Actor, fields: dict[str, str]) -> Any:
+        now = clock()
+        if kind == "pause":
+            actions.pause(name, fields.get("reason", ""), actor, now)
+            return {"paused": True}
+        if kind == "resume":
+            return {"resumed": actions.resume(name, actor, now)}
+        return {"started": True, "pid": actions.run_now(name, actor, now)}
+
+    def refused(kind: str, name: str, actor: Actor, problem: str) -> None:
+        # Refused all the same when the record cannot be written (which stops every action).
+        with contextlib.suppress(CronctlError):
+            actions.record(kind, name, actor, clock(), f"refused: {problem}")
+
+    def status_of(exc: CronctlError) -> int:
+        return 409 if isinstance(exc, ActionConflict) else 400
+
+    def form_endpoint(kind: str) -> Callable[[Request], Any]:
+        async def endpoint(request: Request) -> Response:
+            cookie = request.cookies.get(SESSION_COOKIE, "")
+            if not sessions.valid(cookie, time.time()):
+                return page("error.html", 403, message="log in first: the token is required")
+            name = request.path_params["name"]
+            if not actions.known(name):
+                return page("error.html", 404, message=f"no task named {name!r} in the schedule")
+            actor = actor_of(request.client.host if request.client else None,
+                             request.headers, "page")  # fmt: skip
+            problem = origin_problem(request.headers, request.url.scheme)
+            try:
+                fields = _form(await body_of(request)) if problem is None else {}
+            except CronctlError as exc:
+                problem = str(exc)
+                fields = {}
+            if problem is None and not sessions.csrf_ok(cookie, fields.get("csrf", "")):
+                problem = "the form's CSRF token is missing or wrong: reload the page"
+            if problem is not None:
+                refused(kind, name, actor, problem)
+                return page("error.html", 403, message=f"refused: {problem}")
+            try:
+                act(kind, name, actor, fields)
+            except CronctlError as exc:
+                return page("error.html", status_of(exc), message=str(exc))
+            return RedirectResponse(f"/tasks/{quote(name, safe='')}?done={kind}", 303,
+                                    headers=headers)  # fmt: skip
+
+        return endpoint
+
+    def api_endpoint(kind: str) -> Callable[[Request], Any]:
+        async def endpoint(request: Request) -> Response:
+            given = bearer(request.headers)
+            if given is None or not token_matches(given, token):
+                return JSONResponse({"error": "an Authorization: Bearer token is required"},
+                                    401, headers=headers)  # fmt: skip
+            name = request.path_params["name"]
+            if not actions.known(name):
+                return JSONResponse({"error": f"no task named {name!r}"}, 404, headers=headers)
+            actor = actor_of(request.client.host if request.client else None,
+                             request.headers, "api")  # fmt: skip
+            seen = "origin" in request.headers or "referer" in request.headers
+            problem = origin_problem(request.headers, request.url.scheme) if seen else None
+            if problem is not None:
+                refused(kind, name, actor, problem)
+                return JSONResponse({"error": f"refused: {problem}"}, 403, headers=headers)
+            try:
+                answer = act(kind, name, actor, _json(await body_of(request)))
+            except CronctlError as exc:
+                return JSONResponse({"error": str(exc)}, status_of(exc), headers=headers)
+            body = {"task": name, "action": kind, **answer}
+            return JSONResponse(body, 202 if kind == "run" else 200, headers=headers)
+
+        return endpoint
+
+    routes = []
+    for kind in DONE:
+        routes.append(Route(f"/tasks/{{name}}/{kind}", form_endpoint(kind), methods=["POST"]))
+        routes.append(Route(f"/api/tasks/{{name}}/{kind}", api_endpoint(kind), methods=["POST"]))
+    return routes
+
+
+def _form(data: bytes) -> dict[str, str]:
+    """A urlencoded form's fields, the first value of each."""
+    form = parse_qs(data.decode("utf-8", "replace"), keep_blank_values=True)
+    return {key: values[0] for key, values in form.items()}
+
+
+def _json(data: bytes) -> dict[str, str]:
+    """An API call's JSON object (none: no fields), its string values."""
+    if not data.strip():
+        return {}
+    try:
+        value = json.loads(data)
+    except ValueError:
+        raise CronctlError('the body must be a JSON object, e.g. {"reason": "..."}') from None
+    if not isinstance(value, dict):
+        raise CronctlError('the body must be a JSON object, e.g. {"reason": "..."}')
+    return {k: v for k, v in value.items() if isinstance(k, str) and isinstance(v, str)}

@@ -1,0 +1,128 @@
+"""Who a dashboard request comes from: login sessions, CSRF tokens, the same-origin check
+and the actor an action is recorded under (docs/dashboard.md, "Security" and "Actions").
+
+Plain values in and out (headers as a mapping), so each rule reads and tests alone; the
+web layer (cli/serve_web.py, cli/serve_actions.py) applies them."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import ipaddress
+import secrets
+from collections.abc import Mapping
+from urllib.parse import urlsplit
+
+from cronctl.cli.render.tables import visible
+from cronctl.commands.serve_actions import Actor
+
+SESSION_COOKIE = "cronctl_session"
+#: How long a login lasts; then the login form asks for the token again.
+SESSION_S = 12 * 3600
+#: The longest X-Forwarded-User kept (a login name, not a document).
+_MAX_USER = 64
+
+
+class Sessions:
+    """Login sessions as signed cookies: ``ISSUED.NONCE.MAC``, the MAC an HMAC-SHA256 keyed
+    with the token. The cookie never holds the token itself, and a new token ends every
+    session. The CSRF token of a session is an HMAC of its cookie under a second key."""
+
+    def __init__(self, token: str) -> None:
+        secret = token.encode()
+        self._session = hmac.new(secret, b"cronctl serve: session", hashlib.sha256).digest()
+        self._csrf = hmac.new(secret, b"cronctl serve: csrf", hashlib.sha256).digest()
+
+    def new(self, now: float) -> str:
+        body = f"{int(now)}.{secrets.token_urlsafe(18)}"
+        return f"{body}.{_mac(self._session, body)}"
+
+    def valid(self, cookie: str, now: float) -> bool:
+        body, _, mac = cookie.rpartition(".")
+        issued = body.partition(".")[0]
+        if not body or not issued.isdigit():
+            return False
+        signed = hmac.compare_digest(mac.encode(), _mac(self._session, body).encode())
+        return signed and 0 <= now - int(issued) < SESSION_S
+
+    def csrf(self, cookie: str) -> str:
+        """The CSRF token of the session `cookie` (the forms' hidden field)."""
+        return _mac(self._csrf, cookie)
+
+    def csrf_ok(self, cookie: str, given: str) -> bool:
+        return hmac.compare_digest(self.csrf(cookie).encode(), given.encode())
+
+
+def _mac(key: bytes, text: str) -> str:
+    return hmac.new(key, text.encode(), hashlib.sha256).hexdigest()
+
+
+def token_matches(given: str, token: str) -> bool:
+    """Compared in constant time (a non-ASCII guess is just wrong, never an error)."""
+    return hmac.compare_digest(given.encode(), token.encode())
+
+
+def bearer(headers: Mapping[str, str]) -> str | None:
+    """The token of an ``Authorization: Bearer TOKEN`` header, or None."""
+    scheme, _, value = headers.get("authorization", "").partition(" ")
+    return value.strip() if scheme.lower() == "bearer" and value.strip() else None
+
+
+def scheme_of(headers: Mapping[str, str], scheme: str) -> str:
+    """The scheme the browser used: ``X-Forwarded-Proto`` from a TLS proxy, else the
+    connection's (a page of another site cannot set that header on a form post)."""
+    forwarded = headers.get("x-forwarded-proto", "").strip().lower()
+    return forwarded if forwarded in ("http", "https") else scheme
+
+
+def origin_problem(headers: Mapping[str, str], scheme: str) -> str | None:
+    """Why the request does not come from a page of this dashboard, or None.
+
+    The ``Origin`` header, else the ``Referer``, must be this request's own scheme and
+    ``Host``; a request with neither is refused (a browser sends ``Origin`` with every form
+    post; the pages' ``Referrer-Policy: same-origin`` keeps it)."""
+    expected = f"{scheme_of(headers, scheme)}://{headers.get('host', '')}".lower()
+    origin = headers.get("origin")
+    if origin is not None:
+        seen, what = origin.strip().lower(), "Origin"
+    elif (referer := headers.get("referer")) is not None:
+        parts = urlsplit(referer.strip())
+        seen, what = f"{parts.scheme}://{parts.netloc}".lower(), "Referer"
+    else:
+        return "the request has neither an Origin nor a Referer header"
+    if seen != expected:
+        shown, mine = visible(seen, True)[:100], visible(expected, True)
+        return f"{what} {shown!r} is not this dashboard ({mine!r})"
+    return None
+
+
+def actor_of(client: str | None, headers: Mapping[str, str], via: str) -> Actor:
+    """Who asked: "dashboard" (the token is one identity), from the connection's address.
+
+    ``X-Forwarded-User`` and ``X-Forwarded-For`` are taken only from a loopback peer — a
+    reverse proxy on this machine, which sets them — and only the last ``X-Forwarded-For``
+    address (the one that proxy saw; earlier ones are whatever the client sent)."""
+    peer = client or "unknown"
+    if not _loopback(peer):
+        return Actor("dashboard", peer, via)
+    user = headers.get("x-forwarded-user", "").strip()
+    last = headers.get("x-forwarded-for", "").rpartition(",")[2].strip()
+    return Actor(
+        "dashboard",
+        peer,
+        via,
+        forwarded_user=visible(user, one_line=True)[:_MAX_USER] or None,
+        forwarded_for=last if _address(last) else None,
+    )
+
+
+def _address(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _loopback(text: str) -> bool:
+    return _address(text) and ipaddress.ip_address(text).is_loopback
