@@ -5,7 +5,8 @@
 
 Builds a schedule of TASKS tasks and a local state of RUNS runs spread over HOSTS host
 names (bench/_serve_state.py; with --state DIR, once, reused while the sizes match), then
-times, ROUNDS times each after one warm-up, and prints the median and the slowest:
+times, ROUNDS times each after one warm-up, and prints the median wall time, the median
+CPU time of this process, and the slowest wall time:
 
 - the data of the overview (every task), as the dashboard computes it;
 - the whole overview page and /api/tasks: a request through the real Starlette app, in
@@ -65,19 +66,24 @@ def asgi_get(app: Any, target: str) -> tuple[int, bytes]:
     return status[0], b"".join(body)
 
 
-def timed(rounds: int, what: Callable[[], object]) -> list[float]:
-    what()  # warm-up: templates compiled, SQLite's pages in the cache
+def timed(rounds: int, what: Callable[[], object]) -> list[tuple[float, float]]:
+    """(wall, CPU) seconds of each round, after one warm-up (templates compiled, SQLite's
+    pages in its cache). The CPU time is this process's: on a shared machine the wall time
+    also holds the waits for a core."""
+    what()
     took = []
     for _ in range(rounds):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         what()
-        took.append(time.perf_counter() - t0)
+        took.append((time.perf_counter() - t0, time.process_time() - c0))
     return took
 
 
-def report(name: str, took: list[float], detail: str = "") -> None:
-    median, worst = statistics.median(took) * 1000, max(took) * 1000
-    print(f"{name:<52} median {median:8.1f} ms  slowest {worst:8.1f} ms  {detail}")
+def report(name: str, took: list[tuple[float, float]], detail: str = "") -> None:
+    wall = statistics.median(t for t, _ in took) * 1000
+    cpu = statistics.median(c for _, c in took) * 1000
+    worst = max(t for t, _ in took) * 1000
+    print(f"{name:<50} median {wall:7.1f} ms (CPU {cpu:7.1f})  slowest {worst:7.1f}  {detail}")
 
 
 def page(app: Any, target: str) -> Callable[[], object]:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlencode
 
+from cronctl.cli.render.overview_html import overview_rows, when
 from cronctl.cli.render.tables import run_json, visible
 from cronctl.cli.render.timeline import timeline_svg
 from cronctl.commands.doctor import SKEW_WARN_S
@@ -59,10 +60,6 @@ def masked(text: str) -> str:
     """A command line as the dashboard shows it: passwords in URLs as ``***``, controls
     visible."""
     return visible(_URL.sub(lambda m: redact_url(m.group(0)), text))
-
-
-def when(value: datetime | None) -> str:
-    return format_utc(value) if value is not None else "-"
 
 
 def summary_json(row: TaskSummary) -> dict[str, Any]:
@@ -121,6 +118,7 @@ def build_app(
     cookie the login form sets); ``hosts``: the Host headers accepted (None: any), so a
     page of another site cannot reach a loopback dashboard by DNS rebinding."""
     from jinja2 import Environment, FileSystemLoader, select_autoescape
+    from markupsafe import Markup
     from starlette.applications import Starlette
     from starlette.responses import (
         HTMLResponse,
@@ -202,7 +200,9 @@ def build_app(
         state = q.get("state") or None
         filters = Filters(q.get("host") or None, state if state in STATES else None,
                           q.get("name") or None)  # fmt: skip
-        return page("overview.html", view=dashboard.overview(clock(), filters), filters=filters)
+        view = dashboard.overview(clock(), filters)
+        rows = Markup(overview_rows(view.tasks))  # noqa: S704 (every value escaped there)
+        return page("overview.html", view=view, rows=rows, filters=filters)
 
     def task(request: Request) -> Response:
         name = request.path_params["name"]

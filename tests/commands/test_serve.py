@@ -165,6 +165,19 @@ def test_hostile_output_and_names_are_shown_inert(server: Server, page: Page) ->
     assert page.locator("script").count() == 0  # no script at all on any page
 
 
+def test_overview_shows_descriptions_and_pause_reasons_inert(
+    cli: Cli, server: Server, state: Path, page: Page
+) -> None:
+    reason = '<img id="evil-reason" src=x> \x1b[2J'
+    paused = cli("pause", "fine", "--reason", reason, *_dirs(state))
+    assert paused.returncode == 0, paused.stderr
+    page.goto(server.base + "/")
+    assert page.locator("#bold, #evil-reason, script").count() == 0
+    text = page.locator("table.tasks").inner_text()
+    assert "says <b id='bold'>hi</b>" in text
+    assert '<img id="evil-reason" src=x> ^[[2J' in text
+
+
 def test_every_page_forbids_inline_script(server: Server) -> None:
     for path in ("/", "/tasks/fine", "/fleet", "/api/tasks"):
         status, _ = server.get(path)
