@@ -9,6 +9,7 @@ through Jinja2's autoescaping, after :func:`visible` turned control characters i
 from __future__ import annotations
 
 import hmac
+import json
 import re
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -20,12 +21,14 @@ from urllib.parse import parse_qs, urlencode
 from cronctl.cli.render.overview_html import overview_rows, when
 from cronctl.cli.render.tables import run_json, visible
 from cronctl.cli.render.timeline import timeline_svg
+from cronctl.cli.shared_answers import SharedAnswers
 from cronctl.commands.doctor import SKEW_WARN_S
 from cronctl.commands.serve import (
     STATES,
     Dashboard,
     Filters,
     HistoryQuery,
+    HostRow,
     TaskSummary,
     parse_cursor,
 )
@@ -120,6 +123,7 @@ def build_app(
     from jinja2 import Environment, FileSystemLoader, select_autoescape
     from markupsafe import Markup
     from starlette.applications import Starlette
+    from starlette.concurrency import run_in_threadpool
     from starlette.responses import (
         HTMLResponse,
         JSONResponse,
@@ -140,10 +144,17 @@ def build_app(
     env.globals["outcomes"] = sorted(OUTCOMES)
     env.globals["skew_warn"] = SKEW_WARN_S
 
-    def page(name: str, status: int = 200, **values: Any) -> Response:
+    def rendered(name: str, **values: Any) -> str:
         values.setdefault("fleet", dashboard.fleet)
         values.setdefault("source", dashboard.coord.describe())
-        return HTMLResponse(env.get_template(name).render(**values), status, headers=HEADERS)
+        return env.get_template(name).render(**values)
+
+    def page(name: str, status: int = 200, **values: Any) -> Response:
+        return HTMLResponse(rendered(name, **values), status, headers=HEADERS)
+
+    # The overview's page and JSON, computed once for the viewers who ask at the same time.
+    shared: SharedAnswers[bytes] = SharedAnswers()
+    machines: SharedAnswers[list[HostRow]] = SharedAnswers()
 
     def authorised(request: Request) -> bool:
         if token is None:
@@ -160,7 +171,9 @@ def build_app(
                 return JSONResponse({"error": "token required"}, 401, headers=HEADERS)
             return RedirectResponse("/login", 303, headers=HEADERS)
         try:
-            return view(request)
+            # In a worker thread: the loop goes on answering (a run page need not wait for
+            # an overview of 10,000 tasks), and SQLite works without the GIL meanwhile.
+            return await run_in_threadpool(view, request)
         except CronctlError as exc:
             status = 400
             if isinstance(exc, StoreUnavailable):
@@ -200,9 +213,14 @@ def build_app(
         state = q.get("state") or None
         filters = Filters(q.get("host") or None, state if state in STATES else None,
                           q.get("name") or None)  # fmt: skip
-        view = dashboard.overview(clock(), filters)
-        rows = Markup(overview_rows(view.tasks))  # noqa: S704 (every value escaped there)
-        return page("overview.html", view=view, rows=rows, filters=filters)
+
+        def render() -> bytes:
+            view = dashboard.overview(clock(), filters)
+            rows = Markup(overview_rows(view.tasks))  # noqa: S704 (every value escaped there)
+            return rendered("overview.html", view=view, rows=rows, filters=filters).encode()
+
+        body = shared.get(("/", filters), render)
+        return Response(body, headers={**HEADERS, "Content-Type": "text/html; charset=utf-8"})
 
     def task(request: Request) -> Response:
         name = request.path_params["name"]
@@ -229,7 +247,7 @@ def build_app(
         return page("run.html", view=dashboard.run_page(request.path_params["id"]))
 
     def fleet(request: Request) -> Response:
-        return page("fleet.html", hosts=dashboard.hosts())
+        return page("fleet.html", hosts=machines.get("hosts", dashboard.hosts))
 
     def style(request: Request) -> Response:
         css = (TEMPLATES / "style.css").read_text(encoding="utf-8")
@@ -239,8 +257,16 @@ def build_app(
         return page("login.html")
 
     def api_tasks(request: Request) -> Response:
-        view = dashboard.overview(clock())
-        return JSONResponse({"tasks": [summary_json(r) for r in view.tasks]}, headers=HEADERS)
+
+        def answer() -> bytes:
+            view = dashboard.overview(clock())
+            tasks = {"tasks": [summary_json(r) for r in view.tasks]}
+            # As JSONResponse writes it.
+            return json.dumps(tasks, ensure_ascii=False, allow_nan=False, separators=(",", ":")
+                              ).encode()  # fmt: skip
+
+        body = shared.get("/api/tasks", answer)
+        return Response(body, headers={**HEADERS, "Content-Type": "application/json"})
 
     def api_task(request: Request) -> Response:
         name = request.path_params["name"]
@@ -270,7 +296,7 @@ def build_app(
                 "version": h.version,
                 "clock_skew_s": None if h.skew_s is None else round(h.skew_s, 3),
             }
-            for h in dashboard.hosts()
+            for h in machines.get("hosts", dashboard.hosts)
         ]
         return JSONResponse({"hosts": rows}, headers=HEADERS)
 
