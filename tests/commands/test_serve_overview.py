@@ -126,13 +126,14 @@ def test_overview_says_what_status_says_of_every_task(tmp_path: Path, seed: int)
         coord.set_pause(task.name, reason=None if i % 2 else f"why {i}", now=NOW, user="ops")
     coord.set_pause("task-003", reason=None, now=NOW, user="ops")  # paused in the file too
     board = Dashboard(schedule, tmp_path / "state", coord, HOST)
+    states: set[str] = set()
     for now in (NOW, NOW + timedelta(days=3), NOW - timedelta(days=2)):
         expected = _reference_overview(schedule, tmp_path / "state", coord, now)
+        states |= {r.state for r in expected}
         got = board.overview(now).tasks
         assert [r.task.name for r in got] == [r.task.name for r in expected]
         for mine, theirs in zip(got, expected, strict=True):
             assert mine == theirs, mine.task.name
-    states = {r.state for r in expected}
     assert states >= {"failing", "overdue", "running", "paused", "ok", "new"}, states
     # The task page's summary is the overview's row of that task.
     for row in expected[::7]:
