@@ -1,92 +1,150 @@
-"""How long the dashboard's data takes server-side (docs/dashboard.md#speed).
+"""How long the dashboard's pages take server-side (docs/dashboard.md#speed).
 
-    python bench/serve_pages.py [--tasks 10000] [--runs 1000000] [--hosts 50] [--profile]
+    python bench/serve_pages.py [--tasks 10000] [--runs 1000000] [--hosts 50]
+                                [--rounds 5] [--state DIR] [--profile]
 
 Builds a schedule of TASKS tasks and a local state of RUNS runs spread over HOSTS host
-names in a temporary directory, then times the overview (every task) and a history page
-deep in the history (keyset). --profile prints the overview's cProfile, heaviest first."""
+names (bench/_serve_state.py; with --state DIR, once, reused while the sizes match), then
+times, ROUNDS times each after one warm-up, and prints the median wall time, the median
+CPU time of this process, and the slowest wall time:
+
+- the data of the overview (every task), as the dashboard computes it;
+- the whole overview page and /api/tasks: a request through the real Starlette app, in
+  this process (the ASGI call uvicorn makes, without the socket), template rendering
+  included;
+- a history page deep in the history (keyset), as data and as the task page and the
+  /api/runs answer.
+
+--profile prints the overview page's cProfile, heaviest first."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import cProfile
+import os
 import pstats
+import statistics
 import tempfile
 import time
-from datetime import UTC, datetime, timedelta
+from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
+from _serve_state import START, build
+
+from cronctl.cli.serve_web import build_app
 from cronctl.commands.serve import Dashboard, HistoryQuery
 from cronctl.coord import open_coordinator
-from cronctl.core.runs import RunRow
+from cronctl.core.model import format_utc
 from cronctl.edge.schedfiles import load_paths
-from cronctl.edge.state.store import Store
+
+
+def asgi_get(app: Any, target: str) -> tuple[int, bytes]:
+    """GET ``target`` through ``app`` as uvicorn would call it: status and body."""
+    path, _, query = target.partition("?")
+    scope = {
+        "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET",
+        "scheme": "http", "path": path, "raw_path": path.encode(), "root_path": "",
+        "query_string": query.encode(), "headers": [(b"host", b"127.0.0.1:8077")],
+        "client": ("127.0.0.1", 40000), "server": ("127.0.0.1", 8077),
+    }  # fmt: skip
+    status: list[int] = []
+    body: list[bytes] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            status.append(message["status"])
+        elif message["type"] == "http.response.body":
+            body.append(message.get("body", b""))
+
+    asyncio.run(app(scope, receive, send))
+    return status[0], b"".join(body)
+
+
+def timed(rounds: int, what: Callable[[], object]) -> list[tuple[float, float]]:
+    """(wall, CPU) seconds of each round, after one warm-up (templates compiled, SQLite's
+    pages in its cache). The CPU time is this process's: on a shared machine the wall time
+    also holds the waits for a core."""
+    what()
+    took = []
+    for _ in range(rounds):
+        t0, c0 = time.perf_counter(), time.process_time()
+        what()
+        took.append((time.perf_counter() - t0, time.process_time() - c0))
+    return took
+
+
+def report(name: str, took: list[tuple[float, float]], detail: str = "") -> None:
+    wall = statistics.median(t for t, _ in took) * 1000
+    cpu = statistics.median(c for _, c in took) * 1000
+    worst = max(t for t, _ in took) * 1000
+    print(f"{name:<50} median {wall:7.1f} ms (CPU {cpu:7.1f})  slowest {worst:7.1f}  {detail}")
+
+
+def page(app: Any, target: str) -> Callable[[], object]:
+    def get() -> int:
+        status, body = asgi_get(app, target)
+        if status != 200:
+            raise SystemExit(f"{target}: {status} {body[:300]!r}")
+        return len(body)
+
+    return get
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=10_000)
     parser.add_argument("--runs", type=int, default=1_000_000)
     parser.add_argument("--hosts", type=int, default=50)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--state", type=Path, help="build the state here once, and reuse it")
     parser.add_argument("--profile", action="store_true")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        sched = root / "schedules.toml"
-        sched.write_text(
-            "".join(
-                f'[[task]]\nname = "t{i:05d}"\ncron = "{i % 60} * * * *"\ncommand = "true"\n'
-                for i in range(args.tasks)
-            )
-        )
-        schedule = load_paths([sched])
-        (root / "state").mkdir(mode=0o700)
-        (root / "locks").mkdir(mode=0o700)
-        start = datetime(2024, 1, 1, tzinfo=UTC)
-        t0 = time.perf_counter()
-        with Store.open(root / "state") as store:
-            batch = 100_000
-            for first in range(0, args.runs, batch):
-                with store.transaction() as txn:
-                    txn.add_runs(
-                        [
-                            RunRow(
-                                f"r{i:08d}",
-                                f"t{i % args.tasks:05d}",
-                                start + timedelta(minutes=i),
-                                "ok" if i % 9 else "failed",
-                                f"h{i % args.hosts:02d}",
-                                exit_code=0,
-                                duration_s=1.0,
-                            )
-                            for i in range(first, min(first + batch, args.runs))
-                        ]
-                    )
-        print(f"built {args.runs} runs in {time.perf_counter() - t0:.1f} s")
-        coord = open_coordinator(None, root / "locks", host="h00", pid=1)
-        board = Dashboard(schedule, root / "state", coord, "h00")
-        now = start + timedelta(minutes=args.runs)
-        for _ in range(2):
-            t0 = time.perf_counter()
-            view = board.overview(now)
-            print(f"overview of {len(view.tasks)} tasks: {time.perf_counter() - t0:.3f} s")
-        if args.profile:
-            profiler = cProfile.Profile()
-            profiler.runcall(board.overview, now)
-            pstats.Stats(profiler).sort_stats("cumulative").print_stats(25)
-        deep = (start + timedelta(minutes=args.runs // 2), "r")
+        where = build(args.state or Path(tmp), args.tasks, args.runs, args.hosts)
+        print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        schedule = load_paths([where.schedule])
+        coord = open_coordinator(None, where.locks, host="h00", pid=1)
+        board = Dashboard(schedule, where.state, coord, "h00")
+        app = build_app(board, lambda: where.now, None, None)
+
+        rounds = args.rounds
+        view = board.overview(where.now)
+        report(f"overview data, {len(view.tasks)} tasks",
+               timed(rounds, lambda: board.overview(where.now)))  # fmt: skip
+        size = page(app, "/")()
+        report("overview page GET /", timed(rounds, page(app, "/")), f"{size / 1e6:.1f} MB")
+        for target in ("/api/tasks", "/fleet"):
+            report(f"GET {target}", timed(rounds, page(app, target)))
+
+        deep = (START + timedelta(minutes=args.runs // 2), "r")
+        cursor = f"{format_utc(deep[0])}~r"
+        task = f"t{7 % args.tasks:05d}"
         for name, query in (
             ("first page, every task", HistoryQuery()),
             ("page in the middle, every task", HistoryQuery(before=deep)),
-            ("page in the middle, one task", HistoryQuery(task="t00007", before=deep)),
+            ("page in the middle, one task", HistoryQuery(task=task, before=deep)),
             ("page in the middle, outcome failed", HistoryQuery(outcome="failed", before=deep)),
         ):
-            board.history(query)
-            t0 = time.perf_counter()
-            for _ in range(20):
-                page = board.history(query)
-            took = (time.perf_counter() - t0) / 20
-            print(f"history {name}: {len(page.runs)} runs in {took * 1000:.1f} ms")
+            report(f"history data: {name}", timed(rounds * 4, lambda q=query: board.history(q)))
+        for target in (
+            f"/tasks/{task}?before={cursor}",
+            f"/api/runs?before={cursor}",
+            f"/api/runs?outcome=failed&before={cursor}",
+        ):
+            shown = target.partition("before=")[0] + "before=..."
+            report(f"history GET {shown}", timed(rounds * 4, page(app, target)))
+        print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        if args.profile:
+            profiler = cProfile.Profile()
+            profiler.runcall(page(app, "/"))
+            pstats.Stats(profiler).sort_stats("cumulative").print_stats(30)
+        coord.close()
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ through Jinja2's autoescaping, after :func:`visible` turned control characters i
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Callable
@@ -19,10 +20,12 @@ from urllib.parse import parse_qs, urlencode
 
 from cronctl.cli.explain_cmd import as_dict, render
 from cronctl.cli.fastpath import parse_instant
+from cronctl.cli.render.overview_html import overview_rows, when
 from cronctl.cli.render.tables import run_json, visible
 from cronctl.cli.render.timeline import timeline_svg
 from cronctl.cli.serve_actions import DONE, action_routes
 from cronctl.cli.serve_auth import SESSION_COOKIE, SESSION_S, Sessions, bearer, token_matches
+from cronctl.cli.shared_answers import SharedAnswers
 from cronctl.commands.doctor import SKEW_WARN_S
 from cronctl.commands.explain import Explanation, explain_here
 from cronctl.commands.serve import (
@@ -30,6 +33,7 @@ from cronctl.commands.serve import (
     Dashboard,
     Filters,
     HistoryQuery,
+    HostRow,
     TaskSummary,
     parse_cursor,
 )
@@ -66,10 +70,6 @@ def masked(text: str) -> str:
     """A command line as the dashboard shows it: passwords in URLs as ``***``, controls
     visible."""
     return visible(_URL.sub(lambda m: redact_url(m.group(0)), text))
-
-
-def when(value: datetime | None) -> str:
-    return format_utc(value) if value is not None else "-"
 
 
 def summary_json(row: TaskSummary) -> dict[str, Any]:
@@ -130,7 +130,9 @@ def build_app(
     so a page of another site cannot reach a loopback dashboard by DNS rebinding;
     ``actions``: pause, resume and run now (`--allow-actions`, which needs the token)."""
     from jinja2 import Environment, FileSystemLoader, select_autoescape
+    from markupsafe import Markup
     from starlette.applications import Starlette
+    from starlette.concurrency import run_in_threadpool
     from starlette.responses import (
         HTMLResponse,
         JSONResponse,
@@ -153,10 +155,17 @@ def build_app(
     env.globals["max_reason"] = MAX_REASON
     sessions = Sessions(token) if token is not None else None
 
-    def page(name: str, status: int = 200, **values: Any) -> Response:
+    def rendered(name: str, **values: Any) -> str:
         values.setdefault("fleet", dashboard.fleet)
         values.setdefault("source", dashboard.coord.describe())
-        return HTMLResponse(env.get_template(name).render(**values), status, headers=HEADERS)
+        return env.get_template(name).render(**values)
+
+    def page(name: str, status: int = 200, **values: Any) -> Response:
+        return HTMLResponse(rendered(name, **values), status, headers=HEADERS)
+
+    # The overview's page and JSON, computed once for the viewers who ask at the same time.
+    shared: SharedAnswers[bytes] = SharedAnswers()
+    machines: SharedAnswers[list[HostRow]] = SharedAnswers()
 
     def authorised(request: Request) -> bool:
         if token is None or sessions is None:
@@ -174,7 +183,9 @@ def build_app(
                 return JSONResponse({"error": "token required"}, 401, headers=HEADERS)
             return RedirectResponse("/login", 303, headers=HEADERS)
         try:
-            return view(request)
+            # In a worker thread: the loop goes on answering (a run page need not wait for
+            # an overview of 10,000 tasks), and SQLite works without the GIL meanwhile.
+            return await run_in_threadpool(view, request)
         except CronctlError as exc:
             status = 400
             if isinstance(exc, StoreUnavailable):
@@ -214,7 +225,14 @@ def build_app(
         state = q.get("state") or None
         filters = Filters(q.get("host") or None, state if state in STATES else None,
                           q.get("name") or None)  # fmt: skip
-        return page("overview.html", view=dashboard.overview(clock(), filters), filters=filters)
+
+        def render() -> bytes:
+            view = dashboard.overview(clock(), filters)
+            rows = Markup(overview_rows(view.tasks))  # noqa: S704 (every value escaped there)
+            return rendered("overview.html", view=view, rows=rows, filters=filters).encode()
+
+        body = shared.get(("/", filters), render)
+        return Response(body, headers={**HEADERS, "Content-Type": "text/html; charset=utf-8"})
 
     def task(request: Request) -> Response:
         name = request.path_params["name"]
@@ -262,7 +280,7 @@ def build_app(
         return page("run.html", view=dashboard.run_page(request.path_params["id"]))
 
     def fleet(request: Request) -> Response:
-        return page("fleet.html", hosts=dashboard.hosts())
+        return page("fleet.html", hosts=machines.get("hosts", dashboard.hosts))
 
     def style(request: Request) -> Response:
         css = (TEMPLATES / "style.css").read_text(encoding="utf-8")
@@ -272,8 +290,16 @@ def build_app(
         return page("login.html")
 
     def api_tasks(request: Request) -> Response:
-        view = dashboard.overview(clock())
-        return JSONResponse({"tasks": [summary_json(r) for r in view.tasks]}, headers=HEADERS)
+
+        def answer() -> bytes:
+            view = dashboard.overview(clock())
+            tasks = {"tasks": [summary_json(r) for r in view.tasks]}
+            # As JSONResponse writes it.
+            return json.dumps(tasks, ensure_ascii=False, allow_nan=False, separators=(",", ":")
+                              ).encode()  # fmt: skip
+
+        body = shared.get("/api/tasks", answer)
+        return Response(body, headers={**HEADERS, "Content-Type": "application/json"})
 
     def api_task(request: Request) -> Response:
         name = request.path_params["name"]
@@ -308,7 +334,7 @@ def build_app(
                 "version": h.version,
                 "clock_skew_s": None if h.skew_s is None else round(h.skew_s, 3),
             }
-            for h in dashboard.hosts()
+            for h in machines.get("hosts", dashboard.hosts)
         ]
         return JSONResponse({"hosts": rows}, headers=HEADERS)
 

@@ -8,16 +8,18 @@ uses the same shapes as the CLI's --json (docs/commands.md)."""
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from cronctl.commands.operate import StatusRow, reading_store, status
+from cronctl.commands.operate import reading_store
 from cronctl.coord.outbox import OUTPUT_TAIL_BYTES, WITH_OUTPUT
 from cronctl.coord.port import Coordinator, PauseInfo, RunQuery
 from cronctl.core.calendar import Timeline, build_timeline
 from cronctl.core.describe import describe, gap_note
 from cronctl.core.model import Schedule, Task
+from cronctl.core.opskeys import overdue_since, runs_on
 from cronctl.core.runs import OUTCOMES, RunRow
 from cronctl.edge.process.logfiles import log_chunks, log_file
 from cronctl.errors import CronctlError, UsageError
@@ -160,6 +162,22 @@ class HistoryQuery:
             raise UsageError(f"limit must be 1 to 1000, got {self.limit}")
 
 
+class _NextRuns:
+    """``Task.next_run``, each answer kept: tasks that fire alike (``firing_key``) share
+    their next run from now, and often from the same last ok run too."""
+
+    def __init__(self) -> None:
+        self._seen: dict[tuple[object, datetime], datetime | None] = {}
+
+    def after(self, task: Task, at: datetime) -> datetime | None:
+        key = (task.firing_key, at)
+        try:
+            return self._seen[key]
+        except KeyError:
+            found = self._seen[key] = task.next_run(at)
+            return found
+
+
 class Dashboard:
     """The views over one schedule, its state directory and its coordination.
 
@@ -183,17 +201,45 @@ class Dashboard:
         )
         return Overview(kept, hosts, self.fleet, self.coord.describe(), len(rows))
 
-    def _local_rows(self, now: datetime) -> list[TaskSummary]:
-        result = status(self.schedule, self.state_dir, self.coord, now, self.host)
+    def _local_rows(self, now: datetime, tasks: Sequence[Task] | None = None) -> list[TaskSummary]:
+        """What `cronctl status` says of each task (of ``tasks``, else every one), asked of
+        the store in a few statements for all of them, with each next run searched once per
+        expression, zone and instant (docs/dashboard.md#speed)."""
+        tasks = self.schedule.tasks if tasks is None else tasks
         pauses = self.coord.paused_tasks()
         with reading_store(self.state_dir) as store:
+            facts = store.latest_facts([t.name for t in tasks])
             running: dict[str, list[RunRow]] = {}
             for run in store.unfinished_runs(None):
                 if run.outcome == "running":
                     running.setdefault(run.task, []).append(run)
-        return [_local_summary(row, pauses, running) for row in result.rows]
+        nexts = _NextRuns()
+        rows = []
+        for task in tasks:
+            pause = pauses.get(task.name)
+            paused = task.paused or pause is not None
+            fact = facts.get(task.name)
+            here = runs_on(task, self.host)
+            overdue = None
+            if here and not paused and fact is not None:
+                overdue = overdue_since(task, fact.anchor, None, now, nexts.after)
+            rows.append(
+                TaskSummary(
+                    task=task,
+                    words=describe(task),
+                    next_run=nexts.after(task, now) if here and not paused else None,
+                    paused=paused,
+                    pause=pause,
+                    pause_reason=_reason(task, pause),
+                    last=(fact.last_run,) if fact is not None and fact.last_run else (),
+                    running=tuple(running.get(task.name, [])),
+                    failures=fact.consecutive_failures if fact is not None else 0,
+                    overdue=overdue,
+                )
+            )
+        return rows
 
-    def _fleet_rows(self, now: datetime) -> list[TaskSummary]:
+    def _fleet_rows(self, now: datetime, tasks: Sequence[Task] | None = None) -> list[TaskSummary]:
         latest: dict[str, list[RunRow]] = {}
         for run in self.coord.fleet_latest():
             latest.setdefault(run.task, []).append(run)
@@ -202,8 +248,9 @@ class Dashboard:
             if run.outcome == "running":
                 running.setdefault(run.task, []).append(run)
         pauses = self.coord.paused_tasks()
+        nexts = _NextRuns()
         rows = []
-        for task in self.schedule.tasks:
+        for task in self.schedule.tasks if tasks is None else tasks:
             pause = pauses.get(task.name)
             paused = task.paused or pause is not None
             last = tuple(sorted(latest.get(task.name, []), key=lambda r: r.host))
@@ -211,7 +258,7 @@ class Dashboard:
                 TaskSummary(
                     task=task,
                     words=describe(task),
-                    next_run=None if paused else task.next_run(now),
+                    next_run=None if paused else nexts.after(task, now),
                     paused=paused,
                     pause=pause,
                     pause_reason=_reason(task, pause),
@@ -226,9 +273,7 @@ class Dashboard:
     # -- task -------------------------------------------------------------------------
     def task_page(self, name: str, now: datetime, query: HistoryQuery) -> TaskPage:
         task = self._task(name)
-        summary = next(
-            (r for r in self.overview(now, Filters(name=name)).tasks if r.task.name == name),
-        )
+        (summary,) = self._fleet_rows(now, [task]) if self.fleet else self._local_rows(now, [task])
         runs = task.next_runs(now, 10)
         upcoming = [Upcoming(at, task.zone.wall(at), _dst_note(task, at)) for at in runs]
         page = self.history(replace(query, task=name))
@@ -327,7 +372,8 @@ class Dashboard:
             return self._fleet_hosts()
         else:
             with reading_store(self.state_dir) as store:
-                latest = [r for t in self.schedule.tasks if (r := store.last_run(t.name))]
+                facts = store.latest_facts([t.name for t in self.schedule.tasks])
+            latest = [f.last_run for f in facts.values() if f.last_run is not None]
         by_host: dict[str, list[RunRow]] = {}
         for run in latest:
             by_host.setdefault(run.host, []).append(run)
@@ -364,26 +410,9 @@ class Dashboard:
 
 
 def _reason(task: Task, pause: PauseInfo | None) -> str | None:
-    if pause is not None:
-        return pause.reason
-    return "paused = true in the schedule file" if task.paused else None
-
-
-def _local_summary(
-    row: StatusRow, pauses: dict[str, PauseInfo], running: dict[str, list[RunRow]]
-) -> TaskSummary:
-    return TaskSummary(
-        task=row.task,
-        words=describe(row.task),
-        next_run=row.next_run,
-        paused=row.paused,
-        pause=pauses.get(row.task.name),
-        pause_reason=row.pause_reason,
-        last=(row.last_run,) if row.last_run is not None else (),
-        running=tuple(running.get(row.task.name, [])),
-        failures=row.consecutive_failures,
-        overdue=row.overdue,
-    )
+    """Why the task is paused, as `cronctl status` says it (None: it is not, or no reason)."""
+    given = pause.reason if pause is not None else None
+    return given or ("paused = true in the schedule file" if task.paused else None)
 
 
 def _dst_note(task: Task, at: datetime) -> str | None:

@@ -272,6 +272,10 @@ def problem_order(problem: Problem) -> tuple[bool, str, int]:
 
 def format_utc(when: datetime) -> str:
     """`2026-08-03T09:00:00Z`: how every instant leaves cronctl."""
+    if when.tzinfo is UTC and when.year >= 1000:
+        # The same text at a tenth of strftime's cost (a dashboard formats 30,000 a page);
+        # strftime writes a year before 1000 without its zeros, isoformat with them.
+        return when.isoformat(timespec="seconds")[:19] + "Z"
     return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 

@@ -292,7 +292,11 @@ def _problem(task: Task, severity: str, code: str, message: str) -> Problem:
 
 
 def overdue_since(
-    task: Task, last_ok: datetime | None, first_seen: datetime | None, now: datetime
+    task: Task,
+    last_ok: datetime | None,
+    first_seen: datetime | None,
+    now: datetime,
+    next_run: Callable[[Task, datetime], datetime | None] | None = None,
 ) -> datetime | None:
     """When the task became overdue (README, Overdue), or None if it is not.
 
@@ -300,12 +304,14 @@ def overdue_since(
     of its periods plus its misfire grace; that is, the second occurrence after it, plus the
     grace, has passed with no `ok` since. Periods are counted on the schedule, so a weekdays
     task is not overdue over a weekend. A one-shot `at` task is never overdue (status notes it).
+    `next_run` answers as ``task.next_run`` would (the dashboard's remembers its answers).
     """
     anchor = last_ok or first_seen
     if task.cron is None or anchor is None:
         return None
-    first = task.next_run(anchor)
-    second = task.next_run(first) if first is not None else None
+    after = next_run or Task.next_run
+    first = after(task, anchor)
+    second = after(task, first) if first is not None else None
     if second is None:
         return None
     deadline = second + (task.misfire_grace or timedelta(0))

@@ -15,6 +15,7 @@ offset. Inside a segment, wall time is UTC plus the offset, so the calendar sear
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
@@ -139,7 +140,42 @@ def parse_zone(text: str) -> Zone:
 def next_occurrence(expr: CronExpr, zone: Zone, after: datetime) -> datetime:
     """The first UTC instant strictly after `after` at which `expr` fires in `zone`."""
     after = _require_aware(after).astimezone(UTC)
+    if zone.fixed and after < _DAILY_UNTIL:
+        times = _daily_times(expr)
+        if times is not None:
+            return _next_daily(times, zone, after)
     return _next_from(expr, zone, zone.segment_at(after), after)[0]
+
+
+# Beyond this the day after an occurrence (plus an offset) could leave datetime's range.
+_DAILY_UNTIL = datetime(9999, 12, 29, tzinfo=UTC)
+
+
+@lru_cache(maxsize=4096)
+def _daily_times(expr: CronExpr) -> tuple[int, ...] | None:
+    """The minutes of the day `expr` names, sorted, if it names the same ones every day
+    (every month, every day of the month and of the week: `*/5 * * * *`, `0 3 * * *`);
+    else None."""
+    if len(expr.months) < 12 or len(expr.days) < 31 or not expr.weekdays >= _EVERY_WEEKDAY:
+        return None
+    return tuple(sorted(h * 60 + m for h in expr.hours for m in expr.minutes))
+
+
+_EVERY_WEEKDAY = frozenset(range(7))
+
+
+def _next_daily(times: tuple[int, ...], zone: Zone, after: datetime) -> datetime:
+    """next_occurrence of an expression that names `times` every day, in a fixed zone: the
+    next of those minutes strictly after `after`'s, from the day's start (no calendar walk;
+    a fifth of the cost, and the dashboard asks 20,000 of them for its overview)."""
+    offset = zone.tz.utcoffset(None)
+    assert offset is not None  # a fixed zone's offset
+    wall = after + offset  # still marked UTC, but reading as the wall clock
+    day = wall.replace(hour=0, minute=0, second=0, microsecond=0)
+    i = bisect_right(times, wall.hour * 60 + wall.minute)
+    if i < len(times):
+        return day + timedelta(minutes=times[i]) - offset
+    return day + timedelta(days=1, minutes=times[0]) - offset
 
 
 def occurrences_after(expr: CronExpr, zone: Zone, after: datetime) -> Iterator[datetime]:

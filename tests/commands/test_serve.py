@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import socket
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -163,6 +164,37 @@ def test_hostile_output_and_names_are_shown_inert(server: Server, page: Page) ->
     assert page.locator("#evil").count() == 0
     assert page.title() != "pwned" and not alerts
     assert page.locator("script").count() == 0  # no script at all on any page
+
+
+def test_overview_shows_descriptions_and_pause_reasons_inert(
+    cli: Cli, server: Server, state: Path, page: Page
+) -> None:
+    reason = '<img id="evil-reason" src=x> \x1b[2J'
+    paused = cli("pause", "fine", "--reason", reason, *_dirs(state))
+    assert paused.returncode == 0, paused.stderr
+    page.goto(server.base + "/")
+    assert page.locator("#bold, #evil-reason, script").count() == 0
+    text = page.locator("table.tasks").inner_text()
+    assert "says <b id='bold'>hi</b>" in text
+    assert '<img id="evil-reason" src=x> ^[[2J' in text
+
+
+def test_fifty_concurrent_requests_all_answer(server: Server) -> None:
+    paths = ["/", "/api/tasks", "/tasks/fine", "/fleet", "/api/runs?task=hostile", "/api/hosts"]
+    statuses: list[int] = []
+    lock = threading.Lock()
+
+    def ask(i: int) -> None:
+        status, body = server.get(paths[i % len(paths)])
+        with lock:
+            statuses.append(status if body else -1)
+
+    threads = [threading.Thread(target=ask, args=(i,)) for i in range(50)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert statuses == [200] * 50
 
 
 def test_every_page_forbids_inline_script(server: Server) -> None:

@@ -1,0 +1,43 @@
+"""One computation for the requests that ask the same question at the same time.
+
+The dashboard's overview of 10,000 tasks costs a few hundred milliseconds of CPU; fifty
+viewers asking for it at once would cost fifty of them, one after another on two cores.
+Requests that arrive while the same answer is being computed wait for it and share it:
+they asked for it while it was being made, as if their request had crossed the network a
+moment sooner. Nothing is kept once it is answered (the next request computes anew)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Hashable
+from concurrent.futures import Future
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class SharedAnswers(Generic[T]):
+    """``get(key, compute)``: compute's answer, shared with every concurrent caller of the
+    same key (its exception too)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running: dict[Hashable, Future[T]] = {}
+
+    def get(self, key: Hashable, compute: Callable[[], T]) -> T:
+        with self._lock:
+            future = self._running.get(key)
+            mine = future is None
+            if future is None:
+                future = self._running[key] = Future()
+        if not mine:
+            return future.result()
+        try:
+            future.set_result(compute())
+        except BaseException as exc:
+            future.set_exception(exc)
+            raise
+        finally:
+            with self._lock:
+                del self._running[key]
+        return future.result()
