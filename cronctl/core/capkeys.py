@@ -1,4 +1,4 @@
-"""The resource caps of a task's command: `memory_max`, `cpu_max`, `nice`.
+"""The resource caps of a task's command: `memory_max`, `cpu_max`, `nice`, `ionice`.
 
 Their checks and their values on a Task (docs/schedule-file.md, "Resource caps"). How a
 cap is held (cgroup v2, or setrlimit) is edge/process/limits.py's business: this module
@@ -20,6 +20,12 @@ MAX_MEMORY = 1024**5
 #: `cpu_max` is a share of one CPU, in percent: "250%" is two and a half CPUs.
 MAX_CPU_PERCENT = 100_000
 MAX_NICE = 19
+#: `ionice`'s classes, as the kernel numbers them (linux/ioprio.h): best-effort takes a
+#: level 0 (first) to 7 (last); idle has none. Realtime needs root and is not offered.
+IOPRIO_CLASS_BE = 2
+IOPRIO_CLASS_IDLE = 3
+IOPRIO_CLASS_SHIFT = 13
+_IONICE = r"(idle|best-effort)(?::([0-7]))?\Z"
 _PERCENT = r"(\d{1,6})\s*%\Z"
 
 
@@ -35,6 +41,7 @@ CAP_KEYS: dict[str, tuple[Callable[[object], bool], str]] = {
     "memory_max": (_is_str, 'a size such as "512MB", or "unlimited"'),
     "cpu_max": (_is_str, 'a share of one CPU such as "50%" (or "200%": two), or "unlimited"'),
     "nice": (_is_int, "an integer 0-19"),
+    "ionice": (_is_str, '"idle", "best-effort" or "best-effort:N" (N 0-7)'),
 }
 
 
@@ -55,6 +62,24 @@ def parse_percent(text: str) -> int:
     return percent
 
 
+def parse_ionice(text: str) -> int:
+    """'idle' / 'best-effort' / 'best-effort:N' -> the I/O priority the kernel takes
+    (ioprio_set); best-effort alone is level 4, the kernel's default.
+
+    :raises ValueError: with what to write instead.
+    """
+    match = re.match(_IONICE, text.strip().lower(), re.ASCII)
+    if match is None or (match.group(1) == "idle" and match.group(2) is not None):
+        raise ValueError(
+            f'{text[:40]!r} is not an I/O class; write "idle" (only when the disk is '
+            'otherwise unused), "best-effort" or "best-effort:N" with N from 0 (first) to 7 '
+            "(last); realtime is not offered"
+        )
+    if match.group(1) == "idle":
+        return IOPRIO_CLASS_IDLE << IOPRIO_CLASS_SHIFT
+    return IOPRIO_CLASS_BE << IOPRIO_CLASS_SHIFT | int(match.group(2) or 4)
+
+
 def cap_value_problem(key: str, value: Any) -> tuple[str, str] | None:
     """Value checks of a key of CAP_KEYS whose type is right: (message, code) or None."""
     try:
@@ -63,6 +88,8 @@ def cap_value_problem(key: str, value: Any) -> tuple[str, str] | None:
                 raise ValueError(f"size {value!r} is above the largest cap, 1024TB")
         elif key == "cpu_max":
             parse_percent(value)
+        elif key == "ionice":
+            parse_ionice(value)
         elif not 0 <= value <= MAX_NICE:
             raise ValueError(f"{value} is not a niceness 0 (normal) to 19 (the lowest)")
     except ValueError as exc:
@@ -79,4 +106,6 @@ def cap_fields(settings: dict[str, Any]) -> dict[str, Any]:
         fields["cpu_max"] = parse_percent(settings["cpu_max"])
     if "nice" in settings:
         fields["nice"] = settings["nice"]
+    if "ionice" in settings:
+        fields["ionice"] = parse_ionice(settings["ionice"])
     return fields

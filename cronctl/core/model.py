@@ -101,11 +101,12 @@ class Task:
     # A [[group]]'s name, and its max_running (set when the schedule is assembled).
     group: str | None = None
     group_limit: int = 0
-    # Resource caps of the command (core/capkeys.py): bytes, percent of one CPU, niceness;
-    # 0: none.
+    # Resource caps of the command (core/capkeys.py): bytes, percent of one CPU, niceness,
+    # the kernel's I/O priority; 0: none.
     memory_max: int = 0
     cpu_max: int = 0
     nice: int = 0
+    ionice: int = 0
 
     @property
     def start_only(self) -> bool:
@@ -177,7 +178,7 @@ class Task:
             labels.append("secrets")
         if self.group:
             labels.append(f"group({self.group})")
-        if self.memory_max or self.cpu_max or self.nice:
+        if self.memory_max or self.cpu_max or self.nice or self.ionice:
             labels.append("caps")
         return labels
 

@@ -523,6 +523,7 @@ def execute(
         memory_max=task.memory_max,
         cpu_max=task.cpu_max,
         nice=task.nice,
+        ionice=task.ionice,
     )
     if ctx.tracker is not None and ctx.tracker.stopping:
         return replace(row, outcome="interrupted", message=NOT_STARTED, log_path=None)

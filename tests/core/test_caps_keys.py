@@ -58,6 +58,10 @@ def test_caps_of_a_task_and_of_defaults_reach_the_task() -> None:
         ("nice = 20", "'nice': 20 is not a niceness 0 (normal) to 19 (the lowest)"),
         ("nice = -5", "'nice': -5 is not a niceness"),
         ('nice = "10"', "'nice' must be an integer 0-19, not the string '10'"),
+        ('ionice = "realtime"', "'ionice': 'realtime' is not an I/O class; write \"idle\""),
+        ('ionice = "best-effort:8"', "'ionice': 'best-effort:8' is not an I/O class"),
+        ('ionice = "idle:3"', "'ionice': 'idle:3' is not an I/O class"),
+        ("ionice = 3", '\'ionice\' must be "idle", "best-effort" or "best-effort:N"'),
     ],
 )
 def test_bad_caps_are_located_errors_in_a_task_and_in_defaults(line: str, message: str) -> None:
@@ -65,6 +69,19 @@ def test_bad_caps_are_located_errors_in_a_task_and_in_defaults(line: str, messag
     assert error.startswith(f"schedules.toml:5: task job: {message}"), error
     [error] = _errors(f"[defaults]\n{line}\n" + TASK)
     assert error.startswith(f"schedules.toml:2: {message}"), error
+
+
+def test_ionice_is_the_kernels_io_priority_from_defaults_or_the_task() -> None:
+    schedule = _load(
+        '[defaults]\nionice = "idle"\n'
+        + TASK
+        + '[[task]]\nname = "be"\ncommand = "true"\nhourly = true\nionice = "best-effort:2"\n'
+        '[[task]]\nname = "plain"\ncommand = "true"\nhourly = true\nionice = "Best-Effort"\n'
+    )
+    assert schedule.errors == []
+    # (class << 13) | level: idle is class 3, best-effort class 2 (level 4 unless given).
+    assert [t.ionice for t in schedule.tasks] == [3 << 13, 2 << 13 | 2, 2 << 13 | 4]
+    assert "caps" in schedule.tasks[0].guards
 
 
 def test_max_output_in_defaults_sits_between_cronctl_and_the_task() -> None:

@@ -9,6 +9,7 @@ tests/edge/test_limits.py.
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -93,6 +94,25 @@ def test_nice_is_the_tasks_niceness_and_others_keep_cronctls(cli: Cli) -> None:
     assert (cli.cwd / "low.ps").read_text().strip() == "7"
     assert (cli.cwd / "low.stat").read_text().strip() == "7"
     assert (cli.cwd / "plain.stat").read_text().strip() == "0"
+
+
+@pytest.mark.skipif(shutil.which("ionice") is None, reason="util-linux's ionice is not installed")
+def test_ionice_is_the_tasks_io_class_and_others_keep_cronctls(cli: Cli) -> None:
+    read = "ionice -p $$ > {0}.io"
+    write_schedule(
+        cli.cwd / "schedules.toml",
+        [
+            f'name = "idle"\nevery_minute = true\nionice = "idle"\n'
+            f'command = "{read.format("idle")}"',
+            f'name = "be"\nevery_minute = true\nionice = "best-effort:6"\n'
+            f'command = "{read.format("be")}"',
+            f'name = "plain"\nevery_minute = true\ncommand = "{read.format("plain")}"',
+        ],
+    )
+    assert cli("run", "--now", NOW).returncode == 0
+    assert (cli.cwd / "idle.io").read_text().strip() == "idle"
+    assert (cli.cwd / "be.io").read_text().strip() == "best-effort: prio 6"
+    assert (cli.cwd / "plain.io").read_text().strip() != "idle"
 
 
 def test_exec_holds_the_caps_of_defaults_too(cli: Cli) -> None:

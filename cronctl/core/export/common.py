@@ -75,10 +75,10 @@ def secret_limits(task: Task) -> list[str]:
         lost.append(f"env_from_file ({', '.join(task.env_from_file)}): not exported; {advice}")
     if task.max_output not in (None, 0, DEFAULT_MAX_OUTPUT):
         lost.append("max_output: not exported; the target keeps output its own way (journald)")
-    if caps := [k for k in ("memory_max", "cpu_max", "nice") if getattr(task, k, 0)]:
+    if caps := [k for k in ("memory_max", "cpu_max", "nice", "ionice") if getattr(task, k, 0)]:
         lost.append(
             f"{', '.join(caps)}: not exported; set the target's own (systemd MemoryMax=, "
-            "CPUQuota=, Nice=; Kubernetes resources.limits)"
+            "CPUQuota=, Nice=, IOSchedulingClass=; Kubernetes resources.limits)"
         )
     return lost
 

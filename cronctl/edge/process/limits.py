@@ -1,4 +1,4 @@
-"""A command's resource caps (`memory_max`, `cpu_max`, `nice`): cgroup v2, else setrlimit.
+"""A command's resource caps (`memory_max`, `cpu_max`, `nice`, `ionice`): cgroup v2, else setrlimit.
 
 Imported by runner.py only for a task with caps: a run without any loads neither this nor
 ``resource``, and reads no cgroup file.
@@ -61,6 +61,7 @@ class Caps:
     cpu_max: int = 0
     nice: int = 0
     timeout: timedelta | None = None
+    ionice: int = 0  # the kernel's I/O priority value (core/capkeys.py); 0: none
 
     @property
     def controllers(self) -> tuple[str, ...]:
@@ -222,8 +223,8 @@ def prepare(caps: Caps, name: str, proc: Path = Path("/proc/self")) -> Prepared:
         except OSError as exc:
             why = f"cannot create a cgroup under {base}: {exc.strerror or exc}"
         else:
-            return Prepared(caps, _child(caps.nice, fd, ()), path, None, fd)
-    return Prepared(caps, _child(caps.nice, None, _rlimits(caps)), None, why)
+            return Prepared(caps, _child(caps, fd, ()), path, None, fd)
+    return Prepared(caps, _child(caps, None, _rlimits(caps)), None, why)
 
 
 def _base(controllers: tuple[str, ...], proc: Path) -> tuple[Path | None, str | None]:
@@ -279,15 +280,22 @@ def _rlimits(caps: Caps) -> tuple[tuple[int, int, int], ...]:
 
 
 def _child(
-    nice: int, procs_fd: int | None, rlimits: tuple[tuple[int, int, int], ...]
+    caps: Caps, procs_fd: int | None, rlimits: tuple[tuple[int, int, int], ...]
 ) -> Callable[[], None]:
-    """The preexec_fn: into the run's cgroup, niceness, limits; a failure ends the child
-    with CAPS_FAILED and a line in the log (its stderr by now), never an uncapped run."""
+    """The preexec_fn: into the run's cgroup, niceness, I/O priority, limits; a failure ends
+    the child with CAPS_FAILED and a line in the log (its stderr by now), never an uncapped
+    run."""
+    nice = caps.nice
+    # Found in the parent: loading a library in the forked child of a threaded process may
+    # deadlock on a lock another thread held at the fork.
+    set_ioprio = _ioprio_setter() if caps.ionice else None
 
     def apply() -> None:
         try:
             if procs_fd is not None:
                 os.write(procs_fd, str(os.getpid()).encode())
+            if set_ioprio is not None:
+                set_ioprio(caps.ionice)
             if nice:
                 # Never below cronctl's own: an unprivileged process cannot lower it.
                 current = os.getpriority(os.PRIO_PROCESS, 0)
@@ -299,6 +307,36 @@ def _child(
             os._exit(CAPS_FAILED)
 
     return apply
+
+
+#: ioprio_set's system call number by machine (the kernel's syscall tables); Python has no
+#: call for it. ``who`` 1 is IOPRIO_WHO_PROCESS, and pid 0 the calling process.
+_SYS_IOPRIO_SET = {"x86_64": 251, "aarch64": 30, "i686": 289, "armv7l": 314, "riscv64": 30,
+                   "ppc64le": 273, "s390x": 282}  # fmt: skip
+
+
+def _ioprio_setter() -> Callable[[int], None]:
+    """A function setting the calling process's I/O priority (ioprio_set(2)); one that
+    raises OSError on a machine whose system call number is not known here."""
+    number = _SYS_IOPRIO_SET.get(os.uname().machine)
+    if number is None:
+        machine = os.uname().machine
+
+        def unknown(_value: int) -> None:
+            raise OSError(errno.ENOSYS, f"ionice is not supported on {machine}")
+
+        return unknown
+    # Imported here, not at the top: only a task with `ionice` needs it.
+    import ctypes
+
+    syscall = ctypes.CDLL(None, use_errno=True).syscall
+
+    def set_ioprio(value: int) -> None:
+        if syscall(number, 1, 0, value) != 0:
+            code = ctypes.get_errno()
+            raise OSError(code, f"ioprio_set: {os.strerror(code)}")
+
+    return set_ioprio
 
 
 def _oom_kills(path: Path) -> int:

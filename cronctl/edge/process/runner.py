@@ -14,7 +14,8 @@ task's: cronctl is their child subreaper and finds them by the run's ``CRONCTL_R
 (edge/process/reaper.py), and every signal, timeout and lingering check covers them too.
 Children are started with ``start_new_session=True`` rather than a ``preexec_fn``, which
 would run Python in the forked child of a threaded process; only a task with resource caps
-(``memory_max``, ``cpu_max``, ``nice``) gets one, which limits.py keeps to a few system calls.
+(``memory_max``, ``cpu_max``, ``nice``, ``ionice``) gets one, which limits.py keeps to a few
+system calls.
 """
 
 from __future__ import annotations
@@ -81,15 +82,16 @@ class RunSpec:
     # log keeps (0: no cap). Either sends the output through cronctl (a pipe) to the log.
     mask: tuple[str, ...] = ()
     max_output: int = 0
-    # Resource caps (limits.py): bytes, percent of one CPU, niceness; 0: none.
+    # Resource caps (limits.py): bytes, percent of one CPU, niceness, I/O priority; 0: none.
     memory_max: int = 0
     cpu_max: int = 0
     nice: int = 0
+    ionice: int = 0
 
     @property
     def capped(self) -> bool:
         """Whether the command runs under resource caps."""
-        return bool(self.memory_max or self.cpu_max or self.nice)
+        return bool(self.memory_max or self.cpu_max or self.nice or self.ionice)
 
     @property
     def piped(self) -> bool:
@@ -395,7 +397,7 @@ def _prepare_caps(spec: RunSpec) -> Prepared:
     # Imported here, not at the top: a run without caps loads neither it nor `resource`.
     from cronctl.edge.process import limits
 
-    caps = limits.Caps(spec.memory_max, spec.cpu_max, spec.nice, spec.timeout)
+    caps = limits.Caps(spec.memory_max, spec.cpu_max, spec.nice, spec.timeout, spec.ionice)
     run_id = spec.env.get("CRONCTL_RUN_ID") or f"{os.getpid()}.{time.monotonic_ns()}"
     name = f"{run_id}-{spec.env.get('CRONCTL_ATTEMPT', '1')}"
     return limits.prepare(caps, name)
