@@ -58,15 +58,15 @@ def _no_default_state_dir_appears() -> Iterator[None]:
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """`-n auto` (pyproject's addopts): two workers more than the cores, at most four, none
+    """`-n auto` (pyproject's addopts): one worker more than the cores, at most four, none
     on one core.
 
-    Most tests wait on subprocesses, so workers beyond the cores fill their waits: `.ci/run`
-    took 10 min 05 s with two workers on two cores, 9 min 16 s with three, and 10 min 41 s
-    with three once the suite had grown to 2,588 tests. Every worker starts its own
+    Most tests wait on subprocesses, so a third worker on two cores fills their waits:
+    `.ci/run` took 9 min 16 s with three, 10 min 05 s with two. A fourth saved 15 s of
+    2,594 tests' 10 minutes and made timing-bound tests fail. Every worker starts its own
     PostgreSQL. `-n 0` on the command line runs the suite in one process."""
     cores = len(os.sched_getaffinity(0))
-    return 0 if cores < 2 else min(cores + 2, 4)
+    return 0 if cores < 2 else min(cores + 1, 4)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
