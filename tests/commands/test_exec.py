@@ -200,11 +200,14 @@ def test_sighup_to_exec_is_ignored_and_the_task_completes_and_is_recorded(
         ],
     )
     process = cli.popen("exec", "long")
-    _wait_started(process, tmp_path)
-    process.send_signal(signal.SIGHUP)
-    time.sleep(0.3)
-    assert process.poll() is None, "SIGHUP stopped cronctl exec"
-    (tmp_path / "go").touch()
+    try:
+        _wait_started(process, tmp_path)
+        process.send_signal(signal.SIGHUP)
+        time.sleep(0.3)
+        assert process.poll() is None, "SIGHUP stopped cronctl exec"
+    finally:
+        # The task runs in its own session: were exec gone, it would wait for `go` for ever.
+        (tmp_path / "go").touch()
     with process:
         out, err = process.communicate(timeout=15)
     assert process.returncode == 0, err
