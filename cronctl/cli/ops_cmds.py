@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import codecs
 import os
+import pwd
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -294,9 +295,20 @@ def pause(
     """
     schedule, _, locks = _dirs(file, state_dir, lock_dir)
     coord = coordinator(schedule, locks, coordination, lambda: host_name(host))
-    user = os.environ.get("USER") or os.environ.get("LOGNAME") or str(os.getuid())
-    operate.pause(schedule, coord, name, reason, parse_instant(None), user)
+    operate.pause(schedule, coord, name, reason, parse_instant(None), _login_name())
     print(f"paused {name} ({coord.describe()}); `cronctl resume {name}` undoes it", file=sys.stderr)
+
+
+def _login_name() -> str:
+    """Who pauses: $USER or $LOGNAME, else the account of this uid (cron, `sudo -i` and
+    containers often set neither), else the bare uid."""
+    named = os.environ.get("USER") or os.environ.get("LOGNAME")
+    if named:
+        return named
+    try:
+        return pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:  # a uid with no account (a container's --user 12345)
+        return str(os.getuid())
 
 
 def resume(

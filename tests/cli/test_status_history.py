@@ -4,6 +4,8 @@ loaded schedule's tasks unless --all, item 3). Real processes, a real state dire
 from __future__ import annotations
 
 import json
+import os
+import pwd
 import re
 from pathlib import Path
 
@@ -47,6 +49,19 @@ def test_status_text_says_who_paused_since_when_and_why_with_escapes_made_visibl
     assert note.endswith(": db^[[31m move^Jforged row"), out
     shown = json.loads(cli("status", "-f", str(path), "--json").stdout)["tasks"][0]
     assert shown["pause"]["reason"] == reason and shown["pause"]["user"] == "alice"
+
+
+def test_a_pause_without_user_or_logname_is_by_the_account_name_not_its_uid(
+    cli: Cli, tmp_path: Path
+) -> None:
+    # Under cron, `sudo -i` or in a container neither variable may be set: the pause is by
+    # the uid's account, as `id -un` says, not by the bare number.
+    path = write_schedule(tmp_path / "s.toml", [BEAT])
+    assert cli("run", "-f", str(path), "--now", T).returncode == 0
+    paused = cli("pause", "beat", "-f", str(path), env={"USER": None, "LOGNAME": None})
+    assert paused.returncode == 0, paused.stderr
+    shown = json.loads(cli("status", "-f", str(path), "--json").stdout)["tasks"][0]
+    assert shown["pause"]["user"] == pwd.getpwuid(os.getuid()).pw_name
 
 
 def test_status_and_history_tell_manual_runs_and_retries_from_scheduled_ones(
