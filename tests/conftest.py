@@ -70,6 +70,6 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Start the tests marked `long` first: one worker takes the simulated week while the
-    others work through the rest, instead of the week starting last and running alone."""
+    """Start the tests marked `long` first: one worker takes the simulated days while the
+    others work through the rest, instead of the soak starting last and running alone."""
     items.sort(key=lambda item: item.get_closest_marker("long") is None)

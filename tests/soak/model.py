@@ -43,7 +43,7 @@ def _field(text: str, low: int, high: int) -> set[int]:
 
 @dataclass(frozen=True)
 class Matcher:
-    """Does a UTC minute match a cron line read in a zone (no DST change in the soak week)?"""
+    """Does a UTC minute match a cron line read in a zone (no DST change in the soak)?"""
 
     fields: tuple[set[int], ...]
     day_and: bool
