@@ -25,13 +25,8 @@ from cronctl.cli.options import (
     NowOpt,
     StateOpt,
 )
-from cronctl.cli.render.tables import (
-    render_fleet_status,
-    render_history,
-    render_problems,
-    render_status,
-    visible,
-)
+from cronctl.cli.render.runs import render_problems, visible
+from cronctl.cli.render.tables import render_fleet_status, render_history, render_status
 from cronctl.cli.wiring import coordinator, host_name, load_schedule, parse_instant
 from cronctl.commands import logfollow, operate
 from cronctl.commands.fleet import fleet_history, fleet_status

@@ -13,8 +13,8 @@ import typer
 from cronctl.cli.complete import task_names
 from cronctl.cli.options import FileOpt, HostOpt, JsonOpt, LockOpt, NowOpt, StateOpt
 from cronctl.cli.render.diff import diff_github, diff_json, diff_text
+from cronctl.cli.render.runs import emit_json
 from cronctl.cli.render.tables import (
-    emit_json,
     problem_json,
     render_check,
     render_due,

@@ -13,7 +13,7 @@ import secrets
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
-from cronctl.cli.render.tables import visible
+from cronctl.cli.render.runs import visible
 from cronctl.commands.serve_actions import Actor
 
 SESSION_COOKIE = "cronctl_session"

@@ -21,7 +21,7 @@ from urllib.parse import parse_qs, urlencode
 from cronctl.cli.explain_cmd import as_dict, render
 from cronctl.cli.fastpath import parse_instant
 from cronctl.cli.render.overview_html import overview_rows, when
-from cronctl.cli.render.tables import run_json, visible
+from cronctl.cli.render.runs import run_json, visible
 from cronctl.cli.render.timeline import timeline_svg
 from cronctl.cli.serve_actions import DONE, action_routes
 from cronctl.cli.serve_auth import SESSION_COOKIE, SESSION_S, Sessions, bearer, token_matches

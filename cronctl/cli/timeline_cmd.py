@@ -11,7 +11,7 @@ import typer
 
 from cronctl.cli.complete import task_names
 from cronctl.cli.options import FileOpt, NowOpt
-from cronctl.cli.render.tables import emit_json, render_problems
+from cronctl.cli.render.runs import emit_json, render_problems
 from cronctl.cli.render.timeline import (
     render_timeline_text,
     timeline_json,

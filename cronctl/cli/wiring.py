@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from cronctl.cli.fastpath import Minute, host_name, parse_instant, quiet_exit, quiet_minute
-from cronctl.cli.render.tables import render_failure, render_problems, render_run, starting_line
+from cronctl.cli.render.runs import render_failure, render_problems, render_run, starting_line
 from cronctl.coord import open_coordinator
 from cronctl.coord.port import Coordinator
 from cronctl.core.model import Schedule, Task, format_utc

@@ -14,7 +14,6 @@ only ever shown as `scheme://host/***`.
 from __future__ import annotations
 
 import os
-import socket
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -32,6 +31,7 @@ from cronctl.edge.process import logfiles, runner
 
 if TYPE_CHECKING:
     import http.client
+    import socket
     import urllib.request
 
 LIMIT_S = 10.0
@@ -94,6 +94,7 @@ def _opener(opened: Callable[[socket.socket], None]) -> urllib.request.OpenerDir
     """urllib's usual opener (proxies from the environment, redirects), whose connections
     hand each socket they open to `opened` before they use it (a TLS handshake included)."""
     import http.client
+    import socket  # as urllib: only a ping needs it, and a `run` without pings never loads it
     import urllib.request
 
     def create(address: tuple[str, int], *args: Any, **kwargs: Any) -> socket.socket:
@@ -123,6 +124,8 @@ def _opener(opened: Callable[[socket.socket], None]) -> urllib.request.OpenerDir
 
 def _shut(sock: socket.socket) -> None:
     """End a socket another thread may be blocked on: its recv returns at once."""
+    import socket  # loaded already: the ping that opened `sock` imported it
+
     with suppress(OSError):
         socket.socket.shutdown(sock, socket.SHUT_RDWR)  # the plain socket's, under TLS too
 

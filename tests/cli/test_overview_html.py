@@ -9,7 +9,7 @@ from jinja2.filters import do_urlencode
 from markupsafe import escape
 
 from cronctl.cli.render.overview_html import text, url_part
-from cronctl.cli.render.tables import visible
+from cronctl.cli.render.runs import visible
 
 # The characters HTML and terminals care about, among any others.
 NASTY = st.text(

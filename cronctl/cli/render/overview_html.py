@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from urllib.parse import quote
 
-from cronctl.cli.render.tables import visible
+from cronctl.cli.render.runs import visible
 from cronctl.commands.serve import TaskSummary
 from cronctl.core.model import format_utc
 from cronctl.core.runs import OUTCOMES

@@ -1,0 +1,187 @@
+"""What `run` and `work` print: a line per run, a failure with its output tail, the JSON of a
+run; and the one device every renderer uses to show task output safely (``visible``).
+
+Kept apart from the tables (render/tables.py) so that a `run` with due tasks loads only what it
+prints: the tables' column fitting and schedules in words are for the other commands."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, TextIO
+
+from cronctl.core.model import Problem, format_duration, format_utc
+
+if TYPE_CHECKING:
+    from datetime import datetime
+
+
+def emit_json(data: Any, stream: TextIO | None = None) -> None:
+    """Stable, indented JSON on stdout."""
+    import json  # only for --json: a quiet `run` never needs it
+
+    print(json.dumps(data, indent=2), file=stream or sys.stdout)
+
+
+def render_problems(problems: Sequence[Problem]) -> None:
+    """Problems after a listing, on stderr so the table on stdout stays clean."""
+    for problem in problems:
+        print(problem.describe(), file=sys.stderr)
+
+
+def run_json(row: Any, dry_run: bool = False) -> dict[str, Any]:
+    """A run as docs/commands.md shows it."""
+    return {
+        "id": None if dry_run else row.id,
+        "task": row.task,
+        "occurrence": format_utc(row.occurrence),
+        "outcome": row.outcome,
+        "exit_code": row.exit_code,
+        "started": format_utc(row.started) if row.started else None,
+        "duration_s": row.duration_s,
+        "host": row.host,
+        "trigger": getattr(row, "trigger", "schedule"),
+        "attempt": getattr(row, "attempt", 1),
+    }
+
+
+def render_run(
+    report: Any, as_json: bool, verbose: bool, handled: set[str] | frozenset[str] = frozenset()
+) -> None:
+    """`run`: quiet on success; failures with their output tail on stderr (what cron mails).
+
+    Failures in `handled` were dealt with as their task ended (cronctl.cli.live).
+    """
+    if as_json:
+        emit_json(
+            {
+                "now": format_utc(report.now),
+                "runs": [run_json(r, report.dry_run) for r in report.runs],
+            }
+        )
+    elif verbose or report.dry_run:
+        for line in run_lines(report) or [idle_line(report)]:
+            print(line, flush=True)
+    for row in report.failed + getattr(report, "interrupted", []):
+        if row.id not in handled:
+            render_failure(row)
+
+
+def run_lines(report: Any) -> list[str]:
+    """One line per occurrence, except that a task's missed occurrences (a run after a pause
+    of hours, or a --now far from the last minute dealt with) make one line with their count
+    and the jump: hundreds of `missed` lines hid what would run."""
+    lines: list[str] = []
+    missed: dict[str, list[Any]] = {}
+    for row in report.runs:
+        if row.outcome == "missed":
+            missed.setdefault(row.task, []).append(row)
+    done: set[str] = set()
+    for row in report.runs:
+        group = missed.get(row.task, [])
+        if row.outcome != "missed" or len(group) < 2:
+            lines.append(_run_line(row))
+        elif row.task not in done:
+            done.add(row.task)
+            count, since = report.missed.get(row.task, (len(group), None))
+            count = max(count, len(group))
+            last = format_utc(group[-1].occurrence)
+            if since is None:
+                span = f"from {format_utc(group[0].occurrence)} up to this one"
+            else:
+                gap = format_duration(report.now - since)
+                span = (
+                    f"the occurrences after {format_utc(since)} up to this one (a jump of "
+                    f"{gap} since the last minute dealt with)"
+                )
+            lines.append(f"{last}  {row.task}  missed x{count}: {span}")
+    return lines
+
+
+def idle_line(report: Any) -> str:
+    """`run -v`'s one line when no occurrence was dealt with: nothing was due, or this
+    minute was dealt with already (no window scanned, every recurring task's already ends at
+    this minute: an earlier `run` or `work` got there first)."""
+    minute = report.now.replace(second=0, microsecond=0)
+    plans = list((report.plans or {}).values())
+    live = [p for p in plans if not p.done]
+    already = live and all(p.since is None and p.last_occurrence == minute for p in live)
+    why = (
+        ": this minute was already dealt with (by an earlier `cronctl run` or `cronctl work`)"
+        if already
+        else ""
+    )
+    return f"{format_utc(minute)}  nothing due{why}"
+
+
+def starting_line(now: datetime, rows: Sequence[Any]) -> str:
+    """`work -v` as a minute's due tasks start: `2026-08-03T09:00:00Z  starting: a, b x2`
+    (a task's count when a catch-up starts it more than once)."""
+    counts: dict[str, int] = {}
+    for row in rows:
+        counts[row.task] = counts.get(row.task, 0) + 1
+    names = ", ".join(f"{t} x{n}" if n > 1 else t for t, n in counts.items())
+    return f"{format_utc(now.replace(second=0, microsecond=0))}  starting: {names}"
+
+
+def _run_line(row: Any) -> str:
+    took = f" {row.duration_s:.2f}s" if row.duration_s is not None else ""
+    code = f" exit {row.exit_code}" if row.exit_code is not None and row.exit_code != 0 else ""
+    note = f" ({visible(row.message)})" if row.message and row.outcome != "ok" else ""
+    return f"{format_utc(row.occurrence)}  {row.task}  {row.outcome}{code}{took}{note}"
+
+
+def render_failure(row: Any) -> None:
+    message = row.message
+    if row.outcome == "failed" and row.exit_code is None and (message or "").startswith("killed"):
+        # "failed (killed by SIGKILL)": the signal is the reason, never "exit None".
+        killed, _, message = message.partition("; ")
+        what = f"failed ({killed})"
+    else:
+        what = {
+            "failed": f"failed (exit {row.exit_code})",
+            "timeout": "timed out",
+            "error": "could not run",
+        }.get(row.outcome, row.outcome)
+    took = f" after {row.duration_s:.1f}s" if row.duration_s is not None else ""
+    lines = [f"cronctl: task {row.task} {what} for {format_utc(row.occurrence)}{took}"]
+    if message:
+        lines.append(f"  {visible(message)}")
+    if row.log_path:
+        lines.append(f"  log: {row.log_path}")
+    tail = visible(row.tail or "").rstrip("\n")
+    lines.extend(f"  | {line}" for line in tail.split("\n") if tail)
+    print("\n".join(lines), file=sys.stderr, flush=True)
+
+
+def _caret(code: int) -> str:
+    # cat -v's notation: ^[ for ESC, ^? for DEL, M-^[ for the C1 twin of ESC (U+009B).
+    if code >= 0x80:
+        return "M-" + _caret(code - 0x80)
+    return "^?" if code == 0x7F else "^" + chr(code + 0x40)
+
+
+_VISIBLE = {c: _caret(c) for c in (*range(0x20), 0x7F, *range(0x80, 0xA0)) if c not in (9, 10)}
+# Bidirectional overrides reorder what a reader sees ("Trojan Source"): name them too.
+_VISIBLE.update({c: f"<U+{c:04X}>" for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))})
+# A table cell is one line: a newline in it would forge a row.
+_VISIBLE_CELL = {**_VISIBLE, 10: "^J"}
+
+
+def visible(text: str, one_line: bool = False) -> str:
+    """Task output made safe for a terminal or a mail: control characters shown, not obeyed.
+
+    ESC becomes ``^[``, carriage return ``^M``, DEL ``^?``, the C1 controls (U+0080-U+009F,
+    which some terminals also obey) ``M-^[`` and so on, as ``cat -v`` shows them; newlines
+    and tabs stay; bidirectional overrides are named (``<U+202E>``). Log files keep the
+    bytes; this is only for what a person reads. `one_line` shows a newline as ``^J`` too.
+    """
+    return text.translate(_VISIBLE_CELL if one_line else _VISIBLE)
+
+
+def run_kind(row: Any) -> str:
+    """How a run came about, as `history`'s TRIGGER says it: ``schedule`` or ``manual``
+    (`cronctl exec`), then ``attempt N`` for a retry (the names of RUN's JSON keys)."""
+    kind = getattr(row, "trigger", "schedule")
+    attempt = getattr(row, "attempt", 1)
+    return f"{kind}, attempt {attempt}" if attempt > 1 else kind
