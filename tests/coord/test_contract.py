@@ -136,6 +136,19 @@ def test_a_group_has_as_many_slots_as_its_limit_across_machines(machine: Machine
     last.release()
 
 
+def test_a_released_slot_is_free_at_once_on_another_machine(machine: Machine) -> None:
+    # A store frees a closed session's locks a moment after the client has gone; a release
+    # must not leave the next machine's try to that moment.
+    m1, m2 = machine("m1", 1), machine("m2", 2)
+    for _ in range(40):
+        held = m1.try_group_slot("db", 1)
+        assert held is not None
+        held.release()
+        taken = m2.try_group_slot("db", 1)
+        assert taken is not None
+        taken.release()
+
+
 @pytest.mark.parametrize(
     ("url", "shown"),
     [

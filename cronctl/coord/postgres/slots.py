@@ -4,7 +4,8 @@ Slot N of a group is the two-key advisory lock (hash of the group's stored name,
 a connection of its own for one task's run. The connection stays cronctl's (close-on-exec,
 never handed to the task), so the slot is freed when that cronctl lets go, and when it dies:
 a killed process's socket is closed by its kernel at once, and a dead machine's session ends
-through the TCP keepalives on both ends (about 90 s, docs/fleets-postgresql.md). The lock is
+through the TCP keepalives on both ends (about 90 s, docs/fleets-postgresql.md). A release
+unlocks before it closes, so the next machine's try finds the slot free. The lock is
 only tried, never waited for, and the session's statement and lock timeouts bound every
 query, so a blocked store never holds a run longer than those.
 
@@ -42,11 +43,19 @@ class PgSlot:
         self.number = number
 
     def release(self) -> None:
-        """End the session (the server frees its locks with it); idempotent."""
+        """Unlock the slot, then end the session; idempotent.
+
+        The unlock is what frees the slot at once: a closed session's locks are freed by the
+        server a moment after the client has gone, and another machine trying the slot in
+        that moment would find it still held."""
         conn, self._conn = self._conn, None
-        if conn is not None:
-            with suppress(Exception):  # a lost connection has freed the slot already
-                conn.close()
+        if conn is None:
+            return
+        # A lost connection has freed the slot already.
+        with suppress(Exception), conn.cursor() as cur:
+            cur.execute("SELECT pg_advisory_unlock_all()")
+        with suppress(Exception):
+            conn.close()
 
 
 def take(conn: Any, stored: str, size: int) -> int | None:
