@@ -12,6 +12,8 @@ import select
 import sys
 import threading
 from collections.abc import Callable
+from contextlib import suppress
+from functools import partial
 
 from cronctl.core.envfile import Masker
 from cronctl.edge.process.capped import CappedLog
@@ -106,6 +108,7 @@ class Copier:
         self._lock = threading.Lock()
         self._copies: dict[int, tuple[Copy, threading.Event]] = {}
         self._poll: select.epoll | None = None
+        self._failed: set[int] = set()  # pipes whose copy raised: drained, not copied
 
     def add(self, read_fd: int, copy: Copy) -> threading.Event:
         """Copy from `read_fd` (which the copier closes) through `copy`; the event is set
@@ -131,16 +134,31 @@ class Copier:
                 except OSError:
                     chunk = b""
                 if chunk:
-                    copy.feed(chunk)
-                    continue
+                    if fd not in self._failed:
+                        self._guarded(fd, partial(copy.feed, chunk))
+                    continue  # a failed copy's pipe is still drained: its command goes on
                 with self._lock:
                     del self._copies[fd]
                     poll.unregister(fd)
                 os.close(fd)
                 try:
-                    copy.end()
+                    self._guarded(fd, copy.end)
                 finally:
+                    self._failed.discard(fd)
                     done.set()
+
+    def _guarded(self, fd: int, step: Callable[[], None]) -> None:
+        """One step of a copy. This thread copies every command's output: an error in one
+        copy (a bug, never a full disk, which the log absorbs) must not end it and leave
+        every other command blocked on a full pipe. That copy stops; its pipe is drained."""
+        try:
+            step()
+        except Exception as exc:  # any error: see above
+            if fd not in self._failed:
+                self._failed.add(fd)
+                with _PRINT_LOCK, suppress(OSError, ValueError):
+                    print(f"cronctl: a command's output stopped being logged: {exc!r}",
+                          file=sys.stderr, flush=True)  # fmt: skip
 
 
 copier = Copier()
