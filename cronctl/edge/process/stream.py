@@ -141,11 +141,9 @@ class Copier:
                     del self._copies[fd]
                     poll.unregister(fd)
                 os.close(fd)
-                try:
-                    self._guarded(fd, copy.end)
-                finally:
-                    self._failed.discard(fd)
-                    done.set()
+                self._guarded(fd, copy.end)  # never raises: done is always set
+                self._failed.discard(fd)
+                done.set()
 
     def _guarded(self, fd: int, step: Callable[[], None]) -> None:
         """One step of a copy. This thread copies every command's output: an error in one
