@@ -409,21 +409,18 @@ class Dashboard:
     def _fleet_hosts(self) -> list[HostRow]:
         """Each host that ran a task or checked in: last seen (its latest record or check-in),
         version and clock skew (at the check-in), failing tasks (by their latest runs)."""
-        by_host: dict[str, list[RunRow]] = {}
-        for run in self.coord.fleet_latest():
-            by_host.setdefault(run.host, []).append(run)
+        by_host = {h.host: h for h in self.coord.fleet_host_summary(sorted(_FAILED))}
         seen = {h.host: h for h in self.coord.fleet_hosts()}
         rows = []
         for host in sorted(by_host.keys() | seen.keys()):
-            runs = by_host.get(host, [])
+            ran = by_host.get(host)
             check_in = seen.get(host)
-            times = [r.ended or r.started or r.occurrence for r in runs]
+            times = [ran.last_seen] if ran is not None else []
             if check_in is not None:
                 times.append(check_in.seen)
-            failing = sorted(r.task for r in runs if r.outcome in _FAILED)
             rows.append(
                 HostRow(
-                    host, max(times), len(runs), failing,
+                    host, max(times), ran.tasks if ran else 0, ran.failing if ran else [],
                     check_in.version if check_in else None,
                     check_in.skew_s if check_in else None,
                 )

@@ -25,6 +25,7 @@ __all__ = [
     "GroupSlot",
     "HeldLock",
     "HolderInfo",
+    "HostLatest",
     "HostSeen",
     "Overlap",
     "PauseInfo",
@@ -178,6 +179,18 @@ class HostSeen:
 
 
 @dataclass(frozen=True, slots=True)
+class HostLatest:
+    """What a host's last runs say, for the fleet page: when its newest ended (or started,
+    or was due), how many tasks it ran, and those whose last run there had one of the
+    outcomes asked for, by name."""
+
+    host: str
+    last_seen: datetime
+    tasks: int
+    failing: list[str]
+
+
+@dataclass(frozen=True, slots=True)
 class TaskLatest:
     """How a task last went across the fleet, for the dashboard's overview: the last
     finished run on each host whose last run was not ok (by host), how many hosts' last run
@@ -262,6 +275,14 @@ class Coordinator(Protocol):
     def fleet_summary(self) -> list[TaskLatest]:
         """Every task's :class:`TaskLatest`, by task: what the overview shows, without a row
         per host whose last run was ok.
+
+        :raises UsageError: there is no fleet history (files in lock_dir).
+        """
+        ...
+
+    def fleet_host_summary(self, failing: Sequence[str]) -> list[HostLatest]:
+        """Every host's :class:`HostLatest` (``failing``: the outcomes that count), by host,
+        counted by the store.
 
         :raises UsageError: there is no fleet history (files in lock_dir).
         """

@@ -13,6 +13,7 @@ from pathlib import Path
 from cronctl.coord.files import locks, slots
 from cronctl.coord.port import (
     Claim,
+    HostLatest,
     HostSeen,
     Overlap,
     PauseInfo,
@@ -130,6 +131,10 @@ class FilesCoordinator:
         raise UsageError(NO_FLEET_HISTORY)
 
     def fleet_summary(self) -> list[TaskLatest]:
+        """Refused: there is no fleet history."""
+        raise UsageError(NO_FLEET_HISTORY)
+
+    def fleet_host_summary(self, failing: Sequence[str]) -> list[HostLatest]:
         """Refused: there is no fleet history."""
         raise UsageError(NO_FLEET_HISTORY)
 

@@ -36,6 +36,7 @@ from typing import Any, TypeVar
 
 from cronctl.coord.port import (
     Claim,
+    HostLatest,
     HostSeen,
     Overlap,
     PauseInfo,
@@ -350,6 +351,10 @@ class PostgresCoordinator:
     def fleet_summary(self) -> list[TaskLatest]:
         """Every task's last runs in one statement (fleet.summary)."""
         return self._call(lambda cur: fleet.summary(cur, self.scope))
+
+    def fleet_host_summary(self, failing: Sequence[str]) -> list[HostLatest]:
+        """Every host's last runs, aggregated in one statement (fleet.host_summary)."""
+        return self._call(lambda cur: fleet.host_summary(cur, self.scope, failing))
 
     def fleet_history(
         self,

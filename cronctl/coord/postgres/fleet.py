@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from cronctl._version import __version__
-from cronctl.coord.port import HostSeen, RunQuery, TaskLatest
+from cronctl.coord.port import HostLatest, HostSeen, RunQuery, TaskLatest
 from cronctl.coord.postgres.schema import NEWEST_FIRST, RUN_COLUMNS
 from cronctl.core.runs import RunRow
 
@@ -184,6 +184,22 @@ def summary(cur: Any, scope: Scope) -> list[TaskLatest]:
     for one in found.values():
         one.not_ok.sort(key=lambda r: r.host)
     return [found[task] for task in sorted(found)]
+
+
+def host_summary(cur: Any, scope: Scope, failing: Sequence[str]) -> list[HostLatest]:
+    """Each host's last runs counted on ``latest`` (one pass, hashed by host): the fleet
+    page's rows without reading a row per task and host."""
+    mine, params = scope.sql()
+    cur.execute(
+        "SELECT host, max(coalesce(ended, started, occurrence)), count(*), "  # noqa: S608
+        "coalesce(array_agg(task ORDER BY task) FILTER (WHERE outcome = ANY(%(failing)s)), "
+        f"'{{}}') FROM cronctl.latest WHERE {mine} GROUP BY host ORDER BY host",
+        {**params, "failing": list(failing)},
+    )
+    return [
+        HostLatest(host, seen.astimezone(UTC), tasks, [scope.name(t) for t in failed])
+        for host, seen, tasks, failed in cur.fetchall()
+    ]
 
 
 def page(cur: Any, scope: Scope, query: RunQuery) -> list[RunRow]:

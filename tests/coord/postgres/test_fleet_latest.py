@@ -169,3 +169,14 @@ def test_the_overview_shows_the_failing_host_and_how_many_are_ok(
     # One host's view names that host's run only.
     web9 = only_web9.decode().split('href="/tasks/t"')[1].split("</tr>")[0]
     assert "web-9" in web9 and " on 3 hosts" not in web9
+
+
+def test_the_host_summary_counts_each_hosts_tasks_and_names_its_failing_ones(
+    coord: PostgresCoordinator,
+) -> None:
+    coord.publish([run("a1", 1), run("a2", 2, "failed", task="u"),
+                   run("a3", 3, "timeout", task="v"), run("b1", 5, "failed", host="b"),
+                   run("b2", 1, "skipped: paused", host="b", task="u")])  # fmt: skip
+    hosts = coord.fleet_host_summary(["failed"])
+    assert [(h.host, h.tasks, h.failing) for h in hosts] == [("a", 3, ["u"]), ("b", 2, ["t"])]
+    assert hosts[1].last_seen == T0 + timedelta(minutes=5)
