@@ -102,6 +102,15 @@ def page(app: Any, target: str) -> Callable[[], object]:
     return get
 
 
+def finish(app: Any, profile: bool) -> None:
+    """The load average at the end, and the overview page's profile when asked for."""
+    print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    if profile:
+        profiler = cProfile.Profile()
+        profiler.runcall(page(app, "/"))
+        pstats.Stats(profiler).sort_stats("cumulative").print_stats(30)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=10_000)
@@ -149,11 +158,7 @@ def main() -> None:
         ):
             shown = target.partition("before=")[0] + "before=..."
             report(f"history GET {shown}", timed(rounds * 4, page(app, target)))
-        print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-        if args.profile:
-            profiler = cProfile.Profile()
-            profiler.runcall(page(app, "/"))
-            pstats.Stats(profiler).sort_stats("cumulative").print_stats(30)
+        finish(app, args.profile)
         coord.close()
 
 
@@ -175,11 +180,7 @@ def fleet_pages(args: argparse.Namespace) -> None:
         report("fleet overview page GET /", timed(rounds, page(app, "/")), f"{size / 1e6:.1f} MB")
         for target in ("/api/tasks", "/fleet", "/tasks/t00007", "/?host=h07"):
             report(f"GET {target}", timed(rounds, page(app, target)))
-        print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-        if args.profile:
-            profiler = cProfile.Profile()
-            profiler.runcall(page(app, "/"))
-            pstats.Stats(profiler).sort_stats("cumulative").print_stats(30)
+        finish(app, args.profile)
         coord.close()
 
 
