@@ -15,7 +15,12 @@ CPU time of this process, and the slowest wall time:
 - a history page deep in the history (keyset), as data and as the task page and the
   /api/runs answer.
 
---profile prints the overview page's cProfile, heaviest first."""
+--profile prints the overview page's cProfile, heaviest first.
+
+--postgres times the fleet dashboard instead: a temporary PostgreSQL (as the tests start
+one), its store filled by ``generate_series`` with RUNS records spread evenly over TASKS
+tasks x HOSTS hosts (every ninth failed), written at schema 3 and then migrated (timed) to
+the schema of the cronctl imported; the overview's data, the page, /api/tasks and /fleet."""
 
 from __future__ import annotations
 
@@ -33,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from _serve_state import START, build
+from pg_fleet import fleet_store
 
 from cronctl.cli.serve_web import build_app
 from cronctl.commands.serve import Dashboard, HistoryQuery
@@ -96,6 +102,15 @@ def page(app: Any, target: str) -> Callable[[], object]:
     return get
 
 
+def finish(app: Any, profile: bool) -> None:
+    """The load average at the end, and the overview page's profile when asked for."""
+    print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    if profile:
+        profiler = cProfile.Profile()
+        profiler.runcall(page(app, "/"))
+        pstats.Stats(profiler).sort_stats("cumulative").print_stats(30)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=10_000)
@@ -104,7 +119,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--state", type=Path, help="build the state here once, and reuse it")
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--postgres", action="store_true", help="the fleet store's dashboard")
     args = parser.parse_args()
+    if args.postgres:
+        fleet_pages(args)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         where = build(args.state or Path(tmp), args.tasks, args.runs, args.hosts)
         print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
@@ -139,11 +158,29 @@ def main() -> None:
         ):
             shown = target.partition("before=")[0] + "before=..."
             report(f"history GET {shown}", timed(rounds * 4, page(app, target)))
+        finish(app, args.profile)
+        coord.close()
+
+
+def fleet_pages(args: argparse.Namespace) -> None:
+    """The fleet dashboard's overview on a PostgreSQL store (see the module's docstring)."""
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        fleet_store(Path(tmp), args.tasks, args.runs, args.hosts) as (url, schedule_path),
+    ):
         print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-        if args.profile:
-            profiler = cProfile.Profile()
-            profiler.runcall(page(app, "/"))
-            pstats.Stats(profiler).sort_stats("cumulative").print_stats(30)
+        schedule = load_paths([schedule_path])
+        coord = open_coordinator(url, Path(tmp) / "locks", host="viewer", pid=1)
+        board = Dashboard(schedule, Path(tmp), coord, "viewer")
+        now = START + timedelta(days=1)
+        app = build_app(board, lambda: now, None, None)
+        rounds = args.rounds
+        report("fleet overview data", timed(rounds, lambda: board.overview(now)))
+        size = page(app, "/")()
+        report("fleet overview page GET /", timed(rounds, page(app, "/")), f"{size / 1e6:.1f} MB")
+        for target in ("/api/tasks", "/fleet", "/tasks/t00007", "/?host=h07"):
+            report(f"GET {target}", timed(rounds, page(app, target)))
+        finish(app, args.profile)
         coord.close()
 
 

@@ -40,7 +40,7 @@ from cronctl.commands.serve import (
 from cronctl.commands.serve_actions import MAX_REASON, Actions
 from cronctl.coord.port import StoreUnavailable, redact_url
 from cronctl.core.model import format_utc
-from cronctl.core.runs import OUTCOMES
+from cronctl.core.runs import OUTCOMES, RunRow
 from cronctl.errors import CronctlError
 
 if TYPE_CHECKING:
@@ -79,14 +79,22 @@ def summary_json(row: TaskSummary) -> dict[str, Any]:
         "paused": row.paused,
         "pause_reason": row.pause_reason,
         "next_run": when(row.next_run) if row.next_run else None,
-        "last_run": run_json(row.last[0]) if len(row.last) == 1 else None,
+        "last_run": run_json(only) if (only := _only_run(row)) is not None else None,
         "last_runs": [run_json(r) for r in row.last],
+        "ok_hosts": row.ok_hosts,
         "running": [run_json(r) for r in row.running],
         "consecutive_failures": row.failures,
         "overdue": row.overdue is not None,
         "overdue_since": when(row.overdue) if row.overdue else None,
         "state": row.state,
     }
+
+
+def _only_run(row: TaskSummary) -> RunRow | None:
+    """The task's last run when it ran on one host only (None: on several, or never)."""
+    if len(row.last) == 1 and not row.ok_hosts:
+        return row.last[0]
+    return row.newest_ok if not row.last and row.ok_hosts == 1 else None
 
 
 def duration_svg(points: list[tuple[datetime, float]]) -> str:

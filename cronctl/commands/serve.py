@@ -15,7 +15,7 @@ from pathlib import Path
 
 from cronctl.commands.operate import reading_store
 from cronctl.coord.outbox import OUTPUT_TAIL_BYTES, WITH_OUTPUT
-from cronctl.coord.port import Coordinator, PauseInfo, RunQuery
+from cronctl.coord.port import Coordinator, PauseInfo, RunQuery, TaskLatest
 from cronctl.core.calendar import Timeline, build_timeline
 from cronctl.core.describe import describe, gap_note
 from cronctl.core.model import Schedule, Task
@@ -47,6 +47,10 @@ class TaskSummary:
     running: tuple[RunRow, ...]  # running now (since when, where)
     failures: int  # failures in a row (this machine), or hosts whose last run failed (fleet)
     overdue: datetime | None
+    #: The fleet overview: hosts whose last run was ok, which ``last`` then leaves out (it
+    #: holds the others' only: Coordinator.fleet_summary).
+    ok_hosts: int = 0
+    newest_ok: RunRow | None = None  # the newest of those ok runs
 
     @property
     def failing(self) -> bool:
@@ -63,7 +67,7 @@ class TaskSummary:
             return "running"
         if self.paused:
             return "paused"
-        return "ok" if self.last else "new"
+        return "ok" if self.last or self.ok_hosts else "new"
 
 
 STATES = ("failing", "overdue", "running", "paused", "ok", "new")
@@ -193,13 +197,15 @@ class Dashboard:
 
     # -- overview ---------------------------------------------------------------------
     def overview(self, now: datetime, filters: Filters = Filters()) -> Overview:
-        rows = self._fleet_rows(now) if self.fleet else self._local_rows(now)
-        hosts = sorted({r.host for row in rows for r in (*row.last, *row.running)})
+        rows = self._fleet_rows(now, host=filters.host) if self.fleet else self._local_rows(now)
+        hosts = {r.host for row in rows for r in (*row.last, *row.running)}
+        if self.fleet:  # the ok hosts are counted, not named: the check-ins name them
+            hosts.update(h.host for h in self.coord.fleet_hosts())
         rank = {s: i for i, s in enumerate(STATES)}
         kept = sorted(
             (r for r in rows if filters.keep(r)), key=lambda r: (rank[r.state], r.task.name)
         )
-        return Overview(kept, hosts, self.fleet, self.coord.describe(), len(rows))
+        return Overview(kept, sorted(hosts), self.fleet, self.coord.describe(), len(rows))
 
     def _local_rows(self, now: datetime, tasks: Sequence[Task] | None = None) -> list[TaskSummary]:
         """What `cronctl status` says of each task (of ``tasks``, else every one), asked of
@@ -239,10 +245,23 @@ class Dashboard:
             )
         return rows
 
-    def _fleet_rows(self, now: datetime, tasks: Sequence[Task] | None = None) -> list[TaskSummary]:
+    def _fleet_rows(
+        self, now: datetime, tasks: Sequence[Task] | None = None, host: str | None = None
+    ) -> list[TaskSummary]:
+        """Every task's row (of ``tasks``, else every one) from the store's latest runs:
+        one task's, or one host's, in full; the whole overview from the summary, whose ok
+        hosts are counted rather than read (docs/dashboard.md#speed)."""
         latest: dict[str, list[RunRow]] = {}
-        for run in self.coord.fleet_latest():
-            latest.setdefault(run.task, []).append(run)
+        ok_hosts: dict[str, TaskLatest] = {}
+        if tasks is not None and len(tasks) == 1:
+            latest[tasks[0].name] = self.coord.fleet_latest(task=tasks[0].name)
+        elif host is not None:
+            for run in self.coord.fleet_latest(host=host):
+                latest.setdefault(run.task, []).append(run)
+        else:
+            for summary in self.coord.fleet_summary():
+                latest[summary.task] = summary.not_ok
+                ok_hosts[summary.task] = summary
         running: dict[str, list[RunRow]] = {}
         for run in self.coord.fleet_history(None, None, FLEET_WINDOW):
             if run.outcome == "running":
@@ -254,6 +273,7 @@ class Dashboard:
             pause = pauses.get(task.name)
             paused = task.paused or pause is not None
             last = tuple(sorted(latest.get(task.name, []), key=lambda r: r.host))
+            ok = ok_hosts.get(task.name)
             rows.append(
                 TaskSummary(
                     task=task,
@@ -266,6 +286,8 @@ class Dashboard:
                     running=tuple(running.get(task.name, [])),
                     failures=sum(r.outcome in _FAILED for r in last),
                     overdue=None,
+                    ok_hosts=ok.ok_hosts if ok is not None else 0,
+                    newest_ok=ok.newest if ok is not None else None,
                 )
             )
         return rows
@@ -387,21 +409,18 @@ class Dashboard:
     def _fleet_hosts(self) -> list[HostRow]:
         """Each host that ran a task or checked in: last seen (its latest record or check-in),
         version and clock skew (at the check-in), failing tasks (by their latest runs)."""
-        by_host: dict[str, list[RunRow]] = {}
-        for run in self.coord.fleet_latest():
-            by_host.setdefault(run.host, []).append(run)
+        by_host = {h.host: h for h in self.coord.fleet_host_summary(sorted(_FAILED))}
         seen = {h.host: h for h in self.coord.fleet_hosts()}
         rows = []
         for host in sorted(by_host.keys() | seen.keys()):
-            runs = by_host.get(host, [])
+            ran = by_host.get(host)
             check_in = seen.get(host)
-            times = [r.ended or r.started or r.occurrence for r in runs]
+            times = [ran.last_seen] if ran is not None else []
             if check_in is not None:
                 times.append(check_in.seen)
-            failing = sorted(r.task for r in runs if r.outcome in _FAILED)
             rows.append(
                 HostRow(
-                    host, max(times), len(runs), failing,
+                    host, max(times), ran.tasks if ran else 0, ran.failing if ran else [],
                     check_in.version if check_in else None,
                     check_in.skew_s if check_in else None,
                 )

@@ -25,12 +25,14 @@ __all__ = [
     "GroupSlot",
     "HeldLock",
     "HolderInfo",
+    "HostLatest",
     "HostSeen",
     "Overlap",
     "PauseInfo",
     "RunQuery",
     "StoreCheck",
     "StoreUnavailable",
+    "TaskLatest",
     "is_coordination_url",
     "redact_text",
     "redact_url",
@@ -176,6 +178,30 @@ class HostSeen:
         return (self.clock - self.seen).total_seconds()
 
 
+@dataclass(frozen=True, slots=True)
+class HostLatest:
+    """What a host's last runs say, for the fleet page: when its newest ended (or started,
+    or was due), how many tasks it ran, and those whose last run there had one of the
+    outcomes asked for, by name."""
+
+    host: str
+    last_seen: datetime
+    tasks: int
+    failing: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class TaskLatest:
+    """How a task last went across the fleet, for the dashboard's overview: the last
+    finished run on each host whose last run was not ok (by host), how many hosts' last run
+    was ok, and the newest of those ok runs (None: no host's last run was ok)."""
+
+    task: str
+    not_ok: list[RunRow]
+    ok_hosts: int
+    newest: RunRow | None
+
+
 class Coordinator(Protocol):
     """What the use cases need from coordination, for one machine and process: the host and
     pid given when it is opened (:func:`cronctl.coord.open_coordinator`) name this run in
@@ -238,8 +264,25 @@ class Coordinator(Protocol):
         """Send run records to the fleet history (idempotent by run id)."""
         ...
 
-    def fleet_latest(self) -> list[RunRow]:
-        """The latest finished run of every (task, host) in the fleet history.
+    def fleet_latest(self, task: str | None = None, host: str | None = None) -> list[RunRow]:
+        """The latest finished run of every (task, host) in the fleet history, by task and
+        host; only one task's, or one host's, when given.
+
+        :raises UsageError: there is no fleet history (files in lock_dir).
+        """
+        ...
+
+    def fleet_summary(self) -> list[TaskLatest]:
+        """Every task's :class:`TaskLatest`, by task: what the overview shows, without a row
+        per host whose last run was ok.
+
+        :raises UsageError: there is no fleet history (files in lock_dir).
+        """
+        ...
+
+    def fleet_host_summary(self, failing: Sequence[str]) -> list[HostLatest]:
+        """Every host's :class:`HostLatest` (``failing``: the outcomes that count), by host,
+        counted by the store.
 
         :raises UsageError: there is no fleet history (files in lock_dir).
         """

@@ -83,6 +83,13 @@ def overview_rows(rows: Iterable[TaskSummary]) -> str:
             f'<span class="muted">{text(when(r.occurrence))}</span></div>'
             for r in row.last
         )
+        if row.ok_hosts:
+            hosts = "host" if row.ok_hosts == 1 else "hosts"
+            newest = row.newest_ok
+            ok = "ok"
+            if newest is not None:
+                ok = f'<a class="outcome ok" href="/runs/{url_part(newest.id)}">ok</a>'
+            last += f"<div>{ok} on {row.ok_hosts} {hosts}</div>"
         running = "".join(
             f"<div>{text(r.host)} since {text(when(r.started))}</div>" for r in row.running
         )

@@ -11,7 +11,16 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from cronctl.coord.files import locks, slots
-from cronctl.coord.port import Claim, HostSeen, Overlap, PauseInfo, RunQuery, StoreCheck
+from cronctl.coord.port import (
+    Claim,
+    HostLatest,
+    HostSeen,
+    Overlap,
+    PauseInfo,
+    RunQuery,
+    StoreCheck,
+    TaskLatest,
+)
 from cronctl.core.runs import RunRow
 from cronctl.edge.paths import ensure_private_dir, verify_dir
 from cronctl.errors import UsageError
@@ -117,7 +126,15 @@ class FilesCoordinator:
     def publish(self, rows: Sequence[RunRow]) -> None:
         """Nothing: without a store, history stays on each machine."""
 
-    def fleet_latest(self) -> list[RunRow]:
+    def fleet_latest(self, task: str | None = None, host: str | None = None) -> list[RunRow]:
+        """Refused: there is no fleet history."""
+        raise UsageError(NO_FLEET_HISTORY)
+
+    def fleet_summary(self) -> list[TaskLatest]:
+        """Refused: there is no fleet history."""
+        raise UsageError(NO_FLEET_HISTORY)
+
+    def fleet_host_summary(self, failing: Sequence[str]) -> list[HostLatest]:
         """Refused: there is no fleet history."""
         raise UsageError(NO_FLEET_HISTORY)
 

@@ -36,12 +36,14 @@ from typing import Any, TypeVar
 
 from cronctl.coord.port import (
     Claim,
+    HostLatest,
     HostSeen,
     Overlap,
     PauseInfo,
     RunQuery,
     StoreCheck,
     StoreUnavailable,
+    TaskLatest,
     redact_url,
 )
 from cronctl.coord.postgres import fleet, slots
@@ -342,9 +344,17 @@ class PostgresCoordinator:
     def _check_in(self, cur: Any) -> bytes:
         return fleet.check_in(cur, self.scope, self.host, self.clock())
 
-    def fleet_latest(self) -> list[RunRow]:
-        """The latest finished run of every (task, host)."""
-        return self._call(lambda cur: fleet.latest(cur, self.scope))
+    def fleet_latest(self, task: str | None = None, host: str | None = None) -> list[RunRow]:
+        """The latest finished run of every (task, host), from the ``latest`` table."""
+        return self._call(lambda cur: fleet.latest(cur, self.scope, task, host))
+
+    def fleet_summary(self) -> list[TaskLatest]:
+        """Every task's last runs in one statement (fleet.summary)."""
+        return self._call(lambda cur: fleet.summary(cur, self.scope))
+
+    def fleet_host_summary(self, failing: Sequence[str]) -> list[HostLatest]:
+        """Every host's last runs, aggregated in one statement (fleet.host_summary)."""
+        return self._call(lambda cur: fleet.host_summary(cur, self.scope, failing))
 
     def fleet_history(
         self,
@@ -374,12 +384,13 @@ class PostgresCoordinator:
         return self._call(lambda cur: fleet.hosts(cur, self.scope))
 
     def sweep(self, now: datetime) -> None:
-        """Claims past their retention, fleet history past 90 days, output tails past
-        OUTPUT_RETENTION_DAYS."""
+        """Claims past their retention, fleet history past 90 days (and the latest runs of
+        the pairs that ran none since), output tails past OUTPUT_RETENTION_DAYS."""
         self._call(
             lambda cur: cur.execute(
                 "DELETE FROM cronctl.claims WHERE occurrence < %(now)s - %(keep)s::interval; "
                 "DELETE FROM cronctl.runs WHERE occurrence < %(now)s - interval '90 days'; "
+                "DELETE FROM cronctl.latest WHERE occurrence < %(now)s - interval '90 days'; "
                 "UPDATE cronctl.runs SET output = NULL WHERE output IS NOT NULL "
                 "AND occurrence < %(now)s - make_interval(days => %(output_days)s)",
                 {"now": now, "keep": CLAIM_RETENTION, "output_days": fleet.OUTPUT_RETENTION_DAYS},

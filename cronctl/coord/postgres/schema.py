@@ -9,6 +9,65 @@ from typing import Any
 from cronctl.coord.port import PauseInfo, redact_url
 from cronctl.errors import CronctlError
 
+#: The columns of a run record (the output tail aside), as ``runs`` and ``latest`` hold them.
+RUN_COLUMNS = ("id", "task", "occurrence", "host", "pid", "outcome", "exit_code", "started",
+               "ended", "duration_s", "message", "trigger", "attempt")  # fmt: skip
+_RUN_LIST = ", ".join(RUN_COLUMNS)
+_LATEST_COLUMNS = """id text NOT NULL, task text NOT NULL, occurrence timestamptz NOT NULL,
+    host text NOT NULL, pid integer, outcome text NOT NULL, exit_code integer,
+    started timestamptz, ended timestamptz, duration_s double precision, message text,
+    trigger text NOT NULL, attempt integer NOT NULL"""
+#: A run that has ended (``latest`` holds those only, as `status --fleet` shows them).
+FINISHED = "outcome NOT IN ('missed', 'pending', 'running')"
+#: Which of a (task, host)'s records is the newest: by occurrence, then start (none: the
+#: oldest), then id, so that every machine and the trigger pick the same one.
+NEWEST_FIRST = "occurrence DESC, coalesce(started, '-infinity') DESC, id DESC"
+_NEW = ", ".join(f"NEW.{c}" for c in RUN_COLUMNS)
+_SET = ", ".join(f"{c} = EXCLUDED.{c}" for c in RUN_COLUMNS)
+_IS_NEWER = """(EXCLUDED.occurrence, coalesce(EXCLUDED.started, '-infinity'), EXCLUDED.id)
+            > (latest.occurrence, coalesce(latest.started, '-infinity'), latest.id)"""
+#: Picks a (task, host)'s row of ``latest`` again from ``runs``, when the record it held
+#: (``gone``) is no longer one it may hold.
+_PICK_LATEST = f"""CREATE FUNCTION cronctl.pick_latest(pair_task text, pair_host text, gone text)
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM cronctl.latest WHERE task = pair_task AND host = pair_host AND id = gone;
+    IF FOUND THEN
+        INSERT INTO cronctl.latest ({_RUN_LIST})
+        SELECT {_RUN_LIST} FROM cronctl.runs
+        WHERE task = pair_task AND host = pair_host AND {FINISHED}
+        ORDER BY {NEWEST_FIRST} LIMIT 1
+        ON CONFLICT (task, host) DO UPDATE SET {_SET} WHERE {_IS_NEWER};
+    END IF;
+END $$"""  # noqa: S608  (constant names)
+#: Keeps ``latest`` as ``runs`` changes (docs/fleets-postgresql.md): a finished record
+#: replaces its pair's row when it is newer, or when it is the same record published again
+#: (in place); a record that held its pair's row and is published again unfinished, or under
+#: another pair, has that pair picked again. Deletes do not fire it: the sweep trims
+#: ``latest`` itself (adapter.sweep).
+_KEEP_LATEST = f"""CREATE FUNCTION cronctl.keep_latest() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'UPDATE' AND ((OLD.task, OLD.host) IS DISTINCT FROM (NEW.task, NEW.host)
+            OR NOT (NEW.{FINISHED})) THEN
+        PERFORM cronctl.pick_latest(OLD.task, OLD.host, OLD.id);
+    END IF;
+    IF NEW.{FINISHED} THEN
+        INSERT INTO cronctl.latest ({_RUN_LIST}) VALUES ({_NEW})
+        ON CONFLICT (task, host) DO UPDATE SET {_SET}
+        WHERE latest.id = EXCLUDED.id OR {_IS_NEWER};
+    END IF;
+    RETURN NULL;
+END $$"""  # noqa: S608  (constant names)
+
+#: Fills ``latest`` from the history already there, as the trigger would have.
+_BACKFILL = (
+    f"INSERT INTO cronctl.latest ({_RUN_LIST}) SELECT DISTINCT ON (task, host) {_RUN_LIST} "  # noqa: S608
+    f"FROM cronctl.runs WHERE {FINISHED} ORDER BY task, host, {NEWEST_FIRST}"
+)
+# The constants above are part of migration 4 (below): a later change of them needs a
+# migration of its own that replaces the table's columns or the functions.
+
 #: Entry ``i`` takes the schema from version ``i`` to ``i + 1``. Append only.
 MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (
@@ -60,6 +119,23 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             project text NOT NULL, host text NOT NULL, version text NOT NULL,
             clock timestamptz NOT NULL, seen timestamptz NOT NULL DEFAULT now(),
             PRIMARY KEY (project, host))""",
+    ),
+    # The fleet overview (docs/dashboard.md#speed): the newest finished run of every
+    # (task, host), kept by a trigger as runs are published, so that the overview reads one
+    # row per pair instead of picking them out of the whole history at every request.
+    # The trigger is made before the table is filled: it locks runs against writers until
+    # the migration commits, so no record published meanwhile is missed.
+    (
+        f"CREATE TABLE cronctl.latest ({_LATEST_COLUMNS}, PRIMARY KEY (task, host))",
+        "CREATE INDEX latest_by_host ON cronctl.latest (host)",
+        # Each task's newest ok run, found by one probe (fleet.summary).
+        f"CREATE INDEX latest_ok ON cronctl.latest (task, {NEWEST_FIRST}) WHERE outcome = 'ok'",
+        _PICK_LATEST,
+        _KEEP_LATEST,
+        "CREATE TRIGGER runs_keep_latest AFTER INSERT OR UPDATE OF "
+        f"{', '.join(RUN_COLUMNS)} ON cronctl.runs "
+        "FOR EACH ROW EXECUTE FUNCTION cronctl.keep_latest()",
+        _BACKFILL,
     ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
