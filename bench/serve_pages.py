@@ -20,7 +20,9 @@ CPU time of this process, and the slowest wall time:
 --postgres times the fleet dashboard instead: a temporary PostgreSQL (as the tests start
 one), its store filled by ``generate_series`` with RUNS records spread evenly over TASKS
 tasks x HOSTS hosts (every ninth failed), written at schema 3 and then migrated (timed) to
-the schema of the cronctl imported; the overview's data, the page, /api/tasks and /fleet."""
+the schema of the cronctl imported; the overview's data, the page, /api/tasks and /fleet;
+then the overview again in an outage: every host's last run of every task failed (the
+store's ``latest`` table rewritten so)."""
 
 from __future__ import annotations
 
@@ -180,8 +182,23 @@ def fleet_pages(args: argparse.Namespace) -> None:
         report("fleet overview page GET /", timed(rounds, page(app, "/")), f"{size / 1e6:.1f} MB")
         for target in ("/api/tasks", "/fleet", "/tasks/t00007", "/?host=h07"):
             report(f"GET {target}", timed(rounds, page(app, target)))
+        outage(url)
+        size = page(app, "/")()
+        report("outage: overview page GET /", timed(rounds, page(app, "/")), f"{size / 1e6:.1f} MB")
         finish(app, args.profile)
         coord.close()
+
+
+def outage(url: str) -> None:
+    """Every (task, host)'s last run failed, as in an outage of something every task needs."""
+    import psycopg2
+
+    conn = psycopg2.connect(url)
+    conn.autocommit = True
+    with conn.cursor() as cur:
+        cur.execute("UPDATE cronctl.latest SET outcome = 'failed', exit_code = 1")
+        cur.execute("VACUUM ANALYZE cronctl.latest")
+    conn.close()
 
 
 if __name__ == "__main__":
