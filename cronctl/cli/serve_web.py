@@ -38,7 +38,7 @@ from cronctl.commands.serve import (
     parse_cursor,
 )
 from cronctl.commands.serve_actions import MAX_REASON, Actions
-from cronctl.coord.port import StoreUnavailable, redact_url
+from cronctl.coord.port import StoreUnavailable, TaskLatest, redact_url
 from cronctl.core.model import format_utc
 from cronctl.core.runs import OUTCOMES, RunRow
 from cronctl.errors import CronctlError
@@ -81,7 +81,7 @@ def summary_json(row: TaskSummary) -> dict[str, Any]:
         "next_run": when(row.next_run) if row.next_run else None,
         "last_run": run_json(only) if (only := _only_run(row)) is not None else None,
         "last_runs": [run_json(r) for r in row.last],
-        "ok_hosts": row.ok_hosts,
+        "hosts": _hosts_json(row.hosts) if row.hosts is not None else None,
         "running": [run_json(r) for r in row.running],
         "consecutive_failures": row.failures,
         "overdue": row.overdue is not None,
@@ -91,10 +91,21 @@ def summary_json(row: TaskSummary) -> dict[str, Any]:
 
 
 def _only_run(row: TaskSummary) -> RunRow | None:
-    """The task's last run when it ran on one host only (None: on several, or never)."""
-    if len(row.last) == 1 and not row.ok_hosts:
-        return row.last[0]
-    return row.newest_ok if not row.last and row.ok_hosts == 1 else None
+    """The task's last run when it ran on one host only (None: on several, never, or in a
+    fleet's overview, which counts the hosts instead of reading their runs)."""
+    return row.last[0] if len(row.last) == 1 and row.hosts is None else None
+
+
+def _hosts_json(hosts: TaskLatest) -> dict[str, Any]:
+    """A fleet overview's count of a task's hosts, by how their last run went."""
+    return {
+        "ok": hosts.ok_hosts,
+        "not_ok": hosts.not_ok_hosts,
+        "failing": hosts.failing_hosts,
+        "not_ok_named": [
+            {"host": h.host, "outcome": h.outcome, "run_id": h.run_id} for h in hosts.not_ok
+        ],
+    }
 
 
 def duration_svg(points: list[tuple[datetime, float]]) -> str:

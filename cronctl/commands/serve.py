@@ -47,10 +47,9 @@ class TaskSummary:
     running: tuple[RunRow, ...]  # running now (since when, where)
     failures: int  # failures in a row (this machine), or hosts whose last run failed (fleet)
     overdue: datetime | None
-    #: The fleet overview: hosts whose last run was ok, which ``last`` then leaves out (it
-    #: holds the others' only: Coordinator.fleet_summary).
-    ok_hosts: int = 0
-    newest_ok: RunRow | None = None  # the newest of those ok runs
+    #: The fleet overview's: the hosts counted by how their last run went, and the first
+    #: few not ok named (Coordinator.fleet_summary); ``last`` is then empty.
+    hosts: TaskLatest | None = None
 
     @property
     def failing(self) -> bool:
@@ -67,7 +66,8 @@ class TaskSummary:
             return "running"
         if self.paused:
             return "paused"
-        return "ok" if self.last or self.ok_hosts else "new"
+        ran = self.hosts is not None and (self.hosts.ok_hosts or self.hosts.not_ok_hosts)
+        return "ok" if self.last or ran else "new"
 
 
 STATES = ("failing", "overdue", "running", "paused", "ok", "new")
@@ -199,7 +199,8 @@ class Dashboard:
     def overview(self, now: datetime, filters: Filters = Filters()) -> Overview:
         rows = self._fleet_rows(now, host=filters.host) if self.fleet else self._local_rows(now)
         hosts = {r.host for row in rows for r in (*row.last, *row.running)}
-        if self.fleet:  # the ok hosts are counted, not named: the check-ins name them
+        hosts.update(h.host for row in rows if row.hosts is not None for h in row.hosts.not_ok)
+        if self.fleet:  # most hosts are counted, not named: the check-ins name them
             hosts.update(h.host for h in self.coord.fleet_hosts())
         rank = {s: i for i, s in enumerate(STATES)}
         kept = sorted(
@@ -249,19 +250,17 @@ class Dashboard:
         self, now: datetime, tasks: Sequence[Task] | None = None, host: str | None = None
     ) -> list[TaskSummary]:
         """Every task's row (of ``tasks``, else every one) from the store's latest runs:
-        one task's, or one host's, in full; the whole overview from the summary, whose ok
+        one task's, or one host's, in full; the whole overview from the summary, whose
         hosts are counted rather than read (docs/dashboard.md#speed)."""
         latest: dict[str, list[RunRow]] = {}
-        ok_hosts: dict[str, TaskLatest] = {}
+        counted: dict[str, TaskLatest] = {}
         if tasks is not None and len(tasks) == 1:
             latest[tasks[0].name] = self.coord.fleet_latest(task=tasks[0].name)
         elif host is not None:
             for run in self.coord.fleet_latest(host=host):
                 latest.setdefault(run.task, []).append(run)
         else:
-            for summary in self.coord.fleet_summary():
-                latest[summary.task] = summary.not_ok
-                ok_hosts[summary.task] = summary
+            counted = {s.task: s for s in self.coord.fleet_summary(sorted(_FAILED))}
         running: dict[str, list[RunRow]] = {}
         for run in self.coord.fleet_history(None, None, FLEET_WINDOW):
             if run.outcome == "running":
@@ -273,7 +272,7 @@ class Dashboard:
             pause = pauses.get(task.name)
             paused = task.paused or pause is not None
             last = tuple(sorted(latest.get(task.name, []), key=lambda r: r.host))
-            ok = ok_hosts.get(task.name)
+            hosts = counted.get(task.name)
             rows.append(
                 TaskSummary(
                     task=task,
@@ -284,10 +283,13 @@ class Dashboard:
                     pause_reason=_reason(task, pause),
                     last=last,
                     running=tuple(running.get(task.name, [])),
-                    failures=sum(r.outcome in _FAILED for r in last),
+                    failures=(
+                        hosts.failing_hosts
+                        if hosts is not None
+                        else sum(r.outcome in _FAILED for r in last)
+                    ),
                     overdue=None,
-                    ok_hosts=ok.ok_hosts if ok is not None else 0,
-                    newest_ok=ok.newest if ok is not None else None,
+                    hosts=hosts,
                 )
             )
         return rows

@@ -19,6 +19,7 @@ from cronctl.edge.process.procs import ProcessId
 from cronctl.errors import CronctlError
 
 __all__ = [
+    "NAMED_NOT_OK",
     "UNREACHABLE",
     "Claim",
     "Coordinator",
@@ -26,6 +27,7 @@ __all__ = [
     "HeldLock",
     "HolderInfo",
     "HostLatest",
+    "HostOutcome",
     "HostSeen",
     "Overlap",
     "PauseInfo",
@@ -191,15 +193,33 @@ class HostLatest:
 
 
 @dataclass(frozen=True, slots=True)
+class HostOutcome:
+    """How a host's last finished run of a task ended, in brief: the host, the outcome and
+    the record's id."""
+
+    host: str
+    outcome: str
+    run_id: str
+
+
+#: How many of a task's hosts whose last run was not ok :class:`TaskLatest` names.
+NAMED_NOT_OK = 3
+
+
+@dataclass(frozen=True, slots=True)
 class TaskLatest:
-    """How a task last went across the fleet, for the dashboard's overview: the last
-    finished run on each host whose last run was not ok (by host), how many hosts' last run
-    was ok, and the newest of those ok runs (None: no host's last run was ok)."""
+    """How a task last went across the fleet, for the dashboard's overview: of the hosts
+    that ran it, how many last ran it ok, how many not (and of those, how many with one of
+    the failing outcomes asked for), and the first NAMED_NOT_OK of the not ok, by host.
+
+    Counted, not listed: an overview of a fleet in an outage, every task failing on every
+    host, costs what a quiet one does (docs/dashboard.md#speed)."""
 
     task: str
-    not_ok: list[RunRow]
     ok_hosts: int
-    newest: RunRow | None
+    not_ok_hosts: int
+    failing_hosts: int
+    not_ok: list[HostOutcome]
 
 
 class Coordinator(Protocol):
@@ -272,9 +292,9 @@ class Coordinator(Protocol):
         """
         ...
 
-    def fleet_summary(self) -> list[TaskLatest]:
-        """Every task's :class:`TaskLatest`, by task: what the overview shows, without a row
-        per host whose last run was ok.
+    def fleet_summary(self, failing: Sequence[str]) -> list[TaskLatest]:
+        """Every task's :class:`TaskLatest` (``failing``: the outcomes that count), by task,
+        counted by the store: what the overview shows.
 
         :raises UsageError: there is no fleet history (files in lock_dir).
         """

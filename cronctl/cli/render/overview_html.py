@@ -16,6 +16,7 @@ from urllib.parse import quote
 
 from cronctl.cli.render.runs import visible
 from cronctl.commands.serve import TaskSummary
+from cronctl.coord.port import TaskLatest
 from cronctl.core.model import format_utc
 from cronctl.core.runs import OUTCOMES
 
@@ -83,13 +84,8 @@ def overview_rows(rows: Iterable[TaskSummary]) -> str:
             f'<span class="muted">{text(when(r.occurrence))}</span></div>'
             for r in row.last
         )
-        if row.ok_hosts:
-            hosts = "host" if row.ok_hosts == 1 else "hosts"
-            newest = row.newest_ok
-            ok = "ok"
-            if newest is not None:
-                ok = f'<a class="outcome ok" href="/runs/{url_part(newest.id)}">ok</a>'
-            last += f"<div>{ok} on {row.ok_hosts} {hosts}</div>"
+        if row.hosts is not None:
+            last = _counted(row.hosts, url_part(name))
         running = "".join(
             f"<div>{text(r.host)} since {text(when(r.started))}</div>" for r in row.running
         )
@@ -103,6 +99,25 @@ def overview_rows(rows: Iterable[TaskSummary]) -> str:
             f"<td>{running}</td>\n</tr>\n"
         )
     return "".join(out)
+
+
+def _counted(hosts: TaskLatest, task_url: str) -> str:
+    """A fleet's hosts of a task: the first few not ok named, the others counted, linked to
+    the task's page (every host's last run) and its ok runs."""
+    cells = [
+        f'<div><a class="outcome {outcome_class(h.outcome)}" href="/runs/{url_part(h.run_id)}">'
+        f"{text(h.outcome)}</a> {text(h.host)}</div>"
+        for h in hosts.not_ok
+    ]
+    if more := hosts.not_ok_hosts - len(hosts.not_ok):
+        cells.append(f'<div><a href="/tasks/{task_url}#hosts">{more} more not ok</a></div>')
+    if hosts.ok_hosts:
+        plural = "host" if hosts.ok_hosts == 1 else "hosts"
+        cells.append(
+            f'<div><a class="outcome ok" href="/tasks/{task_url}?outcome=ok">ok</a> on '
+            f"{hosts.ok_hosts} {plural}</div>"
+        )
+    return "".join(cells)
 
 
 def _paused(row: TaskSummary) -> str:

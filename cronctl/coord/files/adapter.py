@@ -130,7 +130,7 @@ class FilesCoordinator:
         """Refused: there is no fleet history."""
         raise UsageError(NO_FLEET_HISTORY)
 
-    def fleet_summary(self) -> list[TaskLatest]:
+    def fleet_summary(self, failing: Sequence[str]) -> list[TaskLatest]:
         """Refused: there is no fleet history."""
         raise UsageError(NO_FLEET_HISTORY)
 

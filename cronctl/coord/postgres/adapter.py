@@ -348,9 +348,9 @@ class PostgresCoordinator:
         """The latest finished run of every (task, host), from the ``latest`` table."""
         return self._call(lambda cur: fleet.latest(cur, self.scope, task, host))
 
-    def fleet_summary(self) -> list[TaskLatest]:
-        """Every task's last runs in one statement (fleet.summary)."""
-        return self._call(lambda cur: fleet.summary(cur, self.scope))
+    def fleet_summary(self, failing: Sequence[str]) -> list[TaskLatest]:
+        """Every task's last runs, counted in one statement (fleet.summary)."""
+        return self._call(lambda cur: fleet.summary(cur, self.scope, failing))
 
     def fleet_host_summary(self, failing: Sequence[str]) -> list[HostLatest]:
         """Every host's last runs, aggregated in one statement (fleet.host_summary)."""

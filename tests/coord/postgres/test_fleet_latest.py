@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from cronctl.coord.port import NAMED_NOT_OK, HostOutcome, TaskLatest
 from cronctl.coord.postgres import schema
 from cronctl.coord.postgres.adapter import PostgresCoordinator
 from cronctl.core.runs import RunRow
@@ -108,7 +109,7 @@ def test_a_store_of_schema_3_is_migrated_with_its_latest_runs(
         earlier.close()
     now = PostgresCoordinator(pg_url, host="new", pid=2)
     try:
-        assert now.check().version == schema.SCHEMA_VERSION == 4
+        assert now.check().version == schema.SCHEMA_VERSION
         assert latest_ids(now) == {("t", "a"): "r2", ("t", "b"): "r4"}
         rows = pg_server.sql("SELECT task, id FROM cronctl.latest ORDER BY id", database_of(pg_url))
         assert rows == [("p/t", "p1"), ("t", "r2"), ("t", "r4")]  # every project's rows
@@ -118,55 +119,76 @@ def test_a_store_of_schema_3_is_migrated_with_its_latest_runs(
         now.close()
 
 
-def test_the_summary_names_the_hosts_not_ok_and_counts_the_others(
+def test_the_summary_counts_the_hosts_and_names_the_first_not_ok(
     coord: PostgresCoordinator, pg_url: str
 ) -> None:
     coord.publish([run("a1", 1), run("b1", 3, host="b"), run("c1", 2, "failed", host="c"),
-                   run("d1", 1, "timeout", host="d"), run("u1", 1, "failed", task="u"),
-                   run("v1", 1, task="v")])  # fmt: skip
+                   run("d1", 1, "timeout", host="d"), run("e1", 1, "skipped: overlap", host="e"),
+                   run("f1", 1, "failed", host="f"), run("u1", 1, "failed", task="u"),
+                   run("v1", 1, task="v"), run("w1", 1, "running", task="w")])  # fmt: skip
     other = PostgresCoordinator(pg_url, host="x", pid=1, project="p")
     try:
         other.publish([run("p1", 1, "failed", task="t")])  # another project's
-        (theirs,) = other.fleet_summary()
-        assert (theirs.task, [r.id for r in theirs.not_ok], theirs.ok_hosts) == ("t", ["p1"], 0)
+        (theirs,) = other.fleet_summary(["failed"])
+        assert theirs == TaskLatest("t", 0, 1, 1, [HostOutcome("a", "failed", "p1")])
     finally:
         other.close()
-    summary = {s.task: s for s in coord.fleet_summary()}
-    assert list(summary) == ["t", "u", "v"]
+    summary = {s.task: s for s in coord.fleet_summary(["failed", "timeout"])}
+    assert list(summary) == ["t", "u", "v"]  # w has not finished anywhere
     t = summary["t"]
-    assert [(r.host, r.outcome) for r in t.not_ok] == [("c", "failed"), ("d", "timeout")]
-    assert t.ok_hosts == 2 and t.newest is not None and t.newest.id == "b1"
-    u = summary["u"]
-    assert (len(u.not_ok), u.ok_hosts, u.newest) == (1, 0, None)
-    v = summary["v"]
-    assert (v.not_ok, v.ok_hosts, v.newest is not None and v.newest.id) == ([], 1, "v1")
+    assert (t.ok_hosts, t.not_ok_hosts, t.failing_hosts) == (2, 4, 3)  # skipped is not failing
+    assert t.not_ok == [HostOutcome("c", "failed", "c1"), HostOutcome("d", "timeout", "d1"),
+                        HostOutcome("e", "skipped: overlap", "e1")]  # fmt: skip
+    assert len(t.not_ok) == NAMED_NOT_OK
+    assert summary["u"] == TaskLatest("u", 0, 1, 1, [HostOutcome("a", "failed", "u1")])
+    assert summary["v"] == TaskLatest("v", 1, 0, 0, [])
+    coord.publish([run("c2", 4, host="c")])  # c recovers: f is named in its place
+    t = {s.task: s for s in coord.fleet_summary(["failed", "timeout"])}["t"]
+    assert (t.ok_hosts, t.not_ok_hosts, [h.host for h in t.not_ok]) == (3, 3, ["d", "e", "f"])
 
 
-def test_the_overview_shows_the_failing_host_and_how_many_are_ok(
+def test_the_overview_names_the_first_hosts_not_ok_and_counts_the_rest(
     cli: Cli, tmp_path: Path, pg_url: str, coord: PostgresCoordinator
 ) -> None:
     write_schedule(
         tmp_path / "schedules.toml",
-        [f'name = "{name}"\ncron = "* * * * *"\ncommand = "true"' for name in ("t", "quiet")],
+        [
+            f'name = "{name}"\ncron = "* * * * *"\ncommand = "true"'
+            for name in ("t", "many", "quiet", "new")
+        ],
     )
+    many = [run(f"m{i}", 1, "failed", host=f"n{i}", task="many") for i in range(5)]
     coord.publish([run("a1", 1), run("b1", 1, host="b"), run("c1", 1, host="c"),
-                   run("bad1", 1, "failed", host="web-9")])  # fmt: skip
+                   run("bad1", 1, "failed", host="web-9"), *many,
+                   run("x1", 1, "failed", host="<i>evil</i>", task="quiet")])  # fmt: skip
     with serving(cli, tmp_path, pg_url, "viewer") as server:
         status, page = server.get("/")
         _, api = server.get("/api/tasks")
         _, only_web9 = server.get("/?host=web-9")
+        _, many_page = server.get("/tasks/many")
     assert status == 200
     row = page.decode().split('href="/tasks/t"')[1].split("</tr>")[0]
-    assert "web-9" in row and "failed" in row and "ok</a> on 3 hosts" in row
-    assert 'href="/runs/b1"' in row or 'href="/runs/c1"' in row or 'href="/runs/a1"' in row
-    assert "1 failing" in row
-    quiet = page.decode().split('href="/tasks/quiet"')[1].split("</tr>")[0]
-    assert "never ran" in quiet
+    assert 'href="/runs/bad1">failed</a> web-9' in row and "1 failing" in row
+    assert '<a class="outcome ok" href="/tasks/t?outcome=ok">ok</a> on 3 hosts' in row
+    named = page.decode().split('href="/tasks/many"')[1].split("</tr>")[0]
+    assert [h for h in ("n0", "n1", "n2", "n3", "n4") if h in named] == ["n0", "n1", "n2"]
+    assert '<a href="/tasks/many#hosts">2 more not ok</a>' in named and "5 failing" in named
+    hostile = page.decode().split('href="/tasks/quiet"')[1].split("</tr>")[0]
+    assert "failed</a> &lt;i&gt;evil&lt;/i&gt;</div>" in hostile and "<i>" not in hostile
+    new = page.decode().split('href="/tasks/new"')[1].split("</tr>")[0]
+    assert "never ran" in new
     tasks = {t["name"]: t for t in json.loads(api)["tasks"]}
-    assert tasks["t"]["ok_hosts"] == 3 and tasks["t"]["state"] == "failing"
-    assert [r["host"] for r in tasks["t"]["last_runs"]] == ["web-9"]
-    assert tasks["quiet"]["ok_hosts"] == 0 and tasks["quiet"]["state"] == "new"
-    # One host's view names that host's run only.
+    assert tasks["new"]["hosts"] is None and tasks["new"]["state"] == "new"
+    assert tasks["t"]["hosts"] == {
+        "ok": 3, "not_ok": 1, "failing": 1,
+        "not_ok_named": [{"host": "web-9", "outcome": "failed", "run_id": "bad1"}],
+    }  # fmt: skip
+    assert tasks["t"]["state"] == "failing" and tasks["t"]["last_runs"] == []
+    assert tasks["many"]["hosts"]["not_ok"] == 5 and tasks["many"]["consecutive_failures"] == 5
+    assert tasks["quiet"]["hosts"]["not_ok_named"][0]["host"] == "<i>evil</i>"
+    # The task's page lists every host's last run; one host's view names that host's run.
+    hosts = many_page.decode().split('id="hosts"')[1].split("</table>")[0]
+    assert all(f"<td>n{i}</td>" in hosts and f'href="/runs/m{i}"' in hosts for i in range(5))
     web9 = only_web9.decode().split('href="/tasks/t"')[1].split("</tr>")[0]
     assert "web-9" in web9 and " on 3 hosts" not in web9
 
