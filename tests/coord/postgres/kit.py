@@ -11,6 +11,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from cronctl.coord.postgres import schema
+from cronctl.coord.postgres.adapter import PostgresCoordinator
 from tests.commands.test_serve import Server, _free_port
 from tests.helpers import Cli
 
@@ -59,6 +61,21 @@ def end_all(processes: list[subprocess.Popen[str]]) -> None:
         except subprocess.TimeoutExpired:
             process.kill()
             process.communicate()
+
+
+@contextmanager
+def older_store(url: str, version: int) -> Iterator[PostgresCoordinator]:
+    """A coordinator of the cronctl that knew schema versions up to ``version`` only, on
+    the store at ``url``, which it creates (or finds) at that version."""
+    latest = schema.MIGRATIONS
+    schema.MIGRATIONS, schema.SCHEMA_VERSION = latest[:version], version
+    earlier = PostgresCoordinator(url, host="old", pid=1)
+    try:
+        assert earlier.check().version == version
+        yield earlier
+    finally:
+        earlier.close()
+        schema.MIGRATIONS, schema.SCHEMA_VERSION = latest, len(latest)
 
 
 @contextmanager

@@ -21,7 +21,7 @@ from cronctl.coord.postgres import conn, fleet, schema
 from cronctl.coord.postgres.adapter import PostgresCoordinator
 from cronctl.core.runs import RunRow
 from tests.coord.conftest import PgServer
-from tests.coord.postgres.kit import T1, T, database_of, serving
+from tests.coord.postgres.kit import T1, T, database_of, older_store, serving
 from tests.coord.postgres.test_blocked_store import locked
 from tests.helpers import Cli, write_schedule
 
@@ -98,15 +98,11 @@ def test_an_unreachable_store_keeps_the_tail_waiting_in_the_outbox(
 
 
 def test_an_existing_store_is_migrated_and_keeps_its_records(
-    pg_url: str, pg_server: PgServer, monkeypatch: pytest.MonkeyPatch
+    pg_url: str, pg_server: PgServer
 ) -> None:
     # The store as the previous cronctl left it: version 2, one record published.
-    with monkeypatch.context() as old:
-        old.setattr(schema, "MIGRATIONS", schema.MIGRATIONS[:2])
-        old.setattr(schema, "SCHEMA_VERSION", 2)
-        earlier = PostgresCoordinator(pg_url, host="old", pid=1)
-        assert earlier.check().version == 2
-        earlier.close()
+    with older_store(pg_url, 2):
+        pass
     database = database_of(pg_url)
     pg_server.sql(
         "INSERT INTO cronctl.runs (id, task, occurrence, host, outcome) "

@@ -18,7 +18,7 @@ from cronctl.coord.postgres import schema
 from cronctl.coord.postgres.adapter import PostgresCoordinator
 from cronctl.core.runs import RunRow
 from tests.coord.conftest import PgServer
-from tests.coord.postgres.kit import database_of, serving
+from tests.coord.postgres.kit import database_of, older_store, serving
 from tests.helpers import Cli, write_schedule
 
 T0 = datetime(2026, 8, 3, 9, 0, tzinfo=UTC)
@@ -97,16 +97,11 @@ def test_the_sweep_drops_latest_rows_past_the_runs_retention(coord: PostgresCoor
 
 
 def test_a_store_of_schema_3_is_migrated_with_its_latest_runs(
-    pg_url: str, pg_server: PgServer, monkeypatch: pytest.MonkeyPatch
+    pg_url: str, pg_server: PgServer
 ) -> None:
-    with monkeypatch.context() as old:
-        old.setattr(schema, "MIGRATIONS", schema.MIGRATIONS[:3])
-        old.setattr(schema, "SCHEMA_VERSION", 3)
-        earlier = PostgresCoordinator(pg_url, host="old", pid=1)
+    with older_store(pg_url, 3) as earlier:
         earlier.publish([run("r1", 1), run("r2", 2, "failed"), run("r3", 3, "running"),
                          run("r4", 1, host="b"), run("p1", 9, task="p/t")])  # fmt: skip
-        assert earlier.check().version == 3
-        earlier.close()
     now = PostgresCoordinator(pg_url, host="new", pid=2)
     try:
         assert now.check().version == schema.SCHEMA_VERSION
