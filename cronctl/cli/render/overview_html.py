@@ -97,9 +97,7 @@ def overview_rows(rows: Iterable[TaskSummary]) -> str:
         )
         if row.hosts is not None:
             last = _counted(row.hosts, url_part(name), once)
-        running = "".join(
-            f"<div>{once[r.host]} since {when(r.started)}</div>" for r in row.running
-        )
+        running = "".join(f"<div>{once[r.host]} since {when(r.started)}</div>" for r in row.running)
         out.append(
             f'<tr class="state-{state}">\n'
             f'<td><a href="/tasks/{url_part(name)}">{text(name)}</a>{"".join(notes)}</td>\n'
