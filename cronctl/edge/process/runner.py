@@ -20,7 +20,6 @@ system calls.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import select
 import signal as signals
@@ -339,7 +338,7 @@ def start(spec: RunSpec) -> RunningCommand:
     """
     started, t0 = datetime.now(UTC), time.monotonic()
     try:
-        log_fd = _open_log(spec.log_path)
+        log_fd = _open_log(spec.log_path, append=not spec.piped)
     except OSError as exc:
         failure = f"cannot open log file {spec.log_path}: {exc}"
         return RunningCommand(spec, None, started, t0, failure)
@@ -408,9 +407,6 @@ def _output_pipe(spec: RunSpec, log_fd: int) -> tuple[int, int, int] | None:
     into the log (spec.piped), else None: the command then writes to the log itself."""
     if not spec.piped:
         return None
-    # The copy writes at the offsets it chooses (capped.py): no O_APPEND on the shared
-    # description, which no command writes through now.
-    fcntl.fcntl(log_fd, fcntl.F_SETFL, fcntl.fcntl(log_fd, fcntl.F_GETFL) & ~os.O_APPEND)
     read_end, write_end = os.pipe()  # both close-on-exec: no other task inherits them
     return read_end, write_end, os.dup(log_fd)
 
@@ -446,10 +442,12 @@ def _devnull() -> int:
         return _devnull_fd
 
 
-def _open_log(path: Path) -> int:
+def _open_log(path: Path, *, append: bool) -> int:
     # Read and write: cronctl reads the tail through the same descriptor. Refuses a planted
-    # symlink or FIFO (UnsafeDirectoryError is a PermissionError).
-    flags = os.O_RDWR | os.O_CREAT | os.O_APPEND
+    # symlink or FIFO (UnsafeDirectoryError is a PermissionError). O_APPEND (``append``) for
+    # a command that writes to the log itself; output that cronctl copies is written at the
+    # offsets the copy chooses (capped.py), which O_APPEND would override.
+    flags = os.O_RDWR | os.O_CREAT | (os.O_APPEND if append else 0)
     try:
         # A run id is new, so is its log: created here with mode 0600 (or less, by the umask).
         return open_nofollow(path, flags | os.O_EXCL, 0o600)
