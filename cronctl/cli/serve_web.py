@@ -350,6 +350,7 @@ def build_app(
                 "last_seen": when(h.last_seen),
                 "tasks": h.tasks,
                 "failing": h.failing,
+                "failing_total": h.failing_total,
                 "version": h.version,
                 "clock_skew_s": None if h.skew_s is None else round(h.skew_s, 3),
             }

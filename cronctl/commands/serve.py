@@ -15,7 +15,7 @@ from pathlib import Path
 
 from cronctl.commands.operate import reading_store
 from cronctl.coord.outbox import OUTPUT_TAIL_BYTES, WITH_OUTPUT
-from cronctl.coord.port import Coordinator, PauseInfo, RunQuery, TaskLatest
+from cronctl.coord.port import NAMED_FAILING, Coordinator, PauseInfo, RunQuery, TaskLatest
 from cronctl.core.calendar import Timeline, build_timeline
 from cronctl.core.describe import describe, gap_note
 from cronctl.core.model import Schedule, Task
@@ -141,7 +141,8 @@ class HostRow:
     host: str
     last_seen: datetime | None
     tasks: int
-    failing: list[str] = field(default_factory=list)
+    failing: list[str] = field(default_factory=list)  # the first NAMED_FAILING, by name
+    failing_total: int = 0  # how many of its tasks' last runs failed
     version: str | None = None  # its cronctl's, at its latest check-in with the store
     skew_s: float | None = None  # its clock minus the store's then (None: no store)
 
@@ -405,7 +406,7 @@ class Dashboard:
         for host, runs in sorted(by_host.items()):
             seen = [r.ended or r.started or r.occurrence for r in runs]
             failing = sorted(r.task for r in runs if r.outcome in _FAILED)
-            rows.append(HostRow(host, max(seen), len(runs), failing))
+            rows.append(HostRow(host, max(seen), len(runs), failing[:NAMED_FAILING], len(failing)))
         return rows
 
     def _fleet_hosts(self) -> list[HostRow]:
@@ -423,7 +424,7 @@ class Dashboard:
             rows.append(
                 HostRow(
                     host, max(times), ran.tasks if ran else 0, ran.failing if ran else [],
-                    check_in.version if check_in else None,
+                    ran.failing_total if ran else 0, check_in.version if check_in else None,
                     check_in.skew_s if check_in else None,
                 )
             )  # fmt: skip

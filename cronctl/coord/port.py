@@ -19,6 +19,7 @@ from cronctl.edge.process.procs import ProcessId
 from cronctl.errors import CronctlError
 
 __all__ = [
+    "NAMED_FAILING",
     "NAMED_NOT_OK",
     "UNREACHABLE",
     "Claim",
@@ -183,13 +184,14 @@ class HostSeen:
 @dataclass(frozen=True, slots=True)
 class HostLatest:
     """What a host's last runs say, for the fleet page: when its newest ended (or started,
-    or was due), how many tasks it ran, and those whose last run there had one of the
-    outcomes asked for, by name."""
+    or was due), how many tasks it ran, how many of them last ran there with one of the
+    outcomes asked for, and the first NAMED_FAILING of those, by name."""
 
     host: str
     last_seen: datetime
     tasks: int
     failing: list[str]
+    failing_total: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,6 +206,8 @@ class HostOutcome:
 
 #: How many of a task's hosts whose last run was not ok :class:`TaskLatest` names.
 NAMED_NOT_OK = 3
+#: How many of a host's failing tasks :class:`HostLatest` names.
+NAMED_FAILING = 20
 
 
 @dataclass(frozen=True, slots=True)

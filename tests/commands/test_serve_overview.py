@@ -161,6 +161,7 @@ def test_the_machine_page_counts_the_last_run_of_every_task(tmp_path: Path) -> N
             max(r.ended or r.started or r.occurrence for r in rows),
             len(rows),
             sorted(r.task for r in rows if r.outcome in failed),
+            sum(r.outcome in failed for r in rows),
         )
         for host, rows in sorted(by_host.items())
     ]

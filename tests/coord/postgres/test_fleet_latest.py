@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from cronctl.coord.port import NAMED_NOT_OK, HostOutcome, TaskLatest
+from cronctl.coord.port import NAMED_FAILING, NAMED_NOT_OK, HostOutcome, TaskLatest
 from cronctl.coord.postgres import schema
 from cronctl.coord.postgres.adapter import PostgresCoordinator
 from cronctl.core.runs import RunRow
@@ -201,5 +201,29 @@ def test_the_host_summary_counts_each_hosts_tasks_and_names_its_failing_ones(
         ("a", 3, ["u", "v"]), ("b", 2, ["t"]), ("c", 3, ["w", "x"])
     ]  # fmt: skip
     assert hosts[1].last_seen == T0 + timedelta(minutes=5)
+    assert [h.failing_total for h in hosts] == [2, 1, 2]
     coord.publish([run("d1", 1, host="d")])  # a host with nothing failing
-    assert [(h.host, h.failing) for h in coord.fleet_host_summary(["failed"])][-1] == ("d", [])
+    last = coord.fleet_host_summary(["failed"])[-1]
+    assert (last.host, last.failing, last.failing_total) == ("d", [], 0)
+
+
+def test_the_fleet_page_names_a_hosts_first_failing_tasks_and_counts_the_rest(
+    cli: Cli, tmp_path: Path, pg_url: str, coord: PostgresCoordinator
+) -> None:
+    names = [f"t{i:02d}" for i in range(NAMED_FAILING + 3)]
+    write_schedule(
+        tmp_path / "schedules.toml",
+        [f'name = "{name}"\ncron = "* * * * *"\ncommand = "true"' for name in names],
+    )
+    coord.publish([run(f"z{i}", 1, "failed", host="z", task=name) for i, name in enumerate(names)])
+    (z,) = coord.fleet_host_summary(["failed"])
+    assert (z.failing, z.failing_total) == (names[:NAMED_FAILING], NAMED_FAILING + 3)
+    with serving(cli, tmp_path, pg_url, "viewer") as server:
+        status, page = server.get("/fleet")
+        _, api = server.get("/api/hosts")
+    row = page.decode().split("<td>z</td>")[1].split("</tr>")[0]
+    assert status == 200 and f'href="/tasks/{names[NAMED_FAILING - 1]}"' in row
+    assert f'href="/tasks/{names[NAMED_FAILING]}"' not in row
+    assert '<a href="/?host=z&amp;state=failing">3 more</a>' in row
+    (host,) = [h for h in json.loads(api)["hosts"] if h["host"] == "z"]
+    assert (len(host["failing"]), host["failing_total"]) == (NAMED_FAILING, NAMED_FAILING + 3)
