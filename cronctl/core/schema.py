@@ -476,9 +476,13 @@ def _parse_task(
             report(key, exc.code, str(exc))
             return None
     settings = {**defaults, **raw}
-    settings["env"] = {**defaults.get("env", {}), **raw.get("env", {})}
+    # Merged only when of the right kind: a wrong one is reported above, and the checks
+    # below still run so that one pass reports every problem.
+    env = raw.get("env", {})
+    settings["env"] = {**defaults.get("env", {}), **(env if isinstance(env, dict) else {})}
     # The defaults' env_files, then the task's (a later file wins a name both set).
-    files = [*defaults.get("env_files", ()), *raw.get("env_files", ())]
+    own = raw.get("env_files", ())
+    files = [*defaults.get("env_files", ()), *(own if isinstance(own, list) else ())]
     settings["env_files"] = tuple(dict.fromkeys(files))
     if isinstance(raw.get("env_from_file"), dict) and (
         both := secret_names(raw["env_from_file"], settings["env"])
