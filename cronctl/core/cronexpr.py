@@ -22,6 +22,8 @@ _DAYS = ("SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT")
 
 @dataclass(frozen=True, slots=True)
 class _Field:
+    """One of the five fields: its name in messages, its range and its names (JAN, MON)."""
+
     name: str
     low: int
     high: int
