@@ -92,8 +92,9 @@ def summary_json(row: TaskSummary) -> dict[str, Any]:
 
 def _only_run(row: TaskSummary) -> RunRow | None:
     """The task's last run when it ran on one host only (None: on several, never, or in a
-    fleet's overview, which counts the hosts instead of reading their runs)."""
-    return row.last[0] if len(row.last) == 1 and row.hosts is None else None
+    fleet's overview, which counts the hosts instead of reading their runs: ``last`` is
+    then empty)."""
+    return row.last[0] if len(row.last) == 1 else None
 
 
 def _hosts_json(hosts: TaskLatest) -> dict[str, Any]:

@@ -90,8 +90,7 @@ def overview_rows(rows: Iterable[TaskSummary]) -> str:
         if row.paused:
             status.append(_paused(row))
         last = "".join(
-            f'<div><a class="outcome {outcome_class(r.outcome)}" href="/runs/{url_part(r.id)}">'
-            f"{once[r.outcome]}</a> {once[r.host]} "
+            f"<div>{_outcome(r.outcome, r.id, r.host, once)} "
             f'<span class="muted">{when(r.occurrence)}</span></div>'
             for r in row.last
         )
@@ -110,14 +109,18 @@ def overview_rows(rows: Iterable[TaskSummary]) -> str:
     return "".join(out)
 
 
+def _outcome(outcome: str, run_id: str, host: str, once: _Escaped) -> str:
+    """A last run as a row shows it: its outcome, linked to the run's page, then its host."""
+    return (
+        f'<a class="outcome {outcome_class(outcome)}" href="/runs/{url_part(run_id)}">'
+        f"{once[outcome]}</a> {once[host]}"
+    )
+
+
 def _counted(hosts: TaskLatest, task_url: str, once: _Escaped) -> str:
     """A fleet's hosts of a task: the first few not ok named, the others counted, linked to
     the task's page (every host's last run) and its ok runs."""
-    cells = [
-        f'<div><a class="outcome {outcome_class(h.outcome)}" href="/runs/{url_part(h.run_id)}">'
-        f"{once[h.outcome]}</a> {once[h.host]}</div>"
-        for h in hosts.not_ok
-    ]
+    cells = [f"<div>{_outcome(h.outcome, h.run_id, h.host, once)}</div>" for h in hosts.not_ok]
     if more := hosts.not_ok_hosts - len(hosts.not_ok):
         cells.append(f'<div><a href="/tasks/{task_url}#hosts">{more} more not ok</a></div>')
     if hosts.ok_hosts:
