@@ -6,6 +6,8 @@ fresh order, so a burst of load falls on both revisions alike:
 
 - the floor (`python -c pass`) and the bare Python spawner of run_due.py (100 x
   `Popen(sh -c true)`, 8 threads, log files);
+- essential_run.py: the least a due run must do by design (the modules and guarantees it
+  keeps: state, durable marks, logs, pipes, tails), without cronctl;
 - per revision: `run` with 100 due `true` tasks; the same all `without_overlapping`; and
   `run` with 100 tasks nothing due (startup.py's mix); for the newer revision also the due
   and quiet runs with `CRONCTL_CACHE_DIR=off` (the schedule parsed every time: what the
@@ -34,6 +36,8 @@ from pathlib import Path
 import _common as c
 import run_due
 import startup
+
+ESSENTIAL = "essential: the least a due run does (essential_run.py)"
 
 
 def main() -> None:
@@ -87,6 +91,11 @@ def measure(
         None,
         None,
     )
+    # The least a due run must do (essential_run.py), its state restored like cronctl's.
+    essential = Path(__file__).resolve().parent / "essential_run.py"
+    template, state = box.root / "template-essential", box.root / "state-essential"
+    c.run_checked([python, str(essential), "setup", str(template)], env0)
+    commands[ESSENTIAL] = ([python, str(essential), "run", str(state)], env0, template, state)
     for rev, tool in tools.items():
         # A cache directory of each revision's own: an entry is named by the schedule's path,
         # so two revisions with the same cache (both keeping a quiet-minute hint) would
@@ -126,9 +135,10 @@ def measure(
         times[label] = times[label][1:]
     floor = statistics.median(times["floor: python -c pass"])
     spawner = statistics.median(times["spawner: 100x Popen(sh -c true), 8 threads"])
+    least = statistics.median(times[ESSENTIAL])
     rows = []
-    print("\n| command | median ms | min ms | max ms | vs floor | vs spawner |")
-    print("|---|---|---|---|---|---|")
+    print("\n| command | median ms | min ms | max ms | vs floor | vs spawner | vs essential |")
+    print("|---|---|---|---|---|---|---|")
     for label, samples in times.items():
         med = statistics.median(samples)
         rows.append(
@@ -140,11 +150,13 @@ def measure(
                 "times_s": samples,
                 "vs_floor": med / floor,
                 "vs_spawner": med / spawner,
+                "vs_essential": med / least,
             }
         )
         print(
             f"| {label} | {med * 1000:.1f} | {min(samples) * 1000:.1f} | "
-            f"{max(samples) * 1000:.1f} | {med / floor:.2f}x | {med / spawner:.2f}x |"
+            f"{max(samples) * 1000:.1f} | {med / floor:.2f}x | {med / spawner:.2f}x | "
+            f"{med / least:.2f}x |"
         )
     info["revisions"] = {rev: str(tool.cronctl) for rev, tool in tools.items()}
     return {"benchmark": "run_path_ab", "machine": info, "rounds": rounds, "timings": rows}
