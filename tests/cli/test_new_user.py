@@ -34,7 +34,7 @@ def test_check_still_leaves_a_missing_lock_dir_named_by_the_file_alone(
 
 
 def test_verbose_run_says_the_lock_dir_warning_once_a_day_too(cli: Cli, tmp_path: Path) -> None:
-    # issue 26, item 14: `run -v` repeated it every minute, under every line it printed.
+    # `run -v` used to repeat it every minute, under every line it printed.
     path = write_schedule(tmp_path / "s.toml", [GUARDED])
     result = cli("run", "-f", str(path), "--now", NOW, "-v")
     assert "warning: lock_dir" in result.stderr and "(repeated once a day)" in result.stderr
@@ -46,7 +46,7 @@ def test_verbose_run_says_the_lock_dir_warning_once_a_day_too(cli: Cli, tmp_path
 
 
 def test_list_names_warnings_only_with_verbose(cli: Cli, tmp_path: Path) -> None:
-    # issue 26, item 14: every `list` ended with "1 warning; see `cronctl check`".
+    # Every `list` used to end with "1 warning; see `cronctl check`".
     path = write_schedule(tmp_path / "s.toml", [GUARDED])
     plain = cli("list", "-f", str(path))
     assert plain.returncode == 0 and plain.stderr == "", plain.stderr

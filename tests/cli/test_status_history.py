@@ -1,5 +1,5 @@
-"""What `status` and `history` say in text, and `history`'s filters (issue 26, item 6; the
-loaded schedule's tasks unless --all, item 3). Real processes, a real state directory."""
+"""What `status` and `history` say in text, and `history`'s filters (the
+loaded schedule's tasks unless --all, docs/commands.md). Real processes, a real state directory."""
 
 from __future__ import annotations
 

@@ -142,7 +142,7 @@ def test_a_quiet_minute_is_served_and_moves_every_window(
 def test_a_verbose_quiet_minute_says_nothing_was_due_as_a_planned_one_does(
     quiet_run: Callable[..., Any], tmp_path: Path, served: list[str]
 ) -> None:
-    # issue 26, item 7: `run -v` printed nothing at all in a minute the hint served.
+    # `run -v` used to print nothing at all in a minute the hint served.
     result = invoke(
         "run", "-f", str(tmp_path / "schedules.toml"), "--now", "2026-08-03T12:34:00Z", "-v",
         env=clean_env(tmp_path),

@@ -346,4 +346,4 @@ def test_lock_dir_warning_is_printed_once_a_day_not_every_minute(cli: Cli, tmp_p
     )
     assert "only this machine sees" in cli("run", "--now", at(0)).stderr
     assert cli("run", "--now", at(1)).stderr == ""
-    assert cli("run", "--now", at(2), "-v").stderr == ""  # -v too (issue 26, item 14)
+    assert cli("run", "--now", at(2), "-v").stderr == ""  # -v too (docs/commands.md)

@@ -81,7 +81,7 @@ def test_a_paused_tasks_dropped_occurrences_are_skipped_not_missed_when_decided_
     tmp_path: Path,
 ) -> None:
     # The decision ahead counts 08:57-08:59 missed; the pause, read at the boundary, makes
-    # them skipped (issue 26, item 6: MISSED grew while a task was paused).
+    # them skipped (MISSED used to grow while a task was paused).
     ledger = tmp_path / "ledger"
     path = write_schedule(tmp_path / "s.toml", [ledger_task("a", ledger)])
     schedule = load_paths([path])

@@ -1,5 +1,5 @@
-"""`work -v` says something every minute, and a stop with nothing running says so (issue 26,
-item 7). Real `work` processes with the clock half a second before a boundary."""
+"""`work -v` says something every minute, and a stop with nothing running says so
+(docs/commands.md). Real `work` processes with the clock half a second before a boundary."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """`[cronctl] project` on a PostgreSQL coordination store: two projects with a task of the
 same name share one database and never each other's claims, locks, pauses or fleet history
-(issue 26, item 3). Real `cronctl` processes, a real PostgreSQL."""
+(docs/fleets-postgresql.md). Real `cronctl` processes, a real PostgreSQL."""
 
 from __future__ import annotations
 
