@@ -17,10 +17,13 @@ parsing, planning, guards, locks, rendering or cronctl's own modules:
   /dev/null, a log created `O_EXCL | O_NOFOLLOW` with mode 0600 in the task's own directory,
   the output copied through a pipe (what `max_output` needs), the exit awaited on a pidfd,
   and the log's tail read back;
-- 8 workers, as `max_parallel` defaults to.
+- 8 workers, as `max_parallel` defaults to: 8 threads, or with `one-thread` a single thread
+  keeping 8 commands going from one `epoll` over their pipes and pidfds (a spawner of our
+  own, without a thread per command and the GIL handed between them).
 
-    python bench/essential_run.py setup DIR   # a state directory to copy before each run
-    python bench/essential_run.py run DIR     # one run of 100 due `sh -c true` tasks
+    python bench/essential_run.py setup DIR        # a state directory to copy before each run
+    python bench/essential_run.py run DIR          # one run of 100 due `sh -c true` tasks
+    python bench/essential_run.py one-thread DIR   # the same from one thread
 """
 
 import ctypes
@@ -54,64 +57,102 @@ def setup(root: pathlib.Path) -> None:
         )
 
 
-def run(root: pathlib.Path) -> None:
-    """Plan, mark, start, copy, wait and record 100 due `sh -c true`, 8 at a time."""
-    ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-    db = sqlite3.connect(root / "state.db", isolation_level=None, check_same_thread=False)
-    db.execute("PRAGMA journal_mode = WAL")
-    db.execute("PRAGMA synchronous = FULL")
-    now = datetime.datetime.now(datetime.UTC).isoformat()
-    ids = [f"{time.time_ns()}-{i}" for i in range(TASKS)]
-    names = [f"due-{i:03d}" for i in range(TASKS)]
-    db_lock = threading.Lock()
-    marked = set(range(WORKERS))
-    every = range(TASKS)
-    with db_lock:
-        db.execute("BEGIN IMMEDIATE")
-        db.executemany("INSERT OR REPLACE INTO task_state VALUES (?, ?)", [(n, now) for n in names])
-        db.executemany(
-            "INSERT INTO runs (id, task, occurrence, outcome) VALUES (?, ?, ?, ?)",
-            [(ids[i], names[i], now, "running" if i in marked else "pending") for i in every],
-        )
-        db.execute("COMMIT")
-    base_env = dict(os.environ)
-    devnull = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+class _Run:
+    """One run's state, its plan committed: what both ways of running the commands share."""
 
-    def mark(i: int) -> None:
-        """Row i durably "running" before its start, with the rest of its wave."""
-        with db_lock:
-            if i in marked:
-                return
-            wave = [j for j in range(i, min(i + WORKERS, TASKS)) if j not in marked]
-            marked.update(wave)
+    def __init__(self, root: pathlib.Path) -> None:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        self.root = root
+        db = sqlite3.connect(root / "state.db", isolation_level=None, check_same_thread=False)
+        db.execute("PRAGMA journal_mode = WAL")
+        db.execute("PRAGMA synchronous = FULL")
+        self.db = db
+        now = datetime.datetime.now(datetime.UTC).isoformat()
+        self.ids = [f"{time.time_ns()}-{i}" for i in range(TASKS)]
+        self.names = [f"due-{i:03d}" for i in range(TASKS)]
+        self.db_lock = threading.Lock()
+        self.marked = set(range(WORKERS))
+        with self.db_lock:
             db.execute("BEGIN IMMEDIATE")
             db.executemany(
-                "UPDATE runs SET outcome = 'running' WHERE id = ? AND outcome = 'pending'",
-                [(ids[j],) for j in wave],
+                "INSERT OR REPLACE INTO task_state VALUES (?, ?)", [(n, now) for n in self.names]
+            )
+            db.executemany(
+                "INSERT INTO runs (id, task, occurrence, outcome) VALUES (?, ?, ?, ?)",
+                [
+                    (self.ids[i], self.names[i], now, "running" if i in self.marked else "pending")
+                    for i in range(TASKS)
+                ],
             )
             db.execute("COMMIT")
+        self.base_env = dict(os.environ)
+        self.devnull = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
 
-    def one(i: int) -> tuple[int, str, str]:
-        env = {**base_env, "CRONCTL_TASK": names[i], "CRONCTL_RUN_ID": ids[i]}
-        log_dir = f"{root}/logs/{names[i]}"  # text, not pathlib: the least it costs
+    def mark(self, i: int) -> None:
+        """Row i durably "running" before its start, with the rest of its wave."""
+        with self.db_lock:
+            if i in self.marked:
+                return
+            wave = [j for j in range(i, min(i + WORKERS, TASKS)) if j not in self.marked]
+            self.marked.update(wave)
+            self.db.execute("BEGIN IMMEDIATE")
+            self.db.executemany(
+                "UPDATE runs SET outcome = 'running' WHERE id = ? AND outcome = 'pending'",
+                [(self.ids[j],) for j in wave],
+            )
+            self.db.execute("COMMIT")
+
+    def start(self, i: int) -> tuple[subprocess.Popen[bytes], int, int]:
+        """Task i's log created, its row marked, its command started: (child, log, pipe)."""
+        env = {**self.base_env, "CRONCTL_TASK": self.names[i], "CRONCTL_RUN_ID": self.ids[i]}
+        log_dir = f"{self.root}/logs/{self.names[i]}"  # text, not pathlib: the least it costs
         try:
             os.lstat(log_dir)
         except FileNotFoundError:
             os.mkdir(log_dir, 0o700)  # noqa: PTH102  (text paths here, as above)
         flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-        log = os.open(f"{log_dir}/{ids[i]}.log", flags, 0o600)
-        mark(i)
+        log = os.open(f"{log_dir}/{self.ids[i]}.log", flags, 0o600)
+        self.mark(i)
         read_end, write_end = os.pipe()
         child = subprocess.Popen(
             ["/bin/sh", "-c", "true"],
-            stdin=devnull,
+            stdin=self.devnull,
             stdout=write_end,
             stderr=subprocess.STDOUT,
-            cwd=root,
+            cwd=self.root,
             env=env,
             start_new_session=True,
         )
         os.close(write_end)
+        return child, log, read_end
+
+    def end(self, i: int, child: subprocess.Popen[bytes], log: int) -> tuple[int, str, str]:
+        """The exited command's code and its log's tail."""
+        code = child.wait()
+        size = os.fstat(log).st_size
+        tail = os.pread(log, 4096, max(0, size - 4096)).decode(errors="replace")
+        os.close(log)
+        return code, tail, self.ids[i]
+
+    def record(self, results: list[tuple[int, str, str]]) -> None:
+        """Every result in one commit; exit 1 if a command failed."""
+        with self.db_lock:
+            self.db.execute("BEGIN IMMEDIATE")
+            self.db.executemany(
+                "UPDATE runs SET outcome = ?, exit_code = ?, tail = ? WHERE id = ?",
+                [("ok" if code == 0 else "failed", code, tail, i) for code, tail, i in results],
+            )
+            self.db.execute("COMMIT")
+        if any(code for code, _, _ in results):
+            raise SystemExit(1)
+
+
+def run(root: pathlib.Path) -> None:
+    """Plan, mark, start, copy, wait and record 100 due `sh -c true`, 8 threads at a time."""
+    state = _Run(root)
+
+    def one(i: int) -> tuple[int, str, str]:
+        child, log, read_end = state.start(i)
         while data := os.read(read_end, 65536):
             os.write(log, data)
         os.close(read_end)
@@ -120,25 +161,60 @@ def run(root: pathlib.Path) -> None:
         poller.register(exited, select.POLLIN)
         poller.poll()
         os.close(exited)
-        code = child.wait()
-        size = os.fstat(log).st_size
-        tail = os.pread(log, 4096, max(0, size - 4096)).decode(errors="replace")
-        os.close(log)
-        return code, tail, ids[i]
+        return state.end(i, child, log)
 
     with ThreadPoolExecutor(WORKERS) as pool:
-        results = list(pool.map(one, range(TASKS)))
-    with db_lock:
-        db.execute("BEGIN IMMEDIATE")
-        db.executemany(
-            "UPDATE runs SET outcome = ?, exit_code = ?, tail = ? WHERE id = ?",
-            [("ok" if code == 0 else "failed", code, tail, i) for code, tail, i in results],
-        )
-        db.execute("COMMIT")
-    if any(code for code, _, _ in results):
-        raise SystemExit(1)
+        state.record(list(pool.map(one, range(TASKS))))
+
+
+def one_thread(root: pathlib.Path) -> None:
+    """The same from one thread: 8 commands at a time, their pipes and pidfds in one epoll."""
+    state = _Run(root)
+    poll = select.epoll()
+    pipes: dict[int, int] = {}  # a command's output pipe -> its task
+    exits: dict[int, int] = {}  # a command's pidfd -> its task
+    running: dict[int, tuple[subprocess.Popen[bytes], int, int]] = {}  # task -> child, log, open
+    results: list[tuple[int, str, str]] = []
+    started = 0
+
+    def start_next() -> None:
+        nonlocal started
+        i, started = started, started + 1
+        child, log, read_end = state.start(i)
+        exited = os.pidfd_open(child.pid)
+        running[i] = (child, log, 2)
+        pipes[read_end], exits[exited] = i, i
+        poll.register(read_end, select.EPOLLIN)
+        poll.register(exited, select.EPOLLIN)
+
+    def closed(fd: int, i: int) -> None:
+        """One of task i's two descriptors is done with; after both, its result."""
+        poll.unregister(fd)
+        os.close(fd)
+        child, log, left = running[i]
+        running[i] = (child, log, left - 1)
+        if left == 1:
+            del running[i]
+            results.append(state.end(i, child, log))
+            if started < TASKS:
+                start_next()
+
+    while started < min(WORKERS, TASKS):
+        start_next()
+    while running:
+        for fd, _ in poll.poll():
+            if fd in pipes:
+                i = pipes[fd]
+                if data := os.read(fd, 65536):
+                    os.write(running[i][1], data)
+                    continue
+                del pipes[fd]
+            else:
+                i = exits.pop(fd)
+            closed(fd, i)
+    state.record(results)
 
 
 if __name__ == "__main__":
     action, where = sys.argv[1], pathlib.Path(sys.argv[2])
-    {"setup": setup, "run": run}[action](where)
+    {"setup": setup, "run": run, "one-thread": one_thread}[action](where)

@@ -7,7 +7,8 @@ fresh order, so a burst of load falls on both revisions alike:
 - the floor (`python -c pass`) and the bare Python spawner of run_due.py (100 x
   `Popen(sh -c true)`, 8 threads, log files);
 - essential_run.py: the least a due run must do by design (the modules and guarantees it
-  keeps: state, durable marks, logs, pipes, tails), without cronctl;
+  keeps: state, durable marks, logs, pipes, tails), without cronctl; and the same from one
+  thread (a spawner of our own: one epoll over the commands' pipes and pidfds);
 - per revision: `run` with 100 due `true` tasks; the same all `without_overlapping`; and
   `run` with 100 tasks nothing due (startup.py's mix); for the newer revision also the due
   and quiet runs with `CRONCTL_CACHE_DIR=off` (the schedule parsed every time: what the
@@ -38,6 +39,7 @@ import run_due
 import startup
 
 ESSENTIAL = "essential: the least a due run does (essential_run.py)"
+ESSENTIAL_ONE = "essential, one thread: the same from one epoll (essential_run.py)"
 
 
 def main() -> None:
@@ -96,6 +98,12 @@ def measure(
     template, state = box.root / "template-essential", box.root / "state-essential"
     c.run_checked([python, str(essential), "setup", str(template)], env0)
     commands[ESSENTIAL] = ([python, str(essential), "run", str(state)], env0, template, state)
+    commands[ESSENTIAL_ONE] = (
+        [python, str(essential), "one-thread", str(state)],
+        env0,
+        template,
+        state,
+    )
     for rev, tool in tools.items():
         # A cache directory of each revision's own: an entry is named by the schedule's path,
         # so two revisions with the same cache (both keeping a quiet-minute hint) would
