@@ -94,13 +94,13 @@ def entry() -> NoReturn:
     """The ``cronctl`` console script (and ``python -m cronctl``): :func:`main`, then leave
     without the interpreter's teardown.
 
-    Tearing down the modules and every object a run made cost a `run` of 100 due tasks ~20
-    ms of its ~280 (measured here: the last atexit handler to the process gone, 19 ms, against
-    2 ms with ``os._exit``), and `run` starts 1,440 times a day. By this point whatever
-    cronctl keeps is on disk (state commits, logs written with ``os.write``); what a normal
-    exit still does is done here too: atexit handlers run and stdout and stderr are flushed
-    (a failed flush exits 120, as Python's own exit does). While a thread that is not a daemon
-    is alive, the normal exit, which waits for it, is kept. Tests call :func:`main`.
+    Tearing down the modules and every object a run made is a noticeable part of a `run`
+    with many due tasks (docs/architecture.md#devices-kept-for-speed), and `run` starts
+    1,440 times a day. By this point whatever cronctl keeps is on disk (state commits, logs
+    written with ``os.write``); what a normal exit still does is done here too: atexit
+    handlers run and stdout and stderr are flushed (a failed flush exits 120, as Python's
+    own exit does). While a thread that is not a daemon is alive, the normal exit, which
+    waits for it, is kept. Tests call :func:`main`.
     """
     try:
         main()

@@ -269,7 +269,8 @@ def work_reporting(
 
 
 # Failure reports printed as each task ends, not when the slowest task of the minute ends:
-# a 0.1 s failure used to wait behind a sleeper, so cron's mails came late and out of order.
+# otherwise a quick failure waits behind a long sleeper, and cron's mails come late and
+# out of order.
 class LiveReports:
     """The `on_done` of a run: prints what each ending occurrence calls for."""
 

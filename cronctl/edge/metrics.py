@@ -1,10 +1,11 @@
 """`[cronctl] metrics_file`: the Prometheus text format for node_exporter's textfile collector
 (docs/operating.md), rewritten atomically after every `run` and every `work` tick.
 
-Written by hand rather than with prometheus-client: importing its exposition costs ~35 ms
-(measured: it pulls in its whole registry and HTTP server), which every `run` of a machine
-with metrics would pay 1,440 times a day, for ~40 lines of a simple, stable format. The tests
-parse the file with prometheus-client's own parser.
+Written by hand rather than with prometheus-client: importing its exposition pulls in its
+whole registry and HTTP server, which every `run` of a machine with metrics would pay 1,440
+times a day, for ~40 lines of a simple, stable format
+(docs/architecture.md#dependencies-and-why). The tests parse the file with
+prometheus-client's own parser.
 
 Atomic (paths.write_atomic): a temporary file in the same directory
 (`O_CREAT|O_EXCL|O_NOFOLLOW`, so nothing planted there is followed or reused), then renamed

@@ -89,9 +89,9 @@ def _env_files(value: str) -> list[Path]:
     return [Path(p) for p in parts]
 
 
-#: The most the schedule files may hold together (docs/schedule-file.md, Limits): a 77 MB
-#: file kept `check` parsing past 300 s without a word. A file is read only this far and one
-#: byte more, so the parse can refuse it without reading the rest.
+#: The most the schedule files may hold together (docs/schedule-file.md, Limits): a far
+#: larger file would keep `check` parsing for minutes without a word. A file is read only
+#: this far and one byte more, so the parse can refuse it without reading the rest.
 MAX_SCHEDULE_BYTES = 10 * 2**20
 
 

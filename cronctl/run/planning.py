@@ -67,8 +67,8 @@ def plan_all(
         tx.put_states(_unpaused_counts(sorted_.changed, sorted_.plans, paused))
         if units:  # written once the due tasks have started
             ahead.quiet, ahead.fresh = sorted_.quiet, sorted_.fresh
-            # Freed then too: letting go of a thousand decisions here took 0.3-1.5 ms
-            # between this commit and the first start.
+            # Freed then too: letting go of a thousand decisions here would delay the
+            # first start after this commit.
             ahead.spent = sorted_
         else:  # nothing starts: every window in this commit
             _write_quiet(tx, sorted_.quiet, sorted_.fresh)
@@ -228,10 +228,9 @@ def _write_quiet(
     tx.add_states(fresh)
 
 
-#: How long after the due tasks' starts advance_quiet waits before its write: the write (~5
-#: ms of CPU for 1,000 windows) took one of this machine's two CPUs from the commands just
-#: started, which then waited to run (in process, six interleaved pairs of 20 ticks: the five
-#: commands' `date` at 13.1-15.8 ms without the wait, 12.4-13.2 ms with it).
+#: How long after the due tasks' starts advance_quiet waits before its write: written at
+#: once, its CPU (it grows with the quiet windows) is taken from the commands just started,
+#: which on a machine of few CPUs then wait to run.
 QUIET_AFTER_S = 0.03
 
 

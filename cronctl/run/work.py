@@ -32,8 +32,8 @@ from cronctl.run.startup import run_start_tasks, start_tasks
 
 _MINUTE = timedelta(minutes=1)
 # How long before a boundary the loop wakes to reload a changed schedule and work out every
-# task's decision for that boundary (plan_ahead: ~15 ms for 1,000 tasks), so that at the
-# boundary itself only the states are read again and the due tasks started.
+# task's decision for that boundary (plan_ahead, whose cost grows with the schedule), so
+# that at the boundary itself only the states are read again and the due tasks started.
 _LEAD = timedelta(seconds=1)
 #: The longest sleep of the loop before it reads the clock again (see wait_until).
 _LONGEST_SLEEP_S = 10.0
@@ -231,8 +231,8 @@ class Worker:
     @staticmethod
     def _make_log_dirs(state_dir: Path, ahead: Ahead) -> None:
         """The log directories of the tasks due at the boundary, made now if they do not exist
-        yet (a task's first run): at the boundary each took its worker ~0.5-1 ms more before
-        its start. Only made here; the start checks its directory as always."""
+        yet (a task's first run): made at the boundary, each would delay its worker's
+        start. Only made here; the start checks its directory as always."""
         if ahead.decisions is None:
             return
         for task, decided in ahead.decisions.active:
@@ -244,8 +244,8 @@ class Worker:
         """Keep a connection to state.db (the file `opened`) open between ticks, idle: the
         last connection to close deletes the WAL, and the next tick's first commit, the
         "running" marks that its starts wait for, then wrote a new file (its fsync also
-        writes the file's new size and blocks; on this machine 2-12 ms against ~1 ms in place
-        after a checkpoint, see Store.checkpoint). Never used for reads or writes; closed,
+        writes the file's new size and blocks, far longer than a write in place after a
+        checkpoint, see Store.checkpoint). Never used for reads or writes; closed,
         and opened on the new file, when state.db is another file than at the last lead."""
         if self._wal_holder is not None and self._wal_holder[1] == opened:
             return

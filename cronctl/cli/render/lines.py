@@ -1,7 +1,7 @@
-"""A long table on a terminal, printed line by line: what rich's Table shows, 7x faster.
+"""A long table on a terminal, printed line by line: what rich's Table shows, far faster.
 
-rich lays a Table out cell by cell (padding, measuring, cropping each one): about 0.2 ms
-a cell, so `list` with 10,000 tasks took 2.3 s to draw on a 200-column terminal. With the
+rich lays a Table out cell by cell (padding, measuring, cropping each one), which makes a
+`list` of many tasks slow to draw (docs/architecture.md#devices-kept-for-speed). With the
 widths already fixed by `render._fitting`, no cell wraps, so each row is one line: each
 cell is cropped with an ellipsis and padded to its width exactly as the Table crops it
 (`Text.truncate`), tabs expanded as the Table expands them, columns two spaces apart, the

@@ -174,7 +174,8 @@ _CONTENDED = frozenset((errno.EACCES, errno.EAGAIN, errno.EWOULDBLOCK))
 
 def _flock_nonblocking(fd: int) -> bool:
     # flock(LOCK_EX|LOCK_NB) on our own O_NOFOLLOW descriptor, as filelock's lock_descriptor
-    # does; taken directly because importing filelock cost every guarded `run` 20-35 ms.
+    # does; taken directly because importing filelock would slow every guarded `run`'s
+    # start (docs/architecture.md#dependencies-and-why).
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as exc:

@@ -1,9 +1,9 @@
 """The PostgreSQL adapter of the coordination port (docs/fleets-postgresql.md), on psycopg2 (libpq).
 
-Why psycopg2: it is the cheapest driver to import (+21 ms a start against +98 ms for
-psycopg 3, which imports every adapter and ``logging`` eagerly; bench/pg_import.py), and as a
-libpq wrapper it reads passwords from libpq's usual places (PGPASSFILE, PGPASSWORD, a service
-file) and passes ``sslmode`` and every other URL parameter straight through.
+Why psycopg2: it is the cheapest driver to import (psycopg 3 imports every adapter and
+``logging`` eagerly; docs/architecture.md#dependencies-and-why), and as a libpq wrapper it
+reads passwords from libpq's usual places (PGPASSFILE, PGPASSWORD, a service file) and
+passes ``sslmode`` and every other URL parameter straight through.
 
 Everything lives in schema ``cronctl`` (:mod:`cronctl.coord.postgres.schema`):
 

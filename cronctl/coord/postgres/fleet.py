@@ -167,8 +167,8 @@ def latest(cur: Any, scope: Scope, task: str | None, host: str | None) -> list[R
 def summary(cur: Any, scope: Scope, failing: Sequence[str]) -> list[TaskLatest]:
     """Every task's last runs, in one statement on ``latest``: each task's hosts counted by
     outcome (one pass, hashed), and the first NAMED_NOT_OK of those not ok, by host, from
-    the latest_not_ok index alone. Reading a row per host not ok instead took 1.1 s for the
-    overview of a 10,000 x 50 fleet with one pair in nine failing (docs/dashboard.md#speed)."""
+    the latest_not_ok index alone. Reading a row per host not ok instead made the overview
+    of a large fleet slow, and slower the more pairs fail (docs/dashboard.md#speed)."""
     mine, params = scope.sql()
     cur.execute(
         "SELECT task, count(*) FILTER (WHERE outcome = 'ok'), "  # noqa: S608  (constant names)
@@ -196,8 +196,8 @@ def host_summary(cur: Any, scope: Scope, failing: Sequence[str]) -> list[HostLat
     whose last run there had one of the ``failing`` outcomes (never ``ok``), counted and the
     first NAMED_FAILING named, from the latest_not_ok index: the fleet page's rows without
     reading a row per task and host, and bounded when every task fails everywhere. (One
-    pass for both walked ``latest`` in host order through the heap: 0.31 s, against 0.11 s
-    so, for a 10,000 x 50 fleet.)"""
+    pass for both would walk ``latest`` in host order through the heap, much slower
+    on a large fleet.)"""
     mine, params = scope.sql()
     cur.execute(
         "SELECT a.host, a.seen, a.tasks, coalesce(b.failed, '{}'), "  # noqa: S608

@@ -601,11 +601,12 @@ def _wait_for(process: subprocess.Popen[bytes], timeout: float | None) -> int:
     """``process.wait(timeout)``, woken by the exit itself; the return code.
 
     Popen.wait with a timeout polls, its sleeps doubling up to 50 ms, so a timed command's
-    end was seen up to 50 ms late (half again as long as a 20 ms command or condition), and
-    the waiting thread woke 20 times a second for hours. A pidfd (Linux 5.3) is readable
-    once the process has exited; without one (an older kernel, a seccomp filter) this is
-    Popen's own wait. The child is not reaped before its pidfd is opened (only its Popen
-    waits for it), so the pid cannot belong to another process by then.
+    end could be seen up to 50 ms late, long beside a short command or condition, and the
+    waiting thread would wake many times a second for as long as the command runs. A pidfd
+    (Linux 5.3) is readable once the process has exited; without one (an older kernel, a
+    seccomp filter) this is Popen's own wait. The child is not reaped before its pidfd is
+    opened (only its Popen waits for it), so the pid cannot belong to another process by
+    then.
 
     :raises subprocess.TimeoutExpired: still running after ``timeout`` seconds.
     """
