@@ -383,7 +383,9 @@ def test_a_run_with_a_future_now_never_stops_present_day_runs_or_deletes_their_d
         ],
         header=f'[cronctl]\nlock_dir = "{tmp_path / "locks"}"\nlock_dir_shared = true\n',
     )
-    present = minute_floor(datetime.now(UTC)) - timedelta(minutes=3)
+    # Behind the clock, so a plain run, and fixed: from the real clock, the run a minute
+    # later fell in the next year at 00:02 on 1 January.
+    present = datetime(2026, 8, 3, 9, 30, tzinfo=UTC)
 
     def run(when: datetime) -> subprocess.CompletedProcess[str]:
         stamp = when.strftime("%Y-%m-%dT%H:%M:%SZ")
