@@ -16,12 +16,15 @@ from tests.helpers import Cli, write_schedule
 from tests.run.test_work import NEAR_BOUNDARY
 
 STAMP = r"\d{4}-\d\d-\d\dT\d\d:\d\d:00Z"
+# NEAR_BOUNDARY before a fixed minute (09:01 on 3 August 2026), not the real one's end: at
+# 23:59 UTC on 31 December the boundary was the yearly task's, and both tests failed.
+PINNED = NEAR_BOUNDARY.replace("minute_floor(now) +", "datetime(2026, 8, 3, 9, tzinfo=UTC) +")
 
 
 def _work_until(cli: Cli, tmp_path: Path, seen: str, *args: str) -> tuple[str, str]:
     """`work ARGS` until its stdout has a line matching `seen`; then SIGTERM; (out, err)."""
     worker = subprocess.Popen(
-        [sys.executable, "-c", NEAR_BOUNDARY, "work", *args],
+        [sys.executable, "-c", PINNED, "work", *args],
         cwd=tmp_path, env=dict(cli.env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True,
     )  # fmt: skip
