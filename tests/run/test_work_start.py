@@ -12,6 +12,12 @@ from tests.helpers import Cli, stop_worker, write_schedule
 from tests.run.test_work import NEAR_BOUNDARY
 
 WARM = 'name = "warm"\non_start = true\ncommand = "echo $CRONCTL_OCCURRENCE >> warm-marks"'
+# NEAR_BOUNDARY with the clock just after a fixed minute's start (09:00:00.5 on 3 August 2026):
+# `work`'s first tick is 59.5 s away, so it never deals with the minute 09:00 itself.
+AFTER_BOUNDARY = NEAR_BOUNDARY.replace(
+    "minute_floor(now) + timedelta(seconds=59.5)",
+    "datetime(2026, 8, 3, 9, 0, 0, 500000, tzinfo=UTC)",
+)
 
 
 def _lines(path: Path) -> list[str]:
@@ -115,11 +121,12 @@ def test_a_start_run_holds_the_overlap_lock_against_a_scheduled_run(
             "command = \"echo $CRONCTL_TASK >> slow-marks; trap 'exit 0' TERM; sleep 60 & wait\""
         ],
     )
-    worker = cli.popen("work", "--grace", "5")
+    # Before, with the real clock: a minute boundary passing before `now` was read made `work`
+    # deal with that minute first, and `run --now` of it had nothing due.
+    worker = cli.popen_code(AFTER_BOUNDARY, "work", "--grace", "5")
     try:
         _wait_lines(tmp_path / "slow-marks", 1)
-        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:00Z")
-        ran = cli("run", "--now", now, "--json")
+        ran = cli("run", "--now", "2026-08-03T09:00:00Z", "--json")
         assert ran.returncode == 0, ran.stderr
         (run,) = json.loads(ran.stdout)["runs"]
         assert run["outcome"] == "skipped: still running"
