@@ -26,15 +26,18 @@ TASKS = [
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
-def _on_terminal(cli: Cli, *args: str, env: dict[str, str], columns: int = 80) -> str:
+def _on_terminal(
+    cli: Cli, *args: str, env: dict[str, str], columns: int = 80, code: str | None = None
+) -> str:
     """Run with stdout on a pseudo-terminal `columns` wide (its window size set as a terminal
-    sets it: no COLUMNS in the environment); return what it printed."""
+    sets it: no COLUMNS in the environment); return what it printed. `code`: `python -c CODE`
+    instead of `python -m cronctl`, as Cli.popen_code."""
     leader, follower = pty.openpty()
     fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
     sized = {k: v for k, v in cli.env.items() if k not in ("COLUMNS", "LINES")}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "cronctl", *args], cwd=cli.cwd, stdout=follower,
-        stderr=subprocess.DEVNULL, env={**sized, **env},
+        [sys.executable, *(["-m", "cronctl"] if code is None else ["-c", code]), *args],
+        cwd=cli.cwd, stdout=follower, stderr=subprocess.DEVNULL, env={**sized, **env},
     )  # fmt: skip
     os.close(follower)
     chunks = []
@@ -108,6 +111,17 @@ TIME = re.compile(
     r"|(?:(?:\d{4}-)?\d\d-\d\d )?\d\d:\d\d(?::\d\d)?(?:Z|[+-]\d\d(?::\d\d)?))(?=\s|$)"
 )
 NOW = "2026-08-03T05:02:00Z"
+# `python -m cronctl` whose clock is NOW where no --now is given: `history` takes none, and
+# writes its short times against today, with their year when not this year's.
+AT_NOW = f"""
+import sys
+from cronctl.cli import ops_cmds
+real = ops_cmds.parse_instant
+ops_cmds.parse_instant = lambda text, flag="--now": real(text or "{NOW}", flag)
+sys.argv = ["cronctl", *sys.argv[1:]]
+from cronctl.cli.main import main
+main()
+"""
 
 
 @pytest.fixture
@@ -145,7 +159,10 @@ def test_no_task_name_or_time_is_cut_at_80_or_120_columns(
 def test_history_at_80_columns_keeps_exit_code_and_duration_not_the_run_id(
     cli: Cli, ran_long: Path
 ) -> None:
-    headers, rows = _table(_on_terminal(cli, "history", "-f", str(ran_long), env={}))
+    # At NOW: against the real clock, from 2027 on, each time had its year, and the
+    # duration no longer fitted.
+    out = _on_terminal(cli, "history", "-f", str(ran_long), env={}, code=AT_NOW)
+    headers, rows = _table(out)
     assert headers[:5] == ["TASK", "OCCURRENCE", "OUTCOME", "EXIT", "DURATION"]
     failed = next(row for row in rows if row[0] == "refresh-the-search-index-cache")
     assert failed[2:4] == ["failed", "3"]
