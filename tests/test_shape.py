@@ -238,6 +238,44 @@ def test_a_function_imports_cronctl_only_where_the_architecture_says_why() -> No
     assert not gone, f"listed here and in docs/architecture.md but no longer in the code: {gone}"
 
 
+def test_only_the_coordination_package_knows_its_adapters() -> None:
+    """Use cases speak to the port (coord/port.py); `open_coordinator` alone picks the
+    adapter, so nothing outside cronctl/coord imports one."""
+    adapters = ("cronctl.coord.files", "cronctl.coord.postgres")
+    found = [
+        f"{i.where()}: imports {i.target}"
+        for i in IMPORTS
+        if i.target.startswith(adapters) and not i.source.startswith("cronctl.coord")
+    ]
+    assert not found, "an adapter imported around the port:\n" + "\n".join(found)
+
+
+#: What the pure core never imports (docs/architecture.md: no files, no processes, never asks
+#: the clock); `zoneinfo` reads the zone data, the one reading it does.
+WORLDLY = ("subprocess", "sqlite3", "socket", "fcntl", "threading", "signal", "shutil", "tempfile")
+CLOCK = re.compile(r"\b(?:datetime\.now|date\.today|datetime\.utcnow|time\.(?:time|monotonic))\(")
+
+
+def test_the_core_starts_no_process_and_never_asks_the_clock() -> None:
+    found = []
+    for name, path in MODULES.items():
+        if layer(name) != "core":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                named = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                named = [node.module or ""]
+            else:
+                continue
+            worldly = [m for m in named if m.partition(".")[0] in WORLDLY]
+            found += [f"{name}:{node.lineno}: imports {m}" for m in worldly]
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            if CLOCK.search(line):
+                found.append(f"{name}:{n}: asks the clock")
+    assert not found, "the core must stay pure (take the time as an argument):\n" + "\n".join(found)
+
+
 @pytest.mark.parametrize(
     "stand_in", [r"^\s*TYPE_CHECKING\s*=", r"^\s*Protocol\s*=", r"^\s*dataclass\s*="]
 )
