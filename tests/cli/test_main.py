@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import inspect
 import json
 import os
 import subprocess
@@ -11,8 +12,11 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import typer.main
 from typer.testing import CliRunner
 
+from cronctl.cli import fastpath, wiring
+from cronctl.cli.app import app
 from cronctl.cli.main import parse_run
 from tests.helpers import Cli, write_schedule
 
@@ -48,6 +52,21 @@ def test_anything_unusual_goes_to_typer(args: list[str]) -> None:
     assert parse_run(args) is None
 
 
+def test_the_fast_path_takes_exactly_the_typer_run_commands_options() -> None:
+    """An option added to (or dropped from) the typer `run` but not the fast path would be
+    refused by one and taken by the other: each flag of one is the other's, a flag or
+    taking a value alike, and handed to run_command under a name it takes."""
+    command = typer.main.get_command(app).commands["run"]  # type: ignore[attr-defined]
+    flags: set[str] = set()
+    values: set[str] = set()
+    for param in command.params:
+        (flags if param.is_flag else values).update(param.opts, param.secondary_opts)
+    assert flags == set(fastpath._RUN_FLAGS)
+    assert values == set(fastpath._RUN_VALUES)
+    taken = inspect.signature(wiring.run_command).parameters
+    assert {*fastpath._RUN_FLAGS.values(), *fastpath._RUN_VALUES.values()} <= set(taken)
+
+
 def test_fast_path_and_typer_command_give_the_same_result(cli: Cli, tmp_path: Path) -> None:
     write_schedule(
         tmp_path / "schedules.toml",
@@ -68,8 +87,6 @@ def test_fast_path_and_typer_command_give_the_same_result(cli: Cli, tmp_path: Pa
         str(tmp_path / "s"),
     ]
     fast = cli(*args)
-    from cronctl.cli.app import app
-
     slow = CliRunner().invoke(app, args)
     assert fast.returncode == slow.exit_code == 0
     assert json.loads(fast.stdout) == json.loads(slow.stdout)
