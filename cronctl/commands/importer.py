@@ -18,6 +18,7 @@ from cronctl.core.assemble import build_schedule
 from cronctl.core.crontab import CrontabImport, ReportLine, parse_crontab
 from cronctl.core.lines import index_lines
 from cronctl.core.schema import FileResult, parse_document
+from cronctl.core.values import escape_controls
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +94,8 @@ def _verify(toml: str) -> None:
 
 def _format(source: str, report: ReportLine) -> str:
     where = source if report.line is None else f"{source}:{report.line}"
-    return f"{where}: {report.message}"
+    # A message may quote the crontab's text: its control characters show, never act.
+    return f"{where}: {escape_controls(report.message)}"
 
 
 def _printable(text: str) -> str:

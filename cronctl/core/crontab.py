@@ -21,6 +21,7 @@ from cronctl.core import schedules
 from cronctl.core.cronexpr import CronExpr, parse_cron
 from cronctl.core.schema import NAME_PATTERN
 from cronctl.core.slugs import slug
+from cronctl.core.values import check_env, control_char, escape_controls
 from cronctl.core.zones import parse_zone
 from cronctl.errors import CronSyntaxError, ZoneError
 
@@ -85,6 +86,14 @@ def parse_crontab(text: str, *, system: bool) -> CrontabImport:
         stripped = line.lstrip()
         if not stripped or stripped.startswith("#"):
             continue
+        if "\x00" in stripped:
+            builder.say(
+                number,
+                "left out: the line holds a NUL character (\\u0000), which no command or "
+                "value can hold",
+                left_out=True,
+            )
+            continue
         env = _ENV.match(stripped)
         if env:
             builder.env_line(number, env.group("name").strip("\"'"), env.group("value"))
@@ -125,6 +134,10 @@ class _Builder:
                 "it does not close (or has text after it)",
                 left_out=True,
             )
+            return
+        problem = check_env({name: value}) or _one_line_setting(name, value)
+        if problem is not None:
+            self.say(number, f"left out: {problem}", left_out=True)
             return
         if name in _CRON_ONLY:
             shown = f'{name}=""' if not value else f"{name}={value}"
@@ -219,7 +232,9 @@ class _Builder:
                 left_out=False,
             )
         name = self.unique(slug(command))
-        description = line if user is None else f"as user {user}: {line}"
+        # As cron read it, in one line of printable text (an ESC or a stray CR escaped).
+        shown = escape_controls(line)
+        description = shown if user is None else f"as user {user}: {shown}"
         self.pending.append(_Pending(name, description, command, schedule, settings))
 
     def settings(self, number: int) -> dict[str, Any] | None:
@@ -294,6 +309,21 @@ class _Builder:
         )
         report = sorted(self.report, key=lambda r: r.line if r.line is not None else 0)
         return CrontabImport(tasks, _nest(common), tuple(report))
+
+
+#: Variables whose value becomes a key that holds one line of text (shell, workdir).
+_ONE_LINE = {"SHELL": "shell", "HOME": "workdir"}
+
+
+def _one_line_setting(name: str, value: str) -> str | None:
+    """Why ``name=value`` cannot become its one-line key, or None."""
+    char = control_char(value) if name in _ONE_LINE else None
+    if char is None:
+        return None
+    return (
+        f"{name} holds a control character (\\u{ord(char):04x}), and it would become "
+        f"{_ONE_LINE[name]}, which must be one line of printable text"
+    )
 
 
 def _env_value(raw: str) -> str | None:

@@ -117,6 +117,12 @@ def control_char(value: str) -> str | None:
     return None
 
 
+def escape_controls(text: str) -> str:
+    """`text` as one line of printable text: each control character (see control_char)
+    written as its ``\\uXXXX`` escape, so that it shows instead of acting."""
+    return "".join(f"\\u{ord(c):04x}" if control_char(c) else c for c in text)
+
+
 def check_line(key: str, value: str) -> str | None:
     """What is wrong with a one-line value (`ONE_LINE_KEYS`), or None."""
     char = control_char(value)
