@@ -14,6 +14,7 @@ from typing import Annotated
 
 import typer
 
+from cronctl.cli.render.runs import visible
 from cronctl.commands.importer import import_crontab
 from cronctl.edge.paths import write_new
 from cronctl.errors import UsageError
@@ -66,7 +67,8 @@ def import_command(
     else:
         write_new(output, result.toml, force)
     for line in result.report:
-        print(line, file=sys.stderr)
+        # A message may quote the crontab's text: its control characters show, never act.
+        print(visible(line, one_line=True), file=sys.stderr)
     if output is not None:
         count = f"{result.tasks} task{'s' * (result.tasks != 1)}"
         if result.left_out:

@@ -18,7 +18,6 @@ from cronctl.core.assemble import build_schedule
 from cronctl.core.crontab import CrontabImport, ReportLine, parse_crontab
 from cronctl.core.lines import index_lines
 from cronctl.core.schema import FileResult, parse_document
-from cronctl.core.values import escape_controls
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,8 +93,7 @@ def _verify(toml: str) -> None:
 
 def _format(source: str, report: ReportLine) -> str:
     where = source if report.line is None else f"{source}:{report.line}"
-    # A message may quote the crontab's text: its control characters show, never act.
-    return f"{where}: {escape_controls(report.message)}"
+    return f"{where}: {report.message}"
 
 
 def _printable(text: str) -> str:

@@ -21,7 +21,7 @@ from cronctl.core import schedules
 from cronctl.core.cronexpr import CronExpr, parse_cron
 from cronctl.core.schema import NAME_PATTERN
 from cronctl.core.slugs import slug
-from cronctl.core.values import check_env, control_char, escape_controls
+from cronctl.core.values import check_env, check_line, escape_controls
 from cronctl.core.zones import parse_zone
 from cronctl.errors import CronSyntaxError, ZoneError
 
@@ -316,14 +316,10 @@ _ONE_LINE = {"SHELL": "shell", "HOME": "workdir"}
 
 
 def _one_line_setting(name: str, value: str) -> str | None:
-    """Why ``name=value`` cannot become its one-line key, or None."""
-    char = control_char(value) if name in _ONE_LINE else None
-    if char is None:
-        return None
-    return (
-        f"{name} holds a control character (\\u{ord(char):04x}), and it would become "
-        f"{_ONE_LINE[name]}, which must be one line of printable text"
-    )
+    """Why ``name=value`` cannot become its one-line key, or None (the schema's own check)."""
+    key = _ONE_LINE.get(name)
+    problem = None if key is None else check_line(key, value)
+    return None if problem is None else f"{name} would set {key}, but {problem}"
 
 
 def _env_value(raw: str) -> str | None:

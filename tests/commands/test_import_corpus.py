@@ -134,6 +134,14 @@ def test_cli_writes_toml_to_stdout_and_the_report_to_stderr() -> None:
     assert run.stderr == _read(_expected(crontab, "report"))
 
 
+def test_cli_shows_the_crontabs_control_characters_in_the_report_never_sends_them() -> None:
+    crontab = CORPUS / "control-characters.crontab"
+    run = cronctl_import(crontab.name, cwd=CORPUS)
+    assert run.returncode == 1
+    assert "\x1b" not in run.stderr
+    assert "MAILTO=ops^[[2J@example.com has no equivalent" in run.stderr
+
+
 def test_cli_exits_0_when_everything_converted() -> None:
     crontab = CORPUS / "system-debian-etc-crontab.crontab"
     run = cronctl_import("--system", crontab.name, cwd=CORPUS)
