@@ -17,9 +17,16 @@ SLOW_TASK = (
     "command = \"echo $CRONCTL_OCCURRENCE >> started; trap 'echo term > got-term; exit 0' TERM; "
     'sleep 120 & wait"'
 )
-# `python -m cronctl` with the worker's clock set to half a second before a minute boundary:
-# the real process, its threads and signals, without waiting up to a minute for the boundary.
-NEAR_BOUNDARY = """
+
+
+def clock_from(start: str) -> str:
+    """`python -c` code running cronctl with `work`'s clock shifted so that its first reading
+    is `start` (an expression of `now`, the real time then), and going on from there: the
+    real process, its threads and signals, at a chosen instant."""
+    return _CLOCK_FROM.replace("{start}", start)
+
+
+_CLOCK_FROM = """
 import sys
 from datetime import UTC, datetime, timedelta
 from cronctl.run import work
@@ -31,7 +38,7 @@ shift = []
 def clock():
     # Set at the first reading, which the loop takes just before it waits for the boundary.
     now = datetime.now(UTC)
-    shift.append(shift[0] if shift else minute_floor(now) + timedelta(seconds=59.5) - now)
+    shift.append(shift[0] if shift else ({start}) - now)
     return now + shift[-1]
 
 def init(self, *args, **kwargs):
@@ -43,6 +50,8 @@ sys.argv = ["cronctl", *sys.argv[1:]]
 from cronctl.cli.main import main
 main()
 """
+#: Half a second before the next real minute's boundary: no waiting up to a minute for it.
+NEAR_BOUNDARY = clock_from("minute_floor(now) + timedelta(seconds=59.5)")
 
 
 def wait_for(path: Path, timeout: float) -> None:

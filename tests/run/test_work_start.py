@@ -9,15 +9,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from tests.helpers import Cli, stop_worker, write_schedule
-from tests.run.test_work import NEAR_BOUNDARY
+from tests.run.test_work import NEAR_BOUNDARY, clock_from
 
 WARM = 'name = "warm"\non_start = true\ncommand = "echo $CRONCTL_OCCURRENCE >> warm-marks"'
-# NEAR_BOUNDARY with the clock just after a fixed minute's start (09:00:00.5 on 3 August 2026):
-# `work`'s first tick is 59.5 s away, so it never deals with the minute 09:00 itself.
-AFTER_BOUNDARY = NEAR_BOUNDARY.replace(
-    "minute_floor(now) + timedelta(seconds=59.5)",
-    "datetime(2026, 8, 3, 9, 0, 0, 500000, tzinfo=UTC)",
-)
+# The clock just after a fixed minute's start (09:00:00.5 on 3 August 2026): `work`'s first
+# tick is 59.5 s away, so it never deals with the minute 09:00 itself.
+AFTER_BOUNDARY = clock_from("datetime(2026, 8, 3, 9, 0, 0, 500000, tzinfo=UTC)")
 
 
 def _lines(path: Path) -> list[str]:

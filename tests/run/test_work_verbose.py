@@ -13,12 +13,12 @@ import time
 from pathlib import Path
 
 from tests.helpers import Cli, write_schedule
-from tests.run.test_work import NEAR_BOUNDARY
+from tests.run.test_work import clock_from
 
 STAMP = r"\d{4}-\d\d-\d\dT\d\d:\d\d:00Z"
-# NEAR_BOUNDARY before a fixed minute (09:01 on 3 August 2026), not the real one's end: at
+# Half a second before a fixed minute (09:01 on 3 August 2026), not the real one's end: at
 # 23:59 UTC on 31 December the boundary was the yearly task's, and both tests failed.
-PINNED = NEAR_BOUNDARY.replace("minute_floor(now) +", "datetime(2026, 8, 3, 9, tzinfo=UTC) +")
+PINNED = clock_from("datetime(2026, 8, 3, 9, tzinfo=UTC) + timedelta(seconds=59.5)")
 
 
 def _work_until(cli: Cli, tmp_path: Path, seen: str, *args: str) -> tuple[str, str]:
