@@ -15,9 +15,10 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.helpers import REPO_ROOT, invoke
+from tests.commands.test_import_corpus import CRONTABS
+from tests.helpers import invoke
 
-SOURCES = [p.read_bytes() for p in sorted((REPO_ROOT / "tests/data/crontabs").glob("*.crontab"))]
+SOURCES = [p.read_bytes() for p in CRONTABS]
 # Pieces pasted into a line: cron's corners, control characters, names no environment holds.
 PIECES = [
     b"*", b"*/0", b"@reboot", b"@yearly", b"%", b"\\%", b"\t", b"MAILTO=", b"CRON_TZ=Mars/x",
