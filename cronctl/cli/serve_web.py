@@ -20,7 +20,7 @@ from urllib.parse import parse_qs, urlencode
 
 from cronctl.cli.explain_cmd import as_dict, render
 from cronctl.cli.fastpath import parse_instant
-from cronctl.cli.render.overview_html import overview_rows, when
+from cronctl.cli.render.overview_html import overview_rows, time_tag, when
 from cronctl.cli.render.runs import run_json, visible
 from cronctl.cli.render.timeline import timeline_svg
 from cronctl.cli.serve_actions import DONE, action_routes
@@ -41,6 +41,7 @@ from cronctl.commands.serve_actions import MAX_REASON, Actions
 from cronctl.coord.port import StoreUnavailable, TaskLatest, redact_url
 from cronctl.core.model import format_utc
 from cronctl.core.runs import OUTCOMES, RunRow
+from cronctl.core.zones import Zone, parse_zone
 from cronctl.errors import CronctlError
 
 if TYPE_CHECKING:
@@ -149,7 +150,8 @@ def build_app(
     session cookie the login form sets); ``hosts``: the Host headers accepted (None: any),
     so a page of another site cannot reach a loopback dashboard by DNS rebinding;
     ``actions``: pause, resume and run now (`--allow-actions`, which needs the token)."""
-    from jinja2 import Environment, FileSystemLoader, select_autoescape
+    from jinja2 import Environment, FileSystemLoader, pass_context, select_autoescape
+    from jinja2.runtime import Context
     from markupsafe import Markup
     from starlette.applications import Starlette
     from starlette.concurrency import run_in_threadpool
@@ -166,7 +168,21 @@ def build_app(
         loader=FileSystemLoader(TEMPLATES),
         autoescape=select_autoescape(default=True, default_for_string=True),
     )
-    env.filters["when"] = when
+    utc = parse_zone("UTC")
+
+    @pass_context
+    def ago(context: Context, value: datetime | None, zone: Zone = utc) -> Markup:
+        """An instant in words from the page's ``now``, exact in ``zone`` on hover."""
+        return Markup(time_tag(value, context["now"], zone))  # noqa: S704 (escaped there)
+
+    def zone_of(name: str) -> Zone:
+        """A task's zone, for its runs' exact times (UTC: no longer in the schedule)."""
+        try:
+            return dashboard.schedule.task(name).zone
+        except KeyError:
+            return utc
+
+    env.filters["ago"] = ago
     env.filters["visible"] = visible
     env.filters["masked"] = masked
     env.globals["states"] = STATES
@@ -178,6 +194,7 @@ def build_app(
     def rendered(name: str, **values: Any) -> str:
         values.setdefault("fleet", dashboard.fleet)
         values.setdefault("source", dashboard.coord.describe())
+        values.setdefault("now", clock())
         return env.get_template(name).render(**values)
 
     def page(name: str, status: int = 200, **values: Any) -> Response:
@@ -247,8 +264,9 @@ def build_app(
                           q.get("name") or None)  # fmt: skip
 
         def render() -> bytes:
-            view = dashboard.overview(clock(), filters)
-            rows = Markup(overview_rows(view.tasks))  # noqa: S704 (every value escaped there)
+            now = clock()
+            view = dashboard.overview(now, filters)
+            rows = Markup(overview_rows(view.tasks, now))  # noqa: S704 (every value escaped there)
             return rendered("overview.html", view=view, rows=rows, filters=filters).encode()
 
         body = shared.get(("/", filters), render)
@@ -268,7 +286,7 @@ def build_app(
         cookie = request.cookies.get(SESSION_COOKIE, "")
         done = request.query_params.get("done")
         return page(
-            "task.html", 400 if problem else 200, view=view, query=request.query_params,
+            "task.html", 400 if problem else 200, view=view, now=now, query=request.query_params,
             older=next_link(request, view.history.after), actions=actions is not None,
             csrf=sessions.csrf(cookie) if sessions is not None and cookie else "",
             done=DONE.get(done or ""), at=at or format_utc(now), explanation=answer,
@@ -297,7 +315,8 @@ def build_app(
         return svg(duration_svg(view.durations))
 
     def run(request: Request) -> Response:
-        return page("run.html", view=dashboard.run_page(request.path_params["id"]))
+        view = dashboard.run_page(request.path_params["id"])
+        return page("run.html", view=view, zone=zone_of(view.run.task))
 
     def fleet(request: Request) -> Response:
         return page("fleet.html", hosts=machines.get("hosts", dashboard.hosts))

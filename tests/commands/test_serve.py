@@ -130,7 +130,9 @@ def test_overview_lists_failing_first_with_schedule_in_words(server: Server, pag
     assert "failing" in first.inner_text()
     assert "every minute" in first.inner_text()
     assert "every 5 minutes" in rows.nth(1).inner_text()
-    assert "2026-12-03T08:05:00Z" in rows.nth(1).inner_text()  # next run from --now
+    assert "in 2 min" in rows.nth(1).inner_text()  # next run from --now
+    upcoming = rows.nth(1).locator("time").first
+    assert upcoming.get_attribute("datetime") == "2026-12-03T08:05:00Z"
 
 
 def test_overview_filters_by_state_and_name_without_javascript(
@@ -218,9 +220,52 @@ def test_secrets_are_never_shown(server: Server) -> None:
 def test_task_page_shows_upcoming_timeline_and_durations(server: Server, page: Page) -> None:
     page.goto(server.base + "/tasks/fine")
     upcoming = page.locator("h2:has-text('Upcoming') + table tbody tr")
-    assert upcoming.first.inner_text().startswith("2026-12-03T08:05:00Z")
+    assert upcoming.first.inner_text().startswith("in 2 min")
+    assert upcoming.first.locator("time").get_attribute("title") == "2026-12-03 08:05 UTC"
     for picture in page.locator("img.picture").all():
         assert picture.evaluate("img => img.complete && img.naturalWidth > 0")
+
+
+def test_pages_say_times_from_the_servers_now_exact_in_the_tasks_zone(
+    cli: Cli, tmp_path: Path, page: Page
+) -> None:
+    (tmp_path / "schedules.toml").write_text(
+        '[[task]]\nname = "berlin"\ncron = "15 9 * * *"\ntimezone = "Europe/Berlin"\n'
+        'command = "true"\n',
+        encoding="utf-8",
+    )
+    ran = cli("run", "--now", "2026-12-02T08:15:00Z", *_dirs(tmp_path))
+    assert ran.returncode == 0, ran.stderr
+    srv = _serve(cli, tmp_path)  # at NOW, 08:03 UTC: 09:03 in Berlin
+    try:
+        page.goto(srv.base + "/")
+        row = page.locator("table.tasks tbody tr").first
+        next_run, last_run = row.locator("time").all()[-2:]
+        assert next_run.inner_text() == "in 12 min"
+        assert next_run.get_attribute("title") == "2026-12-03 09:15 CET (Europe/Berlin)"
+        assert next_run.get_attribute("datetime") == "2026-12-03T08:15:00Z"
+        assert last_run.inner_text() == "1 day ago"  # 23 h 48 min
+        assert last_run.get_attribute("title") == "2026-12-02 09:15 CET (Europe/Berlin)"
+        page.goto(srv.base + "/tasks/berlin")
+        facts = page.locator("dl.facts time").first
+        assert facts.inner_text() == "in 12 min" and "CET (Europe/Berlin)" in str(
+            facts.get_attribute("title")
+        )
+        page.locator("table.history a").first.click()  # the run's page
+        occurrence = page.locator("dl.facts time").first
+        assert occurrence.get_attribute("title") == "2026-12-02 09:15 CET (Europe/Berlin)"
+        page.goto(srv.base + "/fleet")  # a host has no zone of its own: UTC
+        seen = page.locator("table.hosts time").first
+        assert str(seen.get_attribute("title")).endswith(" UTC")
+        # The JSON keeps UTC ISO 8601.
+        task = json.loads(srv.get("/api/tasks")[1])["tasks"][0]
+        assert task["next_run"] == "2026-12-03T08:15:00Z"
+        assert task["last_run"]["occurrence"] == "2026-12-02T08:15:00Z"
+        (host,) = json.loads(srv.get("/api/hosts")[1])["hosts"]
+        assert host["last_seen"] == seen.get_attribute("datetime")
+    finally:
+        srv.proc.terminate()
+        srv.proc.communicate(timeout=20)
 
 
 def test_history_pages_by_keyset_through_every_run(cli: Cli, state: Path, page: Page) -> None:
@@ -245,7 +290,8 @@ def test_history_pages_by_keyset_through_every_run(cli: Cli, state: Path, page: 
         page.goto(srv.base + "/tasks/fine?outcome=ok")
         seen: list[str] = []
         while True:
-            seen += page.locator("table.history tbody tr td:first-child a").all_inner_texts()
+            links = page.locator("table.history tbody tr td:first-child time").all()
+            seen += [str(link.get_attribute("datetime")) for link in links]
             older = page.locator("a.older")
             if older.count() == 0:
                 break

@@ -4,9 +4,10 @@ Written here rather than in the template for speed alone: Jinja2 yields each pie
 row through the page's blocks, ~40 pieces a row, and an overview of 10,000 tasks spent
 most of its time there (docs/dashboard.md#speed). Every value goes through :func:`text`
 (control characters made visible, then HTML-escaped as Jinja2's autoescaping does) or
-:func:`url_part`, except instants, which :func:`when` writes in digits, ``-``, ``:``,
-``T`` and ``Z`` only; nothing else reaches the page. The values rows repeat (schedules in
-words, zones, hosts, outcomes) are escaped once a page.
+:func:`url_part`, except an instant's UTC digits and its words from now (cli/render/
+human_time.py: letters, digits and spaces only); nothing else reaches the page. The
+values rows repeat (schedules in words, zones, hosts, outcomes, instants) are written
+once a page.
 """
 
 from __future__ import annotations
@@ -16,11 +17,13 @@ from collections.abc import Iterable
 from datetime import datetime
 from urllib.parse import quote
 
+from cronctl.cli.render.human_time import exact, relative
 from cronctl.cli.render.runs import visible
 from cronctl.commands.serve import TaskSummary
 from cronctl.coord.port import TaskLatest
 from cronctl.core.model import format_utc
 from cronctl.core.runs import OUTCOMES
+from cronctl.core.zones import Zone
 
 # What urllib.parse.quote leaves as it is (with "/" safe, as Jinja2's urlencode filter).
 _UNQUOTED = re.compile(r"[A-Za-z0-9_.~/-]*")
@@ -33,6 +36,17 @@ OUTCOME_CLASS = {o: o.replace(":", "").replace(" ", "-") for o in OUTCOMES}
 def when(value: datetime | None) -> str:
     """An instant as the dashboard writes it (``-``: none)."""
     return format_utc(value) if value is not None else "-"
+
+
+def time_tag(at: datetime | None, now: datetime, zone: Zone) -> str:
+    """An instant on a page: its words from ``now``, the UTC instant for machines, and the
+    exact wall time in ``zone`` on hover (``-``: none)."""
+    if at is None:
+        return "-"
+    return (
+        f'<time datetime="{format_utc(at)}" title="{text(exact(at, zone))}">'
+        f"{relative(at, now)}</time>"
+    )
 
 
 def text(value: object) -> str:
@@ -71,12 +85,27 @@ class _Escaped(dict[str, str]):
         return shown
 
 
-def overview_rows(rows: Iterable[TaskSummary]) -> str:
-    """The ``<tr>`` of each row, as the template wrote them."""
+class _Times(dict[tuple[datetime | None, Zone], str]):
+    """The ``<time>`` of the instants already seen: tasks alike share their next run."""
+
+    def __init__(self, now: datetime) -> None:
+        super().__init__()
+        self.now = now
+
+    def __missing__(self, key: tuple[datetime | None, Zone]) -> str:
+        at, zone = key
+        shown = self[key] = time_tag(at, self.now, zone)
+        return shown
+
+
+def overview_rows(rows: Iterable[TaskSummary], now: datetime) -> str:
+    """The ``<tr>`` of each row, its instants in words from ``now``."""
     out: list[str] = []
     once = _Escaped()
+    times = _Times(now)
     for row in rows:
         task = row.task
+        zone = task.zone
         state = once[row.state]
         name = task.name
         notes = []
@@ -86,23 +115,25 @@ def overview_rows(rows: Iterable[TaskSummary]) -> str:
         if row.failures:
             status.append(f'<div class="muted">{row.failures} failing</div>')
         if row.overdue:
-            status.append(f'<div class="muted">overdue since {when(row.overdue)}</div>')
+            status.append(f'<div class="muted">overdue since {times[row.overdue, zone]}</div>')
         if row.paused:
             status.append(_paused(row))
         last = "".join(
             f"<div>{_outcome(r.outcome, r.id, r.host, once)} "
-            f'<span class="muted">{when(r.occurrence)}</span></div>'
+            f'<span class="muted">{times[r.occurrence, zone]}</span></div>'
             for r in row.last
         )
         if row.hosts is not None:
             last = _counted(row.hosts, url_part(name), once)
-        running = "".join(f"<div>{once[r.host]} since {when(r.started)}</div>" for r in row.running)
+        running = "".join(
+            f"<div>{once[r.host]}, started {times[r.started, zone]}</div>" for r in row.running
+        )
         out.append(
             f'<tr class="state-{state}">\n'
             f'<td><a href="/tasks/{url_part(name)}">{text(name)}</a>{"".join(notes)}</td>\n'
             f"<td>{_NEWLINE.join(status)}</td>\n"
-            f'<td>{once[row.words]} <span class="muted">{once[task.zone.name]}</span></td>\n'
-            f"<td>{when(row.next_run)}</td>\n"
+            f'<td>{once[row.words]} <span class="muted">{once[zone.name]}</span></td>\n'
+            f"<td>{times[row.next_run, zone]}</td>\n"
             f"<td>{last or _NEVER}</td>\n"
             f"<td>{running}</td>\n</tr>\n"
         )
