@@ -86,6 +86,7 @@ def status(
     instant = parse_instant(now)
     result = operate.status(schedule, states, coord, instant, host_name(host), everything)
     render_status(result, as_json, instant)
+    _say_if_nothing_ran(states)
     if schedule.errors:
         # As `list`: the good tasks are shown, but a broken file is never an exit 0.
 
@@ -177,6 +178,14 @@ def history(
         render_history(runs, as_json, now, zones, hosts=True)
         return
     render_history(operate.history(states, limit, schedule, which), as_json, now, zones)
+    _say_if_nothing_ran(states)
+
+
+def _say_if_nothing_ran(states: Path) -> None:
+    """One line naming the state dir when nothing has run with it: every task shows as never
+    ran, and a wrong --state-dir looks the same (docs/commands.md#cronctl-status-history-logs)."""
+    if operate.nothing_ran(states):
+        print(f"cronctl: nothing has run with state dir {states} yet", file=sys.stderr)
 
 
 def logs(
@@ -215,6 +224,11 @@ def logs(
     """
     schedule, states, _ = _dirs(file, state_dir, lock_dir)
     result = operate.logs(states, name, run, schedule, unfinished=follow and run is None)
+    if result is None:
+        fresh = operate.nothing_ran(states)
+        why = f"nothing has run with state dir {states} yet" if fresh else f"none in {states}"
+        print(f"cronctl: {name} never ran: {why}", file=sys.stderr)
+        return
     going = follow and result.run.outcome in operate.UNFINISHED
     state = f"{result.run.outcome}; following, Ctrl-C to stop" if going else result.run.outcome
     print(f"# {result.run.task} {result.run.id} {state}", file=sys.stderr)

@@ -8,19 +8,18 @@ A pure reading: nothing is written, no lock or claim is taken. The dashboard cal
 from __future__ import annotations
 
 import difflib
-import os
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
+from cronctl.commands.operate import reading_store
 from cronctl.coord.port import Coordinator, PauseInfo, StoreUnavailable
 from cronctl.core.due import CLAIM_REACH, MISSED_ROWS, identities
 from cronctl.core.minutes import MINUTE, minute_floor
 from cronctl.core.model import Schedule, Task, format_duration, format_utc
 from cronctl.core.opskeys import runs_on
 from cronctl.core.runs import RunRow
-from cronctl.edge.paths import ensure_private_dir
-from cronctl.edge.state.store import DB_NAME, Store, TaskState
+from cronctl.edge.state.store import Store, TaskState
 from cronctl.errors import UsageError
 
 #: How far back the previous occurrence is looked for (a yearly task's is within this).
@@ -83,7 +82,7 @@ class Explanation:
 
 def explain(
     schedule: Schedule,
-    store: Store | None,
+    store: Store,
     coord: Coordinator,
     name: str,
     at: datetime,
@@ -92,7 +91,7 @@ def explain(
     now: datetime,
 ) -> Explanation:
     """The explanation of task `name` at instant `at` (`now`: the real clock, to tell a time
-    still ahead; `store` None: this machine has no state yet).
+    still ahead).
 
     :raises UsageError: no such task (the message suggests the closest name).
     """
@@ -115,7 +114,7 @@ def explain(
     elif occurrence is None:
         fate, why = "not-due", ()
     else:
-        state = store.states().get(task.name) if store is not None else None
+        state = store.states().get(task.name)
         rows = tuple(_rows(store, task.name, occurrence))
         fate, why, instead = _verdict(task, occurrence, rows, state, store, now, pause)
         if not due:
@@ -155,14 +154,8 @@ def explain_here(
     """:func:`explain` over this machine's store in `state_dir`, opened for reading only
     (`cronctl explain` and the dashboard's task page): a machine where nothing ever ran has
     no store, and none is created for the question."""
-    store = None
-    if os.path.lexists(state_dir / DB_NAME):
-        store = Store.open(ensure_private_dir(state_dir), create=False)
-    try:
+    with reading_store(state_dir) as store:
         return explain(schedule, store, coord, name, at, host=host, now=now)
-    finally:
-        if store is not None:
-            store.close()
 
 
 def _task(schedule: Schedule, name: str) -> Task:
@@ -209,11 +202,9 @@ def _due_line(
     return f"not due at {when} ({task.schedule}): previous occurrence {prev}, next {nxt}"
 
 
-def _rows(store: Store | None, task: str, occurrence: datetime) -> list[RunRow]:
+def _rows(store: Store, task: str, occurrence: datetime) -> list[RunRow]:
     """The rows of the occurrence's minute (after a DST gap it carries several identities),
     oldest attempt first."""
-    if store is None:
-        return []
     start = minute_floor(occurrence)
     return sorted(store.runs_between(task, start, start + MINUTE), key=_row_key)
 
@@ -227,7 +218,7 @@ def _verdict(
     occurrence: datetime,
     rows: tuple[RunRow, ...],
     state: TaskState | None,
-    store: Store | None,
+    store: Store,
     now: datetime,
     pause: PauseInfo | None,
 ) -> tuple[str, tuple[str, ...], RunRow | None]:
@@ -320,7 +311,7 @@ def _unrecorded(
     task: Task,
     occurrence: datetime,
     state: TaskState | None,
-    store: Store | None,
+    store: Store,
     now: datetime,
     pause: PauseInfo | None,
 ) -> tuple[str, tuple[str, ...], RunRow | None]:
@@ -342,7 +333,7 @@ def _unrecorded(
             ),
             None,
         )
-    first = store.first_occurrence(task.name) if store is not None else None
+    first = store.first_occurrence(task.name)
     if first is None or first > occurrence:
         why = (
             "nothing was recorded for it: this machine first dealt with the task after it "
@@ -363,10 +354,8 @@ def _unrecorded(
     return "not-counted", (why,), None
 
 
-def _ran_instead(store: Store | None, task: str, occurrence: datetime) -> RunRow | None:
+def _ran_instead(store: Store, task: str, occurrence: datetime) -> RunRow | None:
     """The run that dealt with the same window: the first non-missed row after `occurrence`."""
-    if store is None:
-        return None
     later = store.runs_between(task, occurrence + timedelta(seconds=1), occurrence + CLAIM_REACH)
     settled = [r for r in later if r.outcome != "missed"]
     return min(settled, key=_row_key) if settled else None

@@ -14,7 +14,7 @@ from cronctl.core.opskeys import overdue_since, runs_on
 from cronctl.core.runs import FAILURES, RunRow
 from cronctl.edge.paths import ensure_private_dir
 from cronctl.edge.process.logfiles import log_chunks_from, log_file
-from cronctl.edge.state.store import Store, TaskState
+from cronctl.edge.state.store import DB_NAME, Store, TaskState
 from cronctl.errors import UsageError
 
 
@@ -76,11 +76,20 @@ class StatusResult:
 
 
 def reading_store(state_dir: Path) -> Store:
-    """The existing store, for reading: a reading command never creates a directory or a file
-    (a typo'd --state-dir must not leave an empty store behind and report "nothing ran")."""
-    if not os.path.lexists(state_dir):
-        Store.open(state_dir, create=False)  # raises NoStateError, naming the directory
-    return Store.open(ensure_private_dir(state_dir), create=False)
+    """The store, for reading; where nothing has run yet, an empty one in memory (every task
+    never ran). A reading command never creates a directory or a file: a typo'd --state-dir
+    must not leave an empty store behind (the CLI names the directory instead)."""
+    if os.path.lexists(state_dir):
+        state_dir = ensure_private_dir(state_dir)  # it exists: only checked
+        if os.path.lexists(state_dir / DB_NAME):
+            return Store.open(state_dir, create=False)
+    return Store.empty(state_dir)
+
+
+def nothing_ran(state_dir: Path) -> bool:
+    """Whether nothing has run with this state dir yet (it holds no state database): the
+    reading commands then say which directory they read, so a wrong one is easy to spot."""
+    return not os.path.lexists(state_dir / DB_NAME)
 
 
 def _known_task(store: Store, schedule: Schedule | None, name: str) -> None:
@@ -239,9 +248,10 @@ def logs(
     run_id: str | None,
     schedule: Schedule | None = None,
     unfinished: bool = False,
-) -> LogResult:
+) -> LogResult | None:
     """The captured output of the task's last run (or of a given run); with `unfinished`,
-    the newest run even while it waits to start (`logs --follow` waits with it).
+    the newest run even while it waits to start (`logs --follow` waits with it). None: the
+    task never ran on this machine (nothing recorded, not even a skip).
 
     Nothing on the way is followed through a link, and a FIFO or device planted where a
     log should be is refused (UnsafeDirectoryError) instead of blocking (docs/guarantees.md).
@@ -257,6 +267,8 @@ def logs(
         else:
             # A run that printed nothing keeps no log file (log_path None): it is the answer.
             runs = store.history(task, 200)
+            if not runs:
+                return None
             waiting = unfinished and runs and runs[0].outcome in UNFINISHED
             with_logs = runs[:1] if waiting else [r for r in runs if r.log_path or r.started]
             if not with_logs:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from cronctl.commands.operate import reading_store
+from cronctl.commands.operate import nothing_ran, reading_store
 from cronctl.coord.outbox import OUTPUT_TAIL_BYTES, WITH_OUTPUT
 from cronctl.coord.port import NAMED_FAILING, Coordinator, PauseInfo, RunQuery, TaskLatest
 from cronctl.core.calendar import Timeline, build_timeline
@@ -98,6 +98,7 @@ class Overview:
     fleet: bool
     source: str
     total: int
+    nothing_ran: Path | None = None  # the state dir, when nothing has run with it yet
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,7 +208,9 @@ class Dashboard:
         kept = sorted(
             (r for r in rows if filters.keep(r)), key=lambda r: (rank[r.state], r.task.name)
         )
-        return Overview(kept, sorted(hosts), self.fleet, self.coord.describe(), len(rows))
+        fresh = not self.fleet and nothing_ran(self.state_dir)
+        return Overview(kept, sorted(hosts), self.fleet, self.coord.describe(), len(rows),
+                        self.state_dir if fresh else None)  # fmt: skip
 
     def _local_rows(self, now: datetime, tasks: Sequence[Task] | None = None) -> list[TaskSummary]:
         """What `cronctl status` says of each task (of ``tasks``, else every one), asked of

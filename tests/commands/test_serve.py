@@ -316,6 +316,28 @@ def test_api_shapes_match_the_cli(cli: Cli, server: Server, state: Path) -> None
     assert [h["host"] for h in json.loads(body)["hosts"]] == [runs[0]["host"]]
 
 
+def test_a_fresh_state_dir_shows_every_task_as_never_ran(cli: Cli, tmp_path: Path) -> None:
+    assert cli("init").returncode == 0
+    srv = _serve(cli, tmp_path)
+    try:
+        status, body = srv.get("/api/tasks")
+        assert status == 200, body
+        tasks = json.loads(body)["tasks"]
+        assert len(tasks) == 10 and {t["state"] for t in tasks} == {"new", "paused"}
+        assert all(t["last_run"] is None for t in tasks)
+        status, body = srv.get("/")
+        assert status == 200, body
+        page = body.decode()
+        assert f"Nothing has run with state dir <code>{tmp_path / 'state'}</code> yet" in page
+        assert page.count('<span class="muted">never ran</span>') == 10
+        for path in ("/tasks/heartbeat", "/fleet", "/api/runs", "/api/tasks/heartbeat"):
+            assert srv.get(path)[0] == 200, path
+    finally:
+        srv.proc.terminate()
+        srv.proc.communicate(timeout=20)
+    assert not (tmp_path / "state").exists()
+
+
 def test_a_foreign_host_header_is_refused(server: Server) -> None:
     status, _ = server.get("/", {"Host": "attacker.example:8077"})
     assert status == 421

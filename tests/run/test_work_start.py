@@ -35,9 +35,7 @@ def _stop(worker: subprocess.Popen[str]) -> str:
 
 
 def _history(cli: Cli) -> list[dict[str, object]]:
-    shown = cli("history", "--json", "--limit", "100")
-    if "no state here" in shown.stderr:  # `work` has not made its state yet
-        return []
+    shown = cli("history", "--json", "--limit", "100")  # [] until `work` has made its state
     assert shown.returncode == 0, shown.stderr
     runs: list[dict[str, object]] = json.loads(shown.stdout)["runs"]
     return runs

@@ -370,6 +370,15 @@ def _check_schema(conn: sqlite3.Connection, path: Path) -> None:
             )
 
 
+def empty_connection(path: Path) -> sqlite3.Connection:
+    """An empty database at cronctl's schema, in memory: what a reading command is shown of
+    a state dir where nothing has run yet, with nothing created there (``path`` names it in
+    messages)."""
+    conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+    _migrate(conn, path)
+    return conn
+
+
 def open_connection(path: Path, *, create: bool) -> sqlite3.Connection:
     """Open the database at ``path``, creating it (0600) when ``create``, and migrate it.
 

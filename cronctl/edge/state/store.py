@@ -37,6 +37,7 @@ from cronctl.edge.state.dbfile import (
     SCHEMA_VERSION,
     NoStateError,
     StoreUnusableError,
+    empty_connection,
     file_id,
     inspect_file,
     move_aside,
@@ -529,6 +530,13 @@ class Store:
         path = Path(state_dir) / DB_NAME
         conn = open_connection(path, create=create)
         return cls(conn, path)
+
+    @classmethod
+    def empty(cls, state_dir: Path) -> Store:
+        """An empty store in memory for ``state_dir``, where nothing has run yet: read, it
+        shows every task as never ran; nothing is created on disk."""
+        path = Path(state_dir) / DB_NAME
+        return cls(empty_connection(path), path)
 
     def close(self) -> None:
         """Commit what is queued (:meth:`update_run_later`), then close the connection; the
