@@ -86,12 +86,15 @@ def status(
     instant = parse_instant(now)
     result = operate.status(schedule, states, coord, instant, host_name(host), everything)
     render_status(result, as_json, instant)
-    _say_if_nothing_ran(states)
+    # A probe must not pass on a directory nothing ever ran with: a wrong --state-dir.
+    fresh = _say_if_nothing_ran(states, ": --check fails until something has" if check else "")
     if schedule.errors:
         # As `list`: the good tasks are shown, but a broken file is never an exit 0.
 
         render_problems(schedule.errors)
         raise typer.Exit(2)
+    if check and fresh:
+        raise typer.Exit(1)
     if check and result.alarming:
         names = ", ".join(r.task.name for r in result.alarming)
         print(f"cronctl: failing or overdue: {names}", file=sys.stderr)
@@ -181,11 +184,14 @@ def history(
     _say_if_nothing_ran(states)
 
 
-def _say_if_nothing_ran(states: Path) -> None:
-    """One line naming the state dir when nothing has run with it: every task shows as never
-    ran, and a wrong --state-dir looks the same (docs/commands.md#cronctl-status-history-logs)."""
-    if operate.nothing_ran(states):
-        print(f"cronctl: nothing has run with state dir {states} yet", file=sys.stderr)
+def _say_if_nothing_ran(states: Path, then: str = "") -> bool:
+    """One line naming the state dir when nothing has run with it (and True): every task shows
+    as never ran, and a wrong --state-dir looks the same
+    (docs/commands.md#cronctl-status-history-logs)."""
+    if not operate.nothing_ran(states):
+        return False
+    print(f"cronctl: nothing has run with state dir {states} yet{then}", file=sys.stderr)
+    return True
 
 
 def logs(

@@ -32,13 +32,25 @@ def test_status_after_init_shows_every_task_as_never_ran(cli: Cli, tmp_path: Pat
     tasks = json.loads(shown.stdout)["tasks"]
     assert [t["name"] for t in tasks] == [t["name"] for t in listed]
     assert all(t["last_run"] is None and t["consecutive_failures"] == 0 for t in tasks)
-    text = cli("status", "--check", "--now", NEW, *where)
+    text = cli("status", "--now", NEW, *where)
     assert text.returncode == 0, text.stderr
     _said(text.stderr, state)
     rows = [line.split() for line in text.stdout.splitlines()[1:]]
     assert [r[0] for r in rows] == [t["name"] for t in listed]
     assert all(r[1:4] == ["-", "-", "-"] for r in rows)  # last run, outcome, duration
     assert not state.exists()
+
+
+def test_status_check_fails_until_something_has_run(cli: Cli, tmp_path: Path) -> None:
+    """A probe on a wrong --state-dir must not pass: nothing there is failing or overdue."""
+    where, state = _fresh(cli, tmp_path)
+    probe = cli("status", "--check", "--now", NEW, *where)
+    assert probe.returncode == 1
+    assert probe.stderr.splitlines() == [
+        f"cronctl: nothing has run with state dir {state} yet: --check fails until something has"
+    ]
+    assert cli("run", "--now", NEW, *where).returncode == 0
+    assert cli("status", "--check", "--now", NEW, *where).returncode == 0
 
 
 def test_history_after_init_is_an_empty_list(cli: Cli, tmp_path: Path) -> None:
