@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from cronctl.cli.options import FileOpt, HostOpt, LockOpt, NameArg, StateOpt
+from cronctl.cli.render.runs import visible
 from cronctl.cli.wiring import fail_on_errors, load_schedule, run_context
 from cronctl.commands.exec import exec_task
 from cronctl.edge.process.stream import printer
@@ -53,7 +54,7 @@ def exec_(
     result = exec_task(schedule, name, ctx, wait)
     run = result.run
     if run.outcome != "ok":
-        detail = f" ({run.message})" if run.message else ""
+        detail = f" ({visible(run.message, one_line=True)})" if run.message else ""
         print(
             f"cronctl: task {run.task} {run.outcome}{detail}; run {run.id}, "
             f"log {run.log_path or '-'}",

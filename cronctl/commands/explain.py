@@ -19,6 +19,7 @@ from cronctl.core.minutes import MINUTE, minute_floor
 from cronctl.core.model import Schedule, Task, format_duration, format_utc
 from cronctl.core.opskeys import runs_on
 from cronctl.core.runs import RunRow
+from cronctl.core.visible import visible
 from cronctl.edge.state.store import Store, TaskState
 from cronctl.errors import UsageError
 
@@ -297,13 +298,13 @@ def _pause_line(task: Task, pause: PauseInfo | None) -> str:
     who = " ".join(
         part
         for part in (
-            f"by {pause.user}" if pause.user else "",
-            f"on {pause.host}" if pause.host else "",
+            f"by {visible(pause.user, one_line=True)}" if pause.user else "",
+            f"on {visible(pause.host, one_line=True)}" if pause.host else "",
             f"since {format_utc(pause.since)}" if pause.since else "",
         )
         if part
     )
-    why = f": {pause.reason}" if pause.reason else " (no reason given)"
+    why = f": {visible(pause.reason, one_line=True)}" if pause.reason else " (no reason given)"
     return f"paused {who}{why}; `cronctl resume {task.name}` undoes it".replace("  ", " ")
 
 

@@ -15,6 +15,7 @@ from typing import Literal, Protocol
 
 from cronctl.coord.redact import redact_text, redact_url
 from cronctl.core.runs import RunRow
+from cronctl.core.visible import visible
 from cronctl.edge.process.procs import ProcessId
 from cronctl.errors import CronctlError
 
@@ -60,10 +61,11 @@ class HolderInfo:
         """One phrase for messages: ``pid 42 on web-1 since 2026-08-03T09:00:00Z``.
 
         The pid is the command's when known: that is the process an operator would look at.
+        The host is shown as task output is (a store row may hold any text).
         """
         pid = self.command.pid if self.command is not None else self.pid
         since = self.started.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        return f"pid {pid} on {self.host} since {since}"
+        return f"pid {pid} on {visible(self.host, one_line=True)} since {since}"
 
     def overdue(self, now: datetime, slack: timedelta) -> bool:
         """Whether the holder has run past its timeout by more than ``slack``."""
