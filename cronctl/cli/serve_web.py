@@ -195,6 +195,7 @@ def build_app(
         values.setdefault("fleet", dashboard.fleet)
         values.setdefault("source", dashboard.coord.describe())
         values.setdefault("now", clock())
+        values.setdefault("skipped", dashboard.coord.skipped_rows)
         return env.get_template(name).render(**values)
 
     def page(name: str, status: int = 200, **values: Any) -> Response:
@@ -215,6 +216,9 @@ def build_app(
     async def guard(request: Request, view: Callable[[Request], Response]) -> Response:
         if hosts is not None and request.headers.get("host", "") not in hosts:
             return PlainTextResponse("unknown Host header", 421, headers=HEADERS)
+        if "\0" in request.url.path + "".join(map("".join, request.query_params.multi_items())):
+            # No store value holds a NUL, and the driver refuses one (docs/dashboard.md).
+            return PlainTextResponse("NUL in the address", 400, headers=HEADERS)
         if request.url.path not in ("/login", "/static/style.css") and not authorised(request):
             if request.url.path.startswith("/api/"):
                 return JSONResponse({"error": "token required"}, 401, headers=HEADERS)

@@ -246,6 +246,12 @@ class Coordinator(Protocol):
         a run then keeps the pauses it last read (coord/outbox.py)."""
         ...
 
+    @property
+    def skipped_rows(self) -> int:
+        """How many rows of the store this process left out because no reader could use
+        them (each named once on stderr: docs/faults.md); 0 without a store."""
+        ...
+
     def describe(self) -> str:
         """Where coordination happens, safe to print (no password)."""
         ...

@@ -39,6 +39,7 @@ class FilesCoordinator:
     #: No store: each machine keeps its own history, and lock_dir is there or fails loudly.
     keeps_fleet_history = False
     may_be_unreachable = False
+    skipped_rows = 0
 
     def __init__(self, lock_dir: Path, *, host: str, pid: int) -> None:
         """Coordinate through ``lock_dir`` (already resolved by the caller) as ``pid`` on

@@ -46,7 +46,7 @@ from cronctl.coord.port import (
     TaskLatest,
     redact_url,
 )
-from cronctl.coord.postgres import fleet, slots
+from cronctl.coord.postgres import fleet, rows, slots
 from cronctl.coord.postgres import lock as pg_lock
 from cronctl.coord.postgres.conn import (
     connect,
@@ -58,7 +58,7 @@ from cronctl.coord.postgres.conn import (
     utc,
 )
 from cronctl.coord.postgres.lock import slow_errors
-from cronctl.coord.postgres.schema import SCHEMA_VERSION, ensure_schema
+from cronctl.coord.postgres.schema import PAUSES, SCHEMA_VERSION, ensure_schema
 from cronctl.core.runs import FAILURES, RunRow
 
 T = TypeVar("T")
@@ -97,6 +97,13 @@ class PostgresCoordinator:
         self._pauses: dict[str, PauseInfo] | None = None
         self._mutex = threading.Lock()  # worker threads share the run's connection
         self._idle: list[Any] = []  # connections that tried a group's slots and hold none
+        #: The rows of the store this process could not read and left out (rows.py).
+        self.skipped = rows.Skipped()
+
+    @property
+    def skipped_rows(self) -> int:
+        """How many rows of the store this process has left out as unreadable."""
+        return self.skipped.count
 
     def describe(self) -> str:
         """The URL with its password as ``***``."""
@@ -118,7 +125,7 @@ class PostgresCoordinator:
                 try:
                     if self._conn is None:
                         self._conn = connect(self.url)
-                        self._pauses = ensure_schema(self._conn, self.url)
+                        self._pauses = ensure_schema(self._conn, self.url, self.skipped)
                     with self._conn.cursor() as cur:
                         return work(cur)
                 except StoreUnavailable as exc:
@@ -250,6 +257,7 @@ class PostgresCoordinator:
                 now=now,
                 host=self.host,
                 pid=self.pid,
+                skipped=self.skipped,
                 timeout=timeout,
             )
         except StoreUnavailable as exc:
@@ -288,7 +296,9 @@ class PostgresCoordinator:
     def overlap_held(self, task: str) -> bool:
         """Whether some session holds the task's advisory lock (pg_locks), or a command of
         this machine named in its holder row still runs; takes nothing."""
-        return self._call(lambda cur: pg_lock.is_held(cur, self.scope.key(task), self.host))
+        return self._call(
+            lambda cur: pg_lock.is_held(cur, self.scope.key(task), self.host, self.skipped)
+        )
 
     # --- pauses ---------------------------------------------------------------------------
 
@@ -298,13 +308,8 @@ class PostgresCoordinator:
         def query(cur: Any) -> dict[str, PauseInfo]:
             if self._pauses is not None:
                 return self.scope.ours(self._pauses)
-            cur.execute("SELECT task, reason, since, host, usr FROM cronctl.pauses")
-            return self.scope.ours(
-                {
-                    task: PauseInfo(reason, utc(since), host, usr)
-                    for task, reason, since, host, usr in cur.fetchall()
-                }
-            )
+            cur.execute(PAUSES)
+            return self.scope.ours(rows.pauses(cur.fetchone()[0], self.skipped))
 
         return self._call(query)
 
@@ -346,15 +351,15 @@ class PostgresCoordinator:
 
     def fleet_latest(self, task: str | None = None, host: str | None = None) -> list[RunRow]:
         """The latest finished run of every (task, host), from the ``latest`` table."""
-        return self._call(lambda cur: fleet.latest(cur, self.scope, task, host))
+        return self._call(lambda cur: fleet.latest(cur, self.scope, self.skipped, task, host))
 
     def fleet_summary(self, failing: Sequence[str]) -> list[TaskLatest]:
         """Every task's last runs, counted in one statement (fleet.summary)."""
-        return self._call(lambda cur: fleet.summary(cur, self.scope, failing))
+        return self._call(lambda cur: fleet.summary(cur, self.scope, self.skipped, failing))
 
     def fleet_host_summary(self, failing: Sequence[str]) -> list[HostLatest]:
         """Every host's last runs, aggregated in one statement (fleet.host_summary)."""
-        return self._call(lambda cur: fleet.host_summary(cur, self.scope, failing))
+        return self._call(lambda cur: fleet.host_summary(cur, self.scope, self.skipped, failing))
 
     def fleet_history(
         self,
@@ -368,29 +373,36 @@ class PostgresCoordinator:
         """Fleet history, newest first."""
         outcomes = FAILURES if failed else None
         return self._call(
-            lambda cur: fleet.history(cur, self.scope, task, host, limit, outcomes, since)
+            lambda cur: fleet.history(
+                cur, self.scope, self.skipped, task, host, limit, outcomes, since
+            )
         )
 
     def fleet_page(self, query: RunQuery) -> list[RunRow]:
         """One page, filtered and keyset-paged in SQL."""
-        return self._call(lambda cur: fleet.page(cur, self.scope, query))
+        return self._call(lambda cur: fleet.page(cur, self.scope, self.skipped, query))
 
     def fleet_run(self, run_id: str) -> RunRow | None:
         """One record by id, with its published output."""
-        return self._call(lambda cur: fleet.one(cur, self.scope, run_id))
+        return self._call(lambda cur: fleet.one(cur, self.scope, self.skipped, run_id))
 
     def fleet_hosts(self) -> list[HostSeen]:
         """The hosts' check-ins of this project (or of no project)."""
-        return self._call(lambda cur: fleet.hosts(cur, self.scope))
+        return self._call(lambda cur: fleet.hosts(cur, self.scope, self.skipped))
 
     def sweep(self, now: datetime) -> None:
         """Claims past their retention, fleet history past 90 days (and the latest runs of
-        the pairs that ran none since), output tails past OUTPUT_RETENTION_DAYS."""
+        the pairs that ran none since), output tails past OUTPUT_RETENTION_DAYS; and claims
+        and records of an occurrence no reader can use (infinity, year 20000: rows.py),
+        which no age would ever reach."""
         self._call(
             lambda cur: cur.execute(
-                "DELETE FROM cronctl.claims WHERE occurrence < %(now)s - %(keep)s::interval; "
-                "DELETE FROM cronctl.runs WHERE occurrence < %(now)s - interval '90 days'; "
-                "DELETE FROM cronctl.latest WHERE occurrence < %(now)s - interval '90 days'; "
+                "DELETE FROM cronctl.claims WHERE occurrence < %(now)s - %(keep)s::interval "  # noqa: S608
+                f"OR NOT occurrence {rows.IN_RANGE}; "
+                "DELETE FROM cronctl.runs WHERE occurrence < %(now)s - interval '90 days' "
+                f"OR NOT occurrence {rows.IN_RANGE}; "
+                "DELETE FROM cronctl.latest WHERE occurrence < %(now)s - interval '90 days' "
+                f"OR NOT occurrence {rows.IN_RANGE}; "
                 "UPDATE cronctl.runs SET output = NULL WHERE output IS NOT NULL "
                 "AND occurrence < %(now)s - make_interval(days => %(output_days)s)",
                 {"now": now, "keep": CLAIM_RETENTION, "output_days": fleet.OUTPUT_RETENTION_DAYS},

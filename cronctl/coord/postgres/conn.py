@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from cronctl.coord.port import UNREACHABLE, HolderInfo, StoreUnavailable, redact_text, redact_url
+from cronctl.coord.postgres import rows
 from cronctl.edge.process.procs import ProcessId
 from cronctl.errors import CronctlError
 
@@ -100,6 +101,7 @@ def connect(url: str, *, timeout: int = CONNECT_TIMEOUT_S) -> Any:
     finally:
         _connecting.deadline = None
     conn.autocommit = True
+    rows.register(conn)
     return conn
 
 
@@ -153,17 +155,24 @@ def utc(value: datetime | None) -> datetime | None:
 
 
 def holder_from_row(
-    host: str | None,
-    pid: int | None,
-    started: datetime | None,
-    timeout_s: float | None = None,
+    host: object,
+    pid: object,
+    started: object,
+    timeout_s: object = None,
     command: ProcessId | None = None,
 ) -> HolderInfo:
-    """A HolderInfo from a ``holders`` row (fields may be missing in a damaged row).
+    """A HolderInfo from a ``holders`` row; :class:`rows.BadRow` when a value cannot be
+    used (the caller skips the row: the advisory lock is the evidence that counts).
 
     ``command``: the command's identity, once named (checked only on the holder's own
     machine); ``timeout`` lets a contender see a holder long past its own timeout
     (outcomes.still_running)."""
-    timeout = timedelta(seconds=timeout_s) if timeout_s is not None else None
-    moment = utc(started) or datetime.now(UTC)
-    return HolderInfo(host or "?", pid or 0, moment, command, timeout)
+    seconds = rows.seconds(timeout_s, "timeout_s")
+    timeout = timedelta(seconds=seconds) if seconds is not None else None
+    return HolderInfo(
+        rows.name(host, "host"),
+        rows.pid(pid, "pid") or 0,
+        rows.instant(started, "started"),
+        command,
+        timeout,
+    )

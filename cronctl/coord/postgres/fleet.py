@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, TypeVar
 
 from cronctl._version import __version__
@@ -19,6 +19,7 @@ from cronctl.coord.port import (
     RunQuery,
     TaskLatest,
 )
+from cronctl.coord.postgres import rows
 from cronctl.coord.postgres.schema import RUN_COLUMNS
 from cronctl.core.runs import RunRow
 
@@ -68,16 +69,22 @@ def check_in(cur: Any, scope: Scope, host: str, clock: datetime) -> bytes:
 
 
 def _run(row: Sequence[Any], scope: Scope) -> RunRow:
-    """A record from a row of _COLUMNS, built by position: the overview of a large fleet
-    builds tens of thousands (docs/dashboard.md#speed)."""
+    """A record from a row of _COLUMNS, built by position (the overview of a large fleet
+    builds tens of thousands: docs/dashboard.md#speed), each value checked (rows.py)."""
     rid, task, occurrence, host, pid, outcome, exit_code, started, ended, *rest = row
     duration_s, message, trigger, attempt = rest
     return RunRow(
-        rid, scope.name(task), occurrence.astimezone(UTC), outcome, host, pid, exit_code,
-        started.astimezone(UTC) if started is not None else None,
-        ended.astimezone(UTC) if ended is not None else None,
-        duration_s, None, "", message, trigger, attempt,
+        rows.run_id(rid), scope.name(rows.name(task, "task")),
+        rows.instant(occurrence, "occurrence"), rows.name(outcome, "outcome"),
+        rows.name(host, "host"), pid, exit_code, rows.maybe_instant(started, "started"),
+        rows.maybe_instant(ended, "ended"), rows.number(duration_s, "duration_s"), None, "",
+        rows.maybe_text(message, "message"), rows.name(trigger, "trigger"), attempt,
     )  # fmt: skip
+
+
+def _runs(cur: Any, scope: Scope, skipped: rows.Skipped, table: str = "runs") -> list[RunRow]:
+    """The records of the rows just fetched, those that cannot be read skipped."""
+    return skipped.keep(cur.fetchall(), lambda row: _run(row, scope), table, lambda row: row[0])
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +136,7 @@ class Scope:
 def history(
     cur: Any,
     scope: Scope,
+    skipped: rows.Skipped,
     task: str | None,
     host: str | None,
     limit: int,
@@ -148,10 +156,12 @@ def history(
          "task": None if task is None else scope.key(task),
          "outcomes": None if outcomes is None else list(outcomes)},
     )  # fmt: skip
-    return [_run(row, scope) for row in cur.fetchall()]
+    return _runs(cur, scope, skipped)
 
 
-def latest(cur: Any, scope: Scope, task: str | None, host: str | None) -> list[RunRow]:
+def latest(
+    cur: Any, scope: Scope, skipped: rows.Skipped, task: str | None, host: str | None
+) -> list[RunRow]:
     """The newest finished record of every (task, host), optionally of one task or host: the
     rows of ``latest``, which the runs_keep_latest trigger keeps (schema.py)."""
     mine, params = scope.sql()
@@ -161,10 +171,12 @@ def latest(cur: Any, scope: Scope, task: str | None, host: str | None) -> list[R
         "AND (%(host)s::text IS NULL OR host = %(host)s) ORDER BY task, host",
         {**params, "host": host, "task": None if task is None else scope.key(task)},
     )
-    return [_run(row, scope) for row in cur.fetchall()]
+    return _runs(cur, scope, skipped, "latest")
 
 
-def summary(cur: Any, scope: Scope, failing: Sequence[str]) -> list[TaskLatest]:
+def summary(
+    cur: Any, scope: Scope, skipped: rows.Skipped, failing: Sequence[str]
+) -> list[TaskLatest]:
     """Every task's last runs, in one statement on ``latest``: each task's hosts counted by
     outcome (one pass, hashed), and the first NAMED_NOT_OK of those not ok, by host, from
     the latest_not_ok index alone. Reading a row per host not ok instead made the overview
@@ -184,14 +196,23 @@ def summary(cur: Any, scope: Scope, failing: Sequence[str]) -> list[TaskLatest]:
     counts: dict[str, tuple[int, int, int]] = {}
     named: dict[str, list[HostOutcome]] = {}
     for task, ok, not_ok, failed, host, outcome, run_id in cur.fetchall():
-        if ok is None:
-            named.setdefault(task, []).append(HostOutcome(host, outcome, run_id))
-        else:
+        if ok is not None:
             counts[task] = (ok, not_ok, failed)
+            continue
+        try:  # a page links the id, and shows the host and outcome
+            checked = HostOutcome(
+                rows.name(host, "host"), rows.name(outcome, "outcome"), rows.run_id(run_id)
+            )
+        except rows.BadRow as problem:
+            skipped.skip("latest", str(run_id), problem)
+            continue
+        named.setdefault(task, []).append(checked)
     return [TaskLatest(scope.name(key), *counts[key], named.get(key, [])) for key in sorted(counts)]
 
 
-def host_summary(cur: Any, scope: Scope, failing: Sequence[str]) -> list[HostLatest]:
+def host_summary(
+    cur: Any, scope: Scope, skipped: rows.Skipped, failing: Sequence[str]
+) -> list[HostLatest]:
     """Each host's last runs counted on ``latest`` (one pass, hashed by host), and the tasks
     whose last run there had one of the ``failing`` outcomes (never ``ok``), counted and the
     first NAMED_FAILING named, from the latest_not_ok index: the fleet page's rows without
@@ -202,20 +223,27 @@ def host_summary(cur: Any, scope: Scope, failing: Sequence[str]) -> list[HostLat
     cur.execute(
         "SELECT a.host, a.seen, a.tasks, coalesce(b.failed, '{}'), "  # noqa: S608
         "coalesce(b.total, 0) FROM ("
-        "SELECT host, max(coalesce(ended, started, occurrence)) AS seen, count(*) AS tasks "
+        "SELECT host, max(coalesce(ended, started, occurrence)) "  # the runs' own are named
+        f"FILTER (WHERE coalesce(ended, started, occurrence) {rows.IN_RANGE}) AS seen, "
+        "count(*) AS tasks "
         f"FROM cronctl.latest WHERE {mine} GROUP BY host) AS a LEFT JOIN ("
         "SELECT host, (array_agg(task ORDER BY task))[1:%(named)s] AS failed, "
         f"count(*) AS total FROM cronctl.latest WHERE {mine} AND outcome <> 'ok' "
         "AND outcome = ANY(%(failing)s) GROUP BY host) AS b USING (host) ORDER BY a.host",
         {**params, "failing": list(failing), "named": NAMED_FAILING},
     )
-    return [
-        HostLatest(host, seen.astimezone(UTC), tasks, [scope.name(t) for t in failed], total)
-        for host, seen, tasks, failed, total in cur.fetchall()
-    ]
+    return skipped.keep(
+        cur.fetchall(), lambda row: _host(row, scope), "latest", lambda row: f"host {row[0]}"
+    )
 
 
-def page(cur: Any, scope: Scope, query: RunQuery) -> list[RunRow]:
+def _host(row: Sequence[Any], scope: Scope) -> HostLatest:
+    host, seen, tasks, failed, total = row
+    failing = [scope.name(rows.name(task, "task")) for task in failed]
+    return HostLatest(rows.name(host, "host"), rows.instant(seen, "seen"), tasks, failing, total)
+
+
+def page(cur: Any, scope: Scope, skipped: rows.Skipped, query: RunQuery) -> list[RunRow]:
     """One page of the dashboard's history: every filter and the keyset cursor in SQL, on
     the runs_page index that fits (schema.py), so a page deep in the history costs what the
     first does."""
@@ -236,10 +264,10 @@ def page(cur: Any, scope: Scope, query: RunQuery) -> list[RunRow]:
         f"{_PAGE_ORDER} LIMIT %(limit)s",
         values,
     )
-    return [_run(row, scope) for row in cur.fetchall()]
+    return _runs(cur, scope, skipped)
 
 
-def one(cur: Any, scope: Scope, run_id: str) -> RunRow | None:
+def one(cur: Any, scope: Scope, skipped: rows.Skipped, run_id: str) -> RunRow | None:
     """One record by id, with its published output as its ``tail``; None when the store has
     no such record of this scope."""
     mine, params = scope.sql()
@@ -247,19 +275,27 @@ def one(cur: Any, scope: Scope, run_id: str) -> RunRow | None:
         f"SELECT {_SELECT}, output FROM cronctl.runs WHERE id = %(id)s AND {mine}",  # noqa: S608
         {**params, "id": run_id},
     )
-    found = cur.fetchone()
-    if found is None:
-        return None
-    return replace(_run(found[:-1], scope), tail=found[-1] or "")
+    found = skipped.keep(
+        cur.fetchall(),
+        lambda row: replace(_run(row[:-1], scope), tail=rows.maybe_text(row[-1], "output") or ""),
+        "runs",
+        lambda row: row[0],
+    )
+    return found[0] if found else None
 
 
-def hosts(cur: Any, scope: Scope) -> list[HostSeen]:
+def hosts(cur: Any, scope: Scope, skipped: rows.Skipped) -> list[HostSeen]:
     """Each host's latest check-in in this scope, by host."""
     cur.execute(
         "SELECT host, version, clock, seen FROM cronctl.hosts WHERE project = %s ORDER BY host",
         (scope.project or "",),
     )
-    return [
-        HostSeen(host, version, clock.astimezone(UTC), seen.astimezone(UTC))
-        for host, version, clock, seen in cur.fetchall()
-    ]
+    return skipped.keep(cur.fetchall(), _check_in, "hosts", lambda row: row[0])
+
+
+def _check_in(row: Sequence[Any]) -> HostSeen:
+    host, version, clock, seen = row
+    return HostSeen(
+        rows.name(host, "host"), rows.name(version, "version"),
+        rows.instant(clock, "clock"), rows.instant(seen, "seen"),
+    )  # fmt: skip

@@ -43,6 +43,7 @@ from typing import Any
 
 from cronctl.coord.liveness import command_lives
 from cronctl.coord.port import HolderInfo, Overlap, StoreUnavailable
+from cronctl.coord.postgres import rows
 from cronctl.coord.postgres.conn import connect, failure_message, holder_from_row
 from cronctl.edge.process import procs
 
@@ -98,7 +99,7 @@ def _key_parts(key: int) -> dict[str, int]:
     return {"hi": unsigned >> 32, "lo": unsigned & 0xFFFFFFFF}
 
 
-def is_held(cur: Any, task: str, host: str) -> bool:
+def is_held(cur: Any, task: str, host: str, skipped: rows.Skipped) -> bool:
     """Whether any session holds the task's advisory lock now, or the holder row names a
     command of this machine that still runs (it closed the lock's socket and its cronctl
     died): what a real contender here would find (:func:`_attempt`)."""
@@ -112,8 +113,13 @@ def is_held(cur: Any, task: str, host: str) -> bool:
     holder_host, pid, started, command_pid, command_start, boot = row
     if holder_host != host or not (command_pid and command_start is not None and boot):
         return False
-    command = procs.ProcessId(int(command_pid), int(command_start), str(boot))
-    return command_lives(holder_from_row(holder_host, pid, started, None, command), host)
+    try:
+        command = _command(command_pid, command_start, boot)
+        holder = holder_from_row(holder_host, pid, started, None, command)
+    except rows.BadRow as problem:
+        skipped.skip("holders", task, problem)
+        return False
+    return command_lives(holder, host)
 
 
 def try_lock(
@@ -124,9 +130,11 @@ def try_lock(
     now: datetime,
     host: str,
     pid: int,
+    skipped: rows.Skipped,
     timeout: timedelta | None = None,
 ) -> Overlap:
-    """Take the task's lock on a new connection, without waiting."""
+    """Take the task's lock on a new connection, without waiting; a holder row that cannot
+    be read is skipped (named once), as if there were none: the advisory lock decides."""
     import psycopg2
 
     me = procs.identify(pid)
@@ -139,7 +147,7 @@ def try_lock(
     conn = connect(url)
     try:
         with conn.cursor() as cur:
-            ok, holder, fresh = _attempt(cur, params)
+            ok, holder, fresh = _attempt(cur, params, skipped)
             if ok and not fresh:
                 cur.execute(_RECORD, params)
                 return Overlap("acquired", PgLock(conn, url, params), None)
@@ -157,7 +165,9 @@ def try_lock(
         raise
 
 
-def _attempt(cur: Any, params: dict[str, Any]) -> tuple[bool, HolderInfo | None, bool]:
+def _attempt(
+    cur: Any, params: dict[str, Any], skipped: rows.Skipped
+) -> tuple[bool, HolderInfo | None, bool]:
     """(whether this session got the advisory lock, the holder row's holder, whether that
     holder still counts as holding although the advisory lock may be free)."""
     cur.execute(_TRY, params)
@@ -166,13 +176,22 @@ def _attempt(cur: Any, params: dict[str, Any]) -> tuple[bool, HolderInfo | None,
     )
     if host is None:
         return bool(ok), None, False
-    command = None
-    if command_pid and command_start is not None and boot:
-        command = procs.ProcessId(int(command_pid), int(command_start), str(boot))
-    holder = holder_from_row(host, pid, started, timeout_s, command)
+    try:
+        command = _command(command_pid, command_start, boot)
+        holder = holder_from_row(host, pid, started, timeout_s, command)
+    except rows.BadRow as problem:
+        skipped.skip("holders", params["task"], problem)
+        return bool(ok), None, False
     if other and host == params["host"] and boot and boot == procs.boot_id():
         fresh = _lives_here(holder, pid_start, bool(fresh), params["host"])
     return bool(ok), holder, bool(fresh)
+
+
+def _command(pid: Any, start: Any, boot: Any) -> procs.ProcessId | None:
+    """The holder row's command, once it is named (its pid checked: a contender looks it up)."""
+    if not (pid and start is not None and boot):
+        return None
+    return procs.ProcessId(rows.pid(pid, "command_pid") or 0, int(start), str(boot))
 
 
 def _lives_here(holder: HolderInfo, pid_start: int | None, fresh: bool, host: str) -> bool:

@@ -3,10 +3,10 @@ under an advisory lock, refused when newer than this cronctl (docs/fleets-postgr
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
 from cronctl.coord.port import PauseInfo, redact_url
+from cronctl.coord.postgres import rows
 from cronctl.errors import CronctlError
 
 #: The columns of a run record (the output tail aside), as ``runs`` and ``latest`` hold them.
@@ -150,15 +150,17 @@ SCHEMA_VERSION = len(MIGRATIONS)
 # An arbitrary constant: "cronctl migrate" as one bigint advisory lock key.
 _MIGRATE_KEY = 0x63726F6E6D696772
 
-_STARTUP = """SELECT version, (SELECT coalesce(json_agg(json_build_array(
-    task, reason, since, host, usr)), '[]'::json) FROM cronctl.pauses) FROM cronctl.meta"""
+#: Every pause, as JSON: its time as text, which rows.pauses checks.
+PAUSES = """SELECT coalesce(json_agg(json_build_array(task, reason, since, host, usr)),
+    '[]'::json) FROM cronctl.pauses"""
+_STARTUP = f"SELECT version, ({PAUSES}) FROM cronctl.meta"  # noqa: S608  (constant names)
 
 
 class SchemaTooNew(CronctlError):
     """The store's schema was written by a newer cronctl."""
 
 
-def ensure_schema(conn: Any, url: str) -> dict[str, PauseInfo]:
+def ensure_schema(conn: Any, url: str, skipped: rows.Skipped) -> dict[str, PauseInfo]:
     """Check (and if needed create or migrate) the schema; return the pauses, read in the same
     round trip as the version check, so a run's start costs one query."""
     import psycopg2.errors
@@ -175,13 +177,7 @@ def ensure_schema(conn: Any, url: str) -> dict[str, PauseInfo]:
         with conn.cursor() as cur:
             cur.execute(_STARTUP)
             version, pauses = cur.fetchone()
-    return {row[0]: _pause(row) for row in pauses}
-
-
-def _pause(row: list[Any]) -> PauseInfo:
-    _task, reason, since, host, usr = row
-    moment = datetime.fromisoformat(since).astimezone(UTC) if since else None
-    return PauseInfo(reason, moment, host, usr)
+    return rows.pauses(pauses, skipped)
 
 
 def _refuse_newer(version: int | None, url: str) -> None:

@@ -204,7 +204,7 @@ def test_every_filter_is_answered_on_an_index_without_sorting(
             # the page's order under the filter. Without one, the plan still sorts.
             cur.execute("SET enable_seqscan = off; SET enable_sort = off; "
                         "SET enable_bitmapscan = off")  # fmt: skip
-            fleet.page(cur, fleet.Scope(None), wanted)
+            fleet.page(cur, fleet.Scope(None), coord.skipped, wanted)
             cur.execute(b"EXPLAIN " + cur.query)
             plan = "\n".join(str(line[0]) for line in cur.fetchall())
             cur.execute("RESET ALL")
@@ -307,7 +307,7 @@ def test_the_planner_walks_the_index_on_a_real_sized_history(
         pg_server.sql("ANALYZE cronctl.runs", database_of(pg_url))
 
         def explain(cur: Any) -> str:
-            fleet.page(cur, store.scope, RunQuery(host="host-7", limit=51))
+            fleet.page(cur, store.scope, store.skipped, RunQuery(host="host-7", limit=51))
             cur.execute(b"EXPLAIN " + cur.query)
             return "\n".join(str(line[0]) for line in cur.fetchall())
 

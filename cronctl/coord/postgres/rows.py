@@ -1,0 +1,205 @@
+"""Rows read from the store are untrusted input (docs/guarantees.md#what-the-store-holds):
+any fleet member, an older cronctl or a person with ``psql`` can write whatever a column
+allows. Every reader builds its values through the checks here, and a row that fails one is
+skipped, named once on stderr by its table and key, and counted (the dashboard shows the
+count); it never stops a run, a ``work`` tick, a plain task, another project or a view.
+
+Instants are read by :func:`register`'s caster, which never raises: ``infinity``, year
+20000 or a year before 1 arrive as :class:`Unreadable` (the driver's own caster raises
+while fetching, which lost every row of the answer with the bad one). Text is kept as
+written; views show it as task output (core/visible.py).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import sys
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+from cronctl.coord.port import PauseInfo
+from cronctl.core.visible import visible
+
+T = TypeVar("T")
+U = TypeVar("U")
+#: The longest name (task, host, user, version, outcome) and free text (a reason, a run's
+#: message, its published output tail) a row may hold: far beyond what cronctl writes.
+NAME_MAX = 1024
+TEXT_MAX = 64 * 1024
+#: What a run id may look like (cronctl writes ``20260803T0900Z-<16 hex digits>``): it is
+#: a part of the dashboard's addresses, so never a ``/`` or a ``..``.
+#: The condition (SQL) of an instant within years 1 to 9999, which Python can hold.
+IN_RANGE = "BETWEEN '0001-01-01 00:00:00+00' AND '9999-12-31 23:59:59.999999+00'"
+_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:+-]{0,127}")
+
+
+@dataclass(frozen=True, slots=True)
+class Unreadable:
+    """An instant the store holds but Python cannot: its text as the store sent it."""
+
+    text: str
+
+
+class BadRow(ValueError):
+    """A value of a row that no reader may use: the column and what it holds."""
+
+    def __init__(self, column: str, value: object) -> None:
+        shown = value.text if isinstance(value, Unreadable) else value
+        if isinstance(shown, str) and len(shown) > 40:
+            shown = f"{len(shown)} characters"
+        super().__init__(f"{column} = {shown!r}")
+
+
+def register(conn: Any) -> None:
+    """Make ``conn`` read every ``timestamptz`` in UTC, an out-of-range one as
+    :class:`Unreadable` rather than an error."""
+    import psycopg2.extensions as ext
+
+    default = ext.PYDATETIMETZ
+
+    def cast(value: str | None, cur: Any) -> datetime | Unreadable | None:
+        if value is None:
+            return None
+        try:
+            # The driver reads infinity as datetime.max: a time no reader can compute with.
+            if value.endswith("infinity"):
+                raise ValueError(value)
+            moment: datetime = default(value, cur).astimezone(UTC)
+        except (ValueError, OverflowError):
+            return Unreadable(value)
+        return moment
+
+    ext.register_type(ext.new_type(default.values, "CRONCTL_TIMESTAMPTZ", cast), conn)
+
+
+def instant(value: object, column: str) -> datetime:
+    """A time of a NOT NULL column."""
+    if not isinstance(value, datetime):
+        raise BadRow(column, value)
+    return value
+
+
+def maybe_instant(value: object, column: str) -> datetime | None:
+    """A time, or None."""
+    return None if value is None else instant(value, column)
+
+
+def iso_instant(value: object, column: str) -> datetime | None:
+    """A time the store sent as JSON text (``json_build_array``), or None."""
+    if value is None:
+        return None
+    try:
+        return datetime.fromisoformat(str(value)).astimezone(UTC)
+    except (ValueError, OverflowError):
+        raise BadRow(column, value) from None
+
+
+def number(value: object, column: str) -> float | None:
+    """A finite number, or None."""
+    if value is None:
+        return None
+    if not isinstance(value, int | float) or not math.isfinite(value):
+        raise BadRow(column, value)
+    return float(value)
+
+
+def seconds(value: object, column: str) -> float | None:
+    """A length of time (0 to about 30 years), or None."""
+    found = number(value, column)
+    if found is not None and not 0 <= found <= 10**9:
+        raise BadRow(column, value)
+    return found
+
+
+def name(value: object, column: str) -> str:
+    """A short text of a NOT NULL column (a task, a host)."""
+    return text(value, column, NAME_MAX)
+
+
+def text(value: object, column: str, limit: int = TEXT_MAX) -> str:
+    """A text within ``limit`` characters."""
+    if not isinstance(value, str) or len(value) > limit:
+        raise BadRow(column, value)
+    return value
+
+
+def maybe_text(value: object, column: str, limit: int = TEXT_MAX) -> str | None:
+    """A text within ``limit`` characters, or None."""
+    return None if value is None else text(value, column, limit)
+
+
+def run_id(value: object, column: str = "id") -> str:
+    """A run id, which the dashboard puts in its addresses."""
+    if not isinstance(value, str) or not _RUN_ID.fullmatch(value) or ".." in value:
+        raise BadRow(column, value)
+    return value
+
+
+def pid(value: object, column: str) -> int | None:
+    """A process id (positive), or None: a reader may signal or look up what it names."""
+    if value is None:
+        return None
+    if not isinstance(value, int) or not 0 < value < 2**31:
+        raise BadRow(column, value)
+    return value
+
+
+def pauses(found: Iterable[Sequence[Any]], skipped: Skipped) -> dict[str, PauseInfo]:
+    """Stored task name -> its pause, from rows of (task, reason, since as JSON text, host,
+    user). A pause with a value that cannot be read still pauses its task (a pause that
+    vanished would run what an operator stopped): the value is left out, the row named."""
+    paused = {}
+    for task, *values in found:
+        fields: list[Any] = []
+        for column, value in zip(("reason", "since", "host", "usr"), values, strict=True):
+            try:
+                read = iso_instant if column == "since" else maybe_text
+                fields.append(read(value, column))
+            except BadRow as problem:
+                skipped.skip("pauses", str(task), problem)
+                fields.append(None)
+        paused[str(task)] = PauseInfo(*fields)
+    return paused
+
+
+class Skipped:
+    """The rows this process could not read: each named once (``warn``), all counted."""
+
+    def __init__(self, warn: Callable[[str], None] | None = None) -> None:
+        self._warn = warn or (lambda message: print(message, file=sys.stderr, flush=True))
+        self._named: set[tuple[str, str]] = set()
+        self._mutex = threading.Lock()
+
+    @property
+    def count(self) -> int:
+        """How many distinct rows were skipped so far."""
+        return len(self._named)
+
+    def skip(self, table: str, key: str, problem: BadRow) -> None:
+        """Name a bad row, the first time only (a ``work`` loop reads it every minute)."""
+        with self._mutex:
+            if (table, key) in self._named:
+                return
+            self._named.add((table, key))
+        shown = key if len(key) <= 80 else key[:80] + "..."
+        self._warn(
+            "cronctl: warning: skipped a row of the coordination store that cannot be read: "
+            + visible(f"cronctl.{table} {shown!r}: {problem}", one_line=True)
+            + "; fix or delete the row (docs/guarantees.md#what-the-store-holds)"
+        )
+
+    def keep(
+        self, rows: Iterable[T], build: Callable[[T], U], table: str, key: Callable[[T], object]
+    ) -> list[U]:
+        """``build(row)`` of every row that can be read; the others skipped by ``key(row)``."""
+        built = []
+        for row in rows:
+            try:
+                built.append(build(row))
+            except BadRow as problem:
+                self.skip(table, str(key(row)), problem)
+        return built
