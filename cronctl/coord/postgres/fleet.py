@@ -71,14 +71,12 @@ def check_in(cur: Any, scope: Scope, host: str, clock: datetime) -> bytes:
 def _run(row: Sequence[Any], scope: Scope) -> RunRow:
     """A record from a row of _COLUMNS, built by position (the overview of a large fleet
     builds tens of thousands: docs/dashboard.md#speed), each value checked (rows.py)."""
+    rows.check_run(row)
     rid, task, occurrence, host, pid, outcome, exit_code, started, ended, *rest = row
     duration_s, message, trigger, attempt = rest
     return RunRow(
-        rows.run_id(rid), scope.name(rows.name(task, "task")),
-        rows.instant(occurrence, "occurrence"), rows.name(outcome, "outcome"),
-        rows.name(host, "host"), pid, exit_code, rows.maybe_instant(started, "started"),
-        rows.maybe_instant(ended, "ended"), rows.number(duration_s, "duration_s"), None, "",
-        rows.maybe_text(message, "message"), rows.name(trigger, "trigger"), attempt,
+        rid, scope.name(task), occurrence, outcome, host, pid, exit_code, started, ended,
+        duration_s, None, "", message, trigger, attempt,
     )  # fmt: skip
 
 

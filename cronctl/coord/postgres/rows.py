@@ -148,6 +148,36 @@ def pid(value: object, column: str) -> int | None:
     return value
 
 
+def check_run(row: Sequence[Any]) -> None:
+    """Raise :class:`BadRow` for the first value of a ``runs`` or ``latest`` row (in the
+    order of schema.RUN_COLUMNS) that no reader can use.
+
+    One test of the whole row first, without a call per value: the fleet overview reads
+    thousands of rows per page, and nearly all of them are fine."""
+    rid, task, occurrence, host, _pid, outcome, _code, started, ended, *rest = row
+    duration_s, message, trigger, _attempt = rest
+    if (
+        type(occurrence) is datetime
+        and (started is None or type(started) is datetime)
+        and (ended is None or type(ended) is datetime)
+        and (duration_s is None or math.isfinite(duration_s))
+        and len(task) + len(host) + len(outcome) + len(trigger) <= NAME_MAX
+        and (message is None or len(message) <= TEXT_MAX)
+        and _RUN_ID.fullmatch(rid)
+        and ".." not in rid
+    ):
+        return
+    run_id(rid)
+    for column, value in (("task", task), ("host", host), ("outcome", outcome),
+                          ("trigger", trigger)):  # fmt: skip
+        name(value, column)
+    instant(occurrence, "occurrence")
+    maybe_instant(started, "started")
+    maybe_instant(ended, "ended")
+    number(duration_s, "duration_s")
+    maybe_text(message, "message")
+
+
 def pauses(found: Iterable[Sequence[Any]], skipped: Skipped) -> dict[str, PauseInfo]:
     """Stored task name -> its pause, from rows of (task, reason, since as JSON text, host,
     user). A pause with a value that cannot be read still pauses its task (a pause that
