@@ -22,6 +22,7 @@ from cronctl.commands.schedule import check as check_schedule
 from cronctl.coord import open_coordinator
 from cronctl.coord.port import StoreUnavailable
 from cronctl.core.model import Problem, Schedule
+from cronctl.core.warncodes import TASK_WARNINGS, acknowledged
 from cronctl.edge.callers import find_callers
 from cronctl.edge.dirs import metrics_file_problems
 from cronctl.edge.paths import open_dir
@@ -84,7 +85,7 @@ def _schedule(schedule: Schedule, now: datetime) -> list[Finding]:
     """`check`'s verdict (without the lock_dir warning, judged on its own below)."""
     files = ", ".join(str(f) for f in schedule.files) or "no schedule file"
     subject = "schedule"
-    problems = check_schedule(schedule, now, [], strict=False).problems
+    checked = check_schedule(schedule, now, [], strict=False)
     findings = [
         Finding(
             "problem" if p.severity == "error" else "warning",
@@ -92,15 +93,27 @@ def _schedule(schedule: Schedule, now: datetime) -> list[Finding]:
             p.describe(),
             "fix it (`cronctl check` lists every problem); `run` refuses a schedule with errors"
             if p.severity == "error"
+            else _WARNING_ADVICE
+            if p.code in TASK_WARNINGS
             else "see `cronctl check`",
         )
-        for p in problems
+        for p in checked.problems
     ]
-    if not findings:
+    # Acknowledged warnings are neither shown nor counted (a probe must be able to pass),
+    # only said, as `check` says them.
+    if checked.acknowledged:
+        findings.append(Finding("note", subject, acknowledged(checked.acknowledged)))
+    if not any(f.level != "note" for f in findings):
         count = len(schedule.tasks)
         tasks = f"{count} task{'s' * (count != 1)}"
-        findings.append(Finding("ok", subject, f"{files}: {tasks}, no problems"))
+        findings.insert(0, Finding("ok", subject, f"{files}: {tasks}, no problems"))
     return findings
+
+
+_WARNING_ADVICE = (
+    "see `cronctl check`; once read and accepted, add its code to the task's ignore_warnings "
+    "(docs/schedule-file.md#warnings)"
+)
 
 
 def _metrics(schedule: Schedule) -> list[Finding]:

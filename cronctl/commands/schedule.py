@@ -18,6 +18,7 @@ from cronctl.core.minutes import minute_floor
 from cronctl.core.model import Problem, Schedule, Task, problem_order
 from cronctl.core.opskeys import ops_problems, runs_on
 from cronctl.core.values import LATEST
+from cronctl.core.warncodes import acknowledge
 from cronctl.core.zones import next_occurrence, parse_zone, walls_at
 from cronctl.edge import secrets
 from cronctl.edge.paths import write_new
@@ -30,6 +31,7 @@ class CheckResult:
 
     problems: list[Problem]
     strict: bool = False
+    acknowledged: int = 0  # warnings left out: their tasks' ignore_warnings accept them
 
     @property
     def ok(self) -> bool:
@@ -85,8 +87,9 @@ def check(schedule: Schedule, now: datetime, extra: list[Problem], strict: bool)
     problems = list(schedule.problems) + schedule_warnings(schedule, now) + extra
     problems += ops_problems(schedule, now)
     problems += secret_file_problems(schedule, os.environ)
+    problems, acknowledged = acknowledge(problems, schedule.tasks)
     problems.sort(key=problem_order)
-    return CheckResult(problems, strict)
+    return CheckResult(problems, strict, acknowledged)
 
 
 def secret_file_problems(schedule: Schedule, env: Mapping[str, str]) -> list[Problem]:
@@ -127,9 +130,8 @@ def list_tasks(
         paused_now = t.paused or t.name in paused
         other_hosts = host is not None and not runs_on(t, host)
         rows.append(TaskRow(t, next_runs[key], paused_now, last_runs.get(t.name), other_hosts))
-    problems = sorted(
-        list(schedule.problems) + schedule_warnings(schedule, now) + extra, key=problem_order
-    )
+    problems = list(schedule.problems) + schedule_warnings(schedule, now) + extra
+    problems = sorted(acknowledge(problems, schedule.tasks)[0], key=problem_order)
     return ListResult(rows, problems)
 
 

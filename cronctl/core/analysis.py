@@ -38,8 +38,8 @@ def schedule_warnings(schedule: Schedule, now: datetime) -> list[Problem]:
 def herd_problems(schedule: Schedule, now: datetime) -> list[Problem]:
     """More than `herd_limit` tasks starting in one minute (README, Herds), located at the first."""
     return [
-        Problem(str(task.source), task.line, None, "warning", "herd", message)
-        for task, message in herd_warnings(schedule.tasks, now, schedule.settings.herd_limit)
+        Problem(str(task.source), task.line, None, "warning", "herd", message, names)
+        for task, message, names in herd_warnings(schedule.tasks, now, schedule.settings.herd_limit)
     ]
 
 
@@ -77,7 +77,9 @@ def _task_notes(task: Task, now: datetime) -> list[tuple[str, str]]:
             f"one-shot time {format_utc(task.at)} has passed; it will not run "
             "again; remove the task",
         )
-    if task.cron is not None and not task.zone.fixed:
+    # A task whose hour field names every hour (`every_minute`, `*/15 * * * *`) loses or
+    # doubles its runs in a changed hour because that is what its schedule says: no warning.
+    if task.cron is not None and not task.zone.fixed and len(task.cron.hours) < 24:
         for code, message in _dst_messages(task.cron, task.zone, task.misfire, now):
             warn(code, message)
     return found

@@ -267,8 +267,10 @@ def _jittered(task: Task) -> bool:
 HERD_WINDOW = timedelta(days=7)
 
 
-def herd_warnings(tasks: Sequence[Task], now: datetime, limit: int) -> list[tuple[Task, str]]:
-    """For `check`: each herd in the next 7 days as (its first task, the message)."""
+def herd_warnings(
+    tasks: Sequence[Task], now: datetime, limit: int
+) -> list[tuple[Task, str, tuple[str, ...]]]:
+    """For `check`: each herd in the next 7 days as (its first task, the message, its tasks)."""
     by_name = {t.name: t for t in tasks}
     found = []
     for herd in find_herds(tasks, now, now + HERD_WINDOW, limit):
@@ -283,5 +285,5 @@ def herd_warnings(tasks: Sequence[Task], now: datetime, limit: int) -> list[tupl
             f"more than herd_limit {limit}: {names}; give some of them a `jitter` "
             '(e.g. jitter = "5m") or move them to other minutes'
         )
-        found.append((by_name[herd.tasks[0]], message))
+        found.append((by_name[herd.tasks[0]], message, herd.tasks))
     return found

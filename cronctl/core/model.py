@@ -30,13 +30,18 @@ class Problem:
     severity: str  # "error" or "warning"
     code: str
     message: str
+    # The tasks a warning is about when it names several (a herd): it is acknowledged only
+    # when every one of them accepts its code (core/warncodes.py).
+    about: tuple[str, ...] = ()
 
     def describe(self) -> str:
-        """`FILE:LINE: task NAME: message`, the form editors and CI logs link to."""
+        """`FILE:LINE: task NAME: message`, the form editors and CI logs link to; a warning
+        ends with its code, the name `ignore_warnings` accepts it by."""
         where = f"{self.file}:{self.line}" if self.line is not None else self.file
         task = f" task {self.task}:" if self.task else ""
-        label = "" if self.severity == "error" else f" {self.severity}:"
-        return f"{where}:{task}{label} {self.message}"
+        if self.severity == "error":
+            return f"{where}:{task} {self.message}"
+        return f"{where}:{task} {self.severity}: {self.message} [{self.code}]"
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +97,8 @@ class Task:
     notify: str = "always"
     # Run once by `cronctl work` when it starts, besides the schedule (if any).
     on_start: bool = False
+    # The warning codes acknowledged for this task, its own and [defaults]' (warncodes.py).
+    ignore_warnings: tuple[str, ...] = ()
 
     # Secrets read from files at each run (edge/secrets.py): the paths as written, never a
     # value. `max_output` in bytes (0: no cap); None until the [cronctl] default is applied.

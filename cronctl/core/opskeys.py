@@ -1,4 +1,5 @@
-"""The operating keys (hosts, retries, jitter, pings, hooks, notify): checks and values.
+"""The operating keys (hosts, retries, jitter, pings, hooks, notify, ignore_warnings): checks
+and values.
 
 Their checks, their values on a Task, and the calendar checks `check` adds for them (README,
 "Operating tasks day to day").
@@ -17,6 +18,7 @@ from urllib.parse import urlsplit
 
 from cronctl.core.model import NOTIFY_MODES, Problem, Schedule, Task, format_duration
 from cronctl.core.values import check_text, parse_duration
+from cronctl.core.warncodes import ignore_problem
 from cronctl.core.zones import occurrences_after
 from cronctl.errors import DurationError
 
@@ -48,6 +50,7 @@ OPS_KEYS: dict[str, tuple[Callable[[object], bool], str]] = {
     "on_failure": (_is_str, "a shell command string"),
     "on_success": (_is_str, "a shell command string"),
     "notify": (_is_str, 'one of "always", "change"'),
+    "ignore_warnings": (_is_str_list, 'an array of warning codes, e.g. ["dst-gap"]'),
 }
 
 
@@ -70,6 +73,8 @@ def ops_value_problem(key: str, value: Any) -> tuple[str, str] | None:
         return _url_problem(value)
     elif key == "hosts":
         return _hosts_problem(value)
+    elif key == "ignore_warnings":
+        return ignore_problem(value)
     return None
 
 
@@ -135,6 +140,8 @@ def ops_fields(settings: dict[str, Any]) -> dict[str, Any]:
     fields: dict[str, Any] = {}
     if "hosts" in settings:
         fields["hosts"] = tuple(settings["hosts"])
+    if "ignore_warnings" in settings:
+        fields["ignore_warnings"] = tuple(settings["ignore_warnings"])
     if "retries" in settings:
         fields["retries"] = settings["retries"]
     if "retry_delay" in settings:

@@ -22,6 +22,7 @@ from cronctl.core.values import (
     check_env,
     check_line,
     check_text,
+    did_you_mean,
     parse_duration,
     resolve_path,
 )
@@ -166,14 +167,6 @@ class _Reporter:
         self.result.problems.append(
             Problem(self.result.display, line, task, severity, code, message)
         )
-
-
-def did_you_mean(key: str, known: list[str] | tuple[str, ...]) -> str:
-    """' (did you mean "x"?)' when a known key is close, else ''."""
-    import difflib  # only for a misspelt key
-
-    close = difflib.get_close_matches(key, list(known), n=1, cutoff=0.7)
-    return f' (did you mean "{close[0]}"?)' if close else ""
 
 
 def parse_document(doc: dict[str, Any], lines: LineIndex, result: FileResult) -> None:
@@ -480,10 +473,13 @@ def _parse_task(
     # below still run so that one pass reports every problem.
     env = raw.get("env", {})
     settings["env"] = {**defaults.get("env", {}), **(env if isinstance(env, dict) else {})}
-    # The defaults' env_files, then the task's (a later file wins a name both set).
-    own = raw.get("env_files", ())
-    files = [*defaults.get("env_files", ()), *(own if isinstance(own, list) else ())]
-    settings["env_files"] = tuple(dict.fromkeys(files))
+    # Lists that add to the defaults' rather than replace them: env_files (a later file wins
+    # a name both set) and ignore_warnings (a task accepting one more code keeps the codes its
+    # [defaults] accepted for the whole file, such as a shared zone's dst-gap).
+    for joined in ("env_files", "ignore_warnings"):
+        own = raw.get(joined, ())
+        items = [*defaults.get(joined, ()), *(own if isinstance(own, list) else ())]
+        settings[joined] = tuple(dict.fromkeys(items))
     if isinstance(raw.get("env_from_file"), dict) and (
         both := secret_names(raw["env_from_file"], settings["env"])
     ):

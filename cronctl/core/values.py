@@ -167,3 +167,11 @@ def parse_day_of_week(value: object) -> int:
     if isinstance(value, str) and value.upper() in _DAY_NAMES:
         return _DAY_NAMES[value.upper()]
     raise ValueError(f'day of week {value!r} is not understood; use 0-7 or a name like "MON"')
+
+
+def did_you_mean(key: str, known: list[str] | tuple[str, ...]) -> str:
+    """' (did you mean "x"?)' when a known key (or code) is close, else ''."""
+    import difflib  # only for a misspelt key
+
+    close = difflib.get_close_matches(key, list(known), n=1, cutoff=0.7)
+    return f' (did you mean "{close[0]}"?)' if close else ""

@@ -105,3 +105,25 @@ def test_unreadable_places_never_fail_it(cli: Cli, tmp_path: Path) -> None:
     doctor = cli("doctor", "--now", NOW, env={**env, "HOME": "/nonexistent"})
     assert doctor.returncode == 0, doctor.stdout + doctor.stderr
     assert "note    callers:" in doctor.stdout
+
+
+def test_acknowledged_warnings_are_counted_not_shown_and_do_not_fail(
+    cli: Cli, tmp_path: Path
+) -> None:
+    night = 'name = "night"\ncron = "30 2 * * *"\ncommand = "true"'
+    zone = '[defaults]\ntimezone = "Europe/Berlin"\n'
+    write_schedule(tmp_path / "schedules.toml", [night, HOURLY], zone)
+    env = _no_crontab(tmp_path)
+    warned = cli("doctor", "--now", NOW, env=env)
+    assert warned.returncode == 1, warned.stdout
+    assert warned.stdout.count("WARN    schedule: ") == 2  # the gap and the overlap; not hourly
+    assert "[dst-gap]" in warned.stdout and "add its code to the task's ignore_warnings" in (
+        warned.stdout
+    )
+    accepted = zone + 'ignore_warnings = ["dst-gap", "dst-overlap"]\n'
+    write_schedule(tmp_path / "schedules.toml", [night, HOURLY], accepted)
+    doctor = cli("doctor", "--now", NOW, env=env)
+    assert doctor.returncode == 0, doctor.stdout
+    assert "WARN" not in doctor.stdout
+    assert "ok      schedule: schedules.toml: 2 tasks, no problems" in doctor.stdout
+    assert "note    schedule: 2 warnings acknowledged by ignore_warnings" in doctor.stdout

@@ -501,7 +501,25 @@ timezone = "Europe/Berlin"
 [[task]]
 name = "berlin-wildcard"
 command = "true"
+cron = "*/15 2 * * *"
+timezone = "Europe/Berlin"
+
+[[task]]
+name = "berlin-every-hour"
+command = "true"
 every_minutes = 15
+timezone = "Europe/Berlin"
+
+[[task]]
+name = "berlin-every-minute"
+command = "true"
+every_minute = true
+timezone = "Europe/Berlin"
+
+[[task]]
+name = "berlin-hourly"
+command = "true"
+hourly_at = 30
 timezone = "Europe/Berlin"
 
 [[task]]
@@ -553,10 +571,16 @@ EXPECTED_WARNINGS = {
         ("dst-gap", "2026-03-29", "runs once at 03:00"),
         ("dst-overlap", "2026-10-25", "at the first pass"),
     ],
+    # A wildcard task whose runs inside one hour are lost or doubled: worth a warning.
     "berlin-wildcard": [
         ("dst-gap", "2026-03-29", "do not happen"),
         ("dst-overlap", "2026-10-25", "both passes"),
     ],
+    # A task that runs in every hour: losing or doubling the changed hour's runs is what its
+    # schedule says (docs/schedule-file.md#warnings).
+    "berlin-every-hour": [],
+    "berlin-every-minute": [],
+    "berlin-hourly": [],
     "new-york-overlap": [("dst-overlap", "2026-11-01", "at the first pass")],
     "lord-howe-gap": [("dst-gap", "2026-10-04", "runs once at 02:30")],
     "lord-howe-overlap": [("dst-overlap", "2026-04-05", "at the first pass")],

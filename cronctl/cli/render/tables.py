@@ -16,6 +16,7 @@ from cronctl.cli.render.fit import TIMES, short_time
 from cronctl.cli.render.runs import emit_json, render_problems, run_json, run_kind, visible
 from cronctl.core.describe import describe, gap_note
 from cronctl.core.model import Problem, format_utc
+from cronctl.core.warncodes import acknowledged
 from cronctl.core.zones import Zone, parse_zone
 
 if TYPE_CHECKING:
@@ -129,18 +130,22 @@ def summary(problems: Sequence[Problem]) -> str:
 def render_check(result: CheckResult, fmt: str, task_count: int, file_count: int) -> None:
     """`check` in text, json or github form."""
     if fmt == "json":
-        emit_json({"ok": result.ok, "problems": [problem_json(p) for p in result.problems]})
+        problems = [problem_json(p) for p in result.problems]
+        emit_json({"ok": result.ok, "problems": problems, "acknowledged": result.acknowledged})
         return
     for problem in result.problems:
         if fmt == "github":
             print(_github(problem))
         else:
             print(problem.describe())
+    if fmt == "github" and result.acknowledged:
+        print(f"::notice title=cronctl::{acknowledged(result.acknowledged)}")
     if fmt == "text":
         verdict = "ok" if result.ok else "failed"
         print(
             f"{verdict}: {task_count} task{'s' * (task_count != 1)} in {file_count} "
             f"file{'s' * (file_count != 1)}; {summary(result.problems)}"
+            f"{', ' + acknowledged(result.acknowledged) if result.acknowledged else ''}"
         )
 
 
