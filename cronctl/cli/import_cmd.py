@@ -8,6 +8,8 @@ mapped in cronctl.cli.main).
 
 from __future__ import annotations
 
+import os
+import pwd
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -16,6 +18,7 @@ import typer
 
 from cronctl.cli.render.runs import visible
 from cronctl.commands.importer import import_crontab
+from cronctl.core.crontab import USER_NAME
 from cronctl.edge.paths import write_new
 from cronctl.errors import UsageError
 
@@ -48,19 +51,44 @@ def import_command(
         ),
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing FILE.")] = False,
+    user: Annotated[
+        str | None,
+        typer.Option(
+            "--user",
+            metavar="NAME",
+            help="With --system: the user cronctl will run as (default: you). A line for "
+            "another user runs through `runuser -u USER --`.",
+            show_default=False,
+        ),
+    ] = None,
+    skip_other_users: Annotated[
+        bool,
+        typer.Option(
+            "--skip-other-users",
+            help="With --system: leave out the lines for users other than --user (exit 1).",
+        ),
+    ] = False,
 ) -> None:
     """Convert a crontab to a schedule file; report what was left out (exit 1 if anything).
 
     \b
     Example:
       crontab -l | cronctl import - -o schedules.toml
+      cronctl import --system /etc/cron.d/app --user root -o schedules.toml
     """
     source = "<stdin>" if crontab == STDIN else crontab
     if output is not None and not force and output.exists():
         # Checked before reading, so a pipe is not consumed for nothing.
         raise UsageError(f"{output} already exists; pass --force to overwrite it")
+    run_as = _run_as(user)
     text = _read(crontab, source)
-    result = import_crontab(text, system=system, source_name=source)
+    result = import_crontab(
+        text,
+        system=system,
+        source_name=source,
+        run_as=run_as,
+        skip_other_users=skip_other_users,
+    )
     if output is None:
         sys.stdout.write(result.toml)
         sys.stdout.flush()
@@ -77,6 +105,18 @@ def import_command(
             f"wrote {output} ({count}); check it with: cronctl check -f {output}", file=sys.stderr
         )
     raise typer.Exit(result.exit_status)
+
+
+def _run_as(user: str | None) -> str:
+    """The user cronctl will run the imported file as: --user, else whoever imports it."""
+    if user is None:
+        try:
+            return pwd.getpwuid(os.geteuid()).pw_name
+        except KeyError:  # a uid with no passwd entry (a container's): named by its number
+            return str(os.geteuid())
+    if not USER_NAME.fullmatch(user):
+        raise UsageError(f"--user {user[:80]!r} is not a user name")
+    return user
 
 
 def _read(crontab: str, source: str) -> str:

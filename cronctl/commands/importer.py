@@ -35,16 +35,28 @@ class ImportResult:
         return 1 if self.left_out else 0
 
 
-def import_crontab(text: str, *, system: bool, source_name: str) -> ImportResult:
-    """Convert a crontab; `source_name` names it in the header and in the report lines."""
-    converted = parse_crontab(text, system=system)
+def import_crontab(
+    text: str,
+    *,
+    system: bool,
+    source_name: str,
+    run_as: str = "root",
+    skip_other_users: bool = False,
+) -> ImportResult:
+    """Convert a crontab; `source_name` names it in the header and in the report lines.
+
+    `run_as`: the user cronctl will run the file as; a system line for another user keeps
+    its user through `runuser`, or is left out with `skip_other_users` (core/crontab.py).
+    """
+    converted = parse_crontab(text, system=system, run_as=run_as, skip_other_users=skip_other_users)
     document: dict[str, Any] = {}
     if converted.defaults:
         document["defaults"] = converted.defaults
     if converted.tasks:
         document["task"] = list(converted.tasks)
     body = tomli_w.dumps(document)
-    toml = _header(converted, system, _printable(source_name)) + ("\n" + body if body else "")
+    header = _header(converted, run_as if system else None, _printable(source_name))
+    toml = header + ("\n" + body if body else "")
     _verify(toml)
     return ImportResult(
         toml=toml,
@@ -54,7 +66,9 @@ def import_crontab(text: str, *, system: bool, source_name: str) -> ImportResult
     )
 
 
-def _header(converted: CrontabImport, system: bool, source: str) -> str:
+def _header(converted: CrontabImport, run_as: str | None, source: str) -> str:
+    """The file's opening comment; `run_as` for a system crontab (None for a user's)."""
+    system = run_as is not None
     lines = [
         f"Imported by `cronctl import{' --system' if system else ''}` from {source}.",
         "Review it, then validate it with `cronctl check -f FILE`.",
@@ -73,8 +87,10 @@ def _header(converted: CrontabImport, system: bool, source: str) -> str:
         ]
     if system and tasks:
         lines += [
-            "cron ran each line as the user in its user field; cronctl runs every command",
-            "as the user that runs cronctl (the user is in each description).",
+            "cron ran each line as the user in its user field; this file is for cronctl",
+            f"running as {_printable(str(run_as))}: a line for another user runs its command",
+            "through `runuser -u USER --` or is left out (see the report; the user is in",
+            "each description).",
         ]
     return "".join(f"# {line}\n" for line in lines)
 

@@ -70,16 +70,24 @@ _ATOM = rf"(?:\d+[LW]?|LW|L|W|H|{_MONTH_NAMES}|{_DAY_NAMES})(?:#\d+)?"
 _ITEM = rf"(?:\*|\?|{_ATOM}(?:-{_ATOM})?)(?:/\d+)?"
 # A token that can only be a time field: used to count seconds and year fields.
 _TIME_FIELD = re.compile(rf"^{_ITEM}(?:,{_ITEM})*$", re.IGNORECASE)
-_USER = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*\$?$")
+#: A user name as the user field of a system crontab holds it (and `import --user` takes it).
+USER_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*\$?$")
 
 _ALL_WEEKDAYS = frozenset(range(7))
 _MON_FRI = frozenset(range(1, 6))
 _SAT_SUN = frozenset({0, 6})
 
 
-def parse_crontab(text: str, *, system: bool) -> CrontabImport:
-    """Convert a crontab's text; `system` for the format with a user field."""
-    builder = _Builder(system)
+def parse_crontab(
+    text: str, *, system: bool, run_as: str = "root", skip_other_users: bool = False
+) -> CrontabImport:
+    """Convert a crontab's text; `system` for the format with a user field.
+
+    `run_as` is the user cronctl will run the file as. A system line for another user keeps
+    its user: its command runs through `runuser -u USER --` (which needs root), or with
+    `skip_other_users` the line is left out. Who runs a job never changes silently.
+    """
+    builder = _Builder(system, run_as, skip_other_users)
     # Cron splits lines on "\n" only; rstrip drops CRLF's "\r" and trailing blanks.
     for number, raw in enumerate(text.removeprefix("\ufeff").split("\n"), start=1):
         line = raw.rstrip()
@@ -106,7 +114,7 @@ def parse_crontab(text: str, *, system: bool) -> CrontabImport:
 class _Pending:
     name: str
     description: str
-    command: str
+    command: str | list[str]
     schedule: dict[str, Any]
     settings: dict[str, Any]  # flat: "timezone", "shell", "workdir", "env.NAME"
 
@@ -114,6 +122,8 @@ class _Pending:
 @dataclass
 class _Builder:
     system: bool
+    run_as: str
+    skip_other_users: bool
     env: dict[str, tuple[str, int]] = field(default_factory=dict)
     env_lines: list[tuple[int, str]] = field(default_factory=list)
     last_entry: int = 0
@@ -193,7 +203,7 @@ class _Builder:
                 return
             user = tokens[fields].group()
             fields += 1
-            if not _USER.match(user):
+            if not USER_NAME.match(user):
                 self.say(
                     number,
                     f"left out: the user field {user!r} is not a user name; if this is a user "
@@ -220,7 +230,7 @@ class _Builder:
             )
             return
         settings = self.settings(number)
-        if settings is None:
+        if settings is None or (user is not None and not self.keeps_user(number, user)):
             return
         if user is not None:
             self.users.setdefault(user, []).append(number)
@@ -235,7 +245,34 @@ class _Builder:
         # As cron read it, in one line of printable text (an ESC or a stray CR escaped).
         shown = escape_controls(line)
         description = shown if user is None else f"as user {user}: {shown}"
-        self.pending.append(_Pending(name, description, command, schedule, settings))
+        run: str | list[str] = command
+        if user is not None and user != self.run_as:
+            # An array, so no second shell reads the command: the shell cron used runs it,
+            # as the user cron ran it as, exactly as written.
+            run = ["runuser", "-u", user, "--", settings.get("shell", "/bin/sh"), "-c", command]
+        self.pending.append(_Pending(name, description, run, schedule, settings))
+
+    def keeps_user(self, number: int, user: str) -> bool:
+        """Whether a line for `user` can be imported so that `user` still runs it; if not,
+        it is left out and reported."""
+        if user == self.run_as:
+            return True
+        if self.skip_other_users:
+            why = "--skip-other-users leaves it out"
+        elif self.run_as != "root":
+            why = (
+                f"{self.run_as!r} cannot switch to another user (runuser needs root); import "
+                "with --user root if root will run cronctl, or without --system from that "
+                "user's own crontab"
+            )
+        else:
+            return True
+        self.say(
+            number,
+            f"left out: it runs as user {user!r}, and cronctl will run as {self.run_as!r}: {why}",
+            left_out=True,
+        )
+        return False
 
     def settings(self, number: int) -> dict[str, Any] | None:
         """The cronctl keys the environment lines above `number` amount to."""
@@ -284,16 +321,17 @@ class _Builder:
                     left_out=False,
                 )
         for user, lines in self.users.items():
-            more = f" (this line and {len(lines) - 1} more)" if len(lines) > 1 else ""
-            how = f"run cronctl as {user}" + (
-                "" if user == "root" else f", or prefix the commands with `sudo -u {user}`"
-            )
-            self.say(
-                lines[0],
-                f"note: ran as user {user!r}{more}; cronctl runs every command as the user "
-                f"that runs cronctl, so the user is only kept in the description: {how}",
-                left_out=False,
-            )
+            many = len(lines) > 1
+            which = f"line{'s' * many} {', '.join(map(str, lines))} ran as user {user!r}"
+            if user == self.run_as:
+                what = "the user cronctl will run as (--user): unchanged"
+            else:
+                what = (
+                    f"cronctl will run as {self.run_as!r}, so {'their' if many else 'its'} "
+                    f"command{'s' * many} now run{'' if many else 's'} through `runuser -u "
+                    f"{user} -- SHELL -c COMMAND` and {user} still runs {'them' if many else 'it'}"
+                )
+            self.say(lines[0], f"note: {which}; {what}", left_out=False)
         if self.last_entry == 0:
             self.say(None, "note: the crontab holds no scheduled lines", left_out=False)
         common = _common(p.settings for p in self.pending)

@@ -16,6 +16,7 @@ are the specification, not a snapshot to wave through.
 from __future__ import annotations
 
 import os
+import pwd
 import subprocess
 import sys
 from pathlib import Path
@@ -57,7 +58,9 @@ def _expected(crontab: Path, kind: str) -> Path:
 
 def _convert(crontab: Path) -> ImportResult:
     text = crontab.read_bytes().decode("utf-8")
-    return import_crontab(text, system=crontab.name.startswith("system-"), source_name=crontab.name)
+    # As root would run the file: a system line for another user runs through runuser.
+    system = crontab.name.startswith("system-")
+    return import_crontab(text, system=system, source_name=crontab.name, run_as="root")
 
 
 def _report_text(result: ImportResult) -> str:
@@ -144,7 +147,7 @@ def test_cli_shows_the_crontabs_control_characters_in_the_report_never_sends_the
 
 def test_cli_exits_0_when_everything_converted() -> None:
     crontab = CORPUS / "system-debian-etc-crontab.crontab"
-    run = cronctl_import("--system", crontab.name, cwd=CORPUS)
+    run = cronctl_import("--system", "--user", "root", crontab.name, cwd=CORPUS)
     assert run.returncode == 0
     assert run.stdout == _read(_expected(crontab, "toml"))
     assert run.stderr == _read(_expected(crontab, "report"))
@@ -182,7 +185,9 @@ def test_cli_output_file_is_never_overwritten_without_force(tmp_path: Path) -> N
 def test_cli_output_passes_cronctl_check(tmp_path: Path) -> None:
     target = tmp_path / "imported.toml"
     crontab = CORPUS / "system-cron-d-app-several-users.crontab"
-    run = cronctl_import("--system", str(crontab), "-o", str(target), cwd=tmp_path)
+    run = cronctl_import(
+        "--system", "--user", "root", str(crontab), "-o", str(target), cwd=tmp_path
+    )
     assert run.returncode == 1  # MAILTO was left out
     env = {**os.environ, "CRONCTL_STATE_DIR": str(tmp_path / "state")}
     check = subprocess.run(
@@ -213,3 +218,65 @@ def test_cli_non_utf8_crontab_exits_2_naming_the_line(tmp_path: Path) -> None:
     assert run.returncode == 2
     assert run.stderr.startswith("cronctl: error: latin1.crontab:2: not UTF-8 text (byte 0xe9)")
     assert "Traceback" not in run.stderr
+
+
+# --- Who runs a job: `import --system` keeps each line's user -------------------------
+
+THREE_USERS = CORPUS / "system-three-users.crontab"
+
+
+def test_other_users_lines_are_left_out_with_skip_other_users_naming_each() -> None:
+    run = cronctl_import("--system", "--user", "root", "--skip-other-users", THREE_USERS.name,
+                         cwd=CORPUS)  # fmt: skip
+    assert run.returncode == 1
+    left = [line for line in run.stderr.splitlines() if ": left out: " in line]
+    assert [line.split(":")[1] for line in left] == ["6", "9", "10", "16"]
+    assert "left out: it runs as user 'postgres', and cronctl will run as 'root': " in left[0]
+    assert "--skip-other-users leaves it out" in left[0]
+    assert "runuser" not in run.stdout.split("\n\n", 1)[1]  # past the header: no task wraps
+    assert 'command = "/usr/local/sbin/rotate-backups --keep 14"' in run.stdout
+    assert run.stdout.count("[[task]]") == 1
+
+
+def test_a_user_who_is_not_root_keeps_only_their_own_lines() -> None:
+    run = cronctl_import("--system", "--user", "www-data", THREE_USERS.name, cwd=CORPUS)
+    assert run.returncode == 1
+    assert "cronctl will run as 'www-data': 'www-data' cannot switch to another user " in (
+        run.stderr
+    )
+    assert run.stderr.count(": left out: ") == 3  # the two postgres lines and root's
+    assert "lines 9, 10 ran as user 'www-data'; the user cronctl will run as" in run.stderr
+    assert "runuser" not in run.stdout.split("\n\n", 1)[1]
+    assert run.stdout.count("[[task]]") == 2
+
+
+def test_the_importing_user_is_the_default_and_a_bad_user_is_refused() -> None:
+    run = cronctl_import("--system", THREE_USERS.name, cwd=CORPUS)
+    me = pwd.getpwuid(os.geteuid()).pw_name
+    assert f"running as {me}:" in run.stdout
+    bad = cronctl_import("--system", "--user", "-rf", THREE_USERS.name, cwd=CORPUS)
+    assert (bad.returncode, bad.stdout) == (2, "")
+    assert "--user '-rf' is not a user name" in bad.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="runs a command as another user: needs root")
+def test_an_imported_line_for_another_user_still_runs_as_that_user(tmp_path: Path) -> None:
+    (tmp_path / "c.crontab").write_text(
+        'SHELL=/bin/bash\n* * * * * nobody echo "$0 as $(id -un)"\n* * * * * root id -un\n'
+    )
+    run = cronctl_import("--system", "--user", "root", "c.crontab", "-o", "s.toml", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert "line 2 ran as user 'nobody'; cronctl will run as 'root', so its command now runs " \
+        "through `runuser -u nobody -- SHELL -c COMMAND`" in run.stderr  # fmt: skip
+    env = {**os.environ, "CRONCTL_STATE_DIR": str(tmp_path / "state")}
+    said = {}
+    for name in ("echo", "id"):
+        for args in (["exec", name], ["logs", name]):
+            done = subprocess.run(
+                [sys.executable, "-m", "cronctl", *args, "--file", "s.toml"],
+                cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60, check=False,
+            )  # fmt: skip
+            assert done.returncode == 0, done.stdout + done.stderr
+        said[name] = done.stdout.splitlines()[0]
+    # The user cron ran each as, and the shell cron ran the command with (SHELL=).
+    assert said == {"echo": "/bin/bash as nobody", "id": "root"}
