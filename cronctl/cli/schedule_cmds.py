@@ -15,7 +15,7 @@ from cronctl.cli.options import FileOpt, HostOpt, JsonOpt, LockOpt, NowOpt, Stat
 from cronctl.cli.render.diff import diff_github, diff_json, diff_text
 from cronctl.cli.render.runs import emit_json
 from cronctl.cli.render.tables import (
-    problem_json,
+    check_json,
     render_check,
     render_due,
     render_list,
@@ -285,20 +285,13 @@ def check_with_diff(
         # The work tree is checked as usual and its exit status stands: a broken old file
         # must not block the change that fixes it. Only the diff is refused, and said so.
         if fmt == "json":
-            problems = [problem_json(p) for p in result.problems]
-            emit_json({"ok": result.ok, "problems": problems, "diff": None, "diff_error": str(exc)})
+            emit_json({**check_json(result), "diff": None, "diff_error": str(exc)})
             return
         render_check(result, fmt, schedule.tables, len(schedule.files))
         print(str(exc))
         return
     if fmt == "json":
-        emit_json(
-            {
-                "ok": result.ok,
-                "problems": [problem_json(p) for p in result.problems],
-                "diff": diff_json(diff, ref),
-            }
-        )
+        emit_json({**check_json(result), "diff": diff_json(diff, ref)})
         return
     render_check(result, fmt, schedule.tables, len(schedule.files))
     for line in diff_github(diff) if fmt == "github" else diff_text(diff, ref):

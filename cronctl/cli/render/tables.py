@@ -127,11 +127,16 @@ def summary(problems: Sequence[Problem]) -> str:
     return f"{errors} error{'s' * (errors != 1)}, {warnings} warning{'s' * (warnings != 1)}"
 
 
+def check_json(result: CheckResult) -> dict[str, Any]:
+    """`check --format json` as docs/commands.md shows it (`--diff` adds its members)."""
+    problems = [problem_json(p) for p in result.problems]
+    return {"ok": result.ok, "problems": problems, "acknowledged": result.acknowledged}
+
+
 def render_check(result: CheckResult, fmt: str, task_count: int, file_count: int) -> None:
     """`check` in text, json or github form."""
     if fmt == "json":
-        problems = [problem_json(p) for p in result.problems]
-        emit_json({"ok": result.ok, "problems": problems, "acknowledged": result.acknowledged})
+        emit_json(check_json(result))
         return
     for problem in result.problems:
         if fmt == "github":
