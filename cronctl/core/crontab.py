@@ -73,6 +73,8 @@ _TIME_FIELD = re.compile(rf"^{_ITEM}(?:,{_ITEM})*$", re.IGNORECASE)
 #: A user name as the user field of a system crontab holds it (and `import --user` takes it).
 USER_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*\$?$")
 
+RUNUSER = "/sbin/runuser"  # util-linux's; it needs root, as cron did to switch users
+
 _ALL_WEEKDAYS = frozenset(range(7))
 _MON_FRI = frozenset(range(1, 6))
 _SAT_SUN = frozenset({0, 6})
@@ -248,8 +250,10 @@ class _Builder:
         run: str | list[str] = command
         if user is not None and user != self.run_as:
             # An array, so no second shell reads the command: the shell cron used runs it,
-            # as the user cron ran it as, exactly as written.
-            run = ["runuser", "-u", user, "--", settings.get("shell", "/bin/sh"), "-c", command]
+            # as the user cron ran it as, exactly as written. runuser by its path: a
+            # crontab's PATH seldom holds sbin (/sbin is /usr/sbin where /usr is merged).
+            shell = settings.get("shell", "/bin/sh")
+            run = [RUNUSER, "-u", user, "--", shell, "-c", command]
         self.pending.append(_Pending(name, description, run, schedule, settings))
 
     def keeps_user(self, number: int, user: str) -> bool:

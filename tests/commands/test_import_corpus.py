@@ -262,11 +262,13 @@ def test_the_importing_user_is_the_default_and_a_bad_user_is_refused() -> None:
 @pytest.mark.skipif(os.geteuid() != 0, reason="runs a command as another user: needs root")
 def test_an_imported_line_for_another_user_still_runs_as_that_user(tmp_path: Path) -> None:
     (tmp_path / "c.crontab").write_text(
-        'SHELL=/bin/bash\n* * * * * nobody echo "$0 as $(id -un)"\n* * * * * root id -un\n'
+        # A PATH without sbin, as most crontabs have: runuser is named by its path.
+        "SHELL=/bin/bash\nPATH=/usr/bin:/bin\n"
+        '* * * * * nobody echo "$0 as $(id -un)"\n* * * * * root id -un\n'
     )
     run = cronctl_import("--system", "--user", "root", "c.crontab", "-o", "s.toml", cwd=tmp_path)
     assert run.returncode == 0, run.stderr
-    assert "line 2 ran as user 'nobody'; cronctl will run as 'root', so its command now runs " \
+    assert "line 3 ran as user 'nobody'; cronctl will run as 'root', so its command now runs " \
         "through `runuser -u nobody -- SHELL -c COMMAND`" in run.stderr  # fmt: skip
     env = {**os.environ, "CRONCTL_STATE_DIR": str(tmp_path / "state")}
     said = {}
