@@ -26,7 +26,8 @@ from cronctl.cli.serve_auth import (
     origin_problem,
     token_matches,
 )
-from cronctl.commands.serve_actions import ActionConflict, Actions, Actor
+from cronctl.commands.exec import Busy
+from cronctl.commands.serve_actions import Actions, Actor
 from cronctl.errors import CronctlError
 
 if TYPE_CHECKING:
@@ -38,6 +39,8 @@ if TYPE_CHECKING:
 MAX_BODY = 16 * 1024
 #: What the task page says after each action (?done=...): fixed words, never echoed input.
 DONE = {"pause": "paused", "resume": "resumed", "run": "started"}
+#: The heading of the page that says an action was not done.
+NOT_DONE = {"pause": "Not paused", "resume": "Not resumed", "run": "Nothing was started"}
 
 Page = Callable[..., "Response"]
 
@@ -69,7 +72,7 @@ def action_routes(
             return {"paused": True}
         if kind == "resume":
             return {"resumed": actions.resume(name, actor, now)}
-        return {"started": True, "pid": actions.run_now(name, actor, now)}
+        return {"started": True, "run": actions.run_now(name, actor, now)}
 
     def refused(kind: str, name: str, actor: Actor, problem: str) -> None:
         # Refused all the same when the record cannot be written (which stops every action).
@@ -77,7 +80,7 @@ def action_routes(
             actions.record(kind, name, actor, clock(), f"refused: {problem}")
 
     def status_of(exc: CronctlError) -> int:
-        return 409 if isinstance(exc, ActionConflict) else 400
+        return 409 if isinstance(exc, Busy) else 400
 
     def form_endpoint(kind: str) -> Callable[[Request], Any]:
         async def endpoint(request: Request) -> Response:
@@ -97,13 +100,16 @@ def action_routes(
                 fields = {}
             if problem is None and not sessions.csrf_ok(cookie, fields.get("csrf", "")):
                 problem = "the form's CSRF token is missing or wrong: reload the page"
+            heading = NOT_DONE[kind]
             if problem is not None:
                 refused(kind, name, actor, problem)
-                return page("error.html", 403, message=f"refused: {problem}")
+                return page("error.html", 403, message=f"refused: {problem}", heading=heading,
+                            task=name)  # fmt: skip
             try:
                 act(kind, name, actor, fields)
             except CronctlError as exc:
-                return page("error.html", status_of(exc), message=str(exc))
+                return page("error.html", status_of(exc), message=str(exc), heading=heading,
+                            task=name)  # fmt: skip
             return RedirectResponse(f"/tasks/{quote(name, safe='')}?done={kind}", 303,
                                     headers=headers)  # fmt: skip
 

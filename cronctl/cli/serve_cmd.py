@@ -21,8 +21,12 @@ from cronctl.cli.wiring import host_name, load_schedule, parse_instant
 from cronctl.commands.serve import Dashboard
 from cronctl.commands.serve_actions import Actions
 from cronctl.coord import open_coordinator
+from cronctl.coord.port import Coordinator
+from cronctl.core.model import Schedule
 from cronctl.edge import dirs
 from cronctl.errors import UsageError
+from cronctl.run.context import RunContext
+from cronctl.run.once import real_clock
 
 TOKEN_ENV = "CRONCTL_SERVE_TOKEN"  # noqa: S105  (the name of the variable)
 _MIN_TOKEN = 16
@@ -83,21 +87,22 @@ def check_actions(allow: bool, token: str | None) -> None:
         )
 
 
-def exec_command(
-    files: list[Path] | None, states: Path, locks: Path, host: str, url: str | None
-) -> tuple[list[str], dict[str, str]]:
-    """How run now starts `cronctl exec` (the argv before the task's name, and the
-    environment): the server's schedule, directories, host and store; the store's URL in
-    the environment (it may hold a password), and never the dashboard's token."""
-    argv = [sys.executable, "-m", "cronctl", "exec"]
-    for path in files or ():
-        argv += ["--file", str(Path(path).absolute())]
-    argv += ["--state-dir", str(states.absolute()), "--lock-dir", str(locks.absolute())]
-    argv += ["--host", host]
-    env = {k: v for k, v in os.environ.items() if k != TOKEN_ENV}
-    if url is not None:
-        env["CRONCTL_COORDINATION"] = url
-    return [*argv, "--"], env
+def action_context(
+    schedule: Schedule, states: Path, locks: Path, host: str, coord: Coordinator
+) -> RunContext:
+    """What run now runs with: the directories, host and coordinator `serve` resolved (as
+    `cronctl exec` resolves them, once), and the server's environment without the
+    dashboard's token."""
+    return RunContext(
+        state_dir=states,
+        lock_dir=locks,
+        host=host,
+        pid=os.getpid(),
+        env={k: v for k, v in os.environ.items() if k != TOKEN_ENV},
+        clock=real_clock,
+        max_parallel=schedule.settings.max_parallel,
+        coord=coord,
+    )
 
 
 def serve_command(
@@ -165,8 +170,7 @@ def serve_command(
     dashboard = Dashboard(schedule, Path(states), coord, me)
     actions = None
     if allow_actions:
-        argv, env = exec_command(file, Path(states), Path(locks), me, url)
-        actions = Actions(schedule, Path(states), coord, me, argv, env)
+        actions = Actions(schedule, action_context(schedule, states, locks, me, coord))
     app = build_app(dashboard, clock, token, None if token else where.host_headers(), actions)
     print(f"cronctl serve: http://{listen}/ ({coord.describe()})", file=sys.stderr, flush=True)
     try:

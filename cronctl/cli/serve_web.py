@@ -8,10 +8,11 @@ through Jinja2's autoescaping, after :func:`visible` turned control characters i
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from html import escape
 from pathlib import Path
@@ -418,6 +419,14 @@ def build_app(
     ]
     if actions is not None and sessions is not None and token is not None:
         routes += action_routes(actions, sessions, token, clock, page, HEADERS)
-    app = Starlette(routes=routes)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        yield
+        if actions is not None:
+            # The server stops (Ctrl-C, SIGTERM): so do the runs it started, each recorded.
+            await run_in_threadpool(actions.stop_runs)
+
+    app = Starlette(routes=routes, lifespan=lifespan)
     app.state.started = datetime.now(UTC)
     return app

@@ -48,8 +48,49 @@ class ExecResult:
     exit_code: int
 
 
+class Busy(CronctlError):
+    """The task is running already, or its group is full: nothing was started (the
+    dashboard answers 409)."""
+
+
+@dataclass(frozen=True)
+class Begun:
+    """A manual run that holds its lock (and its group's slot) and is recorded "pending":
+    :meth:`finish` runs it. Split from :func:`exec_task` so the dashboard can answer as soon
+    as the run is started, then let it run (docs/dashboard.md)."""
+
+    task: Task
+    ctx: RunContext  # its tracker: the run's commands, to pass Ctrl-C or SIGTERM on to
+    tracker: Tracker
+    lock: HeldLock
+    slot: GroupSlot | None
+    row: RunRow
+
+    def finish(self) -> ExecResult:
+        """Run the task to its end, record it and let go of its lock and slot."""
+        try:
+            result = _in_worker(lambda: _run_now(self.task, self.ctx, self.lock, self.row))
+        finally:
+            if self.slot is not None:
+                self.slot.release()
+            guards.release(self.task, self.lock, self.ctx)  # a store lock lost meanwhile says so
+        return ExecResult(result, exit_code_of(result))
+
+
 def exec_task(schedule: Schedule, name: str, ctx: RunContext, wait: bool) -> ExecResult:
     """Run `name` now under its overlap lock; refuse (or wait) while it is running."""
+    begun = begin_exec(schedule, name, ctx, wait)
+    previous = _forward_signals(begun.tracker)
+    try:
+        return begun.finish()
+    finally:
+        _restore(previous)
+
+
+def begin_exec(schedule: Schedule, name: str, ctx: RunContext, wait: bool) -> Begun:
+    """Take `name`'s overlap lock (and its group's slot) and record the run "pending".
+
+    :raises Busy: it is running (or its group is full) and `wait` is False."""
     task = _find(schedule, name, ctx.host)
     ensure_private_dir(ctx.state_dir)
     ensure_private_dir(ctx.lock_dir)
@@ -65,17 +106,15 @@ def exec_task(schedule: Schedule, name: str, ctx: RunContext, wait: bool) -> Exe
             raise
     finally:
         coord.close()  # the run's connection only: a store lock keeps its own session
-    tracker = Tracker()
-    ctx = replace(ctx, tracker=tracker)
-    previous = _forward_signals(tracker)
     try:
-        result = _in_worker(lambda: _run_now(task, ctx, lock))
-    finally:
+        row = _pending(task, ctx)
+    except BaseException:
         if slot is not None:
             slot.release()
-        guards.release(task, lock, ctx)  # a store lock lost while the task ran says so
-        _restore(previous)
-    return ExecResult(result, exit_code_of(result))
+        lock.release()
+        raise
+    tracker = Tracker()
+    return Begun(task, replace(ctx, tracker=tracker), tracker, lock, slot, row)
 
 
 def _in_worker(body: Callable[[], RunRow]) -> RunRow:
@@ -98,7 +137,7 @@ def _in_worker(body: Callable[[], RunRow]) -> RunRow:
     return outcome[0]
 
 
-def _run_now(task: Task, ctx: RunContext, lock: HeldLock) -> RunRow:
+def _pending(task: Task, ctx: RunContext) -> RunRow:
     now = ctx.clock()
     row = RunRow(
         id=new_run_id(now),
@@ -109,9 +148,13 @@ def _run_now(task: Task, ctx: RunContext, lock: HeldLock) -> RunRow:
         pid=ctx.pid,
         trigger="manual",
     )
+    with Store.open(ctx.state_dir) as store, store.transaction() as tx:
+        tx.add_run(row)
+    return row
+
+
+def _run_now(task: Task, ctx: RunContext, lock: HeldLock, row: RunRow) -> RunRow:
     with Store.open(ctx.state_dir) as store:
-        with store.transaction() as tx:
-            tx.add_run(row)
         env = task_env(task, row, ctx)
         if task.reports_outside:
             result = attempts.execute(store, task, row, env, ctx, lock, execute)
@@ -190,7 +233,7 @@ def _take_lock(task: Task, coord: Coordinator, ctx: RunContext, wait: bool) -> H
             return attempt.lock
         holder = f" ({attempt.holder.describe()})" if attempt.holder else ""
         if not wait:
-            raise CronctlError(
+            raise Busy(
                 f"task {task.name} is running{holder}; nothing was started. Try again when it "
                 "ends, or pass --wait to wait for it"
             )
@@ -209,7 +252,7 @@ def _take_slot(task: Task, coord: Coordinator, ctx: RunContext, wait: bool) -> G
     while (slot := coord.try_group_slot(task.group, task.group_limit)) is None:
         full = f"group {task.group} is full ({task.group_limit} of its tasks are running)"
         if not wait:
-            raise CronctlError(
+            raise Busy(
                 f"task {task.name}: {full}; nothing was started. Try again when one ends, or "
                 "pass --wait to wait for a slot"
             )
@@ -222,7 +265,7 @@ def _take_slot(task: Task, coord: Coordinator, ctx: RunContext, wait: bool) -> G
 
 def running_here(store: Store, host: str, name: str) -> HolderInfo | None:
     """A run of task `name` this machine's history shows running, by a cronctl still alive
-    (the dashboard asks too, before it starts a `cronctl exec`)."""
+    (an unguarded task's scheduled run holds no lock)."""
     for row in store.unfinished_runs(host):
         mine = row.task == name and row.outcome == "running"
         if mine and row.pid is not None and alive(row.pid):

@@ -2,40 +2,34 @@
 each recorded with who asked and from where (docs/dashboard.md, "Actions").
 
 Nothing here knows HTTP: cli/serve_actions.py checks the token, the origin and the CSRF
-token, and hands over an :class:`Actor`. Run now starts `cronctl exec NAME` as a process of
-its own, so the run takes the task's overlap lock exactly as `cronctl exec` does (a second
-copy is refused there, whatever this process believes) and outlives the request and the
-server."""
+token, and hands over an :class:`Actor`. Each action is the CLI's use case, called with the
+run context `serve` resolved once (the same project, directories, host and coordinator):
+pause and resume are `cronctl pause` and `resume`; run now is `cronctl exec` (its lock, its
+history), begun in the request, so a run going anywhere is refused there and then, and
+finished in a thread of the server while the page answers."""
 
 from __future__ import annotations
 
-import os
-import subprocess
+import signal
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 from typing import TypeVar
 
-from cronctl.commands.exec import running_here
-from cronctl.commands.operate import pause, reading_store, resume
+from cronctl.commands.exec import Begun, begin_exec
+from cronctl.commands.operate import pause, resume
 from cronctl.coord.port import Coordinator
-from cronctl.core.model import Schedule, Task, format_utc
-from cronctl.core.opskeys import runs_on
+from cronctl.core.model import Schedule, format_utc
 from cronctl.core.values import check_line
 from cronctl.edge.audit import append_record
-from cronctl.edge.state.store import DB_NAME
 from cronctl.errors import CronctlError, UsageError
+from cronctl.run.context import RunContext
 
 #: The longest pause reason the dashboard takes (a sentence, not a document).
 MAX_REASON = 200
 ACTIONS = ("pause", "resume", "run")
 _T = TypeVar("_T")
-
-
-class ActionConflict(CronctlError):
-    """The action cannot be done now (the task is running already): answered 409."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,29 +54,19 @@ class Actor:
 
 
 class Actions:
-    """Pause, resume and run now over one schedule, its state and its coordination.
+    """Pause, resume and run now over one schedule and the run context `serve` resolved
+    (state and lock directories, host, coordinator; the environment without the dashboard's
+    token)."""
 
-    ``exec_argv``: how to start `cronctl exec` with the server's schedule files,
-    directories and host (the task's name is added); ``exec_env``: its environment (the
-    server's, without the dashboard's token)."""
-
-    def __init__(
-        self,
-        schedule: Schedule,
-        state_dir: Path,
-        coord: Coordinator,
-        host: str,
-        exec_argv: Sequence[str],
-        exec_env: Mapping[str, str],
-    ) -> None:
+    def __init__(self, schedule: Schedule, ctx: RunContext) -> None:
+        if ctx.coord is None:
+            raise ValueError("the dashboard's actions go through its coordinator")
         self.schedule = schedule
-        self.state_dir = state_dir
-        self.coord = coord
-        self.host = host
-        self.exec_argv = tuple(exec_argv)
-        self.exec_env = dict(exec_env)
+        self.ctx = ctx
+        self.coord: Coordinator = ctx.coord
         self._names = {t.name for t in schedule.tasks}
-        self._started: dict[str, subprocess.Popen[bytes]] = {}
+        self._runs: dict[threading.Thread, Begun] = {}
+        self._runs_lock = threading.Lock()
 
     def known(self, name: str) -> bool:
         """Whether `name` is a task of the loaded schedule (anything else answers 404)."""
@@ -106,33 +90,47 @@ class Actions:
             "resume", name, actor, now, None, lambda: resume(self.schedule, self.coord, name)
         )
 
-    def run_now(self, name: str, actor: Actor, now: datetime) -> int:
-        """Start `cronctl exec NAME`, detached; return its pid.
+    def run_now(self, name: str, actor: Actor, now: datetime) -> str:
+        """`cronctl exec NAME`: take its lock, record it, and run it in a thread of the
+        server; return the run's id.
 
-        :raises ActionConflict: a run of the task is starting or running on this machine.
-        :raises UsageError: the task does not run on this machine."""
-        task = self.schedule.task(name)
-        busy = self._busy(task)
-        if busy is not None:
-            self.record("run", name, actor, now, f"refused: {busy}")
-            raise ActionConflict(f"task {name} {busy}; nothing was started")
-        return self._audited("run", name, actor, now, None, lambda: self._start(name))
-
-    def _start(self, name: str) -> int:
-        try:
-            child = subprocess.Popen(  # our own executable, no shell
-                [*self.exec_argv, name],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,  # the run's log keeps its output
-                env=self.exec_env,
-                close_fds=True,  # never the listening socket
-                start_new_session=True,  # a Ctrl-C or SIGTERM of the server is not the run's
+        :raises Busy: it is running (on any machine of the coordination) or its group is full.
+        :raises UsageError: the task does not run on this machine, or the schedule has
+            errors (`cronctl exec` refuses then too)."""
+        if self.schedule.errors:
+            count = len(self.schedule.errors)
+            raise UsageError(
+                f"{count} error{'s' * (count != 1)} in the schedule; nothing was run. See "
+                "`cronctl check`, fix the schedule and restart the dashboard"
             )
-        except OSError as exc:
-            raise CronctlError(f"cannot start `cronctl exec {name}`: {exc.strerror}") from exc
-        self._started[name] = child
-        threading.Thread(target=child.wait, name=f"reap-{child.pid}", daemon=True).start()
-        return child.pid
+        begun = self._audited(
+            "run", name, actor, now, None,
+            lambda: begin_exec(self.schedule, name, self.ctx, wait=False),
+        )  # fmt: skip
+        worker = threading.Thread(target=self._finish, args=(begun,), name=f"exec-{name}")
+        with self._runs_lock:
+            self._runs[worker] = begun
+        worker.start()
+        return begun.row.id
+
+    def _finish(self, begun: Begun) -> None:
+        try:
+            begun.finish()  # recorded in history, as `cronctl exec` records it
+        except CronctlError as exc:
+            self.ctx.warn(f"cronctl serve: task {begun.task.name}: {exc}")
+        finally:
+            with self._runs_lock:
+                self._runs.pop(threading.current_thread(), None)
+
+    def stop_runs(self, signum: int = signal.SIGTERM) -> None:
+        """Pass `signum` on to the runs this server started and wait until each is recorded
+        (as `cronctl exec` does with a Ctrl-C or SIGTERM)."""
+        with self._runs_lock:
+            runs = list(self._runs.items())
+        for _worker, begun in runs:
+            begun.tracker.stop(signum)
+        for worker, _begun in runs:
+            worker.join()
 
     def _audited(
         self,
@@ -151,23 +149,6 @@ class Actions:
             self.record(action, name, actor, now, f"failed: {exc}", reason)
             raise
 
-    def _busy(self, task: Task) -> str | None:
-        """Why a run now would be a second copy, or None. `cronctl exec`'s overlap lock
-        decides in the end; this only lets the page say so instead of "started"."""
-        if not runs_on(task, self.host):
-            raise UsageError(
-                f"task {task.name!r} runs only on hosts matching {', '.join(task.hosts)}; "
-                f"this dashboard runs on {self.host!r}"
-            )
-        child = self._started.get(task.name)
-        if child is not None and child.poll() is None:  # (the reaper sets its returncode)
-            return f"is starting or running from this dashboard (pid {child.pid})"
-        if not os.path.lexists(self.state_dir / DB_NAME):
-            return None
-        with reading_store(self.state_dir) as store:
-            holder = running_here(store, self.host, task.name)
-        return None if holder is None else f"is running ({holder.describe()})"
-
     def record(
         self,
         action: str,
@@ -180,7 +161,7 @@ class Actions:
         """One line of the audit record (edge/audit.py): "accepted" before the action is
         done, "refused: WHY" for one not done, "failed: WHY" after one that failed."""
         append_record(
-            self.state_dir,
+            self.ctx.state_dir,
             {
                 "at": format_utc(now),
                 "action": action,
@@ -192,7 +173,7 @@ class Actions:
                 "client": actor.client,
                 "forwarded_for": actor.forwarded_for,
                 "via": actor.via,
-                "host": self.host,
+                "host": self.ctx.host,
             },
         )
 

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -281,39 +280,82 @@ def test_run_now_runs_once_and_never_a_second_copy(
     page.goto(acting.base + "/tasks/gated")
     with page.expect_response(lambda r: r.url.endswith("/tasks/gated/run")) as answer:
         page.click("button:has-text('Run now')")
-    response = answer.value
-    assert response.status == 409
-    assert "nothing was started" in page.inner_text("main")
-    # The server goes; the run stays, and it kept no copy of the listening socket.
+    assert answer.value.status == 409
+    assert page.inner_text("h1") == "Nothing was started"
+    assert "task gated is running (pid " in page.inner_text("main")
+    page.click("a:has-text('Back to gated')")  # a way back to where the button was
+    assert page.url == acting.base + "/tasks/gated"
+    beside = cli("exec", "gated", *_dirs(tmp_path), timeout=30)
+    assert beside.returncode == 2 and "task gated is running" in beside.stderr
+    # The server stops: the run it started is stopped with it and recorded, as a Ctrl-C
+    # stops `cronctl exec`'s.
     _stop(acting)
-    with socket.socket() as sock:
-        assert sock.connect_ex(("127.0.0.1", acting.port)) != 0
-    # A new server (which started nothing itself) sees the run in the state, as exec would.
-    again = _serve(cli, tmp_path, "--allow-actions", env=TOKEN_ENV)
-    try:
-        status, body, _ = _http(again, "POST", "/api/tasks/gated/run", b"",
-                                Authorization=f"Bearer {TOKEN}")  # fmt: skip
-        assert status == 409 and b"is running" in body
-    finally:
-        _stop(again)
-    time.sleep(1)
+    runs = json.loads(cli("history", "gated", "--json", *_dirs(tmp_path)).stdout)["runs"]
+    assert [(r["trigger"], r["outcome"]) for r in runs] == [("manual", "interrupted")]
     assert marks.read_text(encoding="utf-8") == "token=\n"
-    (tmp_path / "gate").touch()
-    runs: list[dict[str, object]] = []
-
-    def ended() -> bool:
-        nonlocal runs
-        out = cli("history", "gated", "--json", *_dirs(tmp_path)).stdout
-        runs = json.loads(out)["runs"]
-        return bool(runs) and runs[0]["outcome"] == "ok"
-
-    _wait_for(ended, "the run to end")
-    assert [(r["trigger"], r["outcome"]) for r in runs] == [("manual", "ok")]
     results = [(r["action"], r["result"]) for r in _audit(tmp_path)]
-    assert results[0] == ("run", "accepted") and len(results) == 3
-    assert results[1][1].startswith("refused: is starting or running from this dashboard")
-    assert results[2][1].startswith("refused: is running (")
+    assert results[:2] == [("run", "accepted"), ("run", "accepted")]
+    assert results[2][1].startswith("failed: task gated is running (pid ")
+    assert len(results) == 3
     page.context.close()
+
+
+def run_now_beside_exec(cli: Cli, root: Path, coordination: str | None) -> None:
+    """With a project name (and a store, when given): the dashboard's Run now is refused
+    while a `cronctl exec` of the task runs, `cronctl exec` is refused while the
+    dashboard's run runs, and both runs are in `cronctl history` (one state directory)."""
+    marks, gate = root / "marks", root / "gate"
+    store = f'coordination = "{coordination}"\n' if coordination else ""
+    (root / "schedules.toml").write_text(
+        f"""[cronctl]\nproject = "shop"\n{store}
+[[task]]
+name = "gated"
+cron = "0 3 * * *"
+command = '''echo run >> {marks}
+while [ ! -e {gate} ]; do sleep 0.05; done
+rm {gate}'''
+""",
+        encoding="utf-8",
+    )
+    bearer = {"Authorization": f"Bearer {TOKEN}"}
+
+    def started(count: int) -> Callable[[], bool]:
+        return lambda: marks.exists() and len(marks.read_text().splitlines()) == count
+
+    srv = _serve(cli, root, "--allow-actions", env=TOKEN_ENV)
+    try:
+        by_hand = cli.popen("exec", "gated", *_dirs(root))
+        _wait_for(started(1), "exec's run to start")
+        status, body, _ = _http(srv, "POST", "/api/tasks/gated/run", b"", **bearer)
+        assert status == 409 and b"task gated is running" in body, body
+        gate.touch()
+        _, err = by_hand.communicate(timeout=30)
+        assert by_hand.returncode == 0, err
+        status, body, _ = _http(srv, "POST", "/api/tasks/gated/run", b"", **bearer)
+        assert status == 202, body
+        run_id = json.loads(body).get("run")
+        _wait_for(started(2), "the dashboard's run to start")
+        beside = cli("exec", "gated", *_dirs(root), timeout=30)
+        assert beside.returncode == 2 and "task gated is running" in beside.stderr
+        gate.touch()
+
+        def recorded() -> list[dict[str, object]]:
+            out = cli("history", "gated", "--json", *_dirs(root)).stdout
+            return list(json.loads(out)["runs"])
+
+        _wait_for(lambda: [r["outcome"] for r in recorded()] == ["ok", "ok"], "both runs")
+        runs = recorded()
+        assert runs[0]["id"] == run_id
+        assert {(r["trigger"], r["task"]) for r in runs} == {("manual", "gated")}
+    finally:
+        gate.touch()
+        _stop(srv)
+    assert len(marks.read_text().splitlines()) == 2  # never a second copy
+    assert not list((root / "state").rglob("projects/shop/projects"))  # one state directory
+
+
+def test_run_now_beside_exec_with_a_project(cli: Cli, tmp_path: Path) -> None:
+    run_now_beside_exec(cli, tmp_path, None)
 
 
 def test_the_api_pauses_resumes_and_runs(cli: Cli, acting: Server, tmp_path: Path) -> None:
@@ -338,10 +380,11 @@ def test_the_api_pauses_resumes_and_runs(cli: Cli, acting: Server, tmp_path: Pat
     assert status == 200 and json.loads(body)["resumed"] is False
     status, body, _ = _http(acting, "POST", "/api/tasks/fine/run", b"", **bearer)
     assert status == 202 and json.loads(body)["started"] is True
+    run_id = json.loads(body)["run"]
 
     def ran() -> bool:
         out = cli("history", "fine", "--json", *_dirs(tmp_path)).stdout
-        return any(r["outcome"] == "ok" for r in json.loads(out)["runs"])
+        return any(r["id"] == run_id and r["outcome"] == "ok" for r in json.loads(out)["runs"])
 
     _wait_for(ran, "the run of fine")
     vias = {r["via"] for r in _audit(tmp_path)}

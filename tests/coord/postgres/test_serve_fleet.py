@@ -17,6 +17,7 @@ from playwright.sync_api import Page
 from cronctl._version import __version__
 from cronctl.coord.postgres.adapter import PostgresCoordinator
 from tests.commands.test_serve import HOSTILE, browser, page  # noqa: F401 (the fixtures)
+from tests.commands.test_serve_actions import run_now_beside_exec
 from tests.coord.postgres.kit import T, serving
 from tests.coord.postgres.test_blocked_store import locked
 from tests.helpers import Cli, write_schedule
@@ -133,3 +134,9 @@ def test_a_fleet_dashboard_shows_its_own_machines_runs_from_the_whole_log(
     assert b"this machine&#39;s log" in here and b"line-0\n" in here  # the whole log
     assert b"published to the store" in there and b"line-0\n" not in there  # its last 8 KB
     assert b"line-1999" in here and b"line-1999" in there
+
+
+def test_run_now_beside_exec_with_a_project_and_a_store(
+    cli: Cli, tmp_path: Path, pg_url: str
+) -> None:
+    run_now_beside_exec(cli, tmp_path, pg_url)
