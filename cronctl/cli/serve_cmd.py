@@ -6,12 +6,16 @@ imported only when the command runs (cli/serve_web.py)."""
 from __future__ import annotations
 
 import ipaddress
+import json
 import os
+import shlex
 import sys
 from dataclasses import dataclass
 from datetime import datetime
+from importlib import metadata
 from pathlib import Path
 from typing import Annotated
+from urllib.parse import unquote, urlsplit
 
 import typer
 
@@ -87,6 +91,25 @@ def check_actions(allow: bool, token: str | None) -> None:
         )
 
 
+def install_hint() -> str:
+    """How to add the web extra to this cronctl: from an index by name, from a checkout by
+    its path (as pip recorded it, PEP 610), or the three packages when cronctl runs from
+    source without being installed."""
+    pip = f"{shlex.quote(sys.executable)} -m pip install"
+    try:
+        recorded = metadata.distribution("cronctl").read_text("direct_url.json")
+        direct = json.loads(recorded) if recorded else {}
+    except (metadata.PackageNotFoundError, ValueError):
+        return f"`{pip} starlette jinja2 uvicorn`"
+    url = direct.get("url") if isinstance(direct, dict) else None
+    if not isinstance(url, str) or not url.startswith("file://"):
+        return f"`{pip} 'cronctl[web]'`"
+    info = direct.get("dir_info")
+    editable = "-e " if isinstance(info, dict) and info.get("editable") else ""
+    where = shlex.quote(unquote(urlsplit(url).path) + "[web]")
+    return f"`{pip} {editable}{where}` (cronctl was installed from that directory)"
+
+
 def action_context(
     schedule: Schedule, states: Path, locks: Path, host: str, coord: Coordinator
 ) -> RunContext:
@@ -130,8 +153,8 @@ def serve_command(
     ] = False,
 ) -> None:
     """A web dashboard and JSON API over this machine's state, or the fleet's with a
-    coordination store; read-only unless --allow-actions. Needs the `web` extra:
-    pip install 'cronctl[web]'.
+    coordination store; read-only unless --allow-actions. Needs the `web` extra
+    (pip install 'cronctl[web]', or 'PATH[web]' for a checkout at PATH).
 
     With CRONCTL_SERVE_TOKEN set, every request must bring the token (a login form, or an
     `Authorization: Bearer` header for the API). With --allow-actions (which needs the
@@ -152,7 +175,8 @@ def serve_command(
         import uvicorn
     except ImportError:
         raise UsageError(
-            "`cronctl serve` needs the web extra: pip install 'cronctl[web]'"
+            "`cronctl serve` needs the web extra (Starlette, Jinja2 and uvicorn), which is "
+            f"not installed here: {install_hint()}"
         ) from None
 
     schedule = load_schedule(file)

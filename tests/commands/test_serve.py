@@ -7,6 +7,7 @@ downloads); .ci/run installs chromium, and these tests are required, not skipped
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import threading
@@ -15,6 +16,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -370,3 +372,25 @@ def test_with_a_token_every_request_must_bring_it(cli: Cli, state: Path, browser
     finally:
         srv.proc.terminate()
         srv.proc.communicate(timeout=20)
+
+
+def test_without_the_web_extra_serve_names_the_install_command_that_fits(
+    cli: Cli, tmp_path: Path
+) -> None:
+    """A checkout installed with pip is reinstalled from its path, not from an index."""
+    hidden = tmp_path / "no-web" / "uvicorn"
+    hidden.mkdir(parents=True)
+    (hidden / "__init__.py").write_text("raise ImportError('not installed')\n")
+    (tmp_path / "schedules.toml").write_text(SCHEDULE, encoding="utf-8")
+    env = {"PYTHONPATH": f"{hidden.parent}{os.pathsep}{cli.env['PYTHONPATH']}"}
+    result = cli("serve", *_dirs(tmp_path), env=env, timeout=30)
+    assert result.returncode == 2
+    recorded = json.loads(metadata.distribution("cronctl").read_text("direct_url.json") or "{}")
+    url = recorded.get("url", "")
+    if url.startswith("file://"):
+        editable = "-e " if recorded.get("dir_info", {}).get("editable") else ""
+        expected = f"-m pip install {editable}'{url.removeprefix('file://')}[web]'"
+    else:
+        expected = "-m pip install 'cronctl[web]'"
+    assert expected in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
