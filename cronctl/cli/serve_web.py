@@ -11,8 +11,9 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import shlex
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from datetime import UTC, datetime
 from html import escape
 from pathlib import Path
@@ -68,10 +69,12 @@ HEADERS = {
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://\S+")
 
 
-def masked(text: str) -> str:
-    """A command line as the dashboard shows it: passwords in URLs as ``***``, controls
-    visible."""
-    return visible(_URL.sub(lambda m: redact_url(m.group(0)), text))
+def masked(command: str | Sequence[str]) -> str:
+    """A task's command as the dashboard shows it: an array as a shell line that runs it
+    (each word quoted as needed), passwords in URLs as ``***``, controls visible."""
+    if isinstance(command, str):
+        return visible(_URL.sub(lambda m: redact_url(m.group(0)), command))
+    return shlex.join(masked(word) for word in command)
 
 
 def summary_json(row: TaskSummary) -> dict[str, Any]:

@@ -12,12 +12,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 from playwright.sync_api import Page
 
 from cronctl._version import __version__
 from cronctl.coord.postgres.adapter import PostgresCoordinator
 from tests.commands.test_serve import HOSTILE, browser, page  # noqa: F401 (the fixtures)
 from tests.commands.test_serve_actions import run_now_beside_exec
+from tests.commands.test_serve_crawl import SCHEDULES, every_page_answers, shown_as_command
 from tests.coord.postgres.kit import T, serving
 from tests.coord.postgres.test_blocked_store import locked
 from tests.helpers import Cli, write_schedule
@@ -140,3 +142,14 @@ def test_run_now_beside_exec_with_a_project_and_a_store(
     cli: Cli, tmp_path: Path, pg_url: str
 ) -> None:
     run_now_beside_exec(cli, tmp_path, pg_url)
+
+
+@pytest.mark.parametrize("which", sorted(SCHEDULES))
+def test_every_page_of_a_fleet_dashboard_answers(
+    cli: Cli, tmp_path: Path, pg_url: str, which: str
+) -> None:
+    schedule = SCHEDULES[which](tmp_path)
+    pages = every_page_answers(cli, tmp_path, schedule, {"CRONCTL_COORDINATION": pg_url})
+    assert "/fleet" in pages
+    if which == "every-key":
+        shown_as_command(pages["/tasks/array-command"])
