@@ -20,6 +20,7 @@ from urllib.parse import unquote, urlsplit
 import typer
 
 from cronctl.cli.options import CoordOpt, FileOpt, HostOpt, LockOpt, NowOpt, StateOpt
+from cronctl.cli.serve_limits import MAX_BODY, connection_limits, limited_protocol
 from cronctl.cli.serve_web import build_app
 from cronctl.cli.wiring import host_name, load_schedule, parse_instant
 from cronctl.commands.serve import Dashboard
@@ -197,6 +198,7 @@ def serve_command(
         actions = Actions(schedule, action_context(schedule, states, locks, me, coord))
     app = build_app(dashboard, clock, token, None if token else where.host_headers(), actions)
     print(f"cronctl serve: http://{listen}/ ({coord.describe()})", file=sys.stderr, flush=True)
+    cap, backlog = connection_limits()
     try:
         uvicorn.run(
             app, host=where.host, port=where.port, log_level="warning", server_header=False,
@@ -204,6 +206,9 @@ def serve_command(
             # The peer stays the peer: which forwarded headers count is the dashboard's
             # rule (cli/serve_auth.py), not uvicorn's.
             proxy_headers=False,
+            # A request's head at most 16 KB, a request within seconds, a connection cap
+            # under which slow clients give way (docs/dashboard.md#limits).
+            http=limited_protocol(cap), backlog=backlog, h11_max_incomplete_event_size=MAX_BODY,
         )  # fmt: skip
     finally:
         coord.close()

@@ -27,6 +27,7 @@ from cronctl.cli.render.runs import run_json, visible
 from cronctl.cli.render.timeline import timeline_svg
 from cronctl.cli.serve_actions import DONE, action_routes
 from cronctl.cli.serve_auth import SESSION_COOKIE, SESSION_S, Sessions, bearer, token_matches
+from cronctl.cli.serve_limits import BodyLimit
 from cronctl.cli.shared_answers import SharedAnswers
 from cronctl.commands.doctor import SKEW_WARN_S
 from cronctl.commands.explain import Explanation, explain_here
@@ -159,6 +160,7 @@ def build_app(
     from markupsafe import Markup
     from starlette.applications import Starlette
     from starlette.concurrency import run_in_threadpool
+    from starlette.middleware import Middleware
     from starlette.responses import (
         HTMLResponse,
         JSONResponse,
@@ -393,7 +395,8 @@ def build_app(
             or (hosts is not None and request.headers.get("host") not in hosts)
         ):
             return PlainTextResponse("not here", 404, headers=HEADERS)
-        form = parse_qs((await request.body())[:4096].decode("utf-8", "replace"))
+        # At most 16 KB: cli/serve_limits.py answers 413 past that, reading no more.
+        form = parse_qs((await request.body()).decode("utf-8", "replace"))
         given = (form.get("token") or [""])[0]
         if not token_matches(given, token):
             return page("login.html", 403, wrong=True)
@@ -430,6 +433,7 @@ def build_app(
             # The server stops (Ctrl-C, SIGTERM): so do the runs it started, each recorded.
             await run_in_threadpool(actions.stop_runs)
 
-    app = Starlette(routes=routes, lifespan=lifespan)
+    limit = Middleware(BodyLimit, headers=HEADERS)
+    app = Starlette(routes=routes, lifespan=lifespan, middleware=[limit])
     app.state.started = datetime.now(UTC)
     return app

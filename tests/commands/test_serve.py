@@ -70,10 +70,17 @@ class Server:
             return exc.code, exc.read()
 
 
-def _serve(cli: Cli, tmp_path: Path, *extra: str, env: dict[str, str] | None = None) -> Server:
+def _serve(
+    cli: Cli,
+    tmp_path: Path,
+    *extra: str,
+    env: dict[str, str] | None = None,
+    code: str | None = None,
+) -> Server:
+    """`cronctl serve` on a free port (`code`: started as `python -c CODE` instead)."""
     port = _free_port()
-    proc = cli.popen("serve", "--listen", f"127.0.0.1:{port}", "--now", NOW, *_dirs(tmp_path),
-                     *extra, env=env)  # fmt: skip
+    proc = cli.popen_code(code, "serve", "--listen", f"127.0.0.1:{port}", "--now", NOW,
+                          *_dirs(tmp_path), *extra, env=env)  # fmt: skip
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         with socket.socket() as sock:

@@ -1,0 +1,146 @@
+"""What `cronctl serve` takes from a client (docs/dashboard.md#limits): a body of at most
+16 KB on every route, a whole request within a few seconds, and a cap on connections under
+which a slow or idle client gives way to a new one.
+
+uvicorn and Starlette are imported inside the functions only: nothing else in cronctl loads
+them (cli/serve_web.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import resource
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+#: The largest request body read, on every route (a pause reason and a CSRF token fit many
+#: times over); also the largest request head (h11's own limit, said here once).
+MAX_BODY = 16 * 1024
+#: From a connection's start (or the end of its last answer) to its request's last byte.
+REQUEST_S = 5.0
+#: Connections at most, whatever the descriptor limit (1,000 viewers at once is plenty).
+MOST_CONNECTIONS = 1000
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+App = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+def connection_limits() -> tuple[int, int]:
+    """(connections at most, connections accepted at a time) from this process's descriptor
+    limit: half of the descriptors for connections, at most MOST_CONNECTIONS; an eighth
+    accepted in one go (asyncio accepts that many before the protocol sees any, and closes
+    the ones given way a turn later). The rest: the store, logs, worker threads. So
+    accepting never runs out of descriptors, which would stop it for a second each time."""
+    soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        soft = 8 * MOST_CONNECTIONS
+    return max(8, min(MOST_CONNECTIONS, soft // 2)), max(4, min(2048, soft // 8))
+
+
+class BodyLimit:
+    """413 for a body over MAX_BODY: at once when Content-Length says so (nothing of it is
+    read), else as soon as a chunked body passes it; the connection is then closed."""
+
+    def __init__(self, app: App, headers: dict[str, str]) -> None:
+        self.app = app
+        self.headers = headers
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        length = dict(scope["headers"]).get(b"content-length", b"0")
+        if not length.isdigit() or int(length) > MAX_BODY:
+            await self._too_large(send)
+            return
+        seen = 0
+        started = False
+
+        async def bounded() -> Message:
+            nonlocal seen
+            message = await receive()
+            seen += len(message.get("body", b""))
+            if seen > MAX_BODY:
+                raise _TooLarge
+            return message
+
+        async def watched(message: Message) -> None:
+            nonlocal started
+            started = True
+            await send(message)
+
+        try:
+            await self.app(scope, bounded, watched)
+        except _TooLarge:
+            if not started:
+                await self._too_large(send)
+
+    async def _too_large(self, send: Send) -> None:
+        body = f"the request body is over {MAX_BODY} bytes\n".encode()
+        headers = {**self.headers, "content-type": "text/plain; charset=utf-8",
+                   "content-length": str(len(body)), "connection": "close"}  # fmt: skip
+        raw = [(k.lower().encode(), v.encode()) for k, v in headers.items()]
+        await send({"type": "http.response.start", "status": 413, "headers": raw})
+        await send({"type": "http.response.body", "body": body})
+
+
+class _TooLarge(Exception):
+    """A chunked body passed MAX_BODY."""
+
+
+def limited_protocol(cap: int) -> type[asyncio.Protocol]:
+    """uvicorn's HTTP/1.1 protocol (h11) with a deadline for each request and a connection
+    cap: a connection still waiting for its request's last byte REQUEST_S after it started
+    waiting is closed, and a new connection past `cap` closes the one that has waited
+    longest (or itself, when every connection is being answered)."""
+    import h11
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    waiting: dict[Limited, None] = {}  # in the order they started waiting
+
+    class Limited(H11Protocol):
+        _deadline: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            if len(self.connections) > cap:
+                oldest = next(iter(waiting), None)
+                if oldest is None:
+                    transport.abort()
+                    return
+                oldest.unwait()
+                oldest.transport.abort()  # descriptors run short: free one now
+            self.wait()
+
+        def wait(self) -> None:
+            self.unwait()
+            self._deadline = self.loop.call_later(REQUEST_S, self.late)
+            waiting[self] = None
+
+        def unwait(self) -> None:
+            if self._deadline is not None:
+                self._deadline.cancel()
+                self._deadline = None
+            waiting.pop(self, None)
+
+        def late(self) -> None:
+            self.unwait()
+            self.transport.close()  # what is left of an answer to a slow reader goes first
+
+        def handle_events(self) -> None:
+            super().handle_events()
+            if self.conn.their_state in (h11.DONE, h11.MUST_CLOSE, h11.CLOSED, h11.ERROR):
+                self.unwait()
+
+        def on_response_complete(self) -> None:
+            if not self.transport.is_closing():
+                self.wait()  # for the next request on this connection (keep-alive)
+            super().on_response_complete()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self.unwait()
+            super().connection_lost(exc)
+
+    return Limited
