@@ -52,6 +52,7 @@ def action_routes(
     headers: dict[str, str],
 ) -> list[Route]:
     """POST /tasks/NAME/{pause,resume,run} (forms) and /api/tasks/NAME/{...} (JSON)."""
+    from starlette.concurrency import run_in_threadpool
     from starlette.responses import JSONResponse, RedirectResponse
     from starlette.routing import Route
 
@@ -93,7 +94,8 @@ def action_routes(
                 return page("error.html", 403, message=f"refused: {problem}", heading=heading,
                             task=name)  # fmt: skip
             try:
-                act(kind, name, actor, fields)
+                # In a worker thread: a lock, the state and the store may each take a while.
+                await run_in_threadpool(act, kind, name, actor, fields)
             except CronctlError as exc:
                 return page("error.html", status_of(exc), message=str(exc), heading=heading,
                             task=name)  # fmt: skip
@@ -119,7 +121,8 @@ def action_routes(
                 refused(kind, name, actor, problem)
                 return JSONResponse({"error": f"refused: {problem}"}, 403, headers=headers)
             try:
-                answer = act(kind, name, actor, _json(await request.body()))
+                fields = _json(await request.body())
+                answer = await run_in_threadpool(act, kind, name, actor, fields)
             except CronctlError as exc:
                 return JSONResponse({"error": str(exc)}, status_of(exc), headers=headers)
             body = {"task": name, "action": kind, **answer}
