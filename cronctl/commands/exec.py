@@ -22,7 +22,7 @@ from datetime import datetime
 from types import FrameType
 from typing import Any
 
-from cronctl.coord import open_coordinator
+from cronctl.coord import open_coordinator, outbox
 from cronctl.coord.port import Coordinator, GroupSlot, HeldLock, HolderInfo, Overlap
 from cronctl.core.model import Schedule, Task, format_duration
 from cronctl.core.opskeys import runs_on
@@ -161,6 +161,15 @@ def _run_now(task: Task, ctx: RunContext, lock: HeldLock, row: RunRow) -> RunRow
         else:
             result = execute(store, task, row, env, ctx, lock)
         store.update_run(result.id, **{k: getattr(result, k) for k in RESULT_FIELDS})
+        if ctx.coord is not None and ctx.coord.keeps_fleet_history:
+            # Into the fleet history as a scheduled run's record goes: the fleet's dashboard
+            # and `history --fleet` show manual runs too.
+            unsent = outbox.publish(store, ctx.coord, [result], ctx.state_dir)
+            if unsent is not None:
+                ctx.warn(
+                    f"cronctl: warning: {unsent}; the run's record waits in "
+                    f"{ctx.state_dir / outbox.OUTBOX} and goes with the next run that reaches it"
+                )
     return result
 
 
