@@ -42,6 +42,7 @@ description = "sets most keys"
 command = "echo fetching https://bob:hunter2@example.com/x; echo $SECRET_A $TOKEN"
 cron = "* * * * *"
 timezone = "Europe/Berlin"
+ignore_warnings = ["dst-gap", "dst-overlap"]
 when = "true"
 skip = "false"
 without_overlapping = "1h"
