@@ -30,8 +30,7 @@ from cronctl.coord.port import Coordinator
 from cronctl.core.model import Schedule
 from cronctl.edge import dirs
 from cronctl.errors import UsageError
-from cronctl.run.context import RunContext
-from cronctl.run.once import real_clock
+from cronctl.run.context import RunContext, real_clock
 
 TOKEN_ENV = "CRONCTL_SERVE_TOKEN"  # noqa: S105  (the name of the variable)
 _MIN_TOKEN = 16

@@ -60,8 +60,8 @@ class Begun:
     as the run is started, then let it run (docs/dashboard.md)."""
 
     task: Task
-    ctx: RunContext  # its tracker: the run's commands, to pass Ctrl-C or SIGTERM on to
-    tracker: Tracker
+    ctx: RunContext  # with `tracker` below set
+    tracker: Tracker  # the run's commands, to pass Ctrl-C or SIGTERM on to
     lock: HeldLock
     slot: GroupSlot | None
     row: RunRow
