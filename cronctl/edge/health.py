@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 import threading
 from collections.abc import Callable
 from contextlib import suppress
@@ -228,19 +229,27 @@ def check_prometheus_client() -> None:
 
 class HealthFile:
     """`--health-file PATH`: touched at start and at every minute the loop reaches; removed
-    when `work` stops, so a stopped `work` never looks alive."""
+    when `work` stops, so a stopped `work` never looks alive.
+
+    PATH may be in a sticky directory that everyone can write, such as `/tmp` (the
+    container recipe in docs/containers.md): there, others can plant a link, a FIFO or a
+    file of their own at the path but cannot replace the file once it is ours, so the file
+    is opened without following a link and touched only when it is a regular file of this
+    user's.
+    """
 
     def __init__(self, path: Path, warn: Callable[[str], None]) -> None:
         self.path = path
         self._warn = warn
         self._failing = False
+        self._ours: tuple[int, int] | None = None  # (device, inode) of the file touched
 
     def start(self) -> None:
         """The first touch: a path that cannot be written stops `work` before it starts.
 
         :raises UsageError: the file cannot be made or touched (named, with why).
         """
-        check_file_path(self.path)
+        check_file_path(self.path, sticky_ok=True)
         try:
             self._touch()
         except OSError as exc:
@@ -262,24 +271,41 @@ class HealthFile:
         self._failing = False
 
     def _touch(self) -> None:
-        # O_NOFOLLOW: a link planted at the path is never followed to touch its target.
+        # O_NOFOLLOW: a link planted at the path is never followed to touch its target;
+        # O_NONBLOCK: a planted FIFO never hangs the open. Without O_TRUNC an open changes
+        # nothing, so what is found is judged before it is touched.
         fd = os.open(
             self.path,
             os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK,
             0o644,
         )
         try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise OSError(errno.EPERM, "it is not a regular file (remove it)")
+            if st.st_uid != os.geteuid():
+                raise OSError(
+                    errno.EPERM,
+                    f"it belongs to uid {st.st_uid}, not to this user (uid {os.geteuid()}); "
+                    "another user may have planted it: remove it or choose another name",
+                )
             os.utime(fd)
+            self._ours = (st.st_dev, st.st_ino)
         finally:
             os.close(fd)
 
     def remove(self) -> None:
-        """At stop: the probe fails at once rather than when the file grows old."""
+        """At stop: the probe fails at once rather than when the file grows old. Only the
+        file this `work` touched is removed, never one it refused."""
         with suppress(OSError):
-            self.path.unlink()
+            st = os.lstat(self.path)
+            if (st.st_dev, st.st_ino) == self._ours:
+                self.path.unlink()
 
 
 def _why(exc: OSError) -> str:
     if exc.errno == errno.ELOOP:
         return "it is a symbolic link (not followed; remove it)"
+    if exc.errno == errno.ENXIO:
+        return "it is a FIFO or socket, not a regular file (remove it)"
     return exc.strerror or str(exc)

@@ -417,6 +417,15 @@ def _check_owner_and_mode(path: Path, st: os.stat_result, kind: str) -> None:
             f"check what it holds, then remove it or `chown {euid} {path}`.",
             where,
         )
+    if st.st_mode & stat.S_IWOTH and kind == "directory" and st.st_mode & stat.S_ISVTX:
+        # A shared sticky directory such as /tmp is meant for everyone: never advise closing it.
+        raise UnsafeDirectoryError(
+            f"{path} is world-writable and sticky, a directory users share (like /tmp), "
+            f"where another user could plant cronctl's files; give cronctl a directory of "
+            f"its own, e.g. "
+            f"`mkdir -m 700 {path / 'cronctl'}`, and point the setting there.",
+            path,
+        )
     if st.st_mode & stat.S_IWOTH:
         raise UnsafeDirectoryError(
             f"{path} is world-writable (sticky bit or not), so any user could plant "
@@ -546,16 +555,18 @@ def write_new(path: Path, text: str, force: bool) -> None:
         raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
-def check_file_path(path: Path) -> None:
+def check_file_path(path: Path, *, sticky_ok: bool = False) -> None:
     """Check every directory on the way to a file cronctl writes outside its own directories
-    (`metrics_file`), as the state directories are checked.
+    (`metrics_file`, `--health-file`), as the state directories are checked.
 
     Below a directory that others can write to (``/tmp``), each component must be a real
     directory owned by root or this user: a link there may have been planted by another
     user to make cronctl write where they choose. That directory must be sticky, or the
     others could rename a sound directory away after this check and plant a link in its
     place. Links elsewhere (``/var/run``) are followed. The file's own directory must pass
-    the state directories' check.
+    the state directories' check, or, with ``sticky_ok``, may be a sticky directory of root
+    or this user that others write too: for a file the caller opens with ``O_NOFOLLOW`` and
+    uses only once it is a regular file of this user's, which nobody else can then replace.
 
     :raises UnsafeDirectoryError: what is wrong and what to do.
     """
@@ -591,6 +602,8 @@ def check_file_path(path: Path) -> None:
     try:
         st = path.parent.stat()
     except OSError:
+        return
+    if sticky_ok and st.st_mode & stat.S_ISVTX and st.st_uid in (0, os.geteuid()):
         return
     if not _sound_dir(st):
         _check_owner_and_mode(path.parent, st, "directory")

@@ -1,19 +1,27 @@
-"""docs/containers.md's Kubernetes YAML: it parses, its kinds are right, it runs `cronctl work`,
-and the schedule it carries is one cronctl accepts. No cluster runs it."""
+"""docs/containers.md: its Kubernetes YAML parses, its kinds are right, it runs `cronctl work`,
+and the schedule it carries is one cronctl accepts (no cluster runs it); its Dockerfile's
+entrypoint and health checks run as written, in a namespace like the container's."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import shutil
+import subprocess
+import sys
+import time
 import tomllib
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from cronctl.core.assemble import build_schedule
 from cronctl.core.lines import index_lines
 from cronctl.core.schema import FileResult, parse_document
-from tests.helpers import REPO_ROOT
+from tests.helpers import REPO_ROOT, stop_worker
 
 PAGE = REPO_ROOT / "docs" / "containers.md"
 
@@ -80,3 +88,83 @@ def test_the_configmaps_schedule_is_valid_and_finds_its_mounted_secret() -> None
     for path in task.env_from_file.values():
         assert Path(path).parent == Path(mounts[secret_volume])
         assert Path(path).name in items
+
+
+def _dockerfile_instructions() -> list[tuple[str, str]]:
+    """Every instruction of the page's Dockerfile blocks, continuation lines joined."""
+    text = PAGE.read_text(encoding="utf-8")
+    found = []
+    for block in re.findall(r"^```dockerfile\n(.*?)^```", text, re.MULTILINE | re.DOTALL):
+        joined = re.sub(r"\\\n", " ", block)
+        for line in joined.splitlines():
+            if line.strip() and not line.startswith("#"):
+                word, _, rest = line.partition(" ")
+                found.append((word, rest.strip()))
+    return found
+
+
+def _exec_form(rest: str) -> list[str]:
+    """The JSON array of an ENTRYPOINT or of a HEALTHCHECK's CMD."""
+    command: list[str] = json.loads(rest[rest.index("[") :])
+    return command
+
+
+@pytest.mark.skipif(
+    sys.platform != "linux"
+    or os.geteuid() != 0
+    or not all(shutil.which(tool) for tool in ("unshare", "nsenter", "setpriv", "ip")),
+    reason="needs Linux, root, unshare, nsenter, setpriv and ip (a namespace of its own)",
+)
+def test_the_dockerfiles_entrypoint_and_both_health_checks_run_as_written() -> None:
+    # As in the image: a non-root user, /tmp a fresh mode-1777 tmpfs, a network of its own
+    # (port 8080 as written). Only the schedule and state paths move into /tmp: /app and
+    # /var/lib/cronctl cannot be made on the machine running the tests.
+    steps = _dockerfile_instructions()
+    [useradd] = [rest for word, rest in steps if word == "RUN" and "useradd" in rest]
+    uid = re.search(r"--uid (\d+)", useradd)
+    assert uid is not None
+    [entrypoint] = [_exec_form(rest) for word, rest in steps if word == "ENTRYPOINT"]
+    checks = [_exec_form(rest) for word, rest in steps if word == "HEALTHCHECK"]
+    assert len(checks) == 2 and entrypoint[:2] == ["cronctl", "work"]
+    command = [sys.executable, "-m", "cronctl", *entrypoint[1:]]
+    command[command.index("--file") + 1] = "/tmp/app/schedules.toml"
+    become = ["setpriv", f"--reuid={uid[1]}", f"--regid={uid[1]}", "--clear-groups", "--"]
+    setup = (
+        "mount -t tmpfs -o mode=1777 tmpfs /tmp && ip link set lo up && "
+        "install -d -o $APP_UID -m 0700 /tmp/app /tmp/state && "
+        'printf %s "$SCHEDULE" > /tmp/app/schedules.toml && exec "$@"'
+    )
+    env = {
+        "PATH": os.environ["PATH"],
+        "PYTHONPATH": str(REPO_ROOT),
+        "HOME": "/tmp/app",
+        "NO_COLOR": "1",
+        "APP_UID": uid[1],
+        "CRONCTL_STATE_DIR": "/tmp/state",
+        "SCHEDULE": '[[task]]\nname = "tick"\nevery_minute = true\ncommand = "true"\n',
+    }
+    namespace = ["unshare", "--mount", "--net", "--propagation", "private", "--"]
+    worker = subprocess.Popen(
+        [*namespace, "sh", "-c", setup, "sh", *become, *command],
+        env=env,
+        cwd="/",
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    alive = Path(f"/proc/{worker.pid}/root/tmp/cronctl-alive")
+    inside = ["nsenter", "-t", str(worker.pid), "-m", "-n", "--", *become]
+    try:
+        deadline = time.monotonic() + 60
+        while not alive.exists():
+            assert worker.poll() is None, worker.communicate()
+            assert time.monotonic() < deadline, "no health file"
+            time.sleep(0.1)
+        assert alive.stat().st_uid == int(uid[1])
+        for check in checks:
+            probe = [sys.executable if check[0] == "python" else check[0], *check[1:]]
+            ran = subprocess.run([*inside, *probe], env=env, capture_output=True, timeout=30)
+            assert ran.returncode == 0, (probe, ran.stderr)
+    finally:
+        err = stop_worker(worker)
+    assert worker.returncode == 0, err

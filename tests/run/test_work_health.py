@@ -194,6 +194,77 @@ def test_a_link_planted_at_the_health_file_is_not_followed(cli: Cli) -> None:
     assert missing.returncode == 2 and "cannot write it" in missing.stderr
 
 
+def _shared_tmp(cli: Cli) -> Path:
+    """A directory like a machine's /tmp: everyone may write, sticky."""
+    shared = cli.cwd / "tmp"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    return shared
+
+
+def test_the_health_file_may_live_in_a_sticky_directory_everyone_writes(cli: Cli) -> None:
+    # docs/containers.md's recipe: --health-file /tmp/cronctl-alive, /tmp being mode 1777.
+    write_schedule(cli.cwd / "schedules.toml", [EVERY_MINUTE])
+    alive = _shared_tmp(cli) / "cronctl-alive"
+    worker = cli.popen_code(FAST_WORK, "work", "--grace", "5", "--health-file", str(alive))
+    try:
+        _until(lambda: alive.exists() or worker.poll() is not None, 60, "no health file")
+        assert worker.poll() is None, worker.communicate()
+        first = alive.stat().st_mtime_ns
+        _until(lambda: alive.stat().st_mtime_ns > first, 60, "never touched again")
+        assert alive.stat().st_uid == os.geteuid()
+    finally:
+        err = stop_worker(worker)
+    assert worker.returncode == 0, err
+    assert not alive.exists()
+
+
+def _plant_fifo(path: Path) -> str:
+    os.mkfifo(path)
+    return "not a regular file"
+
+
+def _plant_other_users_file(path: Path) -> str:
+    if os.geteuid() != 0:
+        pytest.skip("making another user's file needs root")
+    path.write_text("theirs\n")
+    path.chmod(0o666)
+    os.chown(path, 54321, 54321)
+    return "belongs to uid 54321"
+
+
+def _plant_link(path: Path) -> str:
+    path.symlink_to(path.parent.parent / "schedules.toml")
+    return "symbolic link"
+
+
+@pytest.mark.parametrize("plant", [_plant_fifo, _plant_other_users_file, _plant_link])
+def test_what_another_user_planted_at_a_shared_health_file_is_refused_and_kept(
+    cli: Cli, plant: Callable[[Path], str]
+) -> None:
+    write_schedule(cli.cwd / "schedules.toml", [EVERY_MINUTE])
+    alive = _shared_tmp(cli) / "cronctl-alive"
+    said = plant(alive)
+    before = os.lstat(alive)
+    refused = cli("work", "--health-file", str(alive))
+    assert refused.returncode == 2, refused.stderr
+    assert f"--health-file {alive}: cannot write it: " in refused.stderr
+    assert said in refused.stderr
+    assert "chmod" not in refused.stderr  # never advice to close a shared /tmp
+    after = os.lstat(alive)  # still there, untouched: not ours to remove
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+
+
+def test_a_world_writable_health_file_directory_without_sticky_bit_is_refused(cli: Cli) -> None:
+    write_schedule(cli.cwd / "schedules.toml", [EVERY_MINUTE])
+    loose = cli.cwd / "loose"
+    loose.mkdir()
+    loose.chmod(0o777)  # others could rename our file away and plant theirs
+    refused = cli("work", "--health-file", str(loose / "alive"))
+    assert refused.returncode == 2 and f"{loose} is world-writable" in refused.stderr
+    assert not (loose / "alive").exists()
+
+
 @pytest.mark.parametrize(
     ("address", "said"),
     [
