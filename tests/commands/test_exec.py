@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
+from cronctl.edge.process import procs
 from tests.helpers import Cli, write_schedule
 
 
@@ -104,6 +106,37 @@ def test_exec_refuses_while_the_task_runs_and_waits_with_wait(cli: Cli, tmp_path
     assert len(list(tmp_path.glob("started.*"))) == 2
     runs = _history(cli)
     assert [r["outcome"] for r in runs] == ["ok", "ok"]
+
+
+def test_exec_under_another_host_name_refuses_a_task_whose_exec_was_killed(
+    cli: Cli, tmp_path: Path
+) -> None:
+    # The task closes the lock's descriptor, its exec is killed -9: only the holder record
+    # says it runs, and a second exec under another CRONCTL_HOST on this machine must heed it.
+    closer = (
+        "import os, time; os.closerange(3, 65536); open('started', 'w').write(str(os.getpid()))"
+        "\nwhile not os.path.exists('release'): time.sleep(0.05)"
+    )
+    command = json.dumps([sys.executable, "-c", closer])
+    write_schedule(tmp_path / "schedules.toml", [f'name = "t"\ncommand = {command}\nhourly = true'])
+    first = cli.popen("exec", "t", env={"CRONCTL_HOST": "box"})
+    _wait_started(first, tmp_path)
+    while not (tmp_path / "started").read_text():
+        time.sleep(0.02)
+    task = int((tmp_path / "started").read_text())
+    first.kill()
+    first.communicate(timeout=15)
+    try:
+        second = cli("exec", "t", env={"CRONCTL_HOST": "box-alias"})
+        assert second.returncode == 2, second.stderr
+        assert f"task t is running (pid {task} on box" in second.stderr
+    finally:
+        (tmp_path / "release").touch()
+    deadline = time.monotonic() + 15
+    while procs.identify(task) is not None:
+        assert time.monotonic() < deadline, "the task never ended"
+        time.sleep(0.05)
+    assert cli("exec", "t", env={"CRONCTL_HOST": "box-alias"}).returncode == 0
 
 
 def test_exec_of_a_task_for_other_hosts_is_refused(cli: Cli, tmp_path: Path) -> None:

@@ -368,7 +368,7 @@ def _try_overlap_lock(
             old = _pread_all(fd)
             # Without the guard the record may be stale, so it is not evidence either way.
             previous = _holder_from(_parse_record(old)) if guarded and old else None
-            if previous is None or not command_lives(previous, host):
+            if previous is None or not command_lives(previous):
                 return OverlapResult("acquired", _record_holder(lock, fd, me, len(old)), None)
             if not _past_lease(previous, me, lease):
                 os.close(fd)
@@ -405,7 +405,7 @@ def overlap_held(lock_dir: Path, task: str) -> bool:
             finally:
                 os.close(fd)
             holder = _read_holder(_task_path(directory, task, ".holder"))
-            return holder is not None and command_lives(holder, holder.host)
+            return holder is not None and command_lives(holder)
     except FileNotFoundError:
         return False  # never taken on this lock_dir
 

@@ -119,7 +119,7 @@ def is_held(cur: Any, task: str, host: str, skipped: rows.Skipped) -> bool:
     except rows.BadRow as problem:
         skipped.skip("holders", task, problem)
         return False
-    return command_lives(holder, host)
+    return command_lives(holder)
 
 
 def try_lock(
@@ -183,7 +183,7 @@ def _attempt(
         skipped.skip("holders", params["task"], problem)
         return bool(ok), None, False
     if other and host == params["host"] and boot and boot == procs.boot_id():
-        fresh = _lives_here(holder, pid_start, bool(fresh), params["host"])
+        fresh = _lives_here(holder, pid_start, bool(fresh))
     return bool(ok), holder, bool(fresh)
 
 
@@ -194,13 +194,13 @@ def _command(pid: Any, start: Any, boot: Any) -> procs.ProcessId | None:
     return procs.ProcessId(rows.pid(pid, "command_pid") or 0, int(start), str(boot))
 
 
-def _lives_here(holder: HolderInfo, pid_start: int | None, fresh: bool, host: str) -> bool:
+def _lives_here(holder: HolderInfo, pid_start: int | None, fresh: bool) -> bool:
     """A holder of this machine counts as holding while its command lives (whatever the
     row's age: the task may have closed the lock's socket and its cronctl died), or, before
     the command is named, while its cronctl lives and the row is fresh. Processes that are
     gone hold nothing (a row a store restart left behind: docs/faults.md)."""
     if holder.command is not None:
-        return command_lives(holder, host)
+        return command_lives(holder)
     boot = procs.boot_id()
     if pid_start is None or not holder.pid:
         return fresh

@@ -23,7 +23,8 @@ _PROC = Path("/proc")
 
 @dataclass(frozen=True, slots=True)
 class ProcessId:
-    """One process for good: its pid, its start time in ticks since boot, and the boot."""
+    """One process for good: its pid, its start time in ticks since boot, and the boot (with
+    the pid namespace the pid is counted in, see :func:`boot_id`)."""
 
     pid: int
     start_ticks: int
@@ -32,11 +33,21 @@ class ProcessId:
 
 @cache
 def boot_id() -> str:
-    """This boot's id (``/proc/sys/kernel/random/boot_id``), or "" where there is none."""
+    """This boot's id (``/proc/sys/kernel/random/boot_id``) and this process's pid namespace
+    (``pid:[INODE]``), or "" where there is no boot id.
+
+    Containers on one kernel share the boot id but count pids apart: a pid is only
+    comparable with one of the same namespace, so a container sharing a ``lock_dir`` never
+    takes another's holder for one of its own processes.
+    """
     try:
-        return (_PROC / "sys/kernel/random/boot_id").read_text().strip()
+        boot = (_PROC / "sys/kernel/random/boot_id").read_text().strip()
     except OSError:
         return ""
+    try:
+        return f"{boot}/{(_PROC / 'self/ns/pid').readlink()}" if boot else ""
+    except OSError:
+        return boot
 
 
 def _stat_fields(pid: int) -> list[bytes] | None:

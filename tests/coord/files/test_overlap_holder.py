@@ -59,6 +59,27 @@ def test_a_free_flock_whose_command_still_runs_counts_as_held(
     assert holder_record(tmp_path)["command"]["pid"] == task.pid  # type: ignore[index]
 
 
+def test_the_same_machine_under_another_host_name_finds_it_held(
+    tmp_path: Path, task: subprocess.Popen[bytes]
+) -> None:
+    # CRONCTL_HOST or --host may name one machine twice; the boot id says it is this one.
+    now = T0 + timedelta(minutes=1)
+    result = try_overlap_lock(tmp_path, "job", lease=None, now=now, host="web-2", pid=1)
+    assert result.status == "held"
+    assert result.holder is not None and result.holder.host == "web-1"
+
+
+def test_another_pid_namespace_of_this_boot_is_not_taken_for_this_one(
+    tmp_path: Path, task: subprocess.Popen[bytes]
+) -> None:
+    # A container sharing lock_dir counts pids apart: its numbers say nothing here.
+    record = holder_record(tmp_path)
+    boot = procs.boot_id().partition("/")[0]
+    record["command"]["boot"] = f"{boot}/pid:[1]"  # type: ignore[index]
+    (tmp_path / "overlap" / "job.holder").write_text(json.dumps(record))
+    assert attempt(tmp_path).status == "acquired"
+
+
 def test_the_lock_is_free_once_the_command_is_gone(
     tmp_path: Path, task: subprocess.Popen[bytes]
 ) -> None:
