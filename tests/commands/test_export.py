@@ -306,3 +306,59 @@ def test_every_cronjob_has_a_starting_deadline_spanning_fewer_than_100_runs(
     assert deadlines["nightly"] >= 80 * 86400 and deadlines["catchup"] == 90 * 600
     # A CronJob runs once per occurrence in its cluster: nothing to say about on_one_server.
     assert "on_one_server" not in result.stderr + result.stdout
+
+
+def _kubelet_expands(text: str, env: dict[str, str]) -> str:
+    """What a kubelet makes of a container's command or env value, as the Kubernetes API
+    reference gives it: `$(VAR)` becomes the variable's value (left as it is when unset),
+    `$$` becomes `$`, every other character stays."""
+    out, i = [], 0
+    while i < len(text):
+        if text[i] == "$" and i + 1 < len(text):
+            if text[i + 1] == "$":
+                out.append("$")
+                i += 2
+                continue
+            end = text.find(")", i + 2) if text[i + 1] == "(" else -1
+            if end != -1:
+                name = text[i + 2 : end]
+                out.append(env.get(name, f"$({name})"))
+                i = end + 1
+                continue
+        out.append(text[i])
+        i += 1
+    return "".join(out)
+
+
+def test_kubernetes_runs_commands_and_env_values_as_written(cli: Cli, tmp_path: Path) -> None:
+    yaml = pytest.importorskip("yaml")
+    shell = "echo $(CRONCTL_TASK) $$ $(date +%F) $HOME cost: 5$ ./bin/backup.sh"
+    argv = ["printf", "%s", "$(HOME)", "$$(x)", "$"]
+    write_schedule(
+        tmp_path / "schedules.toml",
+        [
+            f'name = "shell"\ncommand = {json.dumps(shell)}\nhourly = true\n'
+            'env = { GREETING = "hi $(CRONCTL_TASK) $$" }',
+            f'name = "array"\ncommand = {json.dumps(argv)}\nhourly = true',
+        ],
+    )
+    result = cli("export", "kubernetes", "--image", "img", "--now", BASE)
+    assert result.returncode == 0, result.stderr
+    for doc in yaml.safe_load_all(result.stdout):
+        [container] = doc["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
+        env = {e["name"]: e["value"] for e in container["env"]}
+        # The kubelet expands each env value with those before it, then the command.
+        seen: dict[str, str] = {}
+        for name, value in env.items():
+            seen[name] = _kubelet_expands(value, seen)
+        ran = [_kubelet_expands(arg, seen) for arg in container["command"]]
+        if doc["metadata"]["name"] == "shell":
+            assert ran == ["/bin/sh", "-c", shell]
+            assert seen["GREETING"] == "hi $(CRONCTL_TASK) $$"
+        else:
+            assert ran == argv
+    # The schedule's folder is the default working directory; no image holds it.
+    assert (
+        f"task shell: not expressed: working directory: the default, the schedule's folder "
+        f"({tmp_path}), is not in the image" in result.stderr
+    )

@@ -49,6 +49,16 @@ def _argv(task: Task) -> list[str]:
     return list(task.command)
 
 
+_EXPANDED = re.compile(r"\$(?=[$(])")
+
+
+def _literal(text: str) -> str:
+    """``text`` as Kubernetes must pass it on: it replaces ``$(VAR)`` in a container's
+    command and env values with the variable and reads ``$$`` as ``$``, so each ``$`` that
+    starts either is doubled (``$(date)`` in a shell command must reach the shell)."""
+    return _EXPANDED.sub("$$", text)
+
+
 def _limits(task: Task, now: datetime) -> list[str]:
     lost = common_limits(task) + dst_limits(task, now)
     for key in ("when", "skip"):
@@ -65,6 +75,12 @@ def _limits(task: Task, now: datetime) -> list[str]:
         lost.append("on_start: a CronJob has no start-up run (the schedule is exported)")
     if _workdir(task) is not None:
         lost.append(f"workdir {task.workdir}: set as workingDir; it must exist in the image")
+    else:
+        lost.append(
+            f"working directory: the default, the schedule's folder ({task.workdir}), is not "
+            "in the image; the job starts in the image's WORKDIR (set workdir if the command "
+            "needs it, as ./bin/… does)"
+        )
     cron = task.cron
     days = cron.text.split()[2::2] if cron is not None else []  # day-of-month, day-of-week
     if any(d.startswith("*/") for d in days) and any(not d.startswith("*") for d in days):
@@ -179,14 +195,16 @@ def manifest(
         "          containers:",
         "            - name: task",
         f"              image: {_s(image)}",
-        f"              command: [{', '.join(_s(a) for a in _argv(task))}]",
+        f"              command: [{', '.join(_s(_literal(a)) for a in _argv(task))}]",
     ]
     workdir = _workdir(task)
     if workdir is not None:
         out.append(f"              workingDir: {_s(workdir)}")
     env = {**task.env, "CRONCTL_TASK": task.name}
     out.append("              env:")
-    out += [f"                - {{name: {_s(k)}, value: {_s(v)}}}" for k, v in env.items()]
+    out += [
+        f"                - {{name: {_s(k)}, value: {_s(_literal(v))}}}" for k, v in env.items()
+    ]
     return "\n".join(out) + "\n"
 
 
