@@ -115,6 +115,25 @@ def test_ionice_is_the_tasks_io_class_and_others_keep_cronctls(cli: Cli) -> None
     assert (cli.cwd / "plain.io").read_text().strip() != "idle"
 
 
+def test_a_shell_whose_child_ran_past_its_cpu_budget_says_the_cap_killed_it(cli: Cli) -> None:
+    # The shell outlives its child and reports the signal only as exit 128 + SIGXCPU.
+    burn = f"{sys.executable} -c 'while 1: pass' && echo finished"
+    write_schedule(
+        cli.cwd / "schedules.toml",
+        [f'name = "burn"\nevery_minute = true\ncpu_max = "10%"\ntimeout = "20s"\n'
+         f"command = {json.dumps(burn)}"],
+    )  # fmt: skip
+    result = cli("run", "--now", NOW, "--json")
+    assert result.returncode == 1
+    [run] = json.loads(result.stdout)["runs"]
+    assert (run["outcome"], run["exit_code"]) == ("failed", 152), run
+    assert "task burn failed (exit 152)" in result.stderr
+    assert (
+        "  killed by SIGXCPU for exceeding its CPU limit (its shell's exit 152): cpu_max 10% of "
+        "its 20s timeout used up: 2s of CPU time, held by setrlimit (RLIMIT_CPU)"
+    ) in result.stderr
+
+
 def test_exec_holds_the_caps_of_defaults_too(cli: Cli) -> None:
     write_schedule(
         cli.cwd / "schedules.toml",

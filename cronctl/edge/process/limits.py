@@ -185,11 +185,18 @@ class Prepared:
                 )
             return None
         why = f"; cgroup v2 is not usable here: {self.fallback}" if self.fallback else ""
-        if sig in (signal.SIGXCPU, signal.SIGKILL) and caps.cpu_seconds is not None:
+        # A shell whose child RLIMIT_CPU killed says so only by its exit status, 128 + SIGXCPU.
+        by_shell = sig is None and exit_code == 128 + signal.SIGXCPU
+        if (by_shell or sig in (signal.SIGXCPU, signal.SIGKILL)) and caps.cpu_seconds is not None:
             timeout = format_duration(caps.timeout) if caps.timeout else "?"
+            said = (
+                f"killed by SIGXCPU for exceeding its CPU limit (its shell's exit {exit_code}): "
+                if by_shell
+                else ""
+            )
             return (
-                f"cpu_max {caps.cpu_max}% of its {timeout} timeout used up: {caps.cpu_seconds}s "
-                f"of CPU time, held by setrlimit (RLIMIT_CPU){why}"
+                f"{said}cpu_max {caps.cpu_max}% of its {timeout} timeout used up: "
+                f"{caps.cpu_seconds}s of CPU time, held by setrlimit (RLIMIT_CPU){why}"
             )
         if caps.memory_max and (exit_code or sig):
             return (
