@@ -44,6 +44,8 @@ def redact(url: str) -> str:
     try:
         parts = urlsplit(url)
         host = parts.hostname or "?"
+        if ":" in host:  # an IPv6 literal: urlsplit took its brackets off
+            host = f"[{host}]"
         if parts.port is not None:
             host = f"{host}:{parts.port}"
     except ValueError:  # check refuses such a URL; never let showing it raise

@@ -166,6 +166,17 @@ def test_the_notice_is_cleared_once_pings_get_through_again(
 def test_redact_keeps_scheme_and_host_only() -> None:
     assert notify.redact("https://hc-ping.com/abc-def?x=1") == "https://hc-ping.com/***"
     assert notify.redact("http://user:pw@10.0.0.1:8000/p/k") == "http://10.0.0.1:8000/***"
+    assert notify.redact("http://[::1]:8000/p/k") == "http://[::1]:8000/***"
+    assert notify.redact("https://[2001:DB8::1]/k") == "https://[2001:db8::1]/***"
+
+
+def test_an_unreachable_ipv6_endpoint_is_named_with_its_brackets(cli: Cli, tmp_path: Path) -> None:
+    port = _closed_port()
+    write_schedule(tmp_path / "schedules.toml", [_task(f"http://[::1]:{port}/{SECRET}", "true")])
+    result = cli("run", "--now", NOW)
+    assert result.returncode == 0, result.stderr
+    assert f"ping http://[::1]:{port}/*** failed" in result.stderr
+    assert SECRET not in result.stderr
 
 
 def test_ping_target_adds_kind_and_rid() -> None:
