@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
 import shlex
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -41,7 +40,7 @@ from cronctl.commands.serve import (
     parse_cursor,
 )
 from cronctl.commands.serve_actions import MAX_REASON, Actions
-from cronctl.coord.port import StoreUnavailable, TaskLatest, redact_url
+from cronctl.coord.port import StoreUnavailable, TaskLatest, redact_text
 from cronctl.core.model import format_utc
 from cronctl.core.runs import OUTCOMES, RunRow
 from cronctl.core.zones import Zone, parse_zone
@@ -67,14 +66,14 @@ HEADERS = {
     "X-Frame-Options": "DENY",
     "Cache-Control": "no-store",
 }
-_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://\S+")
 
 
 def masked(command: str | Sequence[str]) -> str:
     """A task's command as the dashboard shows it: an array as a shell line that runs it
-    (each word quoted as needed), passwords in URLs as ``***``, controls visible."""
+    (each word quoted as needed), passwords (in URLs, ``password=``) as ``***``, controls
+    visible."""
     if isinstance(command, str):
-        return visible(_URL.sub(lambda m: redact_url(m.group(0)), command))
+        return visible(redact_text(command, None))
     return shlex.join(masked(word) for word in command)
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from urllib.parse import unquote
 
-__all__ = ["password_spans", "redact_text", "redact_url"]
+__all__ = ["password_spans", "redact_text", "redact_url", "redact_urls"]
 
 MASK = "***"
 #: Query parameters whose value is a secret: the password, and the SSL key's passphrase.
@@ -33,9 +33,15 @@ _KEYWORDS = frozenset((
 ))
 # fmt: on
 _QUOTED = re.compile(r'"([^"\n]*)"')
-_URL_PASSWORD = re.compile(r"(postgres(?:ql)?://[^\s:/@?\"']*:)[^\s\"']*@", re.IGNORECASE)
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+_SPACE = re.compile(r"\s")
+#: A secret parameter that ends a URL: its value may run on past a space.
+_LAST_PARAM_SECRET = re.compile(r"[?&](?:ssl)?password=[^&]*$", re.IGNORECASE)
+#: ``password=VALUE`` in libpq's keyword form: a value in single quotes, or unquoted up to
+#: a space; a backslash escapes the next character in either (``'it\'s'``, ``my\ pw``).
 _PARAM_PASSWORD = re.compile(
-    r"((?:ssl)?password\s*=\s*)('[^']*'|\"[^\"]*\"|[^\s&\"']+)", re.IGNORECASE
+    r"((?:ssl)?password\s*=\s*)('(?:[^'\\]|\\.)*'?|\"[^\"]*\"|(?:[^\s&\"'\\]|\\.)+)",
+    re.IGNORECASE,
 )
 _PIECES = re.compile(r"[/@:?&=,\[\]%#]")
 #: A secret or piece this long is hidden wherever it appears in a driver's error.
@@ -134,18 +140,53 @@ def redact_url(url: str) -> str:
     return _masked(url, password_spans(url))
 
 
+def redact_urls(text: str) -> str:
+    """``text`` (a command line, a message) with the password of every URL in it as ``***``.
+
+    A password may hold a space, a quote or a ``#`` (libpq takes them as written, and
+    percent-decoded), so a URL is not cut at the first space: its user information runs, as
+    libpq reads it, to an ``@`` that comes before any ``/`` on the line; from there a URL
+    opened by a quote runs to the closing quote, any other to a space, and a ``password=``
+    parameter that ends it to the end of the line. Where that reads too much, more is
+    hidden, never less.
+    """
+    out: list[str] = []
+    pos = 0
+    while (found := _SCHEME.search(text, pos)) is not None:
+        end = _url_end(text, found.start(), found.end())
+        out += [text[pos : found.start()], redact_url(text[found.start() : end])]
+        pos = end
+    return "".join(out) + text[pos:]
+
+
+def _url_end(text: str, start: int, rest: int) -> int:
+    """Where the URL that starts at ``start`` (its user information at ``rest``) ends."""
+    line_end = text.find("\n", rest)
+    line_end = len(text) if line_end < 0 else line_end
+    userinfo = _libpq_userinfo_end(text[rest:line_end])
+    word = rest + userinfo + 1 if userinfo >= 0 else rest
+    quote = text[start - 1] if start and text[start - 1] in "'\"" else ""
+    if quote:
+        at = word
+        while at < line_end and text[at] != quote:
+            at += 2 if text[at] == "\\" and quote == '"' else 1  # \" inside double quotes
+        return min(at, line_end)
+    space = _SPACE.search(text, word, line_end)
+    end = space.start() if space is not None else line_end
+    return line_end if _LAST_PARAM_SECRET.search(text, start, end) else end
+
+
 def redact_text(text: str, url: str | None) -> str:
     """``text`` (a driver's error, which may echo the URL or pieces of it) without the URL's
     password: the URL itself, each quoted piece of the URL that overlaps a password, the
-    password as written and decoded, and any ``scheme://user:…@`` or ``password=…`` left."""
+    password as written and decoded, and any URL password or ``password=…`` left."""
     if url:
         spans = password_spans(url)
         text = text.replace(url, redact_url(url))
         text = _QUOTED.sub(lambda m: f'"{_quoted(m.group(1), url, spans)}"', text)
         for secret in sorted(_secrets(url, spans), key=len, reverse=True):
             text = text.replace(secret, MASK)
-    text = _URL_PASSWORD.sub(rf"\1{MASK}@", text)
-    return _PARAM_PASSWORD.sub(rf"\1{MASK}", text)
+    return _PARAM_PASSWORD.sub(rf"\1{MASK}", redact_urls(text))
 
 
 def _quoted(piece: str, url: str, spans: list[tuple[int, int]]) -> str:

@@ -28,6 +28,8 @@ MALFORMED = [
     pytest.param("postgresql://u:Qx9@Jm8@Wv7z@127.0.0.1:1/db", ["Qx9", "Jm8", "Wv7z"], id="at"),
     pytest.param("postgresql://u@127.0.0.1:1/db?password=Qx9&Jm8=1", ["Qx9", "Jm8"], id="amp"),
     pytest.param("postgresql://u@127.0.0.1:1/db?sslpassword=Qx9Wv7", ["Qx9Wv7"], id="sslkey"),
+    pytest.param("postgresql://u:Qx9 Wv7@127.0.0.1:1/db", ["Qx9", "Wv7"], id="space"),
+    pytest.param("postgresql://u@127.0.0.1:1/db?password=Qx9 Wv7", ["Qx9", "Wv7"], id="sp-query"),
 ]
 GUARDED = 'name = "g"\ncron = "* * * * *"\ncommand = "echo g"\nwithout_overlapping = true'
 FREE = 'name = "f"\ncron = "* * * * *"\ncommand = "echo f"'
