@@ -130,8 +130,11 @@ def ran_long(cli: Cli, tmp_path: Path) -> Path:
 
 
 def _table(out: str) -> tuple[list[str], list[list[str]]]:
-    """The header's column names and each row's cells (split at two spaces or more)."""
+    """The header's column names and each row's cells (split at two spaces or more), without
+    the line under the table that says which zone its times are in."""
     lines = [line.rstrip() for line in ANSI.sub("", out).splitlines() if line.strip()]
+    assert lines[-1].startswith("Times in "), out
+    lines = lines[:-1]
     cells = [re.split(r" {2,}", line) for line in lines]
     return cells[0], cells[1:]
 
@@ -180,6 +183,26 @@ def test_status_at_80_columns_shows_times_short_in_the_tasks_zone(cli: Cli, ran_
     assert nightly[1:4] == ["01:00-04", "ok", "08-04 01:00-04"]
     assert by_name["refresh-the-search-index-cache"][1:4] == ["05:01Z", "failed", "05:03Z"]
     assert by_name["send-weekly-digest-to-subscribers"][3] == "09:00+02"
+
+
+@pytest.mark.parametrize("command", ["list", "status", "history"])
+def test_a_terminals_table_says_which_zone_its_times_are_in(
+    cli: Cli, ran_long: Path, command: str
+) -> None:
+    def note(columns: int, *flags: str) -> str:
+        when = () if command == "history" else ("--now", NOW)
+        out = _on_terminal(
+            cli, command, "-f", str(ran_long), *when, *flags, env={}, columns=columns
+        )
+        return ANSI.sub("", out).rstrip().splitlines()[-1]
+
+    # Narrow: short times in each task's zone (05:00Z, 01:00-04); wide: whole UTC times.
+    assert note(80) == "Times in each task's own time zone; the suffix is its UTC offset (Z: UTC)."
+    assert note(250) == "Times in UTC."
+    if command == "list":
+        assert note(250, "--local").startswith("Times in each task's own time zone")
+    piped = cli(command, "-f", str(ran_long), *(() if command == "history" else ("--now", NOW)))
+    assert "Times in" not in piped.stdout + piped.stderr  # scripts read the columns alone
 
 
 def test_list_at_120_columns_keeps_the_guards(cli: Cli, ran_long: Path) -> None:

@@ -146,6 +146,10 @@ def test_check_hints_at_the_project_name(cli: Cli, tmp_path: Path) -> None:
     assert check.returncode == 0 and 'hint: no project name; add project = "NAME"' in check.stderr
     named = _project(tmp_path, cli, "b", "billing", CLAIMED)
     assert "hint:" not in named("check").stderr
+    # Only `check` reviews the file: a listing or an import is not where it helps.
+    (a.cwd / "crontab").write_text("0 3 * * * /bin/true\n")
+    for args in (("list",), ("import", "crontab"), ("import", "crontab", "-o", "new.toml")):
+        assert "hint:" not in a(*args).stderr, args
 
 
 def test_a_quiet_minute_moves_the_projects_own_windows(cli: Cli, tmp_path: Path) -> None:

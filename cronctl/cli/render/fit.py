@@ -38,12 +38,14 @@ _GAP = 2  # spaces between columns
 
 @dataclass(frozen=True, slots=True)
 class Layout:
-    """The cells to print, the columns kept and each column's width."""
+    """The cells to print, the columns kept, each column's width, and whether the times
+    are written short (in each task's zone)."""
 
     rows: Sequence[Sequence[str]]
     keep: list[int]
     widths: list[int]
     fits: bool
+    short_times: bool = False
 
 
 def fit(
@@ -76,13 +78,14 @@ def fit(
         # A free-text column with nothing in it (NOTE, most of the time) goes first.
         kept = [i for i in kept if i not in limit or any(row[i] for row in rows)]
         widths = _widths(full, kept, limit, width)
+    short_times = False
     for step in steps:
         if _total(widths, kept) <= width:
             break
         if step == TIMES:
             if short is None:
                 continue
-            rows = short()
+            rows, short_times = short(), True
             full = _natural(headers, rows)
             limit = {i: min(limit[i], full[i]) for i in limit}
         elif step.startswith("~"):
@@ -95,7 +98,7 @@ def fit(
         for index in limit:
             limit[index] = min(limit[index], floor(index, _LAST_FLOOR))
         widths = _widths(full, kept, limit, width)
-    return Layout(rows, kept, widths, _total(widths, kept) <= width)
+    return Layout(rows, kept, widths, _total(widths, kept) <= width, short_times)
 
 
 def _natural(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[int]:

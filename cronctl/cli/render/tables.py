@@ -37,6 +37,11 @@ def problem_json(problem: Problem) -> dict[str, Any]:
     }
 
 
+#: What a terminal's table says under it about its times: whole (UTC unless said) or short.
+IN_UTC = "Times in UTC."
+IN_TASK_ZONES = "Times in each task's own time zone; the suffix is its UTC offset (Z: UTC)."
+
+
 def table(
     headers: Sequence[str],
     rows: Sequence[Sequence[str]],
@@ -45,6 +50,7 @@ def table(
     shrink: Sequence[str] = ("WHEN", "GUARDS", "NOTE"),
     short: Callable[[], Sequence[Sequence[str]]] | None = None,
     floors: Mapping[str, int] | None = None,
+    whole_times: str = IN_UTC,
 ) -> None:
     """A rich table on a terminal; aligned plain columns when piped (easy to grep and cut).
 
@@ -54,6 +60,10 @@ def table(
     then the free-text columns in `shrink` are shortened with an ellipsis. Every cell is made
     `visible`: what a table shows comes from the state database or the fleet store (a pause
     reason, a host another machine wrote), untrusted like task output.
+
+    A table with times (`short`) says under it which zone they are in: `whole_times` for
+    the times as given, IN_TASK_ZONES once they are short, so a reader whose terminal
+    narrowed is never left to guess. Piped, the columns are all there is.
     """
     rows = [[visible(cell, one_line=True) for cell in row] for row in rows]
     out = stream or sys.stdout
@@ -75,14 +85,18 @@ def table(
             # Long (a rich Table is slow), or wider than the terminal even so: rich would
             # squeeze the columns and cut names and times; printed whole, the terminal wraps.
             line_by_line.print_lines(console, headers, rows, keep, widths, outcome_style)
-            return
-        grid = Table(box=None, header_style="bold", pad_edge=False)
-        for index in keep:
-            grid.add_column(headers[index], no_wrap=True, overflow="ellipsis", width=widths[index])
-        for row in rows:
-            # Text, not markup: a '[' in a note or a name is printed, not interpreted.
-            grid.add_row(*(Text(row[i], style=outcome_style(headers[i], row[i])) for i in keep))
-        console.print(grid)
+        else:
+            grid = Table(box=None, header_style="bold", pad_edge=False)
+            for index in keep:
+                grid.add_column(
+                    headers[index], no_wrap=True, overflow="ellipsis", width=widths[index]
+                )
+            for row in rows:
+                # Text, not markup: a '[' in a note or a name is printed, not interpreted.
+                grid.add_row(*(Text(row[i], style=outcome_style(headers[i], row[i])) for i in keep))
+            console.print(grid)
+        if short is not None and rows:
+            console.print(Text(IN_TASK_ZONES if layout.short_times else whole_times, "dim"))
         return
     out.write(plain_table(headers, rows))
 
@@ -244,6 +258,7 @@ def render_list(
         cells(long_form),
         drop=(TIMES, "~WHEN", "TIMEZONE", "WHEN", "LAST RUN", "GUARDS", "SCHEDULE"),
         short=lambda: cells(_memo(lambda when, zone: short_time(when, zone, now))),
+        whole_times=IN_TASK_ZONES if local else IN_UTC,
     )
     # Errors always; warnings only when asked (-v): a listing is not a lint report (`check`
     # is), and a count repeated under every listing was noise nobody acted on.
