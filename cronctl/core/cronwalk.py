@@ -15,6 +15,7 @@ from bisect import bisect_left
 from collections.abc import Iterator
 from datetime import date, datetime, timedelta
 from functools import lru_cache
+from itertools import pairwise
 
 from cronctl.core.cronexpr import CronExpr
 from cronctl.core.minutes import MINUTE, minute_ceil, minute_floor
@@ -116,3 +117,42 @@ def matching_walls(expr: CronExpr, low: datetime, high: datetime) -> Iterator[da
                 if whole_day or first <= wall < high:
                     yield wall
         day = _next_day_until(expr, day, last)
+
+
+_DAYS_APART: dict[tuple[object, ...], int | None] = {}
+_DAYS_APART_KEPT = 4096
+
+
+def shortest_wall_gap(expr: CronExpr, first: date, days: int) -> int | None:
+    """The shortest interval, in minutes of wall time, between two wall minutes `expr` names
+    one after the other, on the `days` calendar days from `first` (None: no two there).
+
+    From the value sets, not by walking the calendar run by run: every day it names has
+    the same times, so it is the closest two times of a day, or the last time of a day to
+    the first of the next day it names.
+    """
+    hours, minutes = _times(expr)
+    times = [h * 60 + m for h in hours for m in minutes]
+    gaps = [b - a for a, b in pairwise(times)]
+    apart = _days_apart(expr, first, days)
+    if apart is None:
+        return min(gaps) if gaps and _named_days(expr, first, days) else None
+    return min([*gaps, apart * 1440 - times[-1] + times[0]])
+
+
+def _days_apart(expr: CronExpr, first: date, days: int) -> int | None:
+    """The fewest days between two days `expr` names in the span (None: fewer than two).
+
+    Kept per day rule: thousands of tasks at distinct times share a handful of day rules."""
+    key = (expr.days, expr.weekdays, expr.months, expr.day_star, expr.weekday_star, first, days)
+    if key not in _DAYS_APART:
+        if len(_DAYS_APART) >= _DAYS_APART_KEPT:
+            _DAYS_APART.clear()
+        named = _named_days(expr, first, days)
+        _DAYS_APART[key] = min(((b - a).days for a, b in pairwise(named)), default=None)
+    return _DAYS_APART[key]
+
+
+def _named_days(expr: CronExpr, first: date, days: int) -> list[date]:
+    span = (first + timedelta(days=i) for i in range(days))
+    return [day for day in span if day_named(expr, day)]

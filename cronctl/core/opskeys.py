@@ -16,10 +16,11 @@ from fnmatch import fnmatchcase
 from typing import Any
 from urllib.parse import urlsplit
 
+from cronctl.core.cronwalk import shortest_wall_gap
 from cronctl.core.model import NOTIFY_MODES, Problem, Schedule, Task, format_duration
 from cronctl.core.values import check_text, parse_duration
 from cronctl.core.warncodes import ignore_problem
-from cronctl.core.zones import occurrences_after
+from cronctl.core.zones import occurrences_after, offset_spread
 from cronctl.errors import DurationError
 
 MAX_RETRIES = 10
@@ -222,15 +223,47 @@ def _enough(gap: timedelta, below: timedelta | None) -> bool:
     return (below is not None and gap <= below) or gap <= _MINUTE
 
 
+# The calendar days the bound below covers: from before `now`'s date in any zone to well
+# past the walk's year and the occurrence that follows it.
+_BOUND_FROM = timedelta(days=2)
+_BOUND_DAYS = 400
+# Its longest wall gap: an occurrence after the last day covered is further than this from
+# any the walk starts a gap at.
+_BOUND_LONGEST = 30 * 1440
+
+
+def _apart_beyond(task: Task, now: datetime, below: timedelta, spread: timedelta) -> bool:
+    """Whether every gap the walk could meet is longer than `below`, known without walking:
+    the shortest wall gap of a fixed-time expression, less the spread of the zone's offsets
+    (`spread`), is a floor under every real one. A daily task in a DST zone would otherwise
+    walk a year of occurrences to learn its 23-hour day, and tasks at distinct times share
+    no walk.
+
+    A wildcard task runs both passes of a fall back, which this floor does not bound."""
+    cron = task.cron
+    if cron is None or not cron.fixed_time:
+        return False
+    wall = shortest_wall_gap(cron, (now - _BOUND_FROM).date(), _BOUND_DAYS)
+    return wall is not None and wall <= _BOUND_LONGEST and timedelta(minutes=wall) - spread > below
+
+
 def ops_problems(schedule: Schedule, now: datetime) -> list[Problem]:
     """`check`'s problems with the operating keys that need the calendar: a jitter as long as
     the task's shortest period (an error: one run would be pushed past the next), and retries
     of an unguarded task that can outlast it (a warning)."""
     found: list[Problem] = []
     walks: dict[object, _PeriodWalk] = {}
+    spreads: dict[str, timedelta] = {}
 
     def shortest(task: Task, below: timedelta) -> timedelta | None:
+        """The shortest period, or None when there is none or it is surely over `below`."""
         if task.cron is None:
+            return None
+        spread = spreads.get(task.zone.name)
+        if spread is None:
+            end = now + timedelta(days=_BOUND_DAYS)
+            spread = spreads[task.zone.name] = offset_spread(task.zone, now, end)
+        if _apart_beyond(task, now, below, spread):
             return None
         walk = walks.get(task.firing_key)
         if walk is None:

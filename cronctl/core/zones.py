@@ -319,6 +319,14 @@ def transitions(zone: Zone, start: datetime, end: datetime) -> list[Segment]:
     return found
 
 
+def offset_spread(zone: Zone, start: datetime, end: datetime) -> timedelta:
+    """How far apart the UTC offsets `zone` has between `start` and `end` lie (0: one
+    offset). Two instants are then never nearer than their wall times less this much, and
+    a time in a DST gap, run just after it, keeps within it too."""
+    offsets = [zone.segment_at(start).offset, *(s.offset for s in transitions(zone, start, end))]
+    return max(offsets) - min(offsets)
+
+
 def _require_aware(instant: datetime) -> datetime:
     if instant.tzinfo is None or instant.utcoffset() is None:
         raise ValueError(f"{instant.isoformat()} has no time zone; cronctl needs aware datetimes")

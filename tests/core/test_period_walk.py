@@ -8,13 +8,14 @@ per task), on schedules and zones where the seams of daylight saving move the ga
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from cronctl.core import zones
 from cronctl.core.cronexpr import parse_cron
-from cronctl.core.model import Schedule, Settings, Task
+from cronctl.core.model import Schedule, Settings, Task, format_duration
 from cronctl.core.opskeys import ops_problems, shortest_period
 from cronctl.core.zones import next_occurrence, occurrences_after, parse_zone
 from tests.core.test_calendar import make_task
@@ -129,9 +130,8 @@ def test_the_walk_is_next_occurrence_again_and_again(zone: str) -> None:
             previous = expected
 
 
-def test_tasks_on_one_schedule_share_one_walk(monkeypatch: pytest.MonkeyPatch) -> None:
-    """2,000 jittered tasks on a dozen schedules took 1.7 million next_run calls: the calendar
-    search runs per schedule, not per task."""
+def _searches(monkeypatch: pytest.MonkeyPatch) -> Callable[[tuple[Task, ...]], int]:
+    """How many calendar searches (next_wall) ops_problems makes for some tasks."""
     calls = 0
     real = zones.next_wall
 
@@ -142,16 +142,99 @@ def test_tasks_on_one_schedule_share_one_walk(monkeypatch: pytest.MonkeyPatch) -
 
     monkeypatch.setattr(zones, "next_wall", counted)
 
-    def searched(count: int) -> int:
+    def searched(tasks: tuple[Task, ...]) -> int:
         nonlocal calls
-        tasks = tuple(
-            make_task("15 3 * * *", "Europe/Berlin", f"t{i}", jitter=timedelta(minutes=10))
-            for i in range(count)
-        )
         calls = 0
         assert ops_problems(Schedule((), tasks, (), Settings()), NOWS[1]) == []
         return calls
 
-    one = searched(1)
-    assert one > 300  # a year of a daily task
-    assert searched(50) == one
+    return searched
+
+
+def test_tasks_on_one_schedule_share_one_walk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """2,000 jittered tasks on a dozen schedules took 1.7 million next_run calls: the calendar
+    search runs per schedule, not per task."""
+    searched = _searches(monkeypatch)
+    jitter = timedelta(minutes=10)
+    # Both passes of a fall back: no floor spares this walk.
+    one = searched((make_task("0 */2 * * *", "Europe/Berlin", "t0", jitter=jitter),))
+    assert one > 300  # months of a two-hourly task
+    many = tuple(
+        make_task("0 */2 * * *", "Europe/Berlin", f"t{i}", jitter=jitter) for i in range(50)
+    )
+    assert searched(many) == one
+
+
+def test_daily_tasks_in_dst_zones_are_judged_without_walking_their_year(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Jittered tasks at distinct times of day share no walk, and each walked its year: their
+    # shortest wall gap less the spread of their zone's offsets says enough.
+    searched = _searches(monkeypatch)
+    zones_ = ("Europe/Berlin", "America/New_York", "Australia/Sydney", "America/Santiago")
+    tasks = tuple(
+        make_task(
+            f"{i % 60} {i // 60 % 24} * * *", zones_[i % 4], f"t{i}", jitter=timedelta(minutes=10)
+        )
+        for i in range(400)
+    )
+    assert searched(tasks) == 0
+
+
+# Fixed times a day, a weekday, a month; inside and beside the seams of daylight saving.
+FIXED = [
+    "30 2 * * *",
+    "0 3 * * *",
+    "0 1,13 * * *",
+    "15 9 * * MON-FRI",
+    "30 2 * * 1-5",
+    "0,30 1-3 * * *",
+    "45 23 * * *",
+    "59 1 * * 0",
+    "0 6 15 * *",
+    "5 0,12 1-7 * *",
+]
+SEAM_ZONES = ["+05:30", "Europe/Berlin", "Australia/Lord_Howe", "Europe/Dublin", "Antarctica/Troll"]
+JITTERS = [
+    timedelta(minutes=m)
+    for m in (1, 10, 29, 30, 31, 11 * 60 + 59, 12 * 60, 22 * 60 + 59, 23 * 60, 23 * 60 + 1)
+] + [timedelta(hours=h) for h in (23.5, 24, 25, 48)]
+
+
+def _old_answers(task: Task, now: datetime) -> Callable[[timedelta], timedelta | None]:
+    """_old_shortest_period(task, now, below) for any `below`, from one walk: its gaps in
+    order, stopping at the first that is `below` or shorter (or a minute)."""
+    gaps: list[timedelta] = []
+    previous = task.next_run(now)
+    horizon = now + timedelta(days=366)
+    while previous is not None and previous <= horizon and len(gaps) < 1500:
+        current = task.next_run(previous)
+        if current is None:
+            break
+        gaps.append(current - previous)
+        previous = current
+
+    def answer(below: timedelta) -> timedelta | None:
+        stop = max(below, timedelta(minutes=1))
+        return next((g for g in gaps if g <= stop), min(gaps, default=None))
+
+    return answer
+
+
+@pytest.mark.parametrize("zone", SEAM_ZONES)
+def test_a_jitter_is_judged_as_the_walk_judges_it_for_fixed_times(zone: str) -> None:
+    # The floor under a fixed-time task's gaps (its shortest wall gap less the spread of
+    # its zone's offsets) spares the walk; the verdicts and periods must be the walk's.
+    for now in NOWS:
+        tasks, expected = [], set()
+        for expr in FIXED:
+            answer = _old_answers(make_task(expr, zone), now)
+            for i, jitter in enumerate(JITTERS):
+                task = make_task(expr, zone, f"{expr}-{i}", jitter=jitter)
+                tasks.append(task)
+                period = answer(jitter)
+                if period is not None and jitter >= period:
+                    expected.add((task.name, format_duration(period)))
+        found = ops_problems(Schedule((), tuple(tasks), (), Settings()), now)
+        said = {(p.task, p.message.split("shortest period (")[1].split(")")[0]) for p in found}
+        assert said == expected, (zone, now)

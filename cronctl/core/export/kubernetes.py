@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 import re
 from datetime import date, datetime, timedelta
-from itertools import pairwise
 
 from cronctl.core.cronexpr import CronExpr
+from cronctl.core.cronwalk import shortest_wall_gap
 from cronctl.core.export.common import (
     Exported,
     common_limits,
@@ -104,35 +104,12 @@ _YEARS = 8  # two leap days, every weekday on every day of the month
 
 
 def shortest_gap(cron: CronExpr) -> int | None:
-    """The shortest interval between two runs of `cron`, in seconds of wall time.
-
-    From the value sets, not by walking the calendar run by run: the closest two times of
-    a day, and the last time of a day to the first of the next day that runs. A DST change
-    shortens one interval by an hour at most, which the 90 (not 100) of `deadline` absorbs.
-    """
-    times = sorted(h * 60 + m for h in cron.hours for m in cron.minutes)
-    gaps = [b - a for a, b in pairwise(times)]
-    apart = _days_apart(cron)
-    if apart is not None:
-        gaps.append(apart * 1440 - times[-1] + times[0])
-    return min(gaps) * 60 if gaps else None
-
-
-_DAYS_APART: dict[tuple[object, ...], int | None] = {}
-
-
-def _days_apart(cron: CronExpr) -> int | None:
-    """The fewest days between two days `cron` runs on (None: fewer than two in 8 years).
-
-    Kept per day rule: a large schedule has thousands of times but a handful of day rules.
-    """
-    key = (cron.days, cron.weekdays, cron.months, cron.day_star, cron.weekday_star)
-    if key not in _DAYS_APART:
-        span = (_ANCHOR + timedelta(days=i) for i in range(_YEARS * 366))
-        days = [d for d in span if d.month in cron.months and cron.matches_day(d)]
-        gaps = [(b - a).days for a, b in pairwise(days)]
-        _DAYS_APART[key] = min(gaps) if gaps else None
-    return _DAYS_APART[key]
+    """The shortest interval between two runs of `cron`, in seconds of wall time, over 8
+    years from a fixed day (the same schedule exports the same deadline on any day). A DST
+    change shortens one interval by an hour at most, which the 90 (not 100) of `deadline`
+    absorbs."""
+    gap = shortest_wall_gap(cron, _ANCHOR, _YEARS * 366)
+    return gap * 60 if gap is not None else None
 
 
 def deadline(task: Task) -> tuple[int, str | None]:
