@@ -46,6 +46,13 @@ def _message(state_dir: Path, run_id: str) -> str:
     return str(message)
 
 
+def _started(tmp_path: Path) -> int:
+    """The task's pid, once it has written it: the file exists, empty, for a moment first."""
+    started = tmp_path / "started"
+    wait_for(lambda: started.exists() and started.read_text().strip() != "", "the task to start")
+    return int(started.read_text())
+
+
 def _past_restart_grace(pg_server: PgServer) -> bool:
     grace = f"interval '{RESTART_GRACE_S} seconds'"
     ((past,),) = pg_server.sql(f"SELECT now() > pg_postmaster_start_time() + {grace}")
@@ -60,8 +67,15 @@ def test_a_holder_row_left_by_a_store_restart_does_not_block_its_own_host(
         [f'name = "long"\ncron = "* * * * *"\ncommand = "{LONG}"\nwithout_overlapping = true'],
     )
     a = machine("a", "run", "--now", T, background=True)
-    wait_for(lambda: (tmp_path / "started").exists(), "the task to start")
-    task_pid = int((tmp_path / "started").read_text())
+    task_pid = _started(tmp_path)
+    # The task runs before cronctl names it in the row: stopping the store in between (a
+    # loaded machine) left a row without the command, which the holder's machine then
+    # judges by its cronctl instead.
+    database = database_of(pg_url)
+    wait_for(
+        lambda: pg_server.sql("SELECT command_pid FROM cronctl.holders", database) == [(task_pid,)],
+        "the holder row to name the command",
+    )
     # The store goes away while the task runs, and the task ends meanwhile: the holder's
     # cronctl cannot delete its row, whose `seen` is from before the outage.
     pg_server.stop()
@@ -71,7 +85,7 @@ def test_a_holder_row_left_by_a_store_restart_does_not_block_its_own_host(
         assert not alive(task_pid)
     finally:
         pg_server.start()
-    (row,) = pg_server.sql("SELECT host, command_pid FROM cronctl.holders", database_of(pg_url))
+    (row,) = pg_server.sql("SELECT host, command_pid FROM cronctl.holders", database)
     assert row == ("a", task_pid)
     # Within the restart grace, another machine cannot tell and still counts the row as held...
     other = _run(machine("b", "run", "--json", "--now", T1), T1)
@@ -91,8 +105,7 @@ def test_a_task_that_closed_its_descriptors_keeps_its_host_out_after_kill_9(
         [f'name = "long"\ncron = "* * * * *"\ncommand = {command}\nwithout_overlapping = true'],
     )
     a = cast("subprocess.Popen[str]", machine("a", "run", "--now", T, background=True))
-    wait_for(lambda: (tmp_path / "started").exists(), "the task to start")
-    task_pid = int((tmp_path / "started").read_text())
+    task_pid = _started(tmp_path)
     database = database_of(pg_url)
     wait_for(
         lambda: pg_server.sql("SELECT command_pid FROM cronctl.holders", database) == [(task_pid,)],
