@@ -19,7 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from cronctl.cli.fastpath import Minute, host_name, parse_instant, quiet_exit, quiet_minute
-from cronctl.cli.render.runs import render_failure, render_problems, render_run, starting_line
+from cronctl.cli.render.runs import (
+    render_failure,
+    render_problems,
+    render_run,
+    run_line,
+    starting_line,
+)
 from cronctl.coord import open_coordinator
 from cronctl.coord.port import Coordinator
 from cronctl.core.model import Schedule, Task, format_utc
@@ -250,19 +256,19 @@ def this_host(schedule: Schedule, host: str) -> Schedule:
 def work_reporting(
     ctx: RunContext, verbose: bool, output: bool
 ) -> tuple[RunContext, Callable[[Any], None]]:
-    """`work`: failures reported as each task ends; with --output, every task's lines on
-    stdout as `TASK | line` (what `journalctl -u cronctl` then shows)."""
-    live = LiveReports()
+    """`work`: failures reported as each task ends (with -v, every outcome); with --output,
+    every task's lines on stdout as `TASK | line` (what `journalctl -u cronctl` then shows)."""
+    live = LiveReports(lines=verbose)
     ctx = replace(ctx, on_done=live)
     if output:
         ctx = replace(ctx, output=lambda task: printer(f"{task} | "))
     if verbose:
-        # One line as the minute's tasks start; the minute's outcomes (or "nothing due")
-        # follow as its tick ends (render_run).
+        # One line as the minute's tasks start, then each outcome as its run ends; what
+        # ran nothing (missed, paused), or "nothing due", as its tick ends (render_run).
         ctx = replace(ctx, starting=lambda now, rows: print(starting_line(now, rows), flush=True))
 
     def report(result: Any) -> None:
-        render_run(result, False, verbose, live.handled)
+        render_run(result, False, verbose, live.handled, live.shown)
         live.forget(r.id for r in result.runs)  # `work` runs for months: keep the set small
 
     return ctx, report
@@ -274,14 +280,20 @@ def work_reporting(
 class LiveReports:
     """The `on_done` of a run: prints what each ending occurrence calls for."""
 
-    def __init__(self) -> None:
-        """Nothing reported yet."""
+    def __init__(self, lines: bool = False) -> None:
+        """Nothing reported yet; `lines`: print each outcome's `-v` line too (`work -v`)."""
         self._lock = threading.Lock()
+        self._lines = lines
         self.handled: set[str] = set()  # run ids already dealt with (printed or silenced)
+        self.shown: set[str] = set()  # run ids whose -v line is printed
 
     def __call__(self, task: Task, result: RunRow, kind: str | None) -> None:
-        """Print a failure report or a recovery line for `result` (`kind`), or nothing."""
+        """Print `result`'s -v line (with `lines`), and a failure report or a recovery line
+        for it (`kind`), or nothing."""
         with self._lock:
+            if self._lines:
+                print(run_line(result), flush=True)
+                self.shown.add(result.id)
             if kind is not None or result.outcome in ("failed", "timeout", "error"):
                 self.handled.add(result.id)  # printed now, or silenced by notify = "change"
             if kind == "failure":
@@ -296,4 +308,6 @@ class LiveReports:
     def forget(self, run_ids: Iterable[str]) -> None:
         """Drop ids whose tick has been rendered."""
         with self._lock:
-            self.handled.difference_update(run_ids)
+            ids = set(run_ids)
+            self.handled -= ids
+            self.shown -= ids

@@ -3,9 +3,11 @@
 pauses last read (``STATE_DIR/coord-pauses``), so a pause still holds while the store is
 unreachable.
 
-A run publishes its records in one round trip at its end. When the store cannot take them,
-their ids go to the outbox; the next run that reaches the store sends them again, read afresh
-from the local history, and the store's upsert by id makes a repeat harmless.
+A run's record is published as that run ends (:class:`Records`); what did not go then (the
+store unreachable) and the rows a run records without running them (missed, recovered) go
+in one round trip at the end. When the store cannot take them, their ids go to the outbox;
+the next run that reaches the store sends them again, read afresh from the local history,
+and the store's upsert by id makes a repeat harmless.
 
 A record of a run that did not end well goes with the last OUTPUT_TAIL_BYTES of its log, so
 any machine's dashboard can show why (docs/dashboard.md): the log as written, whose task
@@ -16,6 +18,7 @@ command's raw output.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Sequence
 from contextlib import suppress
 from dataclasses import replace
@@ -69,6 +72,37 @@ def publish(
         with suppress(FileNotFoundError):
             (state_dir / OUTBOX).unlink()
     return None
+
+
+class Records:
+    """The fleet records of one `run` (or `work` tick): each sent as its run ends, from the
+    worker that ran it; :meth:`finish` sends the rest."""
+
+    def __init__(self, coord: Coordinator) -> None:
+        """Nothing sent yet."""
+        self._coord = coord
+        self._sent: set[str] = set()
+        self._lock = threading.Lock()
+
+    def send(self, rows: Sequence[RunRow]) -> None:
+        """Publish ``rows`` now; what cannot go (the store unreachable) waits for finish."""
+        rows = [r for r in rows if r.outcome not in _NOT_PUBLISHED]
+        if not rows:
+            return
+        try:
+            self._coord.publish([published(row) for row in rows])
+        except StoreUnavailable:
+            return
+        with self._lock:
+            self._sent.update(row.id for row in rows)
+
+    def finish(
+        self, store: Store, rows: Sequence[RunRow], state_dir: Path
+    ) -> StoreUnavailable | None:
+        """:func:`publish` what of ``rows`` has not gone yet, and the outbox."""
+        with self._lock:
+            unsent = [r for r in rows if r.id not in self._sent]
+        return publish(store, self._coord, unsent, state_dir)
 
 
 def published(row: RunRow) -> RunRow:

@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol, TypedDict
 
+from cronctl.coord import outbox
 from cronctl.coord.port import Coordinator
 from cronctl.core.due import Plan
 from cronctl.core.model import Task
@@ -212,6 +213,9 @@ class RunContext:
     # (they went by the pauses last read): guarded tasks, which wait for it anyway, look at
     # its own pauses before their claim (guards.paused).
     recheck_pauses: bool = False
+    # The fleet records of this run, each sent as its run ends (coord/outbox.py); None: no
+    # fleet store, or a rehearsal.
+    records: outbox.Records | None = None
     # Rows the planning transaction recorded "running" already (the first wave: see
     # planning.plan_all), so their workers start them without a commit of their own.
     marked: set[str] = field(default_factory=set)

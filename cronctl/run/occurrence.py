@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 from contextlib import suppress
 from dataclasses import replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from cronctl.coord.port import HeldLock, StoreUnavailable
 from cronctl.core.due import Plan
@@ -21,11 +21,10 @@ from cronctl.edge.notify import Pings
 from cronctl.edge.paths import ensure_private_dir
 from cronctl.edge.process import runner
 from cronctl.edge.state import unsaved
-from cronctl.edge.state.store import PendingUpdate, Store
+from cronctl.edge.state.store import Store
 from cronctl.errors import CronctlError, EnvFileError
 from cronctl.run import attempts, guards
 from cronctl.run.context import (
-    FAILED,
     RESULT_FIELDS,
     RunContext,
     log_path,
@@ -33,10 +32,6 @@ from cronctl.run.context import (
     starts_at_once,
 )
 from cronctl.run.outcomes import NOT_STARTED, record_command, result_message
-
-if TYPE_CHECKING:
-    #: A result handed to the group commit without waiting (see run_task).
-    _Later = tuple[PendingUpdate, RunRow, dict[str, Any]]
 
 
 def run_all(
@@ -65,7 +60,7 @@ def run_all(
         if slots is not None:
             slots.close()
         if pings is not None:
-            # After every result is committed: the pings delay the run's end, never a record.
+            # After every result is recorded: the pings delay the run's end, never a record.
             pings.settle()
             if ctx.tracker is not None:
                 ctx.tracker.forget_stop(pings.stop)
@@ -81,7 +76,6 @@ def _run_all(
 ) -> list[RunRow]:
     queue = _Queue(store, plans, by_task, ctx, slots)
     results: list[RunRow] = []
-    later: list[_Later] = []
     guard = threading.Lock()
 
     def worker() -> None:
@@ -89,7 +83,7 @@ def _run_all(
         while (unit := queue.take()) is not None:
             name, rows = unit
             try:
-                done = run_task(store, plans[name].task, rows, ctx, later, queue, quick)
+                done = run_task(store, plans[name].task, rows, ctx, queue, quick)
             except Exception as exc:
                 ctx.warn(f"cronctl: error: task {name}: could not record its run: {exc}")
                 done = [replace(r, outcome="error", message=str(exc)) for r in rows]
@@ -107,7 +101,7 @@ def _run_all(
     finally:
         for thread in threads:
             join_awake(thread)  # in `run`, the main thread: a SIGTERM must wake it
-    return _settle(store, results, later, ctx, slots)
+    return results
 
 
 #: How long run_all waits at most for its first wave to start before it goes on (a start
@@ -315,17 +309,11 @@ def run_task(
     task: Task,
     rows: list[RunRow],
     ctx: RunContext,
-    later: list[_Later],
     queue: _Queue | None = None,
     quick: bool | None = False,
 ) -> list[RunRow]:
-    """The occurrences of one task, oldest first, one at a time (catch-up never overlaps).
-
-    A plain task's result joins the next group commit without waiting for it (``later``,
-    settled by _settle once every worker is done): a crash before that commit leaves the row
-    "running", reported as an unknown outcome, never run again. A task whose end is reported
-    from history (notify, retries, live reports) waits, as those read what was saved.
-    """
+    """The occurrences of one task, oldest first, one at a time (catch-up never overlaps),
+    each recorded as it ends (see recorded)."""
     slots = queue.slots if queue is not None else None
     done: list[RunRow] = []
     for i, row in enumerate(rows):
@@ -337,64 +325,26 @@ def run_task(
             result = run_occurrence(store, task, row, ctx, mark)
         except Exception as exc:
             result = replace(row, outcome="error", message=f"cronctl: {exc}")
-        fields = {k: getattr(result, k) for k in RESULT_FIELDS}
-        if not _waits(task, result, ctx):
-            handle = store.update_run_later(result.id, **fields)  # a retry's row has its own id
-            later.append((handle, result, fields))
-            if ctx.on_done is not None:
-                # What attempts.finished says of a run _waits lets through (not a failure,
-                # notify = "always", first attempt): nothing to report, and it reads no
-                # history, so the report is made without a history query.
-                ctx.on_done(task, result, None)
-            done.append(result)
-            continue
-        try:
-            store.update_run(result.id, **fields)
-        except CronctlError as exc:
-            result = _unsaved(result, fields, exc, ctx, slots)
-        done.extend(attempts.earlier(store, result))
-        attempts.finished(store, task, result, ctx)
-        done.append(result)
+        done.extend(recorded(store, task, result, ctx, slots))
     return done
 
 
-def _waits(task: Task, result: RunRow, ctx: RunContext) -> bool:
-    """Whether ``result`` must be committed before run_task goes on.
-
-    A report read from history (``notify = "change"``, a retry's earlier attempts) must find
-    the rows before it saved; a failure printed as it ends (``on_done``) is saved first, so a
-    crash cannot report it a second time as of unknown outcome. Anything else, an ok run with
-    ``notify = "always"`` above all, joins the next group commit.
-    """
-    if result.attempt > 1 or task.notify != "always":
-        return True
-    return ctx.on_done is not None and result.outcome in FAILED
-
-
-def _settle(
-    store: Store,
-    results: list[RunRow],
-    later: list[_Later],
-    ctx: RunContext,
-    slots: unsaved.Slots | None = None,
+def recorded(
+    store: Store, task: Task, result: RunRow, ctx: RunContext, slots: unsaved.Slots | None = None
 ) -> list[RunRow]:
-    """Commit the results still queued; report those that could not be saved (kept aside,
-    docs/guarantees.md) as run_task reported them before batching."""
-    if not later:
-        return results
-    store.flush()
-    changed: dict[str, RunRow] = {}
-    for handle, result, fields in later:
-        if handle.error is None:
-            continue
-        if isinstance(handle.error, CronctlError):
-            changed[result.id] = _unsaved(result, fields, handle.error, ctx, slots)
-        else:
-            ctx.warn(
-                f"cronctl: error: task {result.task}: could not record its run: {handle.error}"
-            )
-            changed[result.id] = replace(result, outcome="error", message=str(handle.error))
-    return [changed.get(r.id, r) for r in results]
+    """Commit ``result`` the moment its run ends, whatever else the run is still doing (or
+    keep it aside: docs/guarantees.md), then report it (``on_done``) and send it to the fleet
+    store: its rows, the earlier attempts of its occurrence first."""
+    fields = {k: getattr(result, k) for k in RESULT_FIELDS}
+    try:
+        store.update_run(result.id, **fields)  # a retry's row has its own id
+    except CronctlError as exc:
+        result = _unsaved(result, fields, exc, ctx, slots)
+    rows = [*attempts.earlier(store, result), result]
+    attempts.finished(store, task, result, ctx)
+    if ctx.records is not None:
+        ctx.records.send(rows)
+    return rows
 
 
 def _unsaved(

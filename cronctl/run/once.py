@@ -81,7 +81,8 @@ def coordinated(ctx: RunContext) -> Iterator[RunContext]:
     ensure_private_dir(ctx.state_dir)
     ensure_private_dir(ctx.lock_dir)
     coord = ctx.coord or open_coordinator(None, ctx.lock_dir, host=ctx.host, pid=ctx.pid)
-    ctx = replace(ctx, coord=coord, claimed=Preclaims(), marked=set())
+    records = outbox.Records(coord) if coord.keeps_fleet_history and not ctx.rehearsal else None
+    ctx = replace(ctx, coord=coord, claimed=Preclaims(), marked=set(), records=records)
     if ctx.tracker is not None:
         ctx.tracker.on_stop(coord.stop_waiting)  # a SIGTERM ends a wait on the store at once
     try:
@@ -122,8 +123,8 @@ def _run_once(
             started = None if ahead is None else lambda: planning.advance_quiet(store, ahead, ctx)
             for row in occurrence.run_all(store, plans, by_task, ctx, started):
                 results[row.id] = row
-        if coord_of(ctx).keeps_fleet_history and not ctx.rehearsal:
-            unsent = outbox.publish(store, coord_of(ctx), list(results.values()), ctx.state_dir)
+        if ctx.records is not None:
+            unsent = ctx.records.finish(store, list(results.values()), ctx.state_dir)
             if unsent is not None and not _store_failure_said(pauses, results.values(), ctx):
                 ctx.warn(
                     f"cronctl: warning: {unsent}; this run's records wait in "

@@ -21,7 +21,6 @@ from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime
 
-from cronctl.coord import outbox
 from cronctl.coord.port import HeldLock, StoreUnavailable
 from cronctl.core.model import Schedule, Task
 from cronctl.core.runs import START_TRIGGER, RunRow
@@ -29,13 +28,12 @@ from cronctl.edge import metrics
 from cronctl.edge.state.store import Store
 from cronctl.run import attempts, guards
 from cronctl.run.context import (
-    RESULT_FIELDS,
     RunContext,
     RunReport,
     coord_of,
     new_run_id,
 )
-from cronctl.run.occurrence import execute, task_env
+from cronctl.run.occurrence import execute, recorded, task_env
 from cronctl.run.once import coordinated
 from cronctl.run.outcomes import NOT_STARTED, still_running
 
@@ -93,8 +91,8 @@ def _run_all(
         for thread in threads:
             thread.join()
         runs = list(results.values())
-        if coord_of(ctx).keeps_fleet_history:
-            outbox.publish(store, coord_of(ctx), runs, ctx.state_dir)
+        if ctx.records is not None:
+            ctx.records.finish(store, runs, ctx.state_dir)
         if schedule.settings.metrics_file is not None:
             metrics.write_metrics(schedule, store, ctx.clock(), ctx.state_dir, ctx.warn)
     return RunReport(started, runs)
@@ -108,9 +106,7 @@ def _run_one(store: Store, task: Task, row: RunRow, ctx: RunContext) -> RunRow:
         result = replace(row, outcome="error", message=str(exc))
     except Exception as exc:  # anything: recorded as the run's error, never a dead thread
         result = replace(row, outcome="error", message=f"cronctl: {exc}")
-    store.update_run(result.id, **{k: getattr(result, k) for k in RESULT_FIELDS})
-    attempts.finished(store, task, result, ctx)
-    return result
+    return recorded(store, task, result, ctx)[-1]
 
 
 def _guarded(store: Store, task: Task, row: RunRow, ctx: RunContext) -> RunRow:

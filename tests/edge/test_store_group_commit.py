@@ -85,43 +85,13 @@ def test_a_bad_field_is_refused_before_anything_is_queued(tmp_path: Path) -> Non
         assert store.get_run(row.id) is not None
 
 
-def test_a_later_update_rides_the_next_commit_or_the_flush(tmp_path: Path) -> None:
-    """update_run_later returns at once; the next update_run or flush commits it, and its
-    handle says whether it was saved."""
-    with Store.open(tmp_path) as store, Store.open(tmp_path) as other:
-        first, second, third = _rows(store, 3)
-        handle = store.update_run_later(first.id, outcome="ok", exit_code=0)
-        seen = other.get_run(first.id)
-        assert seen is not None and seen.outcome == "pending"  # queued, not committed
-        store.update_run(second.id, outcome="running")  # carries the queued change along
-        assert handle.done and handle.error is None
-        seen = other.get_run(first.id)
-        assert seen is not None and (seen.outcome, seen.exit_code) == ("ok", 0)
-        gone = store.update_run_later("gone", outcome="ok")
-        store.update_run_later(third.id, outcome="failed")
-        store.flush()
-        assert isinstance(gone.error, KeyError)
-        seen = other.get_run(third.id)
-        assert seen is not None and seen.outcome == "failed"
-
-
-def test_close_commits_what_is_queued(tmp_path: Path) -> None:
-    store = Store.open(tmp_path)
-    (row,) = _rows(store, 1)
-    store.update_run_later(row.id, outcome="ok")
-    store.close()
-    with Store.open(tmp_path) as again:
-        seen = again.get_run(row.id)
-    assert seen is not None and seen.outcome == "ok"
-
-
 def test_a_mark_made_ahead_never_overwrites_a_result_recorded_first(tmp_path: Path) -> None:
     """run's queue marks the next rows "running" ahead; one of them may meet a refusing guard
-    and queue its skip before that mark's commit: the mark then changes nothing, whatever the
-    order within the shared transaction, and says so (KeyError) to whoever would start it."""
+    and record its skip before that mark's commit: the mark then changes nothing, and says so
+    (KeyError) to whoever would start it."""
     with Store.open(tmp_path) as store:
         skipped, started = _rows(store, 2)
-        store.update_run_later(skipped.id, outcome="skipped: still running")
+        store.update_run(skipped.id, outcome="skipped: still running")
         errors = store.update_runs(
             [(r.id, {"outcome": "running", "started": T0}) for r in (skipped, started)],
             pending_only=True,
@@ -167,15 +137,15 @@ def test_alike_changes_share_one_statement_and_a_refused_one_is_found_alone(
 
 
 def test_changes_of_one_row_land_in_the_order_they_were_queued(tmp_path: Path) -> None:
-    """A row's mark and then its result, queued for the same commit, are applied in order,
-    whatever the grouping of alike changes around them."""
+    """A row's mark and then its result, in the same commit, are applied in order, whatever
+    the grouping of alike changes around them."""
     with Store.open(tmp_path) as store:
         rows = _rows(store, 3)
-        for row in rows:
-            store.update_run_later(row.id, outcome="running", started=T0)
-        store.update_run_later(rows[1].id, outcome="ok", exit_code=0)
-        store.update_run_later(rows[0].id, outcome="failed", exit_code=1)
-        store.flush()
+        running: dict[str, object] = {"outcome": "running", "started": T0}
+        changes = [(row.id, running) for row in rows]
+        changes += [(rows[1].id, {"outcome": "ok", "exit_code": 0})]
+        changes += [(rows[0].id, {"outcome": "failed", "exit_code": 1})]
+        assert store.update_runs(changes) == [None] * 5
         assert _outcomes(store, rows) == ["failed", "ok", "running"]
 
 

@@ -7,7 +7,7 @@ prints: the tables' column fitting and schedules in words are for the other comm
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from cronctl.core.model import Problem, format_duration, format_utc
@@ -47,11 +47,16 @@ def run_json(row: Any, dry_run: bool = False) -> dict[str, Any]:
 
 
 def render_run(
-    report: Any, as_json: bool, verbose: bool, handled: set[str] | frozenset[str] = frozenset()
+    report: Any,
+    as_json: bool,
+    verbose: bool,
+    handled: Collection[str] = frozenset(),
+    shown: Collection[str] = frozenset(),
 ) -> None:
     """`run`: quiet on success; failures with their output tail on stderr (what cron mails).
 
-    Failures in `handled` were dealt with as their task ended (cronctl.cli.live).
+    Failures in `handled` were dealt with as their task ended, and the `-v` lines of the runs
+    in `shown` printed then (cli/wiring.py, LiveReports).
     """
     if as_json:
         emit_json(
@@ -61,17 +66,18 @@ def render_run(
             }
         )
     elif verbose or report.dry_run:
-        for line in run_lines(report) or [idle_line(report)]:
+        lines = run_lines(report, shown)
+        for line in lines if lines or report.runs else [idle_line(report)]:
             print(line, flush=True)
     for row in report.failed + getattr(report, "interrupted", []):
         if row.id not in handled:
             render_failure(row)
 
 
-def run_lines(report: Any) -> list[str]:
-    """One line per occurrence, except that a task's missed occurrences (a run after a pause
-    of hours, or a --now far from the last minute dealt with) make one line with their count
-    and the jump: hundreds of `missed` lines hid what would run."""
+def run_lines(report: Any, shown: Collection[str] = frozenset()) -> list[str]:
+    """One line per occurrence not in `shown`, except that a task's missed occurrences (a run
+    after a pause of hours, or a --now far from the last minute dealt with) make one line with
+    their count and the jump: hundreds of `missed` lines hid what would run."""
     lines: list[str] = []
     missed: dict[str, list[Any]] = {}
     for row in report.runs:
@@ -80,8 +86,10 @@ def run_lines(report: Any) -> list[str]:
     done: set[str] = set()
     for row in report.runs:
         group = missed.get(row.task, [])
+        if row.id in shown:
+            continue
         if row.outcome != "missed" or len(group) < 2:
-            lines.append(_run_line(row))
+            lines.append(run_line(row))
         elif row.task not in done:
             done.add(row.task)
             count, since = report.missed.get(row.task, (len(group), None))
@@ -125,7 +133,8 @@ def starting_line(now: datetime, rows: Sequence[Any]) -> str:
     return f"{format_utc(now.replace(second=0, microsecond=0))}  starting: {names}"
 
 
-def _run_line(row: Any) -> str:
+def run_line(row: Any) -> str:
+    """`-v`'s line of one run: `2026-08-03T09:00:00Z  backup  failed exit 4 1.20s`."""
     took = f" {row.duration_s:.2f}s" if row.duration_s is not None else ""
     code = f" exit {row.exit_code}" if row.exit_code is not None and row.exit_code != 0 else ""
     note = f" ({visible(row.message)})" if row.message and row.outcome != "ok" else ""

@@ -50,7 +50,6 @@ __all__ = [
     "MIGRATIONS",
     "SCHEMA_VERSION",
     "NoStateError",
-    "PendingUpdate",
     "Store",
     "StoreUnusableError",
     "StoredState",
@@ -464,7 +463,7 @@ def _alike(batch: list[_Update]) -> list[list[_Update]]:
 
 
 class _Update:
-    """One update_run waiting for the group commit that carries it (PendingUpdate)."""
+    """One update_run waiting for the group commit that carries it."""
 
     __slots__ = ("done", "error", "fields", "pending_only", "run_id")
 
@@ -476,11 +475,6 @@ class _Update:
         self.error: BaseException | None = None
 
 
-#: The handle of :meth:`Store.update_run_later`: ``done`` once committed or failed, and
-#: ``error`` (None: saved).
-PendingUpdate = _Update
-
-
 class Store:
     """The state database of one machine; :meth:`open` it, then close it (or use ``with``)."""
 
@@ -490,21 +484,9 @@ class Store:
         self._path = path
         self._lock = threading.RLock()
         # Group commit of update_run (see there): the queue, and whether a thread commits it.
-        self._grouped: threading.Condition | None = None  # made on first use: see _group
+        self._group = threading.Condition(threading.Lock())
         self._queue: list[_Update] = []
         self._leading = False
-
-    @property
-    def _group(self) -> threading.Condition:
-        """The group commit's condition, made on first use: close() has nothing to commit for
-        a store that never queued a result (a quiet minute's, run/quiet.py)."""
-        group = self._grouped
-        if group is None:
-            with self._lock:
-                if self._grouped is None:
-                    self._grouped = threading.Condition(threading.Lock())
-                group = self._grouped
-        return group
 
     @property
     def path(self) -> Path:
@@ -539,10 +521,7 @@ class Store:
         return cls(empty_connection(path), path)
 
     def close(self) -> None:
-        """Commit what is queued (:meth:`update_run_later`), then close the connection; the
-        store cannot be used afterwards."""
-        if self._grouped is not None:  # else nothing was ever queued
-            self.flush()
+        """Close the connection; the store cannot be used afterwards."""
         with self._lock:
             self._conn.close()
 
@@ -618,31 +597,6 @@ class Store:
                     item.done = True
             self._drive(lambda: all(item.done for item in items))
         return [item.error for item in items]
-
-    def update_run_later(self, run_id: str, **fields: object) -> PendingUpdate:
-        """Queue a change of run ``run_id`` for the next group commit and return at once.
-
-        The change is committed with the next :meth:`update_run` of any thread, or by
-        :meth:`flush` (:meth:`close` flushes too); the returned handle then says whether it
-        was saved (``error``). For results: a crash before that commit leaves the row
-        "running", which recovery reports as an unknown outcome, never as not run.
-
-        :raises ValueError: a name that is not a RunRow field (``id`` cannot change either).
-        """
-        _check_updatable(fields)
-        item = _Update(run_id, fields)
-        with self._group:
-            if fields:
-                self._queue.append(item)
-            else:
-                item.done = True
-        return item
-
-    def flush(self) -> None:
-        """Commit every queued change (see :meth:`update_run_later`); errors stay on the
-        handles."""
-        with self._group:
-            self._drive(lambda: not self._queue and not self._leading)
 
     def _drive(self, done: Callable[[], bool]) -> None:
         """Wait (holding ``self._group``) until ``done()``; commit the queue when no other
