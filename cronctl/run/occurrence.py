@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
-from contextlib import suppress
 from dataclasses import replace
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 from cronctl.coord.port import HeldLock, StoreUnavailable
 from cronctl.core.due import Plan
@@ -29,7 +28,6 @@ from cronctl.run.context import (
     RunContext,
     log_path,
     running_fields,
-    starts_at_once,
 )
 from cronctl.run.outcomes import NOT_STARTED, record_command, result_message
 
@@ -74,22 +72,20 @@ def _run_all(
     slots: unsaved.Slots | None,
     started: Callable[[], None] | None = None,
 ) -> list[RunRow]:
-    queue = _Queue(store, plans, by_task, ctx, slots)
+    queue = _Queue(by_task, ctx)
     results: list[RunRow] = []
     guard = threading.Lock()
 
     def worker() -> None:
-        quick: bool | None = None  # None: the first wave, which starts at once
         while (unit := queue.take()) is not None:
             name, rows = unit
             try:
-                done = run_task(store, plans[name].task, rows, ctx, queue, quick)
+                done = run_task(store, plans[name].task, rows, ctx, slots, queue.settled)
             except Exception as exc:
                 ctx.warn(f"cronctl: error: task {name}: could not record its run: {exc}")
                 done = [replace(r, outcome="error", message=str(exc)) for r in rows]
             finally:
                 queue.settled(rows[0].id)
-            quick = _quick(done)
             with guard:
                 results.extend(done)
 
@@ -109,74 +105,15 @@ def _run_all(
 _FIRST_WAVE_S = 2.0
 
 
-#: A worker whose last command ended within this many seconds marks the next rows with its
-#: own (see _Queue): the queue is moving, so they will start right away.
-_QUICK_S = 1.0
-
-
-def _quick(done: list[RunRow]) -> bool:
-    last = done[-1].duration_s if done else None
-    return last is not None and last < _QUICK_S
-
-
-class Marker(Protocol):
-    """How execute makes its row durably "running" (run_all's queue; None: by itself)."""
-
-    def __call__(self) -> None:
-        """Before the start: return once the row's mark is committed."""
-
-    def started(self) -> None:
-        """After the start: the command runs; nothing may raise from here."""
-
-
-class _Mark:
-    """One commit of "running" marks, and each row's error once it is done."""
-
-    __slots__ = ("done", "errors")
-
-    def __init__(self) -> None:
-        self.done = threading.Event()
-        self.errors: dict[str, BaseException] = {}
-
-
 class _Queue:
-    """The units of work (a task's due rows) handed to the workers, and their "running" marks.
+    """The units of work (a task's due rows) handed to the workers, and the first wave: the
+    rows planning marked "running" (``ctx.marked``), until each has started or ended."""
 
-    A command never starts before its row is durably marked "running" (a crash from then on is
-    reported as an unknown outcome, never as "did not run"). One commit per start would make
-    100 quick tasks wait for ~100 commits, so a worker that commits its own mark also marks the
-    first rows of the next units (at most max_parallel - 1), which the next workers take: the
-    first wave shares one commit, and later waves do while commands end quickly (_QUICK_S).
-    A worker whose command has just started (and would only wait for it now) also commits
-    the marks of the next rows when a wave or less is marked and not yet taken, so that
-    the next workers find theirs committed (mark_next). Only rows that start at once are
-    marked ahead (no jitter, no condition, no retries or hooks, a claim already won), at most
-    two waves beyond those taken. A crash between such a mark and the start reports that row as
-    of unknown outcome though it may not have started: never as run twice.
-    """
-
-    def __init__(
-        self,
-        store: Store,
-        plans: Mapping[str, Plan],
-        by_task: Mapping[str, list[RunRow]],
-        ctx: RunContext,
-        slots: unsaved.Slots | None = None,
-    ) -> None:
-        self._store = store
-        self.slots = slots
-        self._plans = plans
-        self._ctx = ctx
+    def __init__(self, by_task: Mapping[str, list[RunRow]], ctx: RunContext) -> None:
         self._units = list(by_task.items())
         self._next = 0
         self._lock = threading.Lock()
-        self._marks: dict[str, _Mark] = {}  # row id -> the commit carrying its mark
-        if ctx.marked:  # committed "running" by the planning transaction
-            planned = _Mark()
-            planned.done.set()
-            self._marks = dict.fromkeys(ctx.marked, planned)
         self.workers = max(1, min(ctx.max_parallel, len(self._units)))
-        # The first wave (rows marked by planning) not yet started nor ended; then set.
         self._first = set(ctx.marked)
         self.first_wave = threading.Event()
         if not self._first:
@@ -197,132 +134,22 @@ class _Queue:
             self._next += 1
             return self._units[self._next - 1]
 
-    def mark(self, task: Task, row: RunRow, ahead: bool) -> None:
-        """Return once ``row`` is durably "running", committing its mark (with the next
-        rows' when ``ahead``) unless another worker's commit carries it.
-
-        :raises KeyError: the row is gone (pruned); other errors of the commit.
-        """
-        with self._lock:
-            mark = self._marks.get(row.id)
-            batch: list[tuple[Task, RunRow]] = []
-            if mark is None:
-                mark = self._marks[row.id] = _Mark()  # first: _ahead must not take it again
-                batch = [(task, row), *(self._ahead() if ahead else ())]
-                for _, r in batch:
-                    self._marks[r.id] = mark
-        if batch:
-            self._commit(batch, mark)
-        else:
-            mark.done.wait()
-        if (error := mark.errors.get(row.id)) is not None:
-            raise error
-
-    def mark_next(self) -> None:
-        """Commit the marks of the next rows, up to two waves marked and not yet taken, once
-        a wave or less is left: called by a worker whose command has just started. Never
-        raises: an error is the error of each row it was for, met by its worker at mark().
-
-        Each such commit carries a wave of marks or more, and the next workers find theirs
-        committed: refilling sooner, with less than a wave, would make more commits, each
-        with its CPU cost."""
-        with self._lock:
-            upcoming = self._units[self._next : self._next + 2 * self.workers]
-            waiting = sum(1 for _, rows in upcoming if rows[0].id in self._marks)
-            if waiting > self.workers:
-                return
-            batch = self._unmarked(upcoming, 2 * self.workers - waiting)
-            if not batch:
-                return
-            mark = _Mark()
-            for _, r in batch:
-                self._marks[r.id] = mark
-        with suppress(Exception):  # kept in mark.errors for the rows' own workers
-            self._commit(batch, mark)
-
-    def _commit(self, batch: list[tuple[Task, RunRow]], mark: _Mark) -> None:
-        try:
-            changes = [(r.id, running_fields(t, r, self._ctx)) for t, r in batch]
-            # Only rows still pending: a row marked ahead may meet a refusing guard and have
-            # its skip recorded first; the mark must not overwrite it.
-            errors = self._store.update_runs(changes, pending_only=True)
-            mark.errors = {r.id: e for (_, r), e in zip(batch, errors, strict=True) if e}
-        except BaseException as exc:
-            mark.errors = {r.id: exc for _, r in batch}
-            raise
-        finally:
-            mark.done.set()
-
-    def _ahead(self) -> list[tuple[Task, RunRow]]:
-        """Up to max_parallel - 1 unmarked first rows that start at once, of the units just
-        taken by other workers (about to ask for their own mark) and of the next ones."""
-        window = self._units[max(0, self._next - self.workers) : self._next + self.workers]
-        return self._unmarked(window, self._ctx.max_parallel - 1)
-
-    def _unmarked(
-        self, units: list[tuple[str, list[RunRow]]], limit: int
-    ) -> list[tuple[Task, RunRow]]:
-        """Up to ``limit`` first rows of ``units``, not marked yet, that start at once."""
-        found: list[tuple[Task, RunRow]] = []
-        for name, rows in units:
-            if len(found) >= limit:
-                break
-            task = self._plans[name].task
-            if rows[0].id not in self._marks and _starts_at_once(task, rows[0], self._ctx):
-                found.append((task, rows[0]))
-        return found
-
-
-class _RowMark:
-    """One row's mark through the queue (the ``mark`` that execute is handed).
-
-    ``quick``: whether the worker's last command ended quickly (None: it has had none, this
-    row is in the first wave). The first wave and a quick worker carry the next rows' marks
-    with their own; only a quick worker marks more once its command has started.
-    """
-
-    __slots__ = ("_queue", "_quick", "_row", "_task")
-
-    def __init__(self, queue: _Queue, task: Task, row: RunRow, quick: bool | None) -> None:
-        self._queue, self._task, self._row, self._quick = queue, task, row, quick
-
-    def __call__(self) -> None:
-        """Before the start: return once the row is durably "running"."""
-        self._queue.mark(self._task, self._row, self._quick is not False)
-
-    def started(self) -> None:
-        """After the start: the worker would only wait now, so it marks the next rows."""
-        self._queue.settled(self._row.id)
-        if self._quick:
-            self._queue.mark_next()
-
-
-def _starts_at_once(task: Task, row: RunRow, ctx: RunContext) -> bool:
-    """Whether nothing but the overlap lock stands between ``row`` and its start."""
-    if not starts_at_once(task):
-        return False
-    return not task.on_one_server or ctx.claimed.won(row.id)
-
 
 def run_task(
     store: Store,
     task: Task,
     rows: list[RunRow],
     ctx: RunContext,
-    queue: _Queue | None = None,
-    quick: bool | None = False,
+    slots: unsaved.Slots | None = None,
+    started: Callable[[str], None] | None = None,
 ) -> list[RunRow]:
     """The occurrences of one task, oldest first, one at a time (catch-up never overlaps),
-    each recorded as it ends (see recorded)."""
-    slots = queue.slots if queue is not None else None
+    each recorded as it ends (see recorded); ``started`` hears each row whose command has
+    started."""
     done: list[RunRow] = []
-    for i, row in enumerate(rows):
-        mark = None
-        if queue is not None:
-            # Catch-up rows after the first follow their own command: marked one at a time.
-            mark = _RowMark(queue, task, row, quick if i == 0 else False)
+    for row in rows:
         try:
-            result = run_occurrence(store, task, row, ctx, mark)
+            result = run_occurrence(store, task, row, ctx, started)
         except Exception as exc:
             result = replace(row, outcome="error", message=f"cronctl: {exc}")
         done.extend(recorded(store, task, result, ctx, slots))
@@ -378,11 +205,10 @@ def run_occurrence(
     task: Task,
     row: RunRow,
     ctx: RunContext,
-    mark: Marker | None = None,
+    started: Callable[[str], None] | None = None,
 ) -> RunRow:
-    """One occurrence through jitter, misfire grace, conditions and guards to its end.
-
-    ``mark`` makes the row durably "running" (run_all's queue); None: execute commits it."""
+    """One occurrence through jitter, misfire grace, conditions and guards to its end
+    (``started``: see execute)."""
     if task.jitter is not None:
         ctx.sleep(jitter_offset(task, ctx.host))  # `work` ends it early when told to stop
     if ctx.tracker is not None and ctx.tracker.stopping:
@@ -397,7 +223,7 @@ def run_occurrence(
         # Told to stop while a condition ran: take no claim that another server could use.
         return replace(row, outcome="interrupted", message=NOT_STARTED)
     try:
-        return _guarded(store, task, row, env, ctx, now, mark)
+        return _guarded(store, task, row, env, ctx, now, started)
     except StoreUnavailable as exc:
         if ctx.tracker is not None and ctx.tracker.stopping:
             # The store's answer was cut short by the stop: not started, as any other row.
@@ -412,7 +238,7 @@ def _guarded(
     env: dict[str, str],
     ctx: RunContext,
     now: datetime,
-    mark: Marker | None,
+    started: Callable[[str], None] | None,
 ) -> RunRow:
     skipped, lock = guards.acquire(task, row, ctx, now)
     if skipped is not None:
@@ -423,7 +249,7 @@ def _guarded(
                 return full
             if task.reports_outside:
                 return attempts.execute(store, task, row, env, ctx, lock, execute)
-            return execute(store, task, row, env, ctx, lock, mark)
+            return execute(store, task, row, env, ctx, lock, started)
     finally:
         if lock is not None:
             guards.release(task, lock, ctx)
@@ -436,9 +262,11 @@ def execute(
     env: dict[str, str],
     ctx: RunContext,
     lock: HeldLock | None,
-    mark: Marker | None = None,
+    started: Callable[[str], None] | None = None,
 ) -> RunRow:
-    """Mark the run "running" (durably), start the command, wait for it: its result row."""
+    """Mark the run "running" (durably), start the command, wait for it: its result row.
+
+    ``started`` hears the row's id once the command has started (run_all's first wave)."""
     mask: tuple[str, ...] = ()
     if task.has_secrets:
         try:
@@ -453,12 +281,10 @@ def execute(
         mask = found.values
     path = log_path(task, row, ctx)
     ensure_private_dir(path.parent, within=ctx.state_dir)
-    # Recorded before the start: a cronctl killed from here on leaves "running", which
-    # recovery reports as an unknown outcome, never as "did not run".
-    if mark is None:
+    # Recorded before the start (by planning for the first wave): a cronctl killed from here
+    # on leaves "running", which recovery reports as an unknown outcome, never as "did not run".
+    if row.id not in ctx.marked:
         store.update_run(row.id, **running_fields(task, row, ctx))
-    else:
-        mark()
     spec = runner.RunSpec(
         command=task.command,
         shell=task.shell,
@@ -482,10 +308,8 @@ def execute(
         ctx.tracker.add(running)
     try:
         record_command(task, lock, getattr(running, "pid", None), ctx.warn)
-        if mark is not None:
-            # After the holder record names the command: a commit here must not widen the
-            # moment in which a lock whose descriptor the task closes is not yet recognised.
-            mark.started()
+        if started is not None:
+            started(row.id)
         result = running.wait()
     finally:
         if ctx.tracker is not None:

@@ -1,5 +1,5 @@
-"""The "running" mark: durable before every command starts, even when marks are committed
-ahead in batches (cronctl.run.occurrence._Queue), and bounded to what starts at once."""
+"""The "running" mark: durable before every command starts, and made ahead (by planning,
+for the first wave) only for what starts at once."""
 
 from __future__ import annotations
 
@@ -129,60 +129,3 @@ def test_a_crash_in_a_slow_first_wave_leaves_the_queue_not_run_and_runs_nothing_
     assert all("did not run" in messages[f"a{i}"] for i in range(2, 6))
     # The killed run's reserved space (all zeros) went with the recovery.
     assert list((db.parent / "unsaved").iterdir()) == []
-
-
-class _CommitLog:
-    """A store that only records the marks each commit carries."""
-
-    def __init__(self) -> None:
-        self.commits: list[list[str]] = []
-
-    def update_runs(
-        self, changes: list[tuple[str, dict[str, object]]], *, pending_only: bool = False
-    ) -> list[BaseException | None]:
-        assert pending_only
-        self.commits.append([run_id for run_id, _ in changes])
-        return [None] * len(changes)
-
-
-def test_quick_workers_commit_the_next_marks_a_wave_at_a_time_never_two_waves_ahead(
-    tmp_path: Path,
-) -> None:
-    """Once a wave or less of marked rows is left, a quick worker whose command has started
-    commits the next marks up to two waves: each commit carries a wave (100 quick tasks on 8
-    workers: 12 commits after the plan's, not 23), and no row is marked more than two waves
-    ahead of those taken."""
-    from cronctl.core.due import Plan
-    from cronctl.edge.schedfiles import load_paths
-    from cronctl.run.occurrence import _Queue, _RowMark
-    from cronctl.run.planning import make_row
-    from tests.helpers import local_context
-
-    tasks = [f'name = "t{i:03d}"\nevery_minute = true\ncommand = "true"' for i in range(100)]
-    schedule = load_paths([write_schedule(tmp_path / "s.toml", tasks)])
-    ctx = local_context(tmp_path)
-    plans = {t.name: Plan(t, run=[T0]) for t in schedule.tasks}
-    by_task = {t.name: [make_row(t, T0, "pending", ctx)] for t in schedule.tasks}
-    ctx.marked.update(rows[0].id for rows in list(by_task.values())[:8])  # the plan's wave
-    store = _CommitLog()
-    queue = _Queue(store, plans, by_task, ctx)  # type: ignore[arg-type]
-    taken = 0
-
-    def start_next() -> None:
-        nonlocal taken
-        unit = queue.take()
-        assert unit is not None
-        name, rows = unit
-        taken += 1
-        mark = _RowMark(queue, plans[name].task, rows[0], quick=True)
-        mark()  # committed before the start, by this worker or another
-        mark.started()
-        marked = {run_id for commit in store.commits for run_id in commit} | ctx.marked
-        ahead = [rows for _, rows in list(by_task.items())[taken:] if rows[0].id in marked]
-        assert len(ahead) <= 16
-
-    for _ in range(100):
-        start_next()
-    assert sum(len(c) for c in store.commits) == 92
-    assert all(len(c) >= 8 for c in store.commits[:-1]), [len(c) for c in store.commits]
-    assert len(store.commits) == 12  # 92 marks: 9, then 8 at a time, then the last 3

@@ -24,7 +24,7 @@ from __future__ import annotations
 import operator
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime, timedelta
@@ -404,32 +404,6 @@ class Txn:
         if self._update(run_id, fields, "") == 0:
             raise KeyError(run_id)
 
-    def update_pending_run(self, run_id: str, **fields: object) -> bool:
-        """Change fields of run ``run_id`` only while it is still ``pending``; return whether
-        it was (a "running" mark made ahead must never overwrite a result recorded first)."""
-        _check_updatable(fields)
-        return self._update(run_id, fields, _PENDING_ONLY) == 1
-
-    def update_many(self, changes: list[tuple[str, dict[str, object]]], pending_only: bool) -> bool:
-        """Apply changes that all set the same fields, in one statement, if each changes its
-        row (``pending_only``: a row still "pending"); True if so. If one would not (a row
-        pruned, a result recorded first), none is applied and False is returned: the caller
-        applies them one by one, to learn which."""
-        conn = self._live()
-        names = list(changes[0][1])
-        condition = _PENDING_ONLY if pending_only else ""
-        assignments = ", ".join(f"{name} = ?" for name in names)
-        sql = f"UPDATE runs SET {assignments} WHERE id = ? {condition}"  # noqa: S608 (names checked)
-        rows = [(*_stored(names, [fields[n] for n in names]), run_id) for run_id, fields in changes]
-        with translated(self._path):
-            conn.execute("SAVEPOINT alike")
-            if conn.executemany(sql, rows).rowcount == len(rows):
-                conn.execute("RELEASE alike")
-                return True
-            conn.execute("ROLLBACK TO alike")
-            conn.execute("RELEASE alike")
-            return False
-
     def _update(self, run_id: str, fields: dict[str, object], condition: str, *more: object) -> int:
         """UPDATE run ``run_id``'s checked ``fields`` where ``condition`` (SQL of our own, its
         parameters ``more``) also holds; the number of rows changed."""
@@ -439,38 +413,20 @@ class Txn:
         return int(self._execute(sql, (*values, run_id, *more)).rowcount)
 
 
-_PENDING_ONLY = "AND outcome = 'pending'"
-
-
 def _check_updatable(fields: dict[str, object]) -> None:
     unknown = sorted(set(fields) - _UPDATABLE)
     if unknown:
         raise ValueError(f"cannot update run fields {unknown}; allowed: {sorted(_UPDATABLE)}")
 
 
-def _alike(batch: list[_Update]) -> list[list[_Update]]:
-    """The batch in runs of consecutive changes that set the same fields the same way, in
-    order (a later change of a row must still land after an earlier one)."""
-    groups: list[list[_Update]] = []
-    key: tuple[bool, tuple[str, ...]] | None = None
-    for item in batch:
-        this = (item.pending_only, tuple(item.fields))
-        if this != key:
-            groups.append([])
-            key = this
-        groups[-1].append(item)
-    return groups
-
-
 class _Update:
     """One update_run waiting for the group commit that carries it."""
 
-    __slots__ = ("done", "error", "fields", "pending_only", "run_id")
+    __slots__ = ("done", "error", "fields", "run_id")
 
-    def __init__(self, run_id: str, fields: dict[str, object], pending_only: bool = False) -> None:
+    def __init__(self, run_id: str, fields: dict[str, object]) -> None:
         self.run_id = run_id
         self.fields = fields
-        self.pending_only = pending_only  # applied only to a row still "pending"
         self.done = False
         self.error: BaseException | None = None
 
@@ -561,42 +517,24 @@ class Store:
     def update_run(self, run_id: str, **fields: object) -> None:
         """Change some fields of run ``run_id``; committed (durable) when this returns.
 
-        Group commit: the updates other threads of this process make meanwhile share the
-        transaction, so N threads marking runs "running" or recording results pay for one
-        commit (one ``fdatasync``) instead of N. Each caller still waits for its own commit
-        and hears its own error, as if the transaction were its alone.
+        Group commit: the updates other threads of this process make while a commit is under
+        way share the next transaction, so N threads marking runs "running" or recording
+        results at the same moment pay for one commit (one ``fdatasync``) instead of N; none
+        waits for anything but the commit in progress. Each caller still waits for its own
+        commit and hears its own error, as if the transaction were its alone.
 
         :raises ValueError: a name that is not a RunRow field (``id`` cannot change either).
         :raises KeyError: no row has that id.
         """
-        (error,) = self.update_runs([(run_id, fields)])
-        if error is not None:
-            raise error
-
-    def update_runs(
-        self, changes: Sequence[tuple[str, Mapping[str, object]]], *, pending_only: bool = False
-    ) -> list[BaseException | None]:
-        """Change several runs in one group commit, durable when this returns (as
-        :meth:`update_run` for each); return each change's error, in order (None: saved).
-
-        With ``pending_only``, a row is changed only while it is still ``pending``; one that
-        is not (or is gone) gets a KeyError.
-
-        :raises ValueError: a name that is not a RunRow field (nothing is changed then).
-        """
-        items = []
-        for run_id, mapping in changes:
-            change = dict(mapping)
-            _check_updatable(change)
-            items.append(_Update(run_id, change, pending_only))
+        _check_updatable(fields)
+        if not fields:
+            return
+        item = _Update(run_id, fields)
         with self._group:
-            for item in items:
-                if item.fields:
-                    self._queue.append(item)
-                else:
-                    item.done = True
-            self._drive(lambda: all(item.done for item in items))
-        return [item.error for item in items]
+            self._queue.append(item)
+            self._drive(lambda: item.done)
+        if item.error is not None:
+            raise item.error
 
     def _drive(self, done: Callable[[], bool]) -> None:
         """Wait (holding ``self._group``) until ``done()``; commit the queue when no other
@@ -619,18 +557,11 @@ class Store:
         """One transaction for the batch; an error of the whole transaction is every item's."""
         try:
             with self.transaction() as txn:
-                for group in _alike(batch):
-                    changes = [(item.run_id, item.fields) for item in group]
-                    if len(group) > 1 and txn.update_many(changes, group[0].pending_only):
-                        continue  # 100 marks, or 100 results, one statement
-                    for item in group:
-                        try:
-                            if not item.pending_only:
-                                txn.update_run(item.run_id, **item.fields)
-                            elif not txn.update_pending_run(item.run_id, **item.fields):
-                                raise KeyError(item.run_id)
-                        except KeyError as exc:  # this row only (pruned): the others commit
-                            item.error = exc
+                for item in batch:
+                    try:
+                        txn.update_run(item.run_id, **item.fields)
+                    except KeyError as exc:  # this row only (pruned): the others commit
+                        item.error = exc
         except BaseException as exc:
             for item in batch:
                 item.error = exc
