@@ -11,8 +11,10 @@ parsing, planning, guards, locks, rendering or cronctl's own modules:
   leave its group stay in cronctl's tree);
 - the state in SQLite with WAL and `synchronous = FULL`. One transaction plans (each
   task's state, a pending row per run, the first wave marked "running"). Each later wave
-  is marked "running" in a commit of its own before it starts. One commit at the end
-  holds the results;
+  is marked "running" in a commit of its own before it starts. Each result is committed as
+  its run ends (docs/guarantees.md, Records), with those that ended meanwhile: from the 8
+  threads, whatever ended while the last commit was under way; from one thread, what one
+  `epoll` wake-up found ended;
 - per run: the environment with `CRONCTL_*`, a working directory, a new session, stdin from
   /dev/null, a log created `O_EXCL | O_NOFOLLOW` with mode 0600 in the task's own directory,
   the output copied through a pipe (what `max_output` needs), the exit awaited on a pidfd,
@@ -70,7 +72,9 @@ class _Run:
         now = datetime.datetime.now(datetime.UTC).isoformat()
         self.ids = [f"{time.time_ns()}-{i}" for i in range(TASKS)]
         self.names = [f"due-{i:03d}" for i in range(TASKS)]
-        self.db_lock = threading.Lock()
+        self.db_lock = threading.RLock()
+        self.ended: list[tuple[int, str, str]] = []  # results waiting for record_soon's commit
+        self.ended_lock = threading.Lock()
         self.marked = set(range(WORKERS))
         with self.db_lock:
             db.execute("BEGIN IMMEDIATE")
@@ -134,8 +138,19 @@ class _Run:
         os.close(log)
         return code, tail, self.ids[i]
 
+    def record_soon(self, result: tuple[int, str, str]) -> None:
+        """``result`` committed, with every result that ended while the last commit went on
+        (whichever thread takes the lock first commits them all)."""
+        with self.ended_lock:
+            self.ended.append(result)
+        with self.db_lock:
+            with self.ended_lock:
+                batch, self.ended = self.ended, []
+            if batch:
+                self.record(batch)
+
     def record(self, results: list[tuple[int, str, str]]) -> None:
-        """Every result in one commit; exit 1 if a command failed."""
+        """Results that ended together, in one commit."""
         with self.db_lock:
             self.db.execute("BEGIN IMMEDIATE")
             self.db.executemany(
@@ -143,8 +158,12 @@ class _Run:
                 [("ok" if code == 0 else "failed", code, tail, i) for code, tail, i in results],
             )
             self.db.execute("COMMIT")
-        if any(code for code, _, _ in results):
-            raise SystemExit(1)
+
+
+def _exit(results: list[tuple[int, str, str]]) -> None:
+    """Exit 1 if a command failed."""
+    if any(code for code, _, _ in results):
+        raise SystemExit(1)
 
 
 def run(root: pathlib.Path) -> None:
@@ -161,10 +180,12 @@ def run(root: pathlib.Path) -> None:
         poller.register(exited, select.POLLIN)
         poller.poll()
         os.close(exited)
-        return state.end(i, child, log)
+        result = state.end(i, child, log)
+        state.record_soon(result)
+        return result
 
     with ThreadPoolExecutor(WORKERS) as pool:
-        state.record(list(pool.map(one, range(TASKS))))
+        _exit(list(pool.map(one, range(TASKS))))
 
 
 def one_thread(root: pathlib.Path) -> None:
@@ -175,6 +196,7 @@ def one_thread(root: pathlib.Path) -> None:
     exits: dict[int, int] = {}  # a command's pidfd -> its task
     running: dict[int, tuple[subprocess.Popen[bytes], int, int]] = {}  # task -> child, log, open
     results: list[tuple[int, str, str]] = []
+    ended: list[tuple[int, str, str]] = []  # since the last wake-up's commit
     started = 0
 
     def start_next() -> None:
@@ -195,7 +217,7 @@ def one_thread(root: pathlib.Path) -> None:
         running[i] = (child, log, left - 1)
         if left == 1:
             del running[i]
-            results.append(state.end(i, child, log))
+            ended.append(state.end(i, child, log))
             if started < TASKS:
                 start_next()
 
@@ -212,7 +234,11 @@ def one_thread(root: pathlib.Path) -> None:
             else:
                 i = exits.pop(fd)
             closed(fd, i)
-    state.record(results)
+        if ended:
+            state.record(ended)
+            results += ended
+            ended.clear()
+    _exit(results)
 
 
 if __name__ == "__main__":
