@@ -8,7 +8,8 @@ from the settings; nothing outside ``cronctl.coord`` knows which one it has.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Literal, Protocol
@@ -256,8 +257,29 @@ class Coordinator(Protocol):
         """Where coordination happens, safe to print (no password)."""
         ...
 
-    def claim(self, claims: Sequence[Claim], *, now: datetime) -> set[Claim]:
-        """Claim every (task, occurrence) at once; return those this machine won."""
+    def claim(
+        self,
+        claims: Sequence[Claim],
+        *,
+        now: datetime,
+        limit: int | None = None,
+        runs: Mapping[Claim, str] | None = None,
+        leased: AbstractSet[Claim] = frozenset(),
+    ) -> set[Claim]:
+        """Claim the (task, occurrence)s in the order given, at once, until ``limit`` are won
+        (None: every one); return those this machine won. Every claim before the last one
+        won was decided; when fewer than ``limit`` were won, all were.
+
+        ``runs`` names each claim's run (its record's id). A claim in ``leased`` is a lease
+        until :meth:`keep_claim` marks its run started, and is taken over from a claimer that
+        is gone before that; any other is started as it is won
+        (docs/fleets-postgresql.md#claims-are-leases)."""
+        ...
+
+    def keep_claim(self, claim: Claim, *, started: bool) -> bool:
+        """Renew the lease of a claim this machine won in ``leased``, or (``started``) mark
+        its run started, which it must before the run starts: False when the claim is no
+        longer this machine's (taken over while it did not answer); the run must not start."""
         ...
 
     def claimed(self, task: str, occurrence: datetime) -> bool:

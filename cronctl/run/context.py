@@ -7,7 +7,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -152,37 +152,28 @@ class Tracker:
 
 
 class Preclaims:
-    """The claims of several rows decided in one round trip (guards.preclaim), by run id.
-
-    Taken in the background while the tasks that need no claim start: a row among them waits
-    for the round trip only at its own claim."""
+    """The claims run_all's queue decided with others in one round trip (guards.claim_some),
+    by run id, for each row's own claim to take."""
 
     def __init__(self) -> None:
         self._won: dict[str, bool] = {}
-        self._asked: frozenset[str] = frozenset()
-        self._answered = threading.Event()
-        self._answered.set()
-
-    def asking(self, row_ids: Iterable[str]) -> None:
-        """The round trip for ``row_ids`` begins."""
-        self._asked = frozenset(row_ids)
-        self._answered.clear()
+        self._lock = threading.Lock()
 
     def answered(self, won: Mapping[str, bool]) -> None:
-        """It ended: ``won`` by run id (empty when the store failed)."""
-        self._won.update(won)
-        self._answered.set()
+        """Decided: ``won`` by run id."""
+        with self._lock:
+            self._won.update(won)
 
     def take(self, row_id: str) -> bool | None:
-        """Whether this machine won ``row_id`` (waiting for the round trip if it asked for
-        it); None: not decided ahead, the row claims by itself."""
-        if row_id in self._asked:
-            self._answered.wait()
-        return self._won.pop(row_id, None)
+        """Whether this machine won ``row_id``; None: not decided ahead, the row claims by
+        itself."""
+        with self._lock:
+            return self._won.pop(row_id, None)
 
     def won(self, row_id: str) -> bool:
-        """Whether ``row_id`` is known won, without waiting."""
-        return self._won.get(row_id) is True
+        """Whether ``row_id`` is known won."""
+        with self._lock:
+            return self._won.get(row_id) is True
 
 
 @dataclass(frozen=True)
@@ -207,7 +198,7 @@ class RunContext:
     warn: Callable[[str], None] = field(default=lambda message: print(message, file=sys.stderr))
     # Claims, overlap locks, pauses, fleet records (edge/coord); None: files in lock_dir.
     coord: Coordinator | None = None
-    # Claims decided in one round trip as the tasks start, by run id (see guards.preclaim).
+    # Claims decided with others as slots come free, by run id (see guards.claim_some).
     claimed: Preclaims = field(default_factory=Preclaims)
     # The store had not answered with the pauses when the tasks that need no store started
     # (they went by the pauses last read): guarded tasks, which wait for it anyway, look at

@@ -6,20 +6,25 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from cronctl.coord import open_coordinator, outbox
 from cronctl.coord.port import Coordinator, HeldLock, StoreUnavailable
-from cronctl.core.due import Plan
 from cronctl.core.groups import DEFAULT_GROUP_WAIT
 from cronctl.core.model import Task, format_duration, format_utc
 from cronctl.core.runs import RunRow
 from cronctl.edge.awake import wait_awake
 from cronctl.edge.paths import ensure_private_dir
-from cronctl.run.context import CONDITION_TIMEOUT_S, REHEARSAL_DIR, RunContext, coord_of
+from cronctl.run.context import (
+    CONDITION_TIMEOUT_S,
+    REHEARSAL_DIR,
+    RunContext,
+    coord_of,
+    starts_at_once,
+)
 from cronctl.run.outcomes import NOT_STARTED, still_running
 
 #: How long the run waits for a store across the network to answer with the pauses before
@@ -27,6 +32,8 @@ from cronctl.run.outcomes import NOT_STARTED, still_running
 PAUSES_WAIT_S = 1.0
 #: How often a task of a full group tries its group's slots again.
 GROUP_POLL_S = 0.5
+#: How often a claim waiting for a group's slot is renewed (a third of the store's lease).
+RENEW_S = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,36 +92,30 @@ def _read_pauses(ctx: RunContext) -> Pauses:
     return Pauses(pauses)
 
 
-def preclaim(
-    plans: Mapping[str, Plan], by_task: Mapping[str, list[RunRow]], ctx: RunContext, now: datetime
-) -> None:
-    """Claim the next occurrence of every on_one_server task without conditions in one round
-    trip. Tasks with when/skip claim after their conditions pass (docs/guarantees.md): a
-    condition may hold on one machine only. A rehearsal never claims in the store (see claim)."""
-    if ctx.rehearsal:
-        return
-    first = [
-        rows[0]
-        for name, rows in by_task.items()
-        if (task := plans[name].task).on_one_server and not task.when and not task.skip
-    ]
-    if not first:
-        return
-    ctx.claimed.asking(r.id for r in first)
+def batched(task: Task, ctx: RunContext) -> bool:
+    """Whether a due row of ``task`` is claimed with others, as a slot comes free (run_all's
+    queue): on_one_server with neither conditions, which may hold on one machine only, nor
+    jitter, after which it claims by itself (docs/guarantees.md). A rehearsal claims apart."""
+    return task.on_one_server and not (task.when or task.skip or task.jitter or ctx.rehearsal)
 
-    def take() -> None:
-        won: set[tuple[str, datetime]] | None = None
-        try:
-            won = coord_of(ctx).claim([(r.task, r.occurrence) for r in first], now=now)
-        except StoreUnavailable:
-            pass  # each task then meets the store's failure at its own claim
-        finally:
-            ctx.claimed.answered({} if won is None else {r.id: _key(r) in won for r in first})
 
-    if coord_of(ctx).may_be_unreachable:
-        ctx.spawn(take, "cronctl-claims")  # a store that blocks holds back no other task
-    else:
-        take()
+def leased(task: Task) -> bool:
+    """Whether a claim of ``task`` is a lease until its run is marked started (fence): when
+    something may stand between the claim and the start (an overlap lock, a group's slot,
+    retries or hooks). Any other claim is marked started as it is won: its command starts
+    at once (docs/fleets-postgresql.md#claims-are-leases)."""
+    return task.without_overlapping or not starts_at_once(task)
+
+
+def claim_some(rows: Sequence[tuple[Task, RunRow]], ctx: RunContext, limit: int) -> set[str]:
+    """Claim the rows in order until ``limit`` are won, in one round trip: the ids won.
+
+    :raises StoreUnavailable: the coordination store could not be asked.
+    """
+    keys = {_key(row): row.id for _, row in rows}
+    lease = {_key(row) for task, row in rows if leased(task)}
+    won = coord_of(ctx).claim(list(keys), now=ctx.clock(), limit=limit, runs=keys, leased=lease)
+    return {keys[key] for key in won}
 
 
 def _key(row: RunRow) -> tuple[str, datetime]:
@@ -122,7 +123,8 @@ def _key(row: RunRow) -> tuple[str, datetime]:
 
 
 def claim(task: Task, row: RunRow, ctx: RunContext, now: datetime) -> bool:
-    """Whether this machine won `row`'s occurrence (taken ahead by preclaim, or now)."""
+    """Whether this machine won `row`'s occurrence (taken with others by run_all's queue,
+    or now)."""
     key = (task.name, row.occurrence)
     if ctx.rehearsal:
         # A claim taken for a pretended future occurrence would make the real one, when its
@@ -136,8 +138,27 @@ def claim(task: Task, row: RunRow, ctx: RunContext, now: datetime) -> bool:
             apart.close()
     won = ctx.claimed.take(row.id)
     if won is None:
-        won = key in coord_of(ctx).claim([key], now=now)
+        lease = {key} if leased(task) else frozenset()
+        won = key in coord_of(ctx).claim([key], now=now, runs={key: row.id}, leased=lease)
     return won
+
+
+def fence(task: Task, row: RunRow, ctx: RunContext) -> RunRow | None:
+    """Mark a leased claim's run started before it starts: None, or the row's outcome when
+    the claim was taken over meanwhile (this machine froze or lost the store past its lease:
+    another ran it, and this one must not).
+
+    :raises StoreUnavailable: the coordination store could not be asked.
+    """
+    if not task.on_one_server or ctx.rehearsal or not leased(task):
+        return None
+    if coord_of(ctx).keep_claim(_key(row), started=True):
+        return None
+    return replace(row, outcome="skipped: another server", message=TAKEN_OVER)
+
+
+#: Why a claim this machine won was not run by it (guards.fence).
+TAKEN_OVER = "its claim was taken over while this machine did not answer; another ran it"
 
 
 def rehearsal_coordinator(ctx: RunContext) -> Coordinator:
@@ -213,10 +234,17 @@ def group_slot(task: Task, row: RunRow, ctx: RunContext) -> Iterator[RunRow | No
     began, began_s = ctx.clock(), time.monotonic()
     allowed = (row.occurrence + grace - began).total_seconds()
     coord = coord_of(ctx)
+    renewed = time.monotonic()
     while (slot := coord.try_group_slot(task.group, task.group_limit)) is None:
         if ctx.tracker is not None and ctx.tracker.stopping:
             yield replace(row, outcome="interrupted", message=NOT_STARTED)
             return
+        if task.on_one_server and not ctx.rehearsal and time.monotonic() - renewed > RENEW_S:
+            # The claim is a lease while the run waits: renewed, or lost to another machine.
+            if not coord.keep_claim(_key(row), started=False):
+                yield replace(row, outcome="skipped: another server", message=TAKEN_OVER)
+                return
+            renewed = time.monotonic()
         # Time passes by either clock: `run --now T` pins ctx.clock, a test's sleep moves it.
         waited = max((ctx.clock() - began).total_seconds(), time.monotonic() - began_s)
         if (left := allowed - waited) <= 0:

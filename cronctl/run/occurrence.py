@@ -72,7 +72,7 @@ def _run_all(
     slots: unsaved.Slots | None,
     started: Callable[[], None] | None = None,
 ) -> list[RunRow]:
-    queue = _Queue(by_task, ctx)
+    queue = _Queue(plans, by_task, ctx)
     results: list[RunRow] = []
     guard = threading.Lock()
 
@@ -86,6 +86,7 @@ def _run_all(
                 done = [replace(r, outcome="error", message=str(exc)) for r in rows]
             finally:
                 queue.settled(rows[0].id)
+                queue.finished()
             with guard:
                 results.extend(done)
 
@@ -109,10 +110,21 @@ class _Queue:
     """The units of work (a task's due rows) handed to the workers, and the first wave: the
     rows planning marked "running" (``ctx.marked``), until each has started or ended."""
 
-    def __init__(self, by_task: Mapping[str, list[RunRow]], ctx: RunContext) -> None:
-        self._units = list(by_task.items())
+    def __init__(
+        self, plans: Mapping[str, Plan], by_task: Mapping[str, list[RunRow]], ctx: RunContext
+    ) -> None:
+        self._plans = plans
+        self._ctx = ctx
+        # The rows claimed as slots come free go last (see take): the others start at once.
+        units = list(by_task.items())
+        self._units = [u for u in units if not self._batched(u)]
+        self._units += [u for u in units if self._batched(u)]
         self._next = 0
         self._lock = threading.Lock()
+        self._turn = threading.Condition(self._lock)  # a claim's round trip ended
+        self._busy = 0  # workers holding a unit
+        self._claiming = False
+        self._decided: set[str] = set()  # batched rows whose claim is decided (or failed)
         self.workers = max(1, min(ctx.max_parallel, len(self._units)))
         self._first = set(ctx.marked)
         self.first_wave = threading.Event()
@@ -126,13 +138,68 @@ class _Queue:
             if not self._first:
                 self.first_wave.set()
 
+    def _batched(self, unit: tuple[str, list[RunRow]]) -> bool:
+        return guards.batched(self._plans[unit[0]].task, self._ctx)
+
     def take(self) -> tuple[str, list[RunRow]] | None:
-        """The next unit, or None when all are taken."""
+        """The next unit, or None when all are taken.
+
+        An on_one_server row claimed with others (guards.batched) is handed out once its
+        claim is decided: the worker that finds the next one undecided claims, in one round
+        trip, as many of those left as there are workers free now, and the rest stay for
+        the other machines until a worker is free again (docs/fleets-postgresql.md). The
+        rows won go first; those lost end at once as "skipped: another server"."""
+        while True:
+            with self._lock:
+                while True:
+                    if self._next >= len(self._units):
+                        return None
+                    unit = self._units[self._next]
+                    if not self._batched(unit) or unit[1][0].id in self._decided:
+                        self._next += 1
+                        self._busy += 1
+                        return unit
+                    if not self._claiming:
+                        break
+                    self._turn.wait()
+                self._claiming = True
+                want = max(1, self.workers - self._busy)
+                left = [(self._plans[n].task, rows[0]) for n, rows in self._units[self._next :]]
+            self._claim(left, want)
+
+    def _claim(self, left: list[tuple[Task, RunRow]], want: int) -> None:
+        """Claim up to ``want`` of the undecided rows ``left`` (in order) and put the ones
+        won first; told to stop, or the store failing, each row is left to its own claim."""
+        undecided = [(t, r) for t, r in left if r.id not in self._decided]
+        won: set[str] = set()
+        decided = {r.id for _, r in undecided}
+        stopping = self._ctx.tracker is not None and self._ctx.tracker.stopping
+        try:
+            if not stopping:
+                won = guards.claim_some(undecided, self._ctx, want)
+        except Exception:  # noqa: S110  (each row meets the store's failure at its own claim)
+            pass
+        else:
+            if not stopping:
+                if len(won) >= want:  # the claims after the last won were not looked at
+                    last = max(i for i, (_, r) in enumerate(undecided) if r.id in won)
+                    decided = {r.id for _, r in undecided[: last + 1]}
+                self._ctx.claimed.answered({i: i in won for i in decided})
         with self._lock:
-            if self._next >= len(self._units):
-                return None
-            self._next += 1
-            return self._units[self._next - 1]
+            self._decided |= decided
+            rest = self._units[self._next :]
+            order = sorted(
+                range(len(rest)),
+                key=lambda i: (rest[i][1][0].id not in won, rest[i][1][0].id not in decided),
+            )
+            self._units[self._next :] = [rest[i] for i in order]
+            self._claiming = False
+            self._turn.notify_all()
+
+    def finished(self) -> None:
+        """A worker is done with its unit: its slot is free."""
+        with self._lock:
+            self._busy -= 1
 
 
 def run_task(
@@ -247,6 +314,8 @@ def _guarded(
         with guards.group_slot(task, row, ctx) as full:
             if full is not None:
                 return full
+            if (taken := guards.fence(task, row, ctx)) is not None:
+                return taken
             if task.reports_outside:
                 return attempts.execute(store, task, row, env, ctx, lock, execute)
             return execute(store, task, row, env, ctx, lock, started)

@@ -119,7 +119,6 @@ def _run_once(
             by_task: dict[str, list[RunRow]] = {}
             for row in pending:
                 by_task.setdefault(row.task, []).append(row)
-            guards.preclaim(plans, by_task, ctx, now)
             started = None if ahead is None else lambda: planning.advance_quiet(store, ahead, ctx)
             for row in occurrence.run_all(store, plans, by_task, ctx, started):
                 results[row.id] = row

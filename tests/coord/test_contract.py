@@ -41,6 +41,17 @@ def test_a_claim_is_won_once_and_a_batch_returns_only_the_wins(machine: Machine)
     assert not m1.claimed("c", T0)
 
 
+def test_a_machine_claims_in_order_only_as_many_as_it_can_start(machine: Machine) -> None:
+    m1, m2 = machine("m1", 1), machine("m2", 2)
+    assert m1.claim([("a", T0)], now=T0) == {("a", T0)}
+    wanted = [("a", T0), ("b", T0), ("c", T0), ("d", T0)]
+    # a is taken: the walk goes on past it, and stops once one is won.
+    assert m2.claim(wanted, now=T0, limit=1) == {("b", T0)}
+    assert not m2.claimed("c", T0)  # left for another machine, or a slot that comes free
+    assert m1.claim(wanted, now=T0, limit=5) == {("c", T0), ("d", T0)}
+    assert m2.claim(wanted, now=T0, limit=0) == set()
+
+
 def test_overlap_lock_is_exclusive_and_names_its_holder(machine: Machine) -> None:
     m1, m2 = machine("m1", 11), machine("m2", 22)
     first = m1.try_overlap("job", lease=None, now=T0)

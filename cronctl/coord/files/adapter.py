@@ -6,7 +6,8 @@ A thin wrapper on purpose: locks.py keeps the file layout, the guard and the hol
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -58,14 +59,28 @@ class FilesCoordinator:
         """The lock directory."""
         return f"lock_dir {self.lock_dir}"
 
-    def claim(self, claims: Sequence[Claim], *, now: datetime) -> set[Claim]:
-        """One O_EXCL file per claim."""
+    def claim(
+        self,
+        claims: Sequence[Claim],
+        *,
+        now: datetime,
+        limit: int | None = None,
+        runs: Mapping[Claim, str] | None = None,
+        leased: AbstractSet[Claim] = frozenset(),
+    ) -> set[Claim]:
+        """One O_EXCL file per claim, in order, until ``limit`` are won."""
         host, pid = self.host, self.pid
-        return {
-            (task, when)
-            for task, when in claims
-            if locks.claim_occurrence(self.lock_dir, task, when, host=host, pid=pid, now=now)
-        }
+        won: set[Claim] = set()
+        for task, when in claims:
+            if limit is not None and len(won) >= limit:
+                break
+            if locks.claim_occurrence(self.lock_dir, task, when, host=host, pid=pid, now=now):
+                won.add((task, when))
+        return won
+
+    def keep_claim(self, claim: Claim, *, started: bool) -> bool:
+        """True: a claim file is never taken over (docs/guarantees.md#on_one_server)."""
+        return True
 
     def claimed(self, task: str, occurrence: datetime) -> bool:
         """Whether the claim file exists."""

@@ -27,9 +27,11 @@ run).
 
 from __future__ import annotations
 
+import secrets
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from contextlib import suppress
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
@@ -66,6 +68,14 @@ T = TypeVar("T")
 #: A claim is kept this long; older occurrences can no longer be claimed (see claim()).
 CLAIM_RETENTION = timedelta(days=35)
 CLAIM_HORIZON = timedelta(days=30)
+#: How long a claim whose run has not started is this machine's without a word from it:
+#: renewed while its run waits (a group's slot); a machine frozen past it finds the claim
+#: taken over and does not start the run (docs/fleets-postgresql.md#claims-are-leases).
+CLAIM_LEASE_S = 20.0
+_MINE = "WHERE task = %(task)s AND occurrence = %(when)s AND lease = %(lease)s AND state = 'leased'"
+#: The fence: a claim's run is marked started only while the claim is still this machine's.
+_START = f"UPDATE cronctl.claims SET state = 'started', started = now() {_MINE}"  # noqa: S608
+_RENEW = f"UPDATE cronctl.claims SET expires = now() + make_interval(secs => %(lease_s)s) {_MINE}"  # noqa: S608
 
 
 class PostgresCoordinator:
@@ -99,6 +109,12 @@ class PostgresCoordinator:
         self._idle: list[Any] = []  # connections that tried a group's slots and hold none
         #: The rows of the store this process could not read and left out (rows.py).
         self.skipped = rows.Skipped()
+        # This process's liveness in its claims: a session advisory lock key, held by the
+        # run's connection (_liveness) for as long as a claim of it is open (``_open``, the
+        # run ids not yet published): close() keeps that connection meanwhile.
+        self._lease = secrets.randbits(62) or 1
+        self._lease_conn: Any = None
+        self._open: set[str] = set()
 
     @property
     def skipped_rows(self) -> int:
@@ -127,6 +143,9 @@ class PostgresCoordinator:
                         self._conn = connect(self.url)
                         self._pauses = ensure_schema(self._conn, self.url, self.skipped)
                     with self._conn.cursor() as cur:
+                        if self._open and self._lease_conn is not self._conn:
+                            # A new session after a lost one: the open claims' liveness.
+                            cur.execute(self._liveness(cur))
                         return work(cur)
                 except StoreUnavailable as exc:
                     self._failure = str(exc)
@@ -169,7 +188,8 @@ class PostgresCoordinator:
         """Close the run's connection (locks and held slots have their own); the next call
         connects afresh, so `cronctl work` tries the store again every minute."""
         with self._mutex:
-            self._drop()
+            if not self._open:  # else its session is the liveness of claims still open
+                self._drop()
             self._failure = None
             self._pauses = None
             idle, self._idle = self._idle, []
@@ -200,34 +220,78 @@ class PostgresCoordinator:
 
     # --- claims ---------------------------------------------------------------------------
 
-    def claim(self, claims: Sequence[Claim], *, now: datetime) -> set[Claim]:
-        """All claims in one statement; the rows it inserted are the ones this machine won.
+    def claim(
+        self,
+        claims: Sequence[Claim],
+        *,
+        now: datetime,
+        limit: int | None = None,
+        runs: Mapping[Claim, str] | None = None,
+        leased: AbstractSet[Claim] = frozenset(),
+    ) -> set[Claim]:
+        """Claim in the order given until ``limit`` are won (cronctl.claim_some), in one round
+        trip; a leased claim (``leased``) is taken over from a claimer that is gone.
 
         An occurrence older than CLAIM_HORIZON before ``now`` (this run's time) is never won:
         its claim may have been swept (after CLAIM_RETENTION), so winning it could run it twice.
+        The same round trip records the started runs of claimers that are gone
+        (cronctl.settle_gone) and this host's check-in: a machine that only ever loses its claims
+        publishes nothing, and is still seen.
         """
-        if not claims:
+        if not claims or limit == 0:
             return set()
+        runs = runs or {}
         tasks = [self.scope.key(task) for task, _ in claims]
         whens = [when.astimezone(UTC) for _, when in claims]
 
         def insert(cur: Any) -> set[Claim]:
-            # The check-in rides along: a machine that only ever loses its claims publishes
-            # nothing, and is still seen.
             cur.execute(
                 self._check_in(cur)
                 + b"; "
+                + self._liveness(cur)
+                + b"SELECT cronctl.settle_gone(); "
                 + cur.mogrify(
-                    "INSERT INTO cronctl.claims (task, occurrence, host, pid) "
-                    "SELECT t, o, %s, %s FROM unnest(%s::text[], %s::timestamptz[]) AS u(t, o) "
-                    "WHERE o >= %s::timestamptz - %s::interval "
-                    "ON CONFLICT DO NOTHING RETURNING task, occurrence",
-                    (self.host, self.pid, tasks, whens, now, CLAIM_HORIZON),
+                    "SELECT won_task, won_occurrence FROM cronctl.claim_some(%s::text[], "
+                    "%s::timestamptz[], %s::boolean[], %s::text[], %s, %s, %s, %s, %s, "
+                    "%s::timestamptz - %s::interval)",
+                    (tasks, whens, [c in leased for c in claims], [runs.get(c) for c in claims],
+                     limit, self.host, self.pid, self._lease, CLAIM_LEASE_S, now,
+                     CLAIM_HORIZON),
                 )
-            )
-            return {(self.scope.name(task), utc(when) or when) for task, when in cur.fetchall()}
+            )  # fmt: skip
+            won = {(self.scope.name(task), utc(when) or when) for task, when in cur.fetchall()}
+            self._open.update(runs[c] for c in won if c in runs)
+            return won
 
         return self._call(insert)
+
+    def keep_claim(self, claim: Claim, *, started: bool) -> bool:
+        """Renew this machine's lease on a claim whose run has not started, or mark its run
+        started (the fence: only while the claim is still this machine's); False: it is not
+        (another machine took it over)."""
+        task, when = claim
+
+        def update(cur: Any) -> bool:
+            cur.execute(
+                self._liveness(cur)
+                + cur.mogrify(
+                    _START if started else _RENEW,
+                    {"task": self.scope.key(task), "when": when.astimezone(UTC),
+                     "lease": self._lease, "lease_s": CLAIM_LEASE_S},
+                )
+            )  # fmt: skip
+            return bool(cur.rowcount)
+
+        return self._call(update)
+
+    def _liveness(self, cur: Any) -> bytes:
+        """The statement that makes this connection's session hold the lease key, when it
+        does not yet (a claim's liveness is that session: cronctl.lease_lives), else
+        nothing."""
+        if self._lease_conn is self._conn:
+            return b""
+        self._lease_conn = self._conn
+        return bytes(cur.mogrify("SELECT pg_advisory_lock(%s); ", (self._lease,)))
 
     def claimed(self, task: str, occurrence: datetime) -> bool:
         """Whether the claim row exists."""
@@ -345,6 +409,7 @@ class PostgresCoordinator:
             return
         stored = [self.scope.stored(row) for row in rows]
         self._call(lambda cur: fleet.publish(cur, stored, self._check_in(cur)))
+        self._open.difference_update(row.id for row in rows)
 
     def _check_in(self, cur: Any) -> bytes:
         return fleet.check_in(cur, self.scope, self.host, self.clock())

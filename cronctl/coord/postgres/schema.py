@@ -65,6 +65,76 @@ _BACKFILL = (
     f"INSERT INTO cronctl.latest ({_RUN_LIST}) SELECT DISTINCT ON (task, host) {_RUN_LIST} "  # noqa: S608
     f"FROM cronctl.runs WHERE {FINISHED} ORDER BY task, host, {NEWEST_FIRST}"
 )
+#: Whether the session that took advisory lock ``key`` (a claimer's liveness) still lives.
+_LEASE_LIVES = """CREATE FUNCTION cronctl.lease_lives(key bigint) RETURNS boolean
+LANGUAGE sql STABLE AS $$
+    SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted
+        AND classid = (key >> 32)::oid AND objid = (key & 4294967295)::oid AND objsubid = 1)
+$$"""
+#: Claims the occurrences in the order given, skipping those another machine holds, until
+#: ``want`` are won (NULL: all): a machine claims what it can start, in one round trip. A
+#: claim still leased (its run not started) whose claimer is gone (its session ended, or its
+#: lease ran out) is taken over; a started one never is.
+_CLAIM_SOME = """CREATE FUNCTION cronctl.claim_some(tasks text[], whens timestamptz[],
+    leased boolean[], runs text[], want integer, who text, who_pid integer, who_lease bigint,
+    lease_s double precision, oldest timestamptz)
+RETURNS TABLE (won_task text, won_occurrence timestamptz) LANGUAGE plpgsql AS $$
+DECLARE
+    i integer;
+    got integer := 0;
+    taken integer;
+BEGIN
+    FOR i IN 1 .. coalesce(array_length(tasks, 1), 0) LOOP
+        EXIT WHEN want IS NOT NULL AND got >= want;
+        CONTINUE WHEN whens[i] < oldest;
+        INSERT INTO cronctl.claims AS c (task, occurrence, host, pid, state, run_id, lease,
+                                         expires, started)
+        VALUES (tasks[i], whens[i], who, who_pid,
+                CASE WHEN leased[i] THEN 'leased' ELSE 'started' END, runs[i], who_lease,
+                now() + make_interval(secs => lease_s),
+                CASE WHEN leased[i] THEN NULL ELSE now() END)
+        ON CONFLICT (task, occurrence) DO UPDATE SET host = EXCLUDED.host,
+            pid = EXCLUDED.pid, state = EXCLUDED.state, run_id = EXCLUDED.run_id,
+            lease = EXCLUDED.lease, expires = EXCLUDED.expires, started = EXCLUDED.started,
+            claimed_at = now()
+        WHERE c.state = 'leased'
+            AND (c.expires < now() OR c.lease IS NULL OR NOT cronctl.lease_lives(c.lease));
+        GET DIAGNOSTICS taken = ROW_COUNT;
+        IF taken > 0 THEN
+            got := got + 1;
+            won_task := tasks[i];
+            won_occurrence := whens[i];
+            RETURN NEXT;
+        END IF;
+    END LOOP;
+END $$"""
+#: Records, as of unknown outcome, the runs that started on a machine whose session ended
+#: before it published their records (called in every claim's round trip, so the machines
+#: still claiming say it within a minute of the store noticing: its keepalives, 90 s at
+#: most). cronctl.runs is written only when there is something to say: a run's round trip
+#: never waits for a lock on it otherwise.
+_SETTLE_GONE = """CREATE FUNCTION cronctl.settle_gone() RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM cronctl.claims WHERE state = 'started'
+               AND NOT cronctl.lease_lives(lease)) THEN
+        WITH gone AS (
+            UPDATE cronctl.claims SET state = 'done'
+            WHERE state = 'started' AND NOT cronctl.lease_lives(lease)
+            RETURNING task, occurrence, host, pid, run_id, started)
+        INSERT INTO cronctl.runs (id, task, occurrence, host, pid, outcome, started, message)
+        SELECT run_id, task, occurrence, host, pid, 'error', started,
+               'outcome unknown: ' || host || ' stopped answering'
+        FROM gone WHERE run_id IS NOT NULL ON CONFLICT (id) DO NOTHING;
+    END IF;
+END $$"""
+#: A claim whose run's record reached the store is over (published by its machine, or said
+#: unknown by the others).
+_CLAIM_DONE = """CREATE FUNCTION cronctl.claim_done() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE cronctl.claims SET state = 'done' WHERE run_id = NEW.id AND state <> 'done';
+    RETURN NULL;
+END $$"""
+
 # The constants above are part of migration 4 (below): a later change of them needs a
 # migration of its own that replaces the table's columns or the functions.
 
@@ -144,6 +214,23 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "DROP INDEX cronctl.latest_ok",
         "CREATE INDEX latest_not_ok ON cronctl.latest (task, host) INCLUDE (outcome, id) "
         "WHERE outcome <> 'ok'",
+    ),
+    # A claim is a lease until its run starts (docs/fleets-postgresql.md#claims-are-leases):
+    # ``state`` leased / started / done (its run's record is in the store), the run's id,
+    # and the claimer's liveness (``lease``, a session advisory lock key; ``expires``,
+    # renewed while it waits). Claims made before are over: done. Only open claims are
+    # indexed, so the survivors' look for a dead host's started runs reads a handful of rows.
+    (
+        "ALTER TABLE cronctl.claims ADD COLUMN state text NOT NULL DEFAULT 'done', "
+        "ADD COLUMN run_id text, ADD COLUMN lease bigint, ADD COLUMN expires timestamptz, "
+        "ADD COLUMN started timestamptz",
+        "CREATE INDEX claims_open ON cronctl.claims (run_id) WHERE state <> 'done'",
+        _LEASE_LIVES,
+        _CLAIM_SOME,
+        _SETTLE_GONE,
+        _CLAIM_DONE,
+        "CREATE TRIGGER runs_settle_claims AFTER INSERT OR UPDATE OF outcome ON cronctl.runs "
+        "FOR EACH ROW EXECUTE FUNCTION cronctl.claim_done()",
     ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -1,0 +1,305 @@
+"""A fleet sharing a minute's on_one_server work through PostgreSQL (docs/fleets-postgresql.md).
+
+Machines are `cronctl run` processes, each with its own host name and state dir, started
+together for each minute as cron would start them (`--now` names the minute, so minutes
+follow each other without waiting for the clock). Each job appends its (task, minute, host,
+start time) to a marks file, then sleeps: who ran what comes from the jobs, not from cronctl.
+
+1. share: H machines x J jobs a minute (`sleep S`), default max_parallel: each (job, minute)
+   started once, per-host counts, start latency (from the machines' launch to the job's
+   start) p50/p95, store transactions a minute (pg_stat_database xact_commit), connections.
+2. kill: as 1, then `kill -9` of one machine (its cronctl and every task of it) K s into the
+   minute; the next minute's survivors record its started runs as of unknown outcome. Lost
+   (never started) and doubled (started twice) jobs, unstarted claims at the kill, when the
+   unknown outcomes were recorded.
+3. big: H machines x N jobs at max_parallel P.
+4. idle: H machines, a minute with nothing due: store transactions a machine a minute.
+
+APScheduler 4 is not driven here; see docs/benchmarks.md for the figures it was measured at.
+
+    python bench/pg_share.py [--hosts 4] [--jobs 20] [--sleep 2] [--minutes 3]
+                             [--big-jobs 1000] [--big-parallel 100] [--big-minutes 2]
+                             [--only share,kill,big,idle]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "coord"))
+
+from conftest import PgServer, _bindir  # noqa: E402  (the tests' server, reused)
+
+#: The minutes pretended (`--now`): in the past, so a run is no rehearsal.
+T0 = (datetime.now(UTC) - timedelta(days=1)).replace(second=0, microsecond=0)
+
+
+def _schedule(path: Path, jobs: int, sleep: float, cron: str, max_parallel: int | None) -> None:
+    mark = 'echo \\"$CRONCTL_TASK $CRONCTL_OCCURRENCE $CRONCTL_HOST $(date +%s.%N)\\" >> marks'
+    head = f"[cronctl]\nmax_parallel = {max_parallel}\n" if max_parallel else ""
+    path.write_text(
+        head
+        + "".join(
+            f'\n[[task]]\nname = "j{i:04d}"\ncron = "{cron}"\non_one_server = true\n'
+            f'command = "{mark}; sleep {sleep}"\n'
+            for i in range(jobs)
+        )
+    )
+
+
+class Store:
+    """One database of the bench's server, and what its statistics say."""
+
+    def __init__(self, server: PgServer, name: str) -> None:
+        server.sql(f"CREATE DATABASE {name}")
+        self.server, self.name, self.url = server, name, server.url(name)
+
+    def commits(self) -> int:
+        rows = self.server.sql(
+            f"SELECT xact_commit FROM pg_stat_database WHERE datname = '{self.name}'"  # noqa: S608
+        )
+        return int(rows[0][0])  # type: ignore[call-overload]
+
+    def connections(self) -> int:
+        rows = self.server.sql(
+            "SELECT count(*) FROM pg_stat_activity "  # noqa: S608
+            f"WHERE datname = '{self.name}' AND application_name = 'cronctl'"
+        )
+        return int(rows[0][0])  # type: ignore[call-overload]
+
+    def sql(self, statement: str) -> list[tuple[object, ...]]:
+        return self.server.sql(statement, self.name)
+
+
+def _descendants(pid: int) -> list[int]:
+    """``pid`` and every process under it (from /proc), to kill a whole machine at once."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        todo.extend(children.get(current, []))
+    return found
+
+
+class Fleet:
+    """H machines on one schedule and store, run minute after minute."""
+
+    def __init__(self, work: Path, store: Store, hosts: int) -> None:
+        self.work, self.store = work, store
+        self.hosts = [f"h{i}" for i in range(hosts)]
+        self.launched: dict[str, float] = {}  # minute -> when its machines were started
+
+    def minute(
+        self, i: int, hosts: list[str] | None = None, kill: tuple[str, float] | None = None
+    ) -> dict[str, Any]:
+        """Run minute ``i`` on ``hosts``; ``kill``: (host, seconds) kill -9 that machine."""
+        when = (T0 + timedelta(minutes=i)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        peak, stop = [0], threading.Event()
+
+        def sample() -> None:
+            while not stop.wait(0.1):
+                peak[0] = max(peak[0], self.store.connections())
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        self.launched[when] = time.time()
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "CRONCTL_COORDINATION": self.store.url,
+               "PYTHONPYCACHEPREFIX": str(self.work / "pycache")}  # fmt: skip
+        procs = {
+            host: subprocess.Popen(
+                [sys.executable, "-m", "cronctl", "run", "--now", when],
+                cwd=self.work,
+                env={**env, "CRONCTL_HOST": host, "CRONCTL_STATE_DIR": str(self.work / host)},
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for host in hosts or self.hosts
+        }
+        killed: dict[str, Any] = {}
+        if kill is not None:
+            host, after = kill
+            time.sleep(after)
+            victims = _descendants(procs[host].pid)
+            leased = self.store.sql(
+                f"SELECT count(*) FROM cronctl.claims WHERE host = '{host}' AND state = 'leased'"  # noqa: S608
+            )[0][0]
+            for pid in victims:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            killed = {"host": host, "at": time.time(), "processes": len(victims),
+                      "unstarted_claims": leased}  # fmt: skip
+        errors = {}
+        for host, proc in procs.items():
+            _, err = proc.communicate(timeout=600)
+            if proc.returncode not in (0, -9) and err.strip():
+                errors[host] = err.strip().splitlines()[-1]
+        stop.set()
+        sampler.join()
+        return {"minute": when, "peak_connections": peak[0], "errors": errors, **killed}
+
+    def marks(self) -> list[tuple[str, str, str, float]]:
+        path = self.work / "marks"
+        if not path.exists():
+            return []
+        found = []
+        for line in path.read_text().splitlines():
+            task, minute, host, at = line.split()
+            found.append((task, minute, host, float(at)))
+        return found
+
+
+def _summary(fleet: Fleet, jobs: int, minutes: list[str], commits: int) -> dict[str, Any]:
+    marks = [m for m in fleet.marks() if m[1] in minutes]
+    pairs = Counter((task, minute) for task, minute, _, _ in marks)
+    latency = sorted(at - fleet.launched[minute] for _, minute, _, at in marks)
+    q = statistics.quantiles(latency, n=20) if len(latency) > 1 else latency * 19
+    return {
+        "expected": jobs * len(minutes),
+        "started_once": sum(1 for n in pairs.values() if n == 1),
+        "lost": jobs * len(minutes) - len(pairs),
+        "doubled": sum(n - 1 for n in pairs.values() if n > 1),
+        "per_host": dict(sorted(Counter(host for _, _, host, _ in marks).items())),
+        "latency_p50_s": round(statistics.median(latency), 3) if latency else None,
+        "latency_p95_s": round(q[18], 3) if latency else None,
+        "transactions_per_minute": round(commits / len(minutes), 1),
+    }
+
+
+def _fleet(server: PgServer, root: Path, name: str, hosts: int) -> Fleet:
+    work = root / name
+    work.mkdir()
+    return Fleet(work, Store(server, name), hosts)
+
+
+def _load(
+    server: PgServer, root: Path, name: str, args: argparse.Namespace, jobs: int,
+    max_parallel: int | None, minutes: int,
+) -> dict[str, Any]:  # fmt: skip
+    """``jobs`` due every minute on the machines, for ``minutes`` after a warm-up."""
+    fleet = _fleet(server, root, name, args.hosts)
+    _schedule(fleet.work / "schedules.toml", jobs, args.sleep, "* * * * *", max_parallel)
+    fleet.minute(-1)  # a warm-up: the schema made, the bytecode compiled; not counted
+    time.sleep(1.5)  # the statistics of the machines' last transactions reach the view
+    before = fleet.store.commits()
+    ticks = [fleet.minute(i) for i in range(minutes)]
+    time.sleep(1.5)
+    commits = fleet.store.commits() - before
+    return {**_summary(fleet, jobs, [t["minute"] for t in ticks], commits), "ticks": ticks}
+
+
+def share(server: PgServer, root: Path, args: argparse.Namespace) -> dict[str, Any]:
+    return _load(server, root, "share", args, args.jobs, None, args.minutes)
+
+
+def kill(server: PgServer, root: Path, args: argparse.Namespace) -> dict[str, Any]:
+    fleet = _fleet(server, root, "kill", args.hosts)
+    _schedule(fleet.work / "schedules.toml", args.jobs, args.sleep, "* * * * *", None)
+    first = fleet.minute(0)
+    hit = fleet.minute(1, kill=(fleet.hosts[0], args.kill_at))
+    survivors = fleet.hosts[1:]
+    after = fleet.minute(2, hosts=survivors)
+    unknown = fleet.store.sql(
+        "SELECT count(*), max(extract(epoch FROM published_at)) FROM cronctl.runs "
+        "WHERE host = 'h0' AND left(message, 16) = 'outcome unknown:'"
+    )
+    count, last = unknown[0]
+    killed_started = sum(
+        1 for _, minute, host, _ in fleet.marks() if minute == hit["minute"] and host == "h0"
+    )
+    summary = _summary(fleet, args.jobs, [first["minute"], hit["minute"], after["minute"]], 0)
+    summary.pop("transactions_per_minute")
+    return {
+        **summary,
+        "killed": {k: hit[k] for k in ("host", "processes", "unstarted_claims")},
+        "killed_host_started_in_its_minute": killed_started,
+        "recorded_unknown": count,
+        "recorded_unknown_after_kill_s": round(float(last) - hit["at"], 1) if last else None,
+    }
+
+
+def big(server: PgServer, root: Path, args: argparse.Namespace) -> dict[str, Any]:
+    return _load(server, root, "big", args, args.big_jobs, args.big_parallel, args.big_minutes)
+
+
+def idle(server: PgServer, root: Path, args: argparse.Namespace) -> dict[str, Any]:
+    fleet = _fleet(server, root, "idle", args.hosts)
+    # Due once a year, never in the minutes run.
+    _schedule(fleet.work / "schedules.toml", args.jobs, args.sleep, "0 0 1 1 *", None)
+    fleet.minute(0)  # the first run creates the schema
+    time.sleep(1.5)
+    before = fleet.store.commits()
+    for i in range(1, args.minutes + 1):
+        fleet.minute(i)
+    time.sleep(1.5)
+    commits = fleet.store.commits() - before
+    return {
+        "transactions_per_minute": round(commits / args.minutes, 1),
+        "per_host_per_minute": round(commits / args.minutes / args.hosts, 2),
+    }
+
+
+SCENARIOS = {"share": share, "kill": kill, "big": big, "idle": idle}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--hosts", type=int, default=4)
+    parser.add_argument("--jobs", type=int, default=20)
+    parser.add_argument("--sleep", type=float, default=2.0)
+    parser.add_argument("--minutes", type=int, default=3)
+    parser.add_argument("--kill-at", type=float, default=1.0)
+    parser.add_argument("--big-jobs", type=int, default=1000)
+    parser.add_argument("--big-parallel", type=int, default=100)
+    parser.add_argument("--big-minutes", type=int, default=2)
+    parser.add_argument("--only", default=",".join(SCENARIOS))
+    args = parser.parse_args()
+    bindir = _bindir()
+    if bindir is None:
+        sys.exit("bench: PostgreSQL is not installed (initdb not found)")
+    data = Path(tempfile.mkdtemp(prefix="cronctl-pgshare-"))
+    if os.geteuid() == 0:
+        shutil.chown(data, "postgres", "postgres")
+    server = PgServer(bindir, data, durable=True)
+    server.init()
+    server.start()
+    root = Path(tempfile.mkdtemp(prefix="cronctl-share-"))
+    try:
+        results = {}
+        for name in args.only.split(","):
+            results[name] = SCENARIOS[name](server, root, args)
+            print(name, json.dumps(results[name], indent=1), flush=True)
+    finally:
+        server.stop("immediate")
+        shutil.rmtree(data, ignore_errors=True)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

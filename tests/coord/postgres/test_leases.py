@@ -1,0 +1,198 @@
+"""Claims as leases across a fleet (docs/fleets-postgresql.md#claims-are-leases): each machine
+(a `cronctl run` with its own host name and state dir) claims only what it can start; an
+unstarted claim of a machine that is gone is taken over, one frozen past its lease starts
+nothing it lost, and a run started on a machine that died is recorded as of unknown outcome.
+Who ran what is taken from the tasks' own marks, never from cronctl's word."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from cronctl.coord.postgres.adapter import PostgresCoordinator
+from tests.coord.conftest import PgServer
+from tests.coord.postgres.kit import T1, T, database_of, outcomes, wait_for
+from tests.helpers import write_schedule
+
+Machine = Callable[..., object]
+#: Appends TASK HOST to `ran` once `release` exists (the test decides when tasks end).
+HELD = (
+    "echo $$ > started.$CRONCTL_TASK; while [ ! -e release ]; do sleep 0.05; done; "
+    "echo $CRONCTL_TASK $CRONCTL_HOST >> ran"
+)
+#: Appends TASK HOST to `ran` at once.
+QUICK = "echo $CRONCTL_TASK $CRONCTL_HOST >> ran"
+
+
+def _task(name: str, command: str, extra: str = "") -> str:
+    return (
+        f'name = "{name}"\ncron = "* * * * *"\non_one_server = true\n'
+        f"command = {json.dumps(command)}\n{extra}"
+    )
+
+
+@pytest.fixture(autouse=True)
+def _schema(pg_url: str) -> None:
+    """The store's schema made before the test reads its claims."""
+    store = PostgresCoordinator(pg_url, host="tester", pid=1)
+    store.check()
+    store.close()
+
+
+def _claims(pg_server: PgServer, pg_url: str) -> list[tuple[object, ...]]:
+    return pg_server.sql(
+        "SELECT task, host, state FROM cronctl.claims ORDER BY task", database_of(pg_url)
+    )
+
+
+def _ran(tmp_path: Path) -> list[tuple[str, str]]:
+    lines = (tmp_path / "ran").read_text().split("\n") if (tmp_path / "ran").exists() else []
+    return [(line.split()[0], line.split()[1]) for line in lines if line]
+
+
+def _finish(run: object) -> dict[str, str]:
+    assert isinstance(run, subprocess.Popen)
+    out, err = run.communicate(timeout=120)
+    assert run.returncode in (0, 1), err
+    assert "Traceback" not in err, err
+    return outcomes(subprocess.CompletedProcess([], 0, out, err))
+
+
+def test_each_machine_claims_only_its_free_slots_and_each_occurrence_runs_once(
+    machine: Machine, pg_server: PgServer, pg_url: str, tmp_path: Path
+) -> None:
+    tasks = [f"t{i}" for i in range(8)]
+    write_schedule(
+        tmp_path / "schedules.toml",
+        [_task(name, HELD) for name in tasks],
+        "[cronctl]\nmax_parallel = 2\n",
+    )
+    hosts = ["a", "b", "c", "d"]
+    runs = [machine(host, "run", "--json", "--now", T, background=True) for host in hosts]
+    # Every task waits for `release`: no machine frees a slot, so each can hold two at most,
+    # and all eight are claimed only when each machine took its two.
+    wait_for(lambda: len(_claims(pg_server, pg_url)) == len(tasks), "every claim")
+    wait_for(lambda: len(list(tmp_path.glob("started.*"))) == len(tasks), "every start")
+    per_host = Counter(host for _, host, _ in _claims(pg_server, pg_url))
+    assert per_host == dict.fromkeys(hosts, 2)
+    (tmp_path / "release").touch()
+    found = [_finish(run) for run in runs]
+    ran = _ran(tmp_path)
+    assert sorted(task for task, _ in ran) == tasks  # each (task, minute) once
+    assert Counter(host for _, host in ran) == dict.fromkeys(hosts, 2)
+    for host, said in zip(hosts, found, strict=True):
+        assert Counter(said.values()) == {"ok": 2, "skipped: another server": 6}, host
+
+
+def test_a_machine_that_frees_a_slot_claims_more(
+    machine: Machine, pg_server: PgServer, pg_url: str, tmp_path: Path
+) -> None:
+    # One slot on `a`, and `b` not yet there: a runs the tasks one after the other, claiming
+    # each as its slot comes free, and leaves nothing claimed that it has not started.
+    write_schedule(
+        tmp_path / "schedules.toml",
+        [_task(f"t{i}", QUICK) for i in range(3)],
+        "[cronctl]\nmax_parallel = 1\n",
+    )
+    said = outcomes(machine("a", "run", "--json", "--now", T))
+    assert set(said.values()) == {"ok"}
+    assert sorted(_ran(tmp_path)) == [("t0", "a"), ("t1", "a"), ("t2", "a")]
+    assert {state for _, _, state in _claims(pg_server, pg_url)} == {"done"}
+
+
+def _group_schedule(tmp_path: Path) -> None:
+    write_schedule(
+        tmp_path / "schedules.toml",
+        [_task("g", QUICK, 'group = "g"')],
+        '[[group]]\nname = "g"\nmax_running = 1\n\n[defaults]\nmisfire_grace = "10m"\n',
+    )
+
+
+def _slot_held_elsewhere(pg_url: str) -> tuple[PostgresCoordinator, object]:
+    """The group's one slot, held by a machine of the test's own: a claim of `g` waits."""
+    holder = PostgresCoordinator(pg_url, host="holder", pid=1)
+    slot = holder.try_group_slot("g", 1)
+    assert slot is not None
+    return holder, slot
+
+
+def test_an_unstarted_claim_of_a_killed_machine_is_taken_over_and_runs_once(
+    machine: Machine, pg_server: PgServer, pg_url: str, tmp_path: Path
+) -> None:
+    _group_schedule(tmp_path)
+    holder, slot = _slot_held_elsewhere(pg_url)
+    try:
+        a = machine("a", "run", "--json", "--now", T, background=True)
+        assert isinstance(a, subprocess.Popen)
+        wait_for(lambda: _claims(pg_server, pg_url) == [("g", "a", "leased")], "a's claim")
+        a.kill()  # the whole machine: its run of `g` had not started
+        a.communicate(timeout=30)
+        b = machine("b", "run", "--json", "--now", T, background=True)
+        wait_for(lambda: _claims(pg_server, pg_url) == [("g", "b", "leased")], "the take-over")
+        slot.release()  # type: ignore[attr-defined]
+        assert _finish(b) == {"g": "ok"}
+    finally:
+        slot.release()  # type: ignore[attr-defined]
+        holder.close()
+    assert _ran(tmp_path) == [("g", "b")]
+
+
+def test_a_machine_frozen_past_its_lease_starts_nothing_it_lost(
+    machine: Machine, pg_server: PgServer, pg_url: str, tmp_path: Path
+) -> None:
+    _group_schedule(tmp_path)
+    holder, slot = _slot_held_elsewhere(pg_url)
+    a = machine("a", "run", "--json", "--now", T, background=True)
+    assert isinstance(a, subprocess.Popen)
+    try:
+        wait_for(lambda: _claims(pg_server, pg_url) == [("g", "a", "leased")], "a's claim")
+        a.send_signal(signal.SIGSTOP)
+        # Frozen, it cannot renew its lease: the store's clock is moved past it, not waited.
+        pg_server.sql(
+            "UPDATE cronctl.claims SET expires = now() - interval '1 second'",
+            database_of(pg_url),
+        )
+        b = machine("b", "run", "--json", "--now", T, background=True)
+        wait_for(lambda: _claims(pg_server, pg_url)[0][1] == "b", "the take-over")
+        slot.release()  # type: ignore[attr-defined]
+        assert _finish(b) == {"g": "ok"}
+    finally:
+        a.send_signal(signal.SIGCONT)
+        slot.release()  # type: ignore[attr-defined]
+        holder.close()
+    out, err = a.communicate(timeout=60)
+    assert [r["outcome"] for r in json.loads(out)["runs"]] == ["skipped: another server"], err
+    assert _ran(tmp_path) == [("g", "b")]
+
+
+@pytest.mark.parametrize("kill", ["whole host", "cronctl alone"])
+def test_a_run_started_on_a_machine_that_died_is_recorded_as_of_unknown_outcome(
+    machine: Machine, pg_server: PgServer, pg_url: str, tmp_path: Path, kill: str
+) -> None:
+    write_schedule(tmp_path / "schedules.toml", [_task("held", HELD), _task("quick", QUICK)])
+    a = machine("a", "run", "--json", "--now", T, background=True)
+    assert isinstance(a, subprocess.Popen)
+    wait_for(lambda: (tmp_path / "started.held").exists(), "the task to start")
+    task = int((tmp_path / "started.held").read_text())
+    a.kill()
+    a.communicate(timeout=30)
+    if kill == "whole host":
+        os.killpg(task, signal.SIGKILL)  # each run has its own process group
+    (tmp_path / "release").touch()  # an orphaned task ends unrecorded: its cronctl is gone
+    # The next claim any other machine makes says what became of it.
+    assert outcomes(machine("b", "run", "--json", "--now", T1)) == {"held": "ok", "quick": "ok"}
+    rows = pg_server.sql(
+        "SELECT host, outcome, message FROM cronctl.runs WHERE task = 'held' AND host = 'a'",
+        database_of(pg_url),
+    )
+    assert rows == [("a", "error", "outcome unknown: a stopped answering")]
+    fleet = machine("b", "history", "--fleet", "--json", "--host", "a").stdout  # type: ignore[attr-defined]
+    said = {r["task"]: r["outcome"] for r in json.loads(fleet)["runs"]}
+    assert said["held"] == "error"
