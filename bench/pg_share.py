@@ -6,12 +6,13 @@ follow each other without waiting for the clock). Each job appends its (task, mi
 start time) to a marks file, then sleeps: who ran what comes from the jobs, not from cronctl.
 
 1. share: H machines x J jobs a minute (`sleep S`), default max_parallel: each (job, minute)
-   started once, per-host counts, start latency (from the machines' launch to the job's
-   start) p50/p95, store transactions a minute (pg_stat_database xact_commit), connections.
-2. kill: as 1, then `kill -9` of one machine (its cronctl and every task of it) K s into the
-   minute; the next minute's survivors record its started runs as of unknown outcome. Lost
-   (never started) and doubled (started twice) jobs, unstarted claims at the kill, when the
-   unknown outcomes were recorded.
+   started once, per-host counts, start latency p50/p95 (from the machines' launch, their
+   Python start-up included, to the job's start; and from the minute's first job start, which
+   shows waves), store transactions a minute (pg_stat_database xact_commit), connections.
+2. kill: as 1, then `kill -9` of one machine (its cronctl and every task of it) K s after
+   its first job of the minute started; the survivors record its started runs as of unknown
+   outcome. Lost (never started) and doubled (started twice) jobs, unstarted claims at the
+   kill, when the unknown outcomes were recorded.
 3. big: H machines x N jobs at max_parallel P.
 4. idle: H machines, a minute with nothing due: store transactions a machine a minute.
 
@@ -145,6 +146,9 @@ class Fleet:
         killed: dict[str, Any] = {}
         if kill is not None:
             host, after = kill
+            # Mid-minute: `after` s once the machine's first job of the minute started.
+            while not any(m[1] == when and m[2] == host for m in self.marks()):
+                time.sleep(0.05)
             time.sleep(after)
             victims = _descendants(procs[host].pid)
             leased = self.store.sql(
@@ -180,6 +184,9 @@ def _summary(fleet: Fleet, jobs: int, minutes: list[str], commits: int) -> dict[
     pairs = Counter((task, minute) for task, minute, _, _ in marks)
     latency = sorted(at - fleet.launched[minute] for _, minute, _, at in marks)
     q = statistics.quantiles(latency, n=20) if len(latency) > 1 else latency * 19
+    first = {minute: min(at for _, m, _, at in marks if m == minute) for minute in minutes}
+    spread = sorted(at - first[minute] for _, minute, _, at in marks)
+    qs = statistics.quantiles(spread, n=20) if len(spread) > 1 else spread * 19
     return {
         "expected": jobs * len(minutes),
         "started_once": sum(1 for n in pairs.values() if n == 1),
@@ -188,6 +195,8 @@ def _summary(fleet: Fleet, jobs: int, minutes: list[str], commits: int) -> dict[
         "per_host": dict(sorted(Counter(host for _, _, host, _ in marks).items())),
         "latency_p50_s": round(statistics.median(latency), 3) if latency else None,
         "latency_p95_s": round(q[18], 3) if latency else None,
+        "after_first_start_p50_s": round(statistics.median(spread), 3) if spread else None,
+        "after_first_start_p95_s": round(qs[18], 3) if spread else None,
         "transactions_per_minute": round(commits / len(minutes), 1),
     }
 
