@@ -74,13 +74,20 @@ class FilesCoordinator:
         for task, when in claims:
             if limit is not None and len(won) >= limit:
                 break
-            if locks.claim_occurrence(self.lock_dir, task, when, host=host, pid=pid, now=now):
+            lease = (task, when) in leased
+            if locks.claim_occurrence(
+                self.lock_dir, task, when, host=host, pid=pid, now=now, leased=lease
+            ):
                 won.add((task, when))
         return won
 
     def keep_claim(self, claim: Claim, *, started: bool) -> bool:
-        """True: a claim file is never taken over (docs/guarantees.md#on_one_server)."""
-        return True
+        """The start mark (``claims/TASK@STAMP.start``); a lease needs no renewing: only a
+        claim whose cronctl is provably gone is taken over (docs/guarantees.md)."""
+        if not started:
+            return True
+        task, when = claim
+        return locks.mark_started(self.lock_dir, task, when, host=self.host, pid=self.pid)
 
     def claimed(self, task: str, occurrence: datetime) -> bool:
         """Whether the claim file exists."""

@@ -550,7 +550,14 @@ def _claim_stamp(occurrence: datetime) -> str:
 
 
 def claim_occurrence(
-    lock_dir: Path, task: str, occurrence: datetime, *, host: str, pid: int, now: datetime
+    lock_dir: Path,
+    task: str,
+    occurrence: datetime,
+    *,
+    host: str,
+    pid: int,
+    now: datetime,
+    leased: bool = False,
 ) -> bool:
     """Claim one occurrence of ``task`` for this machine; False if someone already has.
 
@@ -559,15 +566,31 @@ def claim_occurrence(
     contender wins, then filled with host, pid and time and fsynced. It is never released;
     :func:`sweep_claims` removes it after a week. Anything already at that name, even a
     symlink, counts as taken and is never written through.
+
+    A ``leased`` claim also names its cronctl for good (pid start time, boot) and holds
+    until :func:`mark_started`; one whose cronctl is provably gone (this host, this boot,
+    the process ended) and whose run was never marked started is taken over.
     """
     directory = ensure_private_dir(lock_dir / "claims", within=lock_dir)
     path = _task_path(directory, task, "@" + _claim_stamp(occurrence))
+    record: dict[str, object] = {"host": host, "pid": pid, "claimed": _iso(now),
+                                 "occurrence": _iso(occurrence)}  # fmt: skip
+    if leased:
+        me = procs.identify(pid)
+        record.update(state="leased", boot=procs.boot_id(), pid_start=me and me.start_ticks)
+    if not _write_new(path, record, _file_mode(directory)):
+        return _take_over(path, host, pid)
+    fsync_dir(directory)
+    return True
+
+
+def _write_new(path: Path, record: Mapping[str, object], mode: int) -> bool:
+    """Create ``path`` (O_EXCL) holding ``record``, fsynced; False when it exists."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
-        fd = os.open(path, flags, _file_mode(directory))
+        fd = os.open(path, flags, mode)
     except FileExistsError:
         return False
-    record = {"host": host, "pid": pid, "claimed": _iso(now), "occurrence": _iso(occurrence)}
     try:
         try:
             os.write(fd, _dumps(record))
@@ -579,8 +602,45 @@ def claim_occurrence(
         with suppress(OSError):
             path.unlink()
         raise
-    fsync_dir(directory)
     return True
+
+
+#: The mark of a leased claim's run started (or taken over): ``claims/TASK@STAMP.start``.
+_STARTED = ".start"
+
+
+def _take_over(path: Path, host: str, pid: int) -> bool:
+    """Whether the leased claim at ``path`` was this machine's to take, and is now: its
+    cronctl provably gone (only this host's, of this boot, can be proved so) and its run
+    never marked started. The start mark decides, so one contender wins."""
+    record = _read_record(path)
+    if record is None or record.get("state") != "leased" or record.get("host") != host:
+        return False
+    holder_pid, start, boot = record.get("pid"), record.get("pid_start"), record.get("boot")
+    if not (isinstance(holder_pid, int) and isinstance(start, int) and isinstance(boot, str)):
+        return False
+    if boot != procs.boot_id() or procs.same_process_alive(
+        procs.ProcessId(holder_pid, start, boot)
+    ):
+        return False
+    return _start_mark(path, host, pid)
+
+
+def _start_mark(path: Path, host: str, pid: int) -> bool:
+    """Make (O_EXCL) or find the start mark of the claim at ``path``: whether it names us."""
+    mark = path.with_name(path.name + _STARTED)
+    if _write_new(mark, {"host": host, "pid": pid}, _file_mode(path.parent)):
+        fsync_dir(path.parent)
+        return True
+    record = _read_record(mark)
+    return record is not None and record.get("host") == host and record.get("pid") == pid
+
+
+def mark_started(lock_dir: Path, task: str, occurrence: datetime, *, host: str, pid: int) -> bool:
+    """Mark a leased claim's run started, before it starts: False when another machine took
+    the claim over (this cronctl was taken for gone), and the run must not start."""
+    directory = ensure_private_dir(lock_dir / "claims", within=lock_dir)
+    return _start_mark(_task_path(directory, task, "@" + _claim_stamp(occurrence)), host, pid)
 
 
 def claim_exists(lock_dir: Path, task: str, occurrence: datetime) -> bool:
@@ -609,7 +669,7 @@ def sweep_claims(lock_dir: Path, *, now: datetime, max_age: timedelta = CLAIM_SW
     except OSError:
         return 0
     for entry in entries:
-        stem, at, stamp = entry.name.rpartition("@")
+        stem, at, stamp = entry.name.removesuffix(_STARTED).rpartition("@")
         # Compared by minute: 01:00:01 (a second occurrence after a DST gap) is as old as 01:00.
         if not at or f"{stamp[:13]}Z" >= cutoff or not re.fullmatch(_STAMP_SHAPE, stamp):
             continue
