@@ -10,9 +10,10 @@ start time) to a marks file, then sleeps: who ran what comes from the jobs, not 
    Python start-up included, to the job's start; and from the minute's first job start, which
    shows waves), store transactions a minute (pg_stat_database xact_commit), connections.
 2. kill: as 1, then `kill -9` of one machine (its cronctl and every task of it) K s after
-   its first job of the minute started; the survivors record its started runs as of unknown
-   outcome. Lost (never started) and doubled (started twice) jobs, unstarted claims at the
-   kill, when the unknown outcomes were recorded.
+   its first job of the minute started (it is started first, the others then); the
+   survivors record its started runs as of unknown outcome. Lost (never started) and
+   doubled (started twice) jobs, unstarted claims at the kill, when the unknown outcomes
+   were recorded.
 3. big: H machines x N jobs at max_parallel P.
 4. idle: H machines, a minute with nothing due: store transactions a machine a minute.
 
@@ -132,8 +133,9 @@ class Fleet:
         self.launched[when] = time.time()
         env = {**os.environ, "PYTHONPATH": str(ROOT), "CRONCTL_COORDINATION": self.store.url,
                "PYTHONPYCACHEPREFIX": str(self.work / "pycache")}  # fmt: skip
-        procs = {
-            host: subprocess.Popen(
+
+        def launch(host: str) -> subprocess.Popen[str]:
+            return subprocess.Popen(
                 [sys.executable, "-m", "cronctl", "run", "--now", when],
                 cwd=self.work,
                 env={**env, "CRONCTL_HOST": host, "CRONCTL_STATE_DIR": str(self.work / host)},
@@ -141,14 +143,21 @@ class Fleet:
                 stderr=subprocess.PIPE,
                 text=True,
             )
-            for host in hosts or self.hosts
-        }
+
+        hosts = hosts or self.hosts
         killed: dict[str, Any] = {}
-        if kill is not None:
+        if kill is None:
+            procs = {host: launch(host) for host in hosts}
+        else:
+            # The victim first, so that it has runs to lose: the others start once its
+            # first job has, and it is killed `after` s later.
             host, after = kill
-            # Mid-minute: `after` s once the machine's first job of the minute started.
-            while not any(m[1] == when and m[2] == host for m in self.marks()):
+            procs = {host: launch(host)}
+            while procs[host].poll() is None and not any(
+                m[1] == when and m[2] == host for m in self.marks()
+            ):
                 time.sleep(0.05)
+            procs.update({other: launch(other) for other in hosts if other != host})
             time.sleep(after)
             victims = _descendants(procs[host].pid)
             leased = self.store.sql(
