@@ -7,8 +7,9 @@ passes ``sslmode`` and every other URL parameter straight through.
 
 Everything lives in schema ``cronctl`` (:mod:`cronctl.coord.postgres.schema`):
 
-- claims: one row per (task, occurrence); ``INSERT ... ON CONFLICT DO NOTHING RETURNING``
-  decides every claim of a run in one round trip; committed (durable) before anything runs;
+- claims: one row per (task, occurrence); ``cronctl.claim_some`` takes, in one round trip,
+  as many as the run can start, committed (durable) before anything runs; a claim is a lease
+  (the run's session, and a lease time) until its run is marked started;
 - overlap locks: a session advisory lock on a connection of its own, whose socket the task's
   processes inherit (``pass_fds``), so the lock lives exactly as long as they do, also when
   cronctl is killed; TCP keepalives on both ends release it when a machine dies; a row in
