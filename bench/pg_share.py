@@ -16,12 +16,14 @@ start time) to a marks file, then sleeps: who ran what comes from the jobs, not 
    were recorded.
 3. big: H machines x N jobs at max_parallel P.
 4. idle: H machines, a minute with nothing due: store transactions a machine a minute.
+5. work (only when asked: it takes real minutes): as 1 (or 3, with --work-jobs and
+   --work-parallel) with H `cronctl work` processes, latency from the minute boundary.
 
 APScheduler 4 is not driven here; see docs/benchmarks.md for the figures it was measured at.
 
     python bench/pg_share.py [--hosts 4] [--jobs 20] [--sleep 2] [--minutes 3]
                              [--big-jobs 1000] [--big-parallel 100] [--big-minutes 2]
-                             [--only share,kill,big,idle]
+                             [--work-minutes 3] [--only share,kill,big,idle,work]
 """
 
 from __future__ import annotations
@@ -283,7 +285,49 @@ def idle(server: PgServer, root: Path, args: argparse.Namespace) -> dict[str, An
     }
 
 
-SCENARIOS = {"share": share, "kill": kill, "big": big, "idle": idle}
+def work(server: PgServer, root: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """H `cronctl work` machines for --work-minutes real minutes: start latency from the
+    occurrence (the minute boundary), with no process start-up in it."""
+    fleet = _fleet(server, root, "work", args.hosts)
+    jobs = args.work_jobs or args.jobs
+    _schedule(fleet.work / "schedules.toml", jobs, args.sleep, "* * * * *", args.work_parallel)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "CRONCTL_COORDINATION": fleet.store.url}
+    machines = [
+        subprocess.Popen(
+            [sys.executable, "-m", "cronctl", "work"],
+            cwd=fleet.work,
+            env={**env, "CRONCTL_HOST": host, "CRONCTL_STATE_DIR": str(fleet.work / host)},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for host in fleet.hosts
+    ]
+    # The first boundary after a warm-up of at least 20 s starts the minutes counted.
+    first = (datetime.now(UTC) + timedelta(seconds=80)).replace(second=0, microsecond=0)
+    time.sleep(max(0.0, (first - datetime.now(UTC)).total_seconds() - 1))
+    before = fleet.store.commits()
+    peak = 0
+    end = first + timedelta(minutes=args.work_minutes)
+    while datetime.now(UTC) < end - timedelta(seconds=1):
+        peak = max(peak, fleet.store.connections())
+        time.sleep(0.2)
+    commits = fleet.store.commits() - before
+    time.sleep(1 + args.sleep)  # the last minute's jobs end
+    for machine in machines:
+        machine.send_signal(signal.SIGTERM)
+    for machine in machines:
+        machine.communicate(timeout=120)
+    counted = [(first + timedelta(minutes=i)).strftime("%Y-%m-%dT%H:%M:%SZ")
+               for i in range(args.work_minutes)]  # fmt: skip
+    for minute in counted:
+        fleet.launched[minute] = (
+            datetime.strptime(minute, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
+        )
+    return {**_summary(fleet, jobs, counted, commits), "peak_connections": peak}
+
+
+SCENARIOS = {"share": share, "kill": kill, "big": big, "idle": idle, "work": work}
 
 
 def main() -> None:
@@ -296,7 +340,10 @@ def main() -> None:
     parser.add_argument("--big-jobs", type=int, default=1000)
     parser.add_argument("--big-parallel", type=int, default=100)
     parser.add_argument("--big-minutes", type=int, default=2)
-    parser.add_argument("--only", default=",".join(SCENARIOS))
+    parser.add_argument("--work-minutes", type=int, default=3)
+    parser.add_argument("--work-jobs", type=int, default=0, help="default: --jobs")
+    parser.add_argument("--work-parallel", type=int, default=None)
+    parser.add_argument("--only", default="share,kill,big,idle")
     args = parser.parse_args()
     bindir = _bindir()
     if bindir is None:
