@@ -109,6 +109,11 @@ def _exec_form(rest: str) -> list[str]:
     return command
 
 
+def _python_paths() -> list[Path]:
+    """Where the tests' Python and cronctl live (the image has them outside /tmp)."""
+    return [REPO_ROOT, Path(sys.prefix), Path(sys.executable).parent]
+
+
 @pytest.mark.skipif(
     sys.platform != "linux"
     or os.geteuid() != 0
@@ -129,8 +134,14 @@ def test_the_dockerfiles_entrypoint_and_both_health_checks_run_as_written() -> N
     command = [sys.executable, "-m", "cronctl", *entrypoint[1:]]
     command[command.index("--file") + 1] = "/tmp/app/schedules.toml"
     become = ["setpriv", f"--reuid={uid[1]}", f"--regid={uid[1]}", "--clear-groups", "--"]
+    # A checkout or virtualenv under /tmp (CI may clone there) is bound back into the fresh
+    # /tmp, from the old one still reachable through the shell's working directory.
+    keep = {p.relative_to("/tmp").parts[0] for p in _python_paths() if p.is_relative_to("/tmp")}
     setup = (
-        "mount -t tmpfs -o mode=1777 tmpfs /tmp && ip link set lo up && "
+        "cd /tmp && mount -t tmpfs -o mode=1777 tmpfs /tmp && "
+        'for d in $KEEP; do mkdir "/tmp/$d" && '
+        'mount --no-canonicalize --bind "./$d" "/tmp/$d" || exit 1; done && '
+        "cd / && ip link set lo up && "
         "install -d -o $APP_UID -m 0700 /tmp/app /tmp/state && "
         'printf %s "$SCHEDULE" > /tmp/app/schedules.toml && exec "$@"'
     )
@@ -140,6 +151,7 @@ def test_the_dockerfiles_entrypoint_and_both_health_checks_run_as_written() -> N
         "HOME": "/tmp/app",
         "NO_COLOR": "1",
         "APP_UID": uid[1],
+        "KEEP": " ".join(sorted(keep)),
         "CRONCTL_STATE_DIR": "/tmp/state",
         "SCHEDULE": '[[task]]\nname = "tick"\nevery_minute = true\ncommand = "true"\n',
     }
