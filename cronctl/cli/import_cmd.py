@@ -1,4 +1,5 @@
-"""`cronctl import CRONTAB [--system] [-o FILE] [--force]`: read, convert, write, report.
+"""`cronctl import CRONTAB [--system [--user NAME] [--skip-other-users]] [-o FILE]`: read,
+convert, write, report.
 
 The TOML goes to FILE or stdout, the report to stderr as `CRONTAB:LINE: message`.
 Exit 0 when everything converted, 1 when something was left out; a crontab that
@@ -80,6 +81,13 @@ def import_command(
     if output is not None and not force and output.exists():
         # Checked before reading, so a pipe is not consumed for nothing.
         raise UsageError(f"{output} already exists; pass --force to overwrite it")
+    for flag, given in (("--user", user is not None), ("--skip-other-users", skip_other_users)):
+        if given and not system:
+            # A user's crontab has no user field: the flag would be ignored in silence.
+            raise UsageError(
+                f"{flag} is for a system crontab: add --system (a user's own crontab has no "
+                "user field; its lines run as whoever runs cronctl)"
+            )
     run_as = _run_as(user)
     text = _read(crontab, source)
     result = import_crontab(

@@ -30,6 +30,10 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 CORPUS = REPO_ROOT / "tests" / "data" / "crontabs"
 CRONTABS = sorted(CORPUS.glob("*.crontab"))
 REGENERATE = os.environ.get("CRONCTL_REGEN") == "1"
+#: The environment of a `cronctl` process: this checkout's code, whatever is installed.
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(
+    p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p
+)}  # fmt: skip
 
 
 def cronctl_import(
@@ -39,6 +43,7 @@ def cronctl_import(
     completed = subprocess.run(
         [sys.executable, "-m", "cronctl", "import", *args],
         cwd=cwd,
+        env=ENV,
         input=stdin,
         capture_output=True,
         timeout=60,
@@ -189,7 +194,7 @@ def test_cli_output_passes_cronctl_check(tmp_path: Path) -> None:
         "--system", "--user", "root", str(crontab), "-o", str(target), cwd=tmp_path
     )
     assert run.returncode == 1  # MAILTO was left out
-    env = {**os.environ, "CRONCTL_STATE_DIR": str(tmp_path / "state")}
+    env = {**ENV, "CRONCTL_STATE_DIR": str(tmp_path / "state")}
     check = subprocess.run(
         [sys.executable, "-m", "cronctl", "check", "-f", str(target)],
         capture_output=True,
@@ -257,6 +262,16 @@ def test_the_importing_user_is_the_default_and_a_bad_user_is_refused() -> None:
     bad = cronctl_import("--system", "--user", "-rf", THREE_USERS.name, cwd=CORPUS)
     assert (bad.returncode, bad.stdout) == (2, "")
     assert "--user '-rf' is not a user name" in bad.stderr
+
+
+@pytest.mark.parametrize("flags", [("--user", "root"), ("--skip-other-users",)])
+def test_a_user_flag_without_system_is_refused_not_ignored(flags: tuple[str, ...]) -> None:
+    # A system crontab read as a user's: --user would be ignored, and every line would run
+    # as whoever runs cronctl, its user name taken for the command's first word.
+    run = cronctl_import(*flags, THREE_USERS.name, cwd=CORPUS)
+    assert (run.returncode, run.stdout) == (2, "")
+    assert f"{flags[0]} is for a system crontab: add --system" in run.stderr
+    assert "Traceback" not in run.stderr
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="runs a command as another user: needs root")
