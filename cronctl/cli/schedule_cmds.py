@@ -27,6 +27,7 @@ from cronctl.commands.review import UnreadableRevision, diff_against
 from cronctl.commands.schedule import CheckResult
 from cronctl.coord.port import StoreUnavailable
 from cronctl.core.model import MISFIRE_POLICIES, Schedule
+from cronctl.core.warncodes import TASK_WARNINGS
 from cronctl.edge import dirs
 from cronctl.edge.paths import verify_dir
 from cronctl.edge.state.store import Store
@@ -104,6 +105,13 @@ def check(
         check_with_diff(result, schedule, file, diff, parse_instant(now), fmt)
     else:
         render_check(result, fmt, schedule.tables, len(schedule.files))
+    if (
+        fmt == "text"
+        and not result.ok
+        and any(p.severity == "warning" and p.code in TASK_WARNINGS for p in result.problems)
+    ):
+        # --strict failed on warnings: say how to accept the ones read, or CI fails for ever.
+        print(ACCEPT_HINT, file=sys.stderr)
     named = any(p.message.startswith("'project'") for p in result.problems)
     if fmt == "text" and schedule.settings.project is None and schedule.tasks and not named:
         # A hint, not a warning: --strict must not fail every schedule written before projects.
@@ -111,6 +119,10 @@ def check(
     raise typer.Exit(0 if result.ok else 1)
 
 
+ACCEPT_HINT = (
+    "hint: a warning you have read and accept: add its code (in brackets) to the task's "
+    "ignore_warnings, or to [defaults] for the whole file (docs/schedule-file.md#warnings)"
+)
 PROJECT_HINT = (
     'hint: no project name; add project = "NAME" to [cronctl] so this schedule\'s state, '
     "history, locks and claims are its own on a machine or fleet shared with other "

@@ -95,6 +95,21 @@ def test_defaults_acknowledge_every_task_warning_and_strict_passes(
     assert "warning" not in listed.stderr, listed.stderr
 
 
+def test_strict_failing_on_a_task_warning_says_how_to_accept_it(cli: Cli, tmp_path: Path) -> None:
+    path = write_schedule(tmp_path / "schedules.toml", [WARNED["dst-gap"]],
+                          '[cronctl]\nproject = "p"\n')  # fmt: skip
+    hint = "hint: a warning you have read and accept: add its code (in brackets) to the task's"
+    strict = cli("check", "--now", NOW, "--strict")
+    assert strict.returncode == 1 and hint in strict.stderr, strict.stderr
+    assert hint not in cli("check", "--now", NOW).stderr  # warnings that fail nothing
+    # A machine's warning cannot be accepted by a task: no hint that would lead to an error.
+    path.write_text('[cronctl]\nproject = "p"\n[[task]]\nname = "one"\ncommand = "true"\n'
+                    'daily = true\non_one_server = true\n')  # fmt: skip
+    machine = cli("check", "--now", NOW, "--strict")
+    assert "[lock-dir-not-shared]" in machine.stdout and machine.returncode == 1
+    assert hint not in machine.stderr
+
+
 def test_a_tasks_list_adds_to_the_defaults(cli: Cli, tmp_path: Path) -> None:
     berlin = 'command = "true"\ndaily_at = "02:30"'
     write_schedule(
