@@ -154,7 +154,7 @@ def _write_all(directory: Path, results: list[Exported], force: bool) -> None:
             (directory / name).write_text(text, encoding="utf-8")
         except OSError as exc:
             raise UsageError(f"cannot write {directory / name}: {exc.strerror or exc}") from None
-    print(f"wrote {len(files)} files to {directory}", file=sys.stderr)
+    print(f"wrote {len(files)} file{'s' * (len(files) != 1)} to {directory}", file=sys.stderr)
 
 
 def _report(results: list[Exported], to: str) -> None:

@@ -127,7 +127,8 @@ class Worker:
         # stops it as SIGTERM does (docs/commands.md, Signals).
         for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(signum, self.request_stop)
-        _say(f"cronctl work: {len(watched.schedule.tasks)} tasks; waiting for the next minute")
+        count = len(watched.schedule.tasks)
+        _say(f"cronctl work: {count} task{'s' * (count != 1)}; waiting for the next minute")
         if start_tasks(watched.schedule):
             self._start_up(watched.schedule)
         last_boundary: datetime | None = None

@@ -182,6 +182,14 @@ def test_resource_caps_are_named_as_not_expressed(cli: Cli, tmp_path: Path) -> N
     )
 
 
+def test_the_count_of_files_written_is_said_in_words_that_fit_it(cli: Cli, tmp_path: Path) -> None:
+    write_schedule(tmp_path / "schedules.toml", ['name = "one"\ncommand = "true"\nhourly = true'])
+    one = cli("export", "kubernetes", "jobs", "--image", "app:1")
+    assert one.returncode == 0 and one.stderr.startswith("wrote 1 file to jobs\n"), one.stderr
+    two = cli("export", "systemd", "units", "--user", "app")
+    assert "wrote 2 files to units" in two.stderr  # a .service and a .timer
+
+
 def test_the_target_and_directory_are_arguments(cli: Cli, schedule: Path, tmp_path: Path) -> None:
     out = tmp_path / "units"
     result = cli("export", "systemd", str(out), "--user", "app", "-f", str(schedule),

@@ -309,7 +309,7 @@ def test_work_without_health_never_imports_the_server_or_prometheus_client(cli: 
         time.sleep(0.5)  # from there to waiting for the first minute
     finally:
         err = stop_worker(worker)
-    assert "cronctl work: 1 tasks; waiting" in err
+    assert "cronctl work: 1 task; waiting" in err
     imported = {line.rsplit("|", 1)[-1].strip() for line in err.splitlines() if "|" in line}
     assert "cronctl.run.work" in imported
     assert not {"http.server", "prometheus_client", "socketserver"} & imported
