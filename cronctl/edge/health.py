@@ -304,7 +304,8 @@ class HealthFile:
 
 
 def _why(exc: OSError) -> str:
-    if exc.errno == errno.ELOOP:
+    # Another user's link in a sticky directory (/tmp) answers EACCES, not ELOOP.
+    if exc.errno == errno.ELOOP or (exc.filename is not None and Path(exc.filename).is_symlink()):
         return "it is a symbolic link (not followed; remove it)"
     if exc.errno == errno.ENXIO:
         return "it is a FIFO or socket, not a regular file (remove it)"

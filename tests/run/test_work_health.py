@@ -238,7 +238,18 @@ def _plant_link(path: Path) -> str:
     return "symbolic link"
 
 
-@pytest.mark.parametrize("plant", [_plant_fifo, _plant_other_users_file, _plant_link])
+def _plant_other_users_link(path: Path) -> str:
+    # Another user's link in a sticky directory: open() answers EACCES there, not ELOOP.
+    if os.geteuid() != 0:
+        pytest.skip("making another user's link needs root")
+    _plant_link(path)
+    os.lchown(path, 54321, 54321)
+    return "symbolic link"
+
+
+@pytest.mark.parametrize(
+    "plant", [_plant_fifo, _plant_other_users_file, _plant_link, _plant_other_users_link]
+)
 def test_what_another_user_planted_at_a_shared_health_file_is_refused_and_kept(
     cli: Cli, plant: Callable[[Path], str]
 ) -> None:
