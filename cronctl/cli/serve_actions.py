@@ -73,6 +73,9 @@ def action_routes(
     def status_of(exc: CronctlError) -> int:
         return 409 if isinstance(exc, Busy) else 400
 
+    def said(exc: CronctlError) -> str:
+        return exc.said if isinstance(exc, Busy) else str(exc)
+
     def form_endpoint(kind: str) -> Callable[[Request], Any]:
         async def endpoint(request: Request) -> Response:
             cookie = request.cookies.get(SESSION_COOKIE, "")
@@ -97,7 +100,7 @@ def action_routes(
                 # In a worker thread: a lock, the state and the store may each take a while.
                 await run_in_threadpool(act, kind, name, actor, fields)
             except CronctlError as exc:
-                return page("error.html", status_of(exc), message=str(exc), heading=heading,
+                return page("error.html", status_of(exc), message=said(exc), heading=heading,
                             task=name)  # fmt: skip
             return RedirectResponse(f"/tasks/{quote(name, safe='')}?done={kind}", 303,
                                     headers=headers)  # fmt: skip
@@ -124,7 +127,7 @@ def action_routes(
                 fields = _json(await request.body())
                 answer = await run_in_threadpool(act, kind, name, actor, fields)
             except CronctlError as exc:
-                return JSONResponse({"error": str(exc)}, status_of(exc), headers=headers)
+                return JSONResponse({"error": said(exc)}, status_of(exc), headers=headers)
             body = {"task": name, "action": kind, **answer}
             return JSONResponse(body, 202 if kind == "run" else 200, headers=headers)
 

@@ -50,7 +50,11 @@ class ExecResult:
 
 class Busy(CronctlError):
     """The task is running already, or its group is full: nothing was started (the
-    dashboard answers 409)."""
+    dashboard answers 409, with `said`: it has no --wait to offer)."""
+
+    def __init__(self, said: str, wait: str) -> None:
+        super().__init__(f"{said}, or pass --wait to wait {wait}")
+        self.said = said
 
 
 @dataclass(frozen=True)
@@ -243,8 +247,8 @@ def _take_lock(task: Task, coord: Coordinator, ctx: RunContext, wait: bool) -> H
         holder = f" ({attempt.holder.describe()})" if attempt.holder else ""
         if not wait:
             raise Busy(
-                f"task {task.name} is running{holder}; nothing was started. Try again when it "
-                "ends, or pass --wait to wait for it"
+                f"task {task.name} is running{holder}; nothing was started. Try again when it ends",
+                "for it",
             )
         if not said:
             ctx.warn(f"cronctl: task {task.name} is running{holder}; waiting for it to end")
@@ -262,8 +266,8 @@ def _take_slot(task: Task, coord: Coordinator, ctx: RunContext, wait: bool) -> G
         full = f"group {task.group} is full ({task.group_limit} of its tasks are running)"
         if not wait:
             raise Busy(
-                f"task {task.name}: {full}; nothing was started. Try again when one ends, or "
-                "pass --wait to wait for a slot"
+                f"task {task.name}: {full}; nothing was started. Try again when one ends",
+                "for a slot",
             )
         if not said:
             ctx.warn(f"cronctl: task {task.name}: {full}; waiting for a slot")

@@ -283,10 +283,12 @@ def test_run_now_runs_once_and_never_a_second_copy(
     assert answer.value.status == 409
     assert page.inner_text("h1") == "Nothing was started"
     assert "task gated is running (pid " in page.inner_text("main")
+    assert "--wait" not in page.inner_text("main")  # exec's flag: no such thing on a page
     page.click("a:has-text('Back to gated')")  # a way back to where the button was
     assert page.url == acting.base + "/tasks/gated"
     beside = cli("exec", "gated", *_dirs(tmp_path), timeout=30)
     assert beside.returncode == 2 and "task gated is running" in beside.stderr
+    assert "or pass --wait to wait for it" in beside.stderr
     # The server stops: the run it started is stopped with it and recorded, as a Ctrl-C
     # stops `cronctl exec`'s.
     _stop(acting)
@@ -328,6 +330,7 @@ rm {gate}'''
         _wait_for(started(1), "exec's run to start")
         status, body, _ = _http(srv, "POST", "/api/tasks/gated/run", b"", **bearer)
         assert status == 409 and b"task gated is running" in body, body
+        assert b"--wait" not in body, body
         gate.touch()
         _, err = by_hand.communicate(timeout=30)
         assert by_hand.returncode == 0, err
