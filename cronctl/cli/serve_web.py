@@ -36,6 +36,7 @@ from cronctl.commands.serve import (
     Filters,
     HistoryQuery,
     HostRow,
+    NotFound,
     TaskSummary,
     parse_cursor,
 )
@@ -233,7 +234,7 @@ def build_app(
             # an overview of 10,000 tasks), and SQLite works without the GIL meanwhile.
             return await run_in_threadpool(view, request)
         except CronctlError as exc:
-            status = 400
+            status = 404 if isinstance(exc, NotFound) else 400
             if isinstance(exc, StoreUnavailable):
                 # A coordinator gives up on a store for the rest of a run; serve's "run" is
                 # every request from now on, so the next one tries the store afresh.

@@ -33,6 +33,10 @@ FLEET_WINDOW = 5000
 _FAILED = frozenset(("failed", "timeout", "error", "interrupted"))
 
 
+class NotFound(UsageError):
+    """No such task in the schedule, or no such run: the dashboard answers 404."""
+
+
 @dataclass(frozen=True, slots=True)
 class TaskSummary:
     """One task on the overview: what it is, when it runs next, how it last went where."""
@@ -321,7 +325,7 @@ class Dashboard:
         try:
             return self.schedule.task(name)
         except KeyError:
-            raise UsageError(f"no task named {name!r} in the schedule") from None
+            raise NotFound(f"no task named {name!r} in the schedule") from None
 
     # -- history ----------------------------------------------------------------------
     def history(self, query: HistoryQuery) -> HistoryPage:
@@ -391,7 +395,7 @@ class Dashboard:
         else:
             run = self.coord.fleet_run(run_id)
         if run is None:
-            raise UsageError(f"no run {run_id!r}")
+            raise NotFound(f"no run {run_id!r}")
         return run
 
     # -- hosts ------------------------------------------------------------------------

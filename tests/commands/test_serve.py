@@ -316,6 +316,16 @@ def test_history_pages_by_keyset_through_every_run(cli: Cli, state: Path, page: 
         srv.proc.communicate(timeout=20)
 
 
+def test_an_unknown_task_or_run_answers_404(server: Server) -> None:
+    for path in ("/tasks/nosuch", "/api/tasks/nosuch", "/tasks/nosuch/timeline.svg",
+                 "/runs/20260101T0000Z-0000000000000000"):  # fmt: skip
+        status, body = server.get(path)
+        assert status == 404, (path, status, body)
+        assert b"no task named" in body or b"no run " in body, body
+    status, _ = server.get("/api/runs?before=nonsense")
+    assert status == 400  # a bad value stays a bad request
+
+
 def test_api_shapes_match_the_cli(cli: Cli, server: Server, state: Path) -> None:
     _, body = server.get("/api/runs?task=hostile")
     runs = json.loads(body)["runs"]
