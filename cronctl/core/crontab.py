@@ -183,13 +183,7 @@ class _Builder:
         written = " ".join(t.group() for t in tokens[:fields])
         if written.lower() == "@reboot":
             # Cron runs it when its daemon starts; `cronctl work` is that daemon here.
-            schedule: dict[str, Any] = {"on_start": True}
-            self.say(
-                number,
-                "note: @reboot became on_start = true: `cronctl work` runs it each time it "
-                "starts (a crontab line calling `cronctl run` never does)",
-                left_out=False,
-            )
+            schedule: dict[str, Any] = {"on_start": True}  # said in add_task, once kept
         else:
             try:
                 expr = parse_cron(written)
@@ -241,6 +235,13 @@ class _Builder:
                 number,
                 "note: the command starts with 'root', a user name: if this is a system "
                 "crontab (/etc/crontab, /etc/cron.d/*), import it with --system",
+                left_out=False,
+            )
+        if schedule.get("on_start"):
+            self.say(
+                number,
+                "note: @reboot became on_start = true: `cronctl work` runs it each time it "
+                "starts (a crontab line calling `cronctl run` never does)",
                 left_out=False,
             )
         name = self.unique(slug(command))

@@ -264,6 +264,20 @@ def test_the_importing_user_is_the_default_and_a_bad_user_is_refused() -> None:
     assert "--user '-rf' is not a user name" in bad.stderr
 
 
+def test_a_reboot_line_left_out_is_not_also_said_to_be_converted(tmp_path: Path) -> None:
+    (tmp_path / "c.crontab").write_text(
+        "@reboot www-data /usr/local/bin/warm\n@reboot root /usr/local/bin/mount-all\n"
+        "@reboot root date +%F\n"  # a bare %: left out too
+    )
+    run = cronctl_import("--system", "--user", "root", "--skip-other-users", "c.crontab",
+                         cwd=tmp_path)  # fmt: skip
+    assert run.returncode == 1
+    said = [line.split(":", 2)[1:] for line in run.stderr.splitlines()]
+    reboot = [number for number, message in said if "@reboot became on_start" in message]
+    assert reboot == ["2"], run.stderr  # only the line that became a task
+    assert run.stdout.count("on_start = true") == 1
+
+
 @pytest.mark.parametrize("flags", [("--user", "root"), ("--skip-other-users",)])
 def test_a_user_flag_without_system_is_refused_not_ignored(flags: tuple[str, ...]) -> None:
     # A system crontab read as a user's: --user would be ignored, and every line would run
