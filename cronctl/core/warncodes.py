@@ -48,7 +48,7 @@ def ignore_problem(codes: list[str]) -> tuple[str, str] | None:
         if code in MACHINE_WARNINGS:
             why = MACHINE_WARNINGS[code]
             return f"ignore_warnings: {code!r} cannot be acknowledged: {why}", "bad-value"
-        hint = did_you_mean(code, list(TASK_WARNINGS)) or (
+        hint = did_you_mean(code.lower(), list(TASK_WARNINGS)) or (
             "; the codes are listed in docs/schedule-file.md#warnings"
         )
         return f"ignore_warnings: {code[:80]!r} is not a warning code{hint}", "bad-value"

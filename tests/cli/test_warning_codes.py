@@ -169,6 +169,12 @@ def test_an_unknown_code_is_an_error_at_its_line_with_a_suggestion(
     machine = cli("check", "--now", NOW)
     assert machine.returncode == 1
     assert "'lock-dir-not-shared' cannot be acknowledged" in machine.stdout
+    write_schedule(  # codes are lower case: one in capitals is told its spelling
+        tmp_path / "schedules.toml",
+        ['name = "a"\ncommand = "true"\nhourly = true\nignore_warnings = ["DST-Overlap"]'],
+    )
+    shouted = cli("check", "--now", NOW)
+    assert "'DST-Overlap' is not a warning code (did you mean \"dst-overlap\"?)" in (shouted.stdout)
     assert "lock_dir_shared = true" in machine.stdout
 
 
