@@ -142,7 +142,9 @@ class PostgresCoordinator:
                 try:
                     if self._conn is None:
                         self._conn = connect(self.url)
-                        self._pauses = ensure_schema(self._conn, self.url, self.skipped)
+                        self._pauses = ensure_schema(
+                            self._conn, self.url, self.skipped, self.scope.owns
+                        )
                     with self._conn.cursor() as cur:
                         if self._open and self._lease_conn is not self._conn:
                             # A new session after a lost one: the open claims' liveness.
@@ -374,7 +376,7 @@ class PostgresCoordinator:
             if self._pauses is not None:
                 return self.scope.ours(self._pauses)
             cur.execute(PAUSES)
-            return self.scope.ours(rows.pauses(cur.fetchone()[0], self.skipped))
+            return self.scope.ours(rows.pauses(cur.fetchone()[0], self.skipped, self.scope.owns))
 
         return self._call(query)
 

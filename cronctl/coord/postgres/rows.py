@@ -178,19 +178,25 @@ def check_run(row: Sequence[Any]) -> None:
     maybe_text(message, "message")
 
 
-def pauses(found: Iterable[Sequence[Any]], skipped: Skipped) -> dict[str, PauseInfo]:
-    """Stored task name -> its pause, from rows of (task, reason, since as JSON text, host,
-    user). A pause with a value that cannot be read still pauses its task (a pause that
-    vanished would run what an operator stopped): the value is left out, the row named."""
+def pauses(
+    found: Iterable[Sequence[Any]], skipped: Skipped, owns: Callable[[str], bool]
+) -> dict[str, PauseInfo]:
+    """Stored task name -> its pause, of the rows of (task, reason, since as JSON text, host,
+    user) that ``owns`` keeps: another project's row is none of this run's business, and
+    naming it would put a warning in every other project's cron mail each minute. A pause
+    with a value that cannot be read still pauses its task (a pause that vanished would run
+    what an operator stopped): the value is left out, the row named."""
     paused = {}
     for task, *values in found:
+        if not owns(str(task)):
+            continue
         fields: list[Any] = []
         for column, value in zip(("reason", "since", "host", "usr"), values, strict=True):
             try:
                 read = iso_instant if column == "since" else maybe_text
                 fields.append(read(value, column))
             except BadRow as problem:
-                skipped.skip("pauses", str(task), problem)
+                skipped.skip("pauses", str(task), problem, "the pause still holds without it")
                 fields.append(None)
         paused[str(task)] = PauseInfo(*fields)
     return paused
@@ -209,16 +215,23 @@ class Skipped:
         """How many distinct rows were skipped so far."""
         return len(self._named)
 
-    def skip(self, table: str, key: str, problem: BadRow) -> None:
-        """Name a bad row, the first time only (a ``work`` loop reads it every minute)."""
+    def skip(self, table: str, key: str, problem: BadRow, kept: str | None = None) -> None:
+        """Name a bad row, the first time only (a ``work`` loop reads it every minute);
+        ``kept`` says what of it is still used when the row is not skipped whole."""
         with self._mutex:
             if (table, key) in self._named:
                 return
             self._named.add((table, key))
         shown = key if len(key) <= 80 else key[:80] + "..."
+        what = (
+            "skipped a row of the coordination store that cannot be read"
+            if kept is None
+            else "a row of the coordination store holds a value that cannot be read"
+        )
         self._warn(
-            "cronctl: warning: skipped a row of the coordination store that cannot be read: "
+            f"cronctl: warning: {what}: "
             + visible(f"cronctl.{table} {shown!r}: {problem}", one_line=True)
+            + (f"; {kept}" if kept else "")
             + "; fix or delete the row (docs/guarantees.md#what-the-store-holds)"
         )
 

@@ -3,6 +3,7 @@ under an advisory lock, refused when newer than this cronctl (docs/fleets-postgr
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from cronctl.coord.port import PauseInfo, redact_url
@@ -247,9 +248,12 @@ class SchemaTooNew(CronctlError):
     """The store's schema was written by a newer cronctl."""
 
 
-def ensure_schema(conn: Any, url: str, skipped: rows.Skipped) -> dict[str, PauseInfo]:
-    """Check (and if needed create or migrate) the schema; return the pauses, read in the same
-    round trip as the version check, so a run's start costs one query."""
+def ensure_schema(
+    conn: Any, url: str, skipped: rows.Skipped, owns: Callable[[str], bool]
+) -> dict[str, PauseInfo]:
+    """Check (and if needed create or migrate) the schema; return the pauses ``owns`` keeps
+    (by stored name), read in the same round trip as the version check, so a run's start
+    costs one query."""
     import psycopg2.errors
 
     try:
@@ -264,7 +268,7 @@ def ensure_schema(conn: Any, url: str, skipped: rows.Skipped) -> dict[str, Pause
         with conn.cursor() as cur:
             cur.execute(_STARTUP)
             version, pauses = cur.fetchone()
-    return rows.pauses(pauses, skipped)
+    return rows.pauses(pauses, skipped, owns)
 
 
 def _refuse_newer(version: int | None, url: str) -> None:
