@@ -363,9 +363,7 @@ class PostgresCoordinator:
     def overlap_held(self, task: str) -> bool:
         """Whether some session holds the task's advisory lock (pg_locks), or a command of
         this machine named in its holder row still runs; takes nothing."""
-        return self._call(
-            lambda cur: pg_lock.is_held(cur, self.scope.key(task), self.host, self.skipped)
-        )
+        return self._call(lambda cur: pg_lock.is_held(cur, self.scope.key(task), self.skipped))
 
     # --- pauses ---------------------------------------------------------------------------
 

@@ -19,7 +19,10 @@ Two things keep a contender out meanwhile:
   On the holder's own machine the row's process identities decide instead (coord/liveness.py):
   held while the command lives (also when it closed its descriptors and its cronctl died),
   or, before the command is named, while the holder's cronctl lives and the row is fresh; a
-  row whose processes are gone holds nothing, however fresh.
+  row whose processes are gone holds nothing, however fresh. "Own machine" is the row's
+  boot id with its pid namespace, never its host name (``CRONCTL_HOST`` may give a machine
+  two). A row of an older cronctl has a bare boot id, which cannot say which namespace its
+  pids count in: it is judged as another machine's, by the advisory lock and its freshness.
 
 The watcher is the only reader of the socket between queries, and every query on the lock's
 connection goes through one mutex: a reply to a query of the run's own thread (naming the
@@ -99,7 +102,7 @@ def _key_parts(key: int) -> dict[str, int]:
     return {"hi": unsigned >> 32, "lo": unsigned & 0xFFFFFFFF}
 
 
-def is_held(cur: Any, task: str, host: str, skipped: rows.Skipped) -> bool:
+def is_held(cur: Any, task: str, skipped: rows.Skipped) -> bool:
     """Whether any session holds the task's advisory lock now, or the holder row names a
     command of this machine that still runs (it closed the lock's socket and its cronctl
     died): what a real contender here would find (:func:`_attempt`)."""
@@ -110,12 +113,12 @@ def is_held(cur: Any, task: str, host: str, skipped: rows.Skipped) -> bool:
     row = cur.fetchone()
     if row is None:
         return False
-    holder_host, pid, started, command_pid, command_start, boot = row
-    if holder_host != host or not (command_pid and command_start is not None and boot):
+    host, pid, started, command_pid, command_start, boot = row
+    if not (command_pid and command_start is not None and boot):
         return False
     try:
         command = _command(command_pid, command_start, boot)
-        holder = holder_from_row(holder_host, pid, started, None, command)
+        holder = holder_from_row(host, pid, started, None, command)
     except rows.BadRow as problem:
         skipped.skip("holders", task, problem)
         return False
@@ -182,7 +185,7 @@ def _attempt(
     except rows.BadRow as problem:
         skipped.skip("holders", params["task"], problem)
         return bool(ok), None, False
-    if other and host == params["host"] and boot and boot == procs.boot_id():
+    if other and boot and boot == procs.boot_id():  # this machine, whatever its host name
         fresh = _lives_here(holder, pid_start, bool(fresh))
     return bool(ok), holder, bool(fresh)
 
