@@ -54,7 +54,7 @@ class Plan:
     restarted: bool = False
     clock_behind: timedelta | None = None
     # The start of the window scanned, (since, last_occurrence]: None when none was (the clock
-    # behind, a one-shot done). A quiet minute's shortcut (execution/quiet.py) builds on it.
+    # behind, a one-shot done). A quiet minute's shortcut (run/quiet.py) builds on it.
     since: datetime | None = None
 
 

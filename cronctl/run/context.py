@@ -216,11 +216,11 @@ class RunContext:
     sleep: Callable[[float], None] = time.sleep
     on_done: Callable[[Task, RunRow, str | None], None] | None = None
     # `starting` hears a minute's due rows once planned, before any starts (`work -v`'s line
-    # for the minute: its outcomes come only as the tick ends, which may be hours later).
+    # for the minute: its outcomes follow, each as its run ends, through `on_done`).
     starting: Callable[[datetime, list[RunRow]], None] | None = None
     output: Callable[[str], Callable[[str], None]] | None = None
     # How run_all starts its worker threads: each a thread of its own (`run`), or a thread
-    # `work` keeps for reuse (execution.pool), which starts without a new thread's wait.
+    # `work` keeps for reuse (run/pool.py), which starts without a new thread's wait.
     spawn: Callable[[Callable[[], None], str], Joinable] = new_thread
     # The pings of this run still in flight (run_all sets it when a due task pings): sent in
     # the background, so a slow endpoint holds neither a worker nor a run's record.
@@ -235,7 +235,7 @@ class RunReport:
     runs: list[RunRow]
     dry_run: bool = False
     # Every task's decision, by name (not for a dry run): what a quiet minute's hint is made
-    # from (execution/quiet.py).
+    # from (run/quiet.py).
     plans: Mapping[str, Plan] | None = None
     # By task, for the tasks that missed occurrences: how many (recorded one by one up to 100)
     # and where the window started, so the text output can say it in one line.

@@ -2,7 +2,7 @@
 
 Most of `run`'s 1,440 starts a day find nothing due: they read every task's window, find no
 occurrence in it, move it to this minute and exit. Doing that with the schedule model costs
-its imports (the model, the cron and zone code, `zoneinfo`, the execution machinery), more
+its imports (the model, the cron and zone code, `zoneinfo`, the run machinery), more
 than the rest of the run. A run that planned keeps a *hint* beside its schedule's cache entry
 (edge/schedcache.py, under the same key: these very files' bytes, the same working directory,
 `$HOME` and cronctl code); a later run uses it to move the windows itself, with the store

@@ -81,7 +81,7 @@ class Worker:
         self._load = load
         self._paths = paths
         self._stop = threading.Event()
-        # Each tick and its workers run on threads kept for reuse (see execution.pool).
+        # Each tick and its workers run on threads kept for reuse (run/pool.py).
         self._pool = Pool()
         # A jitter or retry delay ends early when `work` is told to stop; nothing starts after.
         self._ctx = replace(

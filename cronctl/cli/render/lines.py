@@ -2,7 +2,7 @@
 
 rich lays a Table out cell by cell (padding, measuring, cropping each one), which makes a
 `list` of many tasks slow to draw (docs/architecture.md#devices-kept-for-speed). With the
-widths already fixed by `render._fitting`, no cell wraps, so each row is one line: each
+widths already fixed by render/fit.py, no cell wraps, so each row is one line: each
 cell is cropped with an ellipsis and padded to its width exactly as the Table crops it
 (`Text.truncate`), tabs expanded as the Table expands them, columns two spaces apart, the
 header bold. The characters and the style each is printed in are the Table's (the escape
