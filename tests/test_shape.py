@@ -197,6 +197,65 @@ def test_only_the_coordination_package_knows_its_adapters() -> None:
     assert not found, "an adapter imported around the port:\n" + "\n".join(found)
 
 
+#: docs/architecture.md, "What each folder holds": each folder's part opens with its name in
+#: bold (**`core/`**; the package face's modules under **`cronctl/`**) and runs to the next
+#: one, naming each of the folder's modules by its path inside it (`render/tables.py`).
+ARCHITECTURE = (ROOT / "docs" / "architecture.md").read_text()
+FOLDERS = ARCHITECTURE.partition("### What each folder holds")[2].partition("\n## ")[0]
+NAMED_PY = re.compile(r"`([\w./]+\.py)`")
+
+
+def _folder_parts() -> dict[str, str]:
+    openings = list(re.finditer(r"^\*\*`([\w/]+)/`\*\*", FOLDERS, re.MULTILINE))
+    ends = [o.start() for o in openings[1:]] + [len(FOLDERS)]
+    return {o.group(1): FOLDERS[o.start() : end] for o, end in zip(openings, ends, strict=True)}
+
+
+def _place(path: Path) -> tuple[str, str]:
+    """(folder, name): the part of the page a module belongs in, and how it is named there."""
+    parts = path.relative_to(PACKAGE).parts
+    if len(parts) == 1:
+        return "cronctl", parts[0]
+    return parts[0], "/".join(parts[1:])
+
+
+def _says_nothing(path: Path) -> bool:
+    """A package's `__init__.py` that holds at most a docstring: no job to name."""
+    body = ast.parse(path.read_text()).body
+    return path.name == "__init__.py" and all(
+        isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) for node in body
+    )
+
+
+def test_the_architecture_names_every_module_in_its_folders_part() -> None:
+    parts = _folder_parts()
+    missing = []
+    for path in MODULES.values():
+        folder, name = _place(path)
+        if not _says_nothing(path) and f"`{name}`" not in parts.get(folder, ""):
+            missing.append(f"{path.relative_to(ROOT)} (as `{name}` in **`{folder}/`**)")
+    assert not missing, (
+        "modules docs/architecture.md does not name in their folder's part (\"What each"
+        ' folder holds"): say there what each one is for:\n' + "\n".join(missing)
+    )
+
+
+def test_the_architecture_names_no_module_that_is_gone() -> None:
+    """Every `.py` the page names is a module: in its folder's part by its path inside
+    the folder (or a file of the repository, `tests/...`), elsewhere as `cli/main.py`."""
+    parts = _folder_parts()
+    gone = []
+    for folder, part in parts.items():
+        base = PACKAGE if folder == "cronctl" else PACKAGE / folder
+        for name in NAMED_PY.findall(part):
+            if not (base / name).is_file() and not (ROOT / name).is_file():
+                gone.append(f"**`{folder}/`**: `{name}`")
+    for name in NAMED_PY.findall(ARCHITECTURE):
+        if name.partition("/")[0] in RANK and not (PACKAGE / name).is_file():
+            gone.append(f"`{name}`")
+    assert not gone, "docs/architecture.md names modules that do not exist:\n" + "\n".join(gone)
+
+
 #: What the pure core never imports (docs/architecture.md: no files, no processes, never asks
 #: the clock); `zoneinfo` reads the zone data, the one reading it does.
 WORLDLY = ("subprocess", "sqlite3", "socket", "fcntl", "threading", "signal", "shutil", "tempfile")
