@@ -31,6 +31,7 @@ from cronctl.cli.wiring import coordinator, host_name, load_schedule, parse_inst
 from cronctl.commands import logfollow, operate
 from cronctl.commands.fleet import fleet_history, fleet_status
 from cronctl.core.model import Schedule
+from cronctl.core.runs import UNFINISHED
 from cronctl.edge import dirs
 from cronctl.errors import UsageError
 
@@ -235,7 +236,7 @@ def logs(
         why = f"nothing has run with state dir {states} yet" if fresh else f"none in {states}"
         print(f"cronctl: {name} never ran: {why}", file=sys.stderr)
         return
-    going = follow and result.run.outcome in operate.UNFINISHED
+    going = follow and result.run.outcome in UNFINISHED
     state = f"{result.run.outcome}; following, Ctrl-C to stop" if going else result.run.outcome
     print(f"# {result.run.task} {result.run.id} {state}", file=sys.stderr)
     if result.path is None and not going:

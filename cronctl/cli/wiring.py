@@ -30,7 +30,7 @@ from cronctl.coord import open_coordinator
 from cronctl.coord.port import Coordinator
 from cronctl.core.model import Schedule, Task, format_utc
 from cronctl.core.opskeys import runs_on
-from cronctl.core.runs import RunRow
+from cronctl.core.runs import FAILED, RunRow
 from cronctl.edge import dirs, schedentry
 from cronctl.edge.paths import schedule_paths
 from cronctl.edge.process.stream import printer
@@ -294,7 +294,7 @@ class LiveReports:
             if self._lines:
                 print(run_line(result), flush=True)
                 self.shown.add(result.id)
-            if kind is not None or result.outcome in ("failed", "timeout", "error"):
+            if kind is not None or result.outcome in FAILED:
                 self.handled.add(result.id)  # printed now, or silenced by notify = "change"
             if kind == "failure":
                 render_failure(result)

@@ -18,7 +18,7 @@ from cronctl.core.due import CLAIM_REACH, MISSED_ROWS, identities
 from cronctl.core.minutes import MINUTE, minute_floor
 from cronctl.core.model import Schedule, Task, format_duration, format_utc
 from cronctl.core.opskeys import runs_on
-from cronctl.core.runs import RunRow
+from cronctl.core.runs import UNFINISHED, RunRow
 from cronctl.core.visible import visible
 from cronctl.edge.state.store import Store, TaskState
 from cronctl.errors import UsageError
@@ -264,7 +264,7 @@ def _row_verdict(task: Task, row: RunRow, pause: PauseInfo | None) -> tuple[str,
             f"skipped on {row.host}: group full: {full}; a task of a full group waits for a "
             "slot until its misfire_grace (5m without one) after the occurrence",
         )
-    if outcome in ("pending", "running"):
+    if outcome in UNFINISHED:
         return "running", (f"{outcome} on {row.host} since {_when(row.started)}",)
     return "ran", (_ran_line(row),)
 

@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from cronctl.commands.operate import UNFINISHED, LogResult, checked_log, reading_store
-from cronctl.core.runs import RunRow
+from cronctl.commands.operate import LogResult, checked_log, reading_store
+from cronctl.core.runs import UNFINISHED, RunRow
 from cronctl.edge.process import procs
 from cronctl.edge.process.logfiles import log_file, open_log, read_on, tail_start
 from cronctl.errors import UsageError

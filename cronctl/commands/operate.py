@@ -11,7 +11,7 @@ from pathlib import Path
 from cronctl.coord.port import Coordinator, PauseInfo
 from cronctl.core.model import Schedule, Task
 from cronctl.core.opskeys import overdue_since, runs_on
-from cronctl.core.runs import FAILURES, RunRow
+from cronctl.core.runs import FAILED, UNFINISHED, RunRow
 from cronctl.edge.paths import ensure_private_dir
 from cronctl.edge.process.logfiles import log_chunks_from, log_file
 from cronctl.edge.state.store import DB_NAME, Store, TaskState
@@ -215,7 +215,7 @@ def history(
             limit,
             among,
             host=which.host,
-            outcomes=FAILURES if which.failed else None,
+            outcomes=FAILED if which.failed else None,
             since=which.since,
         )
 
@@ -277,10 +277,6 @@ def logs(
     if run.log_path is None:
         return LogResult(run, None)
     return LogResult(run, checked_log(state_dir, run))
-
-
-#: The outcomes of a run not over yet.
-UNFINISHED = ("pending", "running")
 
 
 def checked_log(state_dir: Path, run: RunRow) -> Path:

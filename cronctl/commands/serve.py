@@ -14,13 +14,13 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from cronctl.commands.operate import nothing_ran, reading_store
-from cronctl.coord.outbox import OUTPUT_TAIL_BYTES, WITH_OUTPUT
+from cronctl.coord.outbox import OUTPUT_TAIL_BYTES
 from cronctl.coord.port import NAMED_FAILING, Coordinator, PauseInfo, RunQuery, TaskLatest
 from cronctl.core.calendar import Timeline, build_timeline
 from cronctl.core.describe import describe, gap_note
 from cronctl.core.model import Schedule, Task
 from cronctl.core.opskeys import overdue_since, runs_on
-from cronctl.core.runs import OUTCOMES, RunRow
+from cronctl.core.runs import NOT_OK, OUTCOMES, RunRow
 from cronctl.edge.process.logfiles import log_chunks, log_file
 from cronctl.errors import CronctlError, UsageError
 
@@ -30,7 +30,6 @@ OUTPUT_BYTES = 64 * 1024
 PAGE = 50
 #: Records read from the fleet store for the views that filter in memory (running now, hosts).
 FLEET_WINDOW = 5000
-_FAILED = frozenset(("failed", "timeout", "error", "interrupted"))
 
 
 class NotFound(UsageError):
@@ -268,7 +267,7 @@ class Dashboard:
             for run in self.coord.fleet_latest(host=host):
                 latest.setdefault(run.task, []).append(run)
         else:
-            counted = {s.task: s for s in self.coord.fleet_summary(sorted(_FAILED))}
+            counted = {s.task: s for s in self.coord.fleet_summary(sorted(NOT_OK))}
         running: dict[str, list[RunRow]] = {}
         for run in self.coord.fleet_history(None, None, FLEET_WINDOW):
             if run.outcome == "running":
@@ -294,7 +293,7 @@ class Dashboard:
                     failures=(
                         hosts.failing_hosts
                         if hosts is not None
-                        else sum(r.outcome in _FAILED for r in last)
+                        else sum(r.outcome in NOT_OK for r in last)
                     ),
                     overdue=None,
                     hosts=hosts,
@@ -374,7 +373,7 @@ class Dashboard:
             return "the tail the run recorded" if run.tail else "nothing was recorded"
         if run.tail:
             return f"the last {OUTPUT_TAIL_BYTES // 1024} KB of its log, published to the store"
-        if run.outcome in WITH_OUTPUT:
+        if run.outcome in NOT_OK:
             return "no output was published"
         return "only runs that did not end well publish their output to the store"
 
@@ -412,14 +411,14 @@ class Dashboard:
         rows = []
         for host, runs in sorted(by_host.items()):
             seen = [r.ended or r.started or r.occurrence for r in runs]
-            failing = sorted(r.task for r in runs if r.outcome in _FAILED)
+            failing = sorted(r.task for r in runs if r.outcome in NOT_OK)
             rows.append(HostRow(host, max(seen), len(runs), failing[:NAMED_FAILING], len(failing)))
         return rows
 
     def _fleet_hosts(self) -> list[HostRow]:
         """Each host that ran a task or checked in: last seen (its latest record or check-in),
         version and clock skew (at the check-in), failing tasks (by their latest runs)."""
-        by_host = {h.host: h for h in self.coord.fleet_host_summary(sorted(_FAILED))}
+        by_host = {h.host: h for h in self.coord.fleet_host_summary(sorted(NOT_OK))}
         seen = {h.host: h for h in self.coord.fleet_hosts()}
         rows = []
         for host in sorted(by_host.keys() | seen.keys()):

@@ -25,7 +25,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from cronctl.coord.port import Coordinator, StoreUnavailable
-from cronctl.core.runs import RunRow
+from cronctl.core.runs import NOT_OK, UNFINISHED, RunRow
 from cronctl.edge.paths import open_nofollow, write_atomic
 from cronctl.edge.process.logfiles import last_bytes
 from cronctl.edge.state.store import Store
@@ -37,13 +37,9 @@ PAUSES = "coord-pauses"
 MAX_WAITING = 100_000
 # Each winner records the occurrence; 49 machines of 50 saying "someone else ran it" each
 # minute would swamp the fleet history without telling anyone anything.
-_NOT_PUBLISHED = frozenset({"skipped: another server", "pending", "running"})
+_NOT_PUBLISHED = UNFINISHED | {"skipped: another server"}
 #: The most of a run's output the store keeps: the end, where failures say why.
 OUTPUT_TAIL_BYTES = 8 * 1024
-#: The runs whose output is published: those an operator opens to see why. Only these, so
-#: the store stays small (a run every minute on 50 hosts that prints 8 KB would be 5 GB in
-#: the 14 days it is kept).
-WITH_OUTPUT = frozenset({"failed", "timeout", "error", "interrupted"})
 _UTF8_CONTINUATION = bytes(range(0x80, 0xC0))
 
 
@@ -107,9 +103,11 @@ class Records:
 
 def published(row: RunRow) -> RunRow:
     """The record as the store keeps it: its ``tail`` the last OUTPUT_TAIL_BYTES of its
-    (masked) log for a run in WITH_OUTPUT (the history's own tail when the log is gone),
+    (masked) log for a run that did not end ok (the history's own tail when the log is gone),
     empty for any other."""
-    if row.outcome not in WITH_OUTPUT:
+    # Only the runs an operator opens to see why, so the store stays small: a run every
+    # minute on 50 hosts that prints 8 KB would be 5 GB in the 14 days it is kept.
+    if row.outcome not in NOT_OK:
         return replace(row, tail="")
     data = last_bytes(row.log_path, row.tail, OUTPUT_TAIL_BYTES)
     if len(data) == OUTPUT_TAIL_BYTES:

@@ -4,17 +4,48 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Final
+from typing import Final, Literal, TypeAlias, get_args
 
-__all__ = ["FAILURES", "OUTCOMES", "START_TRIGGER", "RunRow"]
+__all__ = [
+    "FAILED",
+    "FINISHED",
+    "NOT_OK",
+    "OUTCOMES",
+    "START_TRIGGER",
+    "UNFINISHED",
+    "Ended",
+    "Outcome",
+    "RunRow",
+]
 
-_SKIPS: Final = ("paused", "condition", "another server", "still running", "group full")
-_ENDINGS: Final = ("ok", "failed", "timeout", "interrupted", "error", "missed")
-#: The outcomes that count as a failure (`status`'s FAILS, `history --failed`); a run stopped
-#: by a signal (``interrupted``) was asked to stop, it did not fail.
-FAILURES: Final = ("failed", "timeout", "error")
-#: Every outcome a run row may hold, plus the two states of a run in progress.
-OUTCOMES: Final = frozenset(("pending", "running", *_ENDINGS, *(f"skipped: {w}" for w in _SKIPS)))
+#: How a started command ended (edge/process/runner.py); ``error``: it could not start.
+Ended: TypeAlias = Literal["ok", "failed", "timeout", "interrupted", "error"]
+#: Every outcome a run row may hold: the two states of a run in progress, how it ended,
+#: ``missed`` (older than misfire_grace), the skips, and ``would run`` (`run --dry-run`'s
+#: rows, never recorded).
+Outcome: TypeAlias = Literal[
+    "pending",
+    "running",
+    Ended,
+    "missed",
+    "skipped: paused",
+    "skipped: condition",
+    "skipped: another server",
+    "skipped: still running",
+    "skipped: group full",
+    "would run",
+]
+#: The outcomes history may hold (a stored row outside them is refused).
+OUTCOMES: Final[frozenset[Outcome]] = frozenset(get_args(Outcome)) - {"would run"}
+#: The outcomes that count as a failure (`status`'s FAILS, `history --failed`, `notify`); a
+#: run stopped by a signal (``interrupted``) was asked to stop, it did not fail.
+FAILED: Final[frozenset[Outcome]] = frozenset({"failed", "timeout", "error"})
+#: A run that ended badly, failed or stopped: shown red, its output kept and published.
+NOT_OK: Final[frozenset[Outcome]] = FAILED | {"interrupted"}
+#: A run that ended on its own, ok or failing (not a skip, a miss or a stop).
+FINISHED: Final[frozenset[Outcome]] = FAILED | {"ok"}
+#: A run not over yet.
+UNFINISHED: Final[frozenset[Outcome]] = frozenset({"pending", "running"})
 #: The trigger of a start-up run (`on_start = true`, run by `cronctl work` as it starts).
 START_TRIGGER: Final = "start"
 
@@ -26,7 +57,7 @@ class RunRow:
     id: str
     task: str
     occurrence: datetime
-    outcome: str  # one of OUTCOMES
+    outcome: Outcome
     host: str
     pid: int | None = None  # the cronctl process responsible for the row
     exit_code: int | None = None

@@ -21,13 +21,12 @@ from pathlib import Path
 from typing import TypeAlias
 
 from cronctl.core.model import Schedule, Task
-from cronctl.core.runs import RunRow
+from cronctl.core.runs import UNFINISHED, RunRow
 from cronctl.edge.dirs import daily_notice
 from cronctl.edge.paths import check_file_path, write_atomic
 from cronctl.edge.state.store import Store
 from cronctl.errors import UnsafeDirectoryError
 
-_UNFINISHED = ("pending", "running")
 #: Each metric: its type and its help text.
 HELP = {
     "cronctl_last_run_timestamp_seconds": ("gauge", "Start of the task's last run (Unix time)."),
@@ -83,7 +82,7 @@ def samples(schedule: Schedule, store: Store, now: datetime) -> list[Sample]:
             if value is not None:
                 found.append((name, label, value))
         for outcome, count in sorted(counts.get(task.name, {}).items()):
-            if outcome not in _UNFINISHED:
+            if outcome not in UNFINISHED:
                 found.append(("cronctl_runs_total", (*label, ("outcome", outcome)), count))
         state = states.get(task.name)
         found.append(("cronctl_missed_total", label, state.missed_total if state else 0))

@@ -14,7 +14,7 @@ from typing import TypeAlias
 
 from cronctl.coord.port import HeldLock
 from cronctl.core.model import Task
-from cronctl.core.runs import START_TRIGGER, RunRow
+from cronctl.core.runs import FAILED, FINISHED, START_TRIGGER, RunRow
 from cronctl.edge.notify import Pinger, Pings, run_hook
 from cronctl.edge.state.store import Store
 from cronctl.run.context import RESULT_FIELDS, RunContext, new_run_id
@@ -24,9 +24,7 @@ Attempt: TypeAlias = Callable[
     [Store, Task, RunRow, dict[str, str], RunContext, HeldLock | None], RunRow
 ]
 
-RETRYABLE = ("failed", "timeout")
-FAILURES = ("failed", "timeout", "error")
-FINAL = ("ok", *FAILURES)
+RETRYABLE = FAILED - {"error"}
 
 
 def execute(
@@ -141,13 +139,13 @@ def report_kind(store: Store, task: Task, result: RunRow) -> str | None:
     `notify = "always"`: every failure. `"change"`: a failure only when the run before it
     did not fail, and one line when a failing task works again.
     """
-    failed = result.outcome in FAILURES
+    failed = result.outcome in FAILED
     if task.notify != "change":
         return "failure" if failed else None
-    if result.outcome not in FINAL:
+    if result.outcome not in FINISHED:
         return None
     before = previous_final(store, result)
-    was_failing = before is not None and before.outcome in FAILURES
+    was_failing = before is not None and before.outcome in FAILED
     if failed:
         return None if was_failing else "failure"
     return "recovered" if was_failing else None
@@ -156,6 +154,6 @@ def report_kind(store: Store, task: Task, result: RunRow) -> str | None:
 def previous_final(store: Store, result: RunRow) -> RunRow | None:
     """The last run of the task before `result`'s occurrence that ended ok or failing."""
     for row in store.history(result.task, limit=200):
-        if row.occurrence < result.occurrence and row.outcome in FINAL:
+        if row.occurrence < result.occurrence and row.outcome in FINISHED:
             return row
     return None

@@ -17,7 +17,7 @@ from cronctl.coord import outbox
 from cronctl.coord.port import Coordinator
 from cronctl.core.due import Plan
 from cronctl.core.model import Task
-from cronctl.core.runs import RunRow
+from cronctl.core.runs import FAILED, Outcome, RunRow
 from cronctl.edge.notify import Pings
 from cronctl.edge.process import runner
 
@@ -28,7 +28,6 @@ REHEARSAL_AHEAD = timedelta(minutes=5)
 REHEARSAL_DIR = "rehearsal"
 LOG_RETENTION = timedelta(days=14)
 HISTORY_RETENTION = timedelta(days=90)
-FAILED = ("failed", "timeout", "error")
 #: The fields of a run row that its end sets.
 RESULT_FIELDS = (
     "outcome",
@@ -286,7 +285,7 @@ def log_path(task: Task, row: RunRow, ctx: RunContext) -> Path:
 class RunningMark(TypedDict):
     """The fields a run's "running" mark sets."""
 
-    outcome: str
+    outcome: Outcome
     started: datetime
     log_path: str
 

@@ -22,7 +22,6 @@ from cronctl.edge.state.store import Store
 from cronctl.run import guards, occurrence, planning, recovery
 from cronctl.run.context import (
     CONDITION_TIMEOUT_S,
-    FAILED,
     HISTORY_RETENTION,
     LOG_RETENTION,
     REHEARSAL_AHEAD,
@@ -42,7 +41,6 @@ from cronctl.run.recovery import FOREIGN_HOST_AGE
 
 __all__ = [
     "CONDITION_TIMEOUT_S",
-    "FAILED",
     "FOREIGN_HOST_AGE",
     "HISTORY_RETENTION",
     "LOG_RETENTION",

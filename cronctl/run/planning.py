@@ -12,7 +12,7 @@ from typing import TypeAlias
 from cronctl.coord.port import StoreUnavailable
 from cronctl.core.due import Plan, Previous, plan
 from cronctl.core.model import Schedule, Task, format_duration, format_utc
-from cronctl.core.runs import RunRow
+from cronctl.core.runs import Outcome, RunRow
 from cronctl.edge.state.store import Store, StoredState, TaskState, Txn
 from cronctl.run.context import (
     RunContext,
@@ -170,7 +170,7 @@ def _record(
     run, which the caller adds to the store in one statement); the number of units to run so
     far, this one counted."""
     stopped = task.paused or task.name in paused
-    outcome = "skipped: paused" if stopped else "pending"
+    outcome: Outcome = "skipped: paused" if stopped else "pending"
     # What the misfire policy drops while the task is paused is skipped, not missed: nothing
     # would have run (docs/commands.md, MISSED); see also _unpaused_counts.
     missed = [
@@ -476,7 +476,7 @@ def _claimed(task: Task, row: RunRow, ctx: RunContext) -> bool:
         apart.close()
 
 
-def make_row(task: Task, when: datetime, outcome: str, ctx: RunContext) -> RunRow:
+def make_row(task: Task, when: datetime, outcome: Outcome, ctx: RunContext) -> RunRow:
     """A new run row of `task`'s occurrence `when`, owned by this process."""
     return RunRow(
         id=new_run_id(when),

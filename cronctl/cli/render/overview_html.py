@@ -30,7 +30,7 @@ _UNQUOTED = re.compile(r"[A-Za-z0-9_.~/-]*")
 _NEWLINE = "\n"
 _NEVER = '<span class="muted">never ran</span>'
 #: An outcome as a CSS class: "skipped: paused" -> "skipped-paused".
-OUTCOME_CLASS = {o: o.replace(":", "").replace(" ", "-") for o in OUTCOMES}
+OUTCOME_CLASS: dict[str, str] = {o: o.replace(":", "").replace(" ", "-") for o in OUTCOMES}
 
 
 def when(value: datetime | None) -> str:

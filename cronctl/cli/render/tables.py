@@ -16,6 +16,7 @@ from cronctl.cli.render.fit import TIMES, short_time
 from cronctl.cli.render.runs import emit_json, render_problems, run_json, run_kind, visible
 from cronctl.core.describe import describe, gap_note
 from cronctl.core.model import Problem, format_utc
+from cronctl.core.runs import NOT_OK
 from cronctl.core.warncodes import acknowledged
 from cronctl.core.zones import Zone, parse_zone
 
@@ -127,7 +128,7 @@ def outcome_style(header: str, value: str) -> str:
     word = value.split()[-1] if header == "LAST RUN" else value.partition(" (")[0]
     if word == "ok":
         return "green"
-    if word.startswith(("failed", "timeout", "error", "interrupted")):
+    if word.startswith(tuple(NOT_OK)):
         return "red"
     if word.startswith(("skipped", "missed")) or word in ("condition", "server", "running"):
         return "yellow"

@@ -62,7 +62,7 @@ from cronctl.coord.postgres.conn import (
 )
 from cronctl.coord.postgres.lock import slow_errors
 from cronctl.coord.postgres.schema import PAUSES, SCHEMA_VERSION, ensure_schema
-from cronctl.core.runs import FAILURES, RunRow
+from cronctl.core.runs import FAILED, RunRow
 
 T = TypeVar("T")
 
@@ -437,7 +437,7 @@ class PostgresCoordinator:
         since: datetime | None = None,
     ) -> list[RunRow]:
         """Fleet history, newest first."""
-        outcomes = FAILURES if failed else None
+        outcomes = sorted(FAILED) if failed else None
         return self._call(
             lambda cur: fleet.history(
                 cur, self.scope, self.skipped, task, host, limit, outcomes, since

@@ -32,9 +32,10 @@ from contextlib import suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, TypeAlias
+from typing import TYPE_CHECKING
 
 from cronctl.core.envfile import Masker
+from cronctl.core.runs import Ended
 from cronctl.edge.paths import open_nofollow
 from cronctl.edge.process import procs, reaper
 from cronctl.edge.process.capped import CappedLog
@@ -45,7 +46,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CommandResult",
-    "Outcome",
     "RunSpec",
     "RunningCommand",
     "run_condition",
@@ -53,8 +53,6 @@ __all__ = [
     "start",
     "sweep_logs",
 ]
-
-Outcome: TypeAlias = "Literal['ok', 'failed', 'timeout', 'interrupted', 'error']"
 
 _TAIL_BYTES = 4096
 _TAIL_LINES = 20
@@ -115,7 +113,7 @@ class CommandResult:
     when the command printed nothing and its empty log file was removed.
     """
 
-    outcome: Outcome
+    outcome: Ended
     exit_code: int | None
     signal: int | None
     started: datetime
@@ -242,7 +240,7 @@ class RunningCommand:
         if self._caps is not None:
             note = note or self._caps.explain(exit_code, signal)
             self._caps.close()
-        outcome: Outcome = "timeout" if timed_out else ("ok" if returncode == 0 else "failed")
+        outcome: Ended = "timeout" if timed_out else ("ok" if returncode == 0 else "failed")
         if self._interrupted and outcome != "timeout":
             outcome = "interrupted"
         copying = False
@@ -304,7 +302,7 @@ class RunningCommand:
 
     def _finish(
         self,
-        outcome: Outcome,
+        outcome: Ended,
         exit_code: int | None,
         signal: int | None,
         tail: str,

@@ -24,14 +24,14 @@ from __future__ import annotations
 import operator
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Final, TypeAlias
 
-from cronctl.core.runs import FAILURES, OUTCOMES, RunRow
+from cronctl.core.runs import FAILED, FINISHED, OUTCOMES, UNFINISHED, RunRow
 from cronctl.edge.state.dbfile import (
     MIGRATIONS,
     SCHEMA_VERSION,
@@ -63,6 +63,15 @@ DB_NAME: Final = "state.db"
 
 
 _ORDER: Final = "ORDER BY occurrence DESC, started DESC, id DESC"
+
+
+def _listed(outcomes: Collection[str]) -> str:
+    """``outcomes`` as an SQL list of literals, sorted: a partial index is used only by a
+    query that repeats its WHERE text (dbfile.py's ``runs_unfinished``)."""
+    return "(" + ", ".join(f"'{o}'" for o in sorted(outcomes)) + ")"
+
+
+_UNFINISHED: Final = f"outcome IN {_listed(UNFINISHED)}"
 _STATE_COLUMNS: Final = "name, fingerprint, last_occurrence, missed_total, done"
 _PUT_STATE: Final = (
     f"INSERT INTO task_state ({_STATE_COLUMNS}) VALUES (?, ?, ?, ?, ?) "  # noqa: S608
@@ -301,10 +310,7 @@ class Txn:
     def any_unfinished(self) -> bool:
         """Whether some row is still ``pending`` or ``running`` (a run at work, or left by a
         dead one: see :meth:`Store.unfinished_runs`), from the partial index alone."""
-        sql = (
-            "SELECT 1 FROM runs INDEXED BY runs_unfinished "
-            "WHERE outcome IN ('pending', 'running') LIMIT 1"
-        )
+        sql = f"SELECT 1 FROM runs INDEXED BY runs_unfinished WHERE {_UNFINISHED} LIMIT 1"  # noqa: S608
         return self._execute(sql, ()).fetchone() is not None
 
     def data_version(self) -> int:
@@ -599,7 +605,7 @@ class Store:
         among: Sequence[str] | None = None,
         *,
         host: str | None = None,
-        outcomes: Sequence[str] | None = None,
+        outcomes: Collection[str] | None = None,
         since: datetime | None = None,
     ) -> list[RunRow]:
         """Return up to ``limit`` rows, of ``task`` or of every task (of those ``among``, when
@@ -693,7 +699,7 @@ class Store:
                 for outcome, occurrence in cursor:
                     if outcome == "ok":
                         break
-                    if outcome in FAILURES and occurrence != counted:
+                    if outcome in FAILED and occurrence != counted:
                         count += 1
                         counted = occurrence
             finally:
@@ -752,7 +758,7 @@ class Store:
         # table in ORDER BY order.
         rows = self._select(
             f"SELECT {_RUN_COLUMNS} FROM runs INDEXED BY runs_unfinished "  # noqa: S608
-            f"WHERE (?1 IS NULL OR host = ?1) AND outcome IN ('pending', 'running') {_ORDER}",
+            f"WHERE (?1 IS NULL OR host = ?1) AND {_UNFINISHED} {_ORDER}",
             (host,),
         )
         return self._runs(rows)
@@ -769,7 +775,7 @@ class Store:
         unknown = sorted(set(fields) - _UPDATABLE)
         if unknown or not fields:
             raise ValueError(f"cannot update run fields {unknown or 'none'}")
-        condition = "AND outcome IN ('pending', 'running') AND pid IS ?"
+        condition = f"AND {_UNFINISHED} AND pid IS ?"
         with self.transaction() as txn:
             return txn._update(run.id, fields, condition, run.pid) == 1
 
@@ -837,7 +843,7 @@ class Store:
         if before.microsecond:  # occurrences are whole seconds: o < before <=> o < ceil(before)
             before = before.replace(microsecond=0) + timedelta(seconds=1)
         cutoff = _occurrence_text(before, "before")
-        sql = "DELETE FROM runs WHERE occurrence < ? AND outcome NOT IN ('pending', 'running')"
+        sql = f"DELETE FROM runs WHERE occurrence < ? AND NOT {_UNFINISHED}"  # noqa: S608
         with self.transaction() as txn:
             return txn._execute(sql, (cutoff,)).rowcount
 
@@ -860,7 +866,7 @@ class Store:
 
     def last_ended(self, task: str) -> RunRow | None:
         """Return the newest row of ``task`` that ended ok or failing (a run, not a skip)."""
-        return self._newest(task, "('ok', 'failed', 'timeout', 'error')")
+        return self._newest(task, _listed(FINISHED))
 
     def _newest(self, task: str, outcomes: str) -> RunRow | None:
         rows = self._select(
