@@ -26,7 +26,7 @@ from cronctl.commands import schedule as service
 from cronctl.commands.review import UnreadableRevision, diff_against
 from cronctl.commands.schedule import CheckResult
 from cronctl.coord.port import StoreUnavailable
-from cronctl.core.model import MISFIRE_POLICIES, Schedule
+from cronctl.core.model import DEFAULT_MISFIRE, MISFIRE_POLICIES, Schedule
 from cronctl.core.warncodes import TASK_WARNINGS
 from cronctl.edge import dirs
 from cronctl.edge.paths import verify_dir
@@ -200,7 +200,7 @@ def next_(
             metavar="POLICY",
             help="Policy for --cron: coalesce, catch-up or skip (how many runs after a DST gap).",
         ),
-    ] = "coalesce",
+    ] = DEFAULT_MISFIRE,
     file: FileOpt = None,
     as_json: JsonOpt = False,
 ) -> None:

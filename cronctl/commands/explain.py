@@ -15,6 +15,7 @@ from pathlib import Path
 from cronctl.commands.operate import reading_store
 from cronctl.coord.port import Coordinator, PauseInfo, StoreUnavailable
 from cronctl.core.due import CLAIM_REACH, MISSED_ROWS, identities
+from cronctl.core.groups import DEFAULT_GROUP_WAIT
 from cronctl.core.minutes import MINUTE, minute_floor
 from cronctl.core.model import Schedule, Task, format_duration, format_utc
 from cronctl.core.opskeys import runs_on
@@ -262,7 +263,8 @@ def _row_verdict(task: Task, row: RunRow, pause: PauseInfo | None) -> tuple[str,
         full = row.message or f"group {task.group} was full"
         return "group-full", (
             f"skipped on {row.host}: group full: {full}; a task of a full group waits for a "
-            "slot until its misfire_grace (5m without one) after the occurrence",
+            f"slot until its misfire_grace ({format_duration(DEFAULT_GROUP_WAIT)} without one) "
+            "after the occurrence",
         )
     if outcome in UNFINISHED:
         return "running", (f"{outcome} on {row.host} since {_when(row.started)}",)

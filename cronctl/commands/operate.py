@@ -11,7 +11,7 @@ from pathlib import Path
 from cronctl.coord.port import Coordinator, PauseInfo
 from cronctl.core.model import Schedule, Task
 from cronctl.core.opskeys import overdue_since, runs_on
-from cronctl.core.runs import FAILED, UNFINISHED, RunRow
+from cronctl.core.runs import FAILED, LOG_RETENTION, UNFINISHED, RunRow
 from cronctl.edge.paths import ensure_private_dir
 from cronctl.edge.process.logfiles import log_chunks_from, log_file
 from cronctl.edge.state.store import DB_NAME, Store, TaskState
@@ -293,7 +293,8 @@ def checked_log(state_dir: Path, run: RunRow) -> Path:
 
 def _gone(run: RunRow) -> UsageError:
     return UsageError(
-        f"the log of run {run.id} ({run.log_path}) is gone (logs are kept 14 days); "
+        f"the log of run {run.id} ({run.log_path}) is gone (logs are kept "
+        f"{LOG_RETENTION.days} days); "
         f"its last lines were:\n{run.tail}"
     )
 

@@ -15,7 +15,7 @@ from typing import Any
 from cronctl.core.analysis import schedule_warnings
 from cronctl.core.cronexpr import parse_cron
 from cronctl.core.minutes import minute_floor
-from cronctl.core.model import Problem, Schedule, Task, problem_order
+from cronctl.core.model import DEFAULT_MISFIRE, Problem, Schedule, Task, problem_order
 from cronctl.core.opskeys import ops_problems, runs_on
 from cronctl.core.values import LATEST
 from cronctl.core.warncodes import acknowledge
@@ -71,7 +71,7 @@ class NextResult:
     # Per occurrence, the wall times it stands for (several after a DST gap), and the policy
     # that decides how many of them run.
     carried: list[tuple[datetime, ...]] = field(default_factory=list)
-    misfire: str = "coalesce"
+    misfire: str = DEFAULT_MISFIRE
 
 
 @dataclass(frozen=True)
@@ -148,7 +148,7 @@ def next_for_task(schedule: Schedule, name: str, after: datetime, count: int) ->
 
 
 def next_for_expression(
-    expression: str, zone_name: str, after: datetime, count: int, misfire: str = "coalesce"
+    expression: str, zone_name: str, after: datetime, count: int, misfire: str = DEFAULT_MISFIRE
 ) -> NextResult:
     """The next `count` runs of an ad-hoc expression in a zone (`misfire`: for DST gaps)."""
     expr = parse_cron(expression)

@@ -20,7 +20,7 @@ from cronctl.core.calendar import Timeline, build_timeline
 from cronctl.core.describe import describe, gap_note
 from cronctl.core.model import Schedule, Task
 from cronctl.core.opskeys import overdue_since, runs_on
-from cronctl.core.runs import NOT_OK, OUTCOMES, RunRow
+from cronctl.core.runs import LOG_RETENTION, NOT_OK, OUTCOMES, RunRow
 from cronctl.edge.process.logfiles import log_chunks, log_file
 from cronctl.errors import CronctlError, UsageError
 
@@ -30,6 +30,7 @@ OUTPUT_BYTES = 64 * 1024
 PAGE = 50
 #: Records read from the fleet store for the views that filter in memory (running now, hosts).
 FLEET_WINDOW = 5000
+_LOG_GONE = f"the log is gone (kept {LOG_RETENTION.days} days); its tail"
 
 
 class NotFound(UsageError):
@@ -357,7 +358,7 @@ class Dashboard:
             return RunPage(run, run.tail, False, self._tail_source(run))
         path = log_file(self.state_dir, run.task, run.log_path)
         if path is None or not os.path.lexists(path):
-            return RunPage(run, run.tail, False, "the log is gone (kept 14 days); its tail")
+            return RunPage(run, run.tail, False, _LOG_GONE)
         data = b""
         truncated = False
         try:
@@ -365,7 +366,7 @@ class Dashboard:
                 data = (data + chunk)[-OUTPUT_BYTES:]
                 truncated = truncated or len(data) == OUTPUT_BYTES
         except FileNotFoundError:
-            return RunPage(run, run.tail, False, "the log is gone (kept 14 days); its tail")
+            return RunPage(run, run.tail, False, _LOG_GONE)
         return RunPage(run, data.decode("utf-8", "replace"), truncated, "this machine's log")
 
     def _tail_source(self, run: RunRow) -> str:

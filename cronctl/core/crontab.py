@@ -19,7 +19,7 @@ from typing import Any
 
 from cronctl.core import schedules
 from cronctl.core.cronexpr import CronExpr, parse_cron
-from cronctl.core.schema import NAME_PATTERN
+from cronctl.core.model import DEFAULT_SHELL, TASK_NAME
 from cronctl.core.slugs import slug
 from cronctl.core.values import check_env, check_line, escape_controls
 from cronctl.core.zones import parse_zone
@@ -253,7 +253,7 @@ class _Builder:
             # An array, so no second shell reads the command: the shell cron used runs it,
             # as the user cron ran it as, exactly as written. runuser by its path: a
             # crontab's PATH seldom holds sbin (/sbin is /usr/sbin where /usr is merged).
-            shell = settings.get("shell", "/bin/sh")
+            shell = settings.get("shell", DEFAULT_SHELL)
             run = [RUNUSER, "-u", user, "--", shell, "-c", command]
         self.pending.append(_Pending(name, description, run, schedule, settings))
 
@@ -313,7 +313,7 @@ class _Builder:
             n += 1
             name = f"{base}-{n}"
         self.names.add(name)
-        assert NAME_PATTERN.match(name), name
+        assert re.match(TASK_NAME, name), name
         return name
 
     def finish(self) -> CrontabImport:

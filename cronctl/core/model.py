@@ -13,11 +13,22 @@ from cronctl.core.minutes import minute_floor
 from cronctl.core.values import LATEST
 from cronctl.core.zones import Zone, fires_at, next_occurrence, walls_at
 
+#: The misfire policies, the default first.
 MISFIRE_POLICIES = ("coalesce", "catch-up", "skip")
+DEFAULT_MISFIRE = MISFIRE_POLICIES[0]
 #: The schedule_key of a start-only task (`on_start = true` and no schedule key): it has no
 #: occurrences; `cronctl work` runs it once when it starts (docs/schedule-file.md).
 START_ONLY = "on_start"
 NOTIFY_MODES = ("always", "change")
+#: A task's name: it keys locks, claims, logs and history, so it is safe as a file name.
+#: A string, compiled on first use (re's cache): a run that checks no name pays nothing.
+TASK_NAME = r"[A-Za-z0-9][A-Za-z0-9._:-]{0,99}"
+#: The shell a string command runs in when the task names none (cron's too).
+DEFAULT_SHELL = "/bin/sh"
+#: How many due runs one `cronctl run` or `work` starts at once without `max_parallel`.
+MAX_PARALLEL = 8
+#: A task past its timeout gets SIGTERM (its whole group), and SIGKILL this many seconds later.
+KILL_GRACE_S = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +62,7 @@ class Settings:
     state_dir: Path | None = None
     lock_dir: Path | None = None
     lock_dir_shared: bool = False
-    max_parallel: int = 8
+    max_parallel: int = MAX_PARALLEL
     coordination: str | None = None  # a postgresql:// URL: the coordination store
     herd_limit: int = 20  # more tasks than this in one minute is a herd (check warns)
     metrics_file: Path | None = None
@@ -80,10 +91,10 @@ class Task:
     overlap_lease: timedelta | None = None
     on_one_server: bool = False
     timeout: timedelta | None = None
-    misfire: str = "coalesce"
+    misfire: str = DEFAULT_MISFIRE
     misfire_grace: timedelta | None = None
     workdir: Path = field(default_factory=Path)
-    shell: str = "/bin/sh"
+    shell: str = DEFAULT_SHELL
     env: Mapping[str, str] = field(default_factory=dict)
     paused: bool = False
     # The operating keys (cronctl/core/opskeys.py checks them).

@@ -24,7 +24,6 @@ from cronctl.core.zones import occurrences_after, offset_spread
 from cronctl.errors import DurationError
 
 MAX_RETRIES = 10
-DEFAULT_RETRY_DELAY = timedelta(seconds=30)
 # Host name characters plus the glob's own: a pattern with anything else can never match.
 # (Compiled on first use: `run` imports this module every minute.)
 _HOST_PATTERN = r"^[A-Za-z0-9._*?\[\]!-]+$"

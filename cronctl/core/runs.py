@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Final, Literal, TypeAlias, get_args
 
 __all__ = [
     "FAILED",
     "FINISHED",
+    "HISTORY_RETENTION",
+    "LOG_RETENTION",
     "NOT_OK",
     "OUTCOMES",
     "START_TRIGGER",
@@ -46,6 +48,9 @@ NOT_OK: Final[frozenset[Outcome]] = FAILED | {"interrupted"}
 FINISHED: Final[frozenset[Outcome]] = FAILED | {"ok"}
 #: A run not over yet.
 UNFINISHED: Final[frozenset[Outcome]] = frozenset({"pending", "running"})
+#: How long the machine that ran it keeps a run's log, and its row of history.
+LOG_RETENTION: Final = timedelta(days=14)
+HISTORY_RETENTION: Final = timedelta(days=90)
 #: The trigger of a start-up run (`on_start = true`, run by `cronctl work` as it starts).
 START_TRIGGER: Final = "start"
 

@@ -15,7 +15,16 @@ from cronctl.core.cronexpr import parse_cron
 from cronctl.core.envkeys import ENV_KEYS, env_value_problem, parse_size, secret_names
 from cronctl.core.groups import Group, name_problem, parse_groups
 from cronctl.core.lines import LineIndex
-from cronctl.core.model import MISFIRE_POLICIES, START_ONLY, Problem, Settings, Task
+from cronctl.core.model import (
+    DEFAULT_MISFIRE,
+    DEFAULT_SHELL,
+    MISFIRE_POLICIES,
+    START_ONLY,
+    TASK_NAME,
+    Problem,
+    Settings,
+    Task,
+)
 from cronctl.core.opskeys import OPS_KEYS, ops_fields, ops_value_problem
 from cronctl.core.values import (
     ONE_LINE_KEYS,
@@ -28,8 +37,6 @@ from cronctl.core.values import (
 )
 from cronctl.core.zones import Zone, parse_zone
 from cronctl.errors import CronSyntaxError, DurationError, ZoneError
-
-NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,99}")
 
 
 def _is_str(v: object) -> bool:
@@ -296,18 +303,9 @@ def _parse_settings(table: dict[str, Any], base: Path, rep: _Reporter) -> None:
 
 
 def build_settings(values: dict[str, Any]) -> Settings:
-    """A Settings from already validated [cronctl] values."""
-    return Settings(
-        state_dir=values.get("state_dir"),
-        lock_dir=values.get("lock_dir"),
-        lock_dir_shared=values.get("lock_dir_shared", False),
-        max_parallel=values.get("max_parallel", 8),
-        coordination=values.get("coordination"),
-        herd_limit=values.get("herd_limit", 20),
-        metrics_file=values.get("metrics_file"),
-        project=values.get("project"),
-        **({"max_output": values["max_output"]} if "max_output" in values else {}),
-    )
+    """A Settings from already validated [cronctl] values (each key of SETTINGS_KEYS is a
+    field); a key left out keeps the field's default."""
+    return Settings(**values)
 
 
 def _parse_defaults(table: dict[str, Any], rep: _Reporter) -> dict[str, Any]:
@@ -407,7 +405,7 @@ def _parse_task(
             checked = None
         if checked:
             report(key, checked[1], checked[0])
-    if isinstance(name, str) and not NAME_PATTERN.fullmatch(name):
+    if isinstance(name, str) and not re.fullmatch(TASK_NAME, name):
         report(
             "name",
             "bad-name",
@@ -544,10 +542,10 @@ def _make_task(
         overlap_lease=lease,
         on_one_server=settings.get("on_one_server", False),
         timeout=parse_duration(timeout) if timeout else None,
-        misfire=settings.get("misfire", "coalesce"),
+        misfire=settings.get("misfire", DEFAULT_MISFIRE),
         misfire_grace=parse_duration(grace) if grace else None,
         workdir=_resolve(result, "workdir", base, settings.get("workdir", ".")),
-        shell=settings.get("shell", "/bin/sh"),
+        shell=settings.get("shell", DEFAULT_SHELL),
         env=dict(settings["env"]),
         paused=raw.get("paused", False),
         on_start=raw.get("on_start", False),

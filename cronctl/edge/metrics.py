@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TypeAlias
 
 from cronctl.core.model import Schedule, Task
-from cronctl.core.runs import UNFINISHED, RunRow
+from cronctl.core.runs import HISTORY_RETENTION, UNFINISHED, RunRow
 from cronctl.edge.dirs import daily_notice
 from cronctl.edge.paths import check_file_path, write_atomic
 from cronctl.edge.state.store import Store
@@ -38,7 +38,10 @@ HELP = {
     ),
     "cronctl_consecutive_failures": ("gauge", "Failed runs since the task's last ok run."),
     "cronctl_next_run_timestamp_seconds": ("gauge", "The task's next occurrence (Unix time)."),
-    "cronctl_runs_total": ("counter", "Runs in this machine's history (90 days), by outcome."),
+    "cronctl_runs_total": (
+        "counter",
+        f"Runs in this machine's history ({HISTORY_RETENTION.days} days), by outcome.",
+    ),
     "cronctl_missed_total": ("counter", "Occurrences dropped by the misfire policy."),
 }
 

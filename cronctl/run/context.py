@@ -16,7 +16,7 @@ from typing import Any, Protocol, TypedDict
 from cronctl.coord import outbox
 from cronctl.coord.port import Coordinator
 from cronctl.core.due import Plan
-from cronctl.core.model import Task
+from cronctl.core.model import MAX_PARALLEL, Task
 from cronctl.core.runs import FAILED, Outcome, RunRow
 from cronctl.edge.notify import Pings
 from cronctl.edge.process import runner
@@ -26,8 +26,6 @@ CONDITION_TIMEOUT_S = 30.0
 REHEARSAL_AHEAD = timedelta(minutes=5)
 #: Where a rehearsal keeps its windows, history and logs: inside state_dir, apart.
 REHEARSAL_DIR = "rehearsal"
-LOG_RETENTION = timedelta(days=14)
-HISTORY_RETENTION = timedelta(days=90)
 #: The fields of a run row that its end sets.
 RESULT_FIELDS = (
     "outcome",
@@ -189,7 +187,7 @@ class RunContext:
     # A --now ahead of the machine's clock (see REHEARSAL_AHEAD): it runs what is due then, but
     # records it apart and takes no claim, so it cannot touch present-day runs or data.
     rehearsal: bool = False
-    max_parallel: int = 8
+    max_parallel: int = MAX_PARALLEL
     tracker: Tracker | None = None
     # The process edge, injectable so the soak test can drive weeks of ticks in process.
     start: Callable[[runner.RunSpec], Running] = start_command

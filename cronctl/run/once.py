@@ -22,8 +22,6 @@ from cronctl.edge.state.store import Store
 from cronctl.run import guards, occurrence, planning, recovery
 from cronctl.run.context import (
     CONDITION_TIMEOUT_S,
-    HISTORY_RETENTION,
-    LOG_RETENTION,
     REHEARSAL_AHEAD,
     REHEARSAL_DIR,
     Preclaims,
@@ -42,8 +40,6 @@ from cronctl.run.recovery import FOREIGN_HOST_AGE
 __all__ = [
     "CONDITION_TIMEOUT_S",
     "FOREIGN_HOST_AGE",
-    "HISTORY_RETENTION",
-    "LOG_RETENTION",
     "REHEARSAL_AHEAD",
     "REHEARSAL_DIR",
     "RunContext",

@@ -9,13 +9,11 @@ from datetime import datetime, timedelta
 
 from cronctl.coord.port import StoreUnavailable
 from cronctl.core.model import Schedule
-from cronctl.core.runs import RunRow
+from cronctl.core.runs import HISTORY_RETENTION, LOG_RETENTION, RunRow
 from cronctl.edge.process import procs, runner
 from cronctl.edge.state import unsaved
 from cronctl.edge.state.store import Store
 from cronctl.run.context import (
-    HISTORY_RETENTION,
-    LOG_RETENTION,
     RESULT_FIELDS,
     RunContext,
     coord_of,

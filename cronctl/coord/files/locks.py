@@ -38,6 +38,7 @@ from typing import Literal
 from cronctl.coord.liveness import command_lives
 from cronctl.coord.port import HolderInfo, PauseInfo
 from cronctl.core.due import CLAIM_SWEEP_AGE
+from cronctl.core.model import TASK_NAME
 from cronctl.edge.paths import (
     ensure_private_dir,
     fsync_dir,
@@ -63,9 +64,6 @@ __all__ = [
     "try_overlap_lock",
 ]
 
-# Compiled on first use (re's cache), not at import: a run that takes no lock, claim or pause
-# needs neither.
-_TASK_NAME = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,99}$"
 _CLAIM_STAMP = "%Y%m%dT%H%MZ"
 _CLAIM_STAMP_SECONDS = "%Y%m%dT%H%M%SZ"
 # A claim's stamp: the occurrence's minute, with seconds for the 2nd, 3rd... after a DST gap.
@@ -79,14 +77,14 @@ _MAX_RECORD_BYTES = 64 * 1024
 
 
 def _file_stem(task: str) -> str:
-    if not re.fullmatch(_TASK_NAME, task):
-        raise ValueError(f"invalid task name {task!r}: it must match {_TASK_NAME}")
+    if not re.fullmatch(TASK_NAME, task):
+        raise ValueError(f"invalid task name {task!r}: it must match {TASK_NAME}")
     return task.replace(":", "%")
 
 
 def _task_from_stem(stem: str) -> str | None:
     task = stem.replace("%", ":")
-    return task if re.fullmatch(_TASK_NAME, task) else None
+    return task if re.fullmatch(TASK_NAME, task) else None
 
 
 def _task_path(directory: Path, task: str, suffix: str) -> Path:

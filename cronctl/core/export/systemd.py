@@ -18,7 +18,7 @@ from cronctl.core.export.common import (
     one_line,
     whole_hour_zone,
 )
-from cronctl.core.model import Task, format_duration
+from cronctl.core.model import KILL_GRACE_S, Task, format_duration
 from cronctl.core.values import control_char
 
 _WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
@@ -132,7 +132,7 @@ def _service(task: Task, unit: str, user: str, lost: list[str]) -> str:
     lines += [f"Environment={_quote(f'{k}={v}', dollars=False)}" for k, v in env.items()]
     timeout = int(task.timeout.total_seconds()) if task.timeout else None
     lines.append(f"TimeoutStartSec={timeout if timeout else 'infinity'}")
-    lines.append("TimeoutStopSec=10")  # cronctl: SIGTERM to the group, SIGKILL 10 s later
+    lines.append(f"TimeoutStopSec={KILL_GRACE_S}")  # as cronctl: SIGTERM, then SIGKILL
     return "\n".join(lines) + "\n"
 
 

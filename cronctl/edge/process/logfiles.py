@@ -13,6 +13,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
+from cronctl.core.model import TASK_NAME
 from cronctl.edge.paths import open_nofollow, verify_dir
 
 __all__ = [
@@ -31,7 +32,6 @@ CHUNK_BYTES = 64 * 1024
 # Run ids are `YYYYMMDDTHHMMZ-` and 16 hex digits (execute.new_run_id); nothing else names
 # a log file, so a recorded path can never lead out of the task's log directory.
 _LOG_NAME = re.compile(r"[0-9A-Za-z][0-9A-Za-z._-]*\.log")
-_TASK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,99}")
 
 
 def log_file(state_dir: Path, task: str, recorded: str) -> Path | None:
@@ -41,7 +41,7 @@ def log_file(state_dir: Path, task: str, recorded: str) -> Path | None:
     directory inside ``state_dir`` (checked here), whatever the record says.
     """
     name = Path(recorded).name
-    if not _TASK_NAME.fullmatch(task) or not _LOG_NAME.fullmatch(name):
+    if not re.fullmatch(TASK_NAME, task) or not _LOG_NAME.fullmatch(name):
         return None
     directory = state_dir / "logs" / task
     if not verify_dir(directory, within=state_dir):

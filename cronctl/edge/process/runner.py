@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cronctl.core.envfile import Masker
+from cronctl.core.model import KILL_GRACE_S
 from cronctl.core.runs import Ended
 from cronctl.edge.paths import open_nofollow
 from cronctl.edge.process import procs, reaper
@@ -72,7 +73,7 @@ class RunSpec:
     timeout: timedelta | None
     log_path: Path
     pass_fds: tuple[int, ...] = ()
-    kill_grace: float = 10.0
+    kill_grace: float = KILL_GRACE_S
     # Each output line, as it comes, besides the log (`cronctl exec`, `work --output`).
     stream: Callable[[str], None] | None = None
     # Values replaced by *** in the captured output (the task's secrets), and the bytes its
