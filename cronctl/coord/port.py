@@ -265,6 +265,7 @@ class Coordinator(Protocol):
         limit: int | None = None,
         runs: Mapping[Claim, str] | None = None,
         leased: AbstractSet[Claim] = frozenset(),
+        held: set[Claim] | None = None,
     ) -> set[Claim]:
         """Claim the (task, occurrence)s in the order given, at once, until ``limit`` are won
         (None: every one); return those this machine won. Every claim before the last one
@@ -273,7 +274,9 @@ class Coordinator(Protocol):
         ``runs`` names each claim's run (its record's id). A claim in ``leased`` is a lease
         until :meth:`keep_claim` marks its run started, and is taken over from a claimer that
         is gone before that; any other is started as it is won
-        (docs/fleets-postgresql.md#claims-are-leases)."""
+        (docs/fleets-postgresql.md#claims-are-leases). ``held`` is given the claims not won
+        that another machine holds as a lease still: asked again, they may yet be taken over
+        (never by files: nothing in a shared directory tells a dead machine from a slow one)."""
         ...
 
     def keep_claim(self, claim: Claim, *, started: bool) -> bool:

@@ -107,15 +107,21 @@ def leased(task: Task) -> bool:
     return task.without_overlapping or not starts_at_once(task)
 
 
-def claim_some(rows: Sequence[tuple[Task, RunRow]], ctx: RunContext, limit: int) -> set[str]:
-    """Claim the rows in order until ``limit`` are won, in one round trip: the ids won.
+def claim_some(
+    rows: Sequence[tuple[Task, RunRow]], ctx: RunContext, limit: int
+) -> tuple[set[str], set[str]]:
+    """Claim the rows in order until ``limit`` are won, in one round trip: the ids won, and
+    those of the rows another machine holds as a lease still (they may yet be taken over).
 
     :raises StoreUnavailable: the coordination store could not be asked.
     """
     keys = {_key(row): row.id for _, row in rows}
     lease = {_key(row) for task, row in rows if leased(task)}
-    won = coord_of(ctx).claim(list(keys), now=ctx.clock(), limit=limit, runs=keys, leased=lease)
-    return {keys[key] for key in won}
+    held: set[tuple[str, datetime]] = set()
+    won = coord_of(ctx).claim(
+        list(keys), now=ctx.clock(), limit=limit, runs=keys, leased=lease, held=held
+    )
+    return {keys[key] for key in won}, {keys[key] for key in held if key in keys}
 
 
 def _key(row: RunRow) -> tuple[str, datetime]:

@@ -4,13 +4,15 @@ through its guards to its command, and its result recorded (or kept aside, docs/
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from cronctl.coord.port import HeldLock, StoreUnavailable
 from cronctl.core.due import Plan
+from cronctl.core.groups import DEFAULT_GROUP_WAIT
 from cronctl.core.model import Task, format_utc
 from cronctl.core.opskeys import jitter_offset
 from cronctl.core.runs import RunRow
@@ -125,6 +127,12 @@ class _Queue:
         self._busy = 0  # workers holding a unit
         self._claiming = False
         self._decided: set[str] = set()  # batched rows whose claim is decided (or failed)
+        # Rows another machine holds as a lease, not started: asked again (see take) until
+        # won, started there, or over (_watch_until); first soon, as most start at once.
+        self._held: set[str] = set()
+        self._asked = 0.0  # when the last claim was made (time.monotonic)
+        self._again_s = _FIRST_ASK_S
+        self._began = (ctx.clock(), time.monotonic())
         self.workers = max(1, min(ctx.max_parallel, len(self._units)))
         self._first = set(ctx.marked)
         self.first_wave = threading.Event()
@@ -148,7 +156,10 @@ class _Queue:
         claim is decided: the worker that finds the next one undecided claims, in one round
         trip, as many of those left as there are workers free now, and the rest stay for
         the other machines until a worker is free again (docs/fleets-postgresql.md). The
-        rows won go first; those lost end at once as "skipped: another server"."""
+        rows won go first; those lost end at once as "skipped: another server". Rows another
+        machine holds as a lease, not started yet, go last and are asked for again, after
+        _FIRST_ASK_S and then every _ASK_S, until won (its claimer gone), started there, or
+        past their grace: a free worker waits for them."""
         while True:
             with self._lock:
                 while True:
@@ -160,7 +171,12 @@ class _Queue:
                         self._busy += 1
                         return unit
                     if not self._claiming:
-                        break
+                        # Only held rows left (they go last): ask again when it is time.
+                        wait = self._asked + self._again_s - time.monotonic()
+                        if unit[1][0].id not in self._held or wait <= 0 or self._stopping():
+                            break
+                        self._turn.wait(min(wait, _STOP_POLL_S))
+                        continue
                     self._turn.wait()
                 self._claiming = True
                 want = max(1, self.workers - self._busy)
@@ -172,11 +188,12 @@ class _Queue:
         won first; told to stop, or the store failing, each row is left to its own claim."""
         undecided = [(t, r) for t, r in left if r.id not in self._decided]
         won: set[str] = set()
+        held: set[str] = set()
         decided = {r.id for _, r in undecided}
-        stopping = self._ctx.tracker is not None and self._ctx.tracker.stopping
+        stopping = self._stopping()
         try:
             if not stopping:
-                won = guards.claim_some(undecided, self._ctx, want)
+                won, held = guards.claim_some(undecided, self._ctx, want)
         except Exception:  # noqa: S110  (each row meets the store's failure at its own claim)
             pass
         else:
@@ -184,13 +201,23 @@ class _Queue:
                 if len(won) >= want:  # the claims after the last won were not looked at
                     last = max(i for i, (_, r) in enumerate(undecided) if r.id in won)
                     decided = {r.id for _, r in undecided[: last + 1]}
+                now = self._now()
+                held = {r.id for t, r in undecided if r.id in held and now < _watch_until(t, r)}
+                decided -= held
                 self._ctx.claimed.answered({i: i in won for i in decided})
         with self._lock:
             self._decided |= decided
+            self._again_s = _ASK_S if held & self._held else _FIRST_ASK_S
+            self._held = held
+            self._asked = time.monotonic()
             rest = self._units[self._next :]
             order = sorted(
                 range(len(rest)),
-                key=lambda i: (rest[i][1][0].id not in won, rest[i][1][0].id not in decided),
+                key=lambda i: (
+                    rest[i][1][0].id not in won,
+                    rest[i][1][0].id not in decided,
+                    rest[i][1][0].id in held,
+                ),
             )
             self._units[self._next :] = [rest[i] for i in order]
             self._claiming = False
@@ -200,6 +227,30 @@ class _Queue:
         """A worker is done with its unit: its slot is free."""
         with self._lock:
             self._busy -= 1
+
+    def _stopping(self) -> bool:
+        return self._ctx.tracker is not None and self._ctx.tracker.stopping
+
+    def _now(self) -> datetime:
+        """The run's time: `run --now T` pins ctx.clock, so the time waited counts too."""
+        clock, mono = self._began
+        return max(self._ctx.clock(), clock + timedelta(seconds=time.monotonic() - mono))
+
+
+#: When a row another machine holds as a lease is asked for again: soon at first (most such
+#: claims are marked started within milliseconds), then every few seconds while it waits
+#: (a group's slot); with the store's 20 s lease, a claimer that died is taken over within
+#: 25 s (docs/fleets-postgresql.md#claims-are-leases).
+_FIRST_ASK_S = 0.5
+_ASK_S = 5.0
+#: How often a worker waiting to ask again looks whether it was told to stop.
+_STOP_POLL_S = 0.5
+
+
+def _watch_until(task: Task, row: RunRow) -> datetime:
+    """Until when a row held elsewhere is asked for again: as long as its claimer may wait
+    for it to start (guards.group_slot)."""
+    return row.occurrence + (task.misfire_grace or DEFAULT_GROUP_WAIT)
 
 
 def run_task(

@@ -67,8 +67,10 @@ class FilesCoordinator:
         limit: int | None = None,
         runs: Mapping[Claim, str] | None = None,
         leased: AbstractSet[Claim] = frozenset(),
+        held: set[Claim] | None = None,
     ) -> set[Claim]:
-        """One O_EXCL file per claim, in order, until ``limit`` are won."""
+        """One O_EXCL file per claim, in order, until ``limit`` are won (``held``: see the
+        port; never filled)."""
         host, pid = self.host, self.pid
         won: set[Claim] = set()
         for task, when in claims:

@@ -61,7 +61,7 @@ from cronctl.coord.postgres.conn import (
     utc,
 )
 from cronctl.coord.postgres.lock import slow_errors
-from cronctl.coord.postgres.schema import PAUSES, SCHEMA_VERSION, ensure_schema
+from cronctl.coord.postgres.schema import READ_PAUSES, SCHEMA_VERSION, ensure_schema
 from cronctl.core.runs import FAILED, RunRow
 
 T = TypeVar("T")
@@ -142,13 +142,15 @@ class PostgresCoordinator:
                 try:
                     if self._conn is None:
                         self._conn = connect(self.url)
+                        if self._open:
+                            # A new session after a lost one: the open claims' liveness,
+                            # before the schema check records gone claimers' runs.
+                            with self._conn.cursor() as cur:
+                                cur.execute(self._liveness(cur))
                         self._pauses = ensure_schema(
                             self._conn, self.url, self.skipped, self.scope.owns
                         )
                     with self._conn.cursor() as cur:
-                        if self._open and self._lease_conn is not self._conn:
-                            # A new session after a lost one: the open claims' liveness.
-                            cur.execute(self._liveness(cur))
                         return work(cur)
                 except StoreUnavailable as exc:
                     self._failure = str(exc)
@@ -231,9 +233,12 @@ class PostgresCoordinator:
         limit: int | None = None,
         runs: Mapping[Claim, str] | None = None,
         leased: AbstractSet[Claim] = frozenset(),
+        held: set[Claim] | None = None,
     ) -> set[Claim]:
         """Claim in the order given until ``limit`` are won (cronctl.claim_some), in one round
-        trip; a leased claim (``leased``) is taken over from a claimer that is gone.
+        trip; a leased claim (``leased``) is taken over from a claimer that is gone. The
+        same statement reads which of them another machine held as a lease when it began
+        (``held``, less those won: taken over from a claimer that was gone).
 
         An occurrence older than CLAIM_HORIZON before ``now`` (this run's time) is never won:
         its claim may have been swept (after CLAIM_RETENTION), so winning it could run it twice.
@@ -254,15 +259,26 @@ class PostgresCoordinator:
                 + self._liveness(cur)
                 + b"SELECT cronctl.settle_gone(); "
                 + cur.mogrify(
-                    "SELECT won_task, won_occurrence FROM cronctl.claim_some(%s::text[], "
-                    "%s::timestamptz[], %s::boolean[], %s::text[], %s, %s, %s, %s, %s, "
-                    "%s::timestamptz - %s::interval)",
-                    (tasks, whens, [c in leased for c in claims], [runs.get(c) for c in claims],
-                     limit, self.host, self.pid, self._lease, CLAIM_LEASE_S, now,
-                     CLAIM_HORIZON),
+                    "WITH won AS (SELECT won_task, won_occurrence FROM cronctl.claim_some("
+                    "%(tasks)s::text[], %(whens)s::timestamptz[], %(leased)s::boolean[], "
+                    "%(runs)s::text[], %(limit)s, %(host)s, %(pid)s, %(lease)s, %(lease_s)s, "
+                    "%(now)s::timestamptz - %(horizon)s::interval)) "
+                    "SELECT won_task, won_occurrence, true FROM won UNION ALL "
+                    "SELECT c.task, c.occurrence, false FROM cronctl.claims c JOIN "
+                    "unnest(%(tasks)s::text[], %(whens)s::timestamptz[]) AS u(t, o) "
+                    "ON c.task = u.t AND c.occurrence = u.o "
+                    "WHERE c.state = 'leased' AND c.lease IS DISTINCT FROM %(lease)s",
+                    {"tasks": tasks, "whens": whens, "leased": [c in leased for c in claims],
+                     "runs": [runs.get(c) for c in claims], "limit": limit, "host": self.host,
+                     "pid": self.pid, "lease": self._lease, "lease_s": CLAIM_LEASE_S,
+                     "now": now, "horizon": CLAIM_HORIZON},
                 )
             )  # fmt: skip
-            won = {(self.scope.name(task), utc(when) or when) for task, when in cur.fetchall()}
+            found = [(self.scope.name(t), utc(w) or w, mine) for t, w, mine in cur.fetchall()]
+            won = {(task, when) for task, when, mine in found if mine}
+            if held is not None:
+                held.update((task, when) for task, when, mine in found if not mine)
+                held.difference_update(won)
             self._open.update(runs[c] for c in won if c in runs)
             return won
 
@@ -373,7 +389,7 @@ class PostgresCoordinator:
         def query(cur: Any) -> dict[str, PauseInfo]:
             if self._pauses is not None:
                 return self.scope.ours(self._pauses)
-            cur.execute(PAUSES)
+            cur.execute(READ_PAUSES)
             return self.scope.ours(rows.pauses(cur.fetchone()[0], self.skipped, self.scope.owns))
 
         return self._call(query)

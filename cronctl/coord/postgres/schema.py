@@ -110,10 +110,10 @@ BEGIN
     END LOOP;
 END $$"""
 #: Records, as of unknown outcome, the runs that started on a machine whose session ended
-#: before it published their records (called in every claim's round trip, so the machines
-#: still claiming say it within a minute of the store noticing: its keepalives, 90 s at
-#: most). cronctl.runs is written only when there is something to say: a run's round trip
-#: never waits for a lock on it otherwise.
+#: before it published their records (called in every claim's round trip and every read of
+#: the pauses, so the machines still running say it within a minute of the store noticing:
+#: its keepalives, 90 s at most). cronctl.runs is written only when there is something to
+#: say: a run's round trip never waits for a lock on it otherwise.
 _SETTLE_GONE = """CREATE FUNCTION cronctl.settle_gone() RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
     IF EXISTS (SELECT 1 FROM cronctl.claims WHERE state = 'started'
@@ -241,7 +241,11 @@ _MIGRATE_KEY = 0x63726F6E6D696772
 #: Every pause, as JSON: its time as text, which rows.pauses checks.
 PAUSES = """SELECT coalesce(json_agg(json_build_array(task, reason, since, host, usr)),
     '[]'::json) FROM cronctl.pauses"""
-_STARTUP = f"SELECT version, ({PAUSES}) FROM cronctl.meta"  # noqa: S608  (constant names)
+#: The pauses, and the started runs of claimers that are gone recorded (cronctl.settle_gone):
+#: every run and `work` tick reads the pauses, so the survivors record those runs within the
+#: liveness window even when none of them claims anything, at no round trip of its own.
+READ_PAUSES = f"SELECT ({PAUSES}), cronctl.settle_gone()"
+_STARTUP = f"SELECT version, ({PAUSES}), cronctl.settle_gone() FROM cronctl.meta"  # noqa: S608
 
 
 class SchemaTooNew(CronctlError):
@@ -259,15 +263,19 @@ def ensure_schema(
     try:
         with conn.cursor() as cur:
             cur.execute(_STARTUP)
-            version, pauses = cur.fetchone()
-    except (psycopg2.errors.UndefinedTable, psycopg2.errors.InvalidSchemaName):
+            version, pauses, _ = cur.fetchone()
+    except (
+        psycopg2.errors.UndefinedTable,
+        psycopg2.errors.InvalidSchemaName,
+        psycopg2.errors.UndefinedFunction,  # a schema older than settle_gone: migrated below
+    ):
         version = None
     if version != SCHEMA_VERSION:
         _refuse_newer(version, url)
         _migrate(conn, url)
         with conn.cursor() as cur:
             cur.execute(_STARTUP)
-            version, pauses = cur.fetchone()
+            version, pauses, _ = cur.fetchone()
     return rows.pauses(pauses, skipped, owns)
 
 

@@ -144,6 +144,31 @@ def test_an_unstarted_claim_of_a_killed_machine_is_taken_over_and_runs_once(
     assert _ran(tmp_path) == [("g", "b")]
 
 
+def test_a_machine_that_passed_a_leased_claim_takes_it_over_when_its_claimer_dies(
+    machine: Machine, pg_server: PgServer, pg_url: str, tmp_path: Path
+) -> None:
+    _group_schedule(tmp_path)
+    holder, slot = _slot_held_elsewhere(pg_url)
+    try:
+        a = machine("a", "run", "--json", "--now", T, background=True)
+        assert isinstance(a, subprocess.Popen)
+        wait_for(lambda: _claims(pg_server, pg_url) == [("g", "a", "leased")], "a's claim")
+        # b finds the claim held by a live machine, waiting for the group's slot ...
+        b = machine("b", "run", "--json", "--now", T, background=True)
+        seen = "SELECT host FROM cronctl.hosts WHERE host = 'b'"
+        wait_for(lambda: bool(pg_server.sql(seen, database_of(pg_url))), "b's claim")
+        assert _claims(pg_server, pg_url) == [("g", "a", "leased")]
+        a.kill()  # ... and the claimer dies after b passed it over
+        a.communicate(timeout=30)
+        wait_for(lambda: _claims(pg_server, pg_url) == [("g", "b", "leased")], "the take-over")
+        slot.release()  # type: ignore[attr-defined]
+        assert _finish(b) == {"g": "ok"}
+    finally:
+        slot.release()  # type: ignore[attr-defined]
+        holder.close()
+    assert _ran(tmp_path) == [("g", "b")]
+
+
 def test_a_machine_frozen_past_its_lease_starts_nothing_it_lost(
     machine: Machine, pg_server: PgServer, pg_url: str, tmp_path: Path
 ) -> None:
@@ -196,3 +221,23 @@ def test_a_run_started_on_a_machine_that_died_is_recorded_as_of_unknown_outcome(
     fleet = machine("b", "history", "--fleet", "--json", "--host", "a").stdout  # type: ignore[attr-defined]
     said = {r["task"]: r["outcome"] for r in json.loads(fleet)["runs"]}
     assert said["held"] == "error"
+
+
+def test_a_dead_machines_started_run_is_recorded_by_a_run_with_nothing_to_claim(
+    machine: Machine, pg_server: PgServer, pg_url: str, tmp_path: Path
+) -> None:
+    write_schedule(tmp_path / "schedules.toml", [_task("held", HELD)])
+    a = machine("a", "run", "--json", "--now", T, background=True)
+    assert isinstance(a, subprocess.Popen)
+    wait_for(lambda: (tmp_path / "started.held").exists(), "the task to start")
+    a.kill()
+    a.communicate(timeout=30)
+    # The survivor's minute has nothing due: its read of the pauses says it all the same.
+    yearly = 'name = "yearly"\ncron = "0 0 1 1 *"\ncommand = "true"'
+    write_schedule(tmp_path / "schedules.toml", [yearly])
+    assert outcomes(machine("b", "run", "--json", "--now", T1)) == {}
+    rows = pg_server.sql(
+        "SELECT host, outcome, message FROM cronctl.runs WHERE task = 'held'",
+        database_of(pg_url),
+    )
+    assert rows == [("a", "error", "outcome unknown: a stopped answering")]
