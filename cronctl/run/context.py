@@ -92,6 +92,7 @@ class Tracker:
         self._stopped = threading.Event()
         # What else must stop at once (pings in flight), called by stop() outside the lock.
         self._on_stop: list[Callable[[], None]] = []
+        self._held = 0  # worker slots in use, by every minute's run of `work` (see hold)
 
     @property
     def stopping(self) -> bool:
@@ -125,6 +126,13 @@ class Tracker:
         with self._lock:
             if callback in self._on_stop:
                 self._on_stop.remove(callback)
+
+    def hold(self, slots: int) -> int:
+        """Take (``slots`` > 0) or give back worker slots; return how many are in use in this
+        process, also by the runs of earlier minutes that `work` still has going."""
+        with self._lock:
+            self._held += slots
+            return self._held
 
     def add(self, command: Running) -> None:
         """Remember a started command; one started as the stop came is signalled at once."""

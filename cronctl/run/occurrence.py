@@ -169,6 +169,7 @@ class _Queue:
                     if not self._batched(unit) or unit[1][0].id in self._decided:
                         self._next += 1
                         self._busy += 1
+                        self._hold(1)
                         return unit
                     if not self._claiming:
                         # Only held rows left (they go last): ask again when it is time.
@@ -179,7 +180,9 @@ class _Queue:
                         continue
                     self._turn.wait()
                 self._claiming = True
-                want = max(1, self.workers - self._busy)
+                # Slots the runs of earlier minutes still hold (`work`) are not free either.
+                free = min(self.workers - self._busy, self._ctx.max_parallel - self._hold(0))
+                want = max(1, free)
                 left = [(self._plans[n].task, rows[0]) for n, rows in self._units[self._next :]]
             self._claim(left, want)
 
@@ -227,6 +230,11 @@ class _Queue:
         """A worker is done with its unit: its slot is free."""
         with self._lock:
             self._busy -= 1
+            self._hold(-1)
+
+    def _hold(self, slots: int) -> int:
+        tracker = self._ctx.tracker
+        return self._busy if tracker is None else tracker.hold(slots)
 
     def _stopping(self) -> bool:
         return self._ctx.tracker is not None and self._ctx.tracker.stopping
