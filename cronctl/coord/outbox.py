@@ -79,18 +79,31 @@ class Records:
         self._coord = coord
         self._sent: set[str] = set()
         self._lock = threading.Lock()
+        self._waiting: list[RunRow] = []  # ended while a send was under way: sent next
+        self._sending = False
 
     def send(self, rows: Sequence[RunRow]) -> None:
-        """Publish ``rows`` now; what cannot go (the store unreachable) waits for finish."""
-        rows = [r for r in rows if r.outcome not in _NOT_PUBLISHED]
-        if not rows:
-            return
-        try:
-            self._coord.publish([published(row) for row in rows])
-        except StoreUnavailable:
-            return
+        """Publish ``rows`` now, with those of the runs that ended while another worker's
+        send was under way (one statement for all: a wave of runs ending together costs a
+        round trip or two, not one each); what cannot go (the store unreachable) waits for
+        finish."""
         with self._lock:
-            self._sent.update(row.id for row in rows)
+            self._waiting += [r for r in rows if r.outcome not in _NOT_PUBLISHED]
+            if self._sending:
+                return  # the send under way takes them next
+            self._sending = True
+        while True:
+            with self._lock:
+                batch, self._waiting = self._waiting, []
+                if not batch:
+                    self._sending = False
+                    return
+            try:
+                self._coord.publish([published(row) for row in batch])
+            except StoreUnavailable:
+                continue
+            with self._lock:
+                self._sent.update(row.id for row in batch)
 
     def finish(
         self, store: Store, rows: Sequence[RunRow], state_dir: Path
