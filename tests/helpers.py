@@ -5,17 +5,22 @@ from __future__ import annotations
 import contextlib
 import functools
 import io
+import json
 import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 from unittest import mock
 
 from cronctl.cli import main as cli_main
+from cronctl.core.cronexpr import parse_cron
+from cronctl.core.model import Task
+from cronctl.core.zones import parse_zone
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -24,6 +29,7 @@ if TYPE_CHECKING:
     from cronctl.run.once import RunContext
     from cronctl.run.planning import Ahead
 
+_T = TypeVar("_T")
 REPO_ROOT = Path(__file__).resolve().parents[1]
 _REAL_FULL_APP = cli_main._full_app  # before any test patches it
 
@@ -117,6 +123,55 @@ def clean_env(home: Path, extra: Mapping[str, str] | None = None) -> dict[str, s
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO_ROOT), env.get("PYTHONPATH", "")) if p)
     env.update(extra or {})
     return env
+
+
+def wait_for(condition: Callable[[], _T], what: str, timeout: float = 30.0) -> _T:
+    """Poll ``condition`` until it returns something true, and return that; after ``timeout``
+    seconds fail naming ``what`` (a bound against hanging, not a timing assertion: under load
+    a wait may take many times what it takes alone, so keep the bound generous)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = condition()
+        if found:
+            return found
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up after {timeout:g} s waiting for {what}")
+        time.sleep(0.02)
+
+
+def written(path: Path) -> str:
+    """The file's text once it holds something; "" while it is missing or blank."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return ""
+    return text if text.strip() else ""
+
+
+def history(
+    cli: Cli, *args: str, env: Mapping[str, str | None] | None = None
+) -> list[dict[str, object]]:
+    """The runs `history --json ARGS` shows (it must succeed)."""
+    result = cli("history", "--json", *args, env=env)
+    assert result.returncode == 0, result.stderr
+    runs: list[dict[str, object]] = json.loads(result.stdout)["runs"]
+    return runs
+
+
+def make_task(expression: str, zone: str = "UTC", name: str = "t", **extra: object) -> Task:
+    """A cron Task built directly (the core needs no file); ``extra`` sets other fields."""
+    return Task(
+        name=name,
+        command="true",
+        schedule_key="cron",
+        schedule_value=expression,
+        cron=parse_cron(expression),
+        at=None,
+        zone=parse_zone(zone),
+        source=Path("schedules.toml"),
+        line=1,
+        **extra,  # type: ignore[arg-type]
+    )
 
 
 def write_schedule(path: Path, tasks: Sequence[str], header: str = "") -> Path:

@@ -115,7 +115,7 @@ def test_a_dry_run_of_a_paused_task_says_skipped_not_missed(cli: Cli, tmp_path: 
     assert {r["outcome"] for r in dry["runs"]} == {"skipped: paused"}
 
 
-def _history(cli: Cli, path: Path, *args: str) -> list[tuple[str, str, str, str]]:
+def _shown_runs(cli: Cli, path: Path, *args: str) -> list[tuple[str, str, str, str]]:
     result = cli("history", "-f", str(path), "--json", "-n", "100", *args)
     assert result.returncode == 0, result.stderr
     return [(r["task"], r["host"], r["occurrence"][11:16], r["outcome"])
@@ -132,20 +132,20 @@ def test_history_filters_combine_and_work_in_text_and_json(cli: Cli, tmp_path: P
     )
     for minute, host in ((0, "web-1"), (1, "web-2"), (2, "web-1")):
         cli("run", "-f", str(path), "--now", at(minute), env={"CRONCTL_HOST": host})
-    assert len(_history(cli, path)) == 6
-    assert _history(cli, path, "--failed") == [
+    assert len(_shown_runs(cli, path)) == 6
+    assert _shown_runs(cli, path, "--failed") == [
         ("bad", "web-1", "09:02", "failed"), ("bad", "web-2", "09:01", "failed"),
         ("bad", "web-1", "09:00", "failed"),
     ]  # fmt: skip
-    assert _history(cli, path, "--since", at(1)) == _history(cli, path)[:4]
-    assert sorted(_history(cli, path, "--host", "web-2")) == [
+    assert _shown_runs(cli, path, "--since", at(1)) == _shown_runs(cli, path)[:4]
+    assert sorted(_shown_runs(cli, path, "--host", "web-2")) == [
         ("bad", "web-2", "09:01", "failed"), ("good", "web-2", "09:01", "ok")
     ]  # fmt: skip
-    assert _history(cli, path, "--task", "good", "--since", "2026-08-03T11:01:00+02:00") == [
+    assert _shown_runs(cli, path, "--task", "good", "--since", "2026-08-03T11:01:00+02:00") == [
         ("good", "web-1", "09:02", "ok"), ("good", "web-2", "09:01", "ok")
     ]  # fmt: skip
-    assert _history(cli, path, "good", "--task", "good", "--host", "web-1", "--failed") == []
-    assert _history(cli, path, "bad", "--host", "web-1", "--failed", "--since", at(1)) == [
+    assert _shown_runs(cli, path, "good", "--task", "good", "--host", "web-1", "--failed") == []
+    assert _shown_runs(cli, path, "bad", "--host", "web-1", "--failed", "--since", at(1)) == [
         ("bad", "web-1", "09:02", "failed")
     ]
     text = cli("history", "-f", str(path), "--failed", "--host", "web-2").stdout.splitlines()

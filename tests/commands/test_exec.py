@@ -10,14 +10,7 @@ import time
 from pathlib import Path
 
 from cronctl.edge.process import procs
-from tests.helpers import Cli, write_schedule
-
-
-def _history(cli: Cli) -> list[dict[str, object]]:
-    result = cli("history", "--json")
-    assert result.returncode == 0, result.stderr
-    runs: list[dict[str, object]] = json.loads(result.stdout)["runs"]
-    return runs
+from tests.helpers import Cli, history, wait_for, write_schedule
 
 
 def test_exec_streams_output_logs_it_and_exits_with_the_tasks_code(
@@ -34,7 +27,7 @@ def test_exec_streams_output_logs_it_and_exits_with_the_tasks_code(
     assert result.returncode == 7
     assert "out-line" in result.stdout and "err-line" in result.stdout
     assert "esc^[[2J" in result.stdout and "\x1b" not in result.stdout
-    [run] = _history(cli)
+    [run] = history(cli)
     assert run["trigger"] == "manual" and run["attempt"] == 1
     assert run["outcome"] == "failed" and run["exit_code"] == 7
     log = cli("logs", "job").stdout
@@ -104,7 +97,7 @@ def test_exec_refuses_while_the_task_runs_and_waits_with_wait(cli: Cli, tmp_path
     waiting.communicate(timeout=15)
     assert (first.returncode, waiting.returncode) == (0, 0)
     assert len(list(tmp_path.glob("started.*"))) == 2
-    runs = _history(cli)
+    runs = history(cli)
     assert [r["outcome"] for r in runs] == ["ok", "ok"]
 
 
@@ -197,10 +190,12 @@ def test_exec_refuses_while_a_scheduled_run_of_an_unguarded_task_is_running(
 
 def _wait_started(process: subprocess.Popen[str], tmp_path: Path) -> None:
     """Until the task has touched `started` (cronctl exec still running)."""
-    deadline = time.monotonic() + 15
-    while not (tmp_path / "started").exists():
-        assert time.monotonic() < deadline and process.poll() is None
-        time.sleep(0.02)
+
+    def started() -> bool:
+        assert process.poll() is None, "cronctl exec ended before its task started"
+        return (tmp_path / "started").exists()
+
+    wait_for(started, "the task to start")
 
 
 def test_sigterm_to_exec_reaches_the_task_which_is_then_recorded(cli: Cli, tmp_path: Path) -> None:
@@ -217,7 +212,7 @@ def test_sigterm_to_exec_reaches_the_task_which_is_then_recorded(cli: Cli, tmp_p
     with process:
         out, _ = process.communicate(timeout=15)
     assert process.returncode == 5 and "got-term" in out
-    [run] = _history(cli)
+    [run] = history(cli)
     assert (run["outcome"], run["exit_code"], run["trigger"]) == ("interrupted", 5, "manual")
 
 
@@ -245,7 +240,7 @@ def test_sighup_to_exec_is_ignored_and_the_task_completes_and_is_recorded(
         out, err = process.communicate(timeout=15)
     assert process.returncode == 0, err
     assert "finished" in out
-    [run] = _history(cli)
+    [run] = history(cli)
     assert (run["outcome"], run["exit_code"], run["trigger"]) == ("ok", 0, "manual")
     # Ignored by a handler, not SIG_IGN, which the task would inherit.
     ignored = int((tmp_path / "ignored").read_text().split()[1], 16)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -16,7 +15,7 @@ import pytest
 from playwright.sync_api import Browser, Page
 
 from tests.commands.test_serve import NOW, Server, _dirs, _serve, browser, page, server, state
-from tests.helpers import Cli
+from tests.helpers import Cli, wait_for
 
 __all__ = ["browser", "page", "server", "state"]  # fixtures used here, from test_serve.py
 
@@ -100,15 +99,6 @@ def _stop(srv: Server) -> None:
     for pipe in (srv.proc.stdout, srv.proc.stderr):
         if pipe is not None:
             pipe.close()
-
-
-def _wait_for(check: object, what: str, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if callable(check) and check():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.fixture
@@ -275,7 +265,7 @@ def test_run_now_runs_once_and_never_a_second_copy(
     page = _browser_login(browser, acting)
     page.click("button:has-text('Run now')")
     assert page.url.endswith("/tasks/gated?done=run")
-    _wait_for(lambda: marks.exists(), "the run to start")
+    wait_for(lambda: marks.exists(), "the run to start")
     assert marks.read_text(encoding="utf-8") == "token=\n"  # the dashboard's token stays here
     page.goto(acting.base + "/tasks/gated")
     with page.expect_response(lambda r: r.url.endswith("/tasks/gated/run")) as answer:
@@ -327,7 +317,7 @@ rm {gate}'''
     srv = _serve(cli, root, "--allow-actions", env=TOKEN_ENV)
     try:
         by_hand = cli.popen("exec", "gated", *_dirs(root))
-        _wait_for(started(1), "exec's run to start")
+        wait_for(started(1), "exec's run to start")
         status, body, _ = _http(srv, "POST", "/api/tasks/gated/run", b"", **bearer)
         assert status == 409 and b"task gated is running" in body, body
         assert b"--wait" not in body, body
@@ -337,7 +327,7 @@ rm {gate}'''
         status, body, _ = _http(srv, "POST", "/api/tasks/gated/run", b"", **bearer)
         assert status == 202, body
         run_id = json.loads(body).get("run")
-        _wait_for(started(2), "the dashboard's run to start")
+        wait_for(started(2), "the dashboard's run to start")
         beside = cli("exec", "gated", *_dirs(root), timeout=30)
         assert beside.returncode == 2 and "task gated is running" in beside.stderr
         gate.touch()
@@ -346,7 +336,7 @@ rm {gate}'''
             out = cli("history", "gated", "--json", *_dirs(root)).stdout
             return list(json.loads(out)["runs"])
 
-        _wait_for(lambda: [r["outcome"] for r in recorded()] == ["ok", "ok"], "both runs")
+        wait_for(lambda: [r["outcome"] for r in recorded()] == ["ok", "ok"], "both runs")
         runs = recorded()
         assert runs[0]["id"] == run_id
         assert {(r["trigger"], r["task"]) for r in runs} == {("manual", "gated")}
@@ -391,7 +381,7 @@ def test_the_api_pauses_resumes_and_runs(cli: Cli, acting: Server, tmp_path: Pat
         out = cli("history", "fine", "--json", *_dirs(tmp_path)).stdout
         return any(r["id"] == run_id and r["outcome"] == "ok" for r in json.loads(out)["runs"])
 
-    _wait_for(ran, "the run of fine")
+    wait_for(ran, "the run of fine")
     vias = {r["via"] for r in _audit(tmp_path)}
     assert vias == {"api"}
 

@@ -5,15 +5,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 
 from cronctl.core.calendar import Herd, build_timeline, find_herds, occurrences
-from cronctl.core.cronexpr import parse_cron
 from cronctl.core.minutes import minute_ceil
 from cronctl.core.model import Task
-from cronctl.core.zones import parse_zone
+from tests.helpers import make_task
 
 CASES = [
     ("30 2 * * *", "Europe/Berlin"),  # spring-forward gap: runs at 03:00
@@ -26,22 +24,6 @@ CASES = [
     ("0 12 * * *", "Australia/Lord_Howe"),  # a 30-minute DST shift
     ("* 2 * * *", "Europe/Berlin"),
 ]
-
-
-def make_task(expr: str, zone: str, name: str = "t", **extra: object) -> Task:
-    """A Task built directly (the core needs no file)."""
-    return Task(
-        name=name,
-        command="true",
-        schedule_key="cron",
-        schedule_value=expr,
-        cron=parse_cron(expr),
-        at=None,
-        zone=parse_zone(zone),
-        source=Path("s.toml"),
-        line=1,
-        **extra,  # type: ignore[arg-type]
-    )
 
 
 @pytest.mark.parametrize(("expr", "zone"), CASES)

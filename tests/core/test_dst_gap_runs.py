@@ -18,15 +18,13 @@ change). `catch-up` gets Debian's counts; `coalesce` and `skip` one run per inst
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
 
-from cronctl.core.cronexpr import parse_cron
 from cronctl.core.due import Previous, occurrences, plan
 from cronctl.core.model import Task
-from cronctl.core.zones import parse_zone
+from tests.helpers import make_task
 
 MINUTE = timedelta(minutes=1)
 SECOND = timedelta(seconds=1)
@@ -35,21 +33,6 @@ SECOND = timedelta(seconds=1)
 def utc(text: str) -> datetime:
     """'2027-03-28T01:00Z' -> an aware UTC datetime."""
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
-
-
-def make_task(expression: str, zone: str, misfire: str = "coalesce") -> Task:
-    return Task(
-        name="t",
-        command="true",
-        schedule_key="cron",
-        schedule_value=expression,
-        cron=parse_cron(expression),
-        at=None,
-        zone=parse_zone(zone),
-        source=Path("schedules.toml"),
-        line=1,
-        misfire=misfire,
-    )
 
 
 def runs_per_minute(task: Task, start: str, end: str) -> dict[str, int]:
@@ -164,7 +147,7 @@ IDS = [f"{zone}:{expr}:{start[:10]}" for zone, expr, start, _, _ in ROWS]
 def test_catch_up_runs_each_minute_as_often_as_debian_cron(
     zone: str, expression: str, start: str, end: str, expected: dict[str, int]
 ) -> None:
-    task = make_task(expression, zone, "catch-up")
+    task = make_task(expression, zone, misfire="catch-up")
     assert runs_per_minute(task, start, end) == expected
 
 
@@ -173,7 +156,7 @@ def test_catch_up_runs_each_minute_as_often_as_debian_cron(
 def test_coalesce_and_skip_run_each_instant_once(
     misfire: str, zone: str, expression: str, start: str, end: str, expected: dict[str, int]
 ) -> None:
-    task = make_task(expression, zone, misfire)
+    task = make_task(expression, zone, misfire=misfire)
     assert runs_per_minute(task, start, end) == dict.fromkeys(expected, 1)
 
 
@@ -181,7 +164,7 @@ def test_coalesce_and_skip_run_each_instant_once(
 def test_next_runs_lists_each_instant_once(
     zone: str, expression: str, start: str, end: str, expected: dict[str, int]
 ) -> None:
-    task = make_task(expression, zone, "catch-up")
+    task = make_task(expression, zone, misfire="catch-up")
     instants = task.next_runs(utc(start) - MINUTE, len(expected) + 1)
     listed = [f"{t:%Y-%m-%dT%H:%MZ}" for t in instants if t <= utc(end)]
     assert listed == list(expected)
@@ -203,7 +186,7 @@ def previous(task: Task, last: datetime) -> Previous:
 
 
 def test_catch_up_plans_one_run_per_swallowed_time_told_apart_by_seconds() -> None:
-    task = make_task("0,30 2 * * *", "Europe/Berlin", "catch-up")
+    task = make_task("0,30 2 * * *", "Europe/Berlin", misfire="catch-up")
     decided = plan(task, previous(task, LANDING - MINUTE), LANDING + 5 * SECOND)
     assert decided.run == [LANDING, LANDING + SECOND]
     assert decided.missed == [] and decided.missed_count == 0
@@ -214,7 +197,7 @@ def test_catch_up_plans_one_run_per_swallowed_time_told_apart_by_seconds() -> No
 def test_coalesce_and_skip_run_the_landing_minute_once_and_record_the_others_missed(
     misfire: str,
 ) -> None:
-    task = make_task("0-59 2 * * *", "Europe/Berlin", misfire)
+    task = make_task("0-59 2 * * *", "Europe/Berlin", misfire=misfire)
     decided = plan(task, previous(task, LANDING - MINUTE), LANDING)
     assert decided.run == [LANDING]
     assert decided.missed == [LANDING + i * SECOND for i in range(1, 60)]
@@ -222,7 +205,7 @@ def test_coalesce_and_skip_run_the_landing_minute_once_and_record_the_others_mis
 
 
 def test_a_second_run_in_the_landing_minute_runs_nothing_again() -> None:
-    task = make_task("0,30 2 * * *", "Europe/Berlin", "catch-up")
+    task = make_task("0,30 2 * * *", "Europe/Berlin", misfire="catch-up")
     first = plan(task, previous(task, LANDING - MINUTE), LANDING)
     assert first.last_occurrence is not None
     again = plan(task, previous(task, first.last_occurrence), LANDING + 40 * SECOND)
@@ -230,13 +213,13 @@ def test_a_second_run_in_the_landing_minute_runs_nothing_again() -> None:
 
 
 def test_the_window_after_the_landing_minute_holds_only_later_occurrences() -> None:
-    task = make_task("0 0-23 * * *", "Europe/Berlin", "catch-up")
+    task = make_task("0 0-23 * * *", "Europe/Berlin", misfire="catch-up")
     decided = plan(task, previous(task, LANDING), utc("2027-03-28T02:00Z"))
     assert decided.run == [utc("2027-03-28T02:00Z")]
 
 
 def test_catch_up_after_downtime_over_the_gap_runs_every_identity_oldest_first() -> None:
-    task = make_task("0 0-23 * * *", "Europe/Berlin", "catch-up")
+    task = make_task("0 0-23 * * *", "Europe/Berlin", misfire="catch-up")
     decided = plan(task, previous(task, utc("2027-03-27T23:30Z")), utc("2027-03-28T01:30Z"))
     assert decided.run == [utc("2027-03-28T00:00Z"), LANDING, LANDING + SECOND]
 
@@ -250,7 +233,7 @@ def test_coalesce_after_downtime_over_the_gap_runs_the_latest_instant_once() -> 
 
 def test_catch_up_over_a_long_downtime_keeps_the_gap_identities() -> None:
     # A window wider than the minute-by-minute scan goes through next_run instead.
-    task = make_task("0,30 2 * * *", "Europe/Berlin", "catch-up")
+    task = make_task("0,30 2 * * *", "Europe/Berlin", misfire="catch-up")
     decided = plan(task, previous(task, utc("2027-03-20T00:00Z")), utc("2027-03-28T12:00Z"))
     assert decided.run[-2:] == [LANDING, LANDING + SECOND]
     assert decided.run[-3] == utc("2027-03-27T01:30Z")
@@ -260,7 +243,7 @@ def test_catch_up_over_a_long_downtime_keeps_the_gap_identities() -> None:
 def test_window_scan_and_long_window_search_find_the_same_identities(
     zone: str, expression: str, start: str, end: str, expected: dict[str, int]
 ) -> None:
-    task = make_task(expression, zone, "catch-up")
+    task = make_task(expression, zone, misfire="catch-up")
     last = utc(start) - MINUTE
     identities = [
         utc(minute) + i * SECOND for minute, count in expected.items() for i in range(count)

@@ -9,7 +9,6 @@ days but would be ORed with Monday: cronctl rejects that order.
 from __future__ import annotations
 
 from datetime import UTC, date, datetime
-from pathlib import Path
 
 import pytest
 
@@ -18,23 +17,9 @@ from cronctl.core.cronexpr import parse_cron
 from cronctl.core.model import Task
 from cronctl.core.zones import next_occurrence, parse_zone
 from cronctl.errors import CronSyntaxError
+from tests.helpers import make_task
 
 NOW = datetime(2027, 1, 1, tzinfo=UTC)
-
-
-def make_task(expression: str, zone: str = "UTC", misfire: str = "coalesce") -> Task:
-    return Task(
-        name="t",
-        command="true",
-        schedule_key="cron",
-        schedule_value=expression,
-        cron=parse_cron(expression),
-        at=None,
-        zone=parse_zone(zone),
-        source=Path("schedules.toml"),
-        line=7,
-        misfire=misfire,
-    )
 
 
 def warnings(task: Task, code: str) -> list[str]:
@@ -116,7 +101,7 @@ def test_standalone_step_past_the_field_is_still_rejected() -> None:
 
 
 def gap_warning(expression: str, misfire: str, zone: str = "Europe/Berlin") -> str:
-    [message] = [m for m in warnings(make_task(expression, zone, misfire), "dst-gap")]
+    [message] = [m for m in warnings(make_task(expression, zone, misfire=misfire), "dst-gap")]
     return message
 
 

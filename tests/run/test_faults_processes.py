@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import FILE_STATE, Cli, _merged, local_context, write_schedule
+from tests.helpers import FILE_STATE, Cli, _merged, local_context, wait_for, write_schedule, written
 from tests.run.test_run import alive
 
 T0 = datetime(2026, 8, 3, 9, 0, tzinfo=UTC)
@@ -35,14 +35,6 @@ def outcomes(stdout: str) -> dict[str, tuple[str, int | None]]:
         for r in json.loads(stdout)["runs"]
         if r["outcome"] != "missed"
     }
-
-
-def wait_for(path: Path, timeout: float = 10.0) -> str:
-    deadline = time.monotonic() + timeout
-    while not path.exists() or not path.read_text().strip():
-        assert time.monotonic() < deadline, f"{path} never appeared"
-        time.sleep(0.02)
-    return path.read_text()
 
 
 def wait_gone(pid: int, timeout: float = 10.0) -> None:
@@ -81,7 +73,7 @@ def test_a_task_that_closes_its_descriptors_still_keeps_a_second_copy_out(
         header=STATE,
     )
     first = cli.popen("run", "--now", at(0), env=FILE_STATE)
-    task = int(wait_for(tmp_path / "task.pid"))
+    task = int(wait_for(lambda: written(tmp_path / "task.pid"), "task.pid to be written"))
     try:
         first.send_signal(signal.SIGKILL)  # cronctl dies; the task, lock-less, lives on
         first.communicate(timeout=10)
@@ -109,7 +101,7 @@ def holding(cli: Cli, tmp_path: Path, guards: str) -> Iterator[int]:
         header=STATE,
     )
     first = cli.popen("run", "--now", at(0), env=FILE_STATE)
-    task = int(wait_for(tmp_path / "task.pid"))
+    task = int(wait_for(lambda: written(tmp_path / "task.pid"), "task.pid to be written"))
     try:
         yield task
     finally:
@@ -197,7 +189,7 @@ def test_a_signal_to_run_is_forwarded_and_every_outcome_recorded(
         header=STATE,
     )
     run = cli.popen("run", "--now", at(0), "--json", env=FILE_STATE)
-    task = int(wait_for(tmp_path / "task.pid"))
+    task = int(wait_for(lambda: written(tmp_path / "task.pid"), "task.pid to be written"))
     time.sleep(0.2)  # the shell has set its trap
     run.send_signal(sig)
     try:
@@ -268,7 +260,7 @@ def test_a_task_stopped_at_work_shutdown_is_interrupted_not_failed(tmp_path: Pat
     reports: list[object] = []
     worker = Worker(lambda: load_paths([path]), lambda: [path], ctx, reports.append, grace_s=10)
     worker._start(worker.watch().schedule, T0)
-    task = int(wait_for(tmp_path / "task.pid"))
+    task = int(wait_for(lambda: written(tmp_path / "task.pid"), "task.pid to be written"))
     try:
         worker.request_stop(signal.SIGTERM)
         assert worker._shutdown() == 0
@@ -301,7 +293,7 @@ def test_a_task_that_ignores_the_forwarded_signal_is_killed_after_the_grace(
     saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
 
     def signal_me() -> None:
-        wait_for(tmp_path / "task.pid")
+        wait_for(lambda: written(tmp_path / "task.pid"), "task.pid to be written")
         time.sleep(0.2)  # the shell has set its trap
         os.kill(os.getpid(), signal.SIGTERM)
 
@@ -330,7 +322,7 @@ def test_tasks_not_yet_started_when_run_is_stopped_never_start(cli: Cli, tmp_pat
         header=STATE + "max_parallel = 1\n",
     )
     run = cli.popen("run", "--now", at(0), "--json", env=FILE_STATE)
-    task = int(wait_for(tmp_path / "task.pid"))
+    task = int(wait_for(lambda: written(tmp_path / "task.pid"), "task.pid to be written"))
     run.send_signal(signal.SIGTERM)
     try:
         out, err = run.communicate(timeout=20)

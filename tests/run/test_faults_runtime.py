@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import FILE_STATE, Cli, write_schedule
-from tests.run.test_faults_processes import STATE, at, wait_for
+from tests.helpers import FILE_STATE, Cli, history, wait_for, write_schedule, written
+from tests.run.test_faults_processes import STATE, at
 from tests.run.test_work import NEAR_BOUNDARY
 
 SECRET = "9d1f-drip-secret"  # noqa: S105 (the ping key whose leak the tests look for)
@@ -76,12 +76,12 @@ def dripper() -> Iterator[Dripper]:
     server.close()
 
 
-def _history(cli: Cli) -> dict[str, list[str]]:
+def _outcomes_by_task(cli: Cli) -> dict[str, list[str]]:
     """task -> its recorded outcomes, oldest first."""
-    runs = json.loads(cli("history", "--json", env=FILE_STATE).stdout)["runs"]
+    runs = history(cli, env=FILE_STATE)
     found: dict[str, list[str]] = {}
-    for run in sorted(runs, key=lambda r: (r["occurrence"], r["attempt"])):
-        found.setdefault(run["task"], []).append(run["outcome"])
+    for run in sorted(runs, key=lambda r: (str(r["occurrence"]), int(str(r["attempt"])))):
+        found.setdefault(str(run["task"]), []).append(str(run["outcome"]))
     return found
 
 
@@ -108,7 +108,7 @@ def test_a_dripping_ping_endpoint_cannot_hold_run(cli: Cli, tmp_path: Path, drip
     assert result.returncode == 0, result.stderr
     assert "ping http://127.0.0.1" in result.stderr and "timed out" in result.stderr
     assert SECRET not in result.stderr
-    assert _history(cli) == {"beat": ["ok"]}
+    assert _outcomes_by_task(cli) == {"beat": ["ok"]}
 
 
 def test_sigterm_to_run_is_acted_on_while_a_ping_drips(
@@ -127,7 +127,7 @@ def test_sigterm_to_run_is_acted_on_while_a_ping_drips(
             run.kill()
     assert run.returncode == 143, err
     assert "told to stop" in err
-    assert _history(cli) == {"beat": ["ok"]}  # recorded, never left "running"
+    assert _outcomes_by_task(cli) == {"beat": ["ok"]}  # recorded, never left "running"
 
 
 def test_dripping_pings_under_work_hold_no_worker_and_sigterm_stops_it(
@@ -147,7 +147,7 @@ def test_dripping_pings_under_work_hold_no_worker_and_sigterm_stops_it(
         assert dripper.arrived.wait(30), "no ping came"
         # The two pinging tasks took both workers first; their pings drip in the
         # background, so the plain task runs at once. Before: it waited for minutes.
-        wait_for(tmp_path / "plain-ran", timeout=5)
+        wait_for(lambda: written(tmp_path / "plain-ran"), "plain-ran to be written")
         work.send_signal(signal.SIGTERM)
         _, err = work.communicate(timeout=10)  # before: ignored while the pings dripped
     finally:
@@ -156,7 +156,7 @@ def test_dripping_pings_under_work_hold_no_worker_and_sigterm_stops_it(
     assert work.returncode == 0, err
     # Every record is final, none left "running" (on a loaded machine the stop may land while
     # the plain task still runs, or after a second minute began: interrupted, or twice ok).
-    history = _history(cli)
+    history = _outcomes_by_task(cli)
     assert history["plain"] and set(history["plain"]) <= {"ok", "interrupted"}, history
     for beat in ("beat-a", "beat-b"):
         assert history[beat] and set(history[beat]) <= {"ok", "interrupted"}, history
@@ -171,7 +171,7 @@ def test_a_garbled_ping_answer_never_turns_a_good_run_into_an_error(
     # Before: http.client's BadStatusLine escaped the ping and the run was recorded `error`.
     assert result.returncode == 0, result.stderr
     assert "the task's outcome stands" in result.stderr
-    assert _history(cli) == {"beat": ["ok"]}
+    assert _outcomes_by_task(cli) == {"beat": ["ok"]}
 
 
 @pytest.mark.parametrize(
@@ -193,21 +193,16 @@ def test_an_odd_ping_url_is_a_located_error_in_every_command(
     assert not (tmp_path / "state" / "state.db").exists() or command != "run"
 
 
-def _history_rows(cli: Cli) -> list[dict[str, object]]:
-    return list(json.loads(cli("history", "--json", env=FILE_STATE).stdout)["runs"])
-
-
 def _wait_for_row(cli: Cli, task: str, timeout: float = 20.0) -> None:
     """Until `run` has recorded the occurrence of `task` (its signal handlers are in place)."""
-    deadline = time.monotonic() + timeout
-    while True:
+
+    def recorded() -> bool:
         found = cli("history", "--json", env=FILE_STATE)  # exit 2 until the state exists
-        if found.returncode == 0 and any(
+        return found.returncode == 0 and any(
             r["task"] == task for r in json.loads(found.stdout)["runs"]
-        ):
-            return
-        assert time.monotonic() < deadline, f"no record of {task} appeared"
-        time.sleep(0.1)
+        )
+
+    wait_for(recorded, f"a record of {task}", timeout)
 
 
 def _stop_run(run: subprocess.Popen[str]) -> str:
@@ -236,7 +231,7 @@ def test_sigterm_to_run_ends_a_jitter_delay_at_once(cli: Cli, tmp_path: Path) ->
     err = _stop_run(run)
     assert run.returncode == 143, err
     assert not (tmp_path / "ran").exists(), "the command started after the stop"
-    rows = _history_rows(cli)
+    rows = history(cli, env=FILE_STATE)
     assert [(r["task"], r["outcome"]) for r in rows] == [("spread", "interrupted")], rows
 
 
@@ -250,13 +245,13 @@ def test_sigterm_to_run_ends_a_retry_delay_at_once(cli: Cli, tmp_path: Path) -> 
         header=STATE,
     )
     run = cli.popen("run", "--now", at(0), env=FILE_STATE)
-    wait_for(tmp_path / "tries", timeout=20)
+    wait_for(lambda: written(tmp_path / "tries"), "tries to be written")
     time.sleep(0.5)  # the first attempt has ended and its delay begun
     # Before (a plain sleep): `run` slept the whole 50 s delay through the signal.
     err = _stop_run(run)
     assert run.returncode == 143, err
     assert (tmp_path / "tries").read_text() == "x\n", "retried after the stop"
-    rows = _history_rows(cli)
+    rows = history(cli, env=FILE_STATE)
     assert [(r["task"], r["outcome"]) for r in rows] == [("flaky", "failed")], rows
 
 
@@ -271,7 +266,7 @@ HANGUP_TASK = (
 def _hang_up(process: subprocess.Popen[str], tmp_path: Path) -> str:
     """Once the task runs, SIGHUP `process` (run or work); its stderr once it has ended."""
     try:
-        wait_for(tmp_path / "task.pid", timeout=30)
+        wait_for(lambda: written(tmp_path / "task.pid"), "task.pid to be written")
         time.sleep(0.3)  # the shell has set its trap
         process.send_signal(signal.SIGHUP)
         # Before: SIGHUP's default action killed cronctl (exit -1); the task ran on,
@@ -293,7 +288,7 @@ def test_sighup_stops_work_like_sigterm_and_records_the_task(cli: Cli, tmp_path:
     assert work.returncode == 0, err
     assert (tmp_path / "got-signal").read_text() == "HUP\n", "the task never got the signal"
     assert "signalled 1 running task" in err
-    assert _history(cli) == {"long": ["interrupted"]}
+    assert _outcomes_by_task(cli) == {"long": ["interrupted"]}
 
 
 def test_sighup_stops_run_like_sigterm_and_records_the_task(cli: Cli, tmp_path: Path) -> None:
@@ -302,5 +297,5 @@ def test_sighup_stops_run_like_sigterm_and_records_the_task(cli: Cli, tmp_path: 
     err = _hang_up(run, tmp_path)
     assert run.returncode == 128 + signal.SIGHUP, err
     assert (tmp_path / "got-signal").read_text() == "HUP\n", "the task never got the signal"
-    rows = _history_rows(cli)
+    rows = history(cli, env=FILE_STATE)
     assert [(r["task"], r["outcome"]) for r in rows] == [("long", "interrupted")], rows

@@ -6,13 +6,11 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import Cli, mark_spans, most_at_once, write_schedule
+from tests.helpers import Cli, mark_spans, most_at_once, wait_for, write_schedule, written
 
 T = "2026-08-03T09:00:00Z"
 T1 = "2026-08-03T09:01:00Z"
@@ -83,7 +81,7 @@ def test_two_runs_at_once_share_the_group_limit_of_the_machine(cli: Cli, tmp_pat
     # limit is the machine's, not each run's.
     group_schedule(tmp_path, 4, sleep=0.8, grace="1m", limit=2)
     first = cli.popen("run", "--now", T)
-    wait_for(lambda: (tmp_path / "marks").exists())  # it planned T and holds both slots
+    wait_for((tmp_path / "marks").exists, "the first run to plan T and hold both slots")
     second = cli.popen("run", "--now", T1)
     for process in (first, second):
         _out, err = process.communicate(timeout=120)
@@ -107,7 +105,7 @@ def test_a_killed_cronctl_frees_its_slot(cli: Cli, tmp_path: Path) -> None:
     first = cli.popen("run", "--now", T)
     task_pid = None
     try:
-        wait_for(lambda: (tmp_path / "pid").exists() and (tmp_path / "pid").read_text() != "")
+        wait_for(lambda: written(tmp_path / "pid"), "the task to start")
         task_pid = int((tmp_path / "pid").read_text())
         first.send_signal(signal.SIGKILL)  # its task runs on, orphaned, holding nothing
         first.communicate(timeout=30)
@@ -132,7 +130,7 @@ def test_exec_of_a_task_of_a_full_group_refuses_or_waits(cli: Cli, tmp_path: Pat
     )  # fmt: skip
     first = cli.popen("run", "--now", T)
     try:
-        wait_for(lambda: (tmp_path / "started").exists())
+        wait_for((tmp_path / "started").exists, "the task to start")
         refused = cli("exec", "other")
         assert refused.returncode == 2
         assert "group one is full" in refused.stderr and "--wait" in refused.stderr
@@ -149,14 +147,6 @@ def test_exec_of_a_task_of_a_full_group_refuses_or_waits(cli: Cli, tmp_path: Pat
     finally:
         (tmp_path / "release").touch()
         first.communicate(timeout=60)
-
-
-def wait_for(predicate: Callable[[], bool], limit: float = 30.0) -> None:
-    """Poll until true (a bound against hanging, not a timing assertion)."""
-    deadline = time.monotonic() + limit
-    while not predicate():
-        assert time.monotonic() < deadline, "gave up waiting"
-        time.sleep(0.05)
 
 
 def test_a_planted_link_for_a_slot_is_refused_and_nothing_runs(cli: Cli, tmp_path: Path) -> None:

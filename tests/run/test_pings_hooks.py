@@ -15,7 +15,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from cronctl.edge import notify
-from tests.helpers import Cli, write_schedule
+from tests.helpers import Cli, history, write_schedule
 from tests.run.conftest import Drive
 
 NOW = "2026-08-03T09:00:00Z"
@@ -72,11 +72,6 @@ def _task(url: str, command: str, extra: str = "") -> str:
     return f'name = "beat"\ncommand = "{command}"\nevery_minute = true\nping_url = "{url}"\n{extra}'
 
 
-def _history(cli: Cli) -> list[dict[str, object]]:
-    runs: list[dict[str, object]] = json.loads(cli("history", "--json").stdout)["runs"]
-    return runs
-
-
 def test_success_pings_start_then_the_url_with_the_run_id_and_output(
     cli: Cli, tmp_path: Path, server: tuple[str, Recorder]
 ) -> None:
@@ -84,7 +79,7 @@ def test_success_pings_start_then_the_url_with_the_run_id_and_output(
     write_schedule(tmp_path / "schedules.toml", [_task(url, "echo all good")])
     result = cli("run", "--now", NOW)
     assert result.returncode == 0 and result.stderr == ""
-    [run] = _history(cli)
+    [run] = history(cli)
     assert [(p, rid) for p, rid, _ in recorder.pings] == [
         (f"/{SECRET}/start", run["id"]),
         (f"/{SECRET}", run["id"]),
@@ -130,7 +125,7 @@ def test_an_unreachable_endpoint_is_reported_once_without_its_secret(
     assert SECRET not in first.stderr
     second = cli("run", "--now", "2026-08-03T09:01:00Z")
     assert second.returncode == 0 and second.stderr == ""
-    assert [r["outcome"] for r in _history(cli)] == ["ok", "ok"]
+    assert [r["outcome"] for r in history(cli)] == ["ok", "ok"]
 
 
 def test_a_hanging_endpoint_times_out_and_never_changes_the_outcome(
@@ -206,7 +201,7 @@ def test_hooks_get_the_outcome_variables_and_never_change_the_outcome(
     env = dict(
         line.split("=", 1) for line in (tmp_path / "hook-failed.env").read_text().splitlines()
     )
-    bad = next(r for r in _history(cli) if r["task"] == "bad")
+    bad = next(r for r in history(cli) if r["task"] == "bad")
     assert env["CRONCTL_TASK"] == "bad" and env["CRONCTL_OUTCOME"] == "failed"
     assert env["CRONCTL_EXIT_CODE"] == "5" and env["CRONCTL_RUN_ID"] == bad["id"]
     assert Path(env["CRONCTL_LOG"]).is_file()
@@ -215,7 +210,7 @@ def test_hooks_get_the_outcome_variables_and_never_change_the_outcome(
     assert result.stderr.count("hook exited 9") == 2
     again = cli("run", "--now", "2026-08-03T09:01:00Z")
     assert "hook exited" not in again.stderr
-    assert [r["outcome"] for r in _history(cli) if r["task"] == "good"] == ["ok", "ok"]
+    assert [r["outcome"] for r in history(cli) if r["task"] == "good"] == ["ok", "ok"]
 
 
 def test_a_hanging_hook_is_killed_at_the_limit(

@@ -12,24 +12,13 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
-from tests.helpers import Cli, write_schedule
+from tests.helpers import Cli, wait_for, write_schedule
 from tests.run.test_work import clock_from
 
 T0 = "2026-08-03T09:00:00Z"
 T1 = "2026-08-03T09:01:00Z"
-
-
-def _wait(predicate: Callable[[], bool], limit: float = 30.0) -> bool:
-    """Poll until true or `limit` seconds passed (a bound against hanging); whether it came."""
-    deadline = time.monotonic() + limit
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
 
 
 def _quick_and_slow(tmp_path: Path, *more: str) -> Path:
@@ -57,9 +46,9 @@ def test_a_quick_run_is_recorded_while_a_slow_one_of_the_same_minute_runs(
     gate = _quick_and_slow(tmp_path)
     run = cli.popen("run", "--now", T0)
     try:
-        assert _wait((tmp_path / "started").exists), "slow never started"
+        wait_for((tmp_path / "started").exists, "slow to start")
         # Before, the quick run stayed "running" in every view until the slow one ended.
-        assert _wait(lambda: _outcome(cli, "quick") == "ok"), _outcome(cli, "quick")
+        wait_for(lambda: _outcome(cli, "quick") == "ok", "quick's record")
         status = json.loads(cli("status", "--json").stdout)["tasks"]
         last = {t["name"]: (t["last_run"] or {}).get("outcome") for t in status}
         assert last == {"quick": "ok", "slow": "running"}
@@ -80,10 +69,10 @@ def test_kill_9_of_run_while_a_slow_task_runs_keeps_the_quick_tasks_outcome(
 ) -> None:
     gate = _quick_and_slow(tmp_path)
     run = cli.popen("run", "--now", T0)
-    assert _wait((tmp_path / "started").exists), "slow never started"
+    wait_for((tmp_path / "started").exists, "slow to start")
     # The quick task's process has ended once its record says so; before, it never did
     # while the slow one ran, and the kill came after the wait gave up.
-    _wait(lambda: _outcome(cli, "quick") == "ok", limit=10)
+    wait_for(lambda: _outcome(cli, "quick") == "ok", "quick's record")
     os.kill(run.pid, signal.SIGKILL)  # cronctl alone: the tasks have process groups of their own
     run.communicate(timeout=30)
     gate.unlink()  # the orphaned slow command ends

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import FILE_STATE, Cli, write_schedule
+from tests.helpers import FILE_STATE, Cli, wait_for, write_schedule
 
 T0 = datetime(2026, 8, 3, 9, 0, tzinfo=UTC)
 
@@ -34,13 +34,6 @@ def alive(pid: int) -> bool:
     except FileNotFoundError:
         return False
     return stat_line.rpartition(")")[2].split()[0] != "Z"
-
-
-def wait_for(path: Path, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not path.exists():
-        assert time.monotonic() < deadline, f"{path} never appeared"
-        time.sleep(0.02)
 
 
 def test_successful_run_prints_nothing_and_exits_zero(cli: Cli, tmp_path: Path) -> None:
@@ -309,7 +302,7 @@ def test_overlap_lock_outlives_a_killed_cronctl_until_the_task_ends(
     _overlap_schedule(tmp_path, "true")
     (tmp_path / f"hold-{at(0)}").touch()
     first = cli.popen("run", "--now", at(0))
-    wait_for(tmp_path / "started")
+    wait_for((tmp_path / "started").exists, "started to appear")
     assert runs(cli("run", "--now", at(1), "--json").stdout) == {"slow": "skipped: still running"}
     first.send_signal(signal.SIGKILL)
     first.communicate(timeout=10)
@@ -317,7 +310,7 @@ def test_overlap_lock_outlives_a_killed_cronctl_until_the_task_ends(
     assert not (tmp_path / "finished").exists()
     assert runs(cli("run", "--now", at(2), "--json").stdout) == {"slow": "skipped: still running"}
     (tmp_path / f"hold-{at(0)}").unlink()
-    wait_for(tmp_path / "finished", timeout=15)
+    wait_for((tmp_path / "finished").exists, "finished to appear")
     time.sleep(0.2)
     after = cli("run", "--now", at(3), "--json")
     assert runs(after.stdout) == {"slow": "ok"}
@@ -328,7 +321,7 @@ def test_lease_lets_a_stuck_run_be_overtaken_with_a_warning(cli: Cli, tmp_path: 
     _overlap_schedule(tmp_path, '"2m"')
     (tmp_path / f"hold-{at(0)}").touch()
     first = cli.popen("run", "--now", at(0))
-    wait_for(tmp_path / "started")
+    wait_for((tmp_path / "started").exists, "started to appear")
     within = cli("run", "--now", at(1), "--json")
     assert runs(within.stdout) == {"slow": "skipped: still running"}
     overtaking = cli("run", "--now", at(3), "--json")

@@ -14,8 +14,8 @@ import signal
 import time
 from pathlib import Path
 
-from tests.helpers import FILE_STATE, Cli, write_schedule
-from tests.run.test_faults_processes import STATE, at, wait_for
+from tests.helpers import FILE_STATE, Cli, wait_for, write_schedule, written
+from tests.run.test_faults_processes import STATE, at
 from tests.run.test_faults_runtime import _start_work as start_work
 
 _LIBC = ctypes.CDLL(None, use_errno=True)
@@ -43,7 +43,7 @@ def test_run_acts_on_a_sigterm_another_thread_received(cli: Cli, tmp_path: Path)
     write_schedule(tmp_path / "schedules.toml", [SLOW], header=STATE)
     run = cli.popen("run", "--now", at(0), env=FILE_STATE)
     try:
-        wait_for(tmp_path / "started")
+        wait_for(lambda: written(tmp_path / "started"), "started to be written")
         _signal_a_worker_thread(run.pid, signal.SIGTERM)
         # Before: the main thread slept in join() until `sleep 30` ended by itself.
         _, err = run.communicate(timeout=5)
@@ -59,7 +59,7 @@ def test_work_acts_on_a_sigterm_another_thread_received(cli: Cli, tmp_path: Path
     write_schedule(tmp_path / "schedules.toml", [SLOW], header=STATE)
     work = start_work(cli, tmp_path, "5")
     try:
-        wait_for(tmp_path / "started", timeout=30)
+        wait_for(lambda: written(tmp_path / "started"), "started to be written")
         _signal_a_worker_thread(work.pid, signal.SIGTERM)
         # Before: the main thread slept until a second before the next minute (~58 s).
         _, err = work.communicate(timeout=10)

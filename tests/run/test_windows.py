@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import FILE_STATE, Cli, write_schedule
+from tests.helpers import FILE_STATE, Cli, wait_for, write_schedule
 
 DAY = datetime(2026, 8, 3, tzinfo=UTC)
 
@@ -203,21 +203,20 @@ def test_machine_back_from_downtime_finds_the_occurrence_claimed(cli: Cli, tmp_p
 @pytest.mark.long
 def _wait_for_a_running_mark(db_path: Path, timeout_s: float = 20.0) -> None:
     """Return once the state database holds a run marked "running" (its command started)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if db_path.exists():
+
+    def running() -> bool:
+        if not db_path.exists():
+            return False
+        try:
+            db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=1)
             try:
-                db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=1)
-                try:
-                    found = db.execute("SELECT 1 FROM runs WHERE outcome = 'running'").fetchone()
-                finally:
-                    db.close()
-            except sqlite3.OperationalError:
-                found = None  # busy, or the table is not made yet
-            if found:
-                return
-        time.sleep(0.005)
-    raise AssertionError("no run was marked running in time")
+                return bool(db.execute("SELECT 1 FROM runs WHERE outcome = 'running'").fetchone())
+            finally:
+                db.close()
+        except sqlite3.OperationalError:
+            return False  # busy, or the table is not made yet
+
+    wait_for(running, "a run marked running", timeout_s)
 
 
 def test_kill_9_at_random_moments_loses_no_run_and_repeats_none(cli: Cli, tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from cronctl.edge.schedfiles import load_paths
 from cronctl.run.work import Worker
-from tests.helpers import Cli, local_context, write_schedule
+from tests.helpers import Cli, local_context, wait_for, write_schedule, written
 
 SLOW_TASK = (
     'name = "slow"\nevery_minute = true\n'
@@ -54,19 +54,12 @@ main()
 NEAR_BOUNDARY = clock_from("minute_floor(now) + timedelta(seconds=59.5)")
 
 
-def wait_for(path: Path, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not path.exists() or not path.read_text().strip():
-        assert time.monotonic() < deadline, f"{path} never appeared"
-        time.sleep(0.05)
-
-
 def test_work_starts_tasks_at_the_boundary_and_forwards_sigterm(cli: Cli, tmp_path: Path) -> None:
     write_schedule(tmp_path / "schedules.toml", [SLOW_TASK])
     launched = datetime.now(UTC)
     worker = cli.popen_code(NEAR_BOUNDARY, "work", "--grace", "10")
     try:
-        wait_for(tmp_path / "started", timeout=30)
+        wait_for(lambda: written(tmp_path / "started"), "started to be written")
         # The tick ran the minute that began at the (shifted) boundary, and only that one.
         (occurrence,) = (tmp_path / "started").read_text().split()
         at = datetime.fromisoformat(occurrence)

@@ -29,7 +29,7 @@ from cronctl.run import planning
 from cronctl.run.once import RunContext, run_once, start_command
 from cronctl.run.planning import Ahead
 from cronctl.run.work import Worker
-from tests.helpers import Cli, ledger_task, local_context, plan_ahead_at, write_schedule
+from tests.helpers import Cli, ledger_task, local_context, plan_ahead_at, wait_for, write_schedule
 
 T0 = datetime(2026, 8, 3, 9, 0, tzinfo=UTC)
 MINUTE = timedelta(minutes=1)
@@ -287,9 +287,7 @@ def _killed_between(path: Path, root: Path, ctx: RunContext, now: datetime) -> N
 
 def _wait_for_ledger(root: Path, name: str, lines: int) -> None:
     """The command started by a killed cronctl outlives it: wait until it has written."""
-    deadline = time.monotonic() + 30
-    while len(_ledger(root, name)) < lines and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_for(lambda: len(_ledger(root, name)) >= lines, f"{lines} lines in {name}'s ledger")
 
 
 @pytest.mark.parametrize("first", [False, True], ids=["moved", "first"])

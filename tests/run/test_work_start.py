@@ -8,7 +8,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from tests.helpers import Cli, stop_worker, write_schedule
+from tests.helpers import Cli, history, stop_worker, wait_for, write_schedule
 from tests.run.test_work import NEAR_BOUNDARY, clock_from
 
 WARM = 'name = "warm"\non_start = true\ncommand = "echo $CRONCTL_OCCURRENCE >> warm-marks"'
@@ -21,11 +21,8 @@ def _lines(path: Path) -> list[str]:
     return path.read_text().split() if path.exists() else []
 
 
-def _wait_lines(path: Path, count: int, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while len(_lines(path)) < count:
-        assert time.monotonic() < deadline, f"{path}: {_lines(path)} after {timeout}s"
-        time.sleep(0.05)
+def _wait_lines(path: Path, count: int) -> None:
+    wait_for(lambda: len(_lines(path)) >= count, f"{count} lines in {path.name}")
 
 
 def _stop(worker: subprocess.Popen[str]) -> str:
@@ -34,23 +31,15 @@ def _stop(worker: subprocess.Popen[str]) -> str:
     return err
 
 
-def _history(cli: Cli) -> list[dict[str, object]]:
-    shown = cli("history", "--json", "--limit", "100")  # [] until `work` has made its state
-    assert shown.returncode == 0, shown.stderr
-    runs: list[dict[str, object]] = json.loads(shown.stdout)["runs"]
-    return runs
-
-
 def _settled(cli: Cli, task: str, count: int, timeout: float = 30) -> list[dict[str, object]]:
     """The task's runs once `count` of them have ended (the marks come before the record)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        runs = [r for r in _history(cli) if r["task"] == task]
-        ended = [r for r in runs if r["outcome"] not in ("pending", "running")]
-        if len(ended) >= count:
-            return runs
-        assert time.monotonic() < deadline, runs
-        time.sleep(0.1)
+
+    def runs() -> list[dict[str, object]]:
+        found = [r for r in history(cli, "--limit", "100") if r["task"] == task]
+        ended = [r for r in found if r["outcome"] not in ("pending", "running")]
+        return found if len(ended) >= count else []
+
+    return wait_for(runs, f"{count} ended runs of {task}", timeout)
 
 
 def test_work_started_twice_runs_the_start_task_exactly_twice(cli: Cli, tmp_path: Path) -> None:
@@ -62,7 +51,7 @@ def test_work_started_twice_runs_the_start_task_exactly_twice(cli: Cli, tmp_path
         time.sleep(0.5)  # long enough for a second start-up run, if there were one
         _stop(worker)
         assert len(_lines(tmp_path / "warm-marks")) == starts
-    runs = [r for r in _history(cli) if r["task"] == "warm"]
+    runs = [r for r in history(cli, "--limit", "100") if r["task"] == "warm"]
     assert [(r["outcome"], r["trigger"]) for r in runs] == [("ok", "start"), ("ok", "start")]
     # Each run's occurrence is the instant its `work` started, as the task was told.
     assert sorted(_lines(tmp_path / "warm-marks")) == sorted(str(r["occurrence"]) for r in runs)
@@ -86,7 +75,7 @@ def test_a_start_task_runs_once_per_start_and_never_at_a_minute(cli: Cli, tmp_pa
     finally:
         _stop(worker)
     assert len(_lines(tmp_path / "warm-marks")) == 1  # the tick did not run it again
-    both = {r["trigger"]: r for r in _history(cli) if r["task"] == "both"}
+    both = {r["trigger"]: r for r in history(cli, "--limit", "100") if r["task"] == "both"}
     assert set(both) == {"start", "schedule"}
     scheduled = datetime.fromisoformat(str(both["schedule"]["occurrence"]))
     assert scheduled.second == 0  # the minute's occurrence, the other run's is the start's
@@ -128,7 +117,7 @@ def test_a_start_run_holds_the_overlap_lock_against_a_scheduled_run(
     finally:
         err = _stop(worker)
     assert "signalled 1 running task" in err
-    (start,) = [r for r in _history(cli) if r["trigger"] == "start"]
+    (start,) = [r for r in history(cli, "--limit", "100") if r["trigger"] == "start"]
     assert start["outcome"] == "interrupted"
     assert _lines(tmp_path / "slow-marks") == ["slow"]
 
@@ -149,7 +138,7 @@ def test_a_paused_start_task_is_recorded_paused_and_a_failure_is_reported(
         _settled(cli, "held", 1)
     finally:
         err = _stop(worker)
-    outcomes = {r["task"]: (r["outcome"], r["exit_code"]) for r in _history(cli)}
+    outcomes = {r["task"]: (r["outcome"], r["exit_code"]) for r in history(cli, "--limit", "100")}
     assert outcomes == {"held": ("skipped: paused", None), "broken": ("failed", 3)}
     assert not (tmp_path / "held-ran").exists()
     assert "task broken failed (exit 3)" in err and "it broke" in err

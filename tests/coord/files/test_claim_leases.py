@@ -9,8 +9,8 @@ import subprocess
 from pathlib import Path
 
 from cronctl.coord.files.adapter import FilesCoordinator
-from tests.coord.postgres.kit import T, outcomes, wait_for
-from tests.helpers import Cli, write_schedule
+from tests.coord.postgres.kit import T, outcomes
+from tests.helpers import Cli, wait_for, write_schedule
 
 
 def _setup(tmp_path: Path) -> FilesCoordinator:

@@ -30,6 +30,7 @@ from cronctl.coord.files.locks import (
 )
 from cronctl.coord.port import HolderInfo
 from cronctl.errors import UnsafeDirectoryError
+from tests.helpers import wait_for
 
 T0 = datetime(2026, 8, 3, 9, 0, tzinfo=UTC)
 
@@ -108,16 +109,6 @@ def _alive(pid: int) -> bool:
     return state != b"Z"
 
 
-def _wait_until(condition: object, timeout: float = 10.0) -> bool:
-    assert callable(condition)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.02)
-    return bool(condition())
-
-
 # --- overlap lock -----------------------------------------------------------------------------
 
 
@@ -172,7 +163,7 @@ def test_lock_passed_to_a_child_outlives_the_killed_cronctl_process(tmp_path: Pa
         assert _try_elsewhere(tmp_path, T0)["status"] == "held"
     finally:
         os.kill(child_pid, signal.SIGKILL)
-    assert _wait_until(lambda: not _alive(child_pid))
+    wait_for(lambda: not _alive(child_pid), "the child to end")
     after = _acquire(tmp_path)
     assert after.status == "acquired"
     assert after.lock is not None
@@ -244,7 +235,7 @@ def test_dry_run_probe_sees_a_lock_held_by_another_process(tmp_path: Path) -> No
         child.kill()
         child.wait()
         os.kill(sleeper, signal.SIGKILL)
-    assert _wait_until(lambda: not overlap_held(tmp_path, "backup"))
+    wait_for(lambda: not overlap_held(tmp_path, "backup"), "the lock to be freed")
 
 
 def test_dry_run_probe_leaves_a_free_lock_free_and_creates_nothing(tmp_path: Path) -> None:

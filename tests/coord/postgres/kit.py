@@ -6,30 +6,20 @@ import json
 import os
 import socket
 import subprocess
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from cronctl.coord.postgres import schema
 from cronctl.coord.postgres.adapter import PostgresCoordinator
 from tests.commands.test_serve import Server, _free_port
-from tests.helpers import Cli
+from tests.helpers import Cli, wait_for
 
 T = "2026-08-03T09:00:00Z"
 T1 = "2026-08-03T09:01:00Z"
 T2 = "2026-08-03T09:02:00Z"
 # The task says it started (its pid), then waits for the test to let it finish.
 LONG = "echo $$ > started; while [ ! -e release ]; do sleep 0.05; done; echo done >> finished"
-
-
-def wait_for(predicate: Callable[[], bool], what: str, limit: float = 30.0) -> None:
-    """Poll until true (a bound against hanging, not a timing assertion)."""
-    deadline = time.monotonic() + limit
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what}")
-        time.sleep(0.05)
 
 
 def alive(pid: int) -> bool:

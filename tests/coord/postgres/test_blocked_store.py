@@ -22,8 +22,8 @@ import pytest
 from cronctl.coord.postgres.adapter import PostgresCoordinator
 from cronctl.coord.postgres.conn import CONNECT_TIMEOUT_S, LOCK_TIMEOUT_S
 from cronctl.coord.postgres.schema import _MIGRATE_KEY
-from tests.coord.postgres.kit import T, wait_for
-from tests.helpers import Cli, write_schedule
+from tests.coord.postgres.kit import T
+from tests.helpers import Cli, history, wait_for, write_schedule
 from tests.run.test_work import NEAR_BOUNDARY
 
 #: A plain task "on time" starts this soon after cronctl began to wait on the store: it
@@ -81,9 +81,9 @@ def _env(tmp_path: Path, url: str) -> dict[str, str]:
             "CRONCTL_STATE_DIR": str(tmp_path / "a")}  # fmt: skip
 
 
-def _history(cli: Cli, tmp_path: Path, url: str) -> dict[str, str]:
-    out = cli("history", "--json", env=_env(tmp_path, url)).stdout
-    return {r["task"]: r["outcome"] for r in json.loads(out)["runs"]}
+def _outcomes(cli: Cli, tmp_path: Path, url: str) -> dict[str, str]:
+    """task -> the outcome `history` shows on machine a."""
+    return {str(r["task"]): str(r["outcome"]) for r in history(cli, env=_env(tmp_path, url))}
 
 
 def _matches(outcomes: dict[str, str], expected: dict[str, Any]) -> bool:
@@ -190,7 +190,7 @@ def test_a_locked_table_ends_run_in_bounded_time_and_plain_tasks_start_on_time(
         assert "did not answer in time" in err, err
     # Nothing left open, and the plain task started while the store still kept cronctl
     # waiting, not after its lock timeout.
-    assert _history(cli, tmp_path, store) == outcomes
+    assert _outcomes(cli, tmp_path, store) == outcomes
     assert blocked.since is not None, "cronctl never waited on the lock"
     plain = _mark(tmp_path, "plain")
     assert plain is not None
@@ -242,7 +242,7 @@ def test_sigterm_is_acted_on_while_run_waits_for_a_locked_table(
     for task, outcome in outcomes.items():
         may_end = task in NOT_HELD_BACK[table]
         assert outcome in (("ok", "interrupted") if may_end else ("interrupted",)), err
-    history = _history(cli, tmp_path, store)
+    history = _outcomes(cli, tmp_path, store)
     assert history == outcomes and _final(history), history
     assert SECRET not in err
 
@@ -266,7 +266,7 @@ def test_under_work_a_locked_table_does_not_make_the_tick_late(
             blocked.watch(until=lambda: blocked.since is not None and _mark(tmp_path, "plain"))
             plain = _mark(tmp_path, "plain")
             # The guarded tasks give up (the lock timeout), their rows recorded, then stop.
-            wait_for(lambda: _final(_history(cli, tmp_path, store)), "every row final", BOUND_S)
+            wait_for(lambda: _final(_outcomes(cli, tmp_path, store)), "every row final", BOUND_S)
             worker.send_signal(signal.SIGTERM)
             _, err = worker.communicate(timeout=BOUND_S)
         finally:
@@ -277,7 +277,7 @@ def test_under_work_a_locked_table_does_not_make_the_tick_late(
     # Before: the whole tick waited behind the store (70 s with no timeouts, then 5 s).
     assert plain - blocked.since < ON_TIME_S, (plain - blocked.since, err)
     assert worker.returncode == 0, err
-    history = _history(cli, tmp_path, store)
+    history = _outcomes(cli, tmp_path, store)
     assert history["plain"] == "ok" and history["one"] == "error", (history, err)
     assert "coordination store unreachable (postgresql://postgres:***@" in err, err
     assert SECRET not in err
@@ -298,7 +298,7 @@ def test_a_migration_held_by_another_session_ends_run_in_bounded_time(
     assert run.returncode == 1, err
     assert "coordination store unreachable (postgresql://postgres:***@" in err, err
     assert "did not answer in time" in err and SECRET not in err, err
-    assert _final(_history(cli, tmp_path, pg_url))
+    assert _final(_outcomes(cli, tmp_path, pg_url))
     plain = _mark(tmp_path, "plain")
     assert blocked.since is not None and plain is not None, err
     assert plain - blocked.since < ON_TIME_S, (plain - blocked.since, err)

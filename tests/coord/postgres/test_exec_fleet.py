@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.coord.postgres.kit import T1, T, outcomes, wait_for
+from tests.coord.postgres.kit import T1, T, outcomes
+from tests.helpers import wait_for
 
 
 def test_exec_on_one_machine_refuses_while_a_scheduled_run_on_another_holds_the_lock(

@@ -13,8 +13,8 @@ import pytest
 from cronctl.coord.postgres.adapter import PostgresCoordinator
 from cronctl.coord.postgres.schema import SCHEMA_VERSION
 from tests.coord.conftest import PgServer
-from tests.coord.postgres.kit import T1, T2, T, alive, outcomes, wait_for
-from tests.helpers import Cli, write_schedule
+from tests.coord.postgres.kit import T1, T2, T, alive, outcomes
+from tests.helpers import Cli, wait_for, write_schedule
 
 
 def _coord(pg_url: str, host: str = "tester", pid: int = 1) -> PostgresCoordinator:

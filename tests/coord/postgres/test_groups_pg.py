@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.coord.postgres.kit import T1, T, wait_for
-from tests.helpers import mark_spans, most_at_once, write_schedule
+from tests.coord.postgres.kit import T1, T
+from tests.helpers import mark_spans, most_at_once, wait_for, write_schedule
 
 MACHINES = 6
 

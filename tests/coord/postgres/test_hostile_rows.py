@@ -17,8 +17,8 @@ import pytest
 
 from cronctl.coord.postgres.lock import lock_key
 from tests.coord.conftest import PgServer
-from tests.coord.postgres.kit import T1, T, database_of, serving, wait_for
-from tests.helpers import Cli, write_schedule
+from tests.coord.postgres.kit import T1, T, database_of, serving
+from tests.helpers import Cli, wait_for, write_schedule
 from tests.run.test_work import NEAR_BOUNDARY
 
 # Clear the screen, ring, forge a line.

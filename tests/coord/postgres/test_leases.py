@@ -18,8 +18,8 @@ import pytest
 
 from cronctl.coord.postgres.adapter import PostgresCoordinator
 from tests.coord.conftest import PgServer
-from tests.coord.postgres.kit import T1, T, database_of, outcomes, wait_for
-from tests.helpers import write_schedule
+from tests.coord.postgres.kit import T1, T, database_of, outcomes
+from tests.helpers import wait_for, write_schedule
 
 Machine = Callable[..., object]
 #: Appends TASK HOST to `ran` once `release` exists (the test decides when tasks end).

@@ -18,8 +18,8 @@ from cronctl.coord.postgres.adapter import PostgresCoordinator
 from cronctl.coord.postgres.lock import RESTART_GRACE_S
 from cronctl.edge.process import procs
 from tests.coord.conftest import PgServer
-from tests.coord.postgres.kit import LONG, T1, T2, T, alive, database_of, wait_for
-from tests.helpers import write_schedule
+from tests.coord.postgres.kit import LONG, T1, T2, T, alive, database_of
+from tests.helpers import wait_for, write_schedule
 
 # A task that closes every descriptor it inherited (the lock's socket among them), says it
 # started, then waits for the test to let it finish. `copies` logs each copy's start and end.
@@ -77,7 +77,7 @@ def _leave_only_the_row(pg_server: PgServer, database: str) -> None:
         " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
     )
     wait_for(lambda: pg_server.sql(held, database) == [(0,)], "the server to free the lock")
-    wait_for(lambda: _past_restart_grace(pg_server), "the restart grace to pass", limit=60)
+    wait_for(lambda: _past_restart_grace(pg_server), "the restart grace to pass", timeout=60)
     pg_server.sql(STALE, database)
 
 
@@ -214,7 +214,7 @@ def test_a_row_of_an_older_cronctl_counts_while_fresh_as_another_machines(
         )
         insert = f"INSERT INTO cronctl.holders ({columns}) VALUES ({values})"  # noqa: S608
         pg_server.sql(insert, database)
-        wait_for(lambda: _past_restart_grace(pg_server), "the restart grace to pass", limit=60)
+        wait_for(lambda: _past_restart_grace(pg_server), "the restart grace to pass", timeout=60)
         pg_server.sql(STALE, database)
         # The row as this cronctl writes it: its command runs here, however old the row.
         assert store.overlap_held("long")

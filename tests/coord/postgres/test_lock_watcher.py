@@ -8,8 +8,8 @@ from datetime import timedelta
 from pathlib import Path
 
 from tests.coord.conftest import PgServer
-from tests.coord.postgres.kit import T, database_of, outcomes, wait_for
-from tests.helpers import write_schedule
+from tests.coord.postgres.kit import T, database_of, outcomes
+from tests.helpers import wait_for, write_schedule
 
 TASKS = 8
 
@@ -69,7 +69,7 @@ def test_the_holder_row_is_seen_fresh_while_the_task_runs(
         rows = pg_server.sql("SELECT seen FROM cronctl.holders", database)
         return bool(rows) and rows[0][0] - first >= timedelta(seconds=4)  # type: ignore[operator]
 
-    wait_for(refreshed, "seen to be refreshed", limit=20)
+    wait_for(refreshed, "seen to be refreshed", timeout=20)
     (tmp_path / "release").touch()
     _, err = a.communicate(timeout=60)  # type: ignore[attr-defined]
     assert a.returncode == 0 and "lost" not in err, err  # type: ignore[attr-defined]

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.coord.postgres.kit import LONG, T1, T, end_all, outcomes, wait_for
-from tests.helpers import Cli, write_schedule
+from tests.coord.postgres.kit import LONG, T1, T, end_all, outcomes
+from tests.helpers import Cli, wait_for, write_schedule
 
 Machine = Callable[..., "subprocess.CompletedProcess[str] | subprocess.Popen[str]"]
 

@@ -7,7 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tests.coord.conftest import PgServer
-from tests.coord.postgres.kit import T, database_of, wait_for
+from tests.coord.postgres.kit import T, database_of
+from tests.helpers import wait_for
 
 
 def test_a_quick_runs_record_reaches_the_store_while_a_slow_one_runs(

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from tests.coord.postgres.conftest import ROLE_PASSWORD
-from tests.coord.postgres.kit import T, outcomes, wait_for
+from tests.coord.postgres.kit import T, outcomes
 from tests.coord.postgres.test_secrets import recorded
-from tests.helpers import Cli, write_schedule
+from tests.helpers import Cli, wait_for, write_schedule
 from tests.run.test_work import NEAR_BOUNDARY
 
 # A task that prints its environment (the log and the output tail keep it) and saves it.
