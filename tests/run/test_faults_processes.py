@@ -189,8 +189,15 @@ def test_a_signal_to_run_is_forwarded_and_every_outcome_recorded(
         header=STATE,
     )
     run = cli.popen("run", "--now", at(0), "--json", env=FILE_STATE)
-    task = int(wait_for(lambda: written(tmp_path / "task.pid"), "task.pid to be written"))
-    time.sleep(0.2)  # the shell has set its trap
+    task = int(wait_for(lambda: written(tmp_path / "task.pid"), "the task to set its trap"))
+
+    def quick_ended() -> bool:
+        shown = cli("history", "--json", env=FILE_STATE)  # exit 2 until the state exists
+        return shown.returncode == 0 and any(
+            (r["task"], r["outcome"]) == ("quick", "ok") for r in json.loads(shown.stdout)["runs"]
+        )
+
+    wait_for(quick_ended, "quick's record")
     run.send_signal(sig)
     try:
         out, err = run.communicate(timeout=20)
@@ -293,8 +300,7 @@ def test_a_task_that_ignores_the_forwarded_signal_is_killed_after_the_grace(
     saved = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
 
     def signal_me() -> None:
-        wait_for(lambda: written(tmp_path / "task.pid"), "task.pid to be written")
-        time.sleep(0.2)  # the shell has set its trap
+        wait_for(lambda: written(tmp_path / "task.pid"), "the task to set its trap")
         os.kill(os.getpid(), signal.SIGTERM)
 
     sender = threading.Thread(target=signal_me)

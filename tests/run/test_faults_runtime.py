@@ -14,7 +14,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -117,11 +116,11 @@ def test_sigterm_to_run_is_acted_on_while_a_ping_drips(
     write_schedule(tmp_path / "schedules.toml", [_pinging("beat", dripper.url)], header=STATE)
     run = cli.popen("run", "--now", at(0), env=FILE_STATE)
     try:
-        assert dripper.arrived.wait(30), "no ping came"
-        time.sleep(0.5)  # the command ("true") has ended; its ending ping drips too
-        run.send_signal(signal.SIGTERM)
-        # Before: the signal was caught but never acted on (alive 15 minutes later).
-        _, err = run.communicate(timeout=5)
+        _wait_for_row(cli, "beat")  # its signal handlers are in place
+        run.send_signal(signal.SIGTERM)  # while the start ping drips
+        # Before: the signal was caught but never acted on (alive 15 minutes later). The
+        # bound is under the 10 s a ping may take: acted on during the drip, not after it.
+        _, err = run.communicate(timeout=8)
     finally:
         if run.poll() is None:
             run.kill()
@@ -226,7 +225,6 @@ def test_sigterm_to_run_ends_a_jitter_delay_at_once(cli: Cli, tmp_path: Path) ->
     )
     run = cli.popen("run", "--now", at(0), "--host", "web-1", env=FILE_STATE)
     _wait_for_row(cli, "spread")
-    time.sleep(0.3)
     # Before (a plain sleep): the signal was acted on only when the ~31 s delay ended.
     err = _stop_run(run)
     assert run.returncode == 143, err
@@ -245,8 +243,10 @@ def test_sigterm_to_run_ends_a_retry_delay_at_once(cli: Cli, tmp_path: Path) -> 
         header=STATE,
     )
     run = cli.popen("run", "--now", at(0), env=FILE_STATE)
-    wait_for(lambda: written(tmp_path / "tries"), "tries to be written")
-    time.sleep(0.5)  # the first attempt has ended and its delay begun
+    wait_for(
+        lambda: [r["outcome"] for r in history(cli, env=FILE_STATE)] == ["failed"],
+        "the first attempt's record",
+    )
     # Before (a plain sleep): `run` slept the whole 50 s delay through the signal.
     err = _stop_run(run)
     assert run.returncode == 143, err
@@ -266,8 +266,7 @@ HANGUP_TASK = (
 def _hang_up(process: subprocess.Popen[str], tmp_path: Path) -> str:
     """Once the task runs, SIGHUP `process` (run or work); its stderr once it has ended."""
     try:
-        wait_for(lambda: written(tmp_path / "task.pid"), "task.pid to be written")
-        time.sleep(0.3)  # the shell has set its trap
+        wait_for(lambda: written(tmp_path / "task.pid"), "the task to set its trap")
         process.send_signal(signal.SIGHUP)
         # Before: SIGHUP's default action killed cronctl (exit -1); the task ran on,
         # unsignalled, and its row stayed "running".

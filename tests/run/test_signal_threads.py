@@ -9,12 +9,10 @@ pick the thread themselves with tgkill(2), so the case happens every time.
 from __future__ import annotations
 
 import ctypes
-import json
 import signal
-import time
 from pathlib import Path
 
-from tests.helpers import FILE_STATE, Cli, wait_for, write_schedule, written
+from tests.helpers import FILE_STATE, Cli, history, wait_for, write_schedule, written
 from tests.run.test_faults_processes import STATE, at
 from tests.run.test_faults_runtime import _start_work as start_work
 
@@ -24,19 +22,19 @@ SLOW = 'name = "slow"\nevery_minute = true\ncommand = "date +%s > started; sleep
 
 def _signal_a_worker_thread(pid: int, sig: int) -> int:
     """Send `sig` to one thread of `pid` that is not its main thread; that thread's id."""
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
+
+    def signalled() -> int:
         tids = sorted(int(t.name) for t in Path(f"/proc/{pid}/task").iterdir())
         for tid in (t for t in tids if t != pid):
             if _LIBC.tgkill(pid, tid, sig) == 0:
                 return tid
-        time.sleep(0.05)  # the threads it had have ended: look again
-    raise AssertionError(f"process {pid} has no thread but its main one")
+        return 0  # the threads it had have ended: look again
+
+    return wait_for(signalled, f"a thread of {pid} other than its main one")
 
 
 def _outcomes(cli: Cli) -> list[str]:
-    runs = json.loads(cli("history", "--json", env=FILE_STATE).stdout)["runs"]
-    return [r["outcome"] for r in runs if r["task"] == "slow"]
+    return [str(r["outcome"]) for r in history(cli, env=FILE_STATE) if r["task"] == "slow"]
 
 
 def test_run_acts_on_a_sigterm_another_thread_received(cli: Cli, tmp_path: Path) -> None:
@@ -46,7 +44,7 @@ def test_run_acts_on_a_sigterm_another_thread_received(cli: Cli, tmp_path: Path)
         wait_for(lambda: written(tmp_path / "started"), "started to be written")
         _signal_a_worker_thread(run.pid, signal.SIGTERM)
         # Before: the main thread slept in join() until `sleep 30` ended by itself.
-        _, err = run.communicate(timeout=5)
+        _, err = run.communicate(timeout=20)
     finally:
         if run.poll() is None:
             run.kill()
@@ -62,7 +60,7 @@ def test_work_acts_on_a_sigterm_another_thread_received(cli: Cli, tmp_path: Path
         wait_for(lambda: written(tmp_path / "started"), "started to be written")
         _signal_a_worker_thread(work.pid, signal.SIGTERM)
         # Before: the main thread slept until a second before the next minute (~58 s).
-        _, err = work.communicate(timeout=10)
+        _, err = work.communicate(timeout=30)
     finally:
         if work.poll() is None:
             work.kill()

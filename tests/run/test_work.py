@@ -14,7 +14,7 @@ from tests.helpers import Cli, local_context, wait_for, write_schedule, written
 
 SLOW_TASK = (
     'name = "slow"\nevery_minute = true\n'
-    "command = \"echo $CRONCTL_OCCURRENCE >> started; trap 'echo term > got-term; exit 0' TERM; "
+    "command = \"trap 'echo term > got-term; exit 0' TERM; echo $CRONCTL_OCCURRENCE >> started; "
     'sleep 120 & wait"'
 )
 
@@ -59,13 +59,12 @@ def test_work_starts_tasks_at_the_boundary_and_forwards_sigterm(cli: Cli, tmp_pa
     launched = datetime.now(UTC)
     worker = cli.popen_code(NEAR_BOUNDARY, "work", "--grace", "10")
     try:
-        wait_for(lambda: written(tmp_path / "started"), "started to be written")
+        wait_for(lambda: written(tmp_path / "started"), "the task to set its trap")
         # The tick ran the minute that began at the (shifted) boundary, and only that one.
         (occurrence,) = (tmp_path / "started").read_text().split()
         at = datetime.fromisoformat(occurrence)
         assert at.second == 0 and at.microsecond == 0
         assert launched < at <= launched + timedelta(minutes=1, seconds=30)
-        time.sleep(0.3)  # the shell has set its trap
         worker.send_signal(signal.SIGTERM)
         _, err = worker.communicate(timeout=20)
     finally:
@@ -184,15 +183,14 @@ def test_a_slow_task_of_the_last_tick_is_not_taken_for_a_crash(tmp_path: Path) -
     t0 = datetime(2026, 8, 3, 9, 0, tzinfo=UTC)
     first = threading.Thread(target=run_once, args=(schedule, t0, ctx))
     first.start()
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
+
+    def running() -> bool:
         if not (tmp_path / "state" / "state.db").exists():
-            time.sleep(0.02)
-            continue
+            return False
         with Store.open(tmp_path / "state") as store:
-            if any(r.outcome == "running" for r in store.history("slow")):
-                break
-        time.sleep(0.02)
+            return any(r.outcome == "running" for r in store.history("slow"))
+
+    wait_for(running, "the first run to be marked running")
     second = run_once(schedule, t0.replace(minute=1), ctx)
     release.set()
     first.join(10)

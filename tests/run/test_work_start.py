@@ -71,7 +71,7 @@ def test_a_start_task_runs_once_per_start_and_never_at_a_minute(cli: Cli, tmp_pa
         # The start-up run of `both`, then its run at the (shifted) minute boundary.
         _wait_lines(tmp_path / "both-marks", 2)
         _settled(cli, "both", 2)
-        time.sleep(0.5)
+        time.sleep(0.5)  # a repeat of warm, had the tick run it, would start in this time
     finally:
         _stop(worker)
     assert len(_lines(tmp_path / "warm-marks")) == 1  # the tick did not run it again
