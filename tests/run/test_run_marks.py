@@ -9,11 +9,10 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from tests.helpers import Cli, write_schedule
+from tests.helpers import Cli, wait_for, write_schedule
 
 T0 = datetime(2026, 8, 3, 9, 0, tzinfo=UTC)
 
@@ -101,10 +100,7 @@ def test_a_crash_in_a_slow_first_wave_leaves_the_queue_not_run_and_runs_nothing_
         path.unlink()
     gate.write_text("")
     proc = cli.popen("run", "--now", at(1))
-    deadline = time.monotonic() + 20
-    while len(list(started.iterdir())) < 2:
-        assert time.monotonic() < deadline, "the first wave never started"
-        time.sleep(0.02)
+    wait_for(lambda: len(list(started.iterdir())) >= 2, "the first wave to start")
     os.kill(proc.pid, signal.SIGKILL)
     proc.communicate(timeout=30)
     gate.unlink()  # the orphaned slow commands end

@@ -16,7 +16,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.edge.test_reaper import FAST_WORK
-from tests.helpers import Cli, stop_worker, write_schedule
+from tests.helpers import Cli, stop_worker, wait_for, write_schedule
 
 # FAST_WORK, whose minute loop also hangs in its reload while a file named "stall" exists in
 # its directory (as on a hung mount): the loop stops, the HTTP server goes on answering.
@@ -52,13 +52,6 @@ def _get(url: str, timeout: float = 5.0) -> tuple[int, str]:
         return refused.code, refused.read().decode()
 
 
-def _until(what: Callable[[], bool], timeout: float, why: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not what():
-        assert time.monotonic() < deadline, why
-        time.sleep(0.1)
-
-
 def _serving(url: str) -> bool:
     try:
         _get(url, timeout=2)
@@ -79,7 +72,7 @@ def started(cli: Cli) -> Iterator[Callable[..., tuple[subprocess.Popen[str], str
         worker = cli.popen_code(script, *argv)
         workers.append(worker)
         base = f"http://127.0.0.1:{port}"
-        _until(lambda: _serving(base + "/healthz") or worker.poll() is not None, 60, "no server")
+        wait_for(lambda: _serving(base + "/healthz") or worker.poll() is not None, "the server", 60)
         assert worker.poll() is None, worker.communicate()
         return worker, base
 
@@ -95,7 +88,7 @@ def test_healthz_answers_200_while_the_minute_loop_is_on_time(
     write_schedule(cli.cwd / "schedules.toml", [EVERY_MINUTE])
     worker, base = started(script=FAST_WORK)
     ticks = cli.cwd / "ticks"
-    _until(lambda: ticks.exists() and len(ticks.read_text().split()) >= 2, 60, "no ticks")
+    wait_for(lambda: ticks.exists() and len(ticks.read_text().split()) >= 2, "two ticks", 60)
     status, body = _get(base + "/healthz")
     assert (status, body.split(":")[0]) == (200, "ok")
     assert _get(base + "/nothing-here")[0] == 404
@@ -110,14 +103,14 @@ def test_healthz_answers_503_when_the_minute_loop_stalls_and_200_once_it_recover
     write_schedule(cli.cwd / "schedules.toml", [EVERY_MINUTE])
     worker, base = started(script=STALLING)
     ticks = cli.cwd / "ticks"
-    _until(ticks.exists, 60, "no first tick")
+    wait_for(ticks.exists, "the first tick", 60)
     (cli.cwd / "stall").touch()
     # 90 s of the worker's clock pass in 3 s: the minute it waits for is then past due.
-    _until(lambda: _get(base + "/healthz")[0] == 503, 60, "never reported the stall")
+    wait_for(lambda: _get(base + "/healthz")[0] == 503, "a 503 for the stall", 60)
     status, body = _get(base + "/healthz")
     assert status == 503 and body.startswith("stalled: the minute loop is"), body
     (cli.cwd / "stall").unlink()
-    _until(lambda: _get(base + "/healthz")[0] == 200, 60, "never recovered")
+    wait_for(lambda: _get(base + "/healthz")[0] == 200, "a 200 again", 60)
     err = stop_worker(worker)
     assert worker.returncode == 0, err
 
@@ -134,7 +127,7 @@ def test_a_stopped_worker_gives_a_probe_no_answer(
             _get(base + "/healthz", timeout=2)
     finally:
         worker.send_signal(signal.SIGCONT)
-    _until(lambda: _get(base + "/healthz")[0] == 200, 30, "never answered again")
+    wait_for(lambda: _get(base + "/healthz")[0] == 200, "a 200 again", 30)
 
 
 def test_metrics_serves_what_metrics_file_holds(
@@ -149,7 +142,7 @@ def test_metrics_serves_what_metrics_file_holds(
         header='[cronctl]\nmetrics_file = "cronctl.prom"\n',
     )
     _, base = started()
-    _until(lambda: (cli.cwd / "cronctl.prom").exists(), 30, "no metrics file")
+    wait_for(lambda: (cli.cwd / "cronctl.prom").exists(), "the metrics file", 30)
     status, served = _get(base + "/metrics")
     assert status == 200
     written = _samples((cli.cwd / "cronctl.prom").read_text())
@@ -171,9 +164,9 @@ def test_health_file_is_touched_every_minute_and_removed_at_stop(cli: Cli) -> No
     alive = cli.cwd / "alive"
     worker = cli.popen_code(FAST_WORK, "work", "--grace", "5", "--health-file", str(alive))
     try:
-        _until(alive.exists, 60, "no health file")
+        wait_for(alive.exists, "the health file", 60)
         first = alive.stat().st_mtime_ns
-        _until(lambda: alive.stat().st_mtime_ns > first, 60, "never touched again")
+        wait_for(lambda: alive.stat().st_mtime_ns > first, "the health file touched again", 60)
     finally:
         err = stop_worker(worker)
     assert worker.returncode == 0, err
@@ -208,10 +201,10 @@ def test_the_health_file_may_live_in_a_sticky_directory_everyone_writes(cli: Cli
     alive = _shared_tmp(cli) / "cronctl-alive"
     worker = cli.popen_code(FAST_WORK, "work", "--grace", "5", "--health-file", str(alive))
     try:
-        _until(lambda: alive.exists() or worker.poll() is not None, 60, "no health file")
+        wait_for(lambda: alive.exists() or worker.poll() is not None, "the health file", 60)
         assert worker.poll() is None, worker.communicate()
         first = alive.stat().st_mtime_ns
-        _until(lambda: alive.stat().st_mtime_ns > first, 60, "never touched again")
+        wait_for(lambda: alive.stat().st_mtime_ns > first, "the health file touched again", 60)
         assert alive.stat().st_uid == os.geteuid()
     finally:
         err = stop_worker(worker)
@@ -316,7 +309,7 @@ def test_work_without_health_never_imports_the_server_or_prometheus_client(cli: 
     worker = cli.popen("work", env={"PYTHONPROFILEIMPORTTIME": "1"})
     state = Path(cli.env["CRONCTL_STATE_DIR"]) / "state.db"
     try:
-        _until(state.exists, 60, "work never opened its state")
+        wait_for(state.exists, "work to open its state", 60)
         time.sleep(0.5)  # from there to waiting for the first minute
     finally:
         err = stop_worker(worker)

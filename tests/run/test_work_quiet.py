@@ -170,12 +170,9 @@ def test_the_quiet_windows_do_not_wait_for_the_due_task_to_end(tmp_path: Path) -
     tick = threading.Thread(target=run_once, args=(schedule, T0, ctx, ahead))
     tick.start()
     try:
-        deadline = time.monotonic() + 30
-        while _windows(tmp_path)["daily"] != T0 and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_for(lambda: _windows(tmp_path)["daily"] == T0, "daily's window to be committed")
         windows = _windows(tmp_path)
-        while ahead.spent is not None and time.monotonic() < deadline:
-            time.sleep(0.01)
+        wait_for(lambda: ahead.spent is None, "the tick to drop what planning used")
         # Neither the decisions made ahead nor those planning used are kept while it runs.
         held = (ahead.decisions, ahead.spent, ahead.quiet, ahead.fresh)
     finally:
