@@ -71,8 +71,7 @@ def test_a_busy_loop_past_its_cpu_budget_is_killed_by_sigxcpu(cli: Cli) -> None:
     result = cli("run", "--now", NOW, "--json")
     assert result.returncode == 1
     [run] = json.loads(result.stdout)["runs"]
-    assert run["outcome"] == "failed", run
-    assert run["duration_s"] < 15
+    assert run["outcome"] == "failed", run  # not "timeout": the CPU cap ended it first
     assert "task spin failed (killed by SIGXCPU)" in result.stderr
     assert (
         "cpu_max 10% of its 20s timeout used up: 2s of CPU time, held by setrlimit "
@@ -162,4 +161,4 @@ def test_work_holds_the_caps_in_its_threaded_starts(cli: Cli, tmp_path: Path) ->
     finally:
         _stop(worker)
     assert (tmp_path / "marks").read_text() == "9\n"
-    assert spun["outcome"] == "failed" and spun["duration_s"] < 15
+    assert spun["outcome"] == "failed"  # not "timeout": the CPU cap ended it first
