@@ -123,43 +123,27 @@ def _slot_held_elsewhere(pg_url: str) -> tuple[PostgresCoordinator, object]:
     return holder, slot
 
 
+@pytest.mark.parametrize("passed_first", [False, True], ids=["after", "passed-before"])
 def test_an_unstarted_claim_of_a_killed_machine_is_taken_over_and_runs_once(
-    machine: Machine, pg_server: PgServer, pg_url: str, tmp_path: Path
+    machine: Machine, pg_server: PgServer, pg_url: str, tmp_path: Path, passed_first: bool
 ) -> None:
+    """b asks after a died, or (``passed_first``) had found the claim held by a live a,
+    waiting for the group's slot, and passed it over before a died."""
     _group_schedule(tmp_path)
     holder, slot = _slot_held_elsewhere(pg_url)
     try:
         a = machine("a", "run", "--json", "--now", T, background=True)
         assert isinstance(a, subprocess.Popen)
         wait_for(lambda: _claims(pg_server, pg_url) == [("g", "a", "leased")], "a's claim")
+        if passed_first:
+            b = machine("b", "run", "--json", "--now", T, background=True)
+            seen = "SELECT host FROM cronctl.hosts WHERE host = 'b'"
+            wait_for(lambda: bool(pg_server.sql(seen, database_of(pg_url))), "b's claim")
+            assert _claims(pg_server, pg_url) == [("g", "a", "leased")]
         a.kill()  # the whole machine: its run of `g` had not started
         a.communicate(timeout=30)
-        b = machine("b", "run", "--json", "--now", T, background=True)
-        wait_for(lambda: _claims(pg_server, pg_url) == [("g", "b", "leased")], "the take-over")
-        slot.release()  # type: ignore[attr-defined]
-        assert _finish(b) == {"g": "ok"}
-    finally:
-        slot.release()  # type: ignore[attr-defined]
-        holder.close()
-    assert _ran(tmp_path) == [("g", "b")]
-
-
-def test_a_machine_that_passed_a_leased_claim_takes_it_over_when_its_claimer_dies(
-    machine: Machine, pg_server: PgServer, pg_url: str, tmp_path: Path
-) -> None:
-    _group_schedule(tmp_path)
-    holder, slot = _slot_held_elsewhere(pg_url)
-    try:
-        a = machine("a", "run", "--json", "--now", T, background=True)
-        assert isinstance(a, subprocess.Popen)
-        wait_for(lambda: _claims(pg_server, pg_url) == [("g", "a", "leased")], "a's claim")
-        # b finds the claim held by a live machine, waiting for the group's slot ...
-        b = machine("b", "run", "--json", "--now", T, background=True)
-        seen = "SELECT host FROM cronctl.hosts WHERE host = 'b'"
-        wait_for(lambda: bool(pg_server.sql(seen, database_of(pg_url))), "b's claim")
-        assert _claims(pg_server, pg_url) == [("g", "a", "leased")]
-        a.kill()  # ... and the claimer dies after b passed it over
-        a.communicate(timeout=30)
+        if not passed_first:
+            b = machine("b", "run", "--json", "--now", T, background=True)
         wait_for(lambda: _claims(pg_server, pg_url) == [("g", "b", "leased")], "the take-over")
         slot.release()  # type: ignore[attr-defined]
         assert _finish(b) == {"g": "ok"}
