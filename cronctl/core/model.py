@@ -19,6 +19,12 @@ DEFAULT_MISFIRE = MISFIRE_POLICIES[0]
 #: The schedule_key of a start-only task (`on_start = true` and no schedule key): it has no
 #: occurrences; `cronctl work` runs it once when it starts (docs/schedule-file.md).
 START_ONLY = "on_start"
+#: The schedule_key of a chained task (`after = [...]`): it has no time keys; it runs once for
+#: each occurrence of its upstream tasks, when they ended as `after_outcome` asks (docs/chains.md).
+CHAINED = "after"
+#: What a chained task waits for, the default first: its upstream tasks all ok, any of them
+#: failed (failed, timeout or error: a failure branch), or any end at all.
+AFTER_OUTCOMES = ("ok", "failed", "any")
 NOTIFY_MODES = ("always", "change")
 #: A task's name: it keys locks, claims, logs and history, so it is safe as a file name.
 #: A string, compiled on first use (re's cache): a run that checks no name pays nothing.
@@ -110,6 +116,9 @@ class Task:
     on_start: bool = False
     # The warning codes acknowledged for this task, its own and [defaults]' (warncodes.py).
     ignore_warnings: tuple[str, ...] = ()
+    # A chained task: the tasks it follows and the outcome it waits for (AFTER_OUTCOMES).
+    after: tuple[str, ...] = ()
+    after_outcome: str = AFTER_OUTCOMES[0]
 
     # Secrets read from files at each run (edge/secrets.py): the paths as written, never a
     # value. `max_output` in bytes (0: no cap); None until the [cronctl] default is applied.
@@ -129,7 +138,12 @@ class Task:
     @property
     def start_only(self) -> bool:
         """Whether the task runs only when `work` starts: no schedule, no occurrences."""
-        return self.cron is None and self.at is None
+        return self.cron is None and self.at is None and not self.after
+
+    @property
+    def chained(self) -> bool:
+        """Whether the task runs after other tasks instead of at times of its own."""
+        return bool(self.after)
 
     @property
     def has_secrets(self) -> bool:
@@ -146,6 +160,8 @@ class Task:
         """The schedule in cron form, or `@at INSTANT` for a one-shot task."""
         if self.cron is not None:
             return self.cron.text
+        if self.after:
+            return f"{CHAINED} {', '.join(self.after)}"
         if self.at is None:
             return "@start"
         return f"@at {format_utc(self.at)}"
@@ -278,6 +294,10 @@ class Schedule:
             if task.name == name:
                 return task
         raise KeyError(name)
+
+    def followers(self, name: str) -> list[Task]:
+        """The chained tasks that run after the task called `name`."""
+        return [task for task in self.tasks if name in task.after]
 
     def due(self, at: datetime) -> list[Task]:
         """The tasks whose schedule names the UTC minute of `at`."""
