@@ -15,9 +15,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Literal, Protocol
 
 from cronctl.coord.redact import redact_text, redact_url
+from cronctl.core.process_id import ProcessId
 from cronctl.core.runs import RunRow
 from cronctl.core.visible import visible
-from cronctl.edge.process.procs import ProcessId
 from cronctl.errors import CronctlError
 
 __all__ = [

@@ -39,6 +39,7 @@ from cronctl.coord.liveness import command_lives
 from cronctl.coord.port import HolderInfo, PauseInfo
 from cronctl.core.due import CLAIM_SWEEP_AGE
 from cronctl.core.model import TASK_NAME
+from cronctl.core.process_id import ProcessId
 from cronctl.edge.paths import (
     ensure_private_dir,
     fsync_dir,
@@ -525,14 +526,14 @@ def _holder_from(record: dict[str, object] | None) -> HolderInfo | None:
     return HolderInfo(host, pid, started, _read_command(record.get("command")), timeout)
 
 
-def _read_command(value: object) -> procs.ProcessId | None:
+def _read_command(value: object) -> ProcessId | None:
     if not isinstance(value, dict):
         return None
     pid, start, boot = value.get("pid"), value.get("start"), value.get("boot")
     if not isinstance(pid, int) or not isinstance(start, int) or not isinstance(boot, str):
         return None
     # Linux pids never exceed 2**22 (PID_MAX_LIMIT); a larger one is a damaged record.
-    return procs.ProcessId(pid, start, boot) if 0 < pid <= 2**22 else None
+    return ProcessId(pid, start, boot) if 0 < pid <= 2**22 else None
 
 
 # --- occurrence claims ----------------------------------------------------------------------------
@@ -617,9 +618,7 @@ def _take_over(path: Path, host: str, pid: int) -> bool:
     holder_pid, start, boot = record.get("pid"), record.get("pid_start"), record.get("boot")
     if not (isinstance(holder_pid, int) and isinstance(start, int) and isinstance(boot, str)):
         return False
-    if boot != procs.boot_id() or procs.same_process_alive(
-        procs.ProcessId(holder_pid, start, boot)
-    ):
+    if boot != procs.boot_id() or procs.same_process_alive(ProcessId(holder_pid, start, boot)):
         return False
     return _start_mark(path, host, pid)
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from cronctl.coord.port import UNREACHABLE, HolderInfo, StoreUnavailable, redact_text, redact_url
 from cronctl.coord.postgres import rows
-from cronctl.edge.process.procs import ProcessId
+from cronctl.core.process_id import ProcessId
 from cronctl.errors import CronctlError
 
 CONNECT_TIMEOUT_S = 5

@@ -48,6 +48,7 @@ from cronctl.coord.liveness import command_lives
 from cronctl.coord.port import HolderInfo, Overlap, StoreUnavailable
 from cronctl.coord.postgres import rows
 from cronctl.coord.postgres.conn import connect, failure_message, holder_from_row
+from cronctl.core.process_id import ProcessId
 from cronctl.edge.process import procs
 
 HEARTBEAT_S = 5.0
@@ -190,11 +191,11 @@ def _attempt(
     return bool(ok), holder, bool(fresh)
 
 
-def _command(pid: Any, start: Any, boot: Any) -> procs.ProcessId | None:
+def _command(pid: Any, start: Any, boot: Any) -> ProcessId | None:
     """The holder row's command, once it is named (its pid checked: a contender looks it up)."""
     if not (pid and start is not None and boot):
         return None
-    return procs.ProcessId(rows.pid(pid, "command_pid") or 0, int(start), str(boot))
+    return ProcessId(rows.pid(pid, "command_pid") or 0, int(start), str(boot))
 
 
 def _lives_here(holder: HolderInfo, pid_start: int | None, fresh: bool) -> bool:
@@ -207,7 +208,7 @@ def _lives_here(holder: HolderInfo, pid_start: int | None, fresh: bool) -> bool:
     boot = procs.boot_id()
     if pid_start is None or not holder.pid:
         return fresh
-    return fresh and procs.same_process_alive(procs.ProcessId(holder.pid, int(pid_start), boot))
+    return fresh and procs.same_process_alive(ProcessId(holder.pid, int(pid_start), boot))
 
 
 def _overtake(conn: Any, cur: Any, url: str, params: dict[str, Any], holder: HolderInfo) -> Overlap:

@@ -12,23 +12,14 @@ Zombies count as gone: in a container whose pid 1 never reaps, an orphan stays a
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-__all__ = ["ProcessId", "alive", "boot_id", "group_alive", "identify", "same_process_alive"]
+from cronctl.core.process_id import ProcessId
+
+__all__ = ["alive", "boot_id", "group_alive", "identify", "same_process_alive"]
 
 _PROC = Path("/proc")
-
-
-@dataclass(frozen=True, slots=True)
-class ProcessId:
-    """One process for good: its pid, its start time in ticks since boot, and the boot (with
-    the pid namespace the pid is counted in, see :func:`boot_id`)."""
-
-    pid: int
-    start_ticks: int
-    boot: str
 
 
 @cache

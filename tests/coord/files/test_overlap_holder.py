@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from cronctl.coord.files.locks import OverlapResult, overlap_held, try_overlap_lock
+from cronctl.core.process_id import ProcessId
 from cronctl.edge.process import procs
 
 T0 = datetime(2026, 8, 3, 9, 0, tzinfo=UTC)
@@ -154,7 +155,7 @@ def test_process_identity_reads_start_time_and_boot() -> None:
     me = procs.identify(os.getpid())
     assert me is not None and me.boot == procs.boot_id() and me.start_ticks > 0
     assert procs.same_process_alive(me)
-    assert not procs.same_process_alive(procs.ProcessId(me.pid, me.start_ticks + 1, me.boot))
+    assert not procs.same_process_alive(ProcessId(me.pid, me.start_ticks + 1, me.boot))
     assert procs.identify(2**22 + 1) is None  # beyond pid_max: never a process
 
 
