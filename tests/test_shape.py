@@ -197,6 +197,23 @@ def test_only_the_coordination_package_knows_its_adapters() -> None:
     assert not found, "an adapter imported around the port:\n" + "\n".join(found)
 
 
+def test_no_adapter_method_only_refuses() -> None:
+    """An adapter implements what it has: what only a store keeps is a Protocol of its own
+    (port.FleetHistory), not methods the files adapter has to refuse one by one."""
+    refusing = []
+    for path in sorted((PACKAGE / "coord").glob("*/adapter.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                body = [n for n in node.body if not _is_docstring(n)]
+                if len(body) == 1 and isinstance(body[0], ast.Raise):
+                    refusing.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}")
+    assert not refusing, "adapter methods that only raise:\n" + "\n".join(refusing)
+
+
+def _is_docstring(node: ast.stmt) -> bool:
+    return isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+
+
 #: docs/architecture.md, "What each folder holds": each folder's part opens with its name in
 #: bold (**`core/`**; the package face's modules under **`cronctl/`**) and runs to the next
 #: one, naming each of the folder's modules by its path inside it (`render/tables.py`).

@@ -165,10 +165,10 @@ def _run_now(task: Task, ctx: RunContext, lock: HeldLock, row: RunRow) -> RunRow
         else:
             result = execute(store, task, row, env, ctx, lock)
         store.update_run(result.id, **{k: getattr(result, k) for k in RESULT_FIELDS})
-        if ctx.coord is not None and ctx.coord.keeps_fleet_history:
+        if ctx.coord is not None and ctx.coord.fleet is not None:
             # Into the fleet history as a scheduled run's record goes: the fleet's dashboard
             # and `history --fleet` show manual runs too.
-            unsent = outbox.publish(store, ctx.coord, [result], ctx.state_dir)
+            unsent = outbox.publish(store, ctx.coord.fleet, [result], ctx.state_dir)
             if unsent is not None:
                 ctx.warn(
                     f"cronctl: warning: {unsent}; the run's record waits in "

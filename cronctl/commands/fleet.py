@@ -1,15 +1,15 @@
 """Fleet use cases over the coordination store: `status --fleet`, `history --fleet`
 (docs/fleets-postgresql.md).
 
-Without a store the coordinator refuses the fleet reads with a usage error that says how to
-set one."""
+Without a store there is no fleet history to read: ``fleet_history_of`` refuses with a usage
+error that says how to set one."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from cronctl.commands.operate import HistoryFilter
-from cronctl.coord.port import Coordinator
+from cronctl.coord.port import Coordinator, fleet_history_of
 from cronctl.core.model import Schedule
 from cronctl.core.runs import RunRow
 
@@ -34,7 +34,7 @@ class FleetStatus:
 
 def fleet_status(schedule: Schedule, coord: Coordinator) -> FleetStatus:
     """Latest run per (task, host) from the store, with the store's pauses."""
-    latest = coord.fleet_latest()  # first: without a store, nothing else is read
+    latest = fleet_history_of(coord).fleet_latest()  # first: without a store, nothing else is read
     pauses = coord.paused_tasks()
     by_task: dict[str, list[RunRow]] = {}
     for run in latest:
@@ -54,6 +54,6 @@ def fleet_status(schedule: Schedule, coord: Coordinator) -> FleetStatus:
 def fleet_history(coord: Coordinator, which: HistoryFilter, limit: int) -> list[RunRow]:
     """Every machine's runs from the store, newest first, filtered as `history` filters its
     own (the schedule's tasks are not a filter here: the store holds every machine's)."""
-    return coord.fleet_history(
+    return fleet_history_of(coord).fleet_history(
         which.task, which.host, limit, failed=which.failed, since=which.since
     )

@@ -15,7 +15,14 @@ from pathlib import Path
 
 from cronctl.commands.operate import nothing_ran, reading_store
 from cronctl.coord.outbox import OUTPUT_TAIL_BYTES
-from cronctl.coord.port import NAMED_FAILING, Coordinator, PauseInfo, RunQuery, TaskLatest
+from cronctl.coord.port import (
+    NAMED_FAILING,
+    Coordinator,
+    PauseInfo,
+    RunQuery,
+    TaskLatest,
+    fleet_history_of,
+)
 from cronctl.core.calendar import Timeline, build_timeline
 from cronctl.core.describe import describe, gap_note
 from cronctl.core.model import Schedule, Task
@@ -52,7 +59,7 @@ class TaskSummary:
     failures: int  # failures in a row (this machine), or hosts whose last run failed (fleet)
     overdue: datetime | None
     #: The fleet overview's: the hosts counted by how their last run went, and the first
-    #: few not ok named (Coordinator.fleet_summary); ``last`` is then empty.
+    #: few not ok named (FleetHistory.fleet_summary); ``last`` is then empty.
     hosts: TaskLatest | None = None
 
     @property
@@ -191,15 +198,15 @@ class _NextRuns:
 class Dashboard:
     """The views over one schedule, its state directory and its coordination.
 
-    With a store that keeps every machine's runs (``coord.keeps_fleet_history``) the views
-    are the fleet's; otherwise this machine's, from the local state."""
+    With a store that keeps every machine's runs (``coord.fleet``) the views are the
+    fleet's; otherwise this machine's, from the local state."""
 
     def __init__(self, schedule: Schedule, state_dir: Path, coord: Coordinator, host: str) -> None:
         self.schedule = schedule
         self.state_dir = state_dir
         self.coord = coord
         self.host = host
-        self.fleet = coord.keeps_fleet_history
+        self.fleet = coord.fleet is not None
 
     # -- overview ---------------------------------------------------------------------
     def overview(self, now: datetime, filters: Filters = Filters()) -> Overview:
@@ -207,7 +214,7 @@ class Dashboard:
         hosts = {r.host for row in rows for r in (*row.last, *row.running)}
         hosts.update(h.host for row in rows if row.hosts is not None for h in row.hosts.not_ok)
         if self.fleet:  # most hosts are counted, not named: the check-ins name them
-            hosts.update(h.host for h in self.coord.fleet_hosts())
+            hosts.update(h.host for h in fleet_history_of(self.coord).fleet_hosts())
         rank = {s: i for i, s in enumerate(STATES)}
         kept = sorted(
             (r for r in rows if filters.keep(r)), key=lambda r: (rank[r.state], r.task.name)
@@ -260,17 +267,18 @@ class Dashboard:
         """Every task's row (of ``tasks``, else every one) from the store's latest runs:
         one task's, or one host's, in full; the whole overview from the summary, whose
         hosts are counted rather than read (docs/dashboard.md#speed)."""
+        fleet = fleet_history_of(self.coord)
         latest: dict[str, list[RunRow]] = {}
         counted: dict[str, TaskLatest] = {}
         if tasks is not None and len(tasks) == 1:
-            latest[tasks[0].name] = self.coord.fleet_latest(task=tasks[0].name)
+            latest[tasks[0].name] = fleet.fleet_latest(task=tasks[0].name)
         elif host is not None:
-            for run in self.coord.fleet_latest(host=host):
+            for run in fleet.fleet_latest(host=host):
                 latest.setdefault(run.task, []).append(run)
         else:
-            counted = {s.task: s for s in self.coord.fleet_summary(sorted(NOT_OK))}
+            counted = {s.task: s for s in fleet.fleet_summary(sorted(NOT_OK))}
         running: dict[str, list[RunRow]] = {}
-        for run in self.coord.fleet_history(None, None, FLEET_WINDOW):
+        for run in fleet.fleet_history(None, None, FLEET_WINDOW):
             if run.outcome == "running":
                 running.setdefault(run.task, []).append(run)
         pauses = self.coord.paused_tasks()
@@ -344,7 +352,7 @@ class Dashboard:
 
     def _fleet_history(self, query: HistoryQuery) -> list[RunRow]:
         # One more than a page: whether there is a next one.
-        return self.coord.fleet_page(
+        return fleet_history_of(self.coord).fleet_page(
             RunQuery(query.task, query.host, query.outcome, query.trigger, query.before,
                      query.limit + 1)
         )  # fmt: skip
@@ -393,7 +401,7 @@ class Dashboard:
             with reading_store(self.state_dir) as store:
                 run = store.get_run(run_id)
         else:
-            run = self.coord.fleet_run(run_id)
+            run = fleet_history_of(self.coord).fleet_run(run_id)
         if run is None:
             raise NotFound(f"no run {run_id!r}")
         return run
@@ -419,8 +427,9 @@ class Dashboard:
     def _fleet_hosts(self) -> list[HostRow]:
         """Each host that ran a task or checked in: last seen (its latest record or check-in),
         version and clock skew (at the check-in), failing tasks (by their latest runs)."""
-        by_host = {h.host: h for h in self.coord.fleet_host_summary(sorted(NOT_OK))}
-        seen = {h.host: h for h in self.coord.fleet_hosts()}
+        fleet = fleet_history_of(self.coord)
+        by_host = {h.host: h for h in fleet.fleet_host_summary(sorted(NOT_OK))}
+        seen = {h.host: h for h in fleet.fleet_hosts()}
         rows = []
         for host in sorted(by_host.keys() | seen.keys()):
             ran = by_host.get(host)

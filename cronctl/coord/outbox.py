@@ -24,7 +24,7 @@ from contextlib import suppress
 from dataclasses import replace
 from pathlib import Path
 
-from cronctl.coord.port import Coordinator, StoreUnavailable
+from cronctl.coord.port import FleetHistory, StoreUnavailable
 from cronctl.core.runs import NOT_OK, UNFINISHED, RunRow
 from cronctl.edge.paths import open_nofollow, write_atomic
 from cronctl.edge.process.logfiles import last_bytes
@@ -44,12 +44,10 @@ _UTF8_CONTINUATION = bytes(range(0x80, 0xC0))
 
 
 def publish(
-    store: Store, coord: Coordinator, rows: Sequence[RunRow], state_dir: Path
+    store: Store, fleet: FleetHistory, rows: Sequence[RunRow], state_dir: Path
 ) -> StoreUnavailable | None:
     """Send this run's records and any left waiting; keep in the outbox what did not go
     (returning why)."""
-    if not coord.keeps_fleet_history:
-        return None
     waiting = _read(state_dir / OUTBOX)
     todo: dict[str, RunRow] = {}
     for run_id in waiting:
@@ -60,7 +58,7 @@ def publish(
     if not todo:
         return None
     try:
-        coord.publish([published(row) for row in todo.values()])
+        fleet.publish([published(row) for row in todo.values()])
     except StoreUnavailable as exc:
         _write(state_dir / OUTBOX, list(todo)[-MAX_WAITING:])
         return exc
@@ -74,9 +72,9 @@ class Records:
     """The fleet records of one `run` (or `work` tick): each sent as its run ends, from the
     worker that ran it; :meth:`finish` sends the rest."""
 
-    def __init__(self, coord: Coordinator) -> None:
+    def __init__(self, fleet: FleetHistory) -> None:
         """Nothing sent yet."""
-        self._coord = coord
+        self._fleet = fleet
         self._sent: set[str] = set()
         self._lock = threading.Lock()
         self._waiting: list[RunRow] = []  # ended while a send was under way: sent next
@@ -99,7 +97,7 @@ class Records:
                     self._sending = False
                     return
             try:
-                self._coord.publish([published(row) for row in batch])
+                self._fleet.publish([published(row) for row in batch])
             except StoreUnavailable:
                 continue
             with self._lock:
@@ -111,7 +109,7 @@ class Records:
         """:func:`publish` what of ``rows`` has not gone yet, and the outbox."""
         with self._lock:
             unsent = [r for r in rows if r.id not in self._sent]
-        return publish(store, self._coord, unsent, state_dir)
+        return publish(store, self._fleet, unsent, state_dir)
 
 
 def published(row: RunRow) -> RunRow:

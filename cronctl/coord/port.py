@@ -1,9 +1,11 @@
-"""The coordination port: what the use cases need from claims, overlap locks, pauses and
-fleet records, and the values that cross it.
+"""The coordination port: what the use cases need from claims, overlap locks, group slots
+and pauses (:class:`Coordinator`), the optional fleet history (:class:`FleetHistory`), and
+the values that cross them.
 
 Two adapters implement it, side by side in this package: ``files`` (files in ``lock_dir``)
-and ``postgres`` (a PostgreSQL schema). :func:`cronctl.coord.open_coordinator` chooses one
-from the settings; nothing outside ``cronctl.coord`` knows which one it has.
+and ``postgres`` (a PostgreSQL schema, which alone keeps a fleet history).
+:func:`cronctl.coord.open_coordinator` chooses one from the settings; nothing outside
+``cronctl.coord`` knows which one it has.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from cronctl.coord.redact import redact_text, redact_url
 from cronctl.core.process_id import ProcessId
 from cronctl.core.runs import RunRow
 from cronctl.core.visible import visible
-from cronctl.errors import CronctlError
+from cronctl.errors import CronctlError, UsageError
 
 __all__ = [
     "NAMED_FAILING",
@@ -26,6 +28,7 @@ __all__ = [
     "UNREACHABLE",
     "Claim",
     "Coordinator",
+    "FleetHistory",
     "GroupSlot",
     "HeldLock",
     "HolderInfo",
@@ -38,6 +41,7 @@ __all__ = [
     "StoreCheck",
     "StoreUnavailable",
     "TaskLatest",
+    "fleet_history_of",
     "is_coordination_url",
     "redact_text",
     "redact_url",
@@ -230,15 +234,16 @@ class TaskLatest:
 
 
 class Coordinator(Protocol):
-    """What the use cases need from coordination, for one machine and process: the host and
-    pid given when it is opened (:func:`cronctl.coord.open_coordinator`) name this run in
-    every claim, lock and pause it takes. Every method may raise :class:`StoreUnavailable`
-    (the file adapter raises OSError-based errors instead)."""
+    """What `run`, `work` and `exec` need from coordination (claims, overlap locks, group
+    slots, pauses), for one machine and process: the host and pid given when it is opened
+    (:func:`cronctl.coord.open_coordinator`) name this run in every claim, lock and pause it
+    takes. Every method may raise :class:`StoreUnavailable` (the file adapter raises
+    OSError-based errors instead)."""
 
     @property
-    def keeps_fleet_history(self) -> bool:
-        """Whether a store keeps every machine's run records (:meth:`publish`,
-        :meth:`fleet_latest`, :meth:`fleet_history`); False: history stays on each machine."""
+    def fleet(self) -> FleetHistory | None:
+        """The store's history of every machine's runs; None: history stays on each machine
+        (files in lock_dir). Read it through :func:`fleet_history_of`."""
         ...
 
     @property
@@ -317,71 +322,6 @@ class Coordinator(Protocol):
         """Resume a task; False when it was not paused."""
         ...
 
-    def publish(self, rows: Sequence[RunRow]) -> None:
-        """Send run records to the fleet history (idempotent by run id)."""
-        ...
-
-    def fleet_latest(self, task: str | None = None, host: str | None = None) -> list[RunRow]:
-        """The latest finished run of every (task, host) in the fleet history, by task and
-        host; only one task's, or one host's, when given.
-
-        :raises UsageError: there is no fleet history (files in lock_dir).
-        """
-        ...
-
-    def fleet_summary(self, failing: Sequence[str]) -> list[TaskLatest]:
-        """Every task's :class:`TaskLatest` (``failing``: the outcomes that count), by task,
-        counted by the store: what the overview shows.
-
-        :raises UsageError: there is no fleet history (files in lock_dir).
-        """
-        ...
-
-    def fleet_host_summary(self, failing: Sequence[str]) -> list[HostLatest]:
-        """Every host's :class:`HostLatest` (``failing``: the outcomes that count), by host,
-        counted by the store.
-
-        :raises UsageError: there is no fleet history (files in lock_dir).
-        """
-        ...
-
-    def fleet_history(
-        self,
-        task: str | None,
-        host: str | None,
-        limit: int,
-        *,
-        failed: bool = False,
-        since: datetime | None = None,
-    ) -> list[RunRow]:
-        """The fleet history, newest first, optionally one task's and one host's, only the
-        failures (outcome failed, timeout or error), only occurrences at or after ``since``.
-
-        :raises UsageError: there is no fleet history (files in lock_dir).
-        """
-        ...
-
-    def fleet_page(self, query: RunQuery) -> list[RunRow]:
-        """One page of the fleet history, filtered and keyset-paged by the store.
-
-        :raises UsageError: there is no fleet history (files in lock_dir).
-        """
-        ...
-
-    def fleet_run(self, run_id: str) -> RunRow | None:
-        """One record of the fleet history with its published output tail as ``tail``.
-
-        :raises UsageError: there is no fleet history (files in lock_dir).
-        """
-        ...
-
-    def fleet_hosts(self) -> list[HostSeen]:
-        """Every host's latest check-in (version, clock), by host.
-
-        :raises UsageError: there is no fleet history (files in lock_dir).
-        """
-        ...
-
     def check(self) -> StoreCheck | None:
         """Reach the store and measure it; None when there is no store to reach."""
         ...
@@ -398,6 +338,74 @@ class Coordinator(Protocol):
     def close(self) -> None:
         """Close connections; idempotent."""
         ...
+
+
+class FleetHistory(Protocol):
+    """Every machine's run records, kept by a store (PostgreSQL; files in lock_dir keep none):
+    published as runs end, read by the ``--fleet`` views and the dashboard's fleet pages.
+    Every method may raise :class:`StoreUnavailable`."""
+
+    def publish(self, rows: Sequence[RunRow]) -> None:
+        """Send run records to the fleet history (idempotent by run id)."""
+        ...
+
+    def fleet_latest(self, task: str | None = None, host: str | None = None) -> list[RunRow]:
+        """The latest finished run of every (task, host) in the fleet history, by task and
+        host; only one task's, or one host's, when given."""
+        ...
+
+    def fleet_summary(self, failing: Sequence[str]) -> list[TaskLatest]:
+        """Every task's :class:`TaskLatest` (``failing``: the outcomes that count), by task,
+        counted by the store: what the overview shows."""
+        ...
+
+    def fleet_host_summary(self, failing: Sequence[str]) -> list[HostLatest]:
+        """Every host's :class:`HostLatest` (``failing``: the outcomes that count), by host,
+        counted by the store."""
+        ...
+
+    def fleet_history(
+        self,
+        task: str | None,
+        host: str | None,
+        limit: int,
+        *,
+        failed: bool = False,
+        since: datetime | None = None,
+    ) -> list[RunRow]:
+        """The fleet history, newest first, optionally one task's and one host's, only the
+        failures (outcome failed, timeout or error), only occurrences at or after ``since``."""
+        ...
+
+    def fleet_page(self, query: RunQuery) -> list[RunRow]:
+        """One page of the fleet history, filtered and keyset-paged by the store."""
+        ...
+
+    def fleet_run(self, run_id: str) -> RunRow | None:
+        """One record of the fleet history with its published output tail as ``tail``."""
+        ...
+
+    def fleet_hosts(self) -> list[HostSeen]:
+        """Every host's latest check-in (version, clock), by host."""
+        ...
+
+
+#: Why a fleet view cannot be shown without a store, and how to configure one.
+NO_FLEET_HISTORY = (
+    "--fleet reads the coordination store, and none is configured: set coordination "
+    'in [cronctl] (coordination = "postgresql://..."), CRONCTL_COORDINATION or '
+    "--coordination URL"
+)
+
+
+def fleet_history_of(coord: Coordinator) -> FleetHistory:
+    """The coordinator's fleet history, for a view that shows it.
+
+    :raises UsageError: there is none (files in lock_dir), with how to configure a store.
+    """
+    if coord.fleet is None:
+        raise UsageError(NO_FLEET_HISTORY)
+    return coord.fleet
 
 
 def is_coordination_url(url: str) -> bool:

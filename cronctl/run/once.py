@@ -75,7 +75,7 @@ def coordinated(ctx: RunContext) -> Iterator[RunContext]:
     ensure_private_dir(ctx.state_dir)
     ensure_private_dir(ctx.lock_dir)
     coord = ctx.coord or open_coordinator(None, ctx.lock_dir, host=ctx.host, pid=ctx.pid)
-    records = outbox.Records(coord) if coord.keeps_fleet_history and not ctx.rehearsal else None
+    records = outbox.Records(coord.fleet) if coord.fleet is not None and not ctx.rehearsal else None
     ctx = replace(ctx, coord=coord, claimed=Preclaims(), marked=set(), records=records)
     if ctx.tracker is not None:
         ctx.tracker.on_stop(coord.stop_waiting)  # a SIGTERM ends a wait on the store at once

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from cronctl.coord import open_coordinator
-from cronctl.coord.port import Coordinator, Overlap, redact_url
+from cronctl.coord.port import Coordinator, Overlap, fleet_history_of, redact_url
 from cronctl.errors import UsageError
 
 T0 = datetime(2026, 8, 3, 9, 0, tzinfo=UTC)
@@ -108,19 +108,14 @@ def test_pause_holds_until_cleared(machine: Machine) -> None:
 
 def test_a_store_keeps_the_fleet_history_and_files_refuse_to_read_one(machine: Machine) -> None:
     coord = machine("m1", 1)
-    if coord.keeps_fleet_history:
-        assert coord.fleet_latest() == [] and coord.fleet_history(None, None, 10) == []
-        assert coord.fleet_summary(["failed"]) == coord.fleet_host_summary(["failed"]) == []
-        assert coord.fleet_latest(task="t", host="h") == []
+    if coord.fleet is None:
+        with pytest.raises(UsageError, match="--fleet reads the coordination store"):
+            fleet_history_of(coord)
         return
-    with pytest.raises(UsageError, match="--fleet reads the coordination store"):
-        coord.fleet_latest()
-    with pytest.raises(UsageError, match="--fleet reads the coordination store"):
-        coord.fleet_summary(["failed"])
-    with pytest.raises(UsageError, match="--fleet reads the coordination store"):
-        coord.fleet_host_summary(["failed"])
-    with pytest.raises(UsageError, match="--fleet reads the coordination store"):
-        coord.fleet_history(None, None, 10)
+    fleet = fleet_history_of(coord)
+    assert fleet.fleet_latest() == [] and fleet.fleet_history(None, None, 10) == []
+    assert fleet.fleet_summary(["failed"]) == fleet.fleet_host_summary(["failed"]) == []
+    assert fleet.fleet_latest(task="t", host="h") == []
 
 
 def test_a_store_is_measured_and_files_have_nothing_to_reach(machine: Machine) -> None:

@@ -12,33 +12,15 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from cronctl.coord.files import locks, slots
-from cronctl.coord.port import (
-    Claim,
-    HostLatest,
-    HostSeen,
-    Overlap,
-    PauseInfo,
-    RunQuery,
-    StoreCheck,
-    TaskLatest,
-)
-from cronctl.core.runs import RunRow
+from cronctl.coord.port import Claim, Overlap, PauseInfo, StoreCheck
 from cronctl.edge.paths import ensure_private_dir, verify_dir
-from cronctl.errors import UsageError
-
-#: What the fleet reads say without a store: history stays on each machine.
-NO_FLEET_HISTORY = (
-    "--fleet reads the coordination store, and none is configured: set coordination "
-    'in [cronctl] (coordination = "postgresql://..."), CRONCTL_COORDINATION or '
-    "--coordination URL"
-)
 
 
 class FilesCoordinator:
     """Claims, locks and pauses as files in ``lock_dir`` (docs/guarantees.md)."""
 
     #: No store: each machine keeps its own history, and lock_dir is there or fails loudly.
-    keeps_fleet_history = False
+    fleet = None
     may_be_unreachable = False
     skipped_rows = 0
 
@@ -147,45 +129,6 @@ class FilesCoordinator:
         """Remove the pause marker."""
         # Unlinking goes through lock_dir/paused: never through a planted link (docs/guarantees.md).
         return verify_dir(self.lock_dir) and locks.clear_pause(self.lock_dir, task)
-
-    def publish(self, rows: Sequence[RunRow]) -> None:
-        """Nothing: without a store, history stays on each machine."""
-
-    def fleet_latest(self, task: str | None = None, host: str | None = None) -> list[RunRow]:
-        """Refused: there is no fleet history."""
-        raise UsageError(NO_FLEET_HISTORY)
-
-    def fleet_summary(self, failing: Sequence[str]) -> list[TaskLatest]:
-        """Refused: there is no fleet history."""
-        raise UsageError(NO_FLEET_HISTORY)
-
-    def fleet_host_summary(self, failing: Sequence[str]) -> list[HostLatest]:
-        """Refused: there is no fleet history."""
-        raise UsageError(NO_FLEET_HISTORY)
-
-    def fleet_history(
-        self,
-        task: str | None,
-        host: str | None,
-        limit: int,
-        *,
-        failed: bool = False,
-        since: datetime | None = None,
-    ) -> list[RunRow]:
-        """Refused: there is no fleet history."""
-        raise UsageError(NO_FLEET_HISTORY)
-
-    def fleet_page(self, query: RunQuery) -> list[RunRow]:
-        """Refused: there is no fleet history."""
-        raise UsageError(NO_FLEET_HISTORY)
-
-    def fleet_run(self, run_id: str) -> RunRow | None:
-        """Refused: there is no fleet history."""
-        raise UsageError(NO_FLEET_HISTORY)
-
-    def fleet_hosts(self) -> list[HostSeen]:
-        """Refused: there is no fleet history."""
-        raise UsageError(NO_FLEET_HISTORY)
 
     def check(self) -> StoreCheck | None:
         """None: there is no store to reach."""

@@ -80,10 +80,10 @@ _RENEW = f"UPDATE cronctl.claims SET expires = now() + make_interval(secs => %(l
 
 
 class PostgresCoordinator:
-    """Claims, locks, pauses and fleet history in one PostgreSQL database."""
+    """Claims, locks, pauses and fleet history in one PostgreSQL database: the runtime
+    coordinator and the fleet history both (port.Coordinator, port.FleetHistory)."""
 
-    #: Every machine's records go to the store, which is across the network.
-    keeps_fleet_history = True
+    #: The store is across the network.
     may_be_unreachable = True
 
     def __init__(
@@ -116,6 +116,11 @@ class PostgresCoordinator:
         self._lease = secrets.randbits(62) or 1
         self._lease_conn: Any = None
         self._open: set[str] = set()
+
+    @property
+    def fleet(self) -> PostgresCoordinator:
+        """Every machine's records go to the store: this coordinator keeps the fleet history."""
+        return self
 
     @property
     def skipped_rows(self) -> int:
