@@ -1,10 +1,10 @@
-"""The coordination port: claims, overlap locks, pauses and fleet records
+"""The coordination port: claims, overlap locks, pauses and the optional fleet history
 (docs/guarantees.md, docs/fleets-postgresql.md).
 
-One interface, two adapters, chosen once from the settings by :func:`open_coordinator`:
+One port, two adapters, chosen once from the settings by :func:`open_coordinator`:
 
-- :mod:`cronctl.coord.files.adapter` — files in ``lock_dir`` (a thin wrapper over
-  :mod:`cronctl.coord.files.locks`); machines coordinate only when they share the directory;
+- :mod:`cronctl.coord.files.adapter` — files in ``lock_dir`` (a thin wrapper over the modules
+  beside it); machines coordinate only when they share the directory; no fleet history;
 - :mod:`cronctl.coord.postgres.adapter` — a PostgreSQL schema ``cronctl``; imported, with its
   driver, only when ``coordination`` is configured.
 

@@ -124,7 +124,13 @@ class GroupSlot(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Overlap:
-    """The answer of :meth:`Coordinator.try_overlap` (the statuses of locks.OverlapResult)."""
+    """The answer of :meth:`Coordinator.try_overlap`.
+
+    - ``acquired``: ``lock`` is ours; ``holder`` is None.
+    - ``held``: another run holds it; ``holder`` says who when known; ``lock`` is None.
+    - ``overtaken``: the holder ran past the lease, so it is treated as stuck; ``lock`` is ours
+      and ``holder`` names the stuck run for the warning.
+    """
 
     status: Literal["acquired", "held", "overtaken"]
     lock: HeldLock | None

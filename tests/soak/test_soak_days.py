@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from cronctl.coord.files import locks
+from cronctl.coord.files import overlap, pauses
 from cronctl.edge.process.runner import CommandResult, RunSpec
 from cronctl.edge.schedfiles import load_paths
 from cronctl.edge.state.store import Store
@@ -345,7 +345,7 @@ def test_four_days_of_ticks_on_two_machines_matches_the_model(fast_dir: Path) ->
         for m in ("a", "b")
     }
     model = Model(TASKS, outcome_of, condition, held_since, marker_paused)
-    held: dict[str, locks.OverlapLock] = {}
+    held: dict[str, overlap.OverlapLock] = {}
     for machine, now in ticks(random.Random(1130)):
         _stage_world(lock_dir, now, held)
         ctx = contexts[machine]
@@ -390,12 +390,12 @@ def test_four_days_of_ticks_on_two_machines_matches_the_model(fast_dir: Path) ->
     assert sum(model.missed.values()) > 100
 
 
-def _stage_world(lock_dir: Path, now: datetime, held: dict[str, locks.OverlapLock]) -> None:
+def _stage_world(lock_dir: Path, now: datetime, held: dict[str, overlap.OverlapLock]) -> None:
     """Hold or release the stuck runs' locks and the operator pause for this instant."""
     for name, _start, _end in HELD:
         since = held_since(name, now)
         if since is not None and name not in held:
-            result = locks.try_overlap_lock(
+            result = overlap.try_overlap_lock(
                 lock_dir, name, lease=None, now=since, host="stuck", pid=1
             )
             assert result.lock is not None
@@ -403,7 +403,7 @@ def _stage_world(lock_dir: Path, now: datetime, held: dict[str, locks.OverlapLoc
         elif since is None and name in held:
             held.pop(name).release()
     if marker_paused(PAUSED[0], now):
-        if locks.read_pause(lock_dir, PAUSED[0]) is None:
-            locks.set_pause(lock_dir, PAUSED[0], reason="soak", now=now, host="x", user="y")
+        if PAUSED[0] not in pauses.paused_tasks(lock_dir):
+            pauses.set_pause(lock_dir, PAUSED[0], reason="soak", now=now, host="x", user="y")
     else:
-        locks.clear_pause(lock_dir, PAUSED[0])
+        pauses.clear_pause(lock_dir, PAUSED[0])

@@ -1,6 +1,8 @@
-"""The file adapter of the coordination port: :mod:`cronctl.coord.files.locks` behind the Protocol.
+"""The file adapter of the coordination port: the modules of :mod:`cronctl.coord.files`
+behind the runtime Coordinator (files keep no fleet history).
 
-A thin wrapper on purpose: locks.py keeps the file layout, the guard and the holder records.
+A thin wrapper on purpose: layout.py keeps the file layout; overlap.py the guard and the
+holder records; claims.py, pauses.py and slots.py the rest.
 """
 
 from __future__ import annotations
@@ -11,7 +13,8 @@ from collections.abc import Set as AbstractSet
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from cronctl.coord.files import locks, slots
+from cronctl.coord.files import overlap, pauses, slots
+from cronctl.coord.files.claims import claim_exists, claim_occurrence, mark_started, sweep_claims
 from cronctl.coord.port import Claim, Overlap, PauseInfo, StoreCheck
 from cronctl.edge.paths import ensure_private_dir, verify_dir
 
@@ -32,7 +35,7 @@ class FilesCoordinator:
         self.pid = pid
         # overlap/, checked and opened at the first overlap lock, used by every later one
         # until close(): a run of 100 guarded tasks walked and checked it 100 times.
-        self._overlap: locks.OverlapDir | None = None
+        self._overlap: overlap.OverlapDir | None = None
         self._overlap_lock = threading.Lock()
         self._overlap_users = 0  # attempts in flight: close() never pulls the fd from under one
         self._closed = False
@@ -59,7 +62,7 @@ class FilesCoordinator:
             if limit is not None and len(won) >= limit:
                 break
             lease = (task, when) in leased
-            if locks.claim_occurrence(
+            if claim_occurrence(
                 self.lock_dir, task, when, host=host, pid=pid, now=now, leased=lease
             ):
                 won.add((task, when))
@@ -71,11 +74,11 @@ class FilesCoordinator:
         if not started:
             return True
         task, when = claim
-        return locks.mark_started(self.lock_dir, task, when, host=self.host, pid=self.pid)
+        return mark_started(self.lock_dir, task, when, host=self.host, pid=self.pid)
 
     def claimed(self, task: str, occurrence: datetime) -> bool:
         """Whether the claim file exists."""
-        return locks.claim_exists(self.lock_dir, task, occurrence)
+        return claim_exists(self.lock_dir, task, occurrence)
 
     def try_overlap(
         self, task: str, *, lease: timedelta | None, now: datetime, timeout: timedelta | None = None
@@ -86,11 +89,11 @@ class FilesCoordinator:
                 directory = None  # after close(): this attempt opens (and closes) its own
             else:
                 if self._overlap is None:
-                    self._overlap = locks.OverlapDir(self.lock_dir)
+                    self._overlap = overlap.OverlapDir(self.lock_dir)
                 directory = self._overlap
                 self._overlap_users += 1
         try:
-            got = locks.try_overlap_lock(
+            return overlap.try_overlap_lock(
                 self.lock_dir,
                 task,
                 lease=lease,
@@ -106,11 +109,10 @@ class FilesCoordinator:
                     self._overlap_users -= 1
                     if self._closed and not self._overlap_users:
                         self._close_overlap()
-        return Overlap(got.status, got.lock, got.holder)
 
     def overlap_held(self, task: str) -> bool:
         """Probe the flock under the guard."""
-        return locks.overlap_held(self.lock_dir, task)
+        return overlap.overlap_held(self.lock_dir, task)
 
     def try_group_slot(self, group: str, size: int) -> slots.FileSlot | None:
         """flock on the first free ``groups/GROUP.N.slot``."""
@@ -118,17 +120,17 @@ class FilesCoordinator:
 
     def paused_tasks(self) -> dict[str, PauseInfo]:
         """The pause markers."""
-        return locks.paused_tasks(self.lock_dir)
+        return pauses.paused_tasks(self.lock_dir)
 
     def set_pause(self, task: str, *, reason: str | None, now: datetime, user: str) -> None:
         """Write the pause marker (lock_dir is made first if need be, privately)."""
         directory = ensure_private_dir(self.lock_dir)
-        locks.set_pause(directory, task, reason=reason, now=now, host=self.host, user=user)
+        pauses.set_pause(directory, task, reason=reason, now=now, host=self.host, user=user)
 
     def clear_pause(self, task: str) -> bool:
         """Remove the pause marker."""
         # Unlinking goes through lock_dir/paused: never through a planted link (docs/guarantees.md).
-        return verify_dir(self.lock_dir) and locks.clear_pause(self.lock_dir, task)
+        return verify_dir(self.lock_dir) and pauses.clear_pause(self.lock_dir, task)
 
     def check(self) -> StoreCheck | None:
         """None: there is no store to reach."""
@@ -136,7 +138,7 @@ class FilesCoordinator:
 
     def sweep(self, now: datetime) -> None:
         """Claims older than a week (docs/guarantees.md)."""
-        locks.sweep_claims(self.lock_dir, now=now)
+        sweep_claims(self.lock_dir, now=now)
 
     def stop_waiting(self) -> None:
         """Nothing waits: every file operation here is tried without waiting."""

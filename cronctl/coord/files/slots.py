@@ -16,7 +16,7 @@ import os
 import re
 from pathlib import Path
 
-from cronctl.coord.files.locks import _flock_nonblocking, _mode_under
+from cronctl.coord.files.layout import flock_nonblocking, mode_under
 from cronctl.core.groups import GROUP_NAME
 from cronctl.edge.paths import ensure_private_dir, open_dir, open_nofollow
 
@@ -46,7 +46,7 @@ def try_slot(lock_dir: Path, group: str, size: int) -> FileSlot | None:
         raise ValueError(f"invalid group name {group!r}: it must match {GROUP_NAME}")
     directory = ensure_private_dir(lock_dir / "groups", within=lock_dir)
     dir_fd, st = open_dir(directory)
-    mode = _mode_under(st.st_mode)
+    mode = mode_under(st.st_mode)
     stem = group.replace(":", "%")  # as a task's: a cifs lock_dir refuses ':'
     try:
         for number in range(size):
@@ -54,7 +54,7 @@ def try_slot(lock_dir: Path, group: str, size: int) -> FileSlot | None:
             fd = open_nofollow(f"{directory}/{name}", os.O_RDONLY | os.O_CREAT, mode,
                                dir_fd=dir_fd)  # fmt: skip
             try:
-                locked = _flock_nonblocking(fd)
+                locked = flock_nonblocking(fd)
             except BaseException:
                 os.close(fd)
                 raise

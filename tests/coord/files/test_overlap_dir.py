@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from cronctl.coord.files import locks
+from cronctl.coord.files import overlap
 from cronctl.coord.files.adapter import FilesCoordinator
 from cronctl.coord.port import Overlap
 from cronctl.edge.paths import open_dir
@@ -20,10 +20,10 @@ from cronctl.errors import UnsafeDirectoryError
 T0 = datetime(2026, 8, 3, 9, 0, tzinfo=UTC)
 
 
-def take(coord: FilesCoordinator, task: str) -> locks.OverlapLock:
+def take(coord: FilesCoordinator, task: str) -> overlap.OverlapLock:
     got = coord.try_overlap(task, lease=None, now=T0)
     assert got.status == "acquired"
-    assert isinstance(got.lock, locks.OverlapLock)
+    assert isinstance(got.lock, overlap.OverlapLock)
     return got.lock
 
 
@@ -70,14 +70,14 @@ def test_close_waits_for_an_attempt_in_flight_before_closing_the_directory(
     directory = coord._overlap
     assert directory is not None and directory.fd is not None
     inside, go_on = threading.Event(), threading.Event()
-    real = locks.try_overlap_lock
+    real = overlap.try_overlap_lock
 
-    def slow(*args: object, **kwargs: object) -> locks.OverlapResult:
+    def slow(*args: object, **kwargs: object) -> Overlap:
         inside.set()
         assert go_on.wait(10)
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(locks, "try_overlap_lock", slow)
+    monkeypatch.setattr(overlap, "try_overlap_lock", slow)
     results: list[Overlap | BaseException] = []
 
     def attempt() -> None:
@@ -99,7 +99,7 @@ def test_close_waits_for_an_attempt_in_flight_before_closing_the_directory(
     assert directory.fd is None  # closed by the last attempt out
     assert (tmp_path / "overlap" / "job.lock").exists()
     # After close, an attempt opens (and closes) its own directory.
-    monkeypatch.setattr(locks, "try_overlap_lock", real)
+    monkeypatch.setattr(overlap, "try_overlap_lock", real)
     late = coord.try_overlap("late", lease=None, now=T0)
     assert late.status == "acquired" and late.lock is not None
     late.lock.release()

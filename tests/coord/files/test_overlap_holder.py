@@ -16,14 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from cronctl.coord.files.locks import OverlapResult, overlap_held, try_overlap_lock
+from cronctl.coord.files.overlap import overlap_held, try_overlap_lock
+from cronctl.coord.port import Overlap
 from cronctl.core.process_id import ProcessId
 from cronctl.edge.process import procs
 
 T0 = datetime(2026, 8, 3, 9, 0, tzinfo=UTC)
 
 
-def attempt(lock_dir: Path, *, minutes: int = 1, lease: timedelta | None = None) -> OverlapResult:
+def attempt(lock_dir: Path, *, minutes: int = 1, lease: timedelta | None = None) -> Overlap:
     now = T0 + timedelta(minutes=minutes)
     return try_overlap_lock(lock_dir, "job", lease=lease, now=now, host="web-1", pid=1)
 

@@ -1,0 +1,371 @@
+"""Overlap locks as files in ``LOCK_DIR/overlap`` (layout.py): a flock held for the whole
+run, a holder record beside it, and a guard that serialises trying the one and reading or
+writing the other.
+
+A lock is a lease, not a transaction: work that must never run twice has to be idempotent or
+fenced downstream.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from datetime import datetime, timedelta
+from pathlib import Path
+
+from cronctl.coord.files.layout import (
+    MAX_RECORD_BYTES,
+    dumps,
+    file_mode,
+    file_stem,
+    flock_nonblocking,
+    iso,
+    mode_under,
+    parse_record,
+    parse_time,
+    read_record,
+    task_path,
+    utc,
+)
+from cronctl.coord.liveness import command_lives
+from cronctl.coord.port import HolderInfo, Overlap
+from cronctl.core.process_id import ProcessId
+from cronctl.edge.paths import ensure_private_dir, open_dir, open_nofollow
+from cronctl.edge.process import procs
+
+__all__ = ["OverlapDir", "OverlapLock", "overlap_held", "try_overlap_lock"]
+
+# The guard is held for a few system calls; waiting longer means its holder is stopped.
+_GUARD_WAIT_S = 5.0
+
+
+class OverlapDir:
+    """``LOCK_DIR/overlap``, checked and opened once for many locks (a run takes one per
+    guarded task): each lock's files are opened by name relative to this descriptor
+    (``openat``), so the directories above them are neither walked nor checked again, and
+    cannot be swapped under a run once it has checked them. :meth:`close` when done.
+    """
+
+    __slots__ = ("fd", "mode", "path")
+
+    def __init__(self, lock_dir: Path) -> None:
+        """Make or check ``lock_dir/overlap`` (within ``lock_dir``) and open it."""
+        self.path = ensure_private_dir(lock_dir / "overlap", within=lock_dir)
+        fd, st = open_dir(self.path)
+        self.fd: int | None = fd
+        self.mode = mode_under(st.st_mode)
+
+    def file(self, stem: str, suffix: str, task: str) -> str:
+        """The path of one of a lock's files, as text: opened by its name through
+        :attr:`dir_fd`, the rest is for messages (no pathlib: a guarded run asks three)."""
+        name = stem + suffix
+        if "/" in name or name in (".", ".."):  # the name pattern excludes these already
+            raise ValueError(f"task {task!r} does not map to a file inside {self.path}")
+        return f"{self.path}/{name}"
+
+    @property
+    def dir_fd(self) -> int:
+        """The open directory."""
+        if self.fd is None:
+            raise ValueError(f"{self.path} was closed")
+        return self.fd
+
+    def close(self) -> None:
+        """Close the directory; idempotent. Locks taken in it are not affected."""
+        fd, self.fd = self.fd, None
+        if fd is not None:
+            os.close(fd)
+
+
+class OverlapLock:
+    """A held overlap lock: an open descriptor carrying a ``flock``.
+
+    Why not ``filelock.FileLock``: flock belongs to the open file description, and the
+    guarantee (docs/guarantees.md) wants the lock to outlive cronctl for as long as the task
+    runs. That means handing the descriptor to the child (``pass_fds``), and FileLock owns
+    its descriptor privately, closes it in forked children (an at-fork hook) and unlocks the
+    shared description on release. So this module opens the file itself (``O_NOFOLLOW``) and
+    locks it with ``fcntl.flock``; the child must be started with ``start_new_session=True``
+    and ``pass_fds=(lock.fd,)``, never ``preexec_fn`` (which would run at-fork hooks).
+    """
+
+    __slots__ = ("_fd", "_holder", "_holder_fd", "path")
+
+    def __init__(self, fd: int, path: Path | str) -> None:
+        """Wrap ``fd``, already locked, for the lock file at ``path``."""
+        self._fd: int | None = fd
+        self.path = path
+        self._holder: HolderInfo | None = None
+        self._holder_fd: int | None = None  # the holder record, rewritten in place
+
+    def record_command(self, pid: int) -> None:
+        """Add the started command's identity to the holder record.
+
+        A task may close the descriptor it inherited (``os.closerange``, a shell closing every
+        fd); if cronctl then dies, the flock is gone while the task still runs. The record
+        (pid, start time, boot) lets the next contender see that the task lives on. A command
+        that already exited is not recorded: there is nothing left to protect.
+        """
+        who = procs.identify(pid)
+        if who is None or self._holder is None or self._holder_fd is None:
+            return
+        self._holder = HolderInfo(
+            self._holder.host, self._holder.pid, self._holder.started, who, self._holder.timeout
+        )
+        _write_holder(self._holder_fd, self._holder)
+
+    @property
+    def fd(self) -> int:
+        """The locked descriptor, to pass to the command with ``pass_fds``."""
+        if self._fd is None:
+            raise ValueError(f"overlap lock {self.path} was already released")
+        return self._fd
+
+    def release(self) -> None:
+        """Close cronctl's descriptor; idempotent.
+
+        This deliberately does not ``LOCK_UN``: unlocking acts on the open file description
+        that the task's processes share, so it would drop the lock under a task that is still
+        running. Closing drops only our reference; the kernel releases the lock when the last
+        process holding the descriptor is gone.
+        """
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
+        holder_fd, self._holder_fd = self._holder_fd, None
+        if holder_fd is not None:
+            os.close(holder_fd)
+
+
+def try_overlap_lock(
+    lock_dir: Path,
+    task: str,
+    *,
+    lease: timedelta | None,
+    now: datetime,
+    host: str,
+    pid: int,
+    timeout: timedelta | None = None,
+    directory: OverlapDir | None = None,
+) -> Overlap:
+    """Try, without waiting, to take ``task``'s overlap lock in ``lock_dir``.
+
+    ``lease`` is None for ``without_overlapping = true`` (no expiry); with a duration, a lock
+    whose holder started more than ``lease`` before ``now`` is overtaken: its file is unlinked
+    (the stuck holder keeps its lock on the orphaned inode) and a fresh one is locked.
+
+    The attempt and the ``.holder`` record happen under a short guard lock, so a contender
+    never reads the previous holder's record in the instant between the new holder's flock
+    and its write; without that, yesterday's start time could make a fresh run look stuck.
+
+    The flock is the first line of defence; the second is the holder record's command
+    (:meth:`OverlapLock.record_command`): a free flock whose last holder's command, or a
+    member of its process group, still runs on this host and boot counts as held, since the
+    task closed the descriptor it was given. ``timeout`` is recorded so that a contender can
+    tell a holder that should have been killed long ago.
+
+    ``directory``: ``lock_dir``'s overlap directory, already opened (a run taking many locks
+    opens it once); without it, it is opened for this call.
+    """
+    if directory is None:
+        directory = OverlapDir(lock_dir)
+        try:
+            return _try_overlap_lock(directory, task, lease, now, host, pid, timeout)
+        finally:
+            directory.close()
+    return _try_overlap_lock(directory, task, lease, now, host, pid, timeout)
+
+
+def _try_overlap_lock(
+    directory: OverlapDir,
+    task: str,
+    lease: timedelta | None,
+    now: datetime,
+    host: str,
+    pid: int,
+    timeout: timedelta | None,
+) -> Overlap:
+    dir_fd, mode = directory.dir_fd, directory.mode
+    stem = file_stem(task)  # the name check, once
+    lock_path = directory.file(stem, ".lock", task)
+    holder_path = directory.file(stem, ".holder", task)
+    me = HolderInfo(host=host, pid=pid, started=utc(now), timeout=timeout)
+    with _guard(directory.file(stem, ".guard", task), mode=mode, dir_fd=dir_fd) as guarded:
+        lock = _lock_file(lock_path, mode, dir_fd)
+        if lock is not None:
+            # One descriptor of the holder record: the previous holder's is read through it
+            # and ours written through it (see _record_holder).
+            fd = _open_holder(lock, holder_path, mode, dir_fd)
+            old = _pread_all(fd)
+            # Without the guard the record may be stale, so it is not evidence either way.
+            previous = _holder_from(parse_record(old)) if guarded and old else None
+            if previous is None or not command_lives(previous):
+                return Overlap("acquired", _record_holder(lock, fd, me, len(old)), None)
+            if not _past_lease(previous, me, lease):
+                os.close(fd)
+                lock.release()
+                return Overlap("held", None, previous)
+            return Overlap("overtaken", _record_holder(lock, fd, me, len(old)), previous)
+        holder = _holder_from(read_record(holder_path, dir_fd))
+        # Without the guard the record may be stale, so it is not evidence of a stuck run.
+        if not guarded or holder is None or not _past_lease(holder, me, lease):
+            return Overlap("held", None, holder)
+        with suppress(FileNotFoundError):
+            os.unlink(lock_path.rpartition("/")[2], dir_fd=dir_fd)
+        lock = _lock_file(lock_path, mode, dir_fd)
+        if lock is None:
+            return Overlap("held", None, holder)
+        fd = _open_holder(lock, holder_path, mode, dir_fd)
+        # The old record was not read here: cut whatever it was to the new one's length.
+        return Overlap("overtaken", _record_holder(lock, fd, me, None), holder)
+
+
+def overlap_held(lock_dir: Path, task: str) -> bool:
+    """Whether ``task``'s overlap lock is held right now, for ``run --dry-run``; creates nothing.
+
+    flock has no "test" operation, so this takes and drops the lock, but only under the
+    guard: a real contender waits for the guard instead of mistaking the probe for a run.
+    """
+    directory = lock_dir / "overlap"
+    try:
+        with _guard(task_path(directory, task, ".guard"), create=False) as guarded:
+            fd = open_nofollow(task_path(directory, task, ".lock"), os.O_RDONLY)
+            try:
+                if not guarded or not flock_nonblocking(fd):
+                    return True
+            finally:
+                os.close(fd)
+            holder = _read_holder(task_path(directory, task, ".holder"))
+            return holder is not None and command_lives(holder)
+    except FileNotFoundError:
+        return False  # never taken on this lock_dir
+
+
+@contextmanager
+def _guard(
+    path: Path | str, *, create: bool = True, mode: int | None = None, dir_fd: int | None = None
+) -> Iterator[bool]:
+    flags = os.O_RDONLY | (os.O_CREAT if create else 0)
+    if mode is None:
+        mode = file_mode(Path(path).parent) if create else 0o600
+    fd = open_nofollow(path, flags, mode, dir_fd=dir_fd)
+    try:
+        deadline = time.monotonic() + _GUARD_WAIT_S
+        while not (got := flock_nonblocking(fd)) and time.monotonic() < deadline:
+            time.sleep(0.005)
+        yield got
+    finally:
+        os.close(fd)
+
+
+def _lock_file(path: Path | str, mode: int, dir_fd: int | None = None) -> OverlapLock | None:
+    # flock works on a read-only descriptor, so the lock file never needs to be writable.
+    fd = open_nofollow(path, os.O_RDONLY | os.O_CREAT, mode, dir_fd=dir_fd)
+    try:
+        locked = flock_nonblocking(fd)
+    except BaseException:
+        os.close(fd)
+        raise
+    if not locked:
+        os.close(fd)
+        return None
+    return OverlapLock(fd, path)
+
+
+def _past_lease(holder: HolderInfo, me: HolderInfo, lease: timedelta | None) -> bool:
+    return lease is not None and me.started - holder.started > lease
+
+
+def _open_holder(lock: OverlapLock, holder_path: str, mode: int, dir_fd: int) -> int:
+    """Open (or create) the holder record for reading and writing; the lock is let go if
+    that fails."""
+    try:
+        return open_nofollow(holder_path, os.O_RDWR | os.O_CREAT, mode, dir_fd=dir_fd)
+    except BaseException:
+        lock.release()
+        raise
+
+
+def _pread_all(fd: int) -> bytes:
+    try:
+        return os.pread(fd, MAX_RECORD_BYTES, 0)
+    except OSError:
+        return b""
+
+
+def _record_holder(lock: OverlapLock, fd: int, me: HolderInfo, old_size: int | None) -> OverlapLock:
+    """Write ``me`` as the holder record (under the guard) on ``fd``, whose content was
+    ``old_size`` bytes long (None: not known), and keep ``fd`` in ``lock`` for
+    :meth:`OverlapLock.record_command`.
+
+    The record is rewritten in place, not replaced by rename: every reader that acts on it
+    holds the guard, as this first write does; the second write (the command's identity) is
+    not guarded, and a read torn by it parses as no record, which a contender holding no
+    flock never sees (cronctl holds the flock while it writes). Two renames a run cost more
+    than the rest of the guard.
+    """
+    lock._holder, lock._holder_fd = me, fd
+    try:
+        _write_holder(fd, me, truncate=old_size is None or old_size > _HOLDER_WIDTH)
+    except BaseException:
+        lock.release()
+        raise
+    return lock
+
+
+#: Holder records are padded with spaces to this width (JSON allows them), so that writing
+#: one over another never needs a truncation; a longer one (a very long host name) is cut
+#: to its own length.
+_HOLDER_WIDTH = 512
+
+
+def _write_holder(fd: int, holder: HolderInfo, truncate: bool = False) -> None:
+    record: dict[str, object] = {
+        "host": holder.host,
+        "pid": holder.pid,
+        "started": iso(holder.started),
+    }
+    if holder.timeout is not None:
+        record["timeout_s"] = holder.timeout.total_seconds()
+    if holder.command is not None:
+        command = holder.command
+        record["command"] = {"pid": command.pid, "start": command.start_ticks, "boot": command.boot}
+    # Not fsynced: the record only matters while the task lives, and no task survives a
+    # reboot (the boot id says so); an fsync here would cost every run a disk flush.
+    data = dumps(record)
+    if len(data) < _HOLDER_WIDTH:
+        data = data.ljust(_HOLDER_WIDTH)
+    if os.pwrite(fd, data, 0) != len(data):
+        raise OSError(errno.ENOSPC, "short write of the overlap holder record")
+    if truncate or len(data) > _HOLDER_WIDTH:
+        os.ftruncate(fd, len(data))
+
+
+def _read_holder(path: Path) -> HolderInfo | None:
+    return _holder_from(read_record(path))
+
+
+def _holder_from(record: dict[str, object] | None) -> HolderInfo | None:
+    if record is None:
+        return None
+    host, pid, started = record.get("host"), record.get("pid"), parse_time(record.get("started"))
+    if not isinstance(host, str) or not isinstance(pid, int) or started is None:
+        return None
+    timeout_s = record.get("timeout_s")
+    timeout = None
+    if isinstance(timeout_s, int | float) and 0 <= timeout_s < 10**9:
+        timeout = timedelta(seconds=timeout_s)
+    return HolderInfo(host, pid, started, _read_command(record.get("command")), timeout)
+
+
+def _read_command(value: object) -> ProcessId | None:
+    if not isinstance(value, dict):
+        return None
+    pid, start, boot = value.get("pid"), value.get("start"), value.get("boot")
+    if not isinstance(pid, int) or not isinstance(start, int) or not isinstance(boot, str):
+        return None
+    # Linux pids never exceed 2**22 (PID_MAX_LIMIT); a larger one is a damaged record.
+    return ProcessId(pid, start, boot) if 0 < pid <= 2**22 else None

@@ -1,0 +1,72 @@
+"""Operator pauses as files in ``LOCK_DIR/paused`` (layout.py): a task is paused while its
+marker exists; the record inside says why, since when and who set it from where.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime
+from pathlib import Path
+
+from cronctl.coord.files.layout import (
+    dumps,
+    file_mode,
+    iso,
+    parse_time,
+    read_record,
+    task_from_stem,
+    task_path,
+)
+from cronctl.coord.port import PauseInfo
+from cronctl.edge.paths import ensure_private_dir, fsync_dir, write_atomic
+
+__all__ = ["clear_pause", "paused_tasks", "set_pause"]
+
+
+def set_pause(
+    lock_dir: Path, task: str, *, reason: str | None, now: datetime, host: str, user: str
+) -> None:
+    """Mark ``task`` paused (atomically; pausing again replaces the reason and time)."""
+    directory = ensure_private_dir(lock_dir / "paused", within=lock_dir)
+    path = task_path(directory, task, ".pause")
+    record = {"reason": reason, "since": iso(now), "host": host, "user": user}
+    write_atomic(path, dumps(record), file_mode(directory), durable=True)
+
+
+def clear_pause(lock_dir: Path, task: str) -> bool:
+    """Remove ``task``'s pause marker; False if it was not paused."""
+    path = task_path(lock_dir / "paused", task, ".pause")
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        return False
+    fsync_dir(path.parent)
+    return True
+
+
+def paused_tasks(lock_dir: Path) -> dict[str, PauseInfo]:
+    """Every paused task in ``lock_dir``, from one directory listing (empty when none)."""
+    try:
+        with os.scandir(lock_dir / "paused") as listing:
+            entries = list(listing)
+    except OSError:
+        return {}
+    paused: dict[str, PauseInfo] = {}
+    for entry in entries:
+        stem, dot, suffix = entry.name.rpartition(".")
+        task = task_from_stem(stem) if dot and suffix == "pause" else None
+        if task is not None:
+            paused[task] = _pause_from_record(read_record(Path(entry.path)))
+    return paused
+
+
+def _pause_from_record(record: dict[str, object] | None) -> PauseInfo:
+    # The marker's presence is the pause; a damaged record still pauses, with nothing to say.
+    record = record or {}
+    reason, host, user = record.get("reason"), record.get("host"), record.get("user")
+    return PauseInfo(
+        reason=reason if isinstance(reason, str) else None,
+        since=parse_time(record.get("since")),
+        host=host if isinstance(host, str) else None,
+        user=user if isinstance(user, str) else None,
+    )
