@@ -12,15 +12,7 @@ from contextlib import suppress
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from cronctl.coord.files.layout import (
-    dumps,
-    file_mode,
-    iso,
-    read_record,
-    task_from_stem,
-    task_path,
-    utc,
-)
+from cronctl.coord.files import layout
 from cronctl.core.due import CLAIM_SWEEP_AGE
 from cronctl.core.process_id import ProcessId
 from cronctl.edge.paths import ensure_private_dir, fsync_dir
@@ -35,7 +27,7 @@ _STAMP_SHAPE = r"[0-9]{8}T[0-9]{4}(?:[0-9]{2})?Z"
 
 
 def _claim_stamp(occurrence: datetime) -> str:
-    moment = utc(occurrence)
+    moment = layout.utc(occurrence)
     if moment.microsecond:
         raise ValueError(f"occurrence {moment.isoformat()} is not on a whole second")
     # A whole minute keeps the short stamp. Seconds tell apart the several occurrences
@@ -66,13 +58,13 @@ def claim_occurrence(
     the process ended) and whose run was never marked started is taken over.
     """
     directory = ensure_private_dir(lock_dir / "claims", within=lock_dir)
-    path = task_path(directory, task, "@" + _claim_stamp(occurrence))
-    record: dict[str, object] = {"host": host, "pid": pid, "claimed": iso(now),
-                                 "occurrence": iso(occurrence)}  # fmt: skip
+    path = layout.task_path(directory, task, "@" + _claim_stamp(occurrence))
+    record: dict[str, object] = {"host": host, "pid": pid, "claimed": layout.iso(now),
+                                 "occurrence": layout.iso(occurrence)}  # fmt: skip
     if leased:
         me = procs.identify(pid)
         record.update(state="leased", boot=procs.boot_id(), pid_start=me and me.start_ticks)
-    if not _write_new(path, record, file_mode(directory)):
+    if not _write_new(path, record, layout.file_mode(directory)):
         return _take_over(path, host, pid)
     fsync_dir(directory)
     return True
@@ -87,7 +79,7 @@ def _write_new(path: Path, record: Mapping[str, object], mode: int) -> bool:
         return False
     try:
         try:
-            os.write(fd, dumps(record))
+            os.write(fd, layout.dumps(record))
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -107,7 +99,7 @@ def _take_over(path: Path, host: str, pid: int) -> bool:
     """Whether the leased claim at ``path`` was this machine's to take, and is now: its
     cronctl provably gone (only this host's, of this boot, can be proved so) and its run
     never marked started. The start mark decides, so one contender wins."""
-    record = read_record(path)
+    record = layout.read_record(path)
     if record is None or record.get("state") != "leased" or record.get("host") != host:
         return False
     holder_pid, start, boot = record.get("pid"), record.get("pid_start"), record.get("boot")
@@ -121,10 +113,10 @@ def _take_over(path: Path, host: str, pid: int) -> bool:
 def _start_mark(path: Path, host: str, pid: int) -> bool:
     """Make (O_EXCL) or find the start mark of the claim at ``path``: whether it names us."""
     mark = path.with_name(path.name + _STARTED)
-    if _write_new(mark, {"host": host, "pid": pid}, file_mode(path.parent)):
+    if _write_new(mark, {"host": host, "pid": pid}, layout.file_mode(path.parent)):
         fsync_dir(path.parent)
         return True
-    record = read_record(mark)
+    record = layout.read_record(mark)
     return record is not None and record.get("host") == host and record.get("pid") == pid
 
 
@@ -132,12 +124,12 @@ def mark_started(lock_dir: Path, task: str, occurrence: datetime, *, host: str, 
     """Mark a leased claim's run started, before it starts: False when another machine took
     the claim over (this cronctl was taken for gone), and the run must not start."""
     directory = ensure_private_dir(lock_dir / "claims", within=lock_dir)
-    return _start_mark(task_path(directory, task, "@" + _claim_stamp(occurrence)), host, pid)
+    return _start_mark(layout.task_path(directory, task, "@" + _claim_stamp(occurrence)), host, pid)
 
 
 def claim_exists(lock_dir: Path, task: str, occurrence: datetime) -> bool:
     """Whether some machine has claimed this occurrence (for ``run --dry-run``; takes nothing)."""
-    path = task_path(lock_dir / "claims", task, "@" + _claim_stamp(occurrence))
+    path = layout.task_path(lock_dir / "claims", task, "@" + _claim_stamp(occurrence))
     return os.path.lexists(path)
 
 
@@ -153,7 +145,7 @@ def sweep_claims(lock_dir: Path, *, now: datetime, max_age: timedelta = CLAIM_SW
     """
     # Stamps are fixed-width digits, so text order is time order: an hourly sweep of a week
     # of every-minute claims (10,080 files) compares strings instead of parsing each date.
-    cutoff = (utc(now) - max_age).strftime(_CLAIM_STAMP)
+    cutoff = (layout.utc(now) - max_age).strftime(_CLAIM_STAMP)
     removed = 0
     try:
         with os.scandir(lock_dir / "claims") as listing:
@@ -165,7 +157,7 @@ def sweep_claims(lock_dir: Path, *, now: datetime, max_age: timedelta = CLAIM_SW
         # Compared by minute: 01:00:01 (a second occurrence after a DST gap) is as old as 01:00.
         if not at or f"{stamp[:13]}Z" >= cutoff or not re.fullmatch(_STAMP_SHAPE, stamp):
             continue
-        if task_from_stem(stem) is not None:
+        if layout.task_from_stem(stem) is not None:
             with suppress(OSError):
                 Path(entry.path).unlink()
                 removed += 1

@@ -16,20 +16,7 @@ from contextlib import contextmanager, suppress
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from cronctl.coord.files.layout import (
-    MAX_RECORD_BYTES,
-    dumps,
-    file_mode,
-    file_stem,
-    flock_nonblocking,
-    iso,
-    mode_under,
-    parse_record,
-    parse_time,
-    read_record,
-    task_path,
-    utc,
-)
+from cronctl.coord.files import layout
 from cronctl.coord.liveness import command_lives
 from cronctl.coord.port import HolderInfo, Overlap
 from cronctl.core.process_id import ProcessId
@@ -56,7 +43,7 @@ class OverlapDir:
         self.path = ensure_private_dir(lock_dir / "overlap", within=lock_dir)
         fd, st = open_dir(self.path)
         self.fd: int | None = fd
-        self.mode = mode_under(st.st_mode)
+        self.mode = layout.mode_under(st.st_mode)
 
     def file(self, stem: str, suffix: str, task: str) -> str:
         """The path of one of a lock's files, as text: opened by its name through
@@ -189,10 +176,10 @@ def _try_overlap_lock(
     timeout: timedelta | None,
 ) -> Overlap:
     dir_fd, mode = directory.dir_fd, directory.mode
-    stem = file_stem(task)  # the name check, once
+    stem = layout.file_stem(task)  # the name check, once
     lock_path = directory.file(stem, ".lock", task)
     holder_path = directory.file(stem, ".holder", task)
-    me = HolderInfo(host=host, pid=pid, started=utc(now), timeout=timeout)
+    me = HolderInfo(host=host, pid=pid, started=layout.utc(now), timeout=timeout)
     with _guard(directory.file(stem, ".guard", task), mode=mode, dir_fd=dir_fd) as guarded:
         lock = _lock_file(lock_path, mode, dir_fd)
         if lock is not None:
@@ -201,7 +188,7 @@ def _try_overlap_lock(
             fd = _open_holder(lock, holder_path, mode, dir_fd)
             old = _pread_all(fd)
             # Without the guard the record may be stale, so it is not evidence either way.
-            previous = _holder_from(parse_record(old)) if guarded and old else None
+            previous = _holder_from(layout.parse_record(old)) if guarded and old else None
             if previous is None or not command_lives(previous):
                 return Overlap("acquired", _record_holder(lock, fd, me, len(old)), None)
             if not _past_lease(previous, me, lease):
@@ -209,7 +196,7 @@ def _try_overlap_lock(
                 lock.release()
                 return Overlap("held", None, previous)
             return Overlap("overtaken", _record_holder(lock, fd, me, len(old)), previous)
-        holder = _holder_from(read_record(holder_path, dir_fd))
+        holder = _holder_from(layout.read_record(holder_path, dir_fd))
         # Without the guard the record may be stale, so it is not evidence of a stuck run.
         if not guarded or holder is None or not _past_lease(holder, me, lease):
             return Overlap("held", None, holder)
@@ -231,14 +218,14 @@ def overlap_held(lock_dir: Path, task: str) -> bool:
     """
     directory = lock_dir / "overlap"
     try:
-        with _guard(task_path(directory, task, ".guard"), create=False) as guarded:
-            fd = open_nofollow(task_path(directory, task, ".lock"), os.O_RDONLY)
+        with _guard(layout.task_path(directory, task, ".guard"), create=False) as guarded:
+            fd = open_nofollow(layout.task_path(directory, task, ".lock"), os.O_RDONLY)
             try:
-                if not guarded or not flock_nonblocking(fd):
+                if not guarded or not layout.flock_nonblocking(fd):
                     return True
             finally:
                 os.close(fd)
-            holder = _read_holder(task_path(directory, task, ".holder"))
+            holder = _read_holder(layout.task_path(directory, task, ".holder"))
             return holder is not None and command_lives(holder)
     except FileNotFoundError:
         return False  # never taken on this lock_dir
@@ -250,11 +237,11 @@ def _guard(
 ) -> Iterator[bool]:
     flags = os.O_RDONLY | (os.O_CREAT if create else 0)
     if mode is None:
-        mode = file_mode(Path(path).parent) if create else 0o600
+        mode = layout.file_mode(Path(path).parent) if create else 0o600
     fd = open_nofollow(path, flags, mode, dir_fd=dir_fd)
     try:
         deadline = time.monotonic() + _GUARD_WAIT_S
-        while not (got := flock_nonblocking(fd)) and time.monotonic() < deadline:
+        while not (got := layout.flock_nonblocking(fd)) and time.monotonic() < deadline:
             time.sleep(0.005)
         yield got
     finally:
@@ -265,7 +252,7 @@ def _lock_file(path: Path | str, mode: int, dir_fd: int | None = None) -> Overla
     # flock works on a read-only descriptor, so the lock file never needs to be writable.
     fd = open_nofollow(path, os.O_RDONLY | os.O_CREAT, mode, dir_fd=dir_fd)
     try:
-        locked = flock_nonblocking(fd)
+        locked = layout.flock_nonblocking(fd)
     except BaseException:
         os.close(fd)
         raise
@@ -291,7 +278,7 @@ def _open_holder(lock: OverlapLock, holder_path: str, mode: int, dir_fd: int) ->
 
 def _pread_all(fd: int) -> bytes:
     try:
-        return os.pread(fd, MAX_RECORD_BYTES, 0)
+        return os.pread(fd, layout.MAX_RECORD_BYTES, 0)
     except OSError:
         return b""
 
@@ -326,7 +313,7 @@ def _write_holder(fd: int, holder: HolderInfo, truncate: bool = False) -> None:
     record: dict[str, object] = {
         "host": holder.host,
         "pid": holder.pid,
-        "started": iso(holder.started),
+        "started": layout.iso(holder.started),
     }
     if holder.timeout is not None:
         record["timeout_s"] = holder.timeout.total_seconds()
@@ -335,7 +322,7 @@ def _write_holder(fd: int, holder: HolderInfo, truncate: bool = False) -> None:
         record["command"] = {"pid": command.pid, "start": command.start_ticks, "boot": command.boot}
     # Not fsynced: the record only matters while the task lives, and no task survives a
     # reboot (the boot id says so); an fsync here would cost every run a disk flush.
-    data = dumps(record)
+    data = layout.dumps(record)
     if len(data) < _HOLDER_WIDTH:
         data = data.ljust(_HOLDER_WIDTH)
     if os.pwrite(fd, data, 0) != len(data):
@@ -345,13 +332,14 @@ def _write_holder(fd: int, holder: HolderInfo, truncate: bool = False) -> None:
 
 
 def _read_holder(path: Path) -> HolderInfo | None:
-    return _holder_from(read_record(path))
+    return _holder_from(layout.read_record(path))
 
 
 def _holder_from(record: dict[str, object] | None) -> HolderInfo | None:
     if record is None:
         return None
-    host, pid, started = record.get("host"), record.get("pid"), parse_time(record.get("started"))
+    host, pid = record.get("host"), record.get("pid")
+    started = layout.parse_time(record.get("started"))
     if not isinstance(host, str) or not isinstance(pid, int) or started is None:
         return None
     timeout_s = record.get("timeout_s")

@@ -8,15 +8,7 @@ import os
 from datetime import datetime
 from pathlib import Path
 
-from cronctl.coord.files.layout import (
-    dumps,
-    file_mode,
-    iso,
-    parse_time,
-    read_record,
-    task_from_stem,
-    task_path,
-)
+from cronctl.coord.files import layout
 from cronctl.coord.port import PauseInfo
 from cronctl.edge.paths import ensure_private_dir, fsync_dir, write_atomic
 
@@ -28,14 +20,14 @@ def set_pause(
 ) -> None:
     """Mark ``task`` paused (atomically; pausing again replaces the reason and time)."""
     directory = ensure_private_dir(lock_dir / "paused", within=lock_dir)
-    path = task_path(directory, task, ".pause")
-    record = {"reason": reason, "since": iso(now), "host": host, "user": user}
-    write_atomic(path, dumps(record), file_mode(directory), durable=True)
+    path = layout.task_path(directory, task, ".pause")
+    record = {"reason": reason, "since": layout.iso(now), "host": host, "user": user}
+    write_atomic(path, layout.dumps(record), layout.file_mode(directory), durable=True)
 
 
 def clear_pause(lock_dir: Path, task: str) -> bool:
     """Remove ``task``'s pause marker; False if it was not paused."""
-    path = task_path(lock_dir / "paused", task, ".pause")
+    path = layout.task_path(lock_dir / "paused", task, ".pause")
     try:
         path.unlink()
     except FileNotFoundError:
@@ -54,9 +46,9 @@ def paused_tasks(lock_dir: Path) -> dict[str, PauseInfo]:
     paused: dict[str, PauseInfo] = {}
     for entry in entries:
         stem, dot, suffix = entry.name.rpartition(".")
-        task = task_from_stem(stem) if dot and suffix == "pause" else None
+        task = layout.task_from_stem(stem) if dot and suffix == "pause" else None
         if task is not None:
-            paused[task] = _pause_from_record(read_record(Path(entry.path)))
+            paused[task] = _pause_from_record(layout.read_record(Path(entry.path)))
     return paused
 
 
@@ -66,7 +58,7 @@ def _pause_from_record(record: dict[str, object] | None) -> PauseInfo:
     reason, host, user = record.get("reason"), record.get("host"), record.get("user")
     return PauseInfo(
         reason=reason if isinstance(reason, str) else None,
-        since=parse_time(record.get("since")),
+        since=layout.parse_time(record.get("since")),
         host=host if isinstance(host, str) else None,
         user=user if isinstance(user, str) else None,
     )
