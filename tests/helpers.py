@@ -266,7 +266,7 @@ def ledger_task(name: str, ledger: Path, schedule: str = "every_minute = true") 
 def plan_ahead_at(schedule: Schedule, tmp_path: Path, now: datetime) -> Ahead:
     """What `work`'s lead does: the decisions for `now` from the rows as stored in
     local_context's state dir (none on an empty one)."""
-    from cronctl.edge.paths import ensure_private_dir
+    from cronctl.edge.safefiles import ensure_private_dir
     from cronctl.edge.state.store import Store
     from cronctl.run.planning import plan_ahead
 

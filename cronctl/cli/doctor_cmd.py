@@ -10,7 +10,7 @@ import typer
 from cronctl.cli.options import CoordOpt, FileOpt, HostOpt, LockOpt, NowOpt, StateOpt
 from cronctl.cli.wiring import host_name, load_schedule, parse_instant
 from cronctl.commands.doctor import doctor as run_doctor
-from cronctl.edge import dirs
+from cronctl.edge import dirs, dirwarnings
 
 _MARK = {"ok": "ok     ", "note": "note   ", "warning": "WARN   ", "problem": "PROBLEM"}
 
@@ -40,7 +40,7 @@ def doctor(
     schedule = load_schedule(file)
     states, locks = dirs.data_dirs(schedule, state_dir, lock_dir, os.environ)
     url = dirs.coordination_url(schedule, coordination, os.environ)
-    lock_problems = dirs.lock_dir_problems(schedule, state_dir, lock_dir, os.environ)
+    lock_problems = dirwarnings.lock_dir_problems(schedule, state_dir, lock_dir, os.environ)
     result = run_doctor(
         schedule, (Path(states), Path(locks)), lock_problems, url, parse_instant(now)
     )

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from cronctl.core.values import instant_problem
 from cronctl.edge import schedcache
-from cronctl.edge.paths import schedule_paths
+from cronctl.edge.schedpaths import schedule_paths
 from cronctl.errors import UsageError
 from cronctl.run import quiet
 

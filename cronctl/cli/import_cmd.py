@@ -20,7 +20,7 @@ import typer
 from cronctl.cli.render.runs import visible
 from cronctl.commands.importer import import_crontab
 from cronctl.core.crontab import USER_NAME
-from cronctl.edge.paths import write_new
+from cronctl.edge.safefiles import write_new
 from cronctl.errors import UsageError
 
 STDIN = "-"

@@ -29,8 +29,8 @@ from cronctl.cli.wiring import (
     work_reporting,
 )
 from cronctl.edge.health import parse_address
-from cronctl.edge.paths import schedule_paths
 from cronctl.edge.schedfiles import load_paths
+from cronctl.edge.schedpaths import schedule_paths
 from cronctl.errors import UsageError
 from cronctl.run.work import Worker
 

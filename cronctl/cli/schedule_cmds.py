@@ -28,8 +28,8 @@ from cronctl.commands.schedule import CheckResult
 from cronctl.coord.port import StoreUnavailable
 from cronctl.core.model import DEFAULT_MISFIRE, MISFIRE_POLICIES, Schedule
 from cronctl.core.warncodes import TASK_WARNINGS
-from cronctl.edge import dirs
-from cronctl.edge.paths import verify_dir
+from cronctl.edge import dirs, dirwarnings
+from cronctl.edge.safefiles import verify_dir
 from cronctl.edge.state.store import Store
 from cronctl.errors import UsageError
 
@@ -98,8 +98,8 @@ def check(
     if fmt not in ("text", "json", "github"):
         raise UsageError(f"--format {fmt!r}: use text, json or github")
     schedule = load_schedule(file)
-    extra = dirs.lock_dir_problems(schedule, state_dir, lock_dir, os.environ)
-    extra += dirs.metrics_file_problems(schedule)
+    extra = dirwarnings.lock_dir_problems(schedule, state_dir, lock_dir, os.environ)
+    extra += dirwarnings.metrics_file_problems(schedule)
     result = service.check(schedule, parse_instant(now), extra, strict)
     if diff is not None:
         check_with_diff(result, schedule, file, diff, parse_instant(now), fmt)
@@ -153,7 +153,7 @@ def list_(
       cronctl list --local
     """
     schedule = load_cached(file)
-    extra = dirs.lock_dir_problems(schedule, state_dir, lock_dir, os.environ)
+    extra = dirwarnings.lock_dir_problems(schedule, state_dir, lock_dir, os.environ)
     last_runs, paused = _recorded(schedule, state_dir, lock_dir)
     instant = parse_instant(now)
     result = service.list_tasks(schedule, instant, extra, last_runs, paused, host_name(host))

@@ -31,9 +31,9 @@ from cronctl.coord.port import Coordinator
 from cronctl.core.model import Schedule, Task, format_utc
 from cronctl.core.opskeys import runs_on
 from cronctl.core.runs import FAILED, RunRow
-from cronctl.edge import dirs, schedentry
-from cronctl.edge.paths import schedule_paths
+from cronctl.edge import dirs, dirwarnings, schedentry
 from cronctl.edge.process.stream import printer
+from cronctl.edge.schedpaths import schedule_paths
 from cronctl.errors import CronctlError, LockDirNotSharedError
 from cronctl.run import quiet
 from cronctl.run.once import (
@@ -101,7 +101,7 @@ def run_context(
     states, locks = dirs.data_dirs(schedule, state_dir, lock_dir, os.environ)
     url = dirs.coordination_url(schedule, coordination, os.environ)
     # With a coordination store, claims do not live in lock_dir: whether it is shared is moot.
-    warning = None if url else dirs.lock_dir_warning(schedule, locks)
+    warning = None if url else dirwarnings.lock_dir_warning(schedule, locks)
     if warning is not None:
         production = os.environ.get("CRONCTL_ENV") == "production"
         if strict or production:
@@ -113,7 +113,7 @@ def run_context(
         # `work` (`at_start`) says it as it starts: once a process, never every minute.
         if at_start:
             print(f"cronctl: warning: {warning.message}", file=sys.stderr)
-        elif dirs.daily_notice(states, "lock-dir-not-shared"):
+        elif dirwarnings.daily_notice(states, "lock-dir-not-shared"):
             print(f"cronctl: warning: {warning.message} (repeated once a day)", file=sys.stderr)
     me = host_name(host)
     return RunContext(

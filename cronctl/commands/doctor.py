@@ -24,8 +24,8 @@ from cronctl.coord.port import StoreUnavailable
 from cronctl.core.model import Problem, Schedule
 from cronctl.core.warncodes import TASK_WARNINGS, acknowledged
 from cronctl.edge.callers import find_callers
-from cronctl.edge.dirs import metrics_file_problems
-from cronctl.edge.paths import open_dir
+from cronctl.edge.dirwarnings import metrics_file_problems
+from cronctl.edge.safefiles import open_dir
 from cronctl.edge.schedcache import cache_dir
 from cronctl.errors import CronctlError
 
@@ -66,7 +66,7 @@ def doctor(
 ) -> DoctorResult:
     """Run every check; never raises for what it finds.
 
-    `lock_problems` is the lock_dir verdict `check` gives (edge/dirs.lock_dir_problems), so
+    `lock_problems` is the lock_dir verdict `check` gives (edge/dirwarnings.lock_dir_problems), so
     the two commands never disagree about the same directory.
     """
     state_dir, lock_dir = dirs
@@ -118,7 +118,7 @@ _WARNING_ADVICE = (
 
 def _metrics(schedule: Schedule) -> list[Finding]:
     """Whether `metrics_file` is safe to write, judged as `run` judges it before each write
-    (edge/dirs.metrics_file_problems, which `check` gives too)."""
+    (edge/dirwarnings.metrics_file_problems, which `check` gives too)."""
     path = schedule.settings.metrics_file
     if path is None:
         return []

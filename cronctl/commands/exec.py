@@ -28,8 +28,8 @@ from cronctl.core.model import Schedule, Task, format_duration
 from cronctl.core.opskeys import runs_on
 from cronctl.core.runs import RunRow
 from cronctl.edge.awake import join_awake
-from cronctl.edge.paths import ensure_private_dir
 from cronctl.edge.process.procs import alive
+from cronctl.edge.safefiles import ensure_private_dir
 from cronctl.edge.state.store import Store
 from cronctl.errors import CronctlError, UsageError
 from cronctl.run import attempts, guards

@@ -12,8 +12,8 @@ from cronctl.coord.port import Coordinator, PauseInfo
 from cronctl.core.model import Schedule, Task
 from cronctl.core.opskeys import overdue_since, runs_on
 from cronctl.core.runs import FAILED, LOG_RETENTION, UNFINISHED, RunRow
-from cronctl.edge.paths import ensure_private_dir
 from cronctl.edge.process.logfiles import log_chunks_from, log_file
+from cronctl.edge.safefiles import ensure_private_dir
 from cronctl.edge.state.store import DB_NAME, Store, TaskState
 from cronctl.errors import UsageError
 

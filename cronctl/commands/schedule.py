@@ -21,7 +21,7 @@ from cronctl.core.values import LATEST
 from cronctl.core.warncodes import acknowledge
 from cronctl.core.zones import next_occurrence, parse_zone, walls_at
 from cronctl.edge import secrets
-from cronctl.edge.paths import write_new
+from cronctl.edge.safefiles import write_new
 from cronctl.errors import UsageError
 
 

@@ -28,7 +28,7 @@ def open_coordinator(
     """The backend the settings chose: PostgreSQL when ``url`` is set, else files in lock_dir;
     ``host`` and ``pid`` name this run in the claims, locks and pauses it takes. ``project``
     (``[cronctl] project``) keeps the project's rows apart in the store; lock_dir is already
-    the project's own (edge/paths.py), so files need nothing more.
+    the project's own (edge/dirs.py), so files need nothing more.
 
     Nothing connects here; the PostgreSQL adapter connects on first use (once per run).
     """

@@ -26,8 +26,8 @@ from pathlib import Path
 
 from cronctl.coord.port import FleetHistory, StoreUnavailable
 from cronctl.core.runs import NOT_OK, UNFINISHED, RunRow
-from cronctl.edge.paths import open_nofollow, write_atomic
 from cronctl.edge.process.logfiles import last_bytes
+from cronctl.edge.safefiles import open_nofollow, write_atomic
 from cronctl.edge.state.store import Store
 from cronctl.errors import UnsafeDirectoryError
 

@@ -43,7 +43,7 @@ def resolve_path(kind: str, base: Path, text: str) -> Path:
     """A path written in a schedule file, read against the file's directory `base`, with `~`
     expanded and links resolved: `workdir`, `state_dir`, `lock_dir` wholly; `metrics_file`
     only made absolute, so that the links in its path are still there for the writer to
-    check (`edge.paths.check_file_path`) each time it writes."""
+    check (`edge.safefiles.check_file_path`) each time it writes."""
     path = base / Path(text).expanduser()
     if kind == "metrics_file":
         return Path(os.path.normpath(path.absolute()))

@@ -14,7 +14,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from cronctl.edge.paths import AUDIT_FILE, ensure_private_dir, open_nofollow
+from cronctl.edge.safefiles import AUDIT_FILE, ensure_private_dir, open_nofollow
 
 
 def append_record(state_dir: Path, record: Mapping[str, object]) -> Path:

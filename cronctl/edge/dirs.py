@@ -1,21 +1,103 @@
-"""Where a schedule's data lives: its state and lock directories, its coordination store.
+"""Which state and lock directories and which coordination store a schedule uses.
 
-`run` asks these on every start that plans; the lock_dir warning asks which file system holds
-lock_dir (edge/mounts.py) only when on_one_server tasks rely on a lock_dir not declared shared.
+A quiet `run` asks too, so the schedule model is not imported here. Warnings about those
+places: edge/dirwarnings.py; making and opening them safely: edge/safefiles.py.
 """
 
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from cronctl.core.model import Problem, Schedule
 from cronctl.core.values import check_line
-from cronctl.edge.mounts import filesystem_type, is_shared_fstype
-from cronctl.edge.paths import check_file_path, ensure_private_dir, open_nofollow, resolve_dirs
-from cronctl.errors import UnsafeDirectoryError, UsageError
+from cronctl.errors import UsageError
+
+if TYPE_CHECKING:
+    from cronctl.core.model import Schedule
+
+
+def systemd_dir(env: Mapping[str, str], name: str) -> Path | None:
+    """The first directory systemd hands over in ``$STATE_DIRECTORY`` or ``$CACHE_DIRECTORY``.
+
+    A unit with several ``StateDirectory=`` entries gets them ``:``-separated, in order; the
+    first is cronctl's. systemd only ever gives absolute paths, so anything else (empty,
+    relative) is not systemd's and is ignored.
+    """
+    first = env.get(name, "").split(":", 1)[0]
+    return Path(first) if first.startswith("/") else None
+
+
+def default_state_dir(env: Mapping[str, str], is_root: bool) -> Path:
+    """Return cronctl's default state directory for root or for an ordinary user.
+
+    Root gets the FHS location ``/var/lib/cronctl``. Everyone else gets
+    ``$XDG_STATE_HOME/cronctl``, or ``~/.local/state/cronctl`` when that variable is unset,
+    empty or relative (the XDG spec says relative values must be ignored).
+    """
+    if is_root:
+        return Path("/var/lib/cronctl")
+    xdg = env.get("XDG_STATE_HOME", "")
+    if xdg and Path(xdg).is_absolute():
+        return Path(xdg) / "cronctl"
+    home = env.get("HOME") or str(Path.home())
+    return Path(home) / ".local" / "state" / "cronctl"
+
+
+def resolve_dirs(
+    *,
+    flag_state: Path | None,
+    flag_lock: Path | None,
+    env: Mapping[str, str],
+    file_state: Path | None,
+    file_lock: Path | None,
+    is_root: bool,
+    project: str | None = None,
+) -> tuple[Path, Path]:
+    """Return ``(state_dir, lock_dir)``; for each, the first of flag, environment, file,
+    systemd's ``$STATE_DIRECTORY``, default.
+
+    The environment variables are ``CRONCTL_STATE_DIR`` and ``CRONCTL_LOCK_DIR``; an empty
+    value is a usage error (it would otherwise fall through to a default without a word).
+    ``file_state``/``file_lock`` come from the schedule file's ``[cronctl]`` table, already
+    resolved against the file's own directory by the caller. ``$STATE_DIRECTORY`` is what a
+    unit's ``StateDirectory=`` hands over: below every setting, so that a unit never moves a
+    state directory the operator named, and above the default, so that a service user's
+    state is where the unit said rather than in its home (for www-data, the web root).
+    With a ``project`` (the [cronctl] table's, already validated), each directory chosen so
+    far is a root shared by the machine's projects and the project's data lives in
+    ``ROOT/projects/PROJECT`` below it, so two projects' tasks of one name never share a
+    lock, a claim or a history; without one, the layout is the shared one of old.
+    ``lock_dir`` defaults to ``STATE_DIR/locks`` of the state directory chosen here. Relative
+    flag or environment values are made absolute against the current directory now, so that every
+    later message names one unambiguous path.
+    """
+    for name in ("CRONCTL_STATE_DIR", "CRONCTL_LOCK_DIR"):
+        if env.get(name) == "":
+            raise UsageError(
+                f"{name} is set but empty; unset it or give it a directory ({name}=/path)"
+            )
+    state = _first(flag_state, env.get("CRONCTL_STATE_DIR"), file_state)
+    if state is None:
+        state = systemd_dir(env, "STATE_DIRECTORY")
+    if state is None:
+        state = default_state_dir(env, is_root)
+    if project is not None:
+        state = state / "projects" / project
+    lock = _first(flag_lock, env.get("CRONCTL_LOCK_DIR"), file_lock)
+    if lock is None:
+        lock = state / "locks"
+    elif project is not None:
+        lock = lock / "projects" / project
+    return state.absolute(), lock.absolute()
+
+
+def _first(*candidates: Path | str | None) -> Path | None:
+    for candidate in candidates:
+        if candidate is not None and str(candidate) != "":
+            return Path(candidate)
+    return None
 
 
 def data_dirs(
@@ -31,94 +113,6 @@ def data_dirs(
         is_root=os.geteuid() == 0,
         project=schedule.settings.project,
     )
-
-
-def lock_dir_warning(
-    schedule: Schedule, lock_dir: Path, only_if_present: bool = False
-) -> Problem | None:
-    """A warning when on_one_server tasks rely on a lock_dir that only this machine sees.
-
-    `only_if_present` (check, list): a lock_dir that does not exist here says nothing about
-    the servers — a CI runner does not have their mount — so it is not judged.
-    """
-    tasks = [t for t in schedule.tasks if t.on_one_server]
-    if not tasks or schedule.settings.lock_dir_shared:
-        return None
-    if schedule.settings.coordination or os.environ.get("CRONCTL_COORDINATION"):
-        return None  # claims live in the coordination store, not in lock_dir
-    if only_if_present and not lock_dir.is_dir():
-        return None
-    fstype = filesystem_type(lock_dir)
-    if is_shared_fstype(fstype):
-        return None
-    names = ", ".join(t.name for t in tasks)
-    first = tasks[0]
-    return Problem(
-        str(first.source),
-        first.line,
-        None,
-        "warning",
-        "lock-dir-not-shared",
-        f"lock_dir {lock_dir} is on {fstype}, which only this machine sees, so on_one_server "
-        f"({names}) holds only here; point lock_dir at a shared mount (NFS, CIFS, CephFS, ...) "
-        "or set lock_dir_shared = true in [cronctl] if it is shared in a way cronctl cannot "
-        "detect",
-    )
-
-
-def lock_dir_problems(
-    schedule: Schedule, flag_state: Path | None, flag_lock: Path | None, env: Mapping[str, str]
-) -> list[Problem]:
-    """The lock_dir warning as `check`, `list` and `doctor` judge it (one verdict for all)."""
-    _, locks = data_dirs(schedule, flag_state, flag_lock, env)
-    # A named lock_dir (flag, environment, file) may be a mount this machine (a CI runner)
-    # lacks: judge it only where it exists. The default, STATE_DIR/locks, is local on every
-    # machine: judge it even before `run` creates it, by the file system it would be on.
-    named = (
-        flag_lock is not None
-        or bool(env.get("CRONCTL_LOCK_DIR"))
-        or schedule.settings.lock_dir is not None
-    )
-    warning = lock_dir_warning(schedule, locks, only_if_present=named)
-    return [warning] if warning else []
-
-
-def metrics_file_problems(schedule: Schedule) -> list[Problem]:
-    """A warning when another user could steer where `metrics_file` is written: its whole
-    path judged as `run` and `work` judge it before each write (and then refuse it), so
-    `check` and `doctor` say so before the first run does."""
-    path = schedule.settings.metrics_file
-    if path is None:
-        return []
-    try:
-        check_file_path(path)
-    except UnsafeDirectoryError as exc:
-        where = str(schedule.files[0]) if schedule.files else str(path)
-        message = f"metrics_file is not safe to write: {exc} `run` and `work` will not write it"
-        return [Problem(where, None, None, "warning", "metrics-file-unsafe", message)]
-    except OSError:
-        return []  # not judged where it cannot be looked at (a CI runner); the write says so
-    return []
-
-
-NOTICE_INTERVAL_S = 24 * 3600
-
-
-def daily_notice(state_dir: Path, key: str) -> bool:
-    """True at most once a day per key: for warnings `run` would otherwise mail every minute."""
-    stamp = ensure_private_dir(state_dir / "notices", within=state_dir) / key
-    # Never through a link: a symlink planted at the stamp must not make root touch its target.
-    fd = open_nofollow(stamp, os.O_WRONLY | os.O_CREAT, 0o600)
-    try:
-        info = os.fstat(fd)
-        fresh = info.st_size > 0 and time.time() - info.st_mtime < NOTICE_INTERVAL_S
-        if fresh:
-            return False
-        os.write(fd, b"1")  # a stamp that has been set has a byte: a fresh create has none
-        os.utime(fd)
-    finally:
-        os.close(fd)
-    return True
 
 
 def coordination_url(schedule: Schedule, flag: str | None, env: Mapping[str, str]) -> str | None:

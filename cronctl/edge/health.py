@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from cronctl.edge.metrics import HELP, Sample
-from cronctl.edge.paths import check_file_path
+from cronctl.edge.safefiles import check_file_path
 from cronctl.errors import UsageError
 
 #: What a probe reads: (healthy, a line saying why).

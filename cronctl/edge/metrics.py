@@ -22,8 +22,8 @@ from typing import TypeAlias
 
 from cronctl.core.model import Schedule, Task
 from cronctl.core.runs import HISTORY_RETENTION, UNFINISHED, RunRow
-from cronctl.edge.dirs import daily_notice
-from cronctl.edge.paths import check_file_path, write_atomic
+from cronctl.edge.dirwarnings import daily_notice
+from cronctl.edge.safefiles import check_file_path, write_atomic
 from cronctl.edge.state.store import Store
 from cronctl.errors import UnsafeDirectoryError
 

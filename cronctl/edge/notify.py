@@ -26,8 +26,8 @@ from urllib.parse import quote, urlsplit, urlunsplit
 from cronctl.core.model import Task
 from cronctl.core.runs import RunRow
 from cronctl.edge.awake import join_awake
-from cronctl.edge.paths import ensure_private_dir, open_nofollow
 from cronctl.edge.process import logfiles, runner
+from cronctl.edge.safefiles import ensure_private_dir, open_nofollow
 
 if TYPE_CHECKING:
     import http.client

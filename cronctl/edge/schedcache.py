@@ -36,7 +36,9 @@ from typing import Any
 
 from cronctl._version import __version__
 from cronctl.core.values import resolve_path
-from cronctl.edge.paths import open_dir, open_nofollow, read_bytes, systemd_dir
+from cronctl.edge.dirs import systemd_dir
+from cronctl.edge.safefiles import open_dir, open_nofollow
+from cronctl.edge.schedpaths import read_bytes
 from cronctl.errors import CronctlError, UsageError
 
 #: Bumped whenever the entry's layout changes.

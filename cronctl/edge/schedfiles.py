@@ -1,6 +1,6 @@
 """Parse schedule files into a Schedule: TOML decoded, every problem located by its line.
 
-Finding the files and reading their bytes is edge/paths.py, which a quiet `run` uses alone;
+Finding the files and reading their bytes is edge/schedpaths.py, which a quiet `run` uses alone;
 `run` finds its schedule in the cache (edge/schedentry.py) most minutes and imports this
 module only when the files changed.
 """
@@ -17,7 +17,7 @@ from cronctl.core.assemble import build_schedule
 from cronctl.core.lines import index_lines, syntax_error_line
 from cronctl.core.model import Problem, Schedule
 from cronctl.core.schema import FileResult, parse_document
-from cronctl.edge.paths import MAX_SCHEDULE_BYTES, read_bytes, schedule_paths
+from cronctl.edge.schedpaths import MAX_SCHEDULE_BYTES, read_bytes, schedule_paths
 
 #: The most [[task]] tables the schedule files may hold together (docs/schedule-file.md,
 #: Limits): five times the 10,000 that docs/benchmarks.md measures `check`, `list` and `run`

@@ -17,7 +17,7 @@ from cronctl.core.groups import DEFAULT_GROUP_WAIT
 from cronctl.core.model import Task, format_duration, format_utc
 from cronctl.core.runs import RunRow
 from cronctl.edge.awake import wait_awake
-from cronctl.edge.paths import ensure_private_dir
+from cronctl.edge.safefiles import ensure_private_dir
 from cronctl.run.context import (
     CONDITION_TIMEOUT_S,
     REHEARSAL_DIR,

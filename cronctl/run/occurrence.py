@@ -19,8 +19,8 @@ from cronctl.core.runs import RunRow
 from cronctl.edge import secrets
 from cronctl.edge.awake import join_awake
 from cronctl.edge.notify import Pings
-from cronctl.edge.paths import ensure_private_dir
 from cronctl.edge.process import runner
+from cronctl.edge.safefiles import ensure_private_dir
 from cronctl.edge.state import unsaved
 from cronctl.edge.state.store import Store
 from cronctl.errors import CronctlError, EnvFileError

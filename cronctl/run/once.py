@@ -17,7 +17,7 @@ from cronctl.core.due import Plan
 from cronctl.core.model import Schedule
 from cronctl.core.runs import RunRow
 from cronctl.edge import metrics
-from cronctl.edge.paths import ensure_private_dir
+from cronctl.edge.safefiles import ensure_private_dir
 from cronctl.edge.state.store import Store
 from cronctl.run import guards, occurrence, planning, recovery
 from cronctl.run.context import (

@@ -43,7 +43,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cronctl.edge.paths import ensure_private_dir, resolve_dirs
+from cronctl.edge.dirs import resolve_dirs
+from cronctl.edge.safefiles import ensure_private_dir
 from cronctl.edge.schedcache import Lookup, still_resolved
 from cronctl.edge.state.store import Store, parse_time
 

@@ -20,7 +20,7 @@ from cronctl.edge import metrics
 from cronctl.edge.awake import join_awake, wait_awake
 from cronctl.edge.health import Address, HealthFile, HealthServer, check_prometheus_client
 from cronctl.edge.metrics import Sample
-from cronctl.edge.paths import ensure_private_dir
+from cronctl.edge.safefiles import ensure_private_dir
 from cronctl.edge.state.dbfile import file_id
 from cronctl.edge.state.store import DB_NAME, Store, StoreUnusableError
 from cronctl.errors import CronctlError, UnsafeDirectoryError

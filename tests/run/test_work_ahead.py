@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from cronctl.coord.files.adapter import FilesCoordinator
-from cronctl.edge.paths import ensure_private_dir
+from cronctl.edge.safefiles import ensure_private_dir
 from cronctl.edge.schedfiles import load_paths
 from cronctl.edge.state.store import Store, StoredState, TaskState
 from cronctl.run.once import run_once

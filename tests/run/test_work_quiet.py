@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from cronctl.core.model import Schedule
-from cronctl.edge.paths import ensure_private_dir
+from cronctl.edge.safefiles import ensure_private_dir
 from cronctl.edge.schedfiles import load_paths
 from cronctl.edge.state.store import Store
 from cronctl.run import planning

@@ -16,7 +16,7 @@ from pathlib import Path
 from cronctl.coord.files import overlap, pauses, slots
 from cronctl.coord.files.claims import claim_exists, claim_occurrence, mark_started, sweep_claims
 from cronctl.coord.port import Claim, Overlap, PauseInfo, StoreCheck
-from cronctl.edge.paths import ensure_private_dir, verify_dir
+from cronctl.edge.safefiles import ensure_private_dir, verify_dir
 
 
 class FilesCoordinator:

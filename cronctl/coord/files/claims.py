@@ -15,8 +15,8 @@ from pathlib import Path
 from cronctl.coord.files import layout
 from cronctl.core.due import CLAIM_SWEEP_AGE
 from cronctl.core.process_id import ProcessId
-from cronctl.edge.paths import ensure_private_dir, fsync_dir
 from cronctl.edge.process import procs
+from cronctl.edge.safefiles import ensure_private_dir, fsync_dir
 
 __all__ = ["claim_exists", "claim_occurrence", "mark_started", "sweep_claims"]
 

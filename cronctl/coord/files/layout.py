@@ -16,7 +16,7 @@ A ``:`` in a task name is written as ``%`` in file names: Windows servers behind
 ``lock_dir`` reject ``:``, and ``%`` can never occur in a task name, so the mapping is reversible
 and keeps names as short as the task's (a 100-character name still fits NAME_MAX).
 
-Every file is opened with ``O_NOFOLLOW`` (see :func:`cronctl.edge.paths.open_nofollow`).
+Every file is opened with ``O_NOFOLLOW`` (see :func:`cronctl.edge.safefiles.open_nofollow`).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from cronctl.core.model import TASK_NAME
-from cronctl.edge.paths import open_nofollow
+from cronctl.edge.safefiles import open_nofollow
 from cronctl.errors import UnsafeDirectoryError
 
 __all__ = [

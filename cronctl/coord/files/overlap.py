@@ -20,8 +20,8 @@ from cronctl.coord.files import layout
 from cronctl.coord.liveness import command_lives
 from cronctl.coord.port import HolderInfo, Overlap
 from cronctl.core.process_id import ProcessId
-from cronctl.edge.paths import ensure_private_dir, open_dir, open_nofollow
 from cronctl.edge.process import procs
+from cronctl.edge.safefiles import ensure_private_dir, open_dir, open_nofollow
 
 __all__ = ["OverlapDir", "OverlapLock", "overlap_held", "try_overlap_lock"]
 

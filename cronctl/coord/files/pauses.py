@@ -10,7 +10,7 @@ from pathlib import Path
 
 from cronctl.coord.files import layout
 from cronctl.coord.port import PauseInfo
-from cronctl.edge.paths import ensure_private_dir, fsync_dir, write_atomic
+from cronctl.edge.safefiles import ensure_private_dir, fsync_dir, write_atomic
 
 __all__ = ["clear_pause", "paused_tasks", "set_pause"]
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from cronctl.coord.files.layout import flock_nonblocking, mode_under
 from cronctl.core.groups import GROUP_NAME
-from cronctl.edge.paths import ensure_private_dir, open_dir, open_nofollow
+from cronctl.edge.safefiles import ensure_private_dir, open_dir, open_nofollow
 
 __all__ = ["FileSlot", "try_slot"]
 

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from cronctl.core.model import TASK_NAME
-from cronctl.edge.paths import open_nofollow, verify_dir
+from cronctl.edge.safefiles import open_nofollow, verify_dir
 
 __all__ = [
     "CHUNK_BYTES",

@@ -37,10 +37,10 @@ from typing import TYPE_CHECKING
 from cronctl.core.envfile import Masker
 from cronctl.core.model import KILL_GRACE_S
 from cronctl.core.runs import Ended
-from cronctl.edge.paths import open_nofollow
 from cronctl.edge.process import procs, reaper
 from cronctl.edge.process.capped import CappedLog
 from cronctl.edge.process.stream import Copy, copier, tee
+from cronctl.edge.safefiles import open_nofollow
 
 if TYPE_CHECKING:
     from cronctl.edge.process.limits import Prepared

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Final, NoReturn
 from urllib.parse import quote
 
-from cronctl.edge.paths import fsync_dir
+from cronctl.edge.safefiles import fsync_dir
 from cronctl.errors import CronctlError, UnsafeDirectoryError
 
 __all__ = [

@@ -28,8 +28,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Final
 
-from cronctl.edge.paths import ensure_private_dir, open_nofollow, verify_dir, write_atomic
 from cronctl.edge.process import procs
+from cronctl.edge.safefiles import ensure_private_dir, open_nofollow, verify_dir, write_atomic
 
 DIR_NAME: Final = "unsaved"
 #: Bytes reserved per run: the result with a 4 KiB tail, even all 4-byte UTF-8, fits.

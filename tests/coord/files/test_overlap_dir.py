@@ -14,7 +14,7 @@ import pytest
 from cronctl.coord.files import overlap
 from cronctl.coord.files.adapter import FilesCoordinator
 from cronctl.coord.port import Overlap
-from cronctl.edge.paths import open_dir
+from cronctl.edge.safefiles import open_dir
 from cronctl.errors import UnsafeDirectoryError
 
 T0 = datetime(2026, 8, 3, 9, 0, tzinfo=UTC)

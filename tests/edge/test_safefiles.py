@@ -8,15 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from cronctl.edge.dirs import default_state_dir, resolve_dirs
 from cronctl.edge.mounts import Mount, filesystem_type, is_shared_fstype, parse_mountinfo
-from cronctl.edge.paths import (
-    default_state_dir,
-    ensure_private_dir,
-    open_nofollow,
-    resolve_dirs,
-    verify_dir,
-    write_atomic,
-)
+from cronctl.edge.safefiles import ensure_private_dir, open_nofollow, verify_dir, write_atomic
 from cronctl.errors import UnsafeDirectoryError, UsageError
 
 # --- default_state_dir / resolve_dirs -------------------------------------------------------
@@ -441,7 +435,7 @@ def test_local_and_doubtful_file_systems_are_not_shared(fstype: str) -> None:
 
 
 def test_the_notice_stamp_is_never_touched_through_a_planted_link(tmp_path: Path) -> None:
-    from cronctl.edge.dirs import daily_notice
+    from cronctl.edge.dirwarnings import daily_notice
 
     state = ensure_private_dir(tmp_path / "state")
     (state / "notices").mkdir(mode=0o700)
@@ -456,7 +450,7 @@ def test_the_notice_stamp_is_never_touched_through_a_planted_link(tmp_path: Path
 
 
 def test_the_notice_is_given_once_a_day(tmp_path: Path) -> None:
-    from cronctl.edge.dirs import daily_notice
+    from cronctl.edge.dirwarnings import daily_notice
 
     state = ensure_private_dir(tmp_path / "state")
     assert daily_notice(state, "k") is True

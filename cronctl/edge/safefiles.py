@@ -1,201 +1,37 @@
-"""Where cronctl reads its schedules and keeps its data, and whether it may trust those places.
+"""cronctl's directories made private and refused when other users could tamper with them,
+and the files in them opened, written and replaced without following planted links
+(README, Safety).
 
-Three jobs, all at the edge because they ask the operating system:
-
-- find the schedule files (flag, ``CRONCTL_FILE``, the default) and read their bytes;
-- pick the state and lock directories (flag, environment, schedule file, default);
-- create them privately and refuse directories that other users could tamper with, and open
-  and replace the files inside them without following planted links (README, Safety).
-
-Parsing the files is edge/schedfiles.py: a quiet `run` reads their bytes to know them
-unchanged, and never parses them. Whether the lock directory lives on a file system that
-several machines can see, so that ``on_one_server`` can warn when it cannot keep its promise,
-is edge/mounts.py: imported where that is asked, not by every `run`.
+Which directories those are is edge/dirs.py; whether the lock directory is one that several
+machines see is edge/mounts.py.
 """
 
 from __future__ import annotations
 
 import errno
+import operator
 import os
 import stat
-from collections.abc import Mapping, Sequence
 from contextlib import suppress
+from itertools import accumulate
 from pathlib import Path
 
-from cronctl.errors import ScheduleFileError, UnsafeDirectoryError, UsageError
-
-__all__ = [
-    "DEFAULT_FILE",
-    "MAX_SCHEDULE_BYTES",
-    "default_state_dir",
-    "ensure_private_dir",
-    "fsync_dir",
-    "open_dir",
-    "open_nofollow",
-    "read_bytes",
-    "resolve_dirs",
-    "schedule_paths",
-    "systemd_dir",
-    "verify_dir",
-    "write_atomic",
-]
+from cronctl.errors import UnsafeDirectoryError, UsageError
 
 _PRIVATE_MODE = 0o700
 # Keeping S_ISGID on the directories we create makes the group inheritance continue downwards,
 # which is the whole point of a setgid parent.
 _GROUP_SHARED_MODE = stat.S_ISGID | 0o750
 
-
-#: The schedule file a command reads when no flag or CRONCTL_FILE names one.
-DEFAULT_FILE = "schedules.toml"
-
-
-def schedule_paths(given: Sequence[Path] | None, env: Mapping[str, str]) -> list[Path]:
-    """--file values (a directory means its *.toml, sorted), else CRONCTL_FILE, else the default."""
-    if given:
-        candidates = list(given)
-    elif "CRONCTL_FILE" in env:
-        candidates = _env_files(env["CRONCTL_FILE"])
-    else:
-        candidates = [Path(DEFAULT_FILE)]
-    paths: list[Path] = []
-    for candidate in candidates:
-        if candidate.is_dir():
-            found = sorted(p for p in candidate.glob("*.toml") if p.is_file())
-            if not found:
-                raise ScheduleFileError(
-                    f"{candidate}: directory holds no *.toml schedule files", candidate
-                )
-            paths.extend(found)
-        elif candidate.is_file():
-            paths.append(candidate)
-        elif not candidate.exists():
-            hint = " (create one with `cronctl init`)" if not given else ""
-            raise ScheduleFileError(f"{candidate}: no such schedule file{hint}", candidate)
-        else:
-            raise ScheduleFileError(f"{candidate}: not a regular file", candidate)
-    return paths
-
-
-def _env_files(value: str) -> list[Path]:
-    """CRONCTL_FILE's paths; an empty value or an empty entry would quietly schedule nothing."""
-    parts = value.split(os.pathsep)
-    if not all(parts):
-        raise UsageError(
-            f"CRONCTL_FILE={value!r} is empty or has an empty entry; give schedule files "
-            f"separated by {os.pathsep!r} (e.g. CRONCTL_FILE=/srv/a.toml{os.pathsep}/srv/b.toml), "
-            "or unset it"
-        )
-    return [Path(p) for p in parts]
-
-
-#: The most the schedule files may hold together (docs/schedule-file.md, Limits): a far
-#: larger file would keep `check` parsing for minutes without a word. A file is read only
-#: this far and one byte more, so the parse can refuse it without reading the rest.
-MAX_SCHEDULE_BYTES = 10 * 2**20
-
-
-def read_bytes(path: Path) -> bytes:
-    """A schedule file's bytes, at most MAX_SCHEDULE_BYTES + 1 of them (more: the parse
-    refuses the file); a file that cannot be read stops the command (exit 2)."""
-    try:
-        with path.open("rb") as fh:
-            return fh.read(MAX_SCHEDULE_BYTES + 1)
-    except OSError as exc:
-        raise ScheduleFileError(f"{path}: cannot read: {exc.strerror}", path) from None
-
-
-def systemd_dir(env: Mapping[str, str], name: str) -> Path | None:
-    """The first directory systemd hands over in ``$STATE_DIRECTORY`` or ``$CACHE_DIRECTORY``.
-
-    A unit with several ``StateDirectory=`` entries gets them ``:``-separated, in order; the
-    first is cronctl's. systemd only ever gives absolute paths, so anything else (empty,
-    relative) is not systemd's and is ignored.
-    """
-    first = env.get(name, "").split(":", 1)[0]
-    return Path(first) if first.startswith("/") else None
-
-
-def default_state_dir(env: Mapping[str, str], is_root: bool) -> Path:
-    """Return cronctl's default state directory for root or for an ordinary user.
-
-    Root gets the FHS location ``/var/lib/cronctl``. Everyone else gets
-    ``$XDG_STATE_HOME/cronctl``, or ``~/.local/state/cronctl`` when that variable is unset,
-    empty or relative (the XDG spec says relative values must be ignored).
-    """
-    if is_root:
-        return Path("/var/lib/cronctl")
-    xdg = env.get("XDG_STATE_HOME", "")
-    if xdg and Path(xdg).is_absolute():
-        return Path(xdg) / "cronctl"
-    home = env.get("HOME") or str(Path.home())
-    return Path(home) / ".local" / "state" / "cronctl"
-
-
-def resolve_dirs(
-    *,
-    flag_state: Path | None,
-    flag_lock: Path | None,
-    env: Mapping[str, str],
-    file_state: Path | None,
-    file_lock: Path | None,
-    is_root: bool,
-    project: str | None = None,
-) -> tuple[Path, Path]:
-    """Return ``(state_dir, lock_dir)``; for each, the first of flag, environment, file,
-    systemd's ``$STATE_DIRECTORY``, default.
-
-    The environment variables are ``CRONCTL_STATE_DIR`` and ``CRONCTL_LOCK_DIR``; an empty
-    value is a usage error (it would otherwise fall through to a default without a word).
-    ``file_state``/``file_lock`` come from the schedule file's ``[cronctl]`` table, already
-    resolved against the file's own directory by the caller. ``$STATE_DIRECTORY`` is what a
-    unit's ``StateDirectory=`` hands over: below every setting, so that a unit never moves a
-    state directory the operator named, and above the default, so that a service user's
-    state is where the unit said rather than in its home (for www-data, the web root).
-    With a ``project`` (the [cronctl] table's, already validated), each directory chosen so
-    far is a root shared by the machine's projects and the project's data lives in
-    ``ROOT/projects/PROJECT`` below it, so two projects' tasks of one name never share a
-    lock, a claim or a history; without one, the layout is the shared one of old.
-    ``lock_dir`` defaults to ``STATE_DIR/locks`` of the state directory chosen here. Relative
-    flag or environment values are made absolute against the current directory now, so that every
-    later message names one unambiguous path.
-    """
-    for name in ("CRONCTL_STATE_DIR", "CRONCTL_LOCK_DIR"):
-        if env.get(name) == "":
-            raise UsageError(
-                f"{name} is set but empty; unset it or give it a directory ({name}=/path)"
-            )
-    state = _first(flag_state, env.get("CRONCTL_STATE_DIR"), file_state)
-    if state is None:
-        state = systemd_dir(env, "STATE_DIRECTORY")
-    if state is None:
-        state = default_state_dir(env, is_root)
-    if project is not None:
-        state = state / "projects" / project
-    lock = _first(flag_lock, env.get("CRONCTL_LOCK_DIR"), file_lock)
-    if lock is None:
-        lock = state / "locks"
-    elif project is not None:
-        lock = lock / "projects" / project
-    return state.absolute(), lock.absolute()
-
-
-def _first(*candidates: Path | str | None) -> Path | None:
-    for candidate in candidates:
-        if candidate is not None and str(candidate) != "":
-            return Path(candidate)
-    return None
-
-
 #: What cronctl keeps directly inside a state or lock directory. Each one that exists is
 #: checked with its parent, so a link or a foreign file planted there is refused before use.
 _KNOWN_DIRS = ("logs", "notices", "overlap", "claims", "paused", "locks")
-#: The state database and the files SQLite keeps beside it (opened by SQLite, by name).
-#: Directories whose known children passed, by the directory's (device, inode, mtime).
-_CHILDREN_PASSED: dict[str, tuple[int, int, int]] = {}
 #: The dashboard's audit record of its actions (edge/audit.py).
 AUDIT_FILE = "audit.jsonl"
+#: The state database and the files SQLite keeps beside it (opened by SQLite, by name).
 _KNOWN_FILES = ("state.db", "state.db-wal", "state.db-shm", "state.db-journal", AUDIT_FILE)
+#: Directories whose known children passed, by the directory's (device, inode, mtime).
+_CHILDREN_PASSED: dict[str, tuple[int, int, int]] = {}
 
 
 def ensure_private_dir(path: Path, *, within: Path | None = None) -> Path:
@@ -252,10 +88,8 @@ def _lstat(path: Path | str) -> os.stat_result | None:
     """``lstat``, or None when nothing is there (any other failure is _verify's to report)."""
     try:
         return os.lstat(path)
-    except FileNotFoundError:
-        return None
     except OSError:
-        return None  # _verify lstats again and says why
+        return None  # nothing there; any other failure: _verify lstats again and says why
 
 
 def verify_dir(path: Path, *, within: Path | None = None) -> bool:
@@ -265,7 +99,9 @@ def verify_dir(path: Path, *, within: Path | None = None) -> bool:
     for the commands that only read: they must not create anything.
     """
     path = _normal(path)
-    chain = [path] if within is None else _chain(_normal(within), path)
+    base = path if within is None else _normal(within)
+    # base, then each directory below it down to path
+    chain = [*accumulate(_parts_below(str(base), str(path)), operator.truediv, initial=base)]
     for directory in chain:
         if not os.path.lexists(directory):
             return False
@@ -282,13 +118,6 @@ def _normal(path: Path) -> Path:
     if normal == text and isinstance(path, Path):
         return path
     return Path(normal)
-
-
-def _chain(base: Path, path: Path) -> list[Path]:
-    chain = [base]
-    for part in path.relative_to(base).parts:
-        chain.append(chain[-1] / part)
-    return chain
 
 
 def _create_missing(path: Path) -> None:

@@ -1,0 +1,100 @@
+"""The warnings about where a schedule keeps its data: a lock_dir that only this machine sees
+under on_one_server tasks, a metrics_file another user could steer; and the daily stamp that
+keeps `run` from repeating one every minute.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+from cronctl.core.model import Problem, Schedule
+from cronctl.edge.dirs import data_dirs
+from cronctl.edge.mounts import filesystem_type, is_shared_fstype
+from cronctl.edge.safefiles import check_file_path, ensure_private_dir, open_nofollow
+from cronctl.errors import UnsafeDirectoryError
+
+
+def lock_dir_warning(
+    schedule: Schedule, lock_dir: Path, only_if_present: bool = False
+) -> Problem | None:
+    """A warning when on_one_server tasks rely on a lock_dir that only this machine sees.
+
+    `only_if_present` (check, list): a lock_dir that does not exist here says nothing about
+    the servers — a CI runner does not have their mount — so it is not judged.
+    """
+    tasks = [t for t in schedule.tasks if t.on_one_server]
+    if not tasks or schedule.settings.lock_dir_shared:
+        return None
+    if schedule.settings.coordination or os.environ.get("CRONCTL_COORDINATION"):
+        return None  # claims live in the coordination store, not in lock_dir
+    if only_if_present and not lock_dir.is_dir():
+        return None
+    fstype = filesystem_type(lock_dir)
+    if is_shared_fstype(fstype):
+        return None
+    names = ", ".join(t.name for t in tasks)
+    first = tasks[0]
+    return Problem(
+        str(first.source),
+        first.line,
+        None,
+        "warning",
+        "lock-dir-not-shared",
+        f"lock_dir {lock_dir} is on {fstype}, which only this machine sees, so on_one_server "
+        f"({names}) holds only here; point lock_dir at a shared mount (NFS, CIFS, CephFS, ...) "
+        "or set lock_dir_shared = true in [cronctl] if it is shared in a way cronctl cannot "
+        "detect",
+    )
+
+
+def lock_dir_problems(
+    schedule: Schedule, flag_state: Path | None, flag_lock: Path | None, env: Mapping[str, str]
+) -> list[Problem]:
+    """The lock_dir warning as `check`, `list` and `doctor` judge it (one verdict for all)."""
+    _, locks = data_dirs(schedule, flag_state, flag_lock, env)
+    # A named lock_dir (flag, environment, file) may be a mount this machine (a CI runner)
+    # lacks: judge it only where it exists. The default, STATE_DIR/locks, is local on every
+    # machine: judge it even before `run` creates it, by the file system it would be on.
+    named = bool(flag_lock or env.get("CRONCTL_LOCK_DIR") or schedule.settings.lock_dir)
+    warning = lock_dir_warning(schedule, locks, only_if_present=named)
+    return [warning] if warning else []
+
+
+def metrics_file_problems(schedule: Schedule) -> list[Problem]:
+    """A warning when another user could steer where `metrics_file` is written: its whole
+    path judged as `run` and `work` judge it before each write (and then refuse it), so
+    `check` and `doctor` say so before the first run does."""
+    path = schedule.settings.metrics_file
+    if path is None:
+        return []
+    try:
+        check_file_path(path)
+    except UnsafeDirectoryError as exc:
+        where = str(schedule.files[0]) if schedule.files else str(path)
+        message = f"metrics_file is not safe to write: {exc} `run` and `work` will not write it"
+        return [Problem(where, None, None, "warning", "metrics-file-unsafe", message)]
+    except OSError:
+        return []  # not judged where it cannot be looked at (a CI runner); the write says so
+    return []
+
+
+NOTICE_INTERVAL_S = 24 * 3600
+
+
+def daily_notice(state_dir: Path, key: str) -> bool:
+    """True at most once a day per key: for warnings `run` would otherwise mail every minute."""
+    stamp = ensure_private_dir(state_dir / "notices", within=state_dir) / key
+    # Never through a link: a symlink planted at the stamp must not make root touch its target.
+    fd = open_nofollow(stamp, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        info = os.fstat(fd)
+        if info.st_size > 0 and time.time() - info.st_mtime < NOTICE_INTERVAL_S:
+            return False  # set within the day
+        os.write(fd, b"1")  # a stamp that has been set has a byte: a fresh create has none
+        os.utime(fd)
+    finally:
+        os.close(fd)
+    return True
