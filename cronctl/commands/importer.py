@@ -16,8 +16,8 @@ import tomli_w
 
 from cronctl.core.assemble import build_schedule
 from cronctl.core.crontab import CrontabImport, ReportLine, parse_crontab
-from cronctl.core.lines import index_lines
 from cronctl.core.schema import FileResult, parse_document
+from cronctl.core.tomllines import index_lines
 
 
 @dataclass(frozen=True, slots=True)

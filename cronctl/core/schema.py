@@ -14,7 +14,6 @@ from cronctl.core.capkeys import CAP_KEYS, cap_fields, cap_value_problem
 from cronctl.core.cronexpr import parse_cron
 from cronctl.core.envkeys import ENV_KEYS, env_value_problem, parse_size, secret_names
 from cronctl.core.groups import Group, name_problem, parse_groups
-from cronctl.core.lines import LineIndex
 from cronctl.core.model import (
     DEFAULT_MISFIRE,
     DEFAULT_SHELL,
@@ -26,6 +25,7 @@ from cronctl.core.model import (
     Task,
 )
 from cronctl.core.opskeys import OPS_KEYS, ops_fields, ops_value_problem
+from cronctl.core.tomllines import LineIndex
 from cronctl.core.values import (
     ONE_LINE_KEYS,
     check_env,

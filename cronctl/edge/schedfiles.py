@@ -14,9 +14,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from cronctl.core.assemble import build_schedule
-from cronctl.core.lines import index_lines, syntax_error_line
 from cronctl.core.model import Problem, Schedule
 from cronctl.core.schema import FileResult, parse_document
+from cronctl.core.tomllines import index_lines, syntax_error_line
 from cronctl.edge.schedpaths import MAX_SCHEDULE_BYTES, read_bytes, schedule_paths
 
 #: The most [[task]] tables the schedule files may hold together (docs/schedule-file.md,

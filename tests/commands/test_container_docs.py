@@ -19,8 +19,8 @@ import pytest
 import yaml
 
 from cronctl.core.assemble import build_schedule
-from cronctl.core.lines import index_lines
 from cronctl.core.schema import FileResult, parse_document
+from cronctl.core.tomllines import index_lines
 from tests.helpers import REPO_ROOT, stop_worker
 
 PAGE = REPO_ROOT / "docs" / "containers.md"

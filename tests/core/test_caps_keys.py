@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from cronctl.core.assemble import build_schedule
-from cronctl.core.lines import index_lines
 from cronctl.core.model import Schedule
 from cronctl.core.schema import FileResult, parse_document
+from cronctl.core.tomllines import index_lines
 
 
 def _load(text: str) -> Schedule:

@@ -21,9 +21,9 @@ from hypothesis import strategies as st
 from cronctl.commands.importer import import_crontab
 from cronctl.core.assemble import build_schedule
 from cronctl.core.crontab import parse_crontab
-from cronctl.core.lines import index_lines
 from cronctl.core.model import Task
 from cronctl.core.schema import FileResult, parse_document
+from cronctl.core.tomllines import index_lines
 
 MONTHS = ["JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC"]
 DAYS = ["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"]

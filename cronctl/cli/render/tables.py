@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from cronctl.cli.render import fit as fitting
-from cronctl.cli.render import lines as line_by_line
+from cronctl.cli.render import longtable
 from cronctl.cli.render.fit import TIMES, short_time
 from cronctl.cli.render.runs import emit_json, render_problems, run_json, run_kind, visible
 from cronctl.core.describe import describe, gap_note
@@ -82,10 +82,10 @@ def table(
             headers, rows, console.width, drop, shrink, shortened if short else None, floors
         )
         rows, keep, widths = layout.rows, layout.keep, layout.widths
-        if not layout.fits or len(rows) >= line_by_line.LONG_TABLE_ROWS:
+        if not layout.fits or len(rows) >= longtable.LONG_TABLE_ROWS:
             # Long (a rich Table is slow), or wider than the terminal even so: rich would
             # squeeze the columns and cut names and times; printed whole, the terminal wraps.
-            line_by_line.print_lines(console, headers, rows, keep, widths, outcome_style)
+            longtable.print_lines(console, headers, rows, keep, widths, outcome_style)
         else:
             grid = Table(box=None, header_style="bold", pad_edge=False)
             for index in keep:
