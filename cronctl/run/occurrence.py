@@ -47,7 +47,7 @@ def run_all(
     planning marked "running", has started (or ended: a guard refused), or after
     _FIRST_WAVE_S at most."""
     # Room for every result in case the disk fills up, reserved before anything starts.
-    slots = unsaved.reserve(ctx.state_dir, [r.id for rows in by_task.values() for r in rows])
+    reserved = unsaved.reserve(ctx.state_dir, [r.id for rows in by_task.values() for r in rows])
     pings = None
     if any(plans[name].task.ping_url is not None for name in by_task):
         pings = Pings()
@@ -55,10 +55,10 @@ def run_all(
         if ctx.tracker is not None:
             ctx.tracker.on_stop(pings.stop)
     try:
-        return _run_all(store, plans, by_task, ctx, slots, started)
+        return _run_all(store, plans, by_task, ctx, reserved, started)
     finally:
-        if slots is not None:
-            slots.close()
+        if reserved is not None:
+            reserved.close()
         if pings is not None:
             # After every result is recorded: the pings delay the run's end, never a record.
             pings.settle()
@@ -71,7 +71,7 @@ def _run_all(
     plans: Mapping[str, Plan],
     by_task: Mapping[str, list[RunRow]],
     ctx: RunContext,
-    slots: unsaved.Slots | None,
+    reserved: unsaved.Reservation | None,
     started: Callable[[], None] | None = None,
 ) -> list[RunRow]:
     queue = _Queue(plans, by_task, ctx)
@@ -82,7 +82,7 @@ def _run_all(
         while (unit := queue.take()) is not None:
             name, rows = unit
             try:
-                done = run_task(store, plans[name].task, rows, ctx, slots, queue.settled)
+                done = run_task(store, plans[name].task, rows, ctx, reserved, queue.settled)
             except Exception as exc:
                 ctx.warn(f"cronctl: error: task {name}: could not record its run: {exc}")
                 done = [replace(r, outcome="error", message=str(exc)) for r in rows]
@@ -266,7 +266,7 @@ def run_task(
     task: Task,
     rows: list[RunRow],
     ctx: RunContext,
-    slots: unsaved.Slots | None = None,
+    reserved: unsaved.Reservation | None = None,
     started: Callable[[str], None] | None = None,
 ) -> list[RunRow]:
     """The occurrences of one task, oldest first, one at a time (catch-up never overlaps),
@@ -278,12 +278,16 @@ def run_task(
             result = run_occurrence(store, task, row, ctx, started)
         except Exception as exc:
             result = replace(row, outcome="error", message=f"cronctl: {exc}")
-        done.extend(recorded(store, task, result, ctx, slots))
+        done.extend(recorded(store, task, result, ctx, reserved))
     return done
 
 
 def recorded(
-    store: Store, task: Task, result: RunRow, ctx: RunContext, slots: unsaved.Slots | None = None
+    store: Store,
+    task: Task,
+    result: RunRow,
+    ctx: RunContext,
+    reserved: unsaved.Reservation | None = None,
 ) -> list[RunRow]:
     """Commit ``result`` the moment its run ends, whatever else the run is still doing (or
     keep it aside: docs/guarantees.md), then report it (``on_done``) and send it to the fleet
@@ -292,7 +296,7 @@ def recorded(
     try:
         store.update_run(result.id, **fields)  # a retry's row has its own id
     except CronctlError as exc:
-        result = _unsaved(result, fields, exc, ctx, slots)
+        result = _unsaved(result, fields, exc, ctx, reserved)
     rows = [*attempts.earlier(store, result), result]
     attempts.finished(store, task, result, ctx)
     if ctx.records is not None:
@@ -305,11 +309,11 @@ def _unsaved(
     fields: dict[str, Any],
     exc: CronctlError,
     ctx: RunContext,
-    slots: unsaved.Slots | None = None,
+    reserved: unsaved.Reservation | None = None,
 ) -> RunRow:
     """Report once what is known of a run whose record could not be saved (docs/guarantees.md)."""
-    if slots is not None:
-        why = slots.keep(result.id, fields)
+    if reserved is not None:
+        why = reserved.keep(result.id, fields)
     else:
         why = unsaved.keep(ctx.state_dir, result.id, fields)
     later = (

@@ -34,23 +34,23 @@ def _files(state: Path) -> list[str]:
 
 
 def test_the_space_is_reserved_up_front_and_released_when_nothing_was_kept(state: Path) -> None:
-    slots = unsaved.reserve(state, ["a", "b", "c"])
-    assert slots is not None
+    reserved = unsaved.reserve(state, ["a", "b", "c"])
+    assert reserved is not None
     (name,) = _files(state)
     assert name.startswith(f"{os.getpid()}-") and name.endswith(".slots")
     st = (state / unsaved.DIR_NAME / name).stat()
     assert st.st_size == 3 * unsaved.RESERVE and st.st_blocks * 512 >= 3 * unsaved.RESERVE
     assert st.st_mode & 0o777 == 0o600
-    slots.close()
+    reserved.close()
     assert _files(state) == []
 
 
 def test_a_kept_result_is_read_back_once_its_run_is_over(state: Path) -> None:
-    slots = unsaved.reserve(state, ["a", "b"])
-    assert slots is not None
-    assert slots.keep("b", RESULT) is None
+    reserved = unsaved.reserve(state, ["a", "b"])
+    assert reserved is not None
+    assert reserved.keep("b", RESULT) is None
     assert unsaved.Kept(state).take("b") is None  # its run is still going: not read yet
-    slots.close()
+    reserved.close()
     assert len(_files(state)) == 1  # kept for the next run
     kept = unsaved.Kept(state)
     assert kept.take("b") == RESULT and kept.take("a") is None
@@ -59,10 +59,10 @@ def test_a_kept_result_is_read_back_once_its_run_is_over(state: Path) -> None:
 
 
 def test_a_result_without_a_slot_gets_a_file_of_its_own(state: Path) -> None:
-    slots = unsaved.reserve(state, ["a"])
-    assert slots is not None
-    assert slots.keep("retry-2", RESULT) is None  # a retry's row has no slot
-    slots.close()
+    reserved = unsaved.reserve(state, ["a"])
+    assert reserved is not None
+    assert reserved.keep("retry-2", RESULT) is None  # a retry's row has no slot
+    reserved.close()
     assert _files(state) == ["retry-2.json"]
     assert unsaved.Kept(state).take("retry-2") == RESULT
     unsaved.forget(state, "retry-2")
@@ -77,8 +77,8 @@ import os, sys
 sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})
 from pathlib import Path
 from cronctl.edge.state import unsaved
-slots = unsaved.reserve(Path(sys.argv[1]), ["a", "b"])
-assert slots is not None
+reserved = unsaved.reserve(Path(sys.argv[1]), ["a", "b"])
+assert reserved is not None
 os._exit(0)  # dies without closing it, as kill -9 would
 """
     subprocess.run([sys.executable, "-c", child, str(state)], check=True)

@@ -76,7 +76,7 @@ def _with_times(result: dict[str, object]) -> dict[str, object]:
     return result
 
 
-class Slots:
+class Reservation:
     """The reserved room for the results of one run's occurrences (see the module)."""
 
     def __init__(self, state_dir: Path, run_ids: Iterable[str]) -> None:
@@ -126,11 +126,11 @@ class Slots:
             _LIVE.discard(self.path.name)
 
 
-def reserve(state_dir: Path, run_ids: Iterable[str]) -> Slots | None:
+def reserve(state_dir: Path, run_ids: Iterable[str]) -> Reservation | None:
     """Reserve the space of the results of ``run_ids`` before they run; None if that failed
     (a result that cannot be saved is then written as a file of its own, if it can be)."""
     try:
-        return Slots(state_dir, run_ids)
+        return Reservation(state_dir, run_ids)
     except OSError:
         return None
 
