@@ -4,7 +4,7 @@ Both are advice about a run, never part of it: each has a 10 s limit (for a ping
 of it: connect, TLS, request and answer, however slowly the endpoint drips), neither changes
 the run's outcome, and a failing endpoint or hook is reported once (a notice stamp in
 `STATE_DIR/notices`), again only after it has worked in between — cron mails whatever `run`
-prints, and an outage must not mail every minute. Pings go in the background (Pings): a
+prints, and an outage must not mail every minute. Pings go in the background (RunPings): a
 slow endpoint holds neither a worker nor a run's record, and a stop cuts them off at once.
 
 A healthchecks.io URL's path is its secret (whoever has it can ping the check), so a URL is
@@ -192,7 +192,7 @@ class _Flight:
         return self._error if self._done.is_set() else "no answer"
 
 
-class Pings:
+class RunPings:
     """The pings of one run, sent in the background: a slow or dripping endpoint holds no
     worker and no run record, and each ping ends by its deadline. The run waits for them
     (settle) before it ends; stop() (cronctl was told to stop) cuts them off at once."""
@@ -235,12 +235,12 @@ class Pings:
             join_awake(thread, 2 * (LIMIT_S + _CUT_WAIT_S) + 1.0)  # `run`'s main thread
 
 
-class Pinger:
+class OccurrencePings:
     """The pings of one occurrence: `/start` as the command starts, the ending ping once it
-    ended; both in the background (Pings), neither ever raises."""
+    ended; both in the background (RunPings), neither ever raises."""
 
     def __init__(
-        self, task: Task, state_dir: Path, warn: Callable[[str], None], pings: Pings
+        self, task: Task, state_dir: Path, warn: Callable[[str], None], pings: RunPings
     ) -> None:
         """Ping `task.ping_url` through `pings`; problems go to `warn`, once per outage."""
         assert task.ping_url is not None

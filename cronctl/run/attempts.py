@@ -15,7 +15,7 @@ from typing import TypeAlias
 from cronctl.coord.port import HeldLock
 from cronctl.core.model import Task
 from cronctl.core.runs import FAILED, FINISHED, START_TRIGGER, RunRow
-from cronctl.edge.notify import Pinger, Pings, run_hook
+from cronctl.edge.notify import OccurrencePings, RunPings, run_hook
 from cronctl.edge.state.store import Store
 from cronctl.run.context import RESULT_FIELDS, RunContext, new_run_id
 
@@ -47,10 +47,10 @@ def execute(
     if task.ping_url is not None:
         pings = ctx.pings
         if pings is None:
-            pings = own = Pings()
+            pings = own = RunPings()
             if ctx.tracker is not None:
                 ctx.tracker.on_stop(own.stop)
-        pinger = Pinger(task, ctx.state_dir, ctx.warn, pings)
+        pinger = OccurrencePings(task, ctx.state_dir, ctx.warn, pings)
         pinger.start(row.id)
     result = attempt(store, task, row, env, ctx, lock)
     while (delay := retry_delay(task, result, ctx)) is not None:

@@ -18,7 +18,7 @@ from cronctl.coord.port import Coordinator
 from cronctl.core.due import Plan
 from cronctl.core.model import MAX_PARALLEL, Task
 from cronctl.core.runs import FAILED, Outcome, RunRow
-from cronctl.edge.notify import Pings
+from cronctl.edge.notify import RunPings
 from cronctl.edge.process import runner
 
 CONDITION_TIMEOUT_S = 30.0
@@ -229,7 +229,7 @@ class RunContext:
     spawn: Callable[[Callable[[], None], str], Joinable] = new_thread
     # The pings of this run still in flight (run_all sets it when a due task pings): sent in
     # the background, so a slow endpoint holds neither a worker nor a run's record.
-    pings: Pings | None = None
+    pings: RunPings | None = None
 
 
 @dataclass(frozen=True)

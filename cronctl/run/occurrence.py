@@ -18,7 +18,7 @@ from cronctl.core.opskeys import jitter_offset
 from cronctl.core.runs import RunRow
 from cronctl.edge import secrets
 from cronctl.edge.awake import join_awake
-from cronctl.edge.notify import Pings
+from cronctl.edge.notify import RunPings
 from cronctl.edge.process import runner
 from cronctl.edge.safefiles import ensure_private_dir
 from cronctl.edge.state import unsaved
@@ -50,7 +50,7 @@ def run_all(
     reserved = unsaved.reserve(ctx.state_dir, [r.id for rows in by_task.values() for r in rows])
     pings = None
     if any(plans[name].task.ping_url is not None for name in by_task):
-        pings = Pings()
+        pings = RunPings()
         ctx = replace(ctx, pings=pings)
         if ctx.tracker is not None:
             ctx.tracker.on_stop(pings.stop)
