@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from cronctl.edge.process.capped import CappedLog
-from cronctl.edge.process.stream import Copier, Copy
+from cronctl.edge.process.stream import CommandOutput, OutputThread
 
 LINE = b"x" * 999 + b"\n"
 LINES = 300  # 300 KB a command: far more than a pipe holds
@@ -23,12 +23,12 @@ def _broken_sink(line: str) -> None:
 def test_a_copy_that_raises_stops_alone_and_its_pipe_is_still_drained(
     tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    copier = Copier()
+    output = OutputThread()
     writers, events = [], []
     for name, sink in (("bad", _broken_sink), ("good", None)):
         read_fd, write_fd = os.pipe()
         log = os.open(tmp_path / f"{name}.log", os.O_RDWR | os.O_CREAT, 0o600)
-        events.append(copier.add(read_fd, Copy(CappedLog(log, 0), None, sink)))
+        events.append(output.add(read_fd, CommandOutput(CappedLog(log, 0), None, sink)))
         writers.append(write_fd)
 
     def command(fd: int) -> None:  # what a command printing 300 KB does to its pipe

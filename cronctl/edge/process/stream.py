@@ -41,7 +41,7 @@ def visible(text: str) -> str:
     return "".join(out)
 
 
-class Copy:
+class CommandOutput:
     """One command's output on its way to its log: masked first (when there is a `masker`),
     written under the cap, and each line (without its newline) passed to `line`. A failing
     `line` stops the copy to it only."""
@@ -85,7 +85,7 @@ class Copy:
             self._sink = _deliver(self._sink, lines)
 
 
-def tee(read_fd: int, copy: Copy) -> None:
+def tee(read_fd: int, copy: CommandOutput) -> None:
     """Copy everything from `read_fd` through `copy`, on the caller's thread; close both at
     the end (a streamed command: a stalled terminal holds up that command only)."""
     try:
@@ -96,7 +96,7 @@ def tee(read_fd: int, copy: Copy) -> None:
         copy.end()
 
 
-class Copier:
+class OutputThread:
     """Copies the output of every command that is not streamed, on one thread for them all.
 
     A thread for each command's pipe cost more than anything else a run adds to starting a
@@ -106,12 +106,12 @@ class Copier:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._copies: dict[int, tuple[Copy, threading.Event]] = {}
+        self._copies: dict[int, tuple[CommandOutput, threading.Event]] = {}
         self._poll: select.epoll | None = None
         self._failed: set[int] = set()  # pipes whose copy raised: drained, not copied
 
-    def add(self, read_fd: int, copy: Copy) -> threading.Event:
-        """Copy from `read_fd` (which the copier closes) through `copy`; the event is set
+    def add(self, read_fd: int, copy: CommandOutput) -> threading.Event:
+        """Copy from `read_fd` (which this thread closes) through `copy`; the event is set
         once the output has ended and the log is settled."""
         done = threading.Event()
         with self._lock:
@@ -159,7 +159,7 @@ class Copier:
                           file=sys.stderr, flush=True)  # fmt: skip
 
 
-copier = Copier()
+output_thread = OutputThread()
 
 
 def _deliver(sink: Callable[[str], None], lines: list[bytes]) -> Callable[[str], None] | None:
