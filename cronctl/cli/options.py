@@ -52,7 +52,8 @@ VerboseOpt = Annotated[
     ),
 ]
 StrictOpt = Annotated[
-    bool, typer.Option("--strict", help="Refuse on_one_server over a local lock_dir.")
+    bool,
+    typer.Option("--strict", help="Refuse to start when on_one_server tasks use a local lock_dir."),
 ]
 StateOpt = Annotated[
     Path | None,

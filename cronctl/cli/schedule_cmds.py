@@ -61,7 +61,7 @@ def _recorded(
 
 def check(
     file: FileOpt = None,
-    strict: Annotated[bool, typer.Option("--strict", help="Treat warnings as errors.")] = False,
+    strict: Annotated[bool, typer.Option("--strict", help="Exit 1 on warnings too.")] = False,
     fmt: Annotated[
         str,
         typer.Option(
