@@ -99,13 +99,12 @@ def cap_value_problem(key: str, value: Any) -> tuple[str, str] | None:
 
 def cap_fields(settings: dict[str, Any]) -> dict[str, Any]:
     """The Task fields of the caps, from a task's merged, validated settings."""
-    fields: dict[str, Any] = {}
-    if "memory_max" in settings:
-        fields["memory_max"] = parse_size(settings["memory_max"], MIN_MEMORY)
-    if "cpu_max" in settings:
-        fields["cpu_max"] = parse_percent(settings["cpu_max"])
-    if "nice" in settings:
-        fields["nice"] = settings["nice"]
-    if "ionice" in settings:
-        fields["ionice"] = parse_ionice(settings["ionice"])
-    return fields
+    return {key: conv(settings[key]) for key, conv in _CAP_FIELDS.items() if key in settings}
+
+
+_CAP_FIELDS: dict[str, Callable[[Any], Any]] = {
+    "memory_max": lambda value: parse_size(value, MIN_MEMORY),
+    "cpu_max": parse_percent,
+    "nice": int,
+    "ionice": parse_ionice,
+}

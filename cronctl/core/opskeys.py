@@ -137,21 +137,21 @@ def _hosts_problem(patterns: list[str]) -> tuple[str, str] | None:
 
 def ops_fields(settings: dict[str, Any]) -> dict[str, Any]:
     """The Task fields of the operating keys, from a task's merged, validated settings."""
-    fields: dict[str, Any] = {}
-    if "hosts" in settings:
-        fields["hosts"] = tuple(settings["hosts"])
-    if "ignore_warnings" in settings:
-        fields["ignore_warnings"] = tuple(settings["ignore_warnings"])
-    if "retries" in settings:
-        fields["retries"] = settings["retries"]
-    if "retry_delay" in settings:
-        fields["retry_delay"] = parse_duration(settings["retry_delay"])
-    if "jitter" in settings:
-        fields["jitter"] = parse_duration(settings["jitter"])
-    for key in ("ping_url", "on_failure", "on_success", "notify"):
-        if key in settings:
-            fields[key] = settings[key]
-    return fields
+    return {key: conv(settings[key]) for key, conv in _OPS_FIELDS.items() if key in settings}
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+_OPS_FIELDS: dict[str, Callable[[Any], Any]] = {
+    "hosts": tuple,
+    "ignore_warnings": tuple,
+    "retries": _same,
+    "retry_delay": parse_duration,
+    "jitter": parse_duration,
+    **dict.fromkeys(("ping_url", "on_failure", "on_success", "notify"), _same),
+}
 
 
 # At most this many occurrences are walked to find a task's shortest period.
