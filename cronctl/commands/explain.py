@@ -82,67 +82,6 @@ class Explanation:
         return max(settled, key=lambda r: r.attempt) if settled else None
 
 
-def explain(
-    schedule: Schedule,
-    store: Store,
-    coord: Coordinator,
-    name: str,
-    at: datetime,
-    *,
-    host: str,
-    now: datetime,
-) -> Explanation:
-    """The explanation of task `name` at instant `at` (`now`: the real clock, to tell a time
-    still ahead).
-
-    :raises UsageError: no such task (the message suggests the closest name).
-    """
-    task = _task(schedule, name)
-    minute = minute_floor(at)
-    due = bool(identities(task, minute))
-    previous = _previous(task, minute)
-    upcoming = task.next_run(minute)
-    occurrence = minute if due else previous
-    pause = _pauses(coord).get(task.name)
-    lead = _due_line(task, at, due, previous, upcoming)
-    rows: tuple[RunRow, ...] = ()
-    instead = None
-    if not runs_on(task, host):
-        hosts = ", ".join(task.hosts)
-        fate = "host-not-matched"
-        why: tuple[str, ...] = (
-            f"hosts = [{hosts}] leaves this machine ({host}) out: it never runs here",
-        )
-    elif occurrence is None:
-        fate, why = "not-due", ()
-    else:
-        state = store.states().get(task.name)
-        rows = tuple(_rows(store, task.name, occurrence))
-        fate, why, instead = _verdict(task, occurrence, rows, state, store, now, pause)
-        if not due:
-            why = (f"its previous occurrence, {format_utc(occurrence)}: {why[0]}", *why[1:])
-    dst = None if occurrence is None else dst_rule(task, occurrence)
-    verdict = fate if due or fate == "host-not-matched" else "not-due"
-    return Explanation(
-        task=task.name,
-        at=at,
-        host=host,
-        due=due,
-        occurrence=occurrence,
-        previous=previous,
-        next=upcoming,
-        verdict=verdict,
-        fate=fate,
-        reasons=(lead, *why, *(() if dst is None else (dst,))),
-        misfire=task.misfire,
-        dst=dst,
-        pause=pause,
-        paused_in_file=task.paused,
-        runs=rows,
-        instead=instead,
-    )
-
-
 def explain_here(
     schedule: Schedule,
     state_dir: Path,
@@ -153,11 +92,58 @@ def explain_here(
     host: str,
     now: datetime,
 ) -> Explanation:
-    """:func:`explain` over this machine's store in `state_dir`, opened for reading only
-    (`cronctl explain` and the dashboard's task page): a machine where nothing ever ran has
-    no store, and none is created for the question."""
+    """The explanation of task `name` at instant `at` (`now`: the real clock, to tell a time
+    still ahead), from this machine's store in `state_dir`, opened for reading only
+    (`cronctl explain` and the dashboard's task page): a machine where nothing ever ran has no
+    store, and none is created for the question.
+
+    :raises UsageError: no such task (the message suggests the closest name).
+    """
     with reading_store(state_dir) as store:
-        return explain(schedule, store, coord, name, at, host=host, now=now)
+        task = _task(schedule, name)
+        minute = minute_floor(at)
+        due = bool(identities(task, minute))
+        previous = _previous(task, minute)
+        upcoming = task.next_run(minute)
+        occurrence = minute if due else previous
+        pause = _pauses(coord).get(task.name)
+        lead = _due_line(task, at, due, previous, upcoming)
+        rows: tuple[RunRow, ...] = ()
+        instead = None
+        if not runs_on(task, host):
+            hosts = ", ".join(task.hosts)
+            fate = "host-not-matched"
+            why: tuple[str, ...] = (
+                f"hosts = [{hosts}] leaves this machine ({host}) out: it never runs here",
+            )
+        elif occurrence is None:
+            fate, why = "not-due", ()
+        else:
+            state = store.states().get(task.name)
+            rows = tuple(_rows(store, task.name, occurrence))
+            fate, why, instead = _verdict(task, occurrence, rows, state, store, now, pause)
+            if not due:
+                why = (f"its previous occurrence, {format_utc(occurrence)}: {why[0]}", *why[1:])
+        dst = None if occurrence is None else dst_rule(task, occurrence)
+        verdict = fate if due or fate == "host-not-matched" else "not-due"
+        return Explanation(
+            task=task.name,
+            at=at,
+            host=host,
+            due=due,
+            occurrence=occurrence,
+            previous=previous,
+            next=upcoming,
+            verdict=verdict,
+            fate=fate,
+            reasons=(lead, *why, *(() if dst is None else (dst,))),
+            misfire=task.misfire,
+            dst=dst,
+            pause=pause,
+            paused_in_file=task.paused,
+            runs=rows,
+            instead=instead,
+        )
 
 
 def _task(schedule: Schedule, name: str) -> Task:
