@@ -19,11 +19,12 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
+from functools import partial
 from types import FrameType
-from typing import Any
+from typing import Any, TypeVar
 
 from cronctl.coord import open_coordinator, outbox
-from cronctl.coord.port import Coordinator, GroupSlot, HeldLock, HolderInfo, Overlap
+from cronctl.coord.port import Coordinator, GroupSlot, HeldLock, HolderInfo
 from cronctl.core.model import Schedule, Task, format_duration
 from cronctl.core.opskeys import runs_on
 from cronctl.core.runs import RunRow
@@ -38,6 +39,8 @@ from cronctl.run.occurrence import execute, task_env
 from cronctl.run.once import RunContext, Tracker
 
 WAIT_POLL_S = 0.5
+_T = TypeVar("_T")
+_Words = tuple[str, str, str]
 
 
 @dataclass(frozen=True)
@@ -214,66 +217,74 @@ def _find(schedule: Schedule, name: str, host: str) -> Task:
     return task
 
 
-def _try_lock(task: Task, coord: Coordinator, now: datetime) -> Overlap:
+def _take_lock(task: Task, coord: Coordinator, ctx: RunContext, wait: bool) -> HeldLock:
+    """The task's overlap lock; refused, or waited for with --wait, while a run holds it."""
+    attempt = partial(_lock_attempt, task, coord, ctx)
+    return _wait_for(attempt, ctx, wait, ("for it to end", "it ends", "for it"))
+
+
+def _lock_attempt(task: Task, coord: Coordinator, ctx: RunContext) -> tuple[HeldLock | None, str]:
     """One attempt, lock_dir (or the store) asked afresh, as each attempt of `--wait` is."""
+    now: datetime = ctx.clock()
     try:
-        return coord.try_overlap(task.name, lease=task.overlap_lease, now=now, timeout=task.timeout)
+        attempt = coord.try_overlap(
+            task.name, lease=task.overlap_lease, now=now, timeout=task.timeout
+        )
     finally:
         coord.close()  # files: lock_dir checked again at the next attempt
-
-
-def _take_lock(task: Task, coord: Coordinator, ctx: RunContext, wait: bool) -> HeldLock:
-    said = False
-    while True:
-        now: datetime = ctx.clock()
-        attempt = _try_lock(task, coord, now)
-        busy = None
-        if attempt.lock is not None:
-            with Store.open(ctx.state_dir) as store:
-                busy = running_here(store, ctx.host, task.name)
-        if busy is not None and attempt.lock is not None:
-            # An unguarded task's scheduled runs take no lock; history still shows them.
-            attempt.lock.release()
-            attempt = replace(attempt, lock=None, holder=busy)
-        if attempt.lock is not None:
-            if attempt.status == "overtaken":
-                holder = attempt.holder.describe() if attempt.holder else "an unknown run"
-                lease = format_duration(task.overlap_lease) if task.overlap_lease else "?"
-                ctx.warn(
-                    f"cronctl: warning: task {task.name}: the run by {holder} has held its "
-                    f"overlap lock longer than the {lease} lease; treating it as stuck"
-                )
-            return attempt.lock
-        holder = f" ({attempt.holder.describe()})" if attempt.holder else ""
-        if not wait:
-            raise Busy(
-                f"task {task.name} is running{holder}; nothing was started. Try again when it ends",
-                "for it",
+    busy = None
+    if attempt.lock is not None:
+        with Store.open(ctx.state_dir) as store:
+            busy = running_here(store, ctx.host, task.name)
+    if busy is not None and attempt.lock is not None:
+        # An unguarded task's scheduled runs take no lock; history still shows them.
+        attempt.lock.release()
+        attempt = replace(attempt, lock=None, holder=busy)
+    if attempt.lock is not None:
+        if attempt.status == "overtaken":
+            holder = attempt.holder.describe() if attempt.holder else "an unknown run"
+            lease = format_duration(task.overlap_lease) if task.overlap_lease else "?"
+            ctx.warn(
+                f"cronctl: warning: task {task.name}: the run by {holder} has held its "
+                f"overlap lock longer than the {lease} lease; treating it as stuck"
             )
-        if not said:
-            ctx.warn(f"cronctl: task {task.name} is running{holder}; waiting for it to end")
-            said = True
-        ctx.sleep(WAIT_POLL_S)
+        return attempt.lock, ""
+    holder = f" ({attempt.holder.describe()})" if attempt.holder else ""
+    return None, f"task {task.name} is running{holder}"
 
 
 def _take_slot(task: Task, coord: Coordinator, ctx: RunContext, wait: bool) -> GroupSlot | None:
     """A slot of the task's group (None: it has none); refused, or waited for with --wait,
     while the group is full."""
-    if task.group is None:
+    group, limit = task.group, task.group_limit
+    if group is None:
         return None
+    full = f"task {task.name}: group {group} is full ({limit} of its tasks are running)"
+
+    def attempt() -> tuple[GroupSlot | None, str]:
+        return coord.try_group_slot(group, limit), full
+
+    return _wait_for(attempt, ctx, wait, ("for a slot", "one ends", "for a slot"))
+
+
+def _wait_for(
+    attempt: Callable[[], tuple[_T | None, str]], ctx: RunContext, wait: bool, words: _Words
+) -> _T:
+    """What `attempt` takes, tried again every WAIT_POLL_S with --wait (said once); without
+    it, Busy with the reason `attempt` gave. `words`: waiting for what, try again when, and
+    the --wait hint."""
+    waiting, again, hint = words
     said = False
-    while (slot := coord.try_group_slot(task.group, task.group_limit)) is None:
-        full = f"group {task.group} is full ({task.group_limit} of its tasks are running)"
+    while True:
+        taken, why = attempt()
+        if taken is not None:
+            return taken
         if not wait:
-            raise Busy(
-                f"task {task.name}: {full}; nothing was started. Try again when one ends",
-                "for a slot",
-            )
+            raise Busy(f"{why}; nothing was started. Try again when {again}", hint)
         if not said:
-            ctx.warn(f"cronctl: task {task.name}: {full}; waiting for a slot")
+            ctx.warn(f"cronctl: {why}; waiting {waiting}")
             said = True
         ctx.sleep(WAIT_POLL_S)
-    return slot
 
 
 def running_here(store: Store, host: str, name: str) -> HolderInfo | None:
