@@ -356,7 +356,7 @@ def start(spec: RunSpec) -> RunningCommand:
             with reaper.spawning() as owned:
                 process = subprocess.Popen(
                     argv,
-                    stdin=_devnull(),
+                    stdin=subprocess.DEVNULL,
                     stdout=log_fd if pipe is None else pipe[1],
                     stderr=subprocess.STDOUT,
                     cwd=spec.workdir,
@@ -425,20 +425,6 @@ def _start_copy(read_fd: int, log_fd: int, spec: RunSpec) -> threading.Event:
 
     threading.Thread(target=copy_then_say, name="cronctl-tee", daemon=True).start()
     return done
-
-
-_devnull_fd: int | None = None
-_devnull_lock = threading.Lock()
-
-
-def _devnull() -> int:
-    """One ``/dev/null`` descriptor for every command's stdin (close-on-exec; the child gets
-    it as fd 0), instead of subprocess opening and closing one per start."""
-    global _devnull_fd
-    with _devnull_lock:
-        if _devnull_fd is None:
-            _devnull_fd = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
-        return _devnull_fd
 
 
 def _open_log(path: Path, *, append: bool) -> int:
