@@ -1,5 +1,5 @@
-"""One thread copies every command's output to its log (edge/process/stream.py): an error
-in one copy must not stop the others, nor leave a command blocked on a full pipe."""
+"""A command's output copied to its log (edge/process/stream.py): an error in one copy must
+not stop the others, nor leave a command blocked on a full pipe."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from cronctl.edge.process.capped import CappedLog
-from cronctl.edge.process.stream import CommandOutput, OutputThread
+from cronctl.edge.process.stream import CommandOutput, tee
 
 LINE = b"x" * 999 + b"\n"
 LINES = 300  # 300 KB a command: far more than a pipe holds
@@ -23,12 +23,13 @@ def _broken_sink(line: str) -> None:
 def test_a_copy_that_raises_stops_alone_and_its_pipe_is_still_drained(
     tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    output = OutputThread()
-    writers, events = [], []
+    writers, copies = [], []
     for name, sink in (("bad", _broken_sink), ("good", None)):
         read_fd, write_fd = os.pipe()
         log = os.open(tmp_path / f"{name}.log", os.O_RDWR | os.O_CREAT, 0o600)
-        events.append(output.add(read_fd, CommandOutput(CappedLog(log, 0), None, sink)))
+        copy = CommandOutput(CappedLog(log, 0), None, sink)
+        copies.append(threading.Thread(target=tee, args=(read_fd, copy), daemon=True))
+        copies[-1].start()
         writers.append(write_fd)
 
     def command(fd: int) -> None:  # what a command printing 300 KB does to its pipe
@@ -42,7 +43,9 @@ def test_a_copy_that_raises_stops_alone_and_its_pipe_is_still_drained(
     for thread in threads:
         thread.join(10)
     assert not any(t.is_alive() for t in threads), "a command was left blocked on its pipe"
-    assert all(done.wait(10) for done in events)
+    for copying in copies:
+        copying.join(10)
+    assert not any(t.is_alive() for t in copies)
     assert (tmp_path / "good.log").read_bytes() == LINE * LINES
     assert (tmp_path / "bad.log").read_bytes().startswith(LINE)  # logged up to the error
     err = capfd.readouterr().err

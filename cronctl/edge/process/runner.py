@@ -39,7 +39,7 @@ from cronctl.core.model import KILL_GRACE_S
 from cronctl.core.runs import Ended
 from cronctl.edge.process import procs, reaper
 from cronctl.edge.process.capped import CappedLog
-from cronctl.edge.process.stream import CommandOutput, output_thread, tee
+from cronctl.edge.process.stream import CommandOutput, tee
 from cronctl.edge.safefiles import open_nofollow
 
 if TYPE_CHECKING:
@@ -413,8 +413,6 @@ def _output_pipe(spec: RunSpec, log_fd: int) -> tuple[int, int, int] | None:
 def _start_copy(read_fd: int, log_fd: int, spec: RunSpec) -> threading.Event:
     masker = Masker(list(spec.mask)) if spec.mask else None
     copy = CommandOutput(CappedLog(log_fd, spec.max_output), masker, spec.stream)
-    if spec.stream is None:
-        return output_thread.add(read_fd, copy)
     done = threading.Event()
 
     def copy_then_say() -> None:
@@ -423,7 +421,7 @@ def _start_copy(read_fd: int, log_fd: int, spec: RunSpec) -> threading.Event:
         finally:
             done.set()
 
-    threading.Thread(target=copy_then_say, name="cronctl-tee", daemon=True).start()
+    threading.Thread(target=copy_then_say, name="cronctl-output", daemon=True).start()
     return done
 
 

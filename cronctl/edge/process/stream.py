@@ -8,12 +8,10 @@ the cursor, retitle the terminal or hide lines from an operator.
 from __future__ import annotations
 
 import os
-import select
 import sys
 import threading
 from collections.abc import Callable
 from contextlib import suppress
-from functools import partial
 
 from cronctl.core.envfile import Masker
 from cronctl.edge.process.capped import CappedLog
@@ -86,80 +84,39 @@ class CommandOutput:
 
 
 def tee(read_fd: int, copy: CommandOutput) -> None:
-    """Copy everything from `read_fd` through `copy`, on the caller's thread; close both at
-    the end (a streamed command: a stalled terminal holds up that command only)."""
+    """Copy everything from `read_fd` through `copy`, on the caller's thread (one for each
+    command: a stalled terminal or a slow disk holds up that command only); close both at
+    the end. A copy that raises (a bug, never a full disk, which the log absorbs) stops, said
+    once, while the pipe is still drained: the command goes on, never blocked on it."""
+    feed: Callable[[bytes], None] | None = copy.feed
     try:
-        while chunk := os.read(read_fd, _CHUNK):
-            copy.feed(chunk)
+        while chunk := _read(read_fd):
+            if feed is not None:
+                try:
+                    feed(chunk)
+                except Exception as exc:  # any error: see above
+                    feed = None
+                    _say_stopped(exc)
     finally:
         os.close(read_fd)
-        copy.end()
-
-
-class OutputThread:
-    """Copies the output of every command that is not streamed, on one thread for them all.
-
-    A thread for each command's pipe cost more than anything else a run adds to starting a
-    command `true` (bench/run_due.py); one `epoll` loop costs a registration instead. A
-    command's pipe stays registered until its last writer closes it (which may be a
-    grandchild after the command ended): then its log is settled and `done` is set."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._copies: dict[int, tuple[CommandOutput, threading.Event]] = {}
-        self._poll: select.epoll | None = None
-        self._failed: set[int] = set()  # pipes whose copy raised: drained, not copied
-
-    def add(self, read_fd: int, copy: CommandOutput) -> threading.Event:
-        """Copy from `read_fd` (which this thread closes) through `copy`; the event is set
-        once the output has ended and the log is settled."""
-        done = threading.Event()
-        with self._lock:
-            if self._poll is None:
-                self._poll = select.epoll()
-                threading.Thread(target=self._loop, name="cronctl-output", daemon=True).start()
-            self._copies[read_fd] = (copy, done)
-            self._poll.register(read_fd, select.EPOLLIN)
-        return done
-
-    def _loop(self) -> None:
-        poll = self._poll
-        assert poll is not None
-        while True:
-            for fd, _ in poll.poll():
-                with self._lock:
-                    copy, done = self._copies[fd]
-                try:
-                    chunk = os.read(fd, _CHUNK)
-                except OSError:
-                    chunk = b""
-                if chunk:
-                    if fd not in self._failed:
-                        self._guarded(fd, partial(copy.feed, chunk))
-                    continue  # a failed copy's pipe is still drained: its command goes on
-                with self._lock:
-                    del self._copies[fd]
-                    poll.unregister(fd)
-                os.close(fd)
-                self._guarded(fd, copy.end)  # never raises: done is always set
-                self._failed.discard(fd)
-                done.set()
-
-    def _guarded(self, fd: int, step: Callable[[], None]) -> None:
-        """One step of a copy. This thread copies every command's output: an error in one
-        copy (a bug, never a full disk, which the log absorbs) must not end it and leave
-        every other command blocked on a full pipe. That copy stops; its pipe is drained."""
         try:
-            step()
+            copy.end()
         except Exception as exc:  # any error: see above
-            if fd not in self._failed:
-                self._failed.add(fd)
-                with _PRINT_LOCK, suppress(OSError, ValueError):
-                    print(f"cronctl: a command's output stopped being logged: {exc!r}",
-                          file=sys.stderr, flush=True)  # fmt: skip
+            if feed is not None:
+                _say_stopped(exc)
 
 
-output_thread = OutputThread()
+def _read(fd: int) -> bytes:
+    try:
+        return os.read(fd, _CHUNK)
+    except OSError:
+        return b""
+
+
+def _say_stopped(exc: Exception) -> None:
+    with _PRINT_LOCK, suppress(OSError, ValueError):
+        print(f"cronctl: a command's output stopped being logged: {exc!r}",
+              file=sys.stderr, flush=True)  # fmt: skip
 
 
 def _deliver(sink: Callable[[str], None], lines: list[bytes]) -> Callable[[str], None] | None:
