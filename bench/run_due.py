@@ -46,14 +46,16 @@ with ThreadPoolExecutor(int(sys.argv[2])) as pool:
 """
 
 
-def schedule(path: Path, max_parallel: int | None, overlap: bool = False) -> Path:
+def schedule(
+    path: Path, max_parallel: int | None, overlap: bool = False, tasks: int = TASKS
+) -> Path:
     header = f"[cronctl]\nmax_parallel = {max_parallel}\n\n" if max_parallel else ""
     guard = "without_overlapping = true\n" if overlap else ""
-    tasks = [
+    tables = [
         f'[[task]]\nname = "due-{i:03d}"\ncommand = "true"\nevery_minute = true\n{guard}'
-        for i in range(TASKS)
+        for i in range(tasks)
     ]
-    return c.write_schedule(path, tasks, header)
+    return c.write_schedule(path, tables, header)
 
 
 def main() -> None:

@@ -9,13 +9,18 @@ fresh order, so a burst of load falls on both revisions alike:
 - essential_run.py: the least a due run must do by design (the modules and guarantees it
   keeps: state, durable marks, logs, pipes, tails), without cronctl; and the same from one
   thread (a spawner of our own: one epoll over the commands' pipes and pidfds);
-- per revision: `run` with 100 due `true` tasks; the same all `without_overlapping`; and
-  `run` with 100 tasks nothing due (startup.py's mix); for the newer revision also the due
-  and quiet runs with `CRONCTL_CACHE_DIR=off` (the schedule parsed every time: what the
-  cache saves; an older cronctl ignores the variable).
+- per revision: `run` with 100 due `true` tasks, and with 10; the 100 all
+  `without_overlapping`; and `run` with 100 tasks nothing due (startup.py's mix); for the
+  newer revision also the due and quiet runs with `CRONCTL_CACHE_DIR=off` (the schedule
+  parsed every time: what the cache saves; an older cronctl ignores the variable).
 
 Both revisions must be installed with `pip install DIR` (not `-e`): an editable install's
 finder runs in every Python start, `python -c pass` included, and flatters every ratio.
+
+Each sample is the wall time and the CPU time of the whole process tree (the command and
+every process it waited for), and each of `run`'s figures is also given as the difference
+after - before round by round. To measure one device, install the same revision twice, the
+device removed from one by a patch.
 
 Before each timed `run` the state of the minute before is restored (untimed), as in
 run_due.py and startup.py.
@@ -28,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import resource
 import shutil
 import statistics
 import subprocess
@@ -74,13 +80,14 @@ def measure(
         )
     schedules = {
         "due": run_due.schedule(box.root / "due.toml", None),
+        "10 due": run_due.schedule(box.root / "due10.toml", None, tasks=10),
         "overlap": run_due.schedule(box.root / "overlap.toml", None, overlap=True),
         "quiet": c.write_schedule(
             box.root / "quiet.toml", [c.rare_task(i) for i in range(startup.TASKS)]
         ),
     }
-    befores = {"due": run_due.BEFORE, "overlap": run_due.BEFORE, "quiet": startup.BEFORE}
-    nows = {"due": run_due.NOW, "overlap": run_due.NOW, "quiet": startup.NOW}
+    befores = {name: startup.BEFORE if name == "quiet" else run_due.BEFORE for name in schedules}
+    nows = {name: startup.NOW if name == "quiet" else run_due.NOW for name in schedules}
     commands: dict[str, tuple[list[str], dict[str, str], Path | None, Path | None]] = {}
     python = str(tools["after"].python)
     spawn_logs = box.root / "spawner-logs"
@@ -120,11 +127,14 @@ def measure(
             argv = [str(tool.cronctl), "run", "-f", str(path), "--now", nows[name]]
             env = box.env(state=state, locks=locks, CRONCTL_CACHE_DIR=str(cache))
             commands[f"{rev}: {name}"] = (argv, env, template, state)
-            if rev == "after" and name != "overlap":
+            if rev == "after" and name in ("due", "quiet"):
                 # The schedule cache's share: the same run parsing its file every time.
                 env = box.env(state=state, locks=locks, CRONCTL_CACHE_DIR="off")
                 commands[f"{rev}: {name}, no cache"] = (argv, env, template, state)
     times: dict[str, list[float]] = {label: [] for label in commands}
+    # CPU time of the whole process tree (the command and what it waited for): on a loaded
+    # machine it holds still where wall times do not.
+    cpus: dict[str, list[float]] = {label: [] for label in commands}
     order = list(commands)
     for _ in range(rounds + 1):  # the first round warms caches and is not kept
         random.shuffle(order)
@@ -133,20 +143,22 @@ def measure(
             if template is not None and state is not None:
                 shutil.rmtree(state, ignore_errors=True)
                 shutil.copytree(template, state, symlinks=True)
-            t0 = time.perf_counter()
+            r0, t0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
             done = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, check=False)
-            elapsed = time.perf_counter() - t0
+            elapsed, r1 = time.perf_counter() - t0, resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpus[label].append(r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime)
             if done.returncode != 0:
                 raise SystemExit(f"bench: {label} exited {done.returncode}")
             times[label].append(elapsed)
     for label in times:
-        times[label] = times[label][1:]
+        times[label], cpus[label] = times[label][1:], cpus[label][1:]
     floor = statistics.median(times["floor: python -c pass"])
     spawner = statistics.median(times["spawner: 100x Popen(sh -c true), 8 threads"])
     least = statistics.median(times[ESSENTIAL])
     rows = []
-    print("\n| command | median ms | min ms | max ms | vs floor | vs spawner | vs essential |")
-    print("|---|---|---|---|---|---|---|")
+    print("\n| command | median ms | min ms | max ms | vs floor | vs spawner | vs essential "
+          "| CPU ms |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|")
     for label, samples in times.items():
         med = statistics.median(samples)
         rows.append(
@@ -159,15 +171,28 @@ def measure(
                 "vs_floor": med / floor,
                 "vs_spawner": med / spawner,
                 "vs_essential": med / least,
+                "cpu_median_s": statistics.median(cpus[label]),
+                "cpu_s": cpus[label],
             }
         )
         print(
             f"| {label} | {med * 1000:.1f} | {min(samples) * 1000:.1f} | "
             f"{max(samples) * 1000:.1f} | {med / floor:.2f}x | {med / spawner:.2f}x | "
-            f"{med / least:.2f}x |"
+            f"{med / least:.2f}x | {statistics.median(cpus[label]) * 1000:.1f} |"
         )
+    print("\nafter - before, paired round by round: median (quartiles), ms")
+    for name in schedules:
+        pairs = list(zip(times[f"after: {name}"], times[f"before: {name}"], strict=True))
+        cpu_pairs = list(zip(cpus[f"after: {name}"], cpus[f"before: {name}"], strict=True))
+        print(f"  {name}: wall {_spread([a - b for a, b in pairs])}, "
+              f"CPU {_spread([a - b for a, b in cpu_pairs])}")  # fmt: skip
     info["revisions"] = {rev: str(tool.cronctl) for rev, tool in tools.items()}
     return {"benchmark": "run_path_ab", "machine": info, "rounds": rounds, "timings": rows}
+
+
+def _spread(diffs: list[float]) -> str:
+    q1, med, q3 = statistics.quantiles(diffs) if len(diffs) > 1 else diffs * 3
+    return f"{med * 1000:+.1f} ({q1 * 1000:+.1f}, {q3 * 1000:+.1f})"
 
 
 if __name__ == "__main__":
