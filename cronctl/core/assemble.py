@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from cronctl.core.chains import Chains, unknown_problems
 from cronctl.core.groups import Group
 from cronctl.core.model import Problem, Schedule, Task, problem_order
 from cronctl.core.schema import FileResult, build_settings
@@ -57,6 +58,10 @@ def build_schedule(results: list[FileResult]) -> Schedule:
                 )
             )
     tasks = _join_groups(results, tasks, problems)
+    if any(task.chained for task in tasks):
+        shown = {r.path: r.display for r in results}
+        problems += unknown_problems(tasks, list(seen), shown)
+        problems += Chains(tasks).problems(shown)
     # One order everywhere (check, list, run): errors first, then by file and line.
     problems.sort(key=problem_order)
     built = build_settings({k: v for k, (v, _) in settings.items()})

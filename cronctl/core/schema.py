@@ -11,10 +11,13 @@ from typing import Any
 
 from cronctl.core import schedules
 from cronctl.core.capkeys import CAP_KEYS, cap_fields, cap_value_problem
+from cronctl.core.chains import outcome_problem, read_after
 from cronctl.core.cronexpr import parse_cron
 from cronctl.core.envkeys import ENV_KEYS, env_value_problem, parse_size, secret_names
 from cronctl.core.groups import Group, name_problem, parse_groups
 from cronctl.core.model import (
+    AFTER_OUTCOMES,
+    CHAINED,
     DEFAULT_MISFIRE,
     DEFAULT_SHELL,
     MISFIRE_POLICIES,
@@ -63,6 +66,10 @@ def _is_env(v: object) -> bool:
 
 def _is_bool_or_str(v: object) -> bool:
     return isinstance(v, bool | str)
+
+
+def _is_after(v: object) -> bool:
+    return isinstance(v, str) or (isinstance(v, list) and all(isinstance(x, str) for x in v))
 
 
 def _is_list(v: object) -> bool:
@@ -118,6 +125,8 @@ TASK_KEYS: dict[str, _Check] = {
     "days": (_is_str, 'a day-of-week string such as "1-5" or "MON,WED"'),
     "paused": (_is_bool, "true or false"),
     "on_start": (_is_bool, "true or false"),
+    "after": (_is_after, 'a task name, or an array of task names, e.g. ["extract"]'),
+    "after_outcome": (_is_str, 'one of "ok", "failed", "any"'),
     **ENV_KEYS,
     **GUARD_KEYS,
     **SCHEDULE_KEYS,
@@ -395,10 +404,16 @@ def _parse_task(
             continue
         if not entry[0](value):
             report(key, "bad-type", _check_type(key, value, TASK_KEYS) or "")
-            mistyped = mistyped or key in SCHEDULE_KEYS or key in DAY_KEYS
+            mistyped = mistyped or key in SCHEDULE_KEYS or key in DAY_KEYS or key == "after"
             continue
         if key in GUARD_KEYS or key in ENV_KEYS:
             checked = _check_value(key, value)
+        elif key == "after":
+            after = read_after(value, name)
+            checked = (after.problem, "bad-value") if after.problem else None
+            mistyped = mistyped or bool(after.problem)
+        elif key == "after_outcome":
+            checked = (bad, "bad-value") if (bad := outcome_problem(value)) else None
         elif key in ONE_LINE_KEYS and (bad := check_line(key, value)):
             checked = (bad, "bad-value")
         else:
@@ -424,7 +439,18 @@ def _parse_task(
     keys = [k for k in raw if k in SCHEDULE_KEYS]
     if len(keys) > 1:
         keys.sort(key=lambda k: lines.task_line(index, k) or 0)
-    start_only = not keys and raw.get("on_start") is True
+    chained = "after" in raw
+    start_only = not keys and not chained and raw.get("on_start") is True
+    if chained:
+        key = CHAINED
+        _chain_conflicts(raw, keys, report)
+    elif "after_outcome" in raw:
+        report(
+            "after_outcome",
+            "missing-key",
+            "'after_outcome' says which end of its upstream tasks a chained task waits for, "
+            "and this task has no 'after'; add after = [...] or remove it",
+        )
     if start_only:
         key = START_ONLY
         if day_key := next((k for k in DAY_KEYS if k in raw), None):
@@ -434,24 +460,25 @@ def _parse_task(
                 f"{day_key!r} restricts a schedule, and this task has none (on_start only); "
                 "add a schedule key or remove it",
             )
-    elif not keys:
+    elif not keys and not chained:
         names = ", ".join(SCHEDULE_KEYS)
         report(
             "name",
             "missing-key",
-            f"task has no schedule; give exactly one of: {names} (or on_start = true, to run "
-            "it only when cronctl work starts)",
+            f'task has no schedule; give exactly one of: {names} (or after = ["NAME"], to '
+            "run it after another task; or on_start = true, to run it only when cronctl work "
+            "starts)",
         )
-    elif len(keys) > 1:
+    elif len(keys) > 1 and not chained:
         report(
             keys[1],
             "schedule-conflict",
             f"task has two schedules, {keys[0]!r} and {keys[1]!r}; keep exactly one",
         )
-    if (len(keys) != 1 and not start_only) or mistyped:
+    if mistyped or (len(keys) != (0 if chained else 1) and not start_only):
         return None
     cron_text, at = None, None
-    if not start_only:
+    if not start_only and not chained:
         # The schedule is checked even when other keys are wrong, so one pass reports all.
         key = keys[0]
         try:
@@ -496,6 +523,33 @@ def _parse_task(
             severity="warning",
         )
     return _make_task(name, raw, key, cron, at, settings, base, rep.result, header)
+
+
+def _chain_conflicts(
+    raw: dict[str, Any], keys: list[str], report: Callable[[str | None, str, str], None]
+) -> None:
+    """A chained task's keys that ask for times of its own: a time key, a day key, on_start."""
+    if keys:
+        report(
+            keys[0],
+            "schedule-conflict",
+            f"task has both 'after' and {keys[0]!r}: a chained task runs after its upstream "
+            f"tasks, never at times of its own; keep one of them",
+        )
+    if day_key := next((k for k in DAY_KEYS if k in raw), None):
+        report(
+            day_key,
+            "schedule-conflict",
+            f"{day_key!r} restricts a schedule, and a chained task has none (it runs after "
+            "its upstream tasks); remove it, or put it on the task at the top of the chain",
+        )
+    if raw.get("on_start"):
+        report(
+            "on_start",
+            "schedule-conflict",
+            "on_start and 'after' are two ways to start a task: a chained task runs only "
+            "after its upstream tasks; remove on_start",
+        )
 
 
 def _resolve(result: FileResult, kind: str, base: Path, text: str) -> Path:
@@ -549,6 +603,8 @@ def _make_task(
         env=dict(settings["env"]),
         paused=raw.get("paused", False),
         on_start=raw.get("on_start", False),
+        after=read_after(raw["after"], name).names if "after" in raw else (),
+        after_outcome=raw.get("after_outcome", AFTER_OUTCOMES[0]),
         env_files=settings["env_files"],
         env_from_file=dict(raw.get("env_from_file", {})),
         group=settings.get("group"),

@@ -1,0 +1,278 @@
+"""The chains of a schedule (`after`): who follows whom, where each chain starts, how deep.
+
+A chained task has no times of its own: its occurrences are those of the timed tasks at the
+top of its chain, its roots, which must share one schedule (docs/chains.md). Pure: built
+from the tasks alone, no clock.
+
+>>> from cronctl.core.cronexpr import parse_cron
+>>> from cronctl.core.zones import parse_zone
+>>> def task(name, *after):
+...     cron = None if after else parse_cron("0 2 * * *")
+...     return Task(name, "true", "cron", "", cron, None, parse_zone("UTC"), Path("s.toml"),
+...                 1, after=after)
+>>> chains = Chains([task("extract"), task("transform", "extract"), task("load", "transform")])
+>>> chains.roots("load"), chains.depth("load"), chains.downstream("extract")
+(('extract',), 2, ('transform',))
+>>> Chains([task("a", "b"), task("b", "a")]).cycles()
+[('a', 'b', 'a')]
+"""
+
+from __future__ import annotations
+
+import heapq
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from cronctl.core.model import AFTER_OUTCOMES, TASK_NAME, Problem, Task, format_utc
+from cronctl.core.values import did_you_mean
+
+#: Links below a timed task a chain may reach: deeper is refused by `check`.
+MAX_DEPTH = 20
+
+
+class Chains:
+    """The `after` graph of a list of tasks; names of no task are left out of it (`check`
+    reports them)."""
+
+    def __init__(self, tasks: Iterable[Task]) -> None:
+        self.tasks = {task.name: task for task in tasks}
+        self._down: dict[str, list[str]] = {name: [] for name in self.tasks}
+        for task in self.tasks.values():
+            for up in self.upstream(task.name):
+                self._down[up].append(task.name)
+        self._roots: dict[str, tuple[str, ...]] = {}
+        self._depth: dict[str, int] = {}
+        self._order()
+
+    def upstream(self, name: str) -> tuple[str, ...]:
+        """The tasks `name` runs after, each once, as written (unknown names left out)."""
+        return tuple(dict.fromkeys(u for u in self.tasks[name].after if u in self.tasks))
+
+    def downstream(self, name: str) -> tuple[str, ...]:
+        """The tasks that run after `name`, in the schedule's order."""
+        return tuple(self._down.get(name, ()))
+
+    def roots(self, name: str) -> tuple[str, ...]:
+        """The timed tasks at the top of `name`'s chain (itself if it is one); () for a task
+        in or below a cycle."""
+        return self._roots.get(name, ())
+
+    def depth(self, name: str) -> int | None:
+        """Links from the farthest root down to `name` (0 for a timed task); None in or below
+        a cycle."""
+        return self._depth.get(name)
+
+    def _order(self) -> None:
+        """Roots and depths, upstream before downstream (Kahn's order, no recursion: a
+        hostile chain of thousands of links must not exhaust the stack)."""
+        waiting = {name: len(self.upstream(name)) for name in self.tasks}
+        ready = [name for name, count in waiting.items() if count == 0]
+        while ready:
+            name = ready.pop()
+            ups = self.upstream(name)
+            if not self.tasks[name].chained:
+                self._roots[name], self._depth[name] = (name,), 0
+            else:
+                found = (root for up in ups for root in self._roots[up])
+                self._roots[name] = tuple(dict.fromkeys(found))
+                self._depth[name] = 1 + max((self._depth[up] for up in ups), default=0)
+            for down in self._down[name]:
+                waiting[down] -= 1
+                if waiting[down] == 0:
+                    ready.append(down)
+
+    def cycles(self) -> list[tuple[str, ...]]:
+        """Each cycle found once, in the direction the chain runs, from its first task in
+        the schedule's order back to it: ('a', 'b', 'a') when b runs after a and a after b."""
+        order = {name: index for index, name in enumerate(self.tasks)}
+        found: list[tuple[str, ...]] = []
+        seen: set[str] = set()
+        for start in self.tasks:
+            if start in self._depth or start in seen:
+                continue
+            # Every task left out of the order has an upstream left out too: walking up
+            # from one must come back to a task already on the walk.
+            path: list[str] = []
+            name = start
+            while name not in path and name not in seen:
+                path.append(name)
+                name = next(u for u in self.upstream(name) if u not in self._depth)
+            seen.update(path)
+            if name in path:
+                ring = path[path.index(name) :][::-1]  # walked upstream: turn it round
+                first = min(range(len(ring)), key=lambda i: order[ring[i]])
+                ring = ring[first:] + ring[:first]
+                found.append((*ring, ring[0]))
+        return found
+
+    def occurrences(self, name: str, after: datetime, count: int = 1) -> list[datetime]:
+        """The next `count` upstream occurrences strictly after `after`: those of the task's
+        roots (its own for a timed task), each instant once."""
+        tasks = [self.tasks[root] for root in self.roots(name)]
+        merged = heapq.merge(*(task.next_runs(after, count) for task in tasks))
+        return list(dict.fromkeys(merged))[:count]
+
+    def problems(self, display: dict[Path, str]) -> list[Problem]:
+        """`check`'s errors about the chains: cycles, upstream tasks that have no occurrence
+        or disagree on their schedule, chains deeper than MAX_DEPTH."""
+        found = [_cycle_problem(self.tasks[ring[0]], ring, display) for ring in self.cycles()]
+        for task in self.tasks.values():
+            if task.chained and task.name in self._depth:
+                found.extend(self._link_problems(task, display))
+        return found
+
+    def _link_problems(self, task: Task, display: dict[Path, str]) -> list[Problem]:
+        def problem(code: str, message: str) -> Problem:
+            return _at(task, display, code, message)
+
+        ups = [self.tasks[up] for up in self.upstream(task.name)]
+        if starts := [up.name for up in ups if up.start_only]:
+            return [
+                problem(
+                    "after-start-only",
+                    f"{_names(starts)} {_has(starts)} no "
+                    "occurrences to follow: on_start only, it runs when cronctl work "
+                    "starts; give it a schedule key, or remove it from 'after'",
+                )
+            ]
+        if self._depth[task.name] == MAX_DEPTH + 1:
+            return [
+                problem(
+                    "after-depth",
+                    f"the chain above this task is {MAX_DEPTH + 1} "
+                    f"links deep, and at most {MAX_DEPTH} are allowed; start part of "
+                    "it from a schedule of its own",
+                )
+            ]
+        timings = {up.name: self._timings(up.name) for up in ups}
+        if any(len(t) != 1 for t in timings.values()):  # an upstream has its own error
+            return []
+        if len({t for found in timings.values() for t in found}) > 1:
+            each = ", ".join(self._runs(up) for up in timings)
+            return [
+                problem(
+                    "after-schedules",
+                    f"its upstream tasks run on different "
+                    f"schedules: {each}; a chained task runs once per occurrence "
+                    "they share: give them one schedule, or split the task",
+                )
+            ]
+        return []
+
+    def _timings(self, name: str) -> set[tuple[object, object]]:
+        return {timing(self.tasks[root]) for root in self.roots(name)}
+
+    def _runs(self, name: str) -> str:
+        """'extract at "0 2 * * *" UTC', or 'load (after extract) at ...' for a chained task."""
+        roots = self.roots(name)
+        when = timing_text(self.tasks[roots[0]])
+        if self.tasks[name].chained:
+            return f"{name} (after {_names(list(roots))}) at {when}"
+        return f"{name} at {when}"
+
+
+def timing(task: Task) -> tuple[object, object]:
+    """What two timed tasks must share to be upstream of one chained task: the cron
+    expression (as cron reads it, not as written) and the zone, or the one-shot instant."""
+    if task.cron is not None:
+        return (task.cron, task.zone.name)
+    return (task.at, None)
+
+
+def timing_text(task: Task) -> str:
+    """'"0 2 * * *" Europe/Berlin' or '@at 2026-12-24T18:00:00Z': a timing as said."""
+    if task.cron is not None:
+        return f'"{task.cron.text}" {task.zone.name}'
+    if task.at is not None:
+        return f"@at {format_utc(task.at)}"
+    return "work start"
+
+
+@dataclass(frozen=True, slots=True)
+class AfterValue:
+    """The `after` of a task as read: its names, or what is wrong with them."""
+
+    names: tuple[str, ...] = ()
+    problem: str | None = None
+
+
+def read_after(value: str | Sequence[str], own: object) -> AfterValue:
+    """`after = "extract"` or `after = ["extract", "fetch"]`, checked against the name rule
+    and the task's own name `own`; a name given twice counts once.
+
+    >>> read_after("extract", "load").names
+    ('extract',)
+    >>> read_after(["load"], "load").problem
+    "a task cannot run after itself: remove 'load' from 'after'"
+    """
+    names = (value,) if isinstance(value, str) else tuple(value)
+    if not names:
+        return AfterValue(problem="'after' is empty: name the tasks this one runs after")
+    for name in names:
+        if not re.fullmatch(TASK_NAME, name):
+            return AfterValue(problem=f"'after' names {name[:80]!r}, which is not a task name")
+        if name == own:
+            return AfterValue(
+                problem=f"a task cannot run after itself: remove {name!r} from 'after'"
+            )
+    return AfterValue(tuple(dict.fromkeys(names)))
+
+
+def outcome_problem(value: str) -> str | None:
+    """What is wrong with an `after_outcome` value, or None."""
+    if value in AFTER_OUTCOMES:
+        return None
+    allowed = ", ".join(f'"{o}"' for o in AFTER_OUTCOMES)
+    return (
+        f"after_outcome {value[:80]!r} is not one of {allowed}{did_you_mean(value, AFTER_OUTCOMES)}"
+    )
+
+
+def unknown_problems(
+    tasks: Iterable[Task], names: list[str], display: dict[Path, str]
+) -> list[Problem]:
+    """A located error for each `after` name that no task of any file has (`names`: every
+    name defined, a task with errors too, so its followers are not blamed for them)."""
+    known = set(names)
+    found = []
+    for task in tasks:
+        for name in task.after:
+            if name not in known:
+                found.append(
+                    _at(
+                        task,
+                        display,
+                        "after-unknown",
+                        f"'after' names {name!r}, "
+                        f"and no task has that name{did_you_mean(name, names)}; "
+                        "fix the name or add the task",
+                    )
+                )
+    return found
+
+
+def _cycle_problem(task: Task, ring: tuple[str, ...], display: dict[Path, str]) -> Problem:
+    return _at(
+        task,
+        display,
+        "after-cycle",
+        f"the chain runs in a circle ({' -> '.join(ring)}), "
+        "so none of its tasks would ever run; remove one of these 'after' names",
+    )
+
+
+def _at(task: Task, display: dict[Path, str], code: str, message: str) -> Problem:
+    return Problem(
+        display.get(task.source, str(task.source)), task.line, task.name, "error", code, message
+    )
+
+
+def _names(names: list[str]) -> str:
+    return ", ".join(names)
+
+
+def _has(names: list[str]) -> str:
+    return "has" if len(names) == 1 else "have"
