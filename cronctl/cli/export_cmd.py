@@ -7,7 +7,6 @@ cannot express is listed on stderr and as comments in the files, never dropped s
 from __future__ import annotations
 
 import sys
-from datetime import datetime
 from pathlib import Path
 from typing import Annotated, TypeVar
 
@@ -17,7 +16,6 @@ from cronctl.cli.options import FileOpt, NowOpt
 from cronctl.cli.wiring import fail_on_errors, load_schedule, parse_instant
 from cronctl.core.export import kubernetes, systemd
 from cronctl.core.export.common import Exported
-from cronctl.core.model import Task
 from cronctl.errors import UsageError
 
 TARGETS = ("systemd", "kubernetes")
@@ -106,7 +104,10 @@ def export_command(
     schedule = load_schedule(file)
     fail_on_errors(schedule)
     instant = parse_instant(now)
-    results = [_export(to, task, instant, image or "", user or "") for task in schedule.tasks]
+    if to == "systemd":  # a chained task's unit is started by its upstream's: all at once
+        results = systemd.export_schedule(schedule.tasks, instant, user or "")
+    else:
+        results = [kubernetes.export_task(task, instant, image or "") for task in schedule.tasks]
     if output is None:
         _print(results, to)
     else:
@@ -120,12 +121,6 @@ def _one(what: str, argument: _T | None, option: _T | None, flag: str) -> _T | N
     if argument is not None and option is not None and argument != option:
         raise UsageError(f"{what} is given twice, {argument} and {flag} {option}: give it once")
     return argument if argument is not None else option
-
-
-def _export(to: str, task: Task, now: datetime, image: str, user: str) -> Exported:
-    if to == "systemd":
-        return systemd.export_task(task, now, user)
-    return kubernetes.export_task(task, now, image)
 
 
 def _print(results: list[Exported], to: str) -> None:

@@ -20,6 +20,7 @@ from cronctl.cli.render.timeline import (
 )
 from cronctl.cli.wiring import load_schedule, parse_instant
 from cronctl.core.calendar import build_timeline
+from cronctl.core.chains import Chains
 from cronctl.core.model import Task
 from cronctl.core.zones import Zone, parse_zone
 from cronctl.errors import UsageError, ZoneError
@@ -87,7 +88,9 @@ def timeline_command(
     shown = _chosen(schedule.tasks, tasks or [])
     zone = _zone(shown, tz)
     counted = every_minute or bool(tasks)
-    timeline = build_timeline(shown, parse_instant(now), days, zone, counted)
+    # The whole schedule's chains: a chained task shown alone counts at its root's times.
+    graph = Chains(schedule.tasks)
+    timeline = build_timeline(shown, parse_instant(now), days, zone, counted, graph)
     if svg is not None:
         picture = timeline_svg(timeline)
         if str(svg) == "-":

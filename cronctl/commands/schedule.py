@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from cronctl.core.analysis import schedule_warnings
+from cronctl.core.chains import Chains
 from cronctl.core.cronexpr import parse_cron
 from cronctl.core.minutes import minute_floor
 from cronctl.core.model import DEFAULT_MISFIRE, Problem, Schedule, Task, problem_order
@@ -72,6 +73,10 @@ class NextResult:
     # that decides how many of them run.
     carried: list[tuple[datetime, ...]] = field(default_factory=list)
     misfire: str = DEFAULT_MISFIRE
+    # A chained task: the tasks it runs after, and the timed tasks atop its chain, whose
+    # occurrences `occurrences` then are (it starts when its upstream runs of each end).
+    after: tuple[str, ...] = ()
+    roots: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -142,6 +147,15 @@ def next_for_task(schedule: Schedule, name: str, after: datetime, count: int) ->
     except KeyError:
         known = ", ".join(t.name for t in schedule.tasks[:10])
         raise UsageError(f"no task named {name!r}; tasks: {known or '(none)'}") from None
+    if task.chained:
+        graph = Chains(schedule.tasks)
+        timed, roots = graph.timed(name), graph.roots(name)
+        if timed is None:  # in a cycle: `check` refuses the schedule
+            return NextResult(task.name, task.schedule, task.zone.name, [], after=task.after)
+        runs = graph.occurrences(name, after, count)
+        carried = [timed.walls_at(t) for t in runs]
+        return NextResult(task.name, task.schedule, timed.zone.name, runs, carried,
+                          timed.misfire, task.after, roots)  # fmt: skip
     runs = task.next_runs(after, count)
     carried = [task.walls_at(t) for t in runs]
     return NextResult(task.name, task.schedule, task.zone.name, runs, carried, task.misfire)

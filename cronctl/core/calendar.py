@@ -13,6 +13,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from cronctl.core.chains import Chains
 from cronctl.core.minutes import MINUTE, minute_ceil, minute_floor
 from cronctl.core.model import Task, format_utc
 from cronctl.core.zones import Zone, fires_at, firing_minutes, parse_zone
@@ -135,6 +136,7 @@ def build_timeline(
     days: int,
     zone: Zone | None = None,
     every_minute_counted: bool = False,
+    graph: Chains | None = None,
 ) -> Timeline:
     """Count each task's runs per wall hour of `zone` (default UTC) for `days` days from
     the local midnight of `start`; every-minute tasks stay out of the heat map unless
@@ -142,7 +144,9 @@ def build_timeline(
 
     A UTC hour that is one whole wall hour (no seam, a whole-hour offset) is counted at
     once; others minute by minute. A fall-back day's repeated hour adds both passes to its
-    cell; a spring-forward day's missing hour stays empty.
+    cell; a spring-forward day's missing hour stays empty. A chained task is counted at
+    its chain's root times, when no pause in the file stops it (docs/chains.md): `graph`
+    holds the whole schedule's chains when `tasks` are some of them.
     """
     zone = zone or parse_zone("UTC")
     first = zone.wall(start).replace(hour=0, minute=0, second=0, microsecond=0)
@@ -151,11 +155,16 @@ def build_timeline(
     hours = _wall_hours(zone, hour_floor(origin), end)
     lanes = []
     same: dict[object, tuple[int, ...]] = {}  # tasks with one schedule and zone count once
+    if graph is None and any(task.chained for task in tasks):
+        graph = Chains(tasks)
     for task in tasks:
-        counts = same.get(task.firing_key) if not task.paused else (0,) * (days * 24)
+        # A chained task counts at its root's times; in a cycle (refused) it is held.
+        timed = (graph.timed(task.name) if graph and task.chained else task) or task
+        held = graph.held(task.name) if graph else task.paused
+        counts = (0,) * (days * 24) if held else same.get(timed.firing_key)
         if counts is None:
-            counts = same[task.firing_key] = _count(task, zone, hours, first, days)
-        counted = every_minute_counted or not every_minute(task)
+            counts = same[timed.firing_key] = _count(timed, zone, hours, first, days)
+        counted = every_minute_counted or not every_minute(timed)
         lanes.append(TaskLane(task, counts, counted))
     return Timeline(first, days, tuple(lanes), zone)
 

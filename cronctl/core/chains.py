@@ -45,6 +45,7 @@ class Chains:
                 self._down[up].append(task.name)
         self._roots: dict[str, tuple[str, ...]] = {}
         self._depth: dict[str, int] = {}
+        self._held: dict[str, bool] = {}
         self._order()
 
     def upstream(self, name: str) -> tuple[str, ...]:
@@ -65,6 +66,17 @@ class Chains:
         a cycle."""
         return self._depth.get(name)
 
+    def timed(self, name: str) -> Task | None:
+        """The task whose times `name` follows: itself when it has times of its own, else
+        its first root (they share one schedule, or `check` refuses them); None in a cycle."""
+        roots = self.roots(name)
+        return self.tasks[roots[0]] if roots else None
+
+    def held(self, name: str) -> bool:
+        """Whether `paused = true` in the file stops the task: its own, or that of a task
+        above it (a paused upstream task does not run, so nothing after it does)."""
+        return self._held.get(name, True)
+
     def _order(self) -> None:
         """Roots and depths, upstream before downstream (Kahn's order, no recursion: a
         hostile chain of thousands of links must not exhaust the stack)."""
@@ -73,7 +85,9 @@ class Chains:
         while ready:
             name = ready.pop()
             ups = self.upstream(name)
-            if not self.tasks[name].chained:
+            task = self.tasks[name]
+            self._held[name] = task.paused or any(self._held[up] for up in ups)
+            if not task.chained:
                 self._roots[name], self._depth[name] = (name,), 0
             else:
                 found = (root for up in ups for root in self._roots[up])

@@ -126,6 +126,8 @@ def describe_cron(cron: CronExpr) -> str:
 
 def describe(task: Task) -> str:
     """The task's schedule in words, its zone named when it is not UTC."""
+    if task.chained:
+        return describe_after(task)
     if task.cron is None:
         if task.at is None:
             return "once each time cronctl work starts"
@@ -134,6 +136,16 @@ def describe(task: Task) -> str:
         text = describe_cron(task.cron)
         text = text if task.zone.name == "UTC" else f"{text} ({task.zone.name} time)"
     return f"{text}; and when cronctl work starts" if task.on_start else text
+
+
+def describe_after(task: Task) -> str:
+    """'after extract succeeds': what a chained task waits for, in words."""
+    names = _join(list(task.after))
+    if len(task.after) == 1:
+        verb = {"ok": "succeeds", "failed": "fails"}.get(task.after_outcome, "ends")
+        return f"after {names} {verb}"
+    verb = {"ok": "succeed", "failed": "end, if one failed"}.get(task.after_outcome, "end")
+    return f"after {names} {verb}"
 
 
 def gap_note(moved: Sequence[str], own: str | None, misfire: str) -> str:

@@ -16,6 +16,7 @@ from fnmatch import fnmatchcase
 from typing import Any
 from urllib.parse import urlsplit
 
+from cronctl.core.chains import Chains
 from cronctl.core.cronwalk import shortest_wall_gap
 from cronctl.core.model import NOTIFY_MODES, Problem, Schedule, Task, format_duration
 from cronctl.core.values import check_text, parse_duration
@@ -269,8 +270,12 @@ def ops_problems(schedule: Schedule, now: datetime) -> list[Problem]:
             walk = walks[task.firing_key] = _PeriodWalk(task, now)
         return walk.shortest(below)
 
+    graph = Chains(schedule.tasks) if any(task.chained for task in schedule.tasks) else None
     for task in schedule.tasks:
-        one_shot = task.cron is None and task.at is not None
+        # A chained task is paced by its chain's root: its jitter and retries are bounded
+        # by the root's period (in a cycle, which is refused, by none).
+        paced = (graph.timed(task.name) if graph and task.chained else task) or task
+        one_shot = paced.cron is None and paced.at is not None
         if task.jitter is not None and one_shot and task.jitter > MAX_ONE_SHOT_JITTER:
             found.append(
                 _problem(
@@ -283,7 +288,7 @@ def ops_problems(schedule: Schedule, now: datetime) -> list[Problem]:
                 )
             )
         elif task.jitter is not None:
-            period = shortest(task, task.jitter)
+            period = shortest(paced, task.jitter)
             if period is not None and task.jitter >= period:
                 found.append(
                     _problem(task, "error", "jitter-too-long", _jitter_message(task, period))
@@ -301,7 +306,7 @@ def ops_problems(schedule: Schedule, now: datetime) -> list[Problem]:
             )
         if task.retries and not (task.without_overlapping or task.on_one_server):
             total = task.retry_delay * ((1 << task.retries) - 1)
-            period = shortest(task, total)
+            period = shortest(paced, total)
             if period is not None and total >= period:
                 found.append(
                     _problem(

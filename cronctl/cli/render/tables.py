@@ -15,7 +15,7 @@ from cronctl.cli.render import longtable
 from cronctl.cli.render.fit import TIMES, short_time
 from cronctl.cli.render.runs import emit_json, render_problems, run_json, run_kind, visible
 from cronctl.core.describe import describe, gap_note
-from cronctl.core.model import Problem, format_utc
+from cronctl.core.model import Problem, Task, format_utc
 from cronctl.core.runs import NOT_OK
 from cronctl.core.warncodes import acknowledged
 from cronctl.core.zones import Zone, parse_zone
@@ -201,6 +201,7 @@ def render_list(
                         "schedule_words": describe(row.task),
                         "timezone": row.task.zone.name,
                         "next_run": format_utc(row.next_run) if row.next_run else None,
+                        **after_json(row.task),
                         "guards": row.task.guards,
                         "paused": row.paused,
                         "last_run": run_json(row.last_run) if row.last_run else None,
@@ -217,7 +218,7 @@ def render_list(
     # formatted once (a large schedule has far fewer such pairs than tasks).
     # (By the zone's and expression's identities: parse_zone and parse_cron hand out one
     # object per text, and an identity needs no hashing of the fields.)
-    words: dict[tuple[int, int, datetime | None], str] = {}
+    words: dict[tuple[object, ...], str] = {}
 
     def cells(shown: Callable[[datetime, Zone], str]) -> list[list[str]]:
         rows = []
@@ -231,12 +232,12 @@ def render_list(
                 next_run = "paused"
             elif row.next_run:
                 next_run = shown(row.next_run, zone)
-            elif task.start_only:
-                next_run = "at work start"
+            else:
+                next_run = _unscheduled_next(task)
             last = "-"
             if row.last_run:
                 last = f"{shown(row.last_run.occurrence, zone)} {row.last_run.outcome}"
-            said = (id(task.cron), id(zone), task.at)
+            said = (id(task.cron), id(zone), task.at, task.after, task.after_outcome)
             text = words.get(said)
             if text is None:
                 text = words[said] = describe(task)
@@ -244,7 +245,7 @@ def render_list(
                 [
                     task.name,
                     task.schedule,
-                    zone.name,
+                    "-" if task.chained else zone.name,
                     next_run,
                     ",".join(task.guards) or "-",
                     last,
@@ -276,9 +277,18 @@ def render_next(result: NextResult, as_json: bool, local: bool) -> None:
                 "timezone": result.timezone,
                 "occurrences": [format_utc(t) for t in result.occurrences],
                 "details": [_next_detail(result, i) for i in range(len(result.carried))],
+                "after": list(result.after),
+                "upstream_roots": list(result.roots),
             }
         )
         return
+    if result.after:
+        roots = ", ".join(result.roots) or "nothing: its chain is a cycle"
+        print(
+            f"task {result.task} runs {result.expression}, not at times of its own; these are "
+            f"the occurrences of {roots} that its chain follows",
+            file=sys.stderr,
+        )
     if result.task is not None and result.expression == "@start":
         print(
             f"task {result.task} has no scheduled occurrences: it runs once each time "
@@ -373,6 +383,7 @@ def render_status(result: Any, as_json: bool, now: datetime) -> None:
                         "pause_reason": row.pause_reason,
                         "pause": _pause_json(row.pause),
                         "next_run": format_utc(row.next_run) if row.next_run else None,
+                        **after_json(row.task),
                         "last_run": run_json(row.last_run) if row.last_run else None,
                         "consecutive_failures": row.consecutive_failures,
                         "missed": row.missed,
@@ -430,7 +441,24 @@ def _status_next(row: Any, shown: Callable[[datetime, Zone], str]) -> str:
         return "paused"
     if row.next_run:
         return shown(row.next_run, row.task.zone)
-    return "at work start" if row.task.start_only else "-"
+    return _unscheduled_next(row.task)
+
+
+def _unscheduled_next(task: Task) -> str:
+    """The NEXT RUN of a task with no next occurrence of its own."""
+    if task.chained:
+        return task.schedule  # "after extract": it starts when that ends
+    return "at work start" if task.start_only else "-"
+
+
+def after_json(task: Task | None) -> dict[str, Any]:
+    """A task's chain in JSON: the names it runs after (none: []) and the outcome it waits
+    for (null for a task with times of its own, or none in the schedule)."""
+    chained = task is not None and task.chained
+    return {
+        "after": list(task.after) if task is not None else [],
+        "after_outcome": task.after_outcome if task is not None and chained else None,
+    }
 
 
 def _pause_note(row: Any, shown: Callable[[datetime, Zone], str]) -> str:

@@ -191,6 +191,12 @@ def export_task(task: Task, now: datetime, image: str) -> Exported:
     if task.start_only:
         result.lost.append("on_start only: a CronJob has no start-up run; not exported")
         return result
+    if task.chained:
+        result.lost.append(
+            f"after {', '.join(task.after)}: Kubernetes starts no CronJob when another ends; "
+            "not exported (run the chain as one Job's commands, or use a workflow engine)"
+        )
+        return result
     if task.cron is None:
         result.lost.append("one-shot `at` task: a CronJob repeats; not exported (use a Job)")
         return result

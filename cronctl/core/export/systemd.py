@@ -7,8 +7,10 @@ exactly what cronctl would run; the test suite checks it with `systemd-analyze c
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from datetime import datetime
 
+from cronctl.core.chains import Chains
 from cronctl.core.cronexpr import CronExpr
 from cronctl.core.describe import spans
 from cronctl.core.export.common import (
@@ -109,12 +111,13 @@ def _command(task: Task, text: str | tuple[str, ...]) -> str:
     return " ".join([_program(text[0]), *(_quote(a) for a in text[1:])])
 
 
-def _service(task: Task, unit: str, user: str, lost: list[str]) -> str:
+def _service(task: Task, unit: str, user: str, lost: list[str], starts: Sequence[str] = ()) -> str:
     lines = [
         f"# Exported by cronctl from {_plain(str(task.source))}:{task.line} (task {task.name}).",
         *(f"# Not expressed: {_plain(item)}" for item in lost),
         "[Unit]",
         f"Description={_plain(task.description or 'cronctl task ' + task.name)}",
+        *starts,  # OnSuccess=/OnFailure=: the chained tasks this one starts
         "",
         "[Service]",
         "Type=oneshot",
@@ -180,6 +183,17 @@ def _limits(task: Task, now: datetime) -> list[str]:
     return lost
 
 
+def _chain_limits(task: Task) -> list[str]:
+    """What a chained task's service, started by its upstream unit, does not keep."""
+    lost = [
+        f"after {task.after[0]}: the service has no timer; {task.after[0]}'s unit starts it "
+        "(OnSuccess=/OnFailure=, systemd 249 or later), also when that unit is started by hand"
+    ]
+    if task.jitter:
+        lost.append("jitter: a unit started by another starts at once")
+    return lost
+
+
 def _unwritable(task: Task) -> str | None:
     """Why the task's paths cannot be written as systemd values (never unescaped), or None."""
     for key, value in (("workdir", str(task.workdir)), ("shell", task.shell)):
@@ -202,34 +216,92 @@ def check_user(user: str) -> str | None:
     return None
 
 
-def export_task(task: Task, now: datetime, user: str) -> Exported:
-    """The unit files for one task, run as `user`, or the reason it cannot be exported."""
-    # ':' is legal in a unit name, but systemd-analyze verify reads FILE:ALIAS: avoid it.
-    unit = f"cronctl-{task.name.replace(':', '-')}"
-    result = Exported(task.name)
-    if ":" in task.name:
-        result.lost.append(f"name: exported as {unit} (':' replaced)")
-    zone = whole_hour_zone(task)
-    if zone is None:
-        result.lost.append(
+#: The unit settings that start a chained task's service, by its after_outcome: systemd
+#: starts OnFailure= units when the unit fails (an exit code, a timeout, a signal).
+_STARTED_BY = {"ok": ("OnSuccess",), "failed": ("OnFailure",), "any": ("OnSuccess", "OnFailure")}
+
+
+def export_schedule(tasks: Sequence[Task], now: datetime, user: str) -> list[Exported]:
+    """Every task's units, run as `user`. A chained task with one upstream task is a service
+    its upstream's OnSuccess=/OnFailure= starts (systemd 249 or later); one with several is
+    not exported: systemd starts a unit when one unit ends, not when all of several have."""
+    graph = Chains(tasks)
+    starts: dict[str, list[str]] = {}
+    refused: dict[str, str] = {}
+    exported: set[str] = set()
+    for task in sorted(tasks, key=lambda t: graph.depth(t.name) or 0):
+        why = _chain_refusal(task, exported) if task.chained else _refusal(task)
+        if why is not None:
+            refused[task.name] = why
+            continue
+        exported.add(task.name)
+        for key in _STARTED_BY.get(task.after_outcome, ()) if task.chained else ():
+            starts.setdefault(task.after[0], []).append(f"{key}={unit_name(task)}.service")
+    return [export_task(t, now, user, starts.get(t.name, ()), refused.get(t.name)) for t in tasks]
+
+
+def _chain_refusal(task: Task, exported: set[str]) -> str | None:
+    if len(task.after) > 1:
+        return (
+            f"after {', '.join(task.after)}: systemd starts a unit when one unit ends, not "
+            "when several have; not exported (start it from a wrapper around them)"
+        )
+    if task.after[0] not in exported:
+        return f"after {task.after[0]}: that task is not exported, so nothing would start it"
+    return _unwritable(task)
+
+
+def _refusal(task: Task) -> str | None:
+    """Why a task with times of its own cannot be exported, or None."""
+    if whole_hour_zone(task) is None:
+        return (
             f"timezone {task.zone.name}: systemd names no zone with that offset; not exported "
             "(use an IANA zone name)"
         )
-        return result
     if task.start_only:
-        result.lost.append("on_start only: a timer has no start-up run; not exported")
+        return "on_start only: a timer has no start-up run; not exported"
+    return _unwritable(task)
+
+
+def unit_name(task: Task) -> str:
+    """`cronctl-NAME`: ':' is legal in a unit name, but systemd-analyze verify reads
+    FILE:ALIAS, so it is replaced."""
+    return f"cronctl-{task.name.replace(':', '-')}"
+
+
+def export_task(
+    task: Task,
+    now: datetime,
+    user: str,
+    starts: Sequence[str] = (),
+    refused: str | None = None,
+) -> Exported:
+    """The unit files for one task, run as `user`, or the reason it cannot be exported
+    (`refused`, when the schedule around it says: see export_schedule). `starts`: the
+    OnSuccess=/OnFailure= lines of the chained tasks it starts."""
+    unit = unit_name(task)
+    result = Exported(task.name)
+    if ":" in task.name:
+        result.lost.append(f"name: exported as {unit} (':' replaced)")
+    if refused is None:
+        refused = _unwritable(task) if task.chained else _refusal(task)
+    if refused is not None:
+        result.lost.append(refused)
+        return result
+    if task.chained:
+        result.lost += _limits(task, now) + _chain_limits(task)
+        result.files[f"{unit}.service"] = _service(task, unit, user, result.lost, starts)
         return result
     if task.on_start:
         result.lost.append("on_start: a timer has no start-up run (the schedule is exported)")
+    zone = whole_hour_zone(task)
+    assert zone is not None  # else refused
     if task.cron is not None:
         calendars = on_calendar(task.cron, zone)
     else:
         assert task.at is not None
         calendars = [f"{task.at:%Y-%m-%d %H:%M:%S} UTC"]
-    if (bad := _unwritable(task)) is not None:
-        result.lost.append(bad)
-        return result
     result.lost += _limits(task, now)
-    result.files[f"{unit}.service"] = _service(task, unit, user, result.lost)
+    result.files[f"{unit}.service"] = _service(task, unit, user, result.lost, starts)
     result.files[f"{unit}.timer"] = _timer(task, unit, calendars)
     return result
