@@ -21,6 +21,7 @@ from urllib.parse import parse_qs, urlencode
 
 from cronctl.cli.explain_cmd import as_dict, render
 from cronctl.cli.fastpath import parse_instant
+from cronctl.cli.render.chain import chain_svg
 from cronctl.cli.render.overview_html import overview_rows, time_tag, when
 from cronctl.cli.render.runs import run_json, visible
 from cronctl.cli.render.timeline import timeline_svg
@@ -295,12 +296,13 @@ def build_app(
                 problem = str(exc)
         cookie = request.cookies.get(SESSION_COOKIE, "")
         done = request.query_params.get("done")
+        chain = Markup(chain_svg(view.chains, name) if view.chains else "")  # noqa: S704 (escaped there)
         return page(
             "task.html", 400 if problem else 200, view=view, now=now, query=request.query_params,
             older=next_link(request, view.history.after), actions=actions is not None,
             csrf=sessions.csrf(cookie) if sessions is not None and cookie else "",
             done=DONE.get(done or ""), at=at or format_utc(now), explanation=answer,
-            explain_error=problem,
+            explain_error=problem, chain=chain,
         )  # fmt: skip
 
     def explained(name: str, at: str) -> Explanation:

@@ -24,6 +24,7 @@ from cronctl.coord.port import (
     fleet_history_of,
 )
 from cronctl.core.calendar import Timeline, build_timeline
+from cronctl.core.chains import Chains
 from cronctl.core.describe import describe, gap_note
 from cronctl.core.model import Schedule, Task
 from cronctl.core.opskeys import overdue_since, runs_on
@@ -136,6 +137,7 @@ class TaskPage:
     timeline: Timeline
     history: HistoryPage
     durations: list[tuple[datetime, float]]  # oldest first
+    chains: Chains | None = None  # the schedule's chains when the task is in one
 
 
 @dataclass(frozen=True, slots=True)
@@ -314,7 +316,10 @@ class Dashboard:
     def task_page(self, name: str, now: datetime, query: HistoryQuery) -> TaskPage:
         task = self._task(name)
         (summary,) = self._fleet_rows(now, [task]) if self.fleet else self._local_rows(now, [task])
-        runs = task.next_runs(now, 10)
+        chained = task.chained or bool(self.schedule.followers(name))
+        graph = Chains(self.schedule.tasks) if chained else None
+        # A chained task's upcoming runs are its chain's root's occurrences (docs/chains.md).
+        runs = graph.occurrences(name, now, 10) if graph else task.next_runs(now, 10)
         upcoming = [Upcoming(at, task.zone.wall(at), _dst_note(task, at)) for at in runs]
         page = self.history(replace(query, task=name))
         recent = self.history(HistoryQuery(task=name, limit=200)).runs
@@ -324,9 +329,10 @@ class Dashboard:
         return TaskPage(
             summary,
             upcoming,
-            build_timeline([task], now, 7, task.zone, every_minute_counted=True),
+            build_timeline([task], now, 7, task.zone, every_minute_counted=True, graph=graph),
             page,
             durations,
+            graph,
         )
 
     def _task(self, name: str) -> Task:

@@ -122,6 +122,21 @@ class Chains:
                 found.append((*ring, ring[0]))
         return found
 
+    def around(self, name: str, limit: int = 60) -> tuple[list[str], int]:
+        """The tasks above and below `name` (itself among them), upstream first, at most
+        `limit`, and how many more there are: what a picture of its chain shows."""
+        found = {name: None}
+        for step in (self.upstream, self.downstream):
+            todo = [name]
+            while todo:
+                for other in step(todo.pop()):
+                    if other not in found:
+                        found[other] = None
+                        todo.append(other)
+        order = {task: index for index, task in enumerate(self.tasks)}
+        shown = sorted(found, key=lambda t: (self.depth(t) or 0, order[t]))
+        return shown[:limit], max(0, len(shown) - limit)
+
     def occurrences(self, name: str, after: datetime, count: int = 1) -> list[datetime]:
         """The next `count` upstream occurrences strictly after `after`: those of the task's
         roots (its own for a timed task), each instant once."""

@@ -144,6 +144,17 @@ name = "at-start"
 command = "true"
 on_start = true
 cron = "0 0 1 1 *"
+
+[[task]]
+name = "after-daily"
+command = "true"
+after = ["daily-at"]
+
+[[task]]
+name = "after:any"
+command = "true"
+after = "after-daily"
+after_outcome = "any"
 """
 
 
@@ -246,6 +257,10 @@ def test_every_page_for_every_task_answers(cli: Cli, tmp_path: Path, which: str)
     pages = every_page_answers(cli, tmp_path, SCHEDULES[which](tmp_path))
     if which == "every-key":
         shown_as_command(pages["/tasks/array-command"])
+        # The chain's picture links each task of it, escaped and percent-encoded.
+        chain = pages["/tasks/after-daily"].decode()
+        assert '<svg xmlns="http://www.w3.org/2000/svg" class="chain"' in chain
+        assert 'href="/tasks/daily-at"' in chain and 'href="/tasks/after%3Aany"' in chain
 
 
 def shown_as_command(page: bytes) -> None:
