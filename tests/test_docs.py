@@ -84,6 +84,28 @@ timezone = "Europe/Berlin"
 name = "reindex"
 command = "echo reindexing"
 cron = "*/10 * * * *"
+
+[[task]]
+name = "extract"
+command = "echo extracting"
+daily_at = "02:00"
+timezone = "Europe/Berlin"
+
+[[task]]
+name = "transform"
+command = "echo transforming"
+after = ["extract"]
+
+[[task]]
+name = "load"
+command = "echo loading"
+after = ["transform"]
+
+[[task]]
+name = "page-oncall"
+command = "echo paging"
+after = "extract"
+after_outcome = "failed"
 """
 #: `cronctl check -f bad.toml`'s file.
 BAD_TOML = """
