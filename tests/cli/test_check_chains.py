@@ -25,7 +25,9 @@ def test_a_chain_with_a_failure_branch_checks_clean(tmp_path: Path) -> None:
         tmp_path,
         [
             EXTRACT,
-            'name = "transform"\ncommand = "true"\nafter = "extract"',
+            # Guards and the misfire keys belong on a chained task as on any.
+            'name = "transform"\ncommand = "true"\nafter = "extract"\nwhen = "true"\n'
+            'skip = "false"\nmisfire_grace = "10m"\njitter = "1m"\nwithout_overlapping = true',
             'name = "load"\ncommand = "true"\nafter = ["transform"]\nmisfire = "skip"',
             'name = "page"\ncommand = "true"\nafter = ["extract"]\nafter_outcome = "failed"',
             'name = "tidy"\ncommand = "true"\nafter = ["load", "extract"]\nafter_outcome = "any"',

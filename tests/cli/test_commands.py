@@ -82,6 +82,7 @@ def test_list_json_has_the_spec_shape(cli: Cli, tmp_path: Path) -> None:
         "next_run": "2026-08-04T07:00:00Z", "guards": [], "paused": False, "last_run": None,
         "schedule_words": "at 09:00, Monday through Friday (Europe/Berlin time)",
         "hosts": [], "other_hosts": False,  # keys may be added, never renamed
+        "after": [], "after_outcome": None,
     }  # fmt: skip
     assert rows["sweep"]["guards"] == ["no-overlap(5m)", "timeout(10m)"]
     assert rows["launch"]["schedule"] == "@at 2030-01-15T09:00:00Z"
@@ -125,6 +126,7 @@ def test_next_for_a_task_and_for_an_expression(cli: Cli, tmp_path: Path) -> None
     assert task == {
         "task": "digest", "expression": "0 9 * * 1-5", "timezone": "Europe/Berlin",
         "occurrences": ["2026-08-04T07:00:00Z", "2026-08-05T07:00:00Z"],
+        "after": [], "upstream_roots": [],
     }  # fmt: skip
     text = cli(
         "next",
