@@ -183,8 +183,6 @@ def _due_line(
             f"not due at {when}: a start-up task (on_start = true, no schedule) runs only "
             "when cronctl work starts"
         )
-    if task.chained:
-        return f"a chained task: it runs {task.schedule}, not at times of its own"
     prev = format_utc(previous) if previous else "none"
     nxt = format_utc(upcoming) if upcoming else "none"
     if due:

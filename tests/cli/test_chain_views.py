@@ -109,7 +109,7 @@ def test_check_and_explain_take_chained_tasks_in_their_stride(etl: Path, tmp_pat
     assert "transform" not in checked.stdout
     explained = _run(tmp_path, "explain", "load", "--at", "2026-08-04T00:00:00Z")
     assert explained.returncode == 0, explained.stderr
-    assert "a chained task: it runs after transform, not at times of its own" in explained.stdout
+    assert "after transform" in explained.stdout
 
 
 def test_export_systemd_starts_a_chain_from_its_upstream_units(etl: Path, tmp_path: Path) -> None:
