@@ -128,6 +128,11 @@ REFUSALS = {
         "schedules.toml:108: task l21: the chain above this task is 21 links deep, and at most "
         "20 are allowed; start part of it from a schedule of its own",
     ),
+    "jitter past the root's period": (
+        [EXTRACT, 'name = "load"\ncommand = "true"\nafter = "extract"\njitter = "2d"'],
+        "schedules.toml:8: task load: jitter 2d is not shorter than the task's shortest period "
+        "(1d)",
+    ),
     "in [defaults]": (
         [EXTRACT],
         "schedules.toml:3: unknown key 'after' in [defaults]",
