@@ -39,10 +39,15 @@ class Chains:
 
     def __init__(self, tasks: Iterable[Task]) -> None:
         self.tasks = {task.name: task for task in tasks}
+        known = self.tasks
+        self._up = {
+            name: tuple(dict.fromkeys(u for u in task.after if u in known)) if task.after else ()
+            for name, task in known.items()
+        }
         self._down: dict[str, list[str]] = {name: [] for name in self.tasks}
-        for task in self.tasks.values():
-            for up in self.upstream(task.name):
-                self._down[up].append(task.name)
+        for name, ups in self._up.items():
+            for up in ups:
+                self._down[up].append(name)
         self._roots: dict[str, tuple[str, ...]] = {}
         self._depth: dict[str, int] = {}
         self._held: dict[str, bool] = {}
@@ -50,7 +55,7 @@ class Chains:
 
     def upstream(self, name: str) -> tuple[str, ...]:
         """The tasks `name` runs after, each once, as written (unknown names left out)."""
-        return tuple(dict.fromkeys(u for u in self.tasks[name].after if u in self.tasks))
+        return self._up[name]
 
     def downstream(self, name: str) -> tuple[str, ...]:
         """The tasks that run after `name`, in the schedule's order."""
@@ -80,19 +85,18 @@ class Chains:
     def _order(self) -> None:
         """Roots and depths, upstream before downstream (Kahn's order, no recursion: a
         hostile chain of thousands of links must not exhaust the stack)."""
-        waiting = {name: len(self.upstream(name)) for name in self.tasks}
-        ready = [name for name, count in waiting.items() if count == 0]
+        waiting = {name: len(ups) for name, ups in self._up.items() if ups}
+        ready = [name for name in self.tasks if name not in waiting]
         while ready:
             name = ready.pop()
-            ups = self.upstream(name)
-            task = self.tasks[name]
-            self._held[name] = task.paused or any(self._held[up] for up in ups)
+            task, ups = self.tasks[name], self._up[name]
             if not task.chained:
-                self._roots[name], self._depth[name] = (name,), 0
+                self._roots[name], self._depth[name], self._held[name] = (name,), 0, task.paused
             else:
                 found = (root for up in ups for root in self._roots[up])
                 self._roots[name] = tuple(dict.fromkeys(found))
                 self._depth[name] = 1 + max((self._depth[up] for up in ups), default=0)
+                self._held[name] = task.paused or any(self._held[up] for up in ups)
             for down in self._down[name]:
                 waiting[down] -= 1
                 if waiting[down] == 0:
@@ -109,14 +113,14 @@ class Chains:
                 continue
             # Every task left out of the order has an upstream left out too: walking up
             # from one must come back to a task already on the walk.
-            path: list[str] = []
+            path: dict[str, int] = {}  # each task on the walk, and its place
             name = start
             while name not in path and name not in seen:
-                path.append(name)
+                path[name] = len(path)
                 name = next(u for u in self.upstream(name) if u not in self._depth)
             seen.update(path)
             if name in path:
-                ring = path[path.index(name) :][::-1]  # walked upstream: turn it round
+                ring = list(path)[path[name] :][::-1]  # walked upstream: turn it round
                 first = min(range(len(ring)), key=lambda i: order[ring[i]])
                 ring = ring[first:] + ring[:first]
                 found.append((*ring, ring[0]))
