@@ -3,11 +3,12 @@
 pauses last read (``STATE_DIR/coord-pauses``), so a pause still holds while the store is
 unreachable.
 
-A run's record is published as that run ends (:class:`Records`); what did not go then (the
-store unreachable) and the rows a run records without running them (missed, recovered) go
-in one round trip at the end. When the store cannot take them, their ids go to the outbox;
-the next run that reaches the store sends them again, read afresh from the local history,
-and the store's upsert by id makes a repeat harmless.
+A run's record is published within a quarter of a second of its end, with those of the runs
+ending meanwhile (:class:`Records`); what did not go then (the store unreachable) and the
+rows a run records without running them (missed, recovered) go in one round trip at the end.
+When the store cannot take them, their ids go to the outbox; the next run that reaches the
+store sends them again, read afresh from the local history, and the store's upsert by id
+makes a repeat harmless.
 
 A record of a run that did not end well goes with the last OUTPUT_TAIL_BYTES of its log, so
 any machine's dashboard can show why (docs/dashboard.md): the log as written, whose task
@@ -69,37 +70,43 @@ def publish(
 
 
 class Records:
-    """The fleet records of one `run` (or `work` tick): each sent as its run ends, from the
-    worker that ran it; :meth:`finish` sends the rest."""
+    """The fleet records of one `run` (or `work` tick): each sent within GATHER_S of its
+    run's end, together with those of the runs that end meanwhile, by a sender thread (the
+    workers never wait for it); :meth:`finish` sends the rest."""
 
     def __init__(self, fleet: FleetHistory) -> None:
         """Nothing sent yet."""
         self._fleet = fleet
         self._sent: set[str] = set()
         self._lock = threading.Lock()
-        self._waiting: list[RunRow] = []  # ended while a send was under way: sent next
-        self._sending = False
+        self._waiting: list[RunRow] = []  # ended, not sent yet
+        self._sender: threading.Thread | None = None
+        self._now = threading.Event()  # finish: stop gathering, send at once
 
     def send(self, rows: Sequence[RunRow]) -> None:
-        """Publish ``rows`` now, with those of the runs that ended while another worker's
-        send was under way (one statement for all: a wave of runs ending together costs a
-        round trip or two, not one each); what cannot go (the store unreachable) waits for
-        finish."""
+        """Publish ``rows`` within GATHER_S, with those of the runs that end meanwhile (one
+        statement for all: a wave of runs ending together costs a round trip or two, not one
+        each); what cannot go (the store unreachable) waits for finish."""
         with self._lock:
             self._waiting += [r for r in rows if r.outcome not in _NOT_PUBLISHED]
-            if self._sending:
-                return  # the send under way takes them next
-            self._sending = True
+            if self._sender is not None or not self._waiting:
+                return  # the sender under way takes them
+            self._sender = threading.Thread(target=self._drain, name="cronctl-records")
+            self._sender.daemon = True
+            self._sender.start()
+
+    def _drain(self) -> None:
+        self._now.wait(GATHER_S)
         while True:
             with self._lock:
                 batch, self._waiting = self._waiting, []
                 if not batch:
-                    self._sending = False
+                    self._sender = None
                     return
             try:
                 self._fleet.publish([published(row) for row in batch])
             except StoreUnavailable:
-                continue
+                continue  # finish keeps them in the outbox
             with self._lock:
                 self._sent.update(row.id for row in batch)
 
@@ -107,9 +114,19 @@ class Records:
         self, store: Store, rows: Sequence[RunRow], state_dir: Path
     ) -> StoreUnavailable | None:
         """:func:`publish` what of ``rows`` has not gone yet, and the outbox."""
+        self._now.set()
+        with self._lock:
+            sender = self._sender
+        if sender is not None:
+            sender.join()
         with self._lock:
             unsent = [r for r in rows if r.id not in self._sent]
         return publish(store, self._fleet, unsent, state_dir)
+
+
+#: How long the records of runs ending together are gathered before they are sent
+#: (docs/fleets-postgresql.md#measured): a wave of runs ends over a fraction of a second.
+GATHER_S = 0.25
 
 
 def published(row: RunRow) -> RunRow:

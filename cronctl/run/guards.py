@@ -34,6 +34,15 @@ PAUSES_WAIT_S = 1.0
 GROUP_POLL_S = 0.5
 #: How often a claim waiting for a group's slot is renewed (a third of the store's lease).
 RENEW_S = 5.0
+#: When an occurrence another machine holds as a lease, not started, is asked for again:
+#: soon at first (most such claims are marked started within milliseconds), then every few
+#: seconds while it waits (a group's slot), up to ASK_FOR after the occurrence: with the
+#: store's 20 s lease, a claimer that dies in the minute's first 20 s is taken over, and a
+#: `run` from cron never waits into the next minute for work a live machine holds
+#: (docs/fleets-postgresql.md#claims-are-leases).
+FIRST_ASK_S = 0.5
+ASK_S = 5.0
+ASK_FOR = timedelta(seconds=45)
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,9 +137,15 @@ def _key(row: RunRow) -> tuple[str, datetime]:
     return row.task, row.occurrence
 
 
+def ask_until(task: Task, row: RunRow) -> datetime:
+    """Until when an occurrence held elsewhere as a lease is asked for again: ASK_FOR after
+    it, or its misfire_grace (as long as its claimer may wait for a group's slot) if sooner."""
+    return row.occurrence + min(task.misfire_grace or DEFAULT_GROUP_WAIT, ASK_FOR)
+
+
 def claim(task: Task, row: RunRow, ctx: RunContext, now: datetime) -> bool:
     """Whether this machine won `row`'s occurrence (taken with others by run_all's queue,
-    or now)."""
+    or now: then asked again while another machine holds it as a lease, as the queue does)."""
     key = (task.name, row.occurrence)
     if ctx.rehearsal:
         # A claim taken for a pretended future occurrence would make the real one, when its
@@ -143,10 +158,19 @@ def claim(task: Task, row: RunRow, ctx: RunContext, now: datetime) -> bool:
         finally:
             apart.close()
     won = ctx.claimed.take(row.id)
-    if won is None:
-        lease = {key} if leased(task) else frozenset()
-        won = key in coord_of(ctx).claim([key], now=now, runs={key: row.id}, leased=lease)
-    return won
+    if won is not None:
+        return won
+    lease = {key} if leased(task) else frozenset()
+    began, again = time.monotonic(), FIRST_ASK_S
+    while True:
+        held: set[tuple[str, datetime]] = set()
+        if key in coord_of(ctx).claim([key], now=now, runs={key: row.id}, leased=lease, held=held):
+            return True
+        left = (ask_until(task, row) - now).total_seconds() - (time.monotonic() - began)
+        if key not in held or left <= 0 or (ctx.tracker is not None and ctx.tracker.stopping):
+            return False
+        ctx.sleep(min(again, left))  # `work` and `run` end it early when told to stop
+        again = ASK_S
 
 
 def fence(task: Task, row: RunRow, ctx: RunContext) -> RunRow | None:

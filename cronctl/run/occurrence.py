@@ -12,7 +12,6 @@ from typing import Any
 
 from cronctl.coord.port import HeldLock, StoreUnavailable
 from cronctl.core.due import Plan
-from cronctl.core.groups import DEFAULT_GROUP_WAIT
 from cronctl.core.model import Task, format_utc
 from cronctl.core.opskeys import jitter_offset
 from cronctl.core.runs import RunRow
@@ -128,12 +127,15 @@ class _Queue:
         self._claiming = False
         self._decided: set[str] = set()  # batched rows whose claim is decided (or failed)
         # Rows another machine holds as a lease, not started: asked again (see take) until
-        # won, started there, or over (_watch_until); first soon, as most start at once.
+        # won, started there, or over (guards.ask_until); first soon, as most start at once.
         self._held: set[str] = set()
         self._asked = 0.0  # when the last claim was made (time.monotonic)
-        self._again_s = _FIRST_ASK_S
+        self._again_s = guards.FIRST_ASK_S
         self._began = (ctx.clock(), time.monotonic())
         self.workers = max(1, min(ctx.max_parallel, len(self._units)))
+        # A claim waits (up to _GATHER_S) for this many free slots while others are busy.
+        self._batch = -(-self.workers // 4)
+        self._gather: float | None = None  # until when the free slots are gathered
         self._first = set(ctx.marked)
         self.first_wave = threading.Event()
         if not self._first:
@@ -158,8 +160,8 @@ class _Queue:
         the other machines until a worker is free again (docs/fleets-postgresql.md). The
         rows won go first; those lost end at once as "skipped: another server". Rows another
         machine holds as a lease, not started yet, go last and are asked for again, after
-        _FIRST_ASK_S and then every _ASK_S, until won (its claimer gone), started there, or
-        past their grace: a free worker waits for them."""
+        guards.FIRST_ASK_S and then every guards.ASK_S, until won (its claimer gone),
+        started there, or guards.ask_until: a free worker waits for them."""
         while True:
             with self._lock:
                 while True:
@@ -173,18 +175,35 @@ class _Queue:
                         return unit
                     if not self._claiming:
                         # Only held rows left (they go last): ask again when it is time.
-                        wait = self._asked + self._again_s - time.monotonic()
-                        if unit[1][0].id not in self._held or wait <= 0 or self._stopping():
+                        if unit[1][0].id in self._held:
+                            wait = self._asked + self._again_s - time.monotonic()
+                        else:
+                            wait = self._gathering()
+                        if wait <= 0 or self._stopping():
                             break
                         self._turn.wait(min(wait, _STOP_POLL_S))
                         continue
                     self._turn.wait()
                 self._claiming = True
-                # Slots the runs of earlier minutes still hold (`work`) are not free either.
-                free = min(self.workers - self._busy, self._ctx.max_parallel - self._hold(0))
-                want = max(1, free)
+                self._gather = None
+                want = max(1, self._free())
                 left = [(self._plans[n].task, rows[0]) for n, rows in self._units[self._next :]]
             self._claim(left, want)
+
+    def _free(self) -> int:
+        # Slots the runs of earlier minutes still hold (`work`) are not free either.
+        return min(self.workers - self._busy, self._ctx.max_parallel - self._hold(0))
+
+    def _gathering(self) -> float:
+        """How much longer to wait for more slots to come free before claiming: a claim for
+        one slot while others are about to end would cost a round trip each (a batch of
+        runs ends over a fraction of a second); 0: claim now."""
+        if self._busy == 0 or self._free() >= self._batch:
+            return 0.0
+        now = time.monotonic()
+        if self._gather is None:
+            self._gather = now + _GATHER_S
+        return self._gather - now
 
     def _claim(self, left: list[tuple[Task, RunRow]], want: int) -> None:
         """Claim up to ``want`` of the undecided rows ``left`` (in order) and put the ones
@@ -205,12 +224,12 @@ class _Queue:
                     last = max(i for i, (_, r) in enumerate(undecided) if r.id in won)
                     decided = {r.id for _, r in undecided[: last + 1]}
                 now = self._now()
-                held = {r.id for t, r in undecided if r.id in held and now < _watch_until(t, r)}
+                held = {r.id for t, r in undecided if r.id in held and now < guards.ask_until(t, r)}
                 decided -= held
                 self._ctx.claimed.answered({i: i in won for i in decided})
         with self._lock:
             self._decided |= decided
-            self._again_s = _ASK_S if held & self._held else _FIRST_ASK_S
+            self._again_s = guards.ASK_S if held & self._held else guards.FIRST_ASK_S
             self._held = held
             self._asked = time.monotonic()
             rest = self._units[self._next :]
@@ -231,6 +250,7 @@ class _Queue:
         with self._lock:
             self._busy -= 1
             self._hold(-1)
+            self._turn.notify_all()  # one gathering slots for a claim counts it
 
     def _hold(self, slots: int) -> int:
         tracker = self._ctx.tracker
@@ -245,20 +265,10 @@ class _Queue:
         return max(self._ctx.clock(), clock + timedelta(seconds=time.monotonic() - mono))
 
 
-#: When a row another machine holds as a lease is asked for again: soon at first (most such
-#: claims are marked started within milliseconds), then every few seconds while it waits
-#: (a group's slot); with the store's 20 s lease, a claimer that died is taken over within
-#: 25 s (docs/fleets-postgresql.md#claims-are-leases).
-_FIRST_ASK_S = 0.5
-_ASK_S = 5.0
+#: How long a claim for fewer than a quarter of the workers waits for more to come free.
+_GATHER_S = 0.25
 #: How often a worker waiting to ask again looks whether it was told to stop.
 _STOP_POLL_S = 0.5
-
-
-def _watch_until(task: Task, row: RunRow) -> datetime:
-    """Until when a row held elsewhere is asked for again: as long as its claimer may wait
-    for it to start (guards.group_slot)."""
-    return row.occurrence + (task.misfire_grace or DEFAULT_GROUP_WAIT)
 
 
 def run_task(

@@ -107,10 +107,15 @@ def test_a_machine_that_frees_a_slot_claims_more(
     assert {state for _, _, state in _claims(pg_server, pg_url)} == {"done"}
 
 
-def _group_schedule(tmp_path: Path) -> None:
+#: What stands between a task's due time and its claim: nothing (claimed with the minute's
+#: others), a condition or a jitter (claimed alone, once those have passed).
+BEFORE_CLAIM = {"plain": "", "when": 'when = "true"\n', "jitter": 'jitter = "1s"\n'}
+
+
+def _group_schedule(tmp_path: Path, before_claim: str = "plain") -> None:
     write_schedule(
         tmp_path / "schedules.toml",
-        [_task("g", QUICK, 'group = "g"')],
+        [_task("g", QUICK, 'group = "g"\n' + BEFORE_CLAIM[before_claim])],
         '[[group]]\nname = "g"\nmax_running = 1\n\n[defaults]\nmisfire_grace = "10m"\n',
     )
 
@@ -123,13 +128,20 @@ def _slot_held_elsewhere(pg_url: str) -> tuple[PostgresCoordinator, object]:
     return holder, slot
 
 
+@pytest.mark.parametrize("before_claim", list(BEFORE_CLAIM))
 @pytest.mark.parametrize("passed_first", [False, True], ids=["after", "passed-before"])
 def test_an_unstarted_claim_of_a_killed_machine_is_taken_over_and_runs_once(
-    machine: Machine, pg_server: PgServer, pg_url: str, tmp_path: Path, passed_first: bool
+    machine: Machine,
+    pg_server: PgServer,
+    pg_url: str,
+    tmp_path: Path,
+    passed_first: bool,
+    before_claim: str,
 ) -> None:
     """b asks after a died, or (``passed_first``) had found the claim held by a live a,
-    waiting for the group's slot, and passed it over before a died."""
-    _group_schedule(tmp_path)
+    waiting for the group's slot, and passed it over before a died; a task claimed alone
+    (a condition, a jitter) is asked for again as the others are."""
+    _group_schedule(tmp_path, before_claim)
     holder, slot = _slot_held_elsewhere(pg_url)
     try:
         a = machine("a", "run", "--json", "--now", T, background=True)
@@ -151,6 +163,69 @@ def test_an_unstarted_claim_of_a_killed_machine_is_taken_over_and_runs_once(
         slot.release()  # type: ignore[attr-defined]
         holder.close()
     assert _ran(tmp_path) == [("g", "b")]
+
+
+@pytest.mark.parametrize("kill", ["whole host", "cronctl alone"])
+def test_a_killed_machines_unstarted_claim_is_taken_over_beside_its_started_run(
+    machine: Machine, pg_server: PgServer, pg_url: str, tmp_path: Path, kill: str
+) -> None:
+    """a has started `held` and claimed `g`, which waits for the group's slot, when it is
+    killed: b takes `g` over and runs it, once, and says `held`'s outcome is unknown."""
+    write_schedule(
+        tmp_path / "schedules.toml",
+        [_task("g", QUICK, 'group = "g"'), _task("held", HELD)],
+        '[[group]]\nname = "g"\nmax_running = 1\n\n[defaults]\nmisfire_grace = "10m"\n',
+    )
+    holder, slot = _slot_held_elsewhere(pg_url)
+    try:
+        a = machine("a", "run", "--json", "--now", T, background=True)
+        assert isinstance(a, subprocess.Popen)
+        wait_for(lambda: (tmp_path / "started.held").exists(), "held to start")
+        wait_for(lambda: ("g", "a", "leased") in _claims(pg_server, pg_url), "a's claim of g")
+        task = int((tmp_path / "started.held").read_text())
+        a.kill()
+        a.communicate(timeout=30)
+        if kill == "whole host":
+            os.killpg(task, signal.SIGKILL)
+        b = machine("b", "run", "--json", "--now", T, background=True)
+        wait_for(lambda: ("g", "b", "leased") in _claims(pg_server, pg_url), "the take-over")
+        slot.release()  # type: ignore[attr-defined]
+        assert _finish(b) == {"g": "ok", "held": "skipped: another server"}
+    finally:
+        slot.release()  # type: ignore[attr-defined]
+        holder.close()
+    (tmp_path / "release").touch()
+    if kill == "cronctl alone":
+        wait_for(lambda: ("held", "a") in _ran(tmp_path), "the orphaned task's end")
+    assert sorted(_ran(tmp_path)) == [("g", "b")] + [("held", "a")] * (kill == "cronctl alone")
+    rows = pg_server.sql(
+        "SELECT outcome, message FROM cronctl.runs WHERE task = 'held'", database_of(pg_url)
+    )
+    assert rows == [("error", "outcome unknown: a stopped answering")]
+
+
+@pytest.mark.parametrize("before_claim", ["plain", "when"])
+def test_a_run_stops_asking_for_a_live_machines_claim_before_the_next_minute(
+    machine: Machine, pg_server: PgServer, pg_url: str, tmp_path: Path, before_claim: str
+) -> None:
+    """b's run, 44 s into the minute, finds the occurrence held by a live a that waits for
+    the group's slot (for up to its 10 minutes of grace): it asks again until 45 s into the
+    minute, not for the grace, and ends; a still runs it."""
+    _group_schedule(tmp_path, before_claim)
+    holder, slot = _slot_held_elsewhere(pg_url)
+    try:
+        a = machine("a", "run", "--json", "--now", T, background=True)
+        wait_for(lambda: _claims(pg_server, pg_url) == [("g", "a", "leased")], "a's claim")
+        late = T.replace(":00Z", ":44Z")
+        said = outcomes(machine("b", "run", "--json", "--now", late))
+        assert said == {"g": "skipped: another server"}
+        assert _claims(pg_server, pg_url) == [("g", "a", "leased")]
+        slot.release()  # type: ignore[attr-defined]
+        assert _finish(a) == {"g": "ok"}
+    finally:
+        slot.release()  # type: ignore[attr-defined]
+        holder.close()
+    assert _ran(tmp_path) == [("g", "a")]
 
 
 def test_a_machine_frozen_past_its_lease_starts_nothing_it_lost(
