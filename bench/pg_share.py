@@ -18,12 +18,15 @@ start time) to a marks file, then sleeps: who ran what comes from the jobs, not 
 4. idle: H machines, a minute with nothing due: store transactions a machine a minute.
 5. work (only when asked: it takes real minutes): as 1 (or 3, with --work-jobs and
    --work-parallel) with H `cronctl work` processes, latency from the minute boundary.
-
-APScheduler 4 is not driven here; see docs/benchmarks.md for the figures it was measured at.
+6. aps (only when asked): as 5 with H APScheduler 4 processes (bench/pg_share_aps.py) on
+   the same server, each job the same shell command; skipped, with a note, when the Python
+   given by --apscheduler-python cannot import apscheduler, sqlalchemy and asyncpg (never
+   cronctl's dependencies: install them in a venv of their own).
 
     python bench/pg_share.py [--hosts 4] [--jobs 20] [--sleep 2] [--minutes 3]
                              [--big-jobs 1000] [--big-parallel 100] [--big-minutes 2]
-                             [--work-minutes 3] [--only share,kill,big,idle,work]
+                             [--work-minutes 3] [--only share,kill,big,idle,work,aps]
+                             [--apscheduler-python /tmp/aps/bin/python]
 """
 
 from __future__ import annotations
@@ -80,10 +83,13 @@ class Store:
         )
         return int(rows[0][0])  # type: ignore[call-overload]
 
-    def connections(self) -> int:
+    def connections(self, application: str | None = "cronctl") -> int:
+        """The sessions on the database (of ``application``; None: any but this one's)."""
+        which = f"= '{application}'" if application else "<> 'psql'"
         rows = self.server.sql(
             "SELECT count(*) FROM pg_stat_activity "  # noqa: S608
-            f"WHERE datname = '{self.name}' AND application_name = 'cronctl'"
+            f"WHERE datname = '{self.name}' AND pid <> pg_backend_pid() "
+            f"AND application_name {which}"
         )
         return int(rows[0][0])  # type: ignore[call-overload]
 
@@ -291,12 +297,54 @@ def work(server: PgServer, root: Path, args: argparse.Namespace) -> dict[str, An
     fleet = _fleet(server, root, "work", args.hosts)
     jobs = args.work_jobs or args.jobs
     _schedule(fleet.work / "schedules.toml", jobs, args.sleep, "* * * * *", args.work_parallel)
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "CRONCTL_COORDINATION": fleet.store.url}
+    env = {"PYTHONPATH": str(ROOT), "CRONCTL_COORDINATION": fleet.store.url}
+    return _daemons(
+        fleet,
+        {host: [sys.executable, "-m", "cronctl", "work"] for host in fleet.hosts},
+        {host: {**env, "CRONCTL_HOST": host, "CRONCTL_STATE_DIR": str(fleet.work / host)}
+         for host in fleet.hosts},
+        jobs, args, "cronctl",
+    )  # fmt: skip
+
+
+def aps(server: PgServer, root: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """As work, with H APScheduler 4 processes on one SQLAlchemy (asyncpg) data store and
+    event broker (bench/pg_share_aps.py): the anchor for a shared-store scheduler fleet.
+    Skipped, with a note, when --apscheduler-python cannot import it."""
+    python = args.apscheduler_python
+    needs = "apscheduler.datastores.sqlalchemy, apscheduler.eventbrokers.asyncpg"
+    probe = [python, "-c", f"import {needs}, importlib.metadata as m; "
+             "print(m.version('apscheduler'))"]  # fmt: skip
+    found = subprocess.run(probe, capture_output=True, text=True, check=False)
+    if found.returncode != 0:
+        note = f"skipped: {python} cannot import apscheduler, asyncpg and sqlalchemy"
+        print(f"aps: {note} (see --apscheduler-python)", flush=True)
+        return {"skipped": note}
+    fleet = _fleet(server, root, "aps", args.hosts)
+    jobs = args.work_jobs or args.jobs
+    script = str(ROOT / "bench" / "pg_share_aps.py")
+    concurrent = str(args.work_parallel or 100)  # APScheduler's own default: 100
+    commands = {host: [python, script, fleet.store.url, host, str(jobs), str(args.sleep),
+                       concurrent] for host in fleet.hosts}  # fmt: skip
+    result = _daemons(fleet, commands, {host: {} for host in fleet.hosts}, jobs, args, None)
+    return {"apscheduler": found.stdout.strip(), **result}
+
+
+def _daemons(
+    fleet: Fleet,
+    commands: dict[str, list[str]],
+    envs: dict[str, dict[str, str]],
+    jobs: int,
+    args: argparse.Namespace,
+    application: str | None,
+) -> dict[str, Any]:
+    """Run each host's scheduler daemon for --work-minutes real minutes after a warm-up,
+    then stop it (SIGTERM); the figures of those minutes, latency from the boundary."""
     machines = [
         subprocess.Popen(
-            [sys.executable, "-m", "cronctl", "work"],
+            commands[host],
             cwd=fleet.work,
-            env={**env, "CRONCTL_HOST": host, "CRONCTL_STATE_DIR": str(fleet.work / host)},
+            env={**os.environ, **envs[host]},
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
             text=True,
@@ -310,24 +358,28 @@ def work(server: PgServer, root: Path, args: argparse.Namespace) -> dict[str, An
     peak = 0
     end = first + timedelta(minutes=args.work_minutes)
     while datetime.now(UTC) < end - timedelta(seconds=1):
-        peak = max(peak, fleet.store.connections())
+        peak = max(peak, fleet.store.connections(application))
         time.sleep(0.2)
     commits = fleet.store.commits() - before
     time.sleep(1 + args.sleep)  # the last minute's jobs end
     for machine in machines:
         machine.send_signal(signal.SIGTERM)
-    for machine in machines:
-        machine.communicate(timeout=120)
+    errors = {}
+    for host, machine in zip(fleet.hosts, machines, strict=True):
+        _, err = machine.communicate(timeout=120)
+        if "Traceback" in err:
+            errors[host] = err.strip().splitlines()[-1]
     counted = [(first + timedelta(minutes=i)).strftime("%Y-%m-%dT%H:%M:%SZ")
                for i in range(args.work_minutes)]  # fmt: skip
     for minute in counted:
         fleet.launched[minute] = (
             datetime.strptime(minute, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
         )
-    return {**_summary(fleet, jobs, counted, commits), "peak_connections": peak}
+    summary = _summary(fleet, jobs, counted, commits)
+    return {**summary, "peak_connections": peak, "errors": errors}
 
 
-SCENARIOS = {"share": share, "kill": kill, "big": big, "idle": idle, "work": work}
+SCENARIOS = {"share": share, "kill": kill, "big": big, "idle": idle, "work": work, "aps": aps}
 
 
 def main() -> None:
@@ -343,6 +395,11 @@ def main() -> None:
     parser.add_argument("--work-minutes", type=int, default=3)
     parser.add_argument("--work-jobs", type=int, default=0, help="default: --jobs")
     parser.add_argument("--work-parallel", type=int, default=None)
+    parser.add_argument(
+        "--apscheduler-python",
+        default=sys.executable,
+        help="a Python that imports apscheduler 4, sqlalchemy, asyncpg",
+    )
     parser.add_argument("--only", default="share,kill,big,idle")
     args = parser.parse_args()
     bindir = _bindir()
