@@ -15,7 +15,8 @@ start time) to a marks file, then sleeps: who ran what comes from the jobs, not 
    doubled (started twice) jobs, unstarted claims at the kill, when the unknown outcomes
    were recorded.
 3. big: H machines x N jobs at max_parallel P.
-4. idle: H machines, a minute with nothing due: store transactions a machine a minute.
+4. idle: H machines, a minute with nothing due: store transactions a machine a minute;
+   idle_work (only when asked: real minutes): the same with H `cronctl work` processes.
 5. work (only when asked: it takes real minutes): as 1 (or 3, with --work-jobs and
    --work-parallel) with H `cronctl work` processes, latency from the minute boundary.
 6. aps (only when asked): as 5 with H APScheduler 4 processes (bench/pg_share_aps.py) on
@@ -25,8 +26,8 @@ start time) to a marks file, then sleeps: who ran what comes from the jobs, not 
 
     python bench/pg_share.py [--hosts 4] [--jobs 20] [--sleep 2] [--minutes 3]
                              [--big-jobs 1000] [--big-parallel 100] [--big-minutes 2]
-                             [--work-minutes 3] [--only share,kill,big,idle,work,aps]
-                             [--apscheduler-python /tmp/aps/bin/python]
+                             [--work-minutes 3] [--only share,kill,big,idle,work,aps,idle_work]
+                             [--apscheduler-python PYTHON]
 """
 
 from __future__ import annotations
@@ -297,14 +298,26 @@ def work(server: PgServer, root: Path, args: argparse.Namespace) -> dict[str, An
     fleet = _fleet(server, root, "work", args.hosts)
     jobs = args.work_jobs or args.jobs
     _schedule(fleet.work / "schedules.toml", jobs, args.sleep, "* * * * *", args.work_parallel)
+    return _daemons(fleet, _work_commands(fleet), _work_envs(fleet), jobs, args, "cronctl")
+
+
+def idle_work(server: PgServer, root: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """H `cronctl work` machines with nothing due: store transactions a machine a minute."""
+    fleet = _fleet(server, root, "idle_work", args.hosts)
+    _schedule(fleet.work / "schedules.toml", args.jobs, args.sleep, "0 0 1 1 *", None)
+    found = _daemons(fleet, _work_commands(fleet), _work_envs(fleet), 0, args, "cronctl")
+    minute = found["transactions_per_minute"]
+    return {**found, "per_host_per_minute": round(minute / args.hosts, 2)}
+
+
+def _work_commands(fleet: Fleet) -> dict[str, list[str]]:
+    return {host: [sys.executable, "-m", "cronctl", "work"] for host in fleet.hosts}
+
+
+def _work_envs(fleet: Fleet) -> dict[str, dict[str, str]]:
     env = {"PYTHONPATH": str(ROOT), "CRONCTL_COORDINATION": fleet.store.url}
-    return _daemons(
-        fleet,
-        {host: [sys.executable, "-m", "cronctl", "work"] for host in fleet.hosts},
-        {host: {**env, "CRONCTL_HOST": host, "CRONCTL_STATE_DIR": str(fleet.work / host)}
-         for host in fleet.hosts},
-        jobs, args, "cronctl",
-    )  # fmt: skip
+    return {host: {**env, "CRONCTL_HOST": host, "CRONCTL_STATE_DIR": str(fleet.work / host)}
+            for host in fleet.hosts}  # fmt: skip
 
 
 def aps(server: PgServer, root: Path, args: argparse.Namespace) -> dict[str, Any]:
@@ -375,11 +388,14 @@ def _daemons(
         fleet.launched[minute] = (
             datetime.strptime(minute, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
         )
-    summary = _summary(fleet, jobs, counted, commits)
-    return {**summary, "peak_connections": peak, "errors": errors}
+    found = {"peak_connections": peak, "errors": errors}
+    if not jobs:
+        return {"transactions_per_minute": round(commits / len(counted), 1), **found}
+    return {**_summary(fleet, jobs, counted, commits), **found}
 
 
-SCENARIOS = {"share": share, "kill": kill, "big": big, "idle": idle, "work": work, "aps": aps}
+SCENARIOS = {"share": share, "kill": kill, "big": big, "idle": idle, "work": work, "aps": aps,
+             "idle_work": idle_work}  # fmt: skip
 
 
 def main() -> None:

@@ -1,6 +1,7 @@
 """Leased claims in a shared lock_dir (docs/guarantees.md#on_one_server): a claim whose run
 waits for a group's slot is taken over when its cronctl is provably gone (this host, this
-boot, the process ended), and only then; who ran it comes from the task's own mark."""
+boot, the process ended), and only then; machines sharing it claim only their free slots.
+Who ran what comes from the tasks' own marks."""
 
 from __future__ import annotations
 
@@ -81,3 +82,32 @@ def test_a_live_or_unprovable_holder_keeps_its_claim(cli: Cli, tmp_path: Path) -
     finally:
         slot.release()
     assert not (tmp_path / "ran").exists()
+
+
+def test_machines_sharing_a_lock_dir_each_claim_only_their_free_slots(
+    cli: Cli, tmp_path: Path
+) -> None:
+    wait = f"while [ ! -e {tmp_path}/release ]; do sleep 0.05; done"
+    held = f"touch {tmp_path}/started.$CRONCTL_TASK; {wait}"
+    tasks = [f"t{i}" for i in range(4)]
+    write_schedule(
+        tmp_path / "schedules.toml",
+        [
+            f'name = "{t}"\ncron = "* * * * *"\non_one_server = true\ncommand = "{held}"'
+            for t in tasks
+        ],
+        f'[cronctl]\nlock_dir = "{tmp_path / "locks"}"\nlock_dir_shared = true\nmax_parallel = 2\n',
+    )
+    runs = {host: _run(cli, tmp_path, host, host) for host in ("web-1", "web-2")}
+    try:
+        # No task ends before `release`: each machine can hold two claims at most, so all four
+        # are claimed only when each took its two.
+        wait_for(lambda: len(list(tmp_path.glob("started.*"))) == len(tasks), "every start")
+        claims = [json.loads(p.read_text()) for p in (tmp_path / "locks" / "claims").glob("t*@*")
+                  if p.suffix != ".start"]  # fmt: skip
+        assert sorted(c["host"] for c in claims) == ["web-1", "web-1", "web-2", "web-2"]
+    finally:
+        (tmp_path / "release").touch()
+    for host, run in runs.items():
+        said = _said(run)
+        assert sorted(said.values()) == ["ok", "ok", *["skipped: another server"] * 2], host
