@@ -45,6 +45,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -339,7 +340,11 @@ def aps(server: PgServer, root: Path, args: argparse.Namespace) -> dict[str, Any
     concurrent = str(args.work_parallel or 100)  # APScheduler's own default: 100
     commands = {host: [python, script, fleet.store.url, host, str(jobs), str(args.sleep),
                        concurrent] for host in fleet.hosts}  # fmt: skip
-    result = _daemons(fleet, commands, {host: {} for host in fleet.hosts}, jobs, args, None)
+    # Started at once, APScheduler processes race to create its tables and all but one
+    # die of it (a unique violation in pg_type): the first makes them alone.
+    made = "SELECT to_regclass('schedules') IS NOT NULL"
+    result = _daemons(fleet, commands, {host: {} for host in fleet.hosts}, jobs, args, None,
+                      lambda: bool(fleet.store.sql(made)[0][0]))  # fmt: skip
     return {"apscheduler": found.stdout.strip(), **result}
 
 
@@ -350,11 +355,14 @@ def _daemons(
     jobs: int,
     args: argparse.Namespace,
     application: str | None,
+    ready: Callable[[], bool] | None = None,
 ) -> dict[str, Any]:
     """Run each host's scheduler daemon for --work-minutes real minutes after a warm-up,
-    then stop it (SIGTERM); the figures of those minutes, latency from the boundary."""
-    machines = [
-        subprocess.Popen(
+    then stop it (SIGTERM); the figures of those minutes, latency from the boundary.
+    ``ready``: the first host's daemon is started alone until it says yes."""
+
+    def launch(host: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(
             commands[host],
             cwd=fleet.work,
             env={**os.environ, **envs[host]},
@@ -362,8 +370,12 @@ def _daemons(
             stderr=subprocess.PIPE,
             text=True,
         )
-        for host in fleet.hosts
-    ]
+
+    machines = [launch(fleet.hosts[0])]
+    if ready is not None:
+        while not ready() and machines[0].poll() is None:
+            time.sleep(0.1)
+    machines += [launch(host) for host in fleet.hosts[1:]]
     # The first boundary after a warm-up of at least 20 s starts the minutes counted.
     first = (datetime.now(UTC) + timedelta(seconds=80)).replace(second=0, microsecond=0)
     time.sleep(max(0.0, (first - datetime.now(UTC)).total_seconds() - 1))
@@ -381,7 +393,8 @@ def _daemons(
     for host, machine in zip(fleet.hosts, machines, strict=True):
         _, err = machine.communicate(timeout=120)
         if "Traceback" in err:
-            errors[host] = err.strip().splitlines()[-1]
+            said = [line for line in err.splitlines() if "Error" in line or "rror:" in line]
+            errors[host] = (said or err.strip().splitlines())[-1].strip(" |")
     counted = [(first + timedelta(minutes=i)).strftime("%Y-%m-%dT%H:%M:%SZ")
                for i in range(args.work_minutes)]  # fmt: skip
     for minute in counted:
