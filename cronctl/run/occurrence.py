@@ -156,8 +156,9 @@ class _Queue:
 
         An on_one_server row claimed with others (guards.batched) is handed out once its
         claim is decided: the worker that finds the next one undecided claims, in one round
-        trip, as many of those left as there are workers free now, and the rest stay for
-        the other machines until a worker is free again (docs/fleets-postgresql.md). The
+        trip, as many of those left as there are workers free now (once a quarter of them
+        are, or _GATHER_S after the first: see _gathering), and the rest stay for the other
+        machines until workers are free again (docs/fleets-postgresql.md). The
         rows won go first; those lost end at once as "skipped: another server". Rows another
         machine holds as a lease, not started yet, go last and are asked for again, after
         guards.FIRST_ASK_S and then every guards.ASK_S, until won (its claimer gone),
