@@ -131,6 +131,8 @@ FOREIGN_FLAGS = {
     "--collector.textfile.directory": "node_exporter",
     "--env-file": "docker run",
     "--state": "bench/serve_pages.py",
+    "--only": "bench/pg_share.py",
+    "--apscheduler-python": "bench/pg_share.py",
 }
 #: Pages about other programs' flags: benchmarks.md names the bench scripts' options.
 FLAGS_NOT_CHECKED = ("docs/benchmarks.md",)
