@@ -42,11 +42,11 @@ from typing import Any
 from _serve_state import START, build
 from pg_fleet import fleet_store
 
-from cronctl.cli.serve_web import build_app
-from cronctl.commands.serve import Dashboard, HistoryQuery
 from cronctl.coord import open_coordinator
 from cronctl.core.model import format_utc
 from cronctl.edge.schedfiles import load_paths
+from cronctl.web.app import build_app
+from cronctl.web.views import Dashboard, HistoryQuery
 
 
 def asgi_get(app: Any, target: str) -> tuple[int, bytes]:

@@ -21,11 +21,13 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "cronctl"
 
 #: docs/architecture.md, "Which layer may import which": each may import its own and those
-#: below it. The face's `errors` and `_version` are the floor; `cronctl/__init__.py` and
-#: `__main__.py` stand above everything, and nothing inside the package imports them.
+#: below it. The face's `errors` and `_version` are the floor; `cli` and the dashboard's
+#: `web` share the top (no circle between them); `cronctl/__init__.py` and `__main__.py`
+#: stand above everything, and nothing inside the package imports them.
 LAYERS = ("errors", "_version", "core", "edge", "coord", "run", "commands", "cli")
 RANK = {name: rank for rank, name in enumerate(LAYERS)}
 RANK["errors"] = RANK["_version"] = 0
+RANK["web"] = RANK["cli"]
 TOP = ("cronctl", "cronctl.__main__")
 
 #: The function-local imports of cronctl's own modules that docs/architecture.md names, each

@@ -1,7 +1,7 @@
 """`cronctl serve`: the read-only dashboard and JSON API (docs/dashboard.md).
 
 Registered on the typer app like `import`; the web extra (Starlette, Jinja2, uvicorn) is
-imported only when the command runs (cli/serve_web.py)."""
+imported only when the command runs (web/app.py)."""
 
 from __future__ import annotations
 
@@ -20,17 +20,17 @@ from urllib.parse import unquote, urlsplit
 import typer
 
 from cronctl.cli.options import CoordOpt, FileOpt, HostOpt, LockOpt, NowOpt, StateOpt
-from cronctl.cli.serve_limits import MAX_BODY, connection_limits, limited_protocol
-from cronctl.cli.serve_web import build_app
 from cronctl.cli.wiring import host_name, load_schedule, parse_instant
-from cronctl.commands.serve import Dashboard
-from cronctl.commands.serve_actions import Actions
 from cronctl.coord import open_coordinator
 from cronctl.coord.port import Coordinator
 from cronctl.core.model import Schedule
 from cronctl.edge import dirs
 from cronctl.errors import UsageError
 from cronctl.run.context import RunContext, real_clock
+from cronctl.web.actions import Actions
+from cronctl.web.app import build_app
+from cronctl.web.limits import MAX_BODY, connection_limits, limited_protocol
+from cronctl.web.views import Dashboard
 
 TOKEN_ENV = "CRONCTL_SERVE_TOKEN"  # noqa: S105  (the name of the variable)
 _MIN_TOKEN = 16
@@ -203,7 +203,7 @@ def serve_command(
             app, host=where.host, port=where.port, log_level="warning", server_header=False,
             date_header=False,
             # The peer stays the peer: which forwarded headers count is the dashboard's
-            # rule (cli/serve_auth.py), not uvicorn's.
+            # rule (web/auth.py), not uvicorn's.
             proxy_headers=False,
             # A request's head at most 16 KB, a request within seconds, a connection cap
             # under which slow clients give way (docs/dashboard.md#limits).

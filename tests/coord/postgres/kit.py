@@ -12,8 +12,8 @@ from pathlib import Path
 
 from cronctl.coord.postgres import schema
 from cronctl.coord.postgres.adapter import PostgresCoordinator
-from tests.commands.test_serve import Server, _free_port
 from tests.helpers import Cli, wait_for
+from tests.web.test_serve import Server, _free_port
 
 T = "2026-08-03T09:00:00Z"
 T1 = "2026-08-03T09:01:00Z"

@@ -17,12 +17,12 @@ from playwright.sync_api import Page
 
 from cronctl._version import __version__
 from cronctl.coord.postgres.adapter import PostgresCoordinator
-from tests.commands.test_serve import HOSTILE, browser, page  # noqa: F401 (the fixtures)
-from tests.commands.test_serve_actions import run_now_beside_exec
-from tests.commands.test_serve_crawl import SCHEDULES, every_page_answers, shown_as_command
 from tests.coord.postgres.kit import T, serving
 from tests.coord.postgres.test_blocked_store import locked
 from tests.helpers import Cli, write_schedule
+from tests.web.test_actions import run_now_beside_exec
+from tests.web.test_crawl import SCHEDULES, every_page_answers, shown_as_command
+from tests.web.test_serve import HOSTILE, browser, page  # noqa: F401 (the fixtures)
 
 SECRET = "Wm4-hush-NotForYou"  # noqa: S105  (a test's secret)
 

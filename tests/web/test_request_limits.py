@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.commands.test_serve import Server, _serve, state
-from tests.commands.test_serve_actions import TOKEN, TOKEN_ENV, _stop
 from tests.helpers import Cli
+from tests.web.test_actions import TOKEN, TOKEN_ENV, _stop
+from tests.web.test_serve import Server, _serve, state
 
 __all__ = ["state"]  # the fixture used here, from test_serve.py
 

@@ -18,8 +18,8 @@ from urllib.parse import quote, urljoin, urlsplit
 import pytest
 
 from cronctl.core.schema import TASK_KEYS
-from tests.commands.test_serve import NOW, Server, _dirs, _serve
 from tests.helpers import REPO_ROOT, Cli
+from tests.web.test_serve import NOW, Server, _dirs, _serve
 
 #: Instants whose `cronctl run` makes most tasks of both schedules run (before NOW).
 INSTANTS = ("2026-12-03T03:00:00Z", "2026-12-03T08:00:00Z", "2026-12-03T08:01:00Z")

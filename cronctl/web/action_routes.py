@@ -4,7 +4,7 @@ page, or a JSON call with a bearer token, for pause, resume and run now.
 A form post must bring a login session, come from a page of this dashboard (the Origin or
 Referer header) and carry the session's CSRF token. An API call must bring the token as a
 bearer header (a browser never adds one by itself); if it says where it comes from, that
-must be here too. Every request that passed the token is recorded (commands/serve_actions.py)
+must be here too. Every request that passed the token is recorded (web/actions.py)
 with what became of it, refusals included: a refused action with a valid session is what a
 cross-site attempt looks like."""
 
@@ -18,7 +18,10 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, quote
 
-from cronctl.cli.serve_auth import (
+from cronctl.commands.exec import Busy
+from cronctl.errors import CronctlError
+from cronctl.web.actions import Actions, Actor
+from cronctl.web.auth import (
     SESSION_COOKIE,
     Sessions,
     actor_of,
@@ -26,9 +29,6 @@ from cronctl.cli.serve_auth import (
     origin_problem,
     token_matches,
 )
-from cronctl.commands.exec import Busy
-from cronctl.commands.serve_actions import Actions, Actor
-from cronctl.errors import CronctlError
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -87,7 +87,7 @@ def action_routes(
             actor = actor_of(request.client.host if request.client else None,
                              request.headers, "page")  # fmt: skip
             problem = origin_problem(request.headers, request.url.scheme)
-            # The body is at most 16 KB: cli/serve_limits.py answers 413 past that.
+            # The body is at most 16 KB: web/limits.py answers 413 past that.
             fields = _form(await request.body()) if problem is None else {}
             if problem is None and not sessions.csrf_ok(cookie, fields.get("csrf", "")):
                 problem = "the form's CSRF token is missing or wrong: reload the page"

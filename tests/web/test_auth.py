@@ -1,4 +1,4 @@
-"""The dashboard's request rules (cli/serve_auth.py) and its audit file (edge/audit.py),
+"""The dashboard's request rules (web/auth.py) and its audit file (edge/audit.py),
 one at a time, with fixed values."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from cronctl.cli.serve_auth import SESSION_S, Sessions, actor_of, bearer, origin_problem
 from cronctl.edge.audit import append_record
 from cronctl.errors import UnsafeDirectoryError
+from cronctl.web.auth import SESSION_S, Sessions, actor_of, bearer, origin_problem
 
 TOKEN = "s" * 32
 

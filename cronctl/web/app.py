@@ -22,16 +22,22 @@ from urllib.parse import parse_qs, urlencode
 from cronctl.cli.explain_cmd import as_dict, render
 from cronctl.cli.fastpath import parse_instant
 from cronctl.cli.render.chain import chain_svg
-from cronctl.cli.render.overview_html import overview_rows, time_tag, when
 from cronctl.cli.render.runs import run_json, visible
 from cronctl.cli.render.timeline import timeline_svg
-from cronctl.cli.serve_actions import DONE, action_routes
-from cronctl.cli.serve_auth import SESSION_COOKIE, SESSION_S, Sessions, bearer, token_matches
-from cronctl.cli.serve_limits import BodyLimit
-from cronctl.cli.shared_answers import SharedAnswers
 from cronctl.commands.doctor import SKEW_WARN_S
 from cronctl.commands.explain import Explanation, explain_here
-from cronctl.commands.serve import (
+from cronctl.coord.port import StoreUnavailable, TaskLatest, redact_text
+from cronctl.core.model import format_utc
+from cronctl.core.runs import OUTCOMES, RunRow
+from cronctl.core.zones import Zone, parse_zone
+from cronctl.errors import CronctlError
+from cronctl.web.action_routes import DONE, action_routes
+from cronctl.web.actions import MAX_REASON, Actions
+from cronctl.web.auth import SESSION_COOKIE, SESSION_S, Sessions, bearer, token_matches
+from cronctl.web.limits import BodyLimit
+from cronctl.web.overview_html import overview_rows, time_tag, when
+from cronctl.web.shared_answers import SharedAnswers
+from cronctl.web.views import (
     STATES,
     Dashboard,
     Filters,
@@ -41,12 +47,6 @@ from cronctl.commands.serve import (
     TaskSummary,
     parse_cursor,
 )
-from cronctl.commands.serve_actions import MAX_REASON, Actions
-from cronctl.coord.port import StoreUnavailable, TaskLatest, redact_text
-from cronctl.core.model import format_utc
-from cronctl.core.runs import OUTCOMES, RunRow
-from cronctl.core.zones import Zone, parse_zone
-from cronctl.errors import CronctlError
 
 if TYPE_CHECKING:
     from starlette.applications import Starlette
@@ -397,7 +397,7 @@ def build_app(
             or (hosts is not None and request.headers.get("host") not in hosts)
         ):
             return PlainTextResponse("not here", 404, headers=HEADERS)
-        # At most 16 KB: cli/serve_limits.py answers 413 past that, reading no more.
+        # At most 16 KB: web/limits.py answers 413 past that, reading no more.
         form = parse_qs((await request.body()).decode("utf-8", "replace"))
         given = (form.get("token") or [""])[0]
         if not token_matches(given, token):

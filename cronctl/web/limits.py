@@ -3,7 +3,7 @@
 which a slow or idle client gives way to a new one.
 
 uvicorn and Starlette are imported inside the functions only: nothing else in cronctl loads
-them (cli/serve_web.py)."""
+them (web/app.py)."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from cronctl.cli.shared_answers import SharedAnswers
+from cronctl.web.shared_answers import SharedAnswers
 
 
 def _ask_together(shared: SharedAnswers[int], compute: object, callers: int) -> list[object]:

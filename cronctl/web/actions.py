@@ -1,7 +1,7 @@
 """The dashboard's actions (`cronctl serve --allow-actions`): pause, resume and run now,
 each recorded with who asked and from where (docs/dashboard.md, "Actions").
 
-Nothing here knows HTTP: cli/serve_actions.py checks the token, the origin and the CSRF
+Nothing here knows HTTP: web/action_routes.py checks the token, the origin and the CSRF
 token, and hands over an :class:`Actor`. Each action is the CLI's use case, called with the
 run context `serve` resolved once (the same project, directories, host and coordinator):
 pause and resume are `cronctl pause` and `resume`; run now is `cronctl exec` (its lock, its

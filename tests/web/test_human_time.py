@@ -1,5 +1,5 @@
 """Times on the dashboard's pages: words from the page's now, the exact instant in the
-task's zone on hover (cli/render/human_time.py, and the ``<time>`` the pages write)."""
+task's zone on hover (web/human_time.py, and the ``<time>`` the pages write)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cronctl.cli.render import human_time
-from cronctl.cli.render.human_time import exact, relative
-from cronctl.cli.render.overview_html import time_tag
 from cronctl.core.zones import parse_zone
+from cronctl.web import human_time
+from cronctl.web.human_time import exact, relative
+from cronctl.web.overview_html import time_tag
 
 NOW = datetime(2026, 12, 3, 8, 3, tzinfo=UTC)
 BERLIN = parse_zone("Europe/Berlin")

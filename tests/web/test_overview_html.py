@@ -1,4 +1,4 @@
-"""The overview's rows are written in Python, not by Jinja2 (cli/render/overview_html.py):
+"""The overview's rows are written in Python, not by Jinja2 (web/overview_html.py):
 their escaping must be Jinja2's autoescaping of what `visible` shows, for any text."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 from jinja2.filters import do_urlencode
 from markupsafe import escape
 
-from cronctl.cli.render.overview_html import text, url_part
 from cronctl.cli.render.runs import visible
+from cronctl.web.overview_html import text, url_part
 
 # The characters HTML and terminals care about, among any others.
 NASTY = st.text(

@@ -2,7 +2,7 @@
 and the actor an action is recorded under (docs/dashboard.md, "Security" and "Actions").
 
 Plain values in and out (headers as a mapping), so each rule reads and tests alone; the
-web layer (cli/serve_web.py, cli/serve_actions.py) applies them."""
+web layer (web/app.py, web/action_routes.py) applies them."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from urllib.parse import urlsplit
 
 from cronctl.cli.render.runs import visible
-from cronctl.commands.serve_actions import Actor
+from cronctl.web.actions import Actor
 
 SESSION_COOKIE = "cronctl_session"
 #: How long a login lasts; then the login form asks for the token again.

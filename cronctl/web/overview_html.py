@@ -1,11 +1,11 @@
-"""The dashboard overview's table rows as HTML (cli/templates/overview.html holds the page).
+"""The dashboard overview's table rows as HTML (web/templates/overview.html holds the page).
 
 Written here rather than in the template for speed alone: Jinja2 yields each piece of a
 row through the page's blocks, ~40 pieces a row, and an overview of 10,000 tasks spent
 most of its time there (docs/dashboard.md#speed). Every value goes through :func:`text`
 (control characters made visible, then HTML-escaped as Jinja2's autoescaping does) or
-:func:`url_part`, except an instant's UTC digits and its words from now (cli/render/
-human_time.py: letters, digits and spaces only); nothing else reaches the page. The
+:func:`url_part`, except an instant's UTC digits and its words from now
+(human_time.py: letters, digits and spaces only); nothing else reaches the page. The
 values rows repeat (schedules in words, zones, hosts, outcomes, instants) are written
 once a page.
 """
@@ -17,13 +17,13 @@ from collections.abc import Iterable
 from datetime import datetime
 from urllib.parse import quote
 
-from cronctl.cli.render.human_time import exact, relative
 from cronctl.cli.render.runs import visible
-from cronctl.commands.serve import TaskSummary
 from cronctl.coord.port import TaskLatest
 from cronctl.core.model import format_utc
 from cronctl.core.runs import OUTCOMES
 from cronctl.core.zones import Zone
+from cronctl.web.human_time import exact, relative
+from cronctl.web.views import TaskSummary
 
 # What urllib.parse.quote leaves as it is (with "/" safe, as Jinja2's urlencode filter).
 _UNQUOTED = re.compile(r"[A-Za-z0-9_.~/-]*")

@@ -2,7 +2,7 @@
 values, read from this machine's state or, when the coordination store keeps every
 machine's runs, from the store — through the coordination port only.
 
-Nothing here knows HTTP or HTML: cli/serve_web.py renders these values, and the JSON API
+Nothing here knows HTTP or HTML: web/app.py renders these values, and the JSON API
 uses the same shapes as the CLI's --json (docs/commands.md)."""
 
 from __future__ import annotations

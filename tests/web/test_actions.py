@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, Page
 
-from tests.commands.test_serve import NOW, Server, _dirs, _serve, browser, page, server, state
 from tests.helpers import Cli, wait_for
+from tests.web.test_serve import NOW, Server, _dirs, _serve, browser, page, server, state
 
 __all__ = ["browser", "page", "server", "state"]  # fixtures used here, from test_serve.py
 

@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from cronctl.commands.operate import reading_store, status
-from cronctl.commands.serve import STATES, Dashboard, HistoryQuery, HostRow, TaskSummary
 from cronctl.coord import open_coordinator
 from cronctl.coord.port import Coordinator
 from cronctl.core.describe import describe
@@ -22,6 +21,7 @@ from cronctl.core.model import Schedule
 from cronctl.core.runs import OUTCOMES, RunRow
 from cronctl.edge.schedfiles import load_paths
 from cronctl.edge.state.store import Store
+from cronctl.web.views import STATES, Dashboard, HistoryQuery, HostRow, TaskSummary
 
 HOST = "h03"
 NOW = datetime(2026, 3, 29, 1, 30, tzinfo=UTC)  # the night Europe/Berlin springs forward
