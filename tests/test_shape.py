@@ -42,6 +42,8 @@ LOCAL_IMPORTS = {
     ("cronctl.coord", "cronctl.coord.postgres.adapter"),
     # resource caps (and `resource`) only for a task that has them
     ("cronctl.edge.process.runner", "cronctl.edge.process.limits"),
+    # the dashboard's app, and with it the web extra, only when `serve` starts
+    ("cronctl.cli.serve_cmd", "cronctl.web.app"),
 }
 
 

@@ -1,16 +1,15 @@
-"""`cronctl serve`: the read-only dashboard and JSON API (docs/dashboard.md).
+"""`cronctl serve`: the dashboard (cronctl/web, docs/dashboard.md), its flags checked, its
+schedule, directories and coordinator opened as every command opens them, then started.
 
-Registered on the typer app like `import`; the web extra (Starlette, Jinja2, uvicorn) is
-imported only when the command runs (web/app.py)."""
+The dashboard's app, and with it the web extra (Starlette, Jinja2, uvicorn), is imported
+only when the command runs (web/app.py)."""
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import os
 import shlex
 import sys
-from dataclasses import dataclass
 from datetime import datetime
 from importlib import metadata
 from pathlib import Path
@@ -28,67 +27,8 @@ from cronctl.edge import dirs
 from cronctl.errors import UsageError
 from cronctl.run.context import RunContext, real_clock
 from cronctl.web.actions import Actions
-from cronctl.web.app import build_app
-from cronctl.web.limits import MAX_BODY, connection_limits, limited_protocol
+from cronctl.web.auth import TOKEN_ENV, check_actions, check_exposure, parse_listen
 from cronctl.web.views import Dashboard
-
-TOKEN_ENV = "CRONCTL_SERVE_TOKEN"  # noqa: S105  (the name of the variable)
-_MIN_TOKEN = 16
-
-
-@dataclass(frozen=True, slots=True)
-class Listen:
-    """Where to listen: an address and a port, and whether only this machine can connect."""
-
-    host: str
-    port: int
-
-    @property
-    def loopback(self) -> bool:
-        if self.host == "localhost":
-            return True
-        try:
-            return ipaddress.ip_address(self.host).is_loopback
-        except ValueError:
-            return False  # a name: it may resolve to anything
-
-    def host_headers(self) -> frozenset[str]:
-        """The Host headers a browser on this machine sends to this address."""
-        names = {"127.0.0.1", "localhost", "[::1]", self.host}
-        return frozenset(f"{n}:{self.port}" for n in names)
-
-
-def parse_listen(text: str) -> Listen:
-    """``HOST:PORT`` or ``[IPV6]:PORT``; a usage error naming the flag otherwise."""
-    host, sep, port = text.rpartition(":")
-    host = host.removeprefix("[").removesuffix("]")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise UsageError(
-            f"--listen {text!r}: expected HOST:PORT, e.g. 127.0.0.1:8077 or [::1]:8077"
-        )
-    return Listen(host, int(port))
-
-
-def check_exposure(listen: Listen, token: str | None) -> None:
-    """A dashboard other machines can reach must ask for a token (docs/dashboard.md)."""
-    if token is not None and len(token) < _MIN_TOKEN:
-        raise UsageError(f"{TOKEN_ENV} is too short: use at least {_MIN_TOKEN} random characters")
-    if not listen.loopback and token is None:
-        raise UsageError(
-            f"refusing to listen on {listen.host}:{listen.port} without a token: other "
-            f"machines could read every task's output. Set {TOKEN_ENV} (e.g. "
-            "`openssl rand -hex 24`), or listen on 127.0.0.1 behind a reverse proxy"
-        )
-
-
-def check_actions(allow: bool, token: str | None) -> None:
-    """Actions change what runs: never without a token to ask for (docs/dashboard.md)."""
-    if allow and token is None:
-        raise UsageError(
-            f"--allow-actions needs {TOKEN_ENV}: pause, resume and run now are refused to "
-            "anyone without the token, so set one (e.g. `openssl rand -hex 24`), or drop "
-            "--allow-actions for a read-only dashboard"
-        )
 
 
 def install_hint() -> str:
@@ -172,8 +112,10 @@ def serve_command(
     check_exposure(where, token)
     check_actions(allow_actions, token)
     try:
-        import uvicorn
-    except ImportError:
+        from cronctl.web.app import build_app, serve  # with the web extra: only here
+    except ImportError as exc:
+        if (exc.name or "").startswith("cronctl"):
+            raise  # not the extra: a fault of cronctl's own
         raise UsageError(
             "`cronctl serve` needs the web extra (Starlette, Jinja2 and uvicorn), which is "
             f"not installed here: {install_hint()}"
@@ -197,18 +139,8 @@ def serve_command(
         actions = Actions(schedule, action_context(schedule, states, locks, me, coord))
     app = build_app(dashboard, clock, token, None if token else where.host_headers(), actions)
     print(f"cronctl serve: http://{listen}/ ({coord.describe()})", file=sys.stderr, flush=True)
-    cap, backlog = connection_limits()
     try:
-        uvicorn.run(
-            app, host=where.host, port=where.port, log_level="warning", server_header=False,
-            date_header=False,
-            # The peer stays the peer: which forwarded headers count is the dashboard's
-            # rule (web/auth.py), not uvicorn's.
-            proxy_headers=False,
-            # A request's head at most 16 KB, a request within seconds, a connection cap
-            # under which slow clients give way (docs/dashboard.md#limits).
-            http=limited_protocol(cap), backlog=backlog, h11_max_incomplete_event_size=MAX_BODY,
-        )  # fmt: skip
+        serve(app, where)
     finally:
         coord.close()
 

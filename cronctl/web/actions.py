@@ -1,8 +1,8 @@
 """The dashboard's actions (`cronctl serve --allow-actions`): pause, resume and run now,
 each recorded with who asked and from where (docs/dashboard.md, "Actions").
 
-Nothing here knows HTTP: web/action_routes.py checks the token, the origin and the CSRF
-token, and hands over an :class:`Actor`. Each action is the CLI's use case, called with the
+Nothing here knows HTTP: web/pages.py and web/api.py check the token, the origin and the
+CSRF token, and hand over an :class:`Actor`. Each action is the CLI's use case, called with the
 run context `serve` resolved once (the same project, directories, host and coordinator):
 pause and resume are `cronctl pause` and `resume`; run now is `cronctl exec` (its lock, its
 history), begun in the request, so a run going anywhere is refused there and then, and
@@ -10,9 +10,10 @@ finished in a thread of the server while the page answers."""
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TypeVar
@@ -71,6 +72,23 @@ class Actions:
     def known(self, name: str) -> bool:
         """Whether `name` is a task of the loaded schedule (anything else answers 404)."""
         return name in self._names
+
+    def do(
+        self, kind: str, name: str, actor: Actor, fields: Mapping[str, str], now: datetime
+    ) -> dict[str, bool | str]:
+        """One of ACTIONS, as a form or the API asked it; what the API answers."""
+        if kind == "pause":
+            self.pause(name, fields.get("reason", ""), actor, now)
+            return {"paused": True}
+        if kind == "resume":
+            return {"resumed": self.resume(name, actor, now)}
+        return {"started": True, "run": self.run_now(name, actor, now)}
+
+    def refuse(self, kind: str, name: str, actor: Actor, now: datetime, problem: str) -> None:
+        """Record an action refused at the door (its origin, its CSRF token); refused all
+        the same when the record cannot be written (which stops every action)."""
+        with contextlib.suppress(CronctlError):
+            self.record(kind, name, actor, now, f"refused: {problem}")
 
     def pause(self, name: str, reason: str, actor: Actor, now: datetime) -> None:
         """Pause `name` as `cronctl pause` does, the actor kept as the pause's user."""

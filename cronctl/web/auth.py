@@ -1,8 +1,9 @@
-"""Who a dashboard request comes from: login sessions, CSRF tokens, the same-origin check
-and the actor an action is recorded under (docs/dashboard.md, "Security" and "Actions").
+"""Who may use the dashboard and who a request comes from: the token it needs where other
+machines can reach it, login sessions, CSRF tokens, the same-origin check and the actor an
+action is recorded under (docs/dashboard.md, "Security" and "Actions").
 
 Plain values in and out (headers as a mapping), so each rule reads and tests alone; the
-web layer (web/app.py, web/action_routes.py) applies them."""
+handlers (web/site.py, web/pages.py, web/api.py) apply them."""
 
 from __future__ import annotations
 
@@ -11,11 +12,15 @@ import hmac
 import ipaddress
 import secrets
 from collections.abc import Mapping
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from cronctl.cli.render.runs import visible
+from cronctl.errors import UsageError
 from cronctl.web.actions import Actor
 
+TOKEN_ENV = "CRONCTL_SERVE_TOKEN"  # noqa: S105  (the name of the variable)
+_MIN_TOKEN = 16
 SESSION_COOKIE = "cronctl_session"
 #: How long a login lasts; then the login form asks for the token again.
 SESSION_S = 12 * 3600
@@ -23,13 +28,70 @@ SESSION_S = 12 * 3600
 _MAX_USER = 64
 
 
+@dataclass(frozen=True, slots=True)
+class Listen:
+    """Where to listen: an address and a port, and whether only this machine can connect."""
+
+    host: str
+    port: int
+
+    @property
+    def loopback(self) -> bool:
+        if self.host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(self.host).is_loopback
+        except ValueError:
+            return False  # a name: it may resolve to anything
+
+    def host_headers(self) -> frozenset[str]:
+        """The Host headers a browser on this machine sends to this address."""
+        names = {"127.0.0.1", "localhost", "[::1]", self.host}
+        return frozenset(f"{n}:{self.port}" for n in names)
+
+
+def parse_listen(text: str) -> Listen:
+    """``HOST:PORT`` or ``[IPV6]:PORT``; a usage error naming the flag otherwise."""
+    host, sep, port = text.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise UsageError(
+            f"--listen {text!r}: expected HOST:PORT, e.g. 127.0.0.1:8077 or [::1]:8077"
+        )
+    return Listen(host, int(port))
+
+
+def check_exposure(listen: Listen, token: str | None) -> None:
+    """A dashboard other machines can reach must ask for a token (docs/dashboard.md)."""
+    if token is not None and len(token) < _MIN_TOKEN:
+        raise UsageError(f"{TOKEN_ENV} is too short: use at least {_MIN_TOKEN} random characters")
+    if not listen.loopback and token is None:
+        raise UsageError(
+            f"refusing to listen on {listen.host}:{listen.port} without a token: other "
+            f"machines could read every task's output. Set {TOKEN_ENV} (e.g. "
+            "`openssl rand -hex 24`), or listen on 127.0.0.1 behind a reverse proxy"
+        )
+
+
+def check_actions(allow: bool, token: str | None) -> None:
+    """Actions change what runs: never without a token to ask for (docs/dashboard.md)."""
+    if allow and token is None:
+        raise UsageError(
+            f"--allow-actions needs {TOKEN_ENV}: pause, resume and run now are refused to "
+            "anyone without the token, so set one (e.g. `openssl rand -hex 24`), or drop "
+            "--allow-actions for a read-only dashboard"
+        )
+
+
 class Sessions:
-    """Login sessions as signed cookies: ``ISSUED.NONCE.MAC``, the MAC an HMAC-SHA256 keyed
-    with the token. The cookie never holds the token itself, and a new token ends every
-    session. The CSRF token of a session is an HMAC of its cookie under a second key."""
+    """The token and the login sessions it signs, as cookies: ``ISSUED.NONCE.MAC``, the
+    MAC an HMAC-SHA256 keyed with the token. The cookie never holds the token itself, and
+    a new token ends every session. The CSRF token of a session is an HMAC of its cookie
+    under a second key."""
 
     def __init__(self, token: str) -> None:
         secret = token.encode()
+        self._token = secret
         self._session = hmac.new(secret, b"cronctl serve: session", hashlib.sha256).digest()
         self._csrf = hmac.new(secret, b"cronctl serve: csrf", hashlib.sha256).digest()
 
@@ -52,14 +114,14 @@ class Sessions:
     def csrf_ok(self, cookie: str, given: str) -> bool:
         return hmac.compare_digest(self.csrf(cookie).encode(), given.encode())
 
+    def matches(self, given: str) -> bool:
+        """Whether ``given`` is the token, compared in constant time (a non-ASCII guess is
+        just wrong, never an error)."""
+        return hmac.compare_digest(given.encode(), self._token)
+
 
 def _mac(key: bytes, text: str) -> str:
     return hmac.new(key, text.encode(), hashlib.sha256).hexdigest()
-
-
-def token_matches(given: str, token: str) -> bool:
-    """Compared in constant time (a non-ASCII guess is just wrong, never an error)."""
-    return hmac.compare_digest(given.encode(), token.encode())
 
 
 def bearer(headers: Mapping[str, str]) -> str | None:

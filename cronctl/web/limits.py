@@ -1,9 +1,6 @@
 """What `cronctl serve` takes from a client (docs/dashboard.md#limits): a body of at most
 16 KB on every route, a whole request within a few seconds, and a cap on connections under
-which a slow or idle client gives way to a new one.
-
-uvicorn and Starlette are imported inside the functions only: nothing else in cronctl loads
-them (web/app.py)."""
+which a slow or idle client gives way to a new one."""
 
 from __future__ import annotations
 
@@ -11,6 +8,9 @@ import asyncio
 import resource
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
+
+import h11
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 #: The largest request body read, on every route (a pause reason and a CSRF token fit many
 #: times over); also the largest request head (h11's own limit, said here once).
@@ -95,9 +95,6 @@ def limited_protocol(cap: int) -> type[asyncio.Protocol]:
     cap: a connection still waiting for its request's last byte REQUEST_S after it started
     waiting is closed, and a new connection past `cap` closes the one that has waited
     longest (or itself, when every connection is being answered)."""
-    import h11
-    from uvicorn.protocols.http.h11_impl import H11Protocol
-
     waiting: dict[Limited, None] = {}  # in the order they started waiting
 
     class Limited(H11Protocol):

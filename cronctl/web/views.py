@@ -2,7 +2,7 @@
 values, read from this machine's state or, when the coordination store keeps every
 machine's runs, from the store — through the coordination port only.
 
-Nothing here knows HTTP or HTML: web/app.py renders these values, and the JSON API
+Nothing here knows HTTP or HTML: web/pages.py and web/api.py render these values, and the JSON API
 uses the same shapes as the CLI's --json (docs/commands.md)."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from cronctl.coord.port import (
 from cronctl.core.calendar import Timeline, build_timeline
 from cronctl.core.chains import Chains
 from cronctl.core.describe import describe, gap_note
-from cronctl.core.model import Schedule, Task
+from cronctl.core.model import Schedule, Task, format_utc
 from cronctl.core.opskeys import overdue_since, runs_on
 from cronctl.core.runs import LOG_RETENTION, NOT_OK, OUTCOMES, RunRow
 from cronctl.edge.process.logfiles import log_chunks, log_file
@@ -468,6 +468,12 @@ def _dst_note(task: Task, at: datetime) -> str | None:
         return None
     mine = f"{own:%H:%M}" if len(walls) > len(skipped) else None
     return gap_note([f"{w:%H:%M}" for w in skipped], mine, task.misfire)
+
+
+def cursor(after: tuple[datetime, str]) -> str:
+    """The cursor of the page after the run ``after`` (occurrence, id), as parse_cursor
+    reads it back."""
+    return f"{format_utc(after[0])}~{after[1]}"
 
 
 def parse_cursor(text: str | None) -> tuple[datetime, str] | None:

@@ -391,11 +391,13 @@ def test_with_a_token_every_request_must_bring_it(cli: Cli, state: Path, browser
         srv.proc.communicate(timeout=20)
 
 
+@pytest.mark.parametrize("missing", ["uvicorn", "starlette", "jinja2"])
 def test_without_the_web_extra_serve_names_the_install_command_that_fits(
-    cli: Cli, tmp_path: Path
+    cli: Cli, tmp_path: Path, missing: str
 ) -> None:
-    """A checkout installed with pip is reinstalled from its path, not from an index."""
-    hidden = tmp_path / "no-web" / "uvicorn"
+    """A checkout installed with pip is reinstalled from its path, not from an index;
+    whichever package of the extra is missing."""
+    hidden = tmp_path / "no-web" / missing
     hidden.mkdir(parents=True)
     (hidden / "__init__.py").write_text("raise ImportError('not installed')\n")
     (tmp_path / "schedules.toml").write_text(SCHEDULE, encoding="utf-8")

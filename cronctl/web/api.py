@@ -1,0 +1,163 @@
+"""The dashboard's JSON API, in the shapes of the CLI's --json (docs/commands.md): each
+handler a function of the request, reading the dashboard from its app (web/site.py)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from cronctl.cli.explain_cmd import as_dict
+from cronctl.cli.render.runs import run_json
+from cronctl.coord.port import TaskLatest
+from cronctl.core.model import format_utc
+from cronctl.core.runs import RunRow
+from cronctl.errors import CronctlError
+from cronctl.web.auth import actor_of, bearer, origin_problem
+from cronctl.web.overview_html import when
+from cronctl.web.site import HEADERS, failure, query_of, read_route, site_of, typed
+from cronctl.web.views import HistoryQuery, TaskSummary, cursor
+
+
+@read_route
+def tasks(request: Request) -> Response:
+    site = site_of(request)
+
+    def answer() -> bytes:
+        view = site.dashboard.overview(site.clock())
+        body = {"tasks": [summary_json(r) for r in view.tasks]}
+        # As JSONResponse writes it.
+        return json.dumps(body, ensure_ascii=False, allow_nan=False, separators=(",", ":")
+                          ).encode()  # fmt: skip
+
+    return typed(site.shared.get("/api/tasks", answer), "application/json")
+
+
+@read_route
+def task(request: Request) -> Response:
+    site = site_of(request)
+    name = request.path_params["name"]
+    view = site.dashboard.task_page(name, site.clock(), HistoryQuery(task=name, limit=20))
+    body = summary_json(view.summary) | {
+        "upcoming": [format_utc(u.at) for u in view.upcoming],
+        "history": [run_json(r) for r in view.history.runs],
+    }
+    return JSONResponse(body, headers=HEADERS)
+
+
+@read_route
+def explain(request: Request) -> Response:
+    site = site_of(request)
+    at = request.query_params.get("at") or format_utc(site.clock())
+    return JSONResponse(as_dict(site.explained(request.path_params["name"], at)), headers=HEADERS)
+
+
+@read_route
+def runs(request: Request) -> Response:
+    view = site_of(request).dashboard.history(query_of(request))
+    body = {
+        "runs": [run_json(r) for r in view.runs],
+        "before": cursor(view.after) if view.after else None,
+    }
+    return JSONResponse(body, headers=HEADERS)
+
+
+@read_route
+def hosts(request: Request) -> Response:
+    site = site_of(request)
+    rows = [
+        {
+            "host": h.host,
+            "last_seen": when(h.last_seen),
+            "tasks": h.tasks,
+            "failing": h.failing,
+            "failing_total": h.failing_total,
+            "version": h.version,
+            "clock_skew_s": None if h.skew_s is None else round(h.skew_s, 3),
+        }
+        for h in site.machines.get("hosts", site.dashboard.hosts)
+    ]
+    return JSONResponse({"hosts": rows}, headers=HEADERS)
+
+
+async def act(kind: str, request: Request) -> Response:
+    """POST /api/tasks/NAME/{pause,resume,run}: it must bring the token as a bearer header
+    (a browser never adds one by itself); if it says where it comes from, that must be
+    here too. Every request with the token is recorded, refusals included."""
+    site = site_of(request)
+    actions, sessions = site.actions, site.sessions
+    assert actions is not None and sessions is not None  # the only dashboard with the route
+    given = bearer(request.headers)
+    if given is None or not sessions.matches(given):
+        return JSONResponse({"error": "an Authorization: Bearer token is required"}, 401,
+                            headers=HEADERS)  # fmt: skip
+    name = request.path_params["name"]
+    if not actions.known(name):
+        return JSONResponse({"error": f"no task named {name!r}"}, 404, headers=HEADERS)
+    actor = actor_of(request.client.host if request.client else None, request.headers, "api")
+    seen = "origin" in request.headers or "referer" in request.headers
+    problem = origin_problem(request.headers, request.url.scheme) if seen else None
+    if problem is not None:
+        actions.refuse(kind, name, actor, site.clock(), problem)
+        return JSONResponse({"error": f"refused: {problem}"}, 403, headers=HEADERS)
+    try:
+        fields = _json(await request.body())
+        answer = await run_in_threadpool(actions.do, kind, name, actor, fields, site.clock())
+    except CronctlError as exc:
+        status, said = failure(exc)
+        return JSONResponse({"error": said}, status, headers=HEADERS)
+    body = {"task": name, "action": kind, **answer}
+    return JSONResponse(body, 202 if kind == "run" else 200, headers=HEADERS)
+
+
+def _json(data: bytes) -> dict[str, str]:
+    """An API call's JSON object (none: no fields), its string values."""
+    if not data.strip():
+        return {}
+    try:
+        value = json.loads(data)
+    except ValueError:
+        raise CronctlError('the body must be a JSON object, e.g. {"reason": "..."}') from None
+    if not isinstance(value, dict):
+        raise CronctlError('the body must be a JSON object, e.g. {"reason": "..."}')
+    return {k: v for k, v in value.items() if isinstance(k, str) and isinstance(v, str)}
+
+
+def summary_json(row: TaskSummary) -> dict[str, Any]:
+    """A task as `status --json` shows it, with the last run on every host."""
+    return {
+        "name": row.task.name,
+        "paused": row.paused,
+        "pause_reason": row.pause_reason,
+        "next_run": when(row.next_run) if row.next_run else None,
+        "last_run": run_json(only) if (only := _only_run(row)) is not None else None,
+        "last_runs": [run_json(r) for r in row.last],
+        "hosts": _hosts_json(row.hosts) if row.hosts is not None else None,
+        "running": [run_json(r) for r in row.running],
+        "consecutive_failures": row.failures,
+        "overdue": row.overdue is not None,
+        "overdue_since": when(row.overdue) if row.overdue else None,
+        "state": row.state,
+    }
+
+
+def _only_run(row: TaskSummary) -> RunRow | None:
+    """The task's last run when it ran on one host only (None: on several, never, or in a
+    fleet's overview, which counts the hosts instead of reading their runs: ``last`` is
+    then empty)."""
+    return row.last[0] if len(row.last) == 1 else None
+
+
+def _hosts_json(hosts: TaskLatest) -> dict[str, Any]:
+    """A fleet overview's count of a task's hosts, by how their last run went."""
+    return {
+        "ok": hosts.ok_hosts,
+        "not_ok": hosts.not_ok_hosts,
+        "failing": hosts.failing_hosts,
+        "not_ok_named": [
+            {"host": h.host, "outcome": h.outcome, "run_id": h.run_id} for h in hosts.not_ok
+        ],
+    }

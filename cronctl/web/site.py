@@ -1,0 +1,199 @@
+"""What every handler of the dashboard reads from ``request.app.state.site``: the values
+build_app was given, the pages' templates and headers, and the checks each read route
+passes (docs/dashboard.md, "Security").
+
+Every value from a task or the store reaches a page through Jinja2's autoescaping, after
+:func:`visible` turned control characters into ``^[``-style text; pages hold no script at
+all, and the Content-Security-Policy forbids it."""
+
+from __future__ import annotations
+
+import functools
+import shlex
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, FileSystemLoader, pass_context, select_autoescape
+from jinja2.runtime import Context
+from markupsafe import Markup
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import (
+    HTMLResponse,
+    JSONResponse,
+    PlainTextResponse,
+    RedirectResponse,
+    Response,
+)
+
+from cronctl.cli.fastpath import parse_instant
+from cronctl.cli.render.runs import visible
+from cronctl.commands.doctor import SKEW_WARN_S
+from cronctl.commands.exec import Busy
+from cronctl.commands.explain import Explanation, explain_here
+from cronctl.coord.port import StoreUnavailable, redact_text
+from cronctl.core.runs import OUTCOMES
+from cronctl.core.zones import Zone, parse_zone
+from cronctl.errors import CronctlError
+from cronctl.web.actions import MAX_REASON, Actions
+from cronctl.web.auth import SESSION_COOKIE, Sessions, bearer
+from cronctl.web.overview_html import time_tag
+from cronctl.web.shared_answers import SharedAnswers
+from cronctl.web.views import STATES, Dashboard, HistoryQuery, HostRow, NotFound, parse_cursor
+
+TEMPLATES = Path(__file__).with_name("templates")
+#: No script anywhere, no inline style, nothing from another origin, no framing.
+CSP = (
+    "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
+    "frame-ancestors 'none'; base-uri 'none'"
+)
+HEADERS = {
+    "Content-Security-Policy": CSP,
+    "X-Content-Type-Options": "nosniff",
+    # Same-origin: a form post then carries its Origin (with no-referrer it says "null"),
+    # and no address of the dashboard reaches another site.
+    "Referrer-Policy": "same-origin",
+    "X-Frame-Options": "DENY",
+    "Cache-Control": "no-store",
+}
+UTC = parse_zone("UTC")
+
+
+def masked(command: str | Sequence[str]) -> str:
+    """A task's command as the dashboard shows it: an array as a shell line that runs it
+    (each word quoted as needed), passwords (in URLs, ``password=``) as ``***``, controls
+    visible."""
+    if isinstance(command, str):
+        return visible(redact_text(command, None))
+    return shlex.join(masked(word) for word in command)
+
+
+@pass_context
+def _ago(context: Context, value: datetime | None, zone: Zone = UTC) -> Markup:
+    """An instant in words from the page's ``now``, exact in ``zone`` on hover."""
+    return Markup(time_tag(value, context["now"], zone))  # noqa: S704 (escaped there)
+
+
+def _templates() -> Environment:
+    env = Environment(
+        loader=FileSystemLoader(TEMPLATES),
+        autoescape=select_autoescape(default=True, default_for_string=True),
+    )
+    env.filters.update(ago=_ago, visible=visible, masked=masked)
+    env.globals.update(states=STATES, outcomes=sorted(OUTCOMES), skew_warn=SKEW_WARN_S,
+                       max_reason=MAX_REASON)  # fmt: skip
+    return env
+
+
+@dataclass(frozen=True, slots=True)
+class Site:
+    """The dashboard as build_app made it: its views and clock; ``sessions``, the token
+    every request must bring (None: none asked); ``hosts``, the Host headers accepted
+    (None: any), so a page of another site cannot reach a loopback dashboard by DNS
+    rebinding; ``actions``, pause, resume and run now (None: read-only)."""
+
+    dashboard: Dashboard
+    clock: Callable[[], datetime]
+    sessions: Sessions | None
+    hosts: frozenset[str] | None
+    actions: Actions | None
+    templates: Environment = field(default_factory=_templates)
+    #: The overview's page and JSON, and the hosts: computed once for the viewers who ask
+    #: at the same time.
+    shared: SharedAnswers[bytes] = field(default_factory=SharedAnswers)
+    machines: SharedAnswers[list[HostRow]] = field(default_factory=SharedAnswers)
+
+    def rendered(self, name: str, **values: Any) -> str:
+        values.setdefault("fleet", self.dashboard.fleet)
+        values.setdefault("source", self.dashboard.coord.describe())
+        values.setdefault("now", self.clock())
+        values.setdefault("skipped", self.dashboard.coord.skipped_rows)
+        return self.templates.get_template(name).render(**values)
+
+    def page(self, name: str, status: int = 200, **values: Any) -> Response:
+        return HTMLResponse(self.rendered(name, **values), status, headers=HEADERS)
+
+    def foreign(self, request: Request) -> bool:
+        """Whether the request's Host header is not one this dashboard answers to."""
+        return self.hosts is not None and request.headers.get("host", "") not in self.hosts
+
+    def authorised(self, request: Request) -> bool:
+        if self.sessions is None:
+            return True
+        given = bearer(request.headers)
+        if given is not None:
+            return self.sessions.matches(given)
+        return self.sessions.valid(request.cookies.get(SESSION_COOKIE, ""), time.time())
+
+    def explained(self, name: str, at: str) -> Explanation:
+        """`cronctl explain NAME --at AT` as this server sees it."""
+        instant = parse_instant(at, "time")
+        board = self.dashboard
+        return explain_here(board.schedule, board.state_dir, board.coord, name, instant,
+                            host=board.host, now=self.clock())  # fmt: skip
+
+
+def site_of(request: Request) -> Site:
+    site: Site = request.app.state.site
+    return site
+
+
+def typed(body: str | bytes, content_type: str) -> Response:
+    """``body`` as a ``content_type`` answer with the pages' headers."""
+    return Response(body, headers={**HEADERS, "Content-Type": content_type})
+
+
+def query_of(request: Request, task: str | None = None) -> HistoryQuery:
+    """The history filters of the request's query string."""
+    q = request.query_params
+    return HistoryQuery(
+        task=task or q.get("task") or None,
+        host=q.get("host") or None,
+        outcome=q.get("outcome") or None,
+        trigger=q.get("trigger") or None,
+        before=parse_cursor(q.get("before")),
+    )
+
+
+def failure(exc: CronctlError) -> tuple[int, str]:
+    """The status and words of an action not done: 409 when the task is busy."""
+    return (409, exc.said) if isinstance(exc, Busy) else (400, str(exc))
+
+
+def read_route(view: Callable[[Request], Response]) -> Callable[[Request], Awaitable[Response]]:
+    """``view`` behind the checks of every route but the posts: the Host header, no NUL in
+    the address, the token; run in a worker thread, its CronctlError as an error page."""
+
+    @functools.wraps(view)
+    async def endpoint(request: Request) -> Response:
+        site = site_of(request)
+        path = request.url.path
+        if site.foreign(request):
+            return PlainTextResponse("unknown Host header", 421, headers=HEADERS)
+        if "\0" in path + "".join(map("".join, request.query_params.multi_items())):
+            # No store value holds a NUL, and the driver refuses one (docs/dashboard.md).
+            return PlainTextResponse("NUL in the address", 400, headers=HEADERS)
+        if path not in ("/login", "/static/style.css") and not site.authorised(request):
+            if path.startswith("/api/"):
+                return JSONResponse({"error": "token required"}, 401, headers=HEADERS)
+            return RedirectResponse("/login", 303, headers=HEADERS)
+        try:
+            # In a worker thread: the loop goes on answering (a run page need not wait for
+            # an overview of 10,000 tasks), and SQLite works without the GIL meanwhile.
+            return await run_in_threadpool(view, request)
+        except CronctlError as exc:
+            status = 404 if isinstance(exc, NotFound) else 400
+            if isinstance(exc, StoreUnavailable):
+                # A coordinator gives up on a store for the rest of a run; serve's "run" is
+                # every request from now on, so the next one tries the store afresh.
+                site.dashboard.coord.close()
+                status = 503
+            if path.startswith("/api/"):
+                return JSONResponse({"error": str(exc)}, status, headers=HEADERS)
+            return site.page("error.html", status, message=str(exc))
+
+    return endpoint
