@@ -10,7 +10,6 @@ import json
 import os
 import shlex
 import sys
-from datetime import datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Annotated
@@ -19,10 +18,7 @@ from urllib.parse import unquote, urlsplit
 import typer
 
 from cronctl.cli.options import CoordOpt, FileOpt, HostOpt, LockOpt, NowOpt, StateOpt
-from cronctl.cli.wiring import host_name, load_schedule, parse_instant
-from cronctl.coord import open_coordinator
-from cronctl.coord.port import Coordinator
-from cronctl.core.model import Schedule
+from cronctl.cli.wiring import coordinator, host_name, load_schedule, parse_instant
 from cronctl.edge import dirs
 from cronctl.errors import UsageError
 from cronctl.run.context import RunContext, real_clock
@@ -48,24 +44,6 @@ def install_hint() -> str:
     editable = "-e " if isinstance(info, dict) and info.get("editable") else ""
     where = shlex.quote(unquote(urlsplit(url).path) + "[web]")
     return f"`{pip} {editable}{where}` (cronctl was installed from that directory)"
-
-
-def action_context(
-    schedule: Schedule, states: Path, locks: Path, host: str, coord: Coordinator
-) -> RunContext:
-    """What run now runs with: the directories, host and coordinator `serve` resolved (as
-    `cronctl exec` resolves them, once), and the server's environment without the
-    dashboard's token."""
-    return RunContext(
-        state_dir=states,
-        lock_dir=locks,
-        host=host,
-        pid=os.getpid(),
-        env={k: v for k, v in os.environ.items() if k != TOKEN_ENV},
-        clock=real_clock,
-        max_parallel=schedule.settings.max_parallel,
-        coord=coord,
-    )
 
 
 def serve_command(
@@ -123,20 +101,21 @@ def serve_command(
 
     schedule = load_schedule(file)
     states, locks = dirs.data_dirs(schedule, state_dir, lock_dir, os.environ)
-    url = dirs.coordination_url(schedule, coordination, os.environ)
     me = host_name(host)
-    coord = open_coordinator(
-        url, locks, host=me, pid=os.getpid(), project=schedule.settings.project
-    )
+    coord = coordinator(schedule, locks, coordination, lambda: me)
     fixed = parse_instant(now) if now is not None else None
-
-    def clock() -> datetime:
-        return fixed if fixed is not None else parse_instant(None)
+    clock = real_clock if fixed is None else lambda: fixed
 
     dashboard = Dashboard(schedule, Path(states), coord, me)
     actions = None
     if allow_actions:
-        actions = Actions(schedule, action_context(schedule, states, locks, me, coord))
+        # Run now runs as `cronctl exec` would, with what serve resolved once, and the
+        # server's environment without the dashboard's token.
+        env = {k: v for k, v in os.environ.items() if k != TOKEN_ENV}
+        ctx = RunContext(state_dir=states, lock_dir=locks, host=me, pid=os.getpid(), env=env,
+                         clock=real_clock, max_parallel=schedule.settings.max_parallel,
+                         coord=coord)  # fmt: skip
+        actions = Actions(schedule, ctx)
     app = build_app(dashboard, clock, token, None if token else where.host_headers(), actions)
     print(f"cronctl serve: http://{listen}/ ({coord.describe()})", file=sys.stderr, flush=True)
     try:

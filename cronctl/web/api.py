@@ -18,13 +18,12 @@ from cronctl.core.runs import RunRow
 from cronctl.errors import CronctlError
 from cronctl.web.auth import actor_of, bearer, origin_problem
 from cronctl.web.overview_html import when
-from cronctl.web.site import HEADERS, failure, query_of, read_route, site_of, typed
+from cronctl.web.site import HEADERS, Site, failure, query_of, read_route, site_of, typed
 from cronctl.web.views import HistoryQuery, TaskSummary, cursor
 
 
 @read_route
-def tasks(request: Request) -> Response:
-    site = site_of(request)
+def tasks(site: Site, request: Request) -> Response:
 
     def answer() -> bytes:
         view = site.dashboard.overview(site.clock())
@@ -37,8 +36,7 @@ def tasks(request: Request) -> Response:
 
 
 @read_route
-def task(request: Request) -> Response:
-    site = site_of(request)
+def task(site: Site, request: Request) -> Response:
     name = request.path_params["name"]
     view = site.dashboard.task_page(name, site.clock(), HistoryQuery(task=name, limit=20))
     body = summary_json(view.summary) | {
@@ -49,15 +47,14 @@ def task(request: Request) -> Response:
 
 
 @read_route
-def explain(request: Request) -> Response:
-    site = site_of(request)
+def explain(site: Site, request: Request) -> Response:
     at = request.query_params.get("at") or format_utc(site.clock())
     return JSONResponse(as_dict(site.explained(request.path_params["name"], at)), headers=HEADERS)
 
 
 @read_route
-def runs(request: Request) -> Response:
-    view = site_of(request).dashboard.history(query_of(request))
+def runs(site: Site, request: Request) -> Response:
+    view = site.dashboard.history(query_of(request))
     body = {
         "runs": [run_json(r) for r in view.runs],
         "before": cursor(view.after) if view.after else None,
@@ -66,8 +63,7 @@ def runs(request: Request) -> Response:
 
 
 @read_route
-def hosts(request: Request) -> Response:
-    site = site_of(request)
+def hosts(site: Site, request: Request) -> Response:
     rows = [
         {
             "host": h.host,
@@ -120,7 +116,7 @@ def _json(data: bytes) -> dict[str, str]:
     try:
         value = json.loads(data)
     except ValueError:
-        raise CronctlError('the body must be a JSON object, e.g. {"reason": "..."}') from None
+        value = None
     if not isinstance(value, dict):
         raise CronctlError('the body must be a JSON object, e.g. {"reason": "..."}')
     return {k: v for k, v in value.items() if isinstance(k, str) and isinstance(v, str)}

@@ -55,9 +55,8 @@ def build_app(
     hosts: frozenset[str] | None,
     actions: Actions | None = None,
 ) -> Starlette:
-    """The ASGI app. ``token``: required of every request when set (a bearer header or the
-    session cookie the login form sets); ``hosts``: the Host headers accepted (None: any);
-    ``actions``: pause, resume and run now (`--allow-actions`, which needs the token)."""
+    """The ASGI app: ``token`` required of every request when set (a bearer header or the
+    session cookie the login form sets), the rest as web/site.py's Site keeps it."""
     sessions = Sessions(token) if token is not None else None
     offered = ACTION_ROUTES if actions is not None and sessions is not None else []
     app = Starlette(routes=ROUTES + offered, lifespan=_lifespan,

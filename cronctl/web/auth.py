@@ -37,12 +37,8 @@ class Listen:
 
     @property
     def loopback(self) -> bool:
-        if self.host == "localhost":
-            return True
-        try:
-            return ipaddress.ip_address(self.host).is_loopback
-        except ValueError:
-            return False  # a name: it may resolve to anything
+        # Another name than localhost may resolve to anything.
+        return self.host == "localhost" or _loopback(self.host)
 
     def host_headers(self) -> frozenset[str]:
         """The Host headers a browser on this machine sends to this address."""

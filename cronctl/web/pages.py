@@ -20,7 +20,17 @@ from cronctl.core.model import format_utc
 from cronctl.errors import CronctlError
 from cronctl.web.auth import SESSION_COOKIE, SESSION_S, actor_of, origin_problem
 from cronctl.web.overview_html import overview_rows
-from cronctl.web.site import HEADERS, TEMPLATES, UTC, failure, query_of, read_route, site_of, typed
+from cronctl.web.site import (
+    HEADERS,
+    TEMPLATES,
+    UTC,
+    Site,
+    failure,
+    query_of,
+    read_route,
+    site_of,
+    typed,
+)
 from cronctl.web.views import STATES, Filters, HistoryQuery, TaskPage, cursor
 
 #: What the task page says after each action (?done=...): fixed words, never echoed input.
@@ -30,8 +40,7 @@ NOT_DONE = {"pause": "Not paused", "resume": "Not resumed", "run": "Nothing was 
 
 
 @read_route
-def overview(request: Request) -> Response:
-    site = site_of(request)
+def overview(site: Site, request: Request) -> Response:
     q = request.query_params
     state = q.get("state") or None
     filters = Filters(q.get("host") or None, state if state in STATES else None,
@@ -47,8 +56,7 @@ def overview(request: Request) -> Response:
 
 
 @read_route
-def task(request: Request) -> Response:
-    site = site_of(request)
+def task(site: Site, request: Request) -> Response:
     name = request.path_params["name"]
     now = site.clock()
     view = site.dashboard.task_page(name, now, query_of(request, name))
@@ -79,26 +87,23 @@ def _older(request: Request, view: TaskPage) -> str | None:
     return f"{request.url.path}?{urlencode(params)}"
 
 
-def _pictured(request: Request) -> TaskPage:
+def _pictured(site: Site, request: Request) -> TaskPage:
     name = request.path_params["name"]
-    return site_of(request).dashboard.task_page(
-        name, site_of(request).clock(), HistoryQuery(task=name, limit=1)
-    )
+    return site.dashboard.task_page(name, site.clock(), HistoryQuery(task=name, limit=1))
 
 
 @read_route
-def timeline(request: Request) -> Response:
-    return typed(timeline_svg(_pictured(request).timeline), "image/svg+xml")
+def timeline(site: Site, request: Request) -> Response:
+    return typed(timeline_svg(_pictured(site, request).timeline), "image/svg+xml")
 
 
 @read_route
-def durations(request: Request) -> Response:
-    return typed(duration_svg(_pictured(request).durations), "image/svg+xml")
+def durations(site: Site, request: Request) -> Response:
+    return typed(duration_svg(_pictured(site, request).durations), "image/svg+xml")
 
 
 @read_route
-def run(request: Request) -> Response:
-    site = site_of(request)
+def run(site: Site, request: Request) -> Response:
     view = site.dashboard.run_page(request.path_params["id"])
     try:  # the task's zone for the run's exact times (UTC: no longer in the schedule)
         zone = site.dashboard.schedule.task(view.run.task).zone
@@ -108,19 +113,18 @@ def run(request: Request) -> Response:
 
 
 @read_route
-def fleet(request: Request) -> Response:
-    site = site_of(request)
+def fleet(site: Site, request: Request) -> Response:
     return site.page("fleet.html", hosts=site.machines.get("hosts", site.dashboard.hosts))
 
 
 @read_route
-def style(request: Request) -> Response:
+def style(site: Site, request: Request) -> Response:
     return typed((TEMPLATES / "style.css").read_text(encoding="utf-8"), "text/css")
 
 
 @read_route
-def login(request: Request) -> Response:
-    return site_of(request).page("login.html")
+def login(site: Site, request: Request) -> Response:
+    return site.page("login.html")
 
 
 async def login_post(request: Request) -> Response:
@@ -129,8 +133,7 @@ async def login_post(request: Request) -> Response:
     if sessions is None or site.foreign(request):
         return PlainTextResponse("not here", 404, headers=HEADERS)
     # At most 16 KB: web/limits.py answers 413 past that, reading no more.
-    form = parse_qs((await request.body()).decode("utf-8", "replace"))
-    if not sessions.matches((form.get("token") or [""])[0]):
+    if not sessions.matches(_form(await request.body()).get("token", "")):
         return site.page("login.html", 403, wrong=True)
     response = RedirectResponse("/", 303, headers=HEADERS)
     secure = request.url.scheme == "https" or request.headers.get(

@@ -61,6 +61,7 @@ HEADERS = {
     "Cache-Control": "no-store",
 }
 UTC = parse_zone("UTC")
+Endpoint = Callable[[Request], Awaitable[Response]]
 
 
 def masked(command: str | Sequence[str]) -> str:
@@ -108,11 +109,10 @@ class Site:
     machines: SharedAnswers[list[HostRow]] = field(default_factory=SharedAnswers)
 
     def rendered(self, name: str, **values: Any) -> str:
-        values.setdefault("fleet", self.dashboard.fleet)
-        values.setdefault("source", self.dashboard.coord.describe())
-        values.setdefault("now", self.clock())
-        values.setdefault("skipped", self.dashboard.coord.skipped_rows)
-        return self.templates.get_template(name).render(**values)
+        coord = self.dashboard.coord
+        given = {"fleet": self.dashboard.fleet, "source": coord.describe(), "now": self.clock(),
+                 "skipped": coord.skipped_rows}  # fmt: skip
+        return self.templates.get_template(name).render(given | values)
 
     def page(self, name: str, status: int = 200, **values: Any) -> Response:
         return HTMLResponse(self.rendered(name, **values), status, headers=HEADERS)
@@ -164,9 +164,10 @@ def failure(exc: CronctlError) -> tuple[int, str]:
     return (409, exc.said) if isinstance(exc, Busy) else (400, str(exc))
 
 
-def read_route(view: Callable[[Request], Response]) -> Callable[[Request], Awaitable[Response]]:
+def read_route(view: Callable[[Site, Request], Response]) -> Endpoint:
     """``view`` behind the checks of every route but the posts: the Host header, no NUL in
-    the address, the token; run in a worker thread, its CronctlError as an error page."""
+    the address, the token; run in a worker thread with the app's Site, its CronctlError
+    as an error page."""
 
     @functools.wraps(view)
     async def endpoint(request: Request) -> Response:
@@ -184,7 +185,7 @@ def read_route(view: Callable[[Request], Response]) -> Callable[[Request], Await
         try:
             # In a worker thread: the loop goes on answering (a run page need not wait for
             # an overview of 10,000 tasks), and SQLite works without the GIL meanwhile.
-            return await run_in_threadpool(view, request)
+            return await run_in_threadpool(view, site, request)
         except CronctlError as exc:
             status = 404 if isinstance(exc, NotFound) else 400
             if isinstance(exc, StoreUnavailable):

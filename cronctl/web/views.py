@@ -2,13 +2,13 @@
 values, read from this machine's state or, when the coordination store keeps every
 machine's runs, from the store — through the coordination port only.
 
-Nothing here knows HTTP or HTML: web/pages.py and web/api.py render these values, and the JSON API
-uses the same shapes as the CLI's --json (docs/commands.md)."""
+Nothing here knows HTTP or HTML: web/pages.py and web/api.py render these values, and the
+JSON API uses the same shapes as the CLI's --json (docs/commands.md)."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -64,13 +64,9 @@ class TaskSummary:
     hosts: TaskLatest | None = None
 
     @property
-    def failing(self) -> bool:
-        return self.failures > 0
-
-    @property
     def state(self) -> str:
         """One word for filters and styling: failing, overdue, running, paused, ok or new."""
-        if self.failing:
+        if self.failures:
             return "failing"
         if self.overdue is not None:
             return "overdue"
@@ -107,8 +103,6 @@ class Overview:
 
     tasks: list[TaskSummary]
     hosts: list[str]
-    fleet: bool
-    source: str
     total: int
     nothing_ran: Path | None = None  # the state dir, when nothing has run with it yet
 
@@ -222,8 +216,7 @@ class Dashboard:
             (r for r in rows if filters.keep(r)), key=lambda r: (rank[r.state], r.task.name)
         )
         fresh = not self.fleet and nothing_ran(self.state_dir)
-        return Overview(kept, sorted(hosts), self.fleet, self.coord.describe(), len(rows),
-                        self.state_dir if fresh else None)  # fmt: skip
+        return Overview(kept, sorted(hosts), len(rows), self.state_dir if fresh else None)
 
     def _local_rows(self, now: datetime, tasks: Sequence[Task] | None = None) -> list[TaskSummary]:
         """What `cronctl status` says of each task (of ``tasks``, else every one), asked of
@@ -233,10 +226,7 @@ class Dashboard:
         pauses = self.coord.paused_tasks()
         with reading_store(self.state_dir) as store:
             facts = store.latest_facts([t.name for t in tasks])
-            running: dict[str, list[RunRow]] = {}
-            for run in store.unfinished_runs(None):
-                if run.outcome == "running":
-                    running.setdefault(run.task, []).append(run)
+            running = _running(store.unfinished_runs(None))
         nexts = _NextRuns()
         rows = []
         for task in tasks:
@@ -275,14 +265,10 @@ class Dashboard:
         if tasks is not None and len(tasks) == 1:
             latest[tasks[0].name] = fleet.fleet_latest(task=tasks[0].name)
         elif host is not None:
-            for run in fleet.fleet_latest(host=host):
-                latest.setdefault(run.task, []).append(run)
+            latest = _grouped(fleet.fleet_latest(host=host), "task")
         else:
             counted = {s.task: s for s in fleet.fleet_summary(sorted(NOT_OK))}
-        running: dict[str, list[RunRow]] = {}
-        for run in fleet.fleet_history(None, None, FLEET_WINDOW):
-            if run.outcome == "running":
-                running.setdefault(run.task, []).append(run)
+        running = _running(fleet.fleet_history(None, None, FLEET_WINDOW))
         pauses = self.coord.paused_tasks()
         nexts = _NextRuns()
         rows = []
@@ -343,8 +329,11 @@ class Dashboard:
 
     # -- history ----------------------------------------------------------------------
     def history(self, query: HistoryQuery) -> HistoryPage:
-        if self.fleet:
-            runs = self._fleet_history(query)
+        if self.fleet:  # one more than a page: whether there is a next one
+            runs = fleet_history_of(self.coord).fleet_page(
+                RunQuery(query.task, query.host, query.outcome, query.trigger, query.before,
+                         query.limit + 1)
+            )  # fmt: skip
         else:
             with reading_store(self.state_dir) as store:
                 runs = store.history_page(
@@ -355,13 +344,6 @@ class Dashboard:
         runs = runs[: query.limit]
         after = (runs[-1].occurrence, runs[-1].id) if more and runs else None
         return HistoryPage(runs, after)
-
-    def _fleet_history(self, query: HistoryQuery) -> list[RunRow]:
-        # One more than a page: whether there is a next one.
-        return fleet_history_of(self.coord).fleet_page(
-            RunQuery(query.task, query.host, query.outcome, query.trigger, query.before,
-                     query.limit + 1)
-        )  # fmt: skip
 
     # -- run --------------------------------------------------------------------------
     def run_page(self, run_id: str) -> RunPage:
@@ -416,15 +398,11 @@ class Dashboard:
     def hosts(self) -> list[HostRow]:
         if self.fleet:
             return self._fleet_hosts()
-        else:
-            with reading_store(self.state_dir) as store:
-                facts = store.latest_facts([t.name for t in self.schedule.tasks])
-            latest = [f.last_run for f in facts.values() if f.last_run is not None]
-        by_host: dict[str, list[RunRow]] = {}
-        for run in latest:
-            by_host.setdefault(run.host, []).append(run)
+        with reading_store(self.state_dir) as store:
+            facts = store.latest_facts([t.name for t in self.schedule.tasks])
+        latest = [f.last_run for f in facts.values() if f.last_run is not None]
         rows = []
-        for host, runs in sorted(by_host.items()):
+        for host, runs in sorted(_grouped(latest, "host").items()):
             seen = [r.ended or r.started or r.occurrence for r in runs]
             failing = sorted(r.task for r in runs if r.outcome in NOT_OK)
             rows.append(HostRow(host, max(seen), len(runs), failing[:NAMED_FAILING], len(failing)))
@@ -451,6 +429,19 @@ class Dashboard:
                 )
             )  # fmt: skip
         return rows
+
+
+def _grouped(runs: Iterable[RunRow], by: str) -> dict[str, list[RunRow]]:
+    """``runs`` by their ``by`` field ("task" or "host"), in their order."""
+    grouped: dict[str, list[RunRow]] = {}
+    for run in runs:
+        grouped.setdefault(getattr(run, by), []).append(run)
+    return grouped
+
+
+def _running(runs: Iterable[RunRow]) -> dict[str, list[RunRow]]:
+    """The runs still running, by task."""
+    return _grouped((r for r in runs if r.outcome == "running"), "task")
 
 
 def _reason(task: Task, pause: PauseInfo | None) -> str | None:
