@@ -10,6 +10,7 @@ import json
 import os
 import socket
 import subprocess
+import sys
 import threading
 import time
 import urllib.error
@@ -413,3 +414,13 @@ def test_without_the_web_extra_serve_names_the_install_command_that_fits(
         expected = "-m pip install 'cronctl[web]'"
     assert expected in result.stderr, result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_only_serve_loads_the_web_extra(cli: Cli) -> None:
+    """The typer app imports the dashboard's app only when `serve` starts (cli/serve_cmd.py),
+    so no other command pays for Starlette, Jinja2 and uvicorn."""
+    extra = "{'starlette', 'jinja2', 'uvicorn'}"
+    code = f"import sys, cronctl.cli.app; print(sorted({extra} & set(sys.modules)))"
+    result = subprocess.run([sys.executable, "-c", code], env=dict(cli.env), capture_output=True,
+                            text=True, timeout=60, check=True)  # fmt: skip
+    assert result.stdout.strip() == "[]"
