@@ -150,15 +150,8 @@ class Actions:
         for worker, _begun in runs:
             worker.join()
 
-    def _audited(
-        self,
-        action: str,
-        name: str,
-        actor: Actor,
-        now: datetime,
-        reason: str | None,
-        do: Callable[[], _T],
-    ) -> _T:
+    def _audited(self, action: str, name: str, actor: Actor, now: datetime, reason: str | None,
+                 do: Callable[[], _T]) -> _T:  # fmt: skip
         """Record the action, then do it; a failure is recorded too."""
         self.record(action, name, actor, now, "accepted", reason)
         try:
@@ -167,15 +160,8 @@ class Actions:
             self.record(action, name, actor, now, f"failed: {exc}", reason)
             raise
 
-    def record(
-        self,
-        action: str,
-        name: str,
-        actor: Actor,
-        now: datetime,
-        result: str,
-        reason: str | None = None,
-    ) -> None:
+    def record(self, action: str, name: str, actor: Actor, now: datetime, result: str,
+               reason: str | None = None) -> None:  # fmt: skip
         """One line of the audit record (edge/audit.py): "accepted" before the action is
         done, "refused: WHY" for one not done, "failed: WHY" after one that failed."""
         append_record(

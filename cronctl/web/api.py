@@ -55,10 +55,8 @@ def explain(site: Site, request: Request) -> Response:
 @read_route
 def runs(site: Site, request: Request) -> Response:
     view = site.dashboard.history(query_of(request))
-    body = {
-        "runs": [run_json(r) for r in view.runs],
-        "before": cursor(view.after) if view.after else None,
-    }
+    rows = [run_json(r) for r in view.runs]
+    body = {"runs": rows, "before": cursor(view.after) if view.after else None}
     return JSONResponse(body, headers=HEADERS)
 
 

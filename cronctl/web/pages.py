@@ -17,20 +17,11 @@ from cronctl.cli.explain_cmd import render
 from cronctl.cli.render.chain import chain_svg
 from cronctl.cli.render.timeline import timeline_svg
 from cronctl.core.model import format_utc
+from cronctl.core.zones import parse_zone
 from cronctl.errors import CronctlError
 from cronctl.web.auth import SESSION_COOKIE, SESSION_S, actor_of, origin_problem
 from cronctl.web.overview_html import overview_rows
-from cronctl.web.site import (
-    HEADERS,
-    TEMPLATES,
-    UTC,
-    Site,
-    failure,
-    query_of,
-    read_route,
-    site_of,
-    typed,
-)
+from cronctl.web.site import HEADERS, TEMPLATES, Site, failure, query_of, read_route, site_of, typed
 from cronctl.web.views import STATES, Filters, HistoryQuery, TaskPage, cursor
 
 #: What the task page says after each action (?done=...): fixed words, never echoed input.
@@ -108,7 +99,7 @@ def run(site: Site, request: Request) -> Response:
     try:  # the task's zone for the run's exact times (UTC: no longer in the schedule)
         zone = site.dashboard.schedule.task(view.run.task).zone
     except KeyError:
-        zone = UTC
+        zone = parse_zone("UTC")
     return site.page("run.html", view=view, zone=zone)
 
 

@@ -237,20 +237,13 @@ class Dashboard:
             overdue = None
             if here and not paused and fact is not None:
                 overdue = overdue_since(task, fact.anchor, None, now, nexts.after)
-            rows.append(
-                TaskSummary(
-                    task=task,
-                    words=describe(task),
-                    next_run=nexts.after(task, now) if here and not paused else None,
-                    paused=paused,
-                    pause=pause,
-                    pause_reason=_reason(task, pause),
-                    last=(fact.last_run,) if fact is not None and fact.last_run else (),
-                    running=tuple(running.get(task.name, [])),
-                    failures=fact.consecutive_failures if fact is not None else 0,
-                    overdue=overdue,
-                )
-            )
+            rows.append(TaskSummary(
+                task=task, words=describe(task), paused=paused, pause=pause,
+                pause_reason=_reason(task, pause), running=tuple(running.get(task.name, [])),
+                next_run=nexts.after(task, now) if here and not paused else None,
+                last=(fact.last_run,) if fact is not None and fact.last_run else (),
+                failures=fact.consecutive_failures if fact is not None else 0, overdue=overdue,
+            ))  # fmt: skip
         return rows
 
     def _fleet_rows(
@@ -277,25 +270,13 @@ class Dashboard:
             paused = task.paused or pause is not None
             last = tuple(sorted(latest.get(task.name, []), key=lambda r: r.host))
             hosts = counted.get(task.name)
-            rows.append(
-                TaskSummary(
-                    task=task,
-                    words=describe(task),
-                    next_run=None if paused else nexts.after(task, now),
-                    paused=paused,
-                    pause=pause,
-                    pause_reason=_reason(task, pause),
-                    last=last,
-                    running=tuple(running.get(task.name, [])),
-                    failures=(
-                        hosts.failing_hosts
-                        if hosts is not None
-                        else sum(r.outcome in NOT_OK for r in last)
-                    ),
-                    overdue=None,
-                    hosts=hosts,
-                )
-            )
+            failures = hosts.failing_hosts if hosts else sum(r.outcome in NOT_OK for r in last)
+            rows.append(TaskSummary(
+                task=task, words=describe(task), paused=paused, pause=pause,
+                pause_reason=_reason(task, pause), running=tuple(running.get(task.name, [])),
+                next_run=None if paused else nexts.after(task, now), last=last,
+                failures=failures, overdue=None, hosts=hosts,
+            ))  # fmt: skip
         return rows
 
     # -- task -------------------------------------------------------------------------
