@@ -65,14 +65,13 @@ def send_ping(
     url: str,
     kind: str,
     rid: str,
-    body: bytes = b"",
-    timeout_s: float | None = None,
-    opened: Callable[[socket.socket], None] | None = None,
+    body: bytes,
+    opened: Callable[[socket.socket], None],
 ) -> None:
     """POST one ping; raises OSError (URLError, HTTPError, timeout, refused), ValueError or
     http.client.HTTPException (a garbled answer).
 
-    The timeout bounds each socket operation, not the whole ping: a server that answers a
+    LIMIT_S bounds each socket operation, not the whole ping: a server that answers a
     byte every few seconds is never timed out here. `opened` is handed every socket the
     ping opens, so that a _Flight can cut it off at its deadline.
     """
@@ -86,9 +85,7 @@ def send_ping(
         method="POST",
         headers={"User-Agent": "cronctl", "Content-Type": "text/plain; charset=utf-8"},
     )
-    limit = LIMIT_S if timeout_s is None else timeout_s
-    opener = _opener(opened) if opened is not None else urllib.request.build_opener()
-    with opener.open(request, timeout=limit):  # HTTP errors (>= 400) raise HTTPError
+    with _opener(opened).open(request, timeout=LIMIT_S):  # HTTP errors (>= 400) raise HTTPError
         pass  # the status is all a ping needs: its body is never read
 
 
