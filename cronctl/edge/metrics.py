@@ -5,12 +5,8 @@ Written by hand rather than with prometheus-client: importing its exposition pul
 whole registry and HTTP server, which every `run` of a machine with metrics would pay 1,440
 times a day, for ~40 lines of a simple, stable format
 (docs/architecture.md#dependencies-and-why). The tests parse the file with
-prometheus-client's own parser.
-
-Atomic (paths.write_atomic): a temporary file in the same directory
-(`O_CREAT|O_EXCL|O_NOFOLLOW`, so nothing planted there is followed or reused), then renamed
-over the target; rename replaces a planted symlink itself, never what it points at. The
-collector never sees half a file.
+prometheus-client's own parser. Replaced atomically (edge/safefiles.write_atomic): the
+collector never sees half a file, and a link planted at the name is replaced, not followed.
 """
 
 from __future__ import annotations
