@@ -1,7 +1,7 @@
 """The typer app: every command registered, in the order `cronctl --help` lists them.
 
 Each command family lives in a module of its own (``*_cmd.py`` / ``*_cmds.py``: flags in, a
-use case of cronctl.commands or cronctl.run, a renderer out) and offers ``register(app)``.
+use case of cronctl.commands or cronctl.run, a renderer out); this module adds its commands.
 The console entry point is cronctl.cli.main:main, which maps errors to exit codes and serves
 the every-minute `cronctl run` without building this app at all.
 """
@@ -69,19 +69,29 @@ class _Command(typer.core.TyperCommand):
         return [p[1:-1] if p.startswith("{") and p.endswith("}") else p for p in pieces]
 
 
-for _commands in (
-    schedule_cmds,  # check, list, next, due, init
-    run_cmds,  # run, work
-    doctor_cmd,
-    exec_cmd,
-    explain_cmd,
-    ops_cmds,  # status, history, logs, pause, resume
-    import_cmd,
-    timeline_cmd,
-    export_cmd,
-    serve_cmd,
+# In the order `cronctl --help` lists them.
+for _name, _command in (
+    ("check", schedule_cmds.check),
+    ("list", schedule_cmds.list_),
+    ("next", schedule_cmds.next_),
+    ("due", schedule_cmds.due),
+    ("init", schedule_cmds.init),
+    ("run", run_cmds.run),
+    ("work", run_cmds.work),
+    ("doctor", doctor_cmd.doctor),
+    ("exec", exec_cmd.exec_),
+    ("explain", explain_cmd.explain_),
+    ("status", ops_cmds.status),
+    ("history", ops_cmds.history),
+    ("logs", ops_cmds.logs),
+    ("pause", ops_cmds.pause),
+    ("resume", ops_cmds.resume),
+    ("import", import_cmd.import_command),
+    ("timeline", timeline_cmd.timeline_command),
+    ("export", export_cmd.export_command),
 ):
-    _commands.register(app)
+    app.command(_name)(_command)
+serve_cmd.register(app)
 
 for _info in app.registered_commands:
     if _info.cls in (None, typer.core.TyperCommand):

@@ -15,11 +15,6 @@ from cronctl.edge import dirs, dirwarnings
 _MARK = {"ok": "ok     ", "note": "note   ", "warning": "WARN   ", "problem": "PROBLEM"}
 
 
-def register(app: typer.Typer) -> None:
-    """Add `doctor` to `app`."""
-    app.command()(doctor)
-
-
 def doctor(
     file: FileOpt = None,
     state_dir: StateOpt = None,

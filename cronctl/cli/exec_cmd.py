@@ -15,11 +15,6 @@ from cronctl.commands.exec import exec_task
 from cronctl.edge.process.stream import printer
 
 
-def register(app: typer.Typer) -> None:
-    """Add `exec` to `app`."""
-    app.command("exec")(exec_)
-
-
 def exec_(
     name: NameArg,
     wait: Annotated[

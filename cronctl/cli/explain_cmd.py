@@ -20,11 +20,6 @@ from cronctl.edge import dirs
 from cronctl.errors import UsageError
 
 
-def register(app: typer.Typer) -> None:
-    """Add `explain` to `app`."""
-    app.command(name="explain")(explain_)
-
-
 def explain_(
     name: Annotated[
         str,

@@ -22,11 +22,6 @@ TARGETS = ("systemd", "kubernetes")
 _T = TypeVar("_T", str, Path)
 
 
-def register(app: typer.Typer) -> None:
-    """Add `export` to `app`."""
-    app.command("export")(export_command)
-
-
 def export_command(
     target: Annotated[
         str | None,

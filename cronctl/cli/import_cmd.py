@@ -26,11 +26,6 @@ from cronctl.errors import UsageError
 STDIN = "-"
 
 
-def register(app: typer.Typer) -> None:
-    """Add the `import` command to `app`."""
-    app.command("import")(import_command)
-
-
 def import_command(
     crontab: Annotated[
         str,

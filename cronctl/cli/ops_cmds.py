@@ -36,12 +36,6 @@ from cronctl.edge import dirs
 from cronctl.errors import UsageError
 
 
-def register(app: typer.Typer) -> None:
-    """Add `status`, `history`, `logs`, `pause` and `resume` to `app`."""
-    for command in (status, history, logs, pause, resume):
-        app.command()(command)
-
-
 def _dirs(
     file: list[Path] | None, state_dir: Path | None, lock_dir: Path | None
 ) -> tuple[Schedule, Path, Path]:

@@ -35,12 +35,6 @@ from cronctl.errors import UsageError
 from cronctl.run.work import Worker
 
 
-def register(app: typer.Typer) -> None:
-    """Add `run` and `work` to `app`."""
-    app.command()(run)
-    app.command()(work)
-
-
 def run(
     file: FileOpt = None,
     now: NowOpt = None,

@@ -34,15 +34,6 @@ from cronctl.edge.state.store import Store
 from cronctl.errors import UsageError
 
 
-def register(app: typer.Typer) -> None:
-    """Add `check`, `list`, `next`, `due` and `init` to `app`."""
-    app.command()(check)
-    app.command("list")(list_)
-    app.command("next")(next_)
-    app.command()(due)
-    app.command()(init)
-
-
 def _recorded(
     schedule: Schedule, state_dir: Path | None, lock_dir: Path | None
 ) -> tuple[dict[str, object], frozenset[str]]:

@@ -26,11 +26,6 @@ from cronctl.core.zones import Zone, parse_zone
 from cronctl.errors import UsageError, ZoneError
 
 
-def register(app: typer.Typer) -> None:
-    """Add `timeline` to `app`."""
-    app.command("timeline")(timeline_command)
-
-
 def timeline_command(
     days: Annotated[
         int,
