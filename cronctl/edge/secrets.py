@@ -102,16 +102,11 @@ def _read(path: str, key: str) -> bytes:
                 "read; chmod o-w it (0600 or 0400 is best)",
                 path,
             )
-        if st.st_size > MAX_SECRET_FILE:
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            data = fh.read(MAX_SECRET_FILE + 1)  # one byte more tells a larger file
+        if len(data) > MAX_SECRET_FILE:
             raise EnvFileError(f"{key}: larger than 1 MiB: not a secret file", path)
-        chunks: list[bytes] = []
-        size = 0
-        while size <= MAX_SECRET_FILE and (chunk := os.read(fd, 65536)):
-            chunks.append(chunk)
-            size += len(chunk)
-        if size > MAX_SECRET_FILE:
-            raise EnvFileError(f"{key}: larger than 1 MiB: not a secret file", path)
-        return b"".join(chunks)
+        return data
     except OSError as exc:
         raise EnvFileError(f"{key}: cannot read it: {exc.strerror}", path) from None
     finally:
