@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from dataclasses import field as _record_field
 from datetime import date, datetime
 from functools import lru_cache
+from itertools import groupby
 
 from cronctl.errors import CronSyntaxError
 
@@ -354,16 +355,10 @@ def _unsupported(what: str, spec: str, field: _Field) -> None:
 def _compress(values: list[int]) -> str:
     """1,2,3,5 -> '1-3,5'; never 'N-N' (croniter would read that as the whole field)."""
     parts: list[str] = []
-    i = 0
-    while i < len(values):
-        j = i
-        while j + 1 < len(values) and values[j + 1] == values[j] + 1:
-            j += 1
-        if j - i >= 2:
-            parts.append(f"{values[i]}-{values[j]}")
-        else:
-            parts.extend(str(v) for v in values[i : j + 1])
-        i = j + 1
+    # A run of consecutive values keeps value - position constant.
+    for _, pairs in groupby(enumerate(values), lambda pair: pair[1] - pair[0]):
+        run = [value for _, value in pairs]
+        parts += [f"{run[0]}-{run[-1]}"] if len(run) >= 3 else map(str, run)
     return ",".join(parts)
 
 

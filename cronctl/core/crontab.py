@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from itertools import takewhile
 from typing import Any
 
 from cronctl.core import schedules
@@ -377,12 +378,7 @@ def _env_value(raw: str) -> str | None:
 
 def _time_fields(tokens: list[re.Match[str]]) -> int:
     """How many leading tokens (up to 7) can only be time fields."""
-    count = 0
-    for token in tokens[:7]:
-        if not _TIME_FIELD.match(token.group()):
-            break
-        count += 1
-    return count
+    return len(list(takewhile(lambda token: _TIME_FIELD.match(token.group()), tokens[:7])))
 
 
 def _extra_fields_message(tokens: list[re.Match[str]]) -> str:
