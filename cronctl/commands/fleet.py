@@ -25,15 +25,9 @@ class FleetRow:
     pause_reason: str | None
 
 
-@dataclass(frozen=True)
-class FleetStatus:
-    """`status --fleet`: every task of the schedule, one row per machine that ran it."""
-
-    rows: list[FleetRow]
-
-
-def fleet_status(schedule: Schedule, coord: Coordinator) -> FleetStatus:
-    """Latest run per (task, host) from the store, with the store's pauses."""
+def fleet_status(schedule: Schedule, coord: Coordinator) -> list[FleetRow]:
+    """`status --fleet`: every task of the schedule, one row per machine that ran it (its
+    latest run there, from the store), with the store's pauses."""
     latest = fleet_history_of(coord).fleet_latest()  # first: without a store, nothing else is read
     pauses = coord.paused_tasks()
     by_task: dict[str, list[RunRow]] = {}
@@ -48,7 +42,7 @@ def fleet_status(schedule: Schedule, coord: Coordinator) -> FleetStatus:
         if not runs:
             rows.append(FleetRow(task.name, None, None, paused, reason))
         rows.extend(FleetRow(task.name, r.host, r, paused, reason) for r in runs)
-    return FleetStatus(rows)
+    return rows
 
 
 def fleet_history(coord: Coordinator, which: HistoryFilter, limit: int) -> list[RunRow]:

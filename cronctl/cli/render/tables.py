@@ -526,7 +526,7 @@ def render_history(
     )
 
 
-def render_fleet_status(result: Any, as_json: bool) -> None:
+def render_fleet_status(result: Sequence[Any], as_json: bool) -> None:
     """`status --fleet`: one row per task and machine, with a HOST column."""
     if as_json:
         emit_json(
@@ -539,13 +539,13 @@ def render_fleet_status(result: Any, as_json: bool) -> None:
                         "pause_reason": row.pause_reason,
                         "last_run": run_json(row.last_run) if row.last_run else None,
                     }
-                    for row in result.rows
+                    for row in result
                 ]
             }
         )
         return
     rows = []
-    for row in result.rows:
+    for row in result:
         last = row.last_run
         rows.append(
             [
