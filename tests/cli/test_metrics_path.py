@@ -45,7 +45,7 @@ def _as_other_user(directory: Path, plant: Callable[[int], None]) -> None:
         os.close(fd)
 
 
-def _schedule(tmp_path: Path, metrics: Path) -> Path:
+def _metrics_to(tmp_path: Path, metrics: Path) -> Path:
     return write_schedule(
         tmp_path / "s.toml",
         ['name = "a"\ncommand = "true"\ncron = "* * * * *"'],
@@ -72,7 +72,7 @@ def test_check_and_doctor_warn_of_a_link_another_user_planted(cli: Cli, tmp_path
     chosen.mkdir()
     _as_other_user(public, lambda fd: os.symlink(chosen, "m", dir_fd=fd))
     assert (public / "m").is_symlink() and os.lstat(public / "m").st_uid == OTHER
-    path = _schedule(tmp_path, public / "m" / "metrics.prom")
+    path = _metrics_to(tmp_path, public / "m" / "metrics.prom")
 
     [warning] = _warnings(cli, path)
     assert warning["severity"] == "warning" and warning["file"] == str(path)
@@ -91,7 +91,7 @@ def test_check_and_doctor_warn_of_a_link_another_user_planted(cli: Cli, tmp_path
 def test_check_warns_of_a_directory_another_user_made(cli: Cli, tmp_path: Path) -> None:
     public = _shared(tmp_path)
     _as_other_user(public, lambda fd: os.mkdir("m", 0o777, dir_fd=fd))
-    path = _schedule(tmp_path, public / "m" / "metrics.prom")
+    path = _metrics_to(tmp_path, public / "m" / "metrics.prom")
     [warning] = _warnings(cli, path)
     assert f"{public / 'm'} is owned by uid {OTHER} in {public}" in str(warning["message"])
     run = cli("run", "-f", str(path), "--now", T)
@@ -105,7 +105,7 @@ def test_a_shared_directory_without_the_sticky_bit_is_refused(cli: Cli, tmp_path
     its place (a sticky directory lets only the owner rename an entry)."""
     public = _shared(tmp_path, 0o777)
     (public / "m").mkdir(0o755)
-    path = _schedule(tmp_path, public / "m" / "metrics.prom")
+    path = _metrics_to(tmp_path, public / "m" / "metrics.prom")
     [warning] = _warnings(cli, path)
     assert f"{public} can be written by other users and has no sticky bit" in str(
         warning["message"]
@@ -121,7 +121,7 @@ def test_a_shared_directory_without_the_sticky_bit_is_refused(cli: Cli, tmp_path
 def test_a_safe_path_draws_no_warning_and_is_written(cli: Cli, tmp_path: Path) -> None:
     public = _shared(tmp_path)
     (public / "m").mkdir(0o755)  # root's own, in a sticky directory
-    path = _schedule(tmp_path, public / "m" / "metrics.prom")
+    path = _metrics_to(tmp_path, public / "m" / "metrics.prom")
     assert _warnings(cli, path) == []
     doctor = cli("doctor", "-f", str(path), "--now", T, env=_no_crontab(tmp_path))
     assert "ok      metrics_file: " in doctor.stdout

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import Cli
+from tests.helpers import Cli, write_schedule
 from tests.run.test_pings_hooks import Recorder, server  # noqa: F401 (the fixture)
 
 KEY = "hunter2-Kx9-s3cr3t"
@@ -24,14 +24,17 @@ def _write_secret(path: Path, text: str) -> None:
     path.chmod(0o600)
 
 
-def _schedule(cli: Cli, command: str, extra: str = "") -> None:
-    (cli.cwd / "schedules.toml").write_text(
-        '[cronctl]\nstate_dir = "state"\nlock_dir = "locks"\n\n'
-        '[[task]]\nname = "leaky"\nevery_minute = true\n'
-        'env_files = ["secrets/app.env"]\n'
+HEADER = '[cronctl]\nstate_dir = "state"\nlock_dir = "locks"\n'
+
+
+def _leaky(cli: Cli, command: str, extra: str = "") -> None:
+    """One task, `leaky`, with the secret files in its environment, running ``command``."""
+    task = (
+        'name = "leaky"\nevery_minute = true\nenv_files = ["secrets/app.env"]\n'
         'env_from_file = { TOKEN = "secrets/token", PEM = "secrets/key.pem" }\n'
-        f"{extra}command = {json.dumps(command)}\n"
+        f"{extra}command = {json.dumps(command)}"
     )
+    write_schedule(cli.cwd / "schedules.toml", [task], HEADER)
 
 
 def _secrets(cli: Cli) -> None:
@@ -70,7 +73,7 @@ def test_secrets_reach_the_command_and_appear_nowhere_cronctl_writes(
 ) -> None:
     url, recorder = server
     _secrets(cli)
-    _schedule(cli, LEAKY, f"ping_url = {json.dumps(url)}\n")
+    _leaky(cli, LEAKY, f"ping_url = {json.dumps(url)}\n")
     run = cli("run", "--now", "2026-06-01T10:00:00Z")
     assert run.returncode == 1, run.stderr
     (fail,) = [body for path, _rid, body in recorder.pings if path.endswith("/fail")]
@@ -122,7 +125,7 @@ def test_a_bad_secret_file_fails_the_run_by_file_and_line_never_by_value(
     else:
         path.write_text(content)
         path.chmod(mode)
-    _schedule(cli, "echo ran > ran.txt")
+    _leaky(cli, "echo ran > ran.txt")
     run = cli("run", "--now", "2026-06-01T10:00:00Z")
     assert run.returncode == 1
     assert words in run.stderr and "it was not started" in run.stderr
@@ -136,7 +139,7 @@ def test_a_bad_secret_file_fails_the_run_by_file_and_line_never_by_value(
 
 def test_a_rotated_secret_counts_from_the_next_run(cli: Cli) -> None:
     _secrets(cli)
-    _schedule(cli, 'test "$TOKEN" = "$(cat secrets/token)" && test "$API_KEY" = ' + KEY)
+    _leaky(cli, 'test "$TOKEN" = "$(cat secrets/token)" && test "$API_KEY" = ' + KEY)
     assert cli("run", "--now", "2026-06-01T10:00:00Z").returncode == 0
     _write_secret(cli.cwd / "secrets" / "token", "rotated-value-42")
     run = cli("run", "--now", "2026-06-01T10:01:00Z")
@@ -147,12 +150,11 @@ def test_relative_paths_are_read_in_credentials_directory_when_set(cli: Cli) -> 
     creds = cli.cwd / "creds"
     creds.mkdir()
     _write_secret(creds / "token", "from-credentials-dir\n")
-    (cli.cwd / "schedules.toml").write_text(
-        '[cronctl]\nstate_dir = "state"\nlock_dir = "locks"\n\n'
-        '[[task]]\nname = "cred"\nevery_minute = true\n'
-        'env_from_file = { TOKEN = "token" }\n'
-        'command = "test \\"$TOKEN\\" = from-credentials-dir"\n'
+    task = (
+        'name = "cred"\nevery_minute = true\nenv_from_file = { TOKEN = "token" }\n'
+        'command = "test \\"$TOKEN\\" = from-credentials-dir"'
     )
+    write_schedule(cli.cwd / "schedules.toml", [task], HEADER)
     run = cli("run", "--now", "2026-06-01T10:00:00Z", env={"CREDENTIALS_DIRECTORY": str(creds)})
     assert run.returncode == 0, run.stderr
     # Without it, the same relative path is read beside the schedule file: not there.
@@ -166,7 +168,7 @@ def test_check_warns_of_missing_and_readable_secret_files_without_reading_them(
     _secrets(cli)
     (cli.cwd / "secrets" / "app.env").chmod(0o644)
     (cli.cwd / "secrets" / "token").unlink()
-    _schedule(cli, "true")
+    _leaky(cli, "true")
     result = cli("check")
     assert result.returncode == 0, result.stdout  # warnings: the file may appear by run time
     assert "env_files: " in result.stdout and "readable by others (mode 0644)" in result.stdout

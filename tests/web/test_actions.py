@@ -23,7 +23,7 @@ TOKEN = "act10n-token-" + "y" * 20
 TOKEN_ENV = {"CRONCTL_SERVE_TOKEN": TOKEN}
 
 
-def _schedule(root: Path) -> str:
+def _fine_and_gated(root: Path) -> str:
     return f"""
 [[task]]
 name = "fine"
@@ -40,7 +40,7 @@ while [ ! -e {root}/gate ]; do sleep 0.05; done'''
 
 def _write_state(cli: Cli, root: Path) -> None:
     """The schedule, and the state of one minute's `cronctl run` (`fine` ran)."""
-    (root / "schedules.toml").write_text(_schedule(root), encoding="utf-8")
+    (root / "schedules.toml").write_text(_fine_and_gated(root), encoding="utf-8")
     result = cli("run", "--now", "2026-12-03T08:00:00Z", *_dirs(root))
     assert result.returncode == 0, result.stderr
 
@@ -113,7 +113,7 @@ def acting(cli: Cli, tmp_path: Path) -> Iterator[Server]:
 
 
 def test_allow_actions_without_a_token_is_refused(cli: Cli, tmp_path: Path) -> None:
-    (tmp_path / "schedules.toml").write_text(_schedule(tmp_path), encoding="utf-8")
+    (tmp_path / "schedules.toml").write_text(_fine_and_gated(tmp_path), encoding="utf-8")
     result = cli("serve", "--allow-actions", *_dirs(tmp_path), timeout=30)
     assert result.returncode == 2
     assert "--allow-actions needs CRONCTL_SERVE_TOKEN" in result.stderr

@@ -29,7 +29,7 @@ EXPRESSIONS = ("*/5 * * * *", "0 * * * *", "30 2 * * *", "15 9 * * 1-5", "0 0 1 
 ZONES = ("UTC", "Europe/Berlin", "+05:30", "America/New_York")
 
 
-def _schedule(path: Path, rnd: random.Random) -> Schedule:
+def _random_schedule(path: Path, rnd: random.Random) -> Schedule:
     blocks = []
     for i in range(120):
         lines = [f'name = "task-{i:03d}"', 'command = "true"']
@@ -115,7 +115,7 @@ def _reference_overview(
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_overview_says_what_status_says_of_every_task(tmp_path: Path, seed: int) -> None:
     rnd = random.Random(seed)
-    schedule = _schedule(tmp_path / "schedules.toml", rnd)
+    schedule = _random_schedule(tmp_path / "schedules.toml", rnd)
     (tmp_path / "state").mkdir(mode=0o700)
     (tmp_path / "locks").mkdir(mode=0o700)
     runs = _runs(schedule, rnd)
@@ -144,7 +144,7 @@ def test_overview_says_what_status_says_of_every_task(tmp_path: Path, seed: int)
 
 def test_the_machine_page_counts_the_last_run_of_every_task(tmp_path: Path) -> None:
     rnd = random.Random(4)
-    schedule = _schedule(tmp_path / "schedules.toml", rnd)
+    schedule = _random_schedule(tmp_path / "schedules.toml", rnd)
     (tmp_path / "state").mkdir(mode=0o700)
     runs = _runs(schedule, rnd)
     with Store.open(tmp_path / "state") as store:

@@ -15,6 +15,7 @@ from tests.helpers import Cli, write_schedule
 
 T = "2026-08-03T09:00:00Z"
 # Clear screen, retitle the window, a forged line, a C1 CSI.
+FREE = 'name = "free"\ncron = "* * * * *"\ncommand = "true"'
 HOSTILE = "\x1b[2J\x1b]0;owned\x07\nforged row\x9b31m"
 
 
@@ -22,14 +23,8 @@ def _raw(text: str) -> bool:
     return any(c in text for c in ("\x1b", "\x07", "\x9b")) or "\nforged" in text
 
 
-def _schedule(tmp_path: Path) -> None:
-    write_schedule(
-        tmp_path / "schedules.toml", ['name = "free"\ncron = "* * * * *"\ncommand = "true"']
-    )
-
-
 def test_a_pause_reason_reaches_status_visible(cli: Cli, tmp_path: Path) -> None:
-    _schedule(tmp_path)
+    write_schedule(tmp_path / "schedules.toml", [FREE])
     assert cli("run", "--now", T).returncode == 0
     assert cli("pause", "free", "--reason", HOSTILE).returncode == 0
     status = cli("status")
@@ -40,7 +35,7 @@ def test_a_pause_reason_reaches_status_visible(cli: Cli, tmp_path: Path) -> None
 def test_values_another_member_wrote_reach_fleet_views_visible(
     cli: Cli, pg_server: PgServer, pg_url: str, tmp_path: Path
 ) -> None:
-    _schedule(tmp_path)
+    write_schedule(tmp_path / "schedules.toml", [FREE])
     env = {"CRONCTL_HOST": "a", "CRONCTL_COORDINATION": pg_url,
            "CRONCTL_STATE_DIR": str(tmp_path / "a")}  # fmt: skip
     assert cli("run", "--now", T, env=env).returncode == 0
