@@ -7,14 +7,17 @@ import functools
 import io
 import json
 import os
+import re
+import select
 import signal
+import socket
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from unittest import mock
 
 from cronctl.cli import main as cli_main
@@ -125,10 +128,13 @@ def clean_env(home: Path, extra: Mapping[str, str] | None = None) -> dict[str, s
     return env
 
 
-def wait_for(condition: Callable[[], _T], what: str, timeout: float = 30.0) -> _T:
-    """Poll ``condition`` until it returns something true, and return that; after ``timeout``
-    seconds fail naming ``what`` (a bound against hanging, not a timing assertion: under load
-    a wait may take many times what it takes alone, so keep the bound generous)."""
+def wait_for(
+    condition: Callable[[], _T], what: str, timeout: float = 30.0, every: float = 0.02
+) -> _T:
+    """Poll ``condition`` every ``every`` seconds until it returns something true, and return
+    that; after ``timeout`` seconds fail naming ``what`` (a bound against hanging, not a
+    timing assertion: under load a wait may take many times what it takes alone, so keep the
+    bound generous)."""
     deadline = time.monotonic() + timeout
     while True:
         found = condition()
@@ -136,7 +142,87 @@ def wait_for(condition: Callable[[], _T], what: str, timeout: float = 30.0) -> _
             return found
         if time.monotonic() > deadline:
             raise AssertionError(f"gave up after {timeout:g} s waiting for {what}")
-        time.sleep(0.02)
+        time.sleep(every)
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` runs: a zombie counts as gone (orphans are not reaped in
+    every container)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_bytes().rpartition(b")")[2].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != b"Z"
+
+
+def running_in(directory: Path) -> list[int]:
+    """The pids of the processes whose working directory is ``directory`` (tasks a killed
+    cronctl left behind, say); a zombie has none."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if (entry / "cwd").readlink() == directory.resolve():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def read_until(
+    process: subprocess.Popen[Any], patterns: Mapping[str, str], timeout: float = 60.0
+) -> dict[str, str]:
+    """Read ``process``'s "out" and/or "err" (the keys of ``patterns``) until each holds a
+    match of its regular expression, without waiting for the end; what was read from each.
+    Fails naming what was read if a stream ends first or after ``timeout`` seconds."""
+    pipes = {"out": process.stdout, "err": process.stderr}
+    fds = {name: pipes[name].fileno() for name in patterns}  # type: ignore[union-attr]
+    got = dict.fromkeys(fds, b"")
+    deadline = time.monotonic() + timeout
+    while not all(re.search(p, got[name].decode()) for name, p in patterns.items()):
+        left = deadline - time.monotonic()
+        assert left > 0, f"gave up after {timeout:g} s waiting for {dict(patterns)}: {got}"
+        for fd in select.select(list(fds.values()), [], [], min(left, 1.0))[0]:
+            name = next(n for n, f in fds.items() if f == fd)
+            chunk = os.read(fd, 65536)  # raw: a text reader's buffer would hide lines
+            assert chunk, f"{name} closed before {patterns[name]!r}: {got}"
+            got[name] += chunk
+    return {name: text.decode() for name, text in got.items()}
+
+
+def free_port() -> int:
+    """A loopback TCP port nothing listens on (at the moment of asking)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def listening(port: int, process: subprocess.Popen[str]) -> bool:
+    """Whether something accepts connections on loopback ``port``; fails with its stderr
+    if ``process`` (the server meant to) has exited."""
+    if process.poll() is not None:
+        raise AssertionError(process.communicate()[1])
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+def git(repo: Path, *args: str) -> None:
+    """Run git in ``repo`` as a throw-away committer (it must succeed)."""
+    subprocess.run(
+        ["git", "-C", str(repo), "-c", "user.email=t@example.invalid", "-c", "user.name=t", *args],
+        check=True, capture_output=True,
+    )  # fmt: skip
+
+
+def metric_samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """Prometheus text as {(sample name, sorted labels): value}."""
+    from prometheus_client.parser import text_string_to_metric_families  # the `health` extra
+
+    found = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            found[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return found
 
 
 def written(path: Path) -> str:

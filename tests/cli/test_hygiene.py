@@ -4,12 +4,11 @@ cronctl writes (`metrics_file`, `init`), an unreadable old revision under `check
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import Cli, write_schedule
+from tests.helpers import Cli, git, write_schedule
 
 ZONE = "/".join(["A"] * 400) + "/B"
 T = "2026-08-03T09:00:00Z"
@@ -83,13 +82,6 @@ def test_init_follows_no_planted_link(cli: Cli, tmp_path: Path) -> None:
     assert "[[task]]" in (public / "two.toml").read_text()
 
 
-def _git(cwd: Path, *args: str) -> None:
-    subprocess.run(
-        ["git", "-c", "user.email=t@example.invalid", "-c", "user.name=t", *args],
-        cwd=cwd, check=True, capture_output=True,
-    )  # fmt: skip
-
-
 @pytest.mark.parametrize("fmt", ["text", "json", "github"])
 def test_check_diff_says_the_old_revision_could_not_be_read(
     cli: Cli, tmp_path: Path, fmt: str
@@ -98,9 +90,9 @@ def test_check_diff_says_the_old_revision_could_not_be_read(
     repo.mkdir()
     file = repo / "schedules.toml"
     file.write_text('[[task]]\nname = "a"\ncommand = "true"\nhourly = tru\n')
-    _git(repo, "init", "-q")
-    _git(repo, "add", ".")
-    _git(repo, "commit", "-qm", "broken")
+    git(repo, "init", "-q")
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", "broken")
     file.write_text('[[task]]\nname = "a"\ncommand = "true"\nhourly = true\n')
     result = cli("check", "-f", str(file), "--diff", "HEAD", "--format", fmt)
     assert result.returncode == 0, result.stdout + result.stderr  # the work tree is fine

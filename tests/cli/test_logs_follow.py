@@ -6,8 +6,6 @@ Before: `logs -f` meant `--file` (so `logs -f NAME` was an error), and there was
 
 from __future__ import annotations
 
-import os
-import select
 import signal
 import subprocess
 import time
@@ -15,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import Cli, write_schedule
+from tests.helpers import Cli, read_until, wait_for, write_schedule
 
 NOW = "2026-08-03T09:00:00Z"
 
@@ -35,34 +33,13 @@ def gate(cli: Cli) -> Path:
 def _running_log(cli: Cli, runner: subprocess.Popen[str]) -> Path:
     """Wait until the run has written its first line; its log."""
     logs = Path(cli.env["CRONCTL_STATE_DIR"]) / "logs" / "slow"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+
+    def written_log() -> Path | None:
         assert runner.poll() is None, runner.communicate()
         found = list(logs.glob("*.log")) if logs.is_dir() else []
-        if found and found[0].read_bytes():
-            return found[0]
-        time.sleep(0.05)
-    raise AssertionError("the run never started")
+        return found[0] if found and found[0].read_bytes() else None
 
-
-def _read_until(
-    stream: subprocess.Popen[str], text: str, timeout: float = 60, stderr: bool = False
-) -> str:
-    """What `stream`'s stdout (or stderr) printed, once it holds `text` (without waiting for
-    its end)."""
-    pipe = stream.stderr if stderr else stream.stdout
-    assert pipe is not None
-    fd = pipe.fileno()
-    seen = b""
-    deadline = time.monotonic() + timeout
-    while text.encode() not in seen:
-        assert time.monotonic() < deadline, seen
-        ready, _, _ = select.select([fd], [], [], 1)
-        if ready:
-            chunk = os.read(fd, 4096)
-            assert chunk, f"stdout closed before {text!r}: {seen!r}"
-            seen += chunk
-    return seen.decode()
+    return wait_for(written_log, "the run's first line", 60)
 
 
 def _follower(cli: Cli, *args: str) -> subprocess.Popen[str]:
@@ -75,8 +52,8 @@ def test_follow_prints_the_output_as_it_comes_and_stops_when_the_run_ends(
     runner = cli.popen("run", "--now", NOW)
     _running_log(cli, runner)
     follower = _follower(cli, "-f")
-    assert _read_until(follower, "first\n") == "first\n"
-    time.sleep(0.5)
+    assert read_until(follower, {"out": "first\n"})["out"] == "first\n"
+    time.sleep(0.5)  # what is tested: no end while the run goes on (an absence has no event)
     assert follower.poll() is None  # still following: the run is not over
     gate.touch()
     rest, err = follower.communicate(timeout=60)
@@ -91,7 +68,7 @@ def test_follow_with_tail_starts_at_the_last_lines(cli: Cli, gate: Path) -> None
     runner = cli.popen("run", "--now", NOW)
     _running_log(cli, runner)
     follower = _follower(cli, "--follow", "--tail", "0")
-    _read_until(follower, "following, Ctrl-C to stop", stderr=True)
+    read_until(follower, {"err": "following, Ctrl-C to stop"})
     gate.touch()
     out, err = follower.communicate(timeout=60)
     assert (follower.returncode, out) == (0, "second\n"), err
@@ -102,7 +79,7 @@ def test_follow_stops_when_the_cronctl_running_the_task_is_killed(cli: Cli, gate
     runner = cli.popen("run", "--now", NOW)
     _running_log(cli, runner)
     follower = _follower(cli, "-f")
-    _read_until(follower, "first\n")
+    read_until(follower, {"out": "first\n"})
     runner.send_signal(signal.SIGKILL)  # kill -9: its row stays "running"
     runner.communicate(timeout=60)
     _, err = follower.communicate(timeout=60)
@@ -115,7 +92,7 @@ def test_ctrl_c_stops_following_quietly(cli: Cli, gate: Path) -> None:
     runner = cli.popen("run", "--now", NOW)
     _running_log(cli, runner)
     follower = _follower(cli, "-f")
-    _read_until(follower, "first\n")
+    read_until(follower, {"out": "first\n"})
     follower.send_signal(signal.SIGINT)
     _, err = follower.communicate(timeout=60)
     assert follower.returncode == 130, err

@@ -154,7 +154,7 @@ def test_leave_waits_like_a_normal_exit_while_a_thread_that_is_not_a_daemon_live
         started = threading.Event()
         def work():
             started.set()
-            time.sleep(0.3)
+            time.sleep(0.3)  # what is tested: leave() waits for this thread's end
             Path({str(done)!r}).write_text("finished")
         threading.Thread(target=work).start()
         started.wait()

@@ -8,7 +8,6 @@ through an edit past one.
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,7 @@ import pytest
 from cronctl.edge import schedfiles
 from cronctl.edge.schedfiles import load_paths
 from cronctl.run.work import Worker
-from tests.helpers import Cli, local_context, write_schedule
+from tests.helpers import Cli, git, local_context, write_schedule
 
 NOW = "2026-08-03T09:00:00Z"
 
@@ -121,9 +120,8 @@ def test_check_diff_refuses_a_revision_past_the_limit(cli: Cli) -> None:
     repo = cli.cwd / "repo"
     repo.mkdir()
     file = _oversized(repo / "schedules.toml")
-    git = ["git", "-c", "user.email=t@example.invalid", "-c", "user.name=t"]
     for step in (["init", "-q"], ["add", "."], ["commit", "-qm", "big"]):
-        subprocess.run([*git, *step], cwd=repo, check=True, capture_output=True)
+        git(repo, *step)
     write_schedule(file, _tasks(1))
     result = cli("check", "-f", str(file), "--diff", "HEAD", "--now", NOW)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -17,13 +17,12 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO_ROOT, clean_env, write_schedule
+from tests.helpers import REPO_ROOT, clean_env, wait_for, write_schedule
 
 UNIT = REPO_ROOT / "docs" / "cronctl.service"
 BINARY = "/usr/local/bin/cronctl"
@@ -135,10 +134,8 @@ def test_work_runs_as_the_units_user_with_the_directories_systemd_hands_over(
     )  # fmt: skip
     state = Path(unit_dirs["STATE_DIRECTORY"])
     try:
-        deadline = time.monotonic() + 30
-        while not (state / "state.db").is_file() and worker.poll() is None:
-            assert time.monotonic() < deadline, "work never opened its state"
-            time.sleep(0.1)
+        opened = (state / "state.db").is_file
+        wait_for(lambda: opened() or worker.poll() is not None, "work to open its state", 60)
         assert worker.poll() is None, "work stopped at once"
         assert not (home / ".local").exists() and not (home / ".cache").exists()
     finally:

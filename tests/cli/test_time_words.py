@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
-from tests.helpers import Cli, write_schedule
+from tests.helpers import Cli, git, write_schedule
 
 NOW = "2026-08-03T00:00:00Z"  # a Monday; Berlin is at +02:00
 BEFORE = [
@@ -20,20 +19,13 @@ AFTER = [
 ]
 
 
-def _git(repo: Path, *args: str) -> None:
-    subprocess.run(
-        ["git", "-C", str(repo), "-c", "user.email=t@example.com", "-c", "user.name=t", *args],
-        check=True, capture_output=True,
-    )  # fmt: skip
-
-
 def _diff(cli: Cli, tmp_path: Path, *extra: str) -> str:
     repo = tmp_path / "repo"
     repo.mkdir()
-    _git(repo, "init", "-q")
+    git(repo, "init", "-q")
     write_schedule(repo / "schedules.toml", BEFORE)
-    _git(repo, "add", ".")
-    _git(repo, "commit", "-qm", "before")
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", "before")
     write_schedule(repo / "schedules.toml", AFTER)
     result = Cli(repo, cli.env)("check", "--diff", "HEAD", "--now", NOW, *extra)
     assert result.returncode == 0, result.stderr

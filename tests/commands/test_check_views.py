@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import Cli, write_schedule
+from tests.helpers import Cli, git, write_schedule
 
 NOW = "2026-08-03T00:00:00Z"
 
@@ -53,13 +53,6 @@ def test_twenty_tasks_are_no_herd_but_herd_limit_lowers_the_bar(cli: Cli, tmp_pa
     assert result.returncode == 1 and "'herd_limit' must be at least 1" in result.stdout
 
 
-def _git(repo: Path, *args: str) -> None:
-    subprocess.run(
-        ["git", "-C", str(repo), "-c", "user.email=t@example.com", "-c", "user.name=t", *args],
-        check=True, capture_output=True,
-    )  # fmt: skip
-
-
 BASE = [
     'name = "nightly-backup"\ncommand = "backup.sh"\ndaily_at = "02:00"',
     'name = "old-name"\ncommand = "report.sh"\nhourly = true',
@@ -78,10 +71,10 @@ HEAD = [
 def repo(tmp_path: Path) -> Path:
     repo = tmp_path / "repo"
     (repo / "deploy").mkdir(parents=True)
-    _git(repo, "init", "-q")
+    git(repo, "init", "-q")
     write_schedule(repo / "deploy" / "schedules.toml", BASE)
-    _git(repo, "add", ".")
-    _git(repo, "commit", "-qm", "base")
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", "base")
     write_schedule(repo / "deploy" / "schedules.toml", HEAD)
     return repo
 

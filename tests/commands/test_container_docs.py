@@ -10,7 +10,6 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ import yaml
 from cronctl.core.assemble import build_schedule
 from cronctl.core.schema import FileResult, parse_document
 from cronctl.core.tomllines import index_lines
-from tests.helpers import REPO_ROOT, stop_worker
+from tests.helpers import REPO_ROOT, stop_worker, wait_for
 
 PAGE = REPO_ROOT / "docs" / "containers.md"
 
@@ -167,11 +166,8 @@ def test_the_dockerfiles_entrypoint_and_both_health_checks_run_as_written() -> N
     alive = Path(f"/proc/{worker.pid}/root/tmp/cronctl-alive")
     inside = ["nsenter", "-t", str(worker.pid), "-m", "-n", "--", *become]
     try:
-        deadline = time.monotonic() + 60
-        while not alive.exists():
-            assert worker.poll() is None, worker.communicate()
-            assert time.monotonic() < deadline, "no health file"
-            time.sleep(0.1)
+        wait_for(lambda: alive.exists() or worker.poll() is not None, "the health file", 60)
+        assert worker.poll() is None, worker.communicate()
         assert alive.stat().st_uid == int(uid[1])
         for check in checks:
             probe = [sys.executable if check[0] == "python" else check[0], *check[1:]]

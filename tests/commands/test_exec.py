@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from cronctl.edge.process import procs
-from tests.helpers import Cli, history, wait_for, write_schedule
+from tests.helpers import Cli, history, wait_for, write_schedule, written
 
 
 def test_exec_streams_output_logs_it_and_exits_with_the_tasks_code(
@@ -111,9 +111,7 @@ def test_exec_under_another_host_name_refuses_a_task_whose_exec_was_killed(
     write_schedule(tmp_path / "schedules.toml", [f'name = "t"\ncommand = {command}\nhourly = true'])
     first = cli.popen("exec", "t", env={"CRONCTL_HOST": "box"})
     _wait_started(first, tmp_path)
-    while not (tmp_path / "started").read_text():
-        time.sleep(0.02)
-    task = int((tmp_path / "started").read_text())
+    task = int(wait_for(lambda: written(tmp_path / "started"), "the task's pid"))
     first.kill()
     first.communicate(timeout=15)
     try:

@@ -6,11 +6,10 @@ Times are in 2026-03, before this machine's clock: a --now in the past is a real
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
-from tests.helpers import Cli, write_schedule
+from tests.helpers import Cli, wait_for, write_schedule
 
 HEADER = '[cronctl]\nlock_dir = "locks"\nlock_dir_shared = true\n'
 
@@ -88,18 +87,15 @@ def test_claimed_by_another_host_sharing_the_lock_dir(cli: Cli, tmp_path: Path) 
 def test_skipped_while_still_running(cli: Cli, tmp_path: Path) -> None:
     setup(
         tmp_path,
-        'name = "slow"\ncommand = "touch started; sleep 30"\nevery_minute = true\n'
-        "without_overlapping = true",
+        'name = "slow"\ncommand = "touch started; while [ ! -e release ]; do sleep 0.05; done"\n'
+        "every_minute = true\nwithout_overlapping = true",
     )
     first = cli.popen("run", "--now", "2026-03-02T10:00:00Z")
     try:
-        for _ in range(200):
-            if (tmp_path / "started").exists():
-                break
-            time.sleep(0.05)
+        wait_for((tmp_path / "started").exists, "the first run's task to start")
         run(cli, "2026-03-02T10:01:00Z")
     finally:
-        first.terminate()
+        (tmp_path / "release").touch()
         first.communicate(timeout=60)
     got = explain(cli, "slow", "2026-03-02T10:01:00Z")
     assert got["verdict"] == "still-running"

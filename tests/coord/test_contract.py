@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -12,6 +11,7 @@ import pytest
 from cronctl.coord import open_coordinator
 from cronctl.coord.port import Coordinator, Overlap, fleet_history_of, redact_url
 from cronctl.errors import UsageError
+from tests.helpers import wait_for
 
 T0 = datetime(2026, 8, 3, 9, 0, tzinfo=UTC)
 
@@ -72,13 +72,13 @@ def _taken_once_free(coord: Coordinator) -> Overlap:
     """The lock taken again after a release. A file lock is free at once; PostgreSQL frees a
     session's lock once the server has seen its socket close (release() never unlocks: the
     task's processes may share the session), a moment later: on a loaded machine the next
-    attempt could come first (seen once in `.ci/run`), so it is tried again, within 10 s."""
-    deadline = time.monotonic() + 10
-    while True:
+    attempt could come first (seen once in `.ci/run`), so it is tried again."""
+
+    def acquired() -> Overlap | None:
         got = coord.try_overlap("job", lease=None, now=T0)
-        if got.status == "acquired" or time.monotonic() > deadline:
-            return got
-        time.sleep(0.01)
+        return got if got.status == "acquired" else None
+
+    return wait_for(acquired, "the lock to be free again")
 
 
 def test_a_holder_past_its_lease_is_overtaken(machine: Machine) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from cronctl.edge.process import reaper, runner
-from tests.helpers import Cli, write_schedule
+from tests.helpers import Cli, alive, stop_worker, wait_for, write_schedule
 
 pytestmark = pytest.mark.skipif(
     sys.platform != "linux" or shutil.which("unshare") is None or os.geteuid() != 0,
@@ -72,11 +72,7 @@ def _children(pid: int) -> list[int]:
 
 def _namespace_init(unshare: subprocess.Popen[str]) -> int:
     """The host pid of the namespace's PID 1 (unshare --fork's child)."""
-    deadline = time.monotonic() + 10
-    while not (kids := _children(unshare.pid)):
-        assert time.monotonic() < deadline, "no PID 1 in the namespace"
-        time.sleep(0.05)
-    return kids[0]
+    return wait_for(lambda: _children(unshare.pid), "PID 1 in the namespace")[0]
 
 
 def _by_cmdline(token: str) -> list[int]:
@@ -106,18 +102,6 @@ def stray() -> Iterator[list[str]]:
             os.kill(pid, signal.SIGKILL)
 
 
-def _stop(process: subprocess.Popen[str]) -> str:
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-    try:
-        _, err = process.communicate(timeout=30)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.communicate()
-    return err
-
-
 def _zombies(init: int) -> list[int]:
     return [p for p in _children(init) if (_stat(p) or ("", 0))[0] == "Z"]
 
@@ -140,24 +124,18 @@ def test_work_as_pid_1_leaves_no_zombie_after_50_runs(cli: Cli, tmp_path: Path) 
     )
     init = _namespace_init(process)
     try:
-        deadline = time.monotonic() + 90
-        while _lines(tmp_path / "ran") < 50:
-            assert process.poll() is None, process.communicate()
-            assert time.monotonic() < deadline, "50 runs never happened"
-            time.sleep(0.1)
+        wait_for(
+            lambda: _lines(tmp_path / "ran") >= 50 or process.poll() is not None, "50 runs", 90
+        )
+        assert process.poll() is None, process.communicate()
         # The last sleeps end and are reaped: within a few reaping intervals, or seconds on
         # a loaded machine; a zombie that outlives them all is one PID 1 never reaped.
-        zombies = _zombies(init)
-        settle = time.monotonic() + max(3 * reaper.REAP_INTERVAL_S, 15)
-        while zombies and time.monotonic() < settle:
-            time.sleep(0.1)
-            zombies = _zombies(init)
+        wait_for(lambda: not _zombies(init), "PID 1 to reap every orphan")
         assert _stat(init) is not None and _stat(init)[0] != "Z"
     finally:
         # unshare does not pass SIGTERM on: the stop goes to `work`, PID 1 of the namespace.
         os.kill(init, signal.SIGTERM)
-        err = _stop(process)
-    assert zombies == [], err
+        err = stop_worker(process)
     assert process.returncode == 0, err
 
 
@@ -207,20 +185,14 @@ def test_a_setsid_daemon_is_killed_when_work_stops(
     )
     process = cli.popen_code(FAST_WORK, "work", "--grace", "5")
     try:
-        deadline = time.monotonic() + 60
-        while not _by_cmdline(token):
-            assert process.poll() is None, process.communicate()
-            assert time.monotonic() < deadline, "the daemon never started"
-            time.sleep(0.1)
-        time.sleep(0.3)  # its trap is set
+        # Its sleep starts after the trap is set.
+        wait_for(lambda: _by_cmdline(token) or process.poll() is not None, "the daemon", 60)
+        assert process.poll() is None, process.communicate()
     finally:
-        err = _stop(process)
+        err = stop_worker(process)
     assert process.returncode == 0, err
     assert (tmp_path / "daemon").read_text().startswith("term\n"), err
-    deadline = time.monotonic() + 5
-    while _by_cmdline(token) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert _by_cmdline(token) == []
+    wait_for(lambda: not _by_cmdline(token), "the daemon to end")
 
 
 def test_the_reaper_never_takes_the_exit_status_of_a_started_command(tmp_path: Path) -> None:
@@ -254,10 +226,7 @@ def test_the_reaper_never_takes_the_exit_status_of_a_started_command(tmp_path: P
 def _zombie(code: int) -> subprocess.Popen[bytes]:
     """A child started without cronctl (as a test starts `cronctl`), exited, not waited for."""
     child = subprocess.Popen(["/bin/sh", "-c", f"exit {code}"])
-    deadline = time.monotonic() + 10
-    while Path(f"/proc/{child.pid}/stat").read_text().split(") ")[1][0] != "Z":
-        assert time.monotonic() < deadline, "the child never exited"
-        time.sleep(0.01)
+    wait_for(lambda: not alive(child.pid), "the child to exit")
     return child
 
 
@@ -275,7 +244,7 @@ def test_a_stopped_reaper_leaves_children_alone_and_starts_again() -> None:
     reaper.reaper.stop()
     assert not [t for t in threading.enumerate() if t.name == "cronctl-reaper"]
     child = _zombie(3)
-    time.sleep(2 * reaper.REAP_INTERVAL_S)
+    time.sleep(2 * reaper.REAP_INTERVAL_S)  # what is tested: no reaping in that time
     assert child.wait() == 3
     reaper.reaper.ensure()
     assert [t for t in threading.enumerate() if t.name == "cronctl-reaper" and t.is_alive()]

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from cronctl.edge.process.runner import CommandResult, RunSpec, run_condition, start, sweep_logs
+from tests.helpers import alive, wait_for, written
 
 ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C"}
 
@@ -32,15 +33,6 @@ def _spec(tmp_path: Path, command: str | tuple[str, ...], **changes: object) -> 
 
 def _run(tmp_path: Path, command: str | tuple[str, ...], **changes: object) -> CommandResult:
     return start(_spec(tmp_path, command, **changes)).wait()
-
-
-def _alive(pid: int) -> bool:
-    # Orphans are not reaped in every container, so a zombie counts as dead.
-    try:
-        state = Path(f"/proc/{pid}/stat").read_bytes().rpartition(b")")[2].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != b"Z"
 
 
 def _group_members(pgid: int) -> list[int]:
@@ -264,7 +256,7 @@ def test_timeout_kills_the_whole_group_including_a_grandchild(tmp_path: Path) ->
     grandchild = int((tmp_path / "grandchild.pid").read_text())
     assert result.outcome == "timeout"
     assert result.signal == signal.SIGTERM
-    assert not _alive(grandchild)
+    assert not alive(grandchild)
     assert running.pid is not None
     assert _group_members(running.pid) == []
 
@@ -278,7 +270,7 @@ def test_timeout_escalates_to_sigkill_for_a_grandchild_that_ignores_sigterm(
     result = running.wait()
     stubborn = int((tmp_path / "stubborn.pid").read_text())
     assert result.outcome == "timeout"
-    assert not _alive(stubborn)
+    assert not alive(stubborn)
     assert running.pid is not None
     assert _group_members(running.pid) == []
     assert result.duration_s >= 0.3 + 0.7 - 0.05
@@ -338,20 +330,12 @@ def test_without_a_pidfd_a_timed_command_falls_back_to_popen_wait(
 
 def test_signal_is_forwarded_to_the_group(tmp_path: Path) -> None:
     running = start(_spec(tmp_path, "sleep 1000 & echo $! > child.pid; wait"))
-    pid_file = tmp_path / "child.pid"
-    deadline = time.monotonic() + 5
-    while not pid_file.exists() or not pid_file.read_text().strip():
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
+    child = int(wait_for(lambda: written(tmp_path / "child.pid"), "the child's pid"))
     running.signal(signal.SIGTERM)
     result = running.wait()
     assert (result.outcome, result.signal) == ("interrupted", signal.SIGTERM)
     # Delivery to the grandchild is asynchronous; it only has to die soon.
-    child = int(pid_file.read_text())
-    deadline = time.monotonic() + 5
-    while _alive(child) and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert not _alive(child)
+    wait_for(lambda: not alive(child), "the child to end")
     assert running.wait() is result
     running.signal(signal.SIGTERM)  # after the end: a no-op, never a stray signal
 
@@ -377,7 +361,7 @@ def test_condition_sees_env_and_workdir_and_its_output_is_discarded(
 def test_condition_past_its_timeout_is_killed_with_its_group_and_false(tmp_path: Path) -> None:
     command = "sleep 1000 & echo $! > cond.pid; wait"
     assert not run_condition(command, shell="/bin/sh", workdir=tmp_path, env=ENV, timeout_s=0.3)
-    assert not _alive(int((tmp_path / "cond.pid").read_text()))
+    assert not alive(int((tmp_path / "cond.pid").read_text()))
 
 
 @pytest.mark.parametrize(
@@ -436,7 +420,7 @@ def test_a_process_left_behind_without_a_lock_is_not_waited_for(tmp_path: Path) 
     background = int((tmp_path / "bg.pid").read_text())
     try:
         assert result.outcome == "ok"
-        assert _alive(background)
+        assert alive(background)
         assert result.log_kept  # it may still write to the log
     finally:
         os.kill(background, signal.SIGKILL)
@@ -457,7 +441,7 @@ def test_a_process_left_behind_holding_the_lock_dies_at_the_timeout(tmp_path: Pa
     background = int((tmp_path / "bg.pid").read_text())
     assert (result.outcome, result.exit_code) == ("timeout", 0)
     assert result.message is not None and "left processes" in result.message
-    assert not _alive(background)
+    assert not alive(background)
 
 
 # --- output copied by cronctl (capped, masked) ------------------------------------------------

@@ -39,7 +39,7 @@ INCREMENT = textwrap.dedent(
     state_dir, worker, count = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
     t0 = datetime(2026, 8, 3, 9, 0, tzinfo=timezone.utc)
     go = state_dir / "go"
-    while not go.exists():
+    while not go.exists():  # a poll on the test's signal: all workers start together
         time.sleep(0.005)
     for batch in range(0, count, 10):
         with Store.open(state_dir) as store:

@@ -92,6 +92,7 @@ os._exit(0)  # dies without closing it, as kill -9 would
 def test_another_live_runs_reservation_is_left_alone(state: Path) -> None:
     directory = state / unsaved.DIR_NAME
     directory.mkdir(mode=0o700)
+    # A live process for the reservation's owner, killed below.
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
         other = directory / f"{sleeper.pid}-0000abcd.slots"

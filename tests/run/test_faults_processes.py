@@ -10,15 +10,22 @@ import json
 import os
 import signal
 import sys
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import FILE_STATE, Cli, _merged, local_context, wait_for, write_schedule, written
-from tests.run.test_run import alive
+from tests.helpers import (
+    FILE_STATE,
+    Cli,
+    _merged,
+    alive,
+    local_context,
+    wait_for,
+    write_schedule,
+    written,
+)
 
 T0 = datetime(2026, 8, 3, 9, 0, tzinfo=UTC)
 STATE = '[cronctl]\nstate_dir = "state"\n'
@@ -37,13 +44,6 @@ def outcomes(stdout: str) -> dict[str, tuple[str, int | None]]:
     }
 
 
-def wait_gone(pid: int, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while alive(pid):
-        assert time.monotonic() < deadline, f"pid {pid} still alive"
-        time.sleep(0.02)
-
-
 def kill_quietly(pid: int) -> None:
     """SIGKILL a process (or, for a negative number, a process group) if it is still there."""
     with contextlib.suppress(ProcessLookupError):
@@ -56,7 +56,7 @@ import os, time
 os.closerange(3, 65536)
 with open("task.pid", "w") as out:
     out.write(str(os.getpid()))
-time.sleep(60)
+time.sleep(60)  # runs on until the test kills it
 """
 
 
@@ -83,7 +83,7 @@ def test_a_task_that_closes_its_descriptors_still_keeps_a_second_copy_out(
         assert not (tmp_path / "task.pid").exists(), "a second copy started"
     finally:
         kill_quietly(task)
-    wait_gone(task)
+    wait_for(lambda: not alive(task), f"pid {task} to end")
     # Once the task is gone the lock is free again (probed without running a 60 s task).
     third = cli("run", "--now", at(2), "--json", "--dry-run", env=FILE_STATE)
     assert outcomes(third.stdout) == {"slow": ("would run", None)}
@@ -205,7 +205,7 @@ def test_a_signal_to_run_is_forwarded_and_every_outcome_recorded(
         kill_quietly(-task)  # the task's group, should the signal never have reached it
     assert run.returncode == code, err
     assert (tmp_path / "got-signal").exists(), "the task never got the signal"
-    wait_gone(task)
+    wait_for(lambda: not alive(task), f"pid {task} to end")
     assert outcomes(out) == {"long": ("interrupted", 3), "quick": ("ok", 0)}
     assert "task long interrupted" in err
     history = cli("history", "--json", env=FILE_STATE)

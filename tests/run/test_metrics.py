@@ -9,24 +9,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
-from tests.helpers import Cli, write_schedule
+from tests.helpers import Cli, metric_samples, write_schedule
 
 HEADER = '[cronctl]\nmetrics_file = "metrics/cronctl.prom"\n'
-FILE_STATE = {"CRONCTL_STATE_DIR": ""}
 
 
 def _at(minute: int) -> str:
     return f"2026-08-03T09:{minute:02d}:00Z"
-
-
-def _samples(path: Path) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    found: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
-    for family in text_string_to_metric_families(path.read_text()):
-        for sample in family.samples:
-            found[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
-    return found
 
 
 @pytest.fixture
@@ -50,7 +40,7 @@ def test_metrics_parse_and_match_history(cli: Cli, tmp_path: Path, metrics_dir: 
         cli("run", "--now", _at(minute))
     (tmp_path / "up").unlink()
     cli("run", "--now", _at(10))
-    samples = _samples(metrics_dir / "cronctl.prom")
+    samples = metric_samples((metrics_dir / "cronctl.prom").read_text())
     history = json.loads(cli("history", "--json", "--limit", "100").stdout)["runs"]
     status = {
         t["name"]: t for t in json.loads(cli("status", "--json", "--now", _at(10)).stdout)["tasks"]

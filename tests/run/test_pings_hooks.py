@@ -4,7 +4,6 @@ server on 127.0.0.1 and real processes."""
 from __future__ import annotations
 
 import json
-import socket
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -15,7 +14,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from cronctl.edge import notify
-from tests.helpers import Cli, history, write_schedule
+from tests.helpers import Cli, free_port, history, write_schedule
 from tests.run.conftest import Drive
 
 NOW = "2026-08-03T09:00:00Z"
@@ -60,12 +59,6 @@ def server() -> Iterator[tuple[str, Recorder]]:
     recorder.release.set()
     httpd.shutdown()
     httpd.server_close()
-
-
-def _closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _task(url: str, command: str, extra: str = "") -> str:
@@ -117,7 +110,7 @@ def test_retries_ping_start_once_and_end_once_with_the_first_attempts_id(
 def test_an_unreachable_endpoint_is_reported_once_without_its_secret(
     cli: Cli, tmp_path: Path
 ) -> None:
-    url = f"http://127.0.0.1:{_closed_port()}/{SECRET}"
+    url = f"http://127.0.0.1:{free_port()}/{SECRET}"
     write_schedule(tmp_path / "schedules.toml", [_task(url, "true")])
     first = cli("run", "--now", NOW)
     assert first.returncode == 0  # the task's outcome stands
@@ -166,7 +159,7 @@ def test_redact_keeps_scheme_and_host_only() -> None:
 
 
 def test_an_unreachable_ipv6_endpoint_is_named_with_its_brackets(cli: Cli, tmp_path: Path) -> None:
-    port = _closed_port()
+    port = free_port()
     write_schedule(tmp_path / "schedules.toml", [_task(f"http://[::1]:{port}/{SECRET}", "true")])
     result = cli("run", "--now", NOW)
     assert result.returncode == 0, result.stderr

@@ -4,10 +4,9 @@ a `backup` task, never share a lock, a claim or a history once each has a projec
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
-from tests.helpers import Cli
+from tests.helpers import Cli, wait_for
 
 NOW = "2026-08-03T09:00:00Z"
 
@@ -83,10 +82,10 @@ def test_without_a_project_the_shared_state_is_kept(cli: Cli, tmp_path: Path) ->
 
 
 def test_different_projects_do_not_share_a_lock(cli: Cli, tmp_path: Path) -> None:
-    marker = tmp_path / "started"
+    marker, release = tmp_path / "started", tmp_path / "release"
     slow = (
-        f'name = "backup"\ncommand = "touch {marker}; sleep 5"\nevery_minute = true\n'
-        "without_overlapping = true"
+        f'name = "backup"\ncommand = "touch {marker}; while [ ! -e {release} ]; do sleep 0.05; '
+        'done"\nevery_minute = true\nwithout_overlapping = true'
     )
     a = _project(tmp_path, cli, "a", "billing", slow)
     b = _project(
@@ -98,13 +97,10 @@ def test_different_projects_do_not_share_a_lock(cli: Cli, tmp_path: Path) -> Non
     )
     running = a.popen("run", "--now", NOW)
     try:
-        for _ in range(200):
-            if marker.exists():
-                break
-            time.sleep(0.05)
-        assert marker.exists()
+        wait_for(marker.exists, "billing's backup to start")
         assert _runs(b) == [("backup", "ok")], "the other project's lock held"
     finally:
+        release.touch()
         running.communicate(timeout=30)
 
 

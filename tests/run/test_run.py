@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import FILE_STATE, Cli, wait_for, write_schedule
+from tests.helpers import FILE_STATE, Cli, alive, wait_for, write_schedule
 
 T0 = datetime(2026, 8, 3, 9, 0, tzinfo=UTC)
 
@@ -24,15 +24,6 @@ def runs(result_stdout: str) -> dict[str, str]:
     """task -> outcome of the occurrences that were not missed, from `run --json`."""
     data = json.loads(result_stdout)
     return {r["task"]: r["outcome"] for r in data["runs"] if r["outcome"] != "missed"}
-
-
-def alive(pid: int) -> bool:
-    """Running, not merely a zombie waiting for a (possibly absent) init to reap it."""
-    try:
-        stat_line = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat_line.rpartition(")")[2].split()[0] != "Z"
 
 
 def test_successful_run_prints_nothing_and_exits_zero(cli: Cli, tmp_path: Path) -> None:

@@ -38,9 +38,9 @@ db = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=30)
 end = time.monotonic() + float(sys.argv[2])
 while time.monotonic() < end:
     db.execute("BEGIN IMMEDIATE")
-    time.sleep(0.2)
+    time.sleep(0.2)  # what is tested: a commit held back this long
     db.execute("COMMIT")
-    time.sleep(0.005)
+    time.sleep(0.005)  # a gap for the run's own commits
 """
 
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import subprocess
 import sys
 import threading
-import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -19,7 +19,7 @@ from cronctl.edge.schedfiles import load_paths
 from cronctl.edge.state.store import Store
 from cronctl.run.once import RunContext, real_clock
 from cronctl.run.work import Worker
-from tests.helpers import REPO_ROOT, clean_env, write_schedule
+from tests.helpers import REPO_ROOT, clean_env, wait_for, write_schedule
 
 # Each task records its run id, then outlives the next virtual minute boundary (a virtual
 # minute lasts 0.25 s), so the ticks' store connections overlap inside the `work` process.
@@ -32,20 +32,38 @@ SPANNING = (
 class FastClock:
     """Virtual time for `work`: every wait lasts `real_s` and moves the clock to the boundary."""
 
-    def __init__(self, start: datetime, stop: threading.Event, real_s: float) -> None:
+    def __init__(self, start: datetime, stop: threading.Event, real_s: float, state: Path) -> None:
         self.now = start
         self._stop = stop
         self._real_s = real_s
+        self._state = state
 
     def __call__(self) -> datetime:
         return self.now
 
     def wait(self, seconds: float) -> bool:
         if self._stop.wait(self._real_s):
-            time.sleep(1.5)  # the tasks started finish on their own: no SIGTERM at shutdown
+            # The tasks started finish on their own and are recorded: no SIGTERM at shutdown.
+            wait_for(lambda: not _unfinished(self._state), "the started runs to end", 60)
             return True
         self.now += timedelta(seconds=seconds)
         return False
+
+
+def _unfinished(state: Path) -> int:
+    """How many runs the state database holds as pending or running (none in one that is
+    missing or not a database)."""
+    try:
+        with contextlib.closing(sqlite3.connect(state / "state.db", timeout=30)) as db:
+            query = "SELECT count(*) FROM runs WHERE outcome IN ('pending', 'running')"
+            return int(db.execute(query).fetchone()[0])
+    except sqlite3.DatabaseError:
+        return 0
+
+
+def _ids(ledger: Path) -> list[str]:
+    """The run ids the tasks wrote to ``ledger`` so far."""
+    return ledger.read_text().split() if ledger.exists() else []
 
 
 def _readers(
@@ -82,20 +100,20 @@ def test_work_with_overlapping_ticks_and_readers_keeps_the_database_sound(tmp_pa
     codes: list[int] = []
 
     def read() -> None:
-        while not ledger.exists() and not stop.is_set():
-            time.sleep(0.05)
+        wait_for(lambda: ledger.exists() or stop.is_set(), "the first run", 60)
         _readers(state, schedule, tmp_path / "home", readers_done, codes)
 
     def enough() -> None:
         # Until 40 runs were started and the readers made two rounds meanwhile (it used to
         # be a fixed 10 s); the bound only keeps a broken `work` from hanging the test.
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not stop.is_set():
-            started = len(ledger.read_text().split()) if ledger.exists() else 0
-            if started >= 40 and len(codes) >= 6:
-                break
-            time.sleep(0.05)
-        stop.set()
+        def ready() -> bool:
+            return stop.is_set() or (len(_ids(ledger)) >= 40 and len(codes) >= 6)
+
+        try:
+            with contextlib.suppress(AssertionError):
+                wait_for(ready, "40 runs and two rounds of readers", 60)
+        finally:
+            stop.set()
 
     reader = threading.Thread(target=read)
     reader.start()
@@ -115,7 +133,7 @@ def test_work_with_overlapping_ticks_and_readers_keeps_the_database_sound(tmp_pa
         assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
     finally:
         conn.close()
-    ran = ledger.read_text().split()
+    ran = _ids(ledger)
     assert len(ran) > 30
     with Store.open(state) as store:
         outcomes = {r.id: r.outcome for r in store.history(limit=100_000)}
@@ -129,8 +147,8 @@ def _fast_worker(
 ) -> tuple[Worker, FastClock]:
     """A `work` in this process whose minutes pass every `step` seconds, state in tmp_path."""
     # In the past, so every tick is a plain present-day run for cronctl.
-    clock = FastClock(minute_floor(datetime.now(UTC)) - timedelta(hours=3), stop, step)
     state = tmp_path / "state"
+    clock = FastClock(minute_floor(datetime.now(UTC)) - timedelta(hours=3), stop, step, state)
     ctx = RunContext(
         state_dir=state,
         lock_dir=state / "locks",
@@ -163,8 +181,7 @@ def test_work_stops_with_exit_2_once_when_the_database_becomes_unusable(
     db = tmp_path / "state" / "state.db"
 
     def damage() -> None:
-        while not ledger.exists() or len(ledger.read_text().split()) < 2:
-            time.sleep(0.02)
+        wait_for(lambda: len(_ids(ledger)) >= 2, "two runs", 60)
         for name in ("state.db", "state.db-wal", "state.db-shm"):
             (db.parent / name).unlink(missing_ok=True)
         db.write_bytes(b"this is not a database, " * 400)
@@ -484,8 +501,7 @@ def test_a_run_whose_record_cannot_be_saved_is_reported_once_as_it_happened(
     holder: list[subprocess.Popen[bytes]] = []
 
     def hold_when_started() -> None:
-        while not started.exists():
-            time.sleep(0.01)
+        wait_for(started.exists, "the task to start", 60)
         db = str(tmp_path / "state" / "state.db")
         holder.append(subprocess.Popen([sys.executable, "-c", HOLD_LOCK, db, locked, release]))
 

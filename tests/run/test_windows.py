@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import FILE_STATE, Cli, wait_for, write_schedule
+from tests.helpers import FILE_STATE, Cli, running_in, wait_for, write_schedule
 
 DAY = datetime(2026, 8, 3, tzinfo=UTC)
 
@@ -200,8 +200,7 @@ def test_machine_back_from_downtime_finds_the_occurrence_claimed(cli: Cli, tmp_p
     assert (tmp_path / "ledger").read_text() == "a\n"
 
 
-@pytest.mark.long
-def _wait_for_a_running_mark(db_path: Path, timeout_s: float = 20.0) -> None:
+def _wait_for_a_running_mark(db_path: Path) -> None:
     """Return once the state database holds a run marked "running" (its command started)."""
 
     def running() -> bool:
@@ -216,9 +215,10 @@ def _wait_for_a_running_mark(db_path: Path, timeout_s: float = 20.0) -> None:
         except sqlite3.OperationalError:
             return False  # busy, or the table is not made yet
 
-    wait_for(running, "a run marked running", timeout_s)
+    wait_for(running, "a run marked running")
 
 
+@pytest.mark.long
 def test_kill_9_at_random_moments_loses_no_run_and_repeats_none(cli: Cli, tmp_path: Path) -> None:
     write_schedule(
         tmp_path / "schedules.toml",
@@ -240,17 +240,18 @@ def test_kill_9_at_random_moments_loses_no_run_and_repeats_none(cli: Cli, tmp_pa
             # random ones alone may all land before a start on a busy machine.
             _wait_for_a_running_mark(tmp_path / "state" / "state.db")
         else:
-            time.sleep(rng.uniform(0.0, 0.35))
+            time.sleep(rng.uniform(0.0, 0.35))  # what is tested: a kill at any moment
         proc.send_signal(signal.SIGKILL)
         proc.communicate(timeout=30)
-    time.sleep(0.5)  # let processes orphaned by the last kill end, or they count as alive
+    # Tasks orphaned by the last kill end first (their `sleep 0.1`), or they count as alive.
+    wait_for(lambda: not running_in(tmp_path), "the orphaned tasks to end")
     recovery = cli("run", "--now", iso(start + timedelta(minutes=61)), env=env)
     # Runs interrupted by the last kill are reported (what cron mails), once; earlier ones
     # were already reported by the runs inside the loop.
     assert recovery.returncode == 0 or "cronctl died" in recovery.stderr
     final = cli("run", "--now", iso(start + timedelta(minutes=62)), env=env)
     assert final.returncode == 0, final.stderr
-    time.sleep(0.5)  # tasks orphaned by the last kills finish their echo
+    wait_for(lambda: not running_in(tmp_path), "the orphaned tasks to finish their echo")
     db = sqlite3.connect(tmp_path / "state" / "state.db")
     try:
         assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)

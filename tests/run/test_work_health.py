@@ -6,17 +6,23 @@ import os
 import signal
 import socket
 import subprocess
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from tests.edge.test_reaper import FAST_WORK
-from tests.helpers import Cli, stop_worker, wait_for, write_schedule
+from tests.helpers import (
+    Cli,
+    free_port,
+    metric_samples,
+    read_until,
+    stop_worker,
+    wait_for,
+    write_schedule,
+)
 
 # FAST_WORK, whose minute loop also hangs in its reload while a file named "stall" exists in
 # its directory (as on a hung mount): the loop stops, the HTTP server goes on answering.
@@ -35,13 +41,6 @@ sys.argv = """,
     1,
 )
 EVERY_MINUTE = 'name = "tick"\nevery_minute = true\ncommand = "echo $CRONCTL_OCCURRENCE >> ticks"'
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def _get(url: str, timeout: float = 5.0) -> tuple[int, str]:
@@ -67,7 +66,7 @@ def started(cli: Cli) -> Iterator[Callable[..., tuple[subprocess.Popen[str], str
     workers: list[subprocess.Popen[str]] = []
 
     def start(*args: str, script: str | None = None) -> tuple[subprocess.Popen[str], str]:
-        port = _free_port()
+        port = free_port()
         argv = ("work", "--grace", "5", "--health", f"127.0.0.1:{port}", *args)
         worker = cli.popen_code(script, *argv)
         workers.append(worker)
@@ -145,18 +144,10 @@ def test_metrics_serves_what_metrics_file_holds(
     wait_for(lambda: (cli.cwd / "cronctl.prom").exists(), "the metrics file", 30)
     status, served = _get(base + "/metrics")
     assert status == 200
-    written = _samples((cli.cwd / "cronctl.prom").read_text())
-    assert _samples(served) == written
+    written = metric_samples((cli.cwd / "cronctl.prom").read_text())
+    assert metric_samples(served) == written
     assert written[("cronctl_runs_total", (("outcome", "failed"), ("task", "broken")))] == 1
     assert written[("cronctl_last_exit_code", (("task", "broken"),))] == 3
-
-
-def _samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    found = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            found[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
-    return found
 
 
 def test_health_file_is_touched_every_minute_and_removed_at_stop(cli: Cli) -> None:
@@ -307,13 +298,12 @@ def test_a_health_port_in_use_is_refused_before_anything_runs(cli: Cli) -> None:
 def test_work_without_health_never_imports_the_server_or_prometheus_client(cli: Cli) -> None:
     write_schedule(cli.cwd / "schedules.toml", [EVERY_MINUTE])
     worker = cli.popen("work", env={"PYTHONPROFILEIMPORTTIME": "1"})
-    state = Path(cli.env["CRONCTL_STATE_DIR"]) / "state.db"
+    err = ""
     try:
-        wait_for(state.exists, "work to open its state", 60)
-        time.sleep(0.5)  # from there to waiting for the first minute
+        # Up to its wait for the first minute: everything it imports is imported.
+        err = read_until(worker, {"err": "cronctl work: 1 task; waiting"})["err"]
     finally:
-        err = stop_worker(worker)
-    assert "cronctl work: 1 task; waiting" in err
+        err += stop_worker(worker)
     imported = {line.rsplit("|", 1)[-1].strip() for line in err.splitlines() if "|" in line}
     assert "cronctl.run.work" in imported
     assert not {"http.server", "prometheus_client", "socketserver"} & imported
@@ -327,7 +317,7 @@ def test_health_without_prometheus_client_says_which_extra_to_install(cli: Cli) 
         "sys.argv = ['cronctl', *sys.argv[1:]]; "
         "from cronctl.cli.main import main; main()"
     )
-    worker = cli.popen_code(without, "work", "--health", str(_free_port()))
+    worker = cli.popen_code(without, "work", "--health", str(free_port()))
     _, err = worker.communicate(timeout=60)
     assert worker.returncode == 2, err
     assert "--health needs prometheus-client: pip install 'cronctl[health]'" in err

@@ -12,7 +12,6 @@ import subprocess
 import sys
 import textwrap
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -35,7 +34,7 @@ T0 = datetime(2026, 8, 3, 9, 0, tzinfo=UTC)
 MINUTE = timedelta(minutes=1)
 
 
-def _schedule(tmp_path: Path, soon: str = "cron = '1 9 * * *'") -> Path:
+def _every_soon_daily(tmp_path: Path, soon: str = "cron = '1 9 * * *'") -> Path:
     """`every` is due every minute; `soon` (at 09:01) and `daily` (03:00) are quiet at 09:00."""
     tasks = [
         ledger_task("every", tmp_path / "every.ledger"),
@@ -63,7 +62,7 @@ def _ledger(root: Path, name: str) -> list[str]:
 
 
 def test_the_quiet_windows_are_written_once_the_due_task_has_started(tmp_path: Path) -> None:
-    schedule = load_paths([_schedule(tmp_path)])
+    schedule = load_paths([_every_soon_daily(tmp_path)])
     ctx = local_context(tmp_path)
     run_once(schedule, T0 - MINUTE, ctx)
     seen: dict[str, Any] = {}
@@ -78,7 +77,6 @@ def test_the_quiet_windows_are_written_once_the_due_task_has_started(tmp_path: P
 
     def sleep(seconds: float) -> None:
         waits.append((seconds, _windows(tmp_path)))
-        time.sleep(seconds)
 
     ahead = plan_ahead_at(schedule, tmp_path, T0)
     run_once(schedule, T0, replace(ctx, start=start, sleep=sleep), ahead)
@@ -108,7 +106,7 @@ def _windows_at_starts(schedule: Schedule, root: Path, now: datetime) -> list[di
 
 def test_first_windows_are_written_once_the_due_task_has_started(tmp_path: Path) -> None:
     # An empty state dir: every task is seen for the first time at 09:00.
-    schedule = load_paths([_schedule(tmp_path)])
+    schedule = load_paths([_every_soon_daily(tmp_path)])
     assert _windows_at_starts(schedule, tmp_path, T0) == [
         {"every": T0}
     ]  # only the due task's first window before its start
@@ -142,7 +140,7 @@ def test_a_tick_with_nothing_due_writes_the_first_windows_in_its_one_transaction
 
 def test_run_writes_every_window_in_its_one_transaction(tmp_path: Path) -> None:
     # Without decisions made ahead (`run`), nothing is left for a second transaction.
-    schedule = load_paths([_schedule(tmp_path)])
+    schedule = load_paths([_every_soon_daily(tmp_path)])
     ctx = local_context(tmp_path)
     run_once(schedule, T0 - MINUTE, ctx)
     seen: list[dict[str, datetime]] = []
@@ -188,7 +186,7 @@ def _tick_with_a_run_between(
     """`work`'s 09:00 tick (08:59 dealt with before, unless `first`: an empty state dir) with,
     between its two transactions (as its due task starts), another cronctl's `run --now now`
     of the file `other()` writes."""
-    schedule = load_paths([_schedule(tmp_path)])
+    schedule = load_paths([_every_soon_daily(tmp_path)])
     ctx = local_context(tmp_path)
     if not first:
         run_once(schedule, T0 - MINUTE, ctx)
@@ -292,7 +290,7 @@ def test_a_kill_between_the_two_transactions_neither_misses_nor_doubles_an_occur
     tmp_path: Path, first: bool
 ) -> None:
     # `first`: the killed tick is the first on an empty state dir (every task first seen).
-    schedule = load_paths([_schedule(tmp_path)])
+    schedule = load_paths([_every_soon_daily(tmp_path)])
     ctx = local_context(tmp_path)
     if not first:
         run_once(schedule, T0 - MINUTE, ctx)
@@ -372,7 +370,7 @@ def test_ticks_whose_quiet_writes_are_lost_deal_with_the_same_occurrences(
     for lose in (False, True):
         root = tmp_path / f"lose-{lose}"
         root.mkdir()
-        path = _schedule(root, soon="cron = '*/3 * * * *'\ntimezone = 'Europe/Berlin'")
+        path = _every_soon_daily(root, soon="cron = '*/3 * * * *'\ntimezone = 'Europe/Berlin'")
         schedule = load_paths([path])
         ctx = local_context(root)
         rows = [(r.task, r.occurrence, r.outcome) for r in run_once(schedule, T0, ctx).runs]
@@ -405,7 +403,7 @@ def test_ticks_whose_quiet_writes_are_lost_deal_with_the_same_occurrences(
 
 
 def test_work_plans_every_task_ahead_from_the_stored_rows(tmp_path: Path) -> None:
-    schedule = load_paths([_schedule(tmp_path)])
+    schedule = load_paths([_every_soon_daily(tmp_path)])
     ctx = local_context(tmp_path)
     run_once(schedule, T0 - MINUTE, ctx)
     lead = T0 - timedelta(seconds=1)  # its clock, a second before the boundary
@@ -427,7 +425,7 @@ def _worker_ahead(schedule: Schedule, ctx: RunContext, now: datetime) -> Ahead:
 
 
 def test_the_store_kept_from_the_lead_sees_a_commit_made_since(cli: Cli, tmp_path: Path) -> None:
-    path = _schedule(tmp_path)
+    path = _every_soon_daily(tmp_path)
     schedule = load_paths([path])
     ctx = local_context(tmp_path)
     run_once(schedule, T0 - MINUTE, ctx)
@@ -441,7 +439,7 @@ def test_the_store_kept_from_the_lead_sees_a_commit_made_since(cli: Cli, tmp_pat
 def test_a_database_replaced_after_the_lead_is_not_written_through_the_kept_store(
     tmp_path: Path,
 ) -> None:
-    schedule = load_paths([_schedule(tmp_path)])
+    schedule = load_paths([_every_soon_daily(tmp_path)])
     ctx = local_context(tmp_path)
     run_once(schedule, T0 - MINUTE, ctx)
     ahead = _worker_ahead(schedule, ctx, T0)

@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import threading
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -25,7 +23,7 @@ from playwright.sync_api import Browser, Page, sync_playwright
 
 from cronctl.core.runs import RunRow
 from cronctl.edge.state.store import Store
-from tests.helpers import Cli
+from tests.helpers import Cli, free_port, listening, wait_for
 
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]  # fmt: skip
@@ -48,12 +46,6 @@ cron = "*/5 * * * *"
 command = "echo fine https://bob:hunter2@example.com/x"
 env = {{ API_KEY = "s3cret-value" }}
 """
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class Server:
@@ -79,19 +71,15 @@ def _serve(
     code: str | None = None,
 ) -> Server:
     """`cronctl serve` on a free port (`code`: started as `python -c CODE` instead)."""
-    port = _free_port()
+    port = free_port()
     proc = cli.popen_code(code, "serve", "--listen", f"127.0.0.1:{port}", "--now", NOW,
                           *_dirs(tmp_path), *extra, env=env)  # fmt: skip
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        with socket.socket() as sock:
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
-                return Server(proc, port)
-        if proc.poll() is not None:
-            raise AssertionError(proc.communicate()[1])
-        time.sleep(0.05)
-    proc.kill()
-    raise AssertionError("serve did not start listening")
+    try:
+        wait_for(lambda: listening(port, proc), "serve to listen", 60)
+    except AssertionError:
+        proc.kill()
+        raise
+    return Server(proc, port)
 
 
 def _dirs(tmp_path: Path) -> list[str]:

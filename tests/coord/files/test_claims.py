@@ -8,13 +8,13 @@ import stat
 import subprocess
 import sys
 import textwrap
-import time
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
 
 from cronctl.coord.files.claims import claim_exists, claim_occurrence, sweep_claims
+from tests.helpers import wait_for
 
 T0 = datetime(2026, 8, 3, 9, 0, tzinfo=UTC)
 
@@ -24,8 +24,9 @@ RACE = textwrap.dedent(
     from datetime import datetime
     from pathlib import Path
     from cronctl.coord.files.claims import claim_occurrence
-    start_at = float(sys.argv[2])
-    while time.time() < start_at:
+    go = Path(sys.argv[2])
+    Path(f"{go}.{sys.argv[4]}").touch()  # ready
+    while not go.exists():  # all sixteen leave this loop within a few milliseconds
         time.sleep(0.001)
     won = claim_occurrence(Path(sys.argv[1]), "report", datetime.fromisoformat(sys.argv[3]),
                            host=sys.argv[4], pid=1, now=datetime.fromisoformat(sys.argv[3]))
@@ -35,15 +36,17 @@ RACE = textwrap.dedent(
 
 
 def test_exactly_one_of_sixteen_racing_processes_wins_the_claim(tmp_path: Path) -> None:
-    start_at = time.time() + 1.5
+    go = tmp_path / "go"
     racers = [
         subprocess.Popen(
-            [sys.executable, "-c", RACE, str(tmp_path), str(start_at), T0.isoformat(), f"h{i}"],
+            [sys.executable, "-c", RACE, str(tmp_path), str(go), T0.isoformat(), f"h{i}"],
             stdout=subprocess.PIPE,
             text=True,
         )
         for i in range(16)
     ]
+    wait_for(lambda: len(list(tmp_path.glob("go.h*"))) == 16, "every racer to be ready", 120)
+    go.touch()
     results = [racer.communicate(timeout=30)[0].strip() for racer in racers]
     assert all(racer.returncode == 0 for racer in racers)
     assert sorted(results) == ["lost"] * 15 + ["won"]

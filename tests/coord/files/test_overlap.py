@@ -17,7 +17,7 @@ import pytest
 from cronctl.coord.files.overlap import overlap_held, try_overlap_lock
 from cronctl.coord.port import HolderInfo, Overlap
 from cronctl.errors import UnsafeDirectoryError
-from tests.helpers import wait_for
+from tests.helpers import alive, wait_for
 
 T0 = datetime(2026, 8, 3, 9, 0, tzinfo=UTC)
 
@@ -57,7 +57,7 @@ HOLD_AND_SPAWN = textwrap.dedent(
                    log_path=lock_dir / "sleep.log", pass_fds=(result.lock.fd,))
     running = start(spec)
     print(running.pid, flush=True)
-    time.sleep(60)
+    time.sleep(60)  # holds the lock until the test kills it
     """
 )
 
@@ -84,15 +84,6 @@ def held(tmp_path: Path) -> Iterator[Overlap]:
     yield result
     assert result.lock is not None
     result.lock.release()
-
-
-def _alive(pid: int) -> bool:
-    # Orphans are not reaped in every container, so a zombie counts as dead.
-    try:
-        state = Path(f"/proc/{pid}/stat").read_bytes().rpartition(b")")[2].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != b"Z"
 
 
 def test_free_lock_is_acquired_and_records_its_holder(tmp_path: Path) -> None:
@@ -142,11 +133,11 @@ def test_lock_passed_to_a_child_outlives_the_killed_cronctl_process(tmp_path: Pa
     try:
         holder.send_signal(signal.SIGKILL)
         holder.wait(timeout=10)
-        assert _alive(child_pid)
+        assert alive(child_pid)
         assert _try_elsewhere(tmp_path, T0)["status"] == "held"
     finally:
         os.kill(child_pid, signal.SIGKILL)
-    wait_for(lambda: not _alive(child_pid), "the child to end")
+    wait_for(lambda: not alive(child_pid), "the child to end")
     after = _acquire(tmp_path)
     assert after.status == "acquired"
     assert after.lock is not None

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -20,6 +19,7 @@ from cronctl.coord.files.overlap import overlap_held, try_overlap_lock
 from cronctl.coord.port import Overlap
 from cronctl.core.process_id import ProcessId
 from cronctl.edge.process import procs
+from tests.helpers import wait_for, written
 
 T0 = datetime(2026, 8, 3, 9, 0, tzinfo=UTC)
 
@@ -137,18 +137,14 @@ def test_members_left_in_the_group_hold_it_after_the_leader_exits(tmp_path: Path
     )
     first.lock.record_command(leader.pid)
     first.lock.release()
-    while not (tmp_path / "bg.pid").exists() or not (tmp_path / "bg.pid").read_text().strip():
-        time.sleep(0.01)
-    background = int((tmp_path / "bg.pid").read_text())
+    background = int(wait_for(lambda: written(tmp_path / "bg.pid"), "the background pid"))
     try:
         leader.communicate(b"go\n", timeout=10)  # the leader exits and is reaped
         assert procs.identify(leader.pid) is None
         assert attempt(tmp_path).status == "held"
     finally:
         os.killpg(leader.pid, 9)
-    deadline = time.monotonic() + 5
-    while procs.identify(background) is not None and time.monotonic() < deadline:
-        time.sleep(0.01)
+    wait_for(lambda: procs.identify(background) is None, "the group's last member to end")
     assert attempt(tmp_path).status == "acquired"
 
 

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import socket
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -12,23 +10,14 @@ from pathlib import Path
 
 from cronctl.coord.postgres import schema
 from cronctl.coord.postgres.adapter import PostgresCoordinator
-from tests.helpers import Cli, wait_for
-from tests.web.test_serve import Server, _free_port
+from tests.helpers import Cli, free_port, listening, wait_for
+from tests.web.test_serve import Server
 
 T = "2026-08-03T09:00:00Z"
 T1 = "2026-08-03T09:01:00Z"
 T2 = "2026-08-03T09:02:00Z"
 # The task says it started (its pid), then waits for the test to let it finish.
 LONG = "echo $$ > started; while [ ! -e release ]; do sleep 0.05; done; echo done >> finished"
-
-
-def alive(pid: int) -> bool:
-    """Whether process ``pid`` exists."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def outcomes(result: object) -> dict[str, str]:
@@ -75,20 +64,13 @@ def older_store(url: str, version: int) -> Iterator[PostgresCoordinator]:
 @contextmanager
 def serving(cli: Cli, tmp_path: Path, url: str, host: str) -> Iterator[Server]:
     """`cronctl serve` as HOST (its own state dir) on the test's store, until the block ends."""
-    port = _free_port()
+    port = free_port()
     env = {"CRONCTL_HOST": host, "CRONCTL_COORDINATION": url,
            "CRONCTL_STATE_DIR": str(tmp_path / host)}  # fmt: skip
     proc = cli.popen("serve", "--listen", f"127.0.0.1:{port}", env=env)
     try:
-        wait_for(lambda: _listening(port, proc), "serve to listen")
+        wait_for(lambda: listening(port, proc), "serve to listen")
         yield Server(proc, port)
     finally:
         proc.terminate()
         proc.communicate(timeout=20)
-
-
-def _listening(port: int, proc: subprocess.Popen[str]) -> bool:
-    if proc.poll() is not None:
-        raise AssertionError(proc.communicate()[1])
-    with socket.socket() as sock:
-        return sock.connect_ex(("127.0.0.1", port)) == 0

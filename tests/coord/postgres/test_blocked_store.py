@@ -128,13 +128,14 @@ class Blocked:
 
     def watch(self, until: Any = None) -> None:
         """Note when cronctl first waits on the lock, until ``until()`` or the process ends."""
-        deadline = time.monotonic() + BOUND_S
-        while self.process.poll() is None and time.monotonic() < deadline:
+
+        def done() -> bool:
             if self.since is None:
                 self.since = _waiting_since(self.url)
-            if until is not None and until():
-                return
-            time.sleep(0.05)
+            return self.process.poll() is not None or (until is not None and until())
+
+        # Each look opens a connection: a slower pace than wait_for's own.
+        wait_for(done, "cronctl to wait on the lock, or end", BOUND_S, every=0.05)
 
 
 def _run_while(cli: Cli, tmp_path: Path, url: str, statement: str) -> tuple[Blocked, str, str]:

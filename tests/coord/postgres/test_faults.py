@@ -13,8 +13,8 @@ import pytest
 from cronctl.coord.postgres.adapter import PostgresCoordinator
 from cronctl.coord.postgres.schema import SCHEMA_VERSION
 from tests.coord.conftest import PgServer
-from tests.coord.postgres.kit import T1, T2, T, alive, outcomes
-from tests.helpers import Cli, wait_for, write_schedule
+from tests.coord.postgres.kit import T1, T2, T, outcomes
+from tests.helpers import Cli, alive, wait_for, write_schedule, written
 
 
 def _coord(pg_url: str, host: str = "tester", pid: int = 1) -> PostgresCoordinator:
@@ -25,8 +25,8 @@ def test_kill_9_of_cronctl_leaves_the_lock_with_the_running_task(
     fleet: Callable[..., object], pg_url: str, tmp_path: Path
 ) -> None:
     a = fleet("a", "run", "--now", T, background=True)
-    wait_for(lambda: (tmp_path / "started").exists(), "the task to start")
-    task_pid = int((tmp_path / "started").read_text())
+    # The shell creates the file a moment before it writes the pid into it.
+    task_pid = int(wait_for(lambda: written(tmp_path / "started"), "the task to start"))
     a.kill()  # type: ignore[attr-defined]  (SIGKILL)
     a.communicate(timeout=30)  # type: ignore[attr-defined]
     assert alive(task_pid)

@@ -18,8 +18,8 @@ from cronctl.coord.postgres.adapter import PostgresCoordinator
 from cronctl.coord.postgres.lock import RESTART_GRACE_S
 from cronctl.edge.process import procs
 from tests.coord.conftest import PgServer
-from tests.coord.postgres.kit import LONG, T1, T2, T, alive, database_of
-from tests.helpers import wait_for, write_schedule
+from tests.coord.postgres.kit import LONG, T1, T2, T, database_of
+from tests.helpers import alive, wait_for, write_schedule
 
 # A task that closes every descriptor it inherited (the lock's socket among them), says it
 # started, then waits for the test to let it finish. `copies` logs each copy's start and end.
