@@ -24,6 +24,10 @@ def exec_(
             help="If the task is running, or its [[group]] is full, wait for it to end first.",
         ),
     ] = False,
+    chain: Annotated[
+        bool,
+        typer.Option("--chain", help="Then run what follows the task, as the schedule would."),
+    ] = False,
     file: FileOpt = None,
     state_dir: StateOpt = None,
     lock_dir: LockOpt = None,
@@ -38,21 +42,22 @@ def exec_(
     and the task runs to its end.
 
     \b
-    Example:
+    Examples:
       cronctl exec backup --wait
+      cronctl exec extract --chain
     """
     schedule = load_schedule(file)
     fail_on_errors(schedule)
     ctx = run_context(schedule, state_dir, lock_dir, False, False, host=host)
     show = printer()
     ctx = replace(ctx, output=lambda _task: show)
-    result = exec_task(schedule, name, ctx, wait)
-    run = result.run
-    if run.outcome != "ok":
-        detail = f" ({visible(run.message, one_line=True)})" if run.message else ""
-        print(
-            f"cronctl: task {run.task} {run.outcome}{detail}; run {run.id}, "
-            f"log {run.log_path or '-'}",
-            file=sys.stderr,
-        )
+    result = exec_task(schedule, name, ctx, wait, chain)
+    for run in (result.run, *result.followed):
+        if run.outcome != "ok":
+            detail = f" ({visible(run.message, one_line=True)})" if run.message else ""
+            print(
+                f"cronctl: task {run.task} {run.outcome}{detail}; run {run.id}, "
+                f"log {run.log_path or '-'}",
+                file=sys.stderr,
+            )
     raise typer.Exit(result.exit_code)

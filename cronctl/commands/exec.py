@@ -8,7 +8,8 @@ the run's coordinator (``ctx.coord``), as a scheduled run's do: with a coordinat
 the fleet-wide advisory lock and its holder row, and the pauses stored there. A task of a
 `[[group]]` also takes a slot of its group, as a scheduled run does: refused when the group
 is full, or waited for with `--wait`. The run is recorded with `"trigger": "manual"` and
-leaves the task's schedule window alone.
+leaves the task's schedule window alone. With ``chain``, what follows the task then runs as
+the schedule would run it (docs/chains.md), each under its own guards.
 """
 
 from __future__ import annotations
@@ -33,10 +34,10 @@ from cronctl.edge.process.procs import alive
 from cronctl.edge.safefiles import ensure_private_dir
 from cronctl.edge.state.store import Store
 from cronctl.errors import CronctlError, UsageError
-from cronctl.run import attempts, guards
+from cronctl.run import attempts, chains, guards
 from cronctl.run.context import RESULT_FIELDS, new_run_id
 from cronctl.run.occurrence import execute, task_env
-from cronctl.run.once import RunContext, Tracker
+from cronctl.run.once import RunContext, Tracker, coordinated
 
 WAIT_POLL_S = 0.5
 _T = TypeVar("_T")
@@ -49,6 +50,7 @@ class ExecResult:
 
     run: RunRow
     exit_code: int
+    followed: tuple[RunRow, ...] = ()  # `--chain`: the runs of what followed, in order
 
 
 class Busy(CronctlError):
@@ -84,14 +86,34 @@ class Begun:
         return ExecResult(result, exit_code_of(result))
 
 
-def exec_task(schedule: Schedule, name: str, ctx: RunContext, wait: bool) -> ExecResult:
-    """Run `name` now under its overlap lock; refuse (or wait) while it is running."""
+def exec_task(
+    schedule: Schedule, name: str, ctx: RunContext, wait: bool, chain: bool = False
+) -> ExecResult:
+    """Run `name` now under its overlap lock; refuse (or wait) while it is running. With
+    `chain`, then what follows it; the exit code is 1 when one of those did not end ok."""
     begun = begin_exec(schedule, name, ctx, wait)
     previous = _forward_signals(begun.tracker)
     try:
-        return begun.finish()
+        done = begun.finish()
+        if not chain:
+            return done
+        rows = _in_worker(lambda: follow_chain(schedule, begun.task, done.run, begun.ctx))
+        failed = done.exit_code == 0 and any(r.outcome != "ok" for r in rows)
+        return replace(done, followed=tuple(rows), exit_code=1 if failed else done.exit_code)
     finally:
         _restore(previous)
+
+
+def follow_chain(schedule: Schedule, task: Task, row: RunRow, ctx: RunContext) -> list[RunRow]:
+    """What follows ``task``'s ended run ``row``, run as the schedule would (its end recorded,
+    each follower under its guards and pauses, and what follows those): their rows."""
+    with coordinated(ctx) as ctx, Store.open(ctx.state_dir) as store:
+        followers = chains.Chains(schedule, guards.paused(ctx).names, {})
+        ctx = replace(ctx, follow=followers.ended)
+        rows = followers.ended(store, task, row, ctx)
+        if ctx.records is not None:
+            ctx.records.finish(store, rows, ctx.state_dir)
+    return rows
 
 
 def begin_exec(schedule: Schedule, name: str, ctx: RunContext, wait: bool) -> Begun:
@@ -124,10 +146,10 @@ def begin_exec(schedule: Schedule, name: str, ctx: RunContext, wait: bool) -> Be
     return Begun(task, replace(ctx, tracker=tracker), tracker, lock, slot, row)
 
 
-def _in_worker(body: Callable[[], RunRow]) -> RunRow:
+def _in_worker(body: Callable[[], _T]) -> _T:
     """Run `body` in a thread while the main thread waits: a signal handler (which Python
     runs in the main thread) then never interrupts the body inside a lock it holds."""
-    outcome: list[RunRow] = []
+    outcome: list[_T] = []
     failure: list[BaseException] = []
 
     def target() -> None:

@@ -26,6 +26,7 @@ __all__ = [
     "NAMED_FAILING",
     "NAMED_NOT_OK",
     "UNREACHABLE",
+    "ChainEnd",
     "Claim",
     "Coordinator",
     "FleetHistory",
@@ -143,6 +144,20 @@ class Overlap:
 
 
 Claim = tuple[str, datetime]
+
+
+@dataclass(frozen=True, slots=True)
+class ChainEnd:
+    """How a run of a task that others follow ended (its last attempt), as every machine
+    sharing the lock_dir or store reads it: the decision of what runs after it is durable
+    (docs/chains.md). One per (task, occurrence, host); recording it again replaces it."""
+
+    task: str
+    occurrence: datetime
+    outcome: str
+    run_id: str
+    host: str
+    ended: datetime
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,6 +315,15 @@ class Coordinator(Protocol):
         """Whether some machine holds this claim (dry run; takes nothing)."""
         ...
 
+    def record_end(self, end: ChainEnd) -> None:
+        """Record, durably, how a run of a task that others follow ended (docs/chains.md)."""
+        ...
+
+    def chain_ends(self, tasks: AbstractSet[str], since: datetime) -> list[ChainEnd]:
+        """The ends of these tasks, recorded by any machine, of occurrences at or after
+        ``since``, oldest first (a record no reader can use is left out)."""
+        ...
+
     def try_overlap(
         self, task: str, *, lease: timedelta | None, now: datetime, timeout: timedelta | None = None
     ) -> Overlap:
@@ -333,7 +357,7 @@ class Coordinator(Protocol):
         ...
 
     def sweep(self, now: datetime) -> None:
-        """Housekeeping: claims older than any catch-up can reach."""
+        """Housekeeping: claims and chain ends older than any catch-up can reach."""
         ...
 
     def stop_waiting(self) -> None:

@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 from typing import Final, Literal, TypeAlias, get_args
 
 __all__ = [
+    "AFTER_TRIGGER",
     "FAILED",
     "FINISHED",
     "HISTORY_RETENTION",
@@ -53,6 +54,8 @@ LOG_RETENTION: Final = timedelta(days=14)
 HISTORY_RETENTION: Final = timedelta(days=90)
 #: The trigger of a start-up run (`on_start = true`, run by `cronctl work` as it starts).
 START_TRIGGER: Final = "start"
+#: The trigger of a chained task's run, started because its upstream tasks ended (docs/chains.md).
+AFTER_TRIGGER: Final = "after"
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,5 +75,6 @@ class RunRow:
     log_path: str | None = None
     tail: str = ""  # bounded by the caller (4 KiB)
     message: str | None = None
-    trigger: str = "schedule"  # or "manual" (`cronctl exec`), or START_TRIGGER
+    trigger: str = "schedule"  # or "manual" (`cronctl exec`), START_TRIGGER, AFTER_TRIGGER
     attempt: int = 1  # 2, 3, ... for the retries of the same occurrence
+    upstream: str = ""  # a chained run's upstream run ids, space-separated (AFTER_TRIGGER)

@@ -14,7 +14,7 @@ from typing import TypeAlias
 
 from cronctl.coord.port import HeldLock
 from cronctl.core.model import Task
-from cronctl.core.runs import FAILED, FINISHED, START_TRIGGER, RunRow
+from cronctl.core.runs import AFTER_TRIGGER, FAILED, FINISHED, START_TRIGGER, RunRow
 from cronctl.edge.notify import OccurrencePings, RunPings, run_hook
 from cronctl.edge.state.store import Store
 from cronctl.run.context import RESULT_FIELDS, RunContext, new_run_id
@@ -25,6 +25,8 @@ Attempt: TypeAlias = Callable[
 ]
 
 RETRYABLE = FAILED - {"error"}
+#: The runs that retry: not `exec`'s, which an operator watches.
+_RETRIED = ("schedule", START_TRIGGER, AFTER_TRIGGER)
 
 
 def execute(
@@ -65,6 +67,7 @@ def execute(
             id=new_run_id(row.occurrence),
             trigger=row.trigger,
             attempt=result.attempt + 1,
+            upstream=row.upstream,
         )
         with store.transaction() as tx:
             tx.add_run(row)
@@ -97,7 +100,11 @@ def retry_delay(task: Task, result: RunRow, ctx: RunContext) -> timedelta | None
     the retry would start at or after its next occurrence, which must never find its own
     retry still running.
     """
-    if result.outcome not in RETRYABLE or result.trigger not in ("schedule", START_TRIGGER):
+    if result.outcome not in RETRYABLE or result.trigger not in (
+        "schedule",
+        START_TRIGGER,
+        AFTER_TRIGGER,
+    ):
         return None
     if result.attempt > task.retries:
         return None

@@ -230,6 +230,9 @@ class RunContext:
     # The pings of this run still in flight (run_all sets it when a due task pings): sent in
     # the background, so a slow endpoint holds neither a worker nor a run's record.
     pings: RunPings | None = None
+    # What runs after a task's occurrence ended (run/chains.py), given the store, the task,
+    # its final row and the context: the rows of the runs it started. None: no chains.
+    follow: Callable[[Any, Task, RunRow, RunContext], list[RunRow]] | None = None
 
 
 @dataclass(frozen=True)

@@ -312,6 +312,8 @@ def recorded(
     attempts.finished(store, task, result, ctx)
     if ctx.records is not None:
         ctx.records.send(rows)
+    if ctx.follow is not None:
+        return rows + ctx.follow(store, task, result, ctx)
     return rows
 
 
@@ -355,7 +357,9 @@ def run_occurrence(
     if ctx.tracker is not None and ctx.tracker.stopping:
         return replace(row, outcome="interrupted", message=NOT_STARTED)
     now = ctx.clock()
-    if task.misfire_grace is not None and now - row.occurrence > task.misfire_grace:
+    # A chained task's grace counts from its upstream's end, judged by run/chains.py.
+    late = task.misfire_grace is not None and now - row.occurrence > task.misfire_grace
+    if late and not task.chained:
         return replace(row, outcome="missed", message="older than misfire_grace when it came up")
     env = task_env(task, row, ctx)
     if not guards.conditions_pass(task, env, ctx):
@@ -487,4 +491,6 @@ def task_env(task: Task, row: RunRow, ctx: RunContext) -> dict[str, str]:
     env["CRONCTL_RUN_ID"] = row.id
     # Every attempt, the first too: a script testing it must not meet an unset variable.
     env["CRONCTL_ATTEMPT"] = str(row.attempt)
+    if task.chained:
+        env["CRONCTL_UPSTREAM"] = row.upstream  # the upstream run ids (docs/chains.md)
     return env

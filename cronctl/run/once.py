@@ -19,7 +19,7 @@ from cronctl.core.runs import RunRow
 from cronctl.edge import metrics
 from cronctl.edge.safefiles import ensure_private_dir
 from cronctl.edge.state.store import Store
-from cronctl.run import guards, occurrence, planning, recovery
+from cronctl.run import chains, guards, occurrence, planning, recovery
 from cronctl.run.context import (
     CONDITION_TIMEOUT_S,
     REHEARSAL_AHEAD,
@@ -107,6 +107,11 @@ def _run_once(
         plans, rows = planning.plan_all(store, schedule, now, paused, ctx, ahead)
         pending = [r for r in rows if r.outcome == "pending"]
         results: dict[str, RunRow] = {r.id: r for r in recovered + rows}
+        chained = _chains(schedule, paused, plans, ctx)
+        if chained is not None:
+            ctx = replace(ctx, follow=chained.ended)
+            for row in chained.catch_up(store, now, ctx):
+                results[row.id] = row
         if pending:
             if ctx.starting is not None:
                 ctx.starting(now, pending)
@@ -129,6 +134,16 @@ def _run_once(
         if schedule.settings.metrics_file is not None and not ctx.rehearsal:
             metrics.write_metrics(schedule, store, now, ctx.state_dir, ctx.warn)
     return RunReport(now, list(results.values()), plans=plans, missed=_missed(plans))
+
+
+def _chains(
+    schedule: Schedule, paused: Mapping[str, object], plans: Mapping[str, Plan], ctx: RunContext
+) -> chains.Chains | None:
+    """The run's chains, None when the schedule has none (nothing is recorded or read)."""
+    if ctx.dry_run or not any(task.chained for task in schedule.tasks):
+        return None
+    first = {n: p.last_occurrence for n, p in plans.items() if p.last_occurrence is not None}
+    return chains.Chains(schedule, paused, first)
 
 
 def _store_failure_said(pauses: guards.Pauses, rows: Iterable[RunRow], ctx: RunContext) -> bool:

@@ -273,6 +273,10 @@ def _first_mark(task: Task, row: RunRow, ctx: RunContext) -> RunRow:
 def decide(task: Task, state: TaskState | None, now: datetime) -> tuple[Plan, TaskState | None]:
     """`task`'s plan at `now` from its remembered `state`, and the state to record (None: the
     same as before)."""
+    if task.chained and state is not None and state.fingerprint == task.fingerprint:
+        # A chained task has no times of its own: its window stays where it was first seen,
+        # which is as far back as its catch-up reaches (run/chains.py).
+        return Plan(task, last_occurrence=state.last_occurrence), None
     previous = Previous(state.fingerprint, state.last_occurrence, state.done) if state else None
     decided = plan(task, previous, now)
     if decided.last_occurrence is None:

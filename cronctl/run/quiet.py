@@ -231,6 +231,8 @@ def keep(
         or settings.metrics_file is not None
         or (not settings.lock_dir_shared and any(t.on_one_server for t in schedule.tasks))
         or any(_every_minute(t) for t in schedule.tasks)  # then no minute is ever quiet
+        # A chain's catch-up is looked for every minute (run/chains.py): none is quiet.
+        or any(t.chained for t in schedule.tasks)
     ):
         return
     minute = report.now.replace(second=0, microsecond=0)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from cronctl.coord import open_coordinator
-from cronctl.coord.port import Coordinator, Overlap, fleet_history_of, redact_url
+from cronctl.coord.port import ChainEnd, Coordinator, Overlap, fleet_history_of, redact_url
 from cronctl.errors import UsageError
 from tests.helpers import wait_for
 
@@ -159,6 +159,35 @@ def test_a_released_slot_is_free_at_once_on_another_machine(machine: Machine) ->
         taken = m2.try_group_slot("db", 1)
         assert taken is not None
         taken.release()
+
+
+def _end(task: str, host: str, outcome: str = "ok", minutes: int = 0) -> ChainEnd:
+    when = T0 + timedelta(minutes=minutes)
+    run_id = f"{when:%Y%m%dT%H%MZ}-{host}{task}"
+    return ChainEnd(task, when, outcome, run_id, host, when + timedelta(seconds=42))
+
+
+def test_an_end_recorded_by_one_machine_is_read_by_every_other(machine: Machine) -> None:
+    m1, m2 = machine("m1", 1), machine("m2", 2)
+    assert m2.chain_ends({"extract"}, T0) == []
+    m1.record_end(_end("extract", "m1", "failed"))
+    m1.record_end(_end("extract", "m1", "ok"))  # recorded again: replaced, never twice
+    m2.record_end(_end("extract", "m2", "failed"))
+    m2.record_end(_end("extract", "m2", "ok", minutes=1))
+    m1.record_end(_end("other", "m1"))
+    found = m2.chain_ends({"extract", "load"}, T0)
+    assert found == [_end("extract", "m1"), _end("extract", "m2", "failed"),
+                     _end("extract", "m2", "ok", minutes=1)]  # fmt: skip
+    later = m1.chain_ends({"extract"}, T0 + timedelta(seconds=30))
+    assert later == [_end("extract", "m2", "ok", minutes=1)]
+
+
+def test_ends_are_swept_with_the_claims(machine: Machine) -> None:
+    coord = machine("m1", 1)
+    coord.record_end(_end("extract", "m1"))
+    coord.record_end(_end("extract", "m1", minutes=38 * 24 * 60))
+    coord.sweep(T0 + timedelta(days=40))
+    assert coord.chain_ends({"extract"}, T0) == [_end("extract", "m1", minutes=38 * 24 * 60)]
 
 
 @pytest.mark.parametrize(

@@ -43,6 +43,7 @@ def run_json(row: Any, dry_run: bool = False) -> dict[str, Any]:
         "host": row.host,
         "trigger": getattr(row, "trigger", "schedule"),
         "attempt": getattr(row, "attempt", 1),
+        "upstream": getattr(row, "upstream", "").split(),
     }
 
 

@@ -13,9 +13,10 @@ from collections.abc import Set as AbstractSet
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from cronctl.coord.files import overlap, pauses, slots
+from cronctl.coord.files import ends, overlap, pauses, slots
 from cronctl.coord.files.claims import claim_exists, claim_occurrence, mark_started, sweep_claims
-from cronctl.coord.port import Claim, Overlap, PauseInfo, StoreCheck
+from cronctl.coord.port import ChainEnd, Claim, Overlap, PauseInfo, StoreCheck
+from cronctl.core.due import CLAIM_SWEEP_AGE
 from cronctl.edge.safefiles import ensure_private_dir, verify_dir
 
 
@@ -80,6 +81,14 @@ class FilesCoordinator:
         """Whether the claim file exists."""
         return claim_exists(self.lock_dir, task, occurrence)
 
+    def record_end(self, end: ChainEnd) -> None:
+        """``ends/TASK@STAMP~HOST.end``, written whole and renamed into place."""
+        ends.record_end(self.lock_dir, end)
+
+    def chain_ends(self, tasks: AbstractSet[str], since: datetime) -> list[ChainEnd]:
+        """The end files of these tasks, from one directory listing."""
+        return ends.chain_ends(self.lock_dir, tasks, since)
+
     def try_overlap(
         self, task: str, *, lease: timedelta | None, now: datetime, timeout: timedelta | None = None
     ) -> Overlap:
@@ -137,8 +146,9 @@ class FilesCoordinator:
         return None
 
     def sweep(self, now: datetime) -> None:
-        """Claims older than a week (docs/guarantees.md)."""
+        """Claims and chain ends older than a week (docs/guarantees.md)."""
         sweep_claims(self.lock_dir, now=now)
+        ends.sweep_ends(self.lock_dir, now - CLAIM_SWEEP_AGE)
 
     def stop_waiting(self) -> None:
         """Nothing waits: every file operation here is tried without waiting."""

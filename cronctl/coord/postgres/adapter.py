@@ -38,6 +38,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from cronctl.coord.port import (
+    ChainEnd,
     Claim,
     HostLatest,
     HostSeen,
@@ -329,6 +330,40 @@ class PostgresCoordinator:
 
         return self._call(query)
 
+    # --- chains ---------------------------------------------------------------------------
+
+    def record_end(self, end: ChainEnd) -> None:
+        """Upsert the end's row (committed: the store runs in autocommit)."""
+        self._call(
+            lambda cur: cur.execute(
+                "INSERT INTO cronctl.chain_ends (task, occurrence, host, outcome, run_id, ended) "
+                "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (task, occurrence, host) DO UPDATE "
+                "SET outcome = EXCLUDED.outcome, run_id = EXCLUDED.run_id, ended = EXCLUDED.ended",
+                (self.scope.key(end.task), end.occurrence, end.host, end.outcome, end.run_id,
+                 end.ended),
+            )
+        )  # fmt: skip
+
+    def chain_ends(self, tasks: AbstractSet[str], since: datetime) -> list[ChainEnd]:
+        """One query on the table's key; a row no reader can use is skipped (rows.py)."""
+        if not tasks:
+            return []
+
+        def query(cur: Any) -> list[ChainEnd]:
+            cur.execute(
+                "SELECT task, occurrence, host, outcome, run_id, ended FROM cronctl.chain_ends "
+                "WHERE task = ANY(%s) AND occurrence >= %s ORDER BY occurrence, ended, task, host",
+                ([self.scope.key(t) for t in sorted(tasks)], since),
+            )
+            return self.skipped.keep(
+                cur.fetchall(),
+                lambda row: rows.chain_end(row, self.scope.name(str(row[0]))),
+                "chain_ends",
+                lambda row: f"{row[0]} {row[1]} {row[2]}",
+            )
+
+        return self._call(query)
+
     # --- overlap locks --------------------------------------------------------------------
 
     def try_overlap(
@@ -485,6 +520,8 @@ class PostgresCoordinator:
         self._call(
             lambda cur: cur.execute(
                 "DELETE FROM cronctl.claims WHERE occurrence < %(now)s - %(keep)s::interval "  # noqa: S608
+                f"OR NOT occurrence {rows.IN_RANGE}; "
+                "DELETE FROM cronctl.chain_ends WHERE occurrence < %(now)s - %(keep)s::interval "
                 f"OR NOT occurrence {rows.IN_RANGE}; "
                 "DELETE FROM cronctl.runs WHERE occurrence < %(now)s - interval '90 days' "
                 f"OR NOT occurrence {rows.IN_RANGE}; "

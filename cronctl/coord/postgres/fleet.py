@@ -28,6 +28,9 @@ _SELECT = ", ".join(_COLUMNS)
 _ORDER = "ORDER BY occurrence DESC, started DESC NULLS LAST, id DESC"
 #: The keyset of the dashboard's pages, served by the runs_page indexes (schema.py).
 _PAGE_ORDER = "ORDER BY occurrence DESC, id DESC"
+#: What a record publishes beside RUN_COLUMNS: its output tail (``tail``) and a chained
+#: run's upstream run ids.
+PUBLISHED_EXTRA: tuple[str, ...] = ("output", "upstream")
 #: The published output tail is kept this long, as each machine keeps its logs; the run
 #: records themselves for 90 days (adapter.sweep).
 OUTPUT_RETENTION_DAYS = 14
@@ -38,20 +41,26 @@ def publish(cur: Any, rows: Sequence[RunRow], checked_in: bytes) -> None:
     """Upsert the records by id in one statement (a record sent twice stays one row), after
     the host's check-in (:func:`check_in`), in the same round trip. A row's ``tail`` is its
     published output (the outbox bounds it); an empty one is stored as none."""
+    extra = PUBLISHED_EXTRA
     values = b",".join(
         cur.mogrify(
-            f"({', '.join(['%s'] * (len(_COLUMNS) + 1))})",
-            (*(getattr(row, column) for column in _COLUMNS), row.tail or None),
+            f"({', '.join(['%s'] * (len(_COLUMNS) + len(extra)))})",
+            (*(getattr(row, c) for c in _COLUMNS), *(_extra(row, c) for c in extra)),
         )
         for row in rows
     )
-    updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in (*_COLUMNS[1:], "output"))
+    updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in (*_COLUMNS[1:], *extra))
     cur.execute(
         checked_in
-        + f"; INSERT INTO cronctl.runs ({_SELECT}, output) VALUES ".encode()  # noqa: S608
+        + f"; INSERT INTO cronctl.runs ({_SELECT}, {', '.join(extra)}) VALUES ".encode()  # noqa: S608
         + values
         + f" ON CONFLICT (id) DO UPDATE SET {updates}, published_at = now()".encode()
     )
+
+
+def _extra(row: RunRow, column: str) -> str | None:
+    """A record's value of a PUBLISHED_EXTRA column (an empty output tail: none)."""
+    return row.tail or None if column == "output" else row.upstream
 
 
 def check_in(cur: Any, scope: Scope, host: str, clock: datetime) -> bytes:

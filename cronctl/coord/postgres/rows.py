@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from cronctl.coord.port import PauseInfo
+from cronctl.coord.port import ChainEnd, PauseInfo
+from cronctl.core.runs import FINISHED
 from cronctl.core.visible import visible
 
 T = TypeVar("T")
@@ -176,6 +177,22 @@ def check_run(row: Sequence[Any]) -> None:
     maybe_instant(ended, "ended")
     number(duration_s, "duration_s")
     maybe_text(message, "message")
+
+
+def chain_end(row: Sequence[Any], task: str) -> ChainEnd:
+    """A ``chain_ends`` row (task, occurrence, host, outcome, run_id, ended), checked; the
+    stored task name already made the task's (``task``)."""
+    _task, occurrence, host, outcome, rid, ended = row
+    if outcome not in FINISHED:
+        raise BadRow("outcome", outcome)
+    return ChainEnd(
+        name(task, "task"),
+        instant(occurrence, "occurrence"),
+        outcome,
+        run_id(rid, "run_id"),
+        name(host, "host"),
+        instant(ended, "ended"),
+    )
 
 
 def pauses(

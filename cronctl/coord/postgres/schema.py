@@ -233,6 +233,16 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE TRIGGER runs_settle_claims AFTER INSERT OR UPDATE OF outcome ON cronctl.runs "
         "FOR EACH ROW EXECUTE FUNCTION cronctl.claim_done()",
     ),
+    # Chains (docs/chains.md): how each run that other tasks follow ended, per (task,
+    # occurrence, host), read by every machine to start what follows or catch it up; and a
+    # chained run's upstream run ids in its record.
+    (
+        """CREATE TABLE cronctl.chain_ends (
+            task text NOT NULL, occurrence timestamptz NOT NULL, host text NOT NULL,
+            outcome text NOT NULL, run_id text NOT NULL, ended timestamptz NOT NULL,
+            PRIMARY KEY (task, occurrence, host))""",
+        "ALTER TABLE cronctl.runs ADD COLUMN upstream text NOT NULL DEFAULT ''",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 # An arbitrary constant: "cronctl migrate" as one bigint advisory lock key.

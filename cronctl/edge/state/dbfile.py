@@ -57,6 +57,10 @@ _MIGRATION_HISTORY_PAGES: Final = (
     "CREATE INDEX runs_page_by_task ON runs (task, occurrence DESC, id DESC)",
 )
 
+# A chained task's run (trigger "after") names the upstream runs it followed, space-separated
+# (docs/chains.md); every other row has none.
+_MIGRATION_UPSTREAM: Final = ("ALTER TABLE runs ADD COLUMN upstream TEXT NOT NULL DEFAULT ''",)
+
 #: Schema migrations: entry ``i`` takes the database from version ``i`` to ``i + 1``
 #: (``PRAGMA user_version``). Append only; never edit a migration that has been released.
 MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
@@ -75,6 +79,7 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
     ),
     _MIGRATION_RUN_TRIGGER_AND_ATTEMPT,
     _MIGRATION_HISTORY_PAGES,
+    _MIGRATION_UPSTREAM,
 )
 #: The schema version this code writes; a database at a higher one is refused.
 SCHEMA_VERSION: Final = len(MIGRATIONS)
@@ -105,6 +110,7 @@ _COLUMNS: Final = {
         "message": "TEXT",
         "trigger": "TEXT",
         "attempt": "INTEGER",
+        "upstream": "TEXT",
     },
 }
 

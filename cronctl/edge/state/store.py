@@ -161,6 +161,7 @@ _RUN_KINDS: Final[dict[str, type | tuple[type, ...]]] = {
     "log_path": (str, type(None)),
     "tail": str,
     "message": (str, type(None)),
+    "upstream": str,
 }
 
 
@@ -363,6 +364,17 @@ class Txn:
             for state in states
         ]
         return self._executemany(sql, rows)
+
+    def add_first(self, run: RunRow) -> bool:
+        """Record ``run`` unless its task has a row of its trigger for its occurrence already
+        (a chained run, which the run that ended its upstream and another's catch-up may
+        both reach): whether it was recorded."""
+        sql = "SELECT 1 FROM runs WHERE task = ? AND trigger = ? AND occurrence = ? LIMIT 1"
+        when = _occurrence_text(run.occurrence, "occurrence")
+        if self._execute(sql, (run.task, run.trigger, when)).fetchone() is not None:
+            return False
+        self.add_run(run)
+        return True
 
     def add_run(self, run: RunRow) -> None:
         """Record a new run row.
@@ -597,6 +609,13 @@ class Store:
         )
         params = (task, _occurrence_text(start, "start"), _occurrence_text(end, "end"), limit)
         return self._runs(self._select(sql, params))
+
+    def occurrences_of(self, task: str, trigger: str, since: datetime) -> set[datetime]:
+        """The occurrences at or after ``since`` that ``task`` has a row of ``trigger`` for
+        (a chained task's catch-up: what this machine dealt with already)."""
+        sql = "SELECT occurrence FROM runs WHERE task = ? AND trigger = ? AND occurrence >= ?"
+        found = self._select(sql, (task, trigger, _occurrence_text(since, "since")))
+        return {parse_time(row[0]) for row in found}
 
     def history(
         self,

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from cronctl.coord.postgres import schema
+from cronctl.coord.postgres import fleet, schema
 from cronctl.coord.postgres.adapter import PostgresCoordinator
 from tests.helpers import Cli, free_port, listening, wait_for
 from tests.web.test_serve import Server
@@ -51,6 +51,9 @@ def older_store(url: str, version: int) -> Iterator[PostgresCoordinator]:
     if "settle_gone" not in "".join(s for m in schema.MIGRATIONS for s in m):
         # That cronctl's start-up asked for no settle_gone, which its schema has not.
         schema._STARTUP = f"SELECT version, ({schema.PAUSES}), NULL FROM cronctl.meta"  # noqa: S608
+    extra = fleet.PUBLISHED_EXTRA
+    if "upstream" not in "".join(s for m in schema.MIGRATIONS for s in m):
+        fleet.PUBLISHED_EXTRA = ("output",)  # that cronctl's records named no upstream runs
     earlier = PostgresCoordinator(url, host="old", pid=1)
     try:
         assert earlier.check().version == version
@@ -59,6 +62,7 @@ def older_store(url: str, version: int) -> Iterator[PostgresCoordinator]:
         earlier.close()
         schema.MIGRATIONS, schema.SCHEMA_VERSION = latest, len(latest)
         schema._STARTUP = startup
+        fleet.PUBLISHED_EXTRA = extra
 
 
 @contextmanager

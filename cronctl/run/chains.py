@@ -1,0 +1,209 @@
+"""Chains at run time (docs/chains.md): a task that others follow records how each of its
+runs ended through the coordination port, and the run that ends the last upstream run of an
+occurrence starts what follows at once, in the same process; every `run` and `work` tick
+also catches up what a crash left between two links, on any machine sharing the lock_dir or
+store, under the downstream task's own misfire policy.
+
+Which upstream runs count: a downstream task that is not ``on_one_server`` runs on each
+machine that ran its upstream tasks, after that machine's own runs; an ``on_one_server``
+one runs once across the fleet (its claim is keyed by the upstream occurrence), after any
+machine's (this machine's own first, where it ran them).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+from datetime import datetime
+
+from cronctl.coord.port import ChainEnd, StoreUnavailable
+from cronctl.core.due import CATCH_UP_LIMIT, CLAIM_REACH, CLAIM_SWEEP_AGE
+from cronctl.core.minutes import minute_floor
+from cronctl.core.model import Schedule, Task, format_utc
+from cronctl.core.runs import AFTER_TRIGGER, FAILED, FINISHED, Outcome, RunRow
+from cronctl.edge.state.store import Store
+from cronctl.run import occurrence
+from cronctl.run.context import RunContext, coord_of
+from cronctl.run.planning import make_row
+
+#: An upstream occurrence whose ends are read for a catch-up: as old as a claim is kept.
+LOOKBACK = CLAIM_SWEEP_AGE
+
+#: The upstream ends chosen for one downstream task and occurrence, by upstream task.
+Picked = Mapping[str, ChainEnd]
+
+
+def ready(task: Task, picked: Picked) -> bool:
+    """Whether ``task`` runs after these ends: every upstream task has ended, as its
+    ``after_outcome`` asks (``failed``: any of them failed, timed out or could not start)."""
+    if any(name not in picked for name in task.after):
+        return False
+    outcomes = [picked[name].outcome for name in task.after]
+    if task.after_outcome == "ok":
+        return all(outcome == "ok" for outcome in outcomes)
+    if task.after_outcome == "failed":
+        return any(outcome in FAILED for outcome in outcomes)
+    return True
+
+
+def choose(task: Task, ends: Iterable[ChainEnd], host: str) -> Picked:
+    """The end of each upstream task of ``task`` that counts on ``host``: this host's own; for
+    an ``on_one_server`` task, another machine's where this one has none (the last ended)."""
+    picked: dict[str, ChainEnd] = {}
+    for end in sorted(ends, key=lambda e: (e.host == host, e.ended)):
+        if end.task in task.after and (end.host == host or task.on_one_server):
+            picked[end.task] = end
+    return picked
+
+
+class Chains:
+    """One run's chains: what follows which task, the ends seen in this process, and the
+    downstream occurrences it has dealt with (each once, whichever path comes first)."""
+
+    def __init__(
+        self, schedule: Schedule, paused: Mapping[str, object], first_seen: Mapping[str, datetime]
+    ) -> None:
+        """``paused``: the operator pauses the run goes by; ``first_seen``: each chained task's
+        window start, as far back as its catch-up reaches (planning.decide)."""
+        self.chained = [task for task in schedule.tasks if task.chained]
+        self.followers: dict[str, list[Task]] = {}
+        for task in self.chained:
+            for name in task.after:
+                self.followers.setdefault(name, []).append(task)
+        self._paused = paused
+        self._first_seen = first_seen
+        self._lock = threading.Lock()
+        self._dealt: set[tuple[str, datetime]] = set()
+        self._seen: dict[tuple[str, datetime, str], ChainEnd] = {}
+
+    def ended(self, store: Store, task: Task, result: RunRow, ctx: RunContext) -> list[RunRow]:
+        """After ``task``'s occurrence ended (its last attempt, recorded): record the end
+        when others follow it, and run each follower that is now ready; their rows."""
+        followers = self.followers.get(task.name)
+        if not followers or result.outcome not in FINISHED:
+            return []
+        ended = result.ended or ctx.clock()
+        end = ChainEnd(task.name, result.occurrence, result.outcome, result.id, ctx.host, ended)
+        with self._lock:
+            self._seen[(end.task, end.occurrence, end.host)] = end
+        if not ctx.rehearsal:  # a pretended future's ends must not be caught up for real
+            try:
+                coord_of(ctx).record_end(end)
+            except (StoreUnavailable, OSError) as exc:
+                ctx.warn(
+                    f"cronctl: error: task {task.name}: could not record its end for the "
+                    f"tasks that follow it: {exc}; only this run starts them"
+                )
+        rows: list[RunRow] = []
+        for follower in followers:
+            picked = self._known(follower, end, ctx)
+            if picked is not None and ready(follower, picked):
+                rows += self._start(store, follower, end.occurrence, picked, ctx, "pending")
+        return rows
+
+    def _known(self, follower: Task, end: ChainEnd, ctx: RunContext) -> Picked | None:
+        """The upstream ends of ``follower`` for ``end``'s occurrence: read from the store
+        only when it follows more than one task; None when they cannot be read."""
+        with self._lock:
+            ends = [e for key, e in self._seen.items() if key[1] == end.occurrence]
+        if len(follower.after) > 1 and not ctx.rehearsal:
+            try:
+                read = coord_of(ctx).chain_ends(set(follower.after), end.occurrence)
+            except (StoreUnavailable, OSError) as exc:
+                ctx.warn(f"cronctl: error: task {follower.name}: {exc}; the next run looks again")
+                return None
+            ends += [e for e in read if e.occurrence == end.occurrence]
+        return choose(follower, ends, ctx.host)
+
+    def catch_up(self, store: Store, now: datetime, ctx: RunContext) -> list[RunRow]:
+        """Start the chained tasks whose upstream tasks ended for an occurrence that this
+        machine has not dealt with (a crash between two links, here or on another machine),
+        under each one's misfire policy, counted from the moment its upstream ended."""
+        if not self.chained or ctx.dry_run or ctx.rehearsal:
+            return []
+        upstream = {name for task in self.chained for name in task.after}
+        since = minute_floor(now - LOOKBACK)
+        try:
+            found = coord_of(ctx).chain_ends(upstream, since)
+        except (StoreUnavailable, OSError) as exc:
+            ctx.warn(f"cronctl: error: {exc}; chained tasks are not caught up this minute")
+            return []
+        by_occurrence: dict[datetime, list[ChainEnd]] = {}
+        for end in found:
+            by_occurrence.setdefault(end.occurrence, []).append(end)
+        rows: list[RunRow] = []
+        for task in self.chained:
+            done = store.occurrences_of(task.name, AFTER_TRIGGER, since)
+            owed: list[tuple[datetime, Picked, datetime]] = []
+            for when, ends in sorted(by_occurrence.items()):
+                picked = choose(task, ends, ctx.host)
+                if when in done or not ready(task, picked):
+                    continue
+                last = max(end.ended for end in picked.values())
+                if last >= self._first_seen.get(task.name, now) and now - last <= CLAIM_REACH:
+                    owed.append((when, picked, last))
+            for when, picked, outcome in _by_policy(task, owed, now):
+                rows += self._start(store, task, when, picked, ctx, outcome)
+        return rows
+
+    def _start(
+        self,
+        store: Store,
+        task: Task,
+        when: datetime,
+        picked: Picked,
+        ctx: RunContext,
+        outcome: Outcome,
+    ) -> list[RunRow]:
+        """Run (or record as ``missed``) ``task`` for upstream occurrence ``when``, once."""
+        with self._lock:
+            if (task.name, when) in self._dealt:
+                return []
+            self._dealt.add((task.name, when))
+        if outcome == "pending" and (task.paused or task.name in self._paused):
+            outcome = "skipped: paused"
+        upstream = " ".join(picked[name].run_id for name in task.after if name in picked)
+        row = replace(make_row(task, when, outcome, ctx), trigger=AFTER_TRIGGER, upstream=upstream)
+        if outcome == "missed":
+            last = max(end.ended for end in picked.values())
+            row = _missed(row, task, last)
+        with store.transaction() as tx:
+            if not tx.add_first(row):
+                return []  # another process on this machine dealt with it
+        if outcome != "pending":
+            if ctx.records is not None:
+                ctx.records.send([row])
+            return [row]
+        return occurrence.run_task(store, task, [row], ctx)
+
+
+def _missed(row: RunRow, task: Task, last: datetime) -> RunRow:
+    why = f"its upstream tasks ended at {format_utc(last)}, past its misfire policy"
+    return replace(row, message=f"{why} ({task.misfire})")
+
+
+def _by_policy(
+    task: Task, owed: list[tuple[datetime, Picked, datetime]], now: datetime
+) -> list[tuple[datetime, Picked, Outcome]]:
+    """What the downstream task's misfire policy makes of the occurrences it owes, oldest
+    first, each counted from the moment its last upstream run ended: ``skip`` runs only one
+    whose upstream ended this minute, ``coalesce`` the latest, ``catch-up`` each (at most
+    CATCH_UP_LIMIT); ``misfire_grace`` drops one that ended longer ago. The rest: missed."""
+    grace = task.misfire_grace
+    keep: list[int] = []
+    for index, (_, _, last) in enumerate(owed):
+        if grace is not None and now - last > grace:
+            continue
+        if task.misfire == "skip" and minute_floor(last) != minute_floor(now):
+            continue
+        keep.append(index)
+    if task.misfire == "coalesce":
+        keep = keep[-1:]
+    elif task.misfire == "catch-up":
+        keep = keep[-CATCH_UP_LIMIT:]
+    kept = set(keep)
+    return [
+        (when, picked, "pending" if index in kept else "missed")
+        for index, (when, picked, _) in enumerate(owed)
+    ]

@@ -1,0 +1,176 @@
+"""Chains at run time: the downstream task starts in the run that ended its upstream, and a
+later run on any machine sharing the lock_dir catches up what a crash left between links."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+
+from cronctl.coord import open_coordinator
+from cronctl.coord.port import ChainEnd
+from cronctl.core.model import CHAINED, Schedule
+from cronctl.edge.state.store import Store
+from tests.run.conftest import T0, Drive
+
+AT_2 = T0.replace(hour=2)
+
+
+def chained(schedule: Schedule, name: str, *after: str, outcome: str = "ok") -> Schedule:
+    """``schedule`` with task ``name`` made to run after ``after`` (a start-only task in the
+    file: no time keys of its own)."""
+    tasks = tuple(
+        replace(t, schedule_key=CHAINED, schedule_value=", ".join(after), on_start=False,
+                after=after, after_outcome=outcome)
+        if t.name == name else t
+        for t in schedule.tasks
+    )  # fmt: skip
+    return replace(schedule, tasks=tasks)
+
+
+def etl(drive: Drive, extract_exit: int = 0, extra: str = "") -> Schedule:
+    """extract (02:00 daily) -> transform -> load, and page-oncall after a failed extract; each
+    appends its name, occurrence and upstream run ids to trail.log."""
+    trail = drive.root / "trail.log"
+
+    def step(name: str, code: int = 0) -> str:
+        line = f'{name} $CRONCTL_OCCURRENCE "$CRONCTL_UPSTREAM"'
+        return f"name = '{name}'\ncommand = '''echo {line} >> {trail}; exit {code}'''\n{extra}"
+
+    schedule = drive.schedule(
+        step("extract", extract_exit) + "daily_at = '02:00'",
+        step("transform") + "on_start = true",
+        step("load") + "on_start = true",
+        step("page-oncall") + "on_start = true",
+    )
+    schedule = chained(schedule, "transform", "extract")
+    schedule = chained(schedule, "load", "transform")
+    return chained(schedule, "page-oncall", "extract", outcome="failed")
+
+
+def trail(drive: Drive) -> list[list[str]]:
+    path = drive.root / "trail.log"
+    return [line.split(" ") for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def test_a_chain_runs_in_order_in_one_run(drive: Drive) -> None:
+    schedule = etl(drive)
+    drive.run(schedule, AT_2 - timedelta(minutes=1))  # each task seen before 02:00
+    report = drive.run(schedule, AT_2)
+    by_task = {r.task: r for r in report.runs}
+    assert [r.outcome for r in report.runs] == ["ok", "ok", "ok"]
+    assert [step[0] for step in trail(drive)] == ["extract", "transform", "load"]
+    occurrence = "2026-08-03T02:00:00Z"
+    assert {step[1] for step in trail(drive)} == {occurrence}
+    assert trail(drive)[1][2] == by_task["extract"].id
+    assert trail(drive)[2][2] == by_task["transform"].id
+    assert (by_task["transform"].trigger, by_task["transform"].upstream) == (
+        "after",
+        by_task["extract"].id,
+    )
+    assert by_task["load"].occurrence == AT_2
+
+
+def test_a_failed_extract_runs_only_the_failure_branch(drive: Drive) -> None:
+    schedule = etl(drive, extract_exit=3)
+    drive.run(schedule, AT_2 - timedelta(minutes=1))
+    report = drive.run(schedule, AT_2)
+    assert [(r.task, r.outcome) for r in report.runs] == [
+        ("extract", "failed"),
+        ("page-oncall", "ok"),
+    ]
+    assert [step[0] for step in trail(drive)] == ["extract", "page-oncall"]
+
+
+def test_a_schedule_without_chains_records_no_end(drive: Drive) -> None:
+    schedule = etl(drive)
+    plain = replace(schedule, tasks=schedule.tasks[:1])
+    drive.run(plain, AT_2)
+    assert not (drive.root / "state" / "locks" / "ends").exists()
+
+
+def _crashed_after_extract(
+    drive: Drive, schedule: Schedule, host: str = "web-1", **changes: object
+) -> ChainEnd:
+    """What a cronctl killed right after extract ended leaves: extract run at 02:00 (by a
+    run that knew of no chain) and its end recorded."""
+    drive.host = host
+    drive.run(replace(schedule, tasks=schedule.tasks[:1]), AT_2, **changes)
+    drive.host = "web-1"
+    (drive.root / "trail.log").unlink()
+    coord = open_coordinator(None, drive.root / "state" / "locks", host=host, pid=1)
+    end = ChainEnd("extract", AT_2, "ok", "20260803T0200Z-0123456789abcdef", host,
+                   AT_2 + timedelta(seconds=5))  # fmt: skip
+    coord.record_end(end)
+    return end
+
+
+def test_the_next_run_catches_up_a_link_a_crash_left_once(drive: Drive) -> None:
+    schedule = etl(drive)
+    drive.run(schedule, AT_2 - timedelta(minutes=1))
+    end = _crashed_after_extract(drive, schedule)
+    report = drive.run(schedule, AT_2 + timedelta(minutes=1))
+    assert [(r.task, r.outcome, r.upstream) for r in report.runs][:1] == [
+        ("transform", "ok", end.run_id)
+    ]
+    assert [step[0] for step in trail(drive)] == ["transform", "load"]
+    again = drive.run(schedule, AT_2 + timedelta(minutes=2))
+    assert again.runs == []
+    assert [step[0] for step in trail(drive)] == ["transform", "load"]
+
+
+def test_a_catch_up_past_the_misfire_grace_is_missed(drive: Drive) -> None:
+    schedule = etl(drive, extra="misfire_grace = '10m'\n")
+    drive.run(schedule, AT_2 - timedelta(minutes=1))
+    _crashed_after_extract(drive, schedule)
+    report = drive.run(schedule, AT_2 + timedelta(minutes=30))
+    assert [(r.task, r.outcome) for r in report.runs] == [("transform", "missed")]
+    assert trail(drive) == []
+
+
+def test_a_paused_downstream_does_not_run(drive: Drive) -> None:
+    schedule = etl(drive)
+    drive.run(schedule, AT_2 - timedelta(minutes=1))
+    coord = open_coordinator(None, drive.root / "state" / "locks", host="web-1", pid=1)
+    coord.set_pause("transform", reason=None, now=T0, user="ops")
+    report = drive.run(schedule, AT_2)
+    assert [(r.task, r.outcome) for r in report.runs] == [
+        ("extract", "ok"),
+        ("transform", "skipped: paused"),
+    ]
+
+
+def test_a_downstream_that_is_not_on_one_server_follows_only_this_machine(drive: Drive) -> None:
+    schedule = etl(drive)
+    drive.run(schedule, AT_2 - timedelta(minutes=1))
+    theirs = _crashed_after_extract(drive, schedule, "web-2", state_dir=drive.root / "web-2")
+    runs = drive.run(schedule, AT_2 + timedelta(minutes=1)).runs
+    mine = next(r for r in runs if r.task == "extract")  # its own 02:00, late
+    assert [(r.task, r.upstream) for r in runs if r.task != "extract"] == [
+        ("transform", mine.id),
+        ("load", next(r.id for r in runs if r.task == "transform")),
+    ]
+    assert theirs.run_id not in {r.upstream for r in runs}
+
+
+def test_an_on_one_server_downstream_is_caught_up_by_another_machine_once(drive: Drive) -> None:
+    schedule = etl(drive, extra="on_one_server = true\n")
+    for host in ("web-1", "web-2"):
+        drive.host = host
+        drive.run(schedule, AT_2 - timedelta(minutes=1), state_dir=drive.root / host)
+    _crashed_after_extract(drive, schedule, state_dir=drive.root / "web-1")
+    drive.host = "web-2"
+    first = drive.run(schedule, AT_2 + timedelta(minutes=1), state_dir=drive.root / "web-2")
+    assert [(r.task, r.outcome, r.host) for r in first.runs if r.task != "extract"] == [
+        ("transform", "ok", "web-2"),
+        ("load", "ok", "web-2"),
+    ]
+    drive.host = "web-1"
+    second = drive.run(schedule, AT_2 + timedelta(minutes=2), state_dir=drive.root / "web-1")
+    assert [(r.task, r.outcome) for r in second.runs] == [
+        ("transform", "skipped: another server"),
+        ("load", "skipped: another server"),
+    ]
+    assert [step[0] for step in trail(drive)] == ["transform", "load"]
+    with Store.open(drive.root / "web-2") as store:
+        rows = store.history("transform", limit=5)
+    assert [r.trigger for r in rows] == ["after"]
