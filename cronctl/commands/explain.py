@@ -19,7 +19,7 @@ from cronctl.core.groups import DEFAULT_GROUP_WAIT
 from cronctl.core.minutes import MINUTE, minute_floor
 from cronctl.core.model import Schedule, Task, format_duration, format_utc
 from cronctl.core.opskeys import runs_on
-from cronctl.core.runs import UNFINISHED, RunRow
+from cronctl.core.runs import FINISHED, UNFINISHED, RunRow
 from cronctl.core.visible import visible
 from cronctl.edge.state.store import Store, TaskState
 from cronctl.errors import UsageError
@@ -43,7 +43,11 @@ VERDICTS = (
     "group-full",
     "running",
     "ran",
+    "waiting",
+    "upstream",
 )
+#: How deep a chain may be (check refuses deeper): explain walks at most this many links up.
+_CHAIN_DEPTH = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,9 +106,10 @@ def explain_here(
     with reading_store(state_dir) as store:
         task = _task(schedule, name)
         minute = minute_floor(at)
-        due = bool(identities(task, minute))
-        previous = _previous(task, minute)
-        upcoming = task.next_run(minute)
+        timed = _timed(schedule, task)  # a chained task's occurrences are its upstream's
+        due = bool(identities(timed, minute))
+        previous = _previous(timed, minute)
+        upcoming = timed.next_run(minute)
         occurrence = minute if due else previous
         pause = _pauses(coord).get(task.name)
         lead = _due_line(task, at, due, previous, upcoming)
@@ -121,7 +126,10 @@ def explain_here(
         else:
             state = store.states().get(task.name)
             rows = tuple(_rows(store, task.name, occurrence))
-            fate, why, instead = _verdict(task, occurrence, rows, state, store, now, pause)
+            if task.chained:
+                fate, why = _chained(schedule, store, coord, task, occurrence, rows, pause, host)
+            else:
+                fate, why, instead = _verdict(task, occurrence, rows, state, store, now, pause)
             if not due:
                 why = (f"its previous occurrence, {format_utc(occurrence)}: {why[0]}", *why[1:])
         dst = None if occurrence is None else dst_rule(task, occurrence)
@@ -174,10 +182,99 @@ def _previous(task: Task, minute: datetime) -> datetime | None:
     return None
 
 
+def _timed(schedule: Schedule, task: Task) -> Task:
+    """The task whose times ``task`` runs at: itself, or the first upstream task with times
+    of its own (a chained task runs at its upstream occurrences)."""
+    for _ in range(_CHAIN_DEPTH):
+        if not task.chained:
+            return task
+        try:
+            task = schedule.task(task.after[0])
+        except KeyError:
+            break
+    return task
+
+
+def _chained(
+    schedule: Schedule,
+    store: Store,
+    coord: Coordinator,
+    task: Task,
+    occurrence: datetime,
+    rows: tuple[RunRow, ...],
+    pause: PauseInfo | None,
+    host: str,
+) -> tuple[str, tuple[str, ...]]:
+    """A chained task's fate at an upstream occurrence: how each upstream run ended (this
+    machine's history, else the ends other machines recorded), and what followed it."""
+    ends = _upstream_ends(store, coord, task, occurrence, host)
+    said = []
+    for name in task.after:
+        end = ends.get(name)
+        if end is None:
+            said.append(f"{name} has not ended for {format_utc(occurrence)}")
+            continue
+        code = f" (exit {end.exit_code})" if end.exit_code is not None else ""
+        where = "" if end.host == host else f" on {visible(end.host, one_line=True)}"
+        said.append(f"{name} {end.outcome}{where} at {format_utc(occurrence)}{code}")
+    followers = [t for t in schedule.followers(task.after[0]) if t.name != task.name]
+    siblings = [f"{t.name} {_fate_word(_rows(store, t.name, occurrence))}" for t in followers]
+    own = [r for r in rows if r.trigger == "after"]
+    if own:
+        fate, why = _row_verdict(task, max(own, key=_row_key), pause)
+        runs = f"{task.name} {_fate_word(own)}"
+    elif len(ends) < len(task.after):
+        fate, why = "waiting", (f"it runs once {', '.join(task.after)} ended",)
+        runs = f"{task.name} waits"
+    else:
+        fate = "upstream"
+        why = (f"it runs only after {' and '.join(task.after)} ended {task.after_outcome}",)
+        runs = f"{task.name} did not run"
+    lead = f"{'; '.join(said)}: {'; '.join([runs, *siblings])}"
+    return fate, (lead, *why)
+
+
+def _upstream_ends(
+    store: Store, coord: Coordinator, task: Task, occurrence: datetime, host: str
+) -> dict[str, RunRow]:
+    """Each upstream task's run that ended for ``occurrence``: this machine's last attempt,
+    else the end another machine recorded (as a row: task, outcome, run id, host)."""
+    found: dict[str, RunRow] = {}
+    for name in task.after:
+        ended = [r for r in _rows(store, name, occurrence) if r.outcome in FINISHED]
+        if ended:
+            found[name] = max(ended, key=_row_key)
+    missing = set(task.after) - set(found)
+    if missing:
+        try:
+            others = coord.chain_ends(missing, occurrence)
+        except (StoreUnavailable, OSError):
+            others = []
+        for end in others:
+            outcome = next((o for o in FINISHED if o == end.outcome), None)
+            mine = task.on_one_server or end.host == host
+            if outcome is not None and end.occurrence == occurrence and mine:
+                found[end.task] = RunRow(
+                    end.run_id, end.task, end.occurrence, outcome, end.host, ended=end.ended
+                )
+    return found
+
+
+def _fate_word(rows: list[RunRow] | tuple[RunRow, ...]) -> str:
+    chained = [r for r in rows if r.trigger == "after"]
+    if not chained:
+        return "did not run"
+    last = max(chained, key=_row_key)
+    return "ran" if last.outcome in FINISHED else last.outcome
+
+
 def _due_line(
     task: Task, at: datetime, due: bool, previous: datetime | None, upcoming: datetime | None
 ) -> str:
     when = format_utc(minute_floor(at))
+    if task.chained:
+        state = "an occurrence" if due else "no occurrence"
+        return f"{when} is {state} of its upstream tasks: it runs after {', '.join(task.after)}"
     if task.start_only:
         return (
             f"not due at {when}: a start-up task (on_start = true, no schedule) runs only "

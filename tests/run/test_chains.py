@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import timedelta
 
+from cronctl.commands.explain import explain_here
 from cronctl.coord import open_coordinator
 from cronctl.coord.port import ChainEnd
 from cronctl.core.model import CHAINED, Schedule
@@ -174,3 +175,19 @@ def test_an_on_one_server_downstream_is_caught_up_by_another_machine_once(drive:
     with Store.open(drive.root / "web-2") as store:
         rows = store.history("transform", limit=5)
     assert [r.trigger for r in rows] == ["after"]
+
+
+def test_explain_names_the_upstream_run_and_how_it_ended(drive: Drive) -> None:
+    schedule = etl(drive, extract_exit=3)
+    drive.run(schedule, AT_2 - timedelta(minutes=1))
+    drive.run(schedule, AT_2)
+    coord = open_coordinator(None, drive.root / "state" / "locks", host="web-1", pid=1)
+    state = drive.root / "state"
+    said = explain_here(schedule, state, coord, "transform", AT_2, host="web-1", now=AT_2)
+    paged = explain_here(schedule, state, coord, "page-oncall", AT_2, host="web-1", now=AT_2)
+    assert said.verdict == "upstream"
+    assert said.reasons[1] == (
+        "extract failed at 2026-08-03T02:00:00Z (exit 3): transform did not run; page-oncall ran"
+    )
+    assert "it runs only after extract ended ok" in said.reasons
+    assert paged.verdict == "ran"
