@@ -3,6 +3,8 @@ later run on any machine sharing the lock_dir catches up what a crash left betwe
 
 from __future__ import annotations
 
+import signal
+import threading
 from dataclasses import replace
 from datetime import timedelta
 
@@ -11,6 +13,8 @@ from cronctl.coord import open_coordinator
 from cronctl.coord.port import ChainEnd
 from cronctl.core.model import CHAINED, Schedule
 from cronctl.edge.state.store import Store
+from cronctl.run.once import RunReport
+from cronctl.run.work import Worker
 from tests.run.conftest import T0, Drive
 
 AT_2 = T0.replace(hour=2)
@@ -89,16 +93,18 @@ def test_a_schedule_without_chains_records_no_end(drive: Drive) -> None:
     assert not (drive.root / "state" / "locks" / "ends").exists()
 
 
-def _crashed_after_extract(
+def crashed_after_extract(
     drive: Drive, schedule: Schedule, host: str = "web-1", **changes: object
 ) -> ChainEnd:
     """What a cronctl killed right after extract ended leaves: extract run at 02:00 (by a
-    run that knew of no chain) and its end recorded."""
+    run that knew of no chain) and its end recorded (``changes``: of that run's context)."""
     drive.host = host
     drive.run(replace(schedule, tasks=schedule.tasks[:1]), AT_2, **changes)
     drive.host = "web-1"
     (drive.root / "trail.log").unlink()
-    coord = open_coordinator(None, drive.root / "state" / "locks", host=host, pid=1)
+    coord = drive.ctx(**changes).coord or open_coordinator(
+        None, drive.root / "state" / "locks", host=host, pid=1
+    )
     end = ChainEnd("extract", AT_2, "ok", "20260803T0200Z-0123456789abcdef", host,
                    AT_2 + timedelta(seconds=5))  # fmt: skip
     coord.record_end(end)
@@ -108,7 +114,7 @@ def _crashed_after_extract(
 def test_the_next_run_catches_up_a_link_a_crash_left_once(drive: Drive) -> None:
     schedule = etl(drive)
     drive.run(schedule, AT_2 - timedelta(minutes=1))
-    end = _crashed_after_extract(drive, schedule)
+    end = crashed_after_extract(drive, schedule)
     report = drive.run(schedule, AT_2 + timedelta(minutes=1))
     assert [(r.task, r.outcome, r.upstream) for r in report.runs][:1] == [
         ("transform", "ok", end.run_id)
@@ -122,7 +128,7 @@ def test_the_next_run_catches_up_a_link_a_crash_left_once(drive: Drive) -> None:
 def test_a_catch_up_past_the_misfire_grace_is_missed(drive: Drive) -> None:
     schedule = etl(drive, extra="misfire_grace = '10m'\n")
     drive.run(schedule, AT_2 - timedelta(minutes=1))
-    _crashed_after_extract(drive, schedule)
+    crashed_after_extract(drive, schedule)
     report = drive.run(schedule, AT_2 + timedelta(minutes=30))
     assert [(r.task, r.outcome) for r in report.runs] == [("transform", "missed")]
     assert trail(drive) == []
@@ -143,7 +149,7 @@ def test_a_paused_downstream_does_not_run(drive: Drive) -> None:
 def test_a_downstream_that_is_not_on_one_server_follows_only_this_machine(drive: Drive) -> None:
     schedule = etl(drive)
     drive.run(schedule, AT_2 - timedelta(minutes=1))
-    theirs = _crashed_after_extract(drive, schedule, "web-2", state_dir=drive.root / "web-2")
+    theirs = crashed_after_extract(drive, schedule, "web-2", state_dir=drive.root / "web-2")
     runs = drive.run(schedule, AT_2 + timedelta(minutes=1)).runs
     mine = next(r for r in runs if r.task == "extract")  # its own 02:00, late
     assert [(r.task, r.upstream) for r in runs if r.task != "extract"] == [
@@ -158,7 +164,7 @@ def test_an_on_one_server_downstream_is_caught_up_by_another_machine_once(drive:
     for host in ("web-1", "web-2"):
         drive.host = host
         drive.run(schedule, AT_2 - timedelta(minutes=1), state_dir=drive.root / host)
-    _crashed_after_extract(drive, schedule, state_dir=drive.root / "web-1")
+    crashed_after_extract(drive, schedule, state_dir=drive.root / "web-1")
     drive.host = "web-2"
     first = drive.run(schedule, AT_2 + timedelta(minutes=1), state_dir=drive.root / "web-2")
     assert [(r.task, r.outcome, r.host) for r in first.runs if r.task != "extract"] == [
@@ -191,3 +197,41 @@ def test_explain_names_the_upstream_run_and_how_it_ended(drive: Drive) -> None:
     )
     assert "it runs only after extract ended ok" in said.reasons
     assert paged.verdict == "ran"
+
+
+def test_a_chain_runs_in_order_under_work(drive: Drive) -> None:
+    schedule = etl(drive)
+    drive.run(schedule, AT_2 - timedelta(minutes=1))
+    now = [AT_2 - timedelta(seconds=30)]
+    reports: list[RunReport] = []
+
+    ticked = threading.Event()
+
+    def wait(seconds: float) -> bool:
+        if now[0] >= AT_2:  # the 02:00 tick has started: stop once it has reported
+            ticked.wait(60)
+            return True
+        now[0] += timedelta(seconds=seconds)
+        return False
+
+    def report(done: RunReport) -> None:
+        reports.append(done)
+        ticked.set()
+
+    worker = Worker(
+        load=lambda: schedule, paths=list, ctx=drive.ctx(), report=report,
+        clock=lambda: now[0], wait=wait,
+    )  # fmt: skip
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+    try:
+        assert worker.serve() == 0
+    finally:
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+    (tick,) = reports
+    assert [(r.task, r.outcome, r.trigger) for r in tick.runs] == [
+        ("extract", "ok", "schedule"),
+        ("transform", "ok", "after"),
+        ("load", "ok", "after"),
+    ]
+    assert [step[0] for step in trail(drive)] == ["extract", "transform", "load"]

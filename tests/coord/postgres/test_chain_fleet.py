@@ -1,0 +1,65 @@
+"""Chains on a PostgreSQL store: two machines run each link once per upstream occurrence,
+and one catches up the link the other's crash left."""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+from pathlib import Path
+
+from cronctl.coord.postgres.adapter import PostgresCoordinator
+from cronctl.core.model import Schedule
+from cronctl.run.once import RunReport
+from tests.run.conftest import Drive
+from tests.run.test_chains import AT_2, crashed_after_extract, etl, trail
+
+
+def _run(drive: Drive, url: str, schedule: Schedule, host: str, minutes: int) -> RunReport:
+    coord = PostgresCoordinator(url, host=host, pid=1000 + len(host))
+    drive.host = host
+    return drive.run(
+        schedule, AT_2 + timedelta(minutes=minutes), state_dir=drive.root / host, coord=coord
+    )
+
+
+def test_two_machines_run_each_link_once(tmp_path: Path, pg_url: str) -> None:
+    drive = Drive(tmp_path)
+    schedule = etl(drive, extra="on_one_server = true\n")
+    for host in ("web-1", "web-2"):
+        _run(drive, pg_url, schedule, host, -1)
+    reports: dict[str, RunReport] = {}
+
+    def machine(host: str) -> None:
+        sibling = Drive(tmp_path, host=host)
+        coord = PostgresCoordinator(pg_url, host=host, pid=2000 + len(host))
+        reports[host] = sibling.run(schedule, AT_2, state_dir=tmp_path / host, coord=coord)
+
+    threads = [threading.Thread(target=machine, args=(h,)) for h in ("web-1", "web-2")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    ran = [
+        (r.task, r.host) for report in reports.values() for r in report.runs if r.outcome == "ok"
+    ]
+    assert sorted(task for task, _ in ran) == ["extract", "load", "transform"]
+    assert sorted(step[0] for step in trail(drive)) == ["extract", "load", "transform"]
+
+
+def test_another_machine_catches_up_a_link_once(tmp_path: Path, pg_url: str) -> None:
+    drive = Drive(tmp_path)
+    schedule = etl(drive, extra="on_one_server = true\n")
+    for host in ("web-1", "web-2"):
+        _run(drive, pg_url, schedule, host, -1)
+    coord = PostgresCoordinator(pg_url, host="web-1", pid=3000)
+    end = crashed_after_extract(drive, schedule, coord=coord, state_dir=tmp_path / "web-1")
+    caught = _run(drive, pg_url, schedule, "web-2", 1)
+    assert [(r.task, r.outcome, r.upstream) for r in caught.runs if r.task == "transform"] == [
+        ("transform", "ok", end.run_id)
+    ]
+    later = _run(drive, pg_url, schedule, "web-1", 2)
+    assert {(r.task, r.outcome) for r in later.runs} == {
+        ("transform", "skipped: another server"),
+        ("load", "skipped: another server"),
+    }
+    assert [step[0] for step in trail(drive)] == ["transform", "load"]
