@@ -22,8 +22,9 @@ so; anything else, and the run plans as usual:
 - a row missing (first sight), of another fingerprint, a window at or past N (the clock
   went back), a task whose next occurrence has come, a run still pending or running;
 - minute 0 (the hourly sweep), ``--now`` ahead of the clock (a rehearsal), ``--dry-run``,
-  ``--json``, a coordination store, a metrics file, or on_one_server tasks whose lock_dir
-  is not declared shared (the warning `run` prints about it).
+  ``--json``, a coordination store, a metrics file, on_one_server tasks whose lock_dir
+  is not declared shared (the warning `run` prints about it), or a chained task (whose
+  catch-up may be owed in any minute: run/chains.py).
 
 A run that plans after a hint was missing, spent or did not fit the rows keeps a new one
 once it has run what was due; after minute 0, an unfinished run or a rehearsal the hint still
