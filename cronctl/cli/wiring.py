@@ -250,7 +250,11 @@ def this_host(schedule: Schedule, host: str) -> Schedule:
     if not any(task.hosts for task in schedule.tasks):
         return schedule
 
-    return replace(schedule, tasks=tuple(t for t in schedule.tasks if runs_on(t, host)))
+    kept = tuple(t for t in schedule.tasks if runs_on(t, host))
+    # A follower left out here may run on another machine after a task that runs here.
+    here = {t.name for t in kept}
+    followed = frozenset(n for t in schedule.tasks if t.name not in here for n in t.after)
+    return replace(schedule, tasks=kept, followed_elsewhere=followed)
 
 
 def work_reporting(

@@ -273,6 +273,9 @@ class Schedule:
     settings: Settings
     duplicates: tuple[str, ...] = ()
     tables: int = 0  # [[task]] tables in all files, valid or not (what `check` counts)
+    # The tasks that chained tasks follow, also those left out here by `hosts`: a run of one
+    # records its end for a follower that runs on another machine (docs/chains.md).
+    followed_elsewhere: frozenset[str] = frozenset()
 
     @property
     def errors(self) -> list[Problem]:

@@ -71,6 +71,9 @@ class Chains:
         for task in self.chained:
             for name in task.after:
                 self.followers.setdefault(name, []).append(task)
+        # A task whose only followers run on other machines still records its ends.
+        for name in schedule.followed_elsewhere:
+            self.followers.setdefault(name, [])
         self._paused = paused
         self._first_seen = first_seen
         self._lock = threading.Lock()
@@ -81,7 +84,7 @@ class Chains:
         """After ``task``'s occurrence ended (its last attempt, recorded): record the end
         when others follow it, and run each follower that is now ready; their rows."""
         followers = self.followers.get(task.name)
-        if not followers or result.outcome not in FINISHED:
+        if followers is None or result.outcome not in FINISHED:
             return []
         ended = result.ended or ctx.clock()
         end = ChainEnd(task.name, result.occurrence, result.outcome, result.id, ctx.host, ended)

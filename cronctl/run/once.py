@@ -140,7 +140,7 @@ def _chains(
     schedule: Schedule, paused: Mapping[str, object], plans: Mapping[str, Plan], ctx: RunContext
 ) -> chains.Chains | None:
     """The run's chains, None when the schedule has none (nothing is recorded or read)."""
-    if ctx.dry_run or not any(task.chained for task in schedule.tasks):
+    if ctx.dry_run or not (schedule.followed_elsewhere or any(t.chained for t in schedule.tasks)):
         return None
     first = {n: p.last_occurrence for n, p in plans.items() if p.last_occurrence is not None}
     return chains.Chains(schedule, paused, first)

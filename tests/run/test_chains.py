@@ -8,6 +8,7 @@ import threading
 from dataclasses import replace
 from datetime import timedelta
 
+from cronctl.cli.wiring import this_host
 from cronctl.commands.explain import explain_here
 from cronctl.coord import open_coordinator
 from cronctl.coord.port import ChainEnd
@@ -235,3 +236,14 @@ def test_a_chain_runs_in_order_under_work(drive: Drive) -> None:
         ("load", "ok", "after"),
     ]
     assert [step[0] for step in trail(drive)] == ["extract", "transform", "load"]
+
+
+def test_a_task_whose_follower_runs_elsewhere_records_its_end(drive: Drive) -> None:
+    schedule = etl(drive)
+    elsewhere = tuple(replace(t, hosts=("db-*",)) if t.chained else t for t in schedule.tasks)
+    upstream_only = this_host(replace(schedule, tasks=elsewhere), "web-1")
+    assert [t.name for t in upstream_only.tasks] == ["extract"]
+    report = drive.run(upstream_only, AT_2)
+    (extract,) = report.runs
+    coord = open_coordinator(None, drive.root / "state" / "locks", host="db-1", pid=1)
+    assert [e.run_id for e in coord.chain_ends({"extract"}, AT_2)] == [extract.id]
