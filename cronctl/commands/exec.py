@@ -109,8 +109,9 @@ def follow_chain(schedule: Schedule, task: Task, row: RunRow, ctx: RunContext) -
     each follower under its guards and pauses, and what follows those): their rows."""
     with coordinated(ctx) as ctx, Store.open(ctx.state_dir) as store:
         followers = chains.Chains(schedule, guards.paused(ctx).names, {})
-        ctx = replace(ctx, follow=followers.ended)
-        rows = followers.ended(store, task, row, ctx)
+        ctx = replace(ctx, follow=followers)
+        followers.record(task, row, ctx)
+        rows = followers.start(store, task, row, ctx)
         if ctx.records is not None:
             ctx.records.finish(store, rows, ctx.state_dir)
     return rows

@@ -26,6 +26,7 @@ from cronctl.edge.state.store import Store
 from cronctl.run import occurrence
 from cronctl.run.context import RunContext, coord_of
 from cronctl.run.planning import make_row
+from cronctl.run.recovery import DID_NOT_START
 
 #: An upstream occurrence whose ends are read for a catch-up: as old as a claim is kept.
 LOOKBACK = CLAIM_SWEEP_AGE
@@ -80,26 +81,35 @@ class Chains:
         self._dealt: set[tuple[str, datetime]] = set()
         self._seen: dict[tuple[str, datetime, str], ChainEnd] = {}
 
-    def ended(self, store: Store, task: Task, result: RunRow, ctx: RunContext) -> list[RunRow]:
-        """After ``task``'s occurrence ended (its last attempt, recorded): record the end
-        when others follow it, and run each follower that is now ready; their rows."""
-        followers = self.followers.get(task.name)
-        if followers is None or result.outcome not in FINISHED:
-            return []
+    def record(self, task: Task, result: RunRow, ctx: RunContext) -> None:
+        """Record, durably, how ``task``'s occurrence ended (its last attempt) when others
+        follow it: before its result is committed, so a crash between the two leaves an end
+        that the next run follows."""
+        if task.name not in self.followers or result.outcome not in FINISHED:
+            return
         ended = result.ended or ctx.clock()
         end = ChainEnd(task.name, result.occurrence, result.outcome, result.id, ctx.host, ended)
         with self._lock:
             self._seen[(end.task, end.occurrence, end.host)] = end
-        if not ctx.rehearsal:  # a pretended future's ends must not be caught up for real
-            try:
-                coord_of(ctx).record_end(end)
-            except (StoreUnavailable, OSError) as exc:
-                ctx.warn(
-                    f"cronctl: error: task {task.name}: could not record its end for the "
-                    f"tasks that follow it: {exc}; only this run starts them"
-                )
+        if ctx.rehearsal:  # a pretended future's ends must not be caught up for real
+            return
+        try:
+            coord_of(ctx).record_end(end)
+        except (StoreUnavailable, OSError) as exc:
+            ctx.warn(
+                f"cronctl: error: task {task.name}: could not record its end for the tasks "
+                f"that follow it: {exc}; only this run starts them"
+            )
+
+    def start(self, store: Store, task: Task, result: RunRow, ctx: RunContext) -> list[RunRow]:
+        """Run each follower of ``task`` that its ended occurrence (recorded) makes ready;
+        the rows of those runs, and of what followed them."""
+        with self._lock:
+            end = self._seen.get((task.name, result.occurrence, ctx.host))
+        if end is None or end.run_id != result.id:
+            return []
         rows: list[RunRow] = []
-        for follower in followers:
+        for follower in self.followers[task.name]:
             picked = self._known(follower, end, ctx)
             if picked is not None and ready(follower, picked):
                 rows += self._start(store, follower, end.occurrence, picked, ctx, "pending")
@@ -137,7 +147,7 @@ class Chains:
             by_occurrence.setdefault(end.occurrence, []).append(end)
         rows: list[RunRow] = []
         for task in self.chained:
-            done = store.occurrences_of(task.name, AFTER_TRIGGER, since)
+            done = store.occurrences_of(task.name, AFTER_TRIGGER, since, DID_NOT_START)
             owed: list[tuple[datetime, Picked, datetime]] = []
             for when, ends in sorted(by_occurrence.items()):
                 picked = choose(task, ends, ctx.host)
@@ -172,7 +182,7 @@ class Chains:
             last = max(end.ended for end in picked.values())
             row = _missed(row, task, last)
         with store.transaction() as tx:
-            if not tx.add_first(row):
+            if not tx.add_first(row, DID_NOT_START):
                 return []  # another process on this machine dealt with it
         if outcome != "pending":
             if ctx.records is not None:

@@ -156,6 +156,19 @@ class Tracker:
         return len(running)
 
 
+class Follow(Protocol):
+    """What follows a task's occurrence as it ends (run/chains.py's Chains)."""
+
+    def record(self, task: Task, result: RunRow, ctx: RunContext) -> None:
+        """Record how it ended, before its result is committed (a crash between the two
+        leaves the end, which a later run follows)."""
+        ...
+
+    def start(self, store: Any, task: Task, result: RunRow, ctx: RunContext) -> list[RunRow]:
+        """Run what is ready to follow it now; the rows of those runs."""
+        ...
+
+
 class Preclaims:
     """The claims run_all's queue decided with others in one round trip (guards.claim_some),
     by run id, for each row's own claim to take."""
@@ -230,9 +243,8 @@ class RunContext:
     # The pings of this run still in flight (run_all sets it when a due task pings): sent in
     # the background, so a slow endpoint holds neither a worker nor a run's record.
     pings: RunPings | None = None
-    # What runs after a task's occurrence ended (run/chains.py), given the store, the task,
-    # its final row and the context: the rows of the runs it started. None: no chains.
-    follow: Callable[[Any, Task, RunRow, RunContext], list[RunRow]] | None = None
+    # What follows a task's ended occurrence (run/chains.py); None: the schedule has no chains.
+    follow: Follow | None = None
 
 
 @dataclass(frozen=True)

@@ -303,6 +303,8 @@ def recorded(
     """Commit ``result`` the moment its run ends, whatever else the run is still doing (or
     keep it aside: docs/guarantees.md), then report it (``on_done``) and send it to the fleet
     store: its rows, the earlier attempts of its occurrence first."""
+    if ctx.follow is not None:
+        ctx.follow.record(task, result, ctx)
     fields = {k: getattr(result, k) for k in RESULT_FIELDS}
     try:
         store.update_run(result.id, **fields)  # a retry's row has its own id
@@ -313,7 +315,7 @@ def recorded(
     if ctx.records is not None:
         ctx.records.send(rows)
     if ctx.follow is not None:
-        return rows + ctx.follow(store, task, result, ctx)
+        return rows + ctx.follow.start(store, task, result, ctx)
     return rows
 
 

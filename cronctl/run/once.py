@@ -17,6 +17,7 @@ from cronctl.core.due import Plan
 from cronctl.core.model import Schedule
 from cronctl.core.runs import RunRow
 from cronctl.edge import metrics
+from cronctl.edge.awake import join_awake
 from cronctl.edge.safefiles import ensure_private_dir
 from cronctl.edge.state.store import Store
 from cronctl.run import chains, guards, occurrence, planning, recovery
@@ -108,10 +109,12 @@ def _run_once(
         pending = [r for r in rows if r.outcome == "pending"]
         results: dict[str, RunRow] = {r.id: r for r in recovered + rows}
         chained = _chains(schedule, paused, plans, ctx)
+        caught: list[RunRow] = []
+        catching = None
         if chained is not None:
-            ctx = replace(ctx, follow=chained.ended)
-            for row in chained.catch_up(store, now, ctx):
-                results[row.id] = row
+            ctx = replace(ctx, follow=chained)
+            # Beside the due tasks: a chain a crash left never holds up this minute's runs.
+            catching = ctx.spawn(lambda: _catch_up(chained, store, now, ctx, caught), "catch-up")
         if pending:
             if ctx.starting is not None:
                 ctx.starting(now, pending)
@@ -121,6 +124,9 @@ def _run_once(
             started = None if ahead is None else lambda: planning.advance_quiet(store, ahead, ctx)
             for row in occurrence.run_all(store, plans, by_task, ctx, started):
                 results[row.id] = row
+        if catching is not None:
+            join_awake(catching)  # in `run`, the main thread: a SIGTERM must wake it
+            results.update((row.id, row) for row in caught)
         if ctx.records is not None:
             unsent = ctx.records.finish(store, list(results.values()), ctx.state_dir)
             if unsent is not None and not _store_failure_said(pauses, results.values(), ctx):
@@ -134,6 +140,17 @@ def _run_once(
         if schedule.settings.metrics_file is not None and not ctx.rehearsal:
             metrics.write_metrics(schedule, store, now, ctx.state_dir, ctx.warn)
     return RunReport(now, list(results.values()), plans=plans, missed=_missed(plans))
+
+
+def _catch_up(
+    chained: chains.Chains, store: Store, now: datetime, ctx: RunContext, into: list[RunRow]
+) -> None:
+    """The chains' catch-up in its own thread: what it ran goes to ``into``; a failure is
+    said, and the next minute looks again."""
+    try:
+        into.extend(chained.catch_up(store, now, ctx))
+    except Exception as exc:
+        ctx.warn(f"cronctl: error: chained tasks were not caught up this minute: {exc}")
 
 
 def _chains(

@@ -25,6 +25,9 @@ from cronctl.run.context import (
 #: machine under an earlier name (a renamed container), but its pid means nothing until no run
 #: of the old name can still be going (say a state_dir wrongly shared for a while).
 FOREIGN_HOST_AGE = timedelta(hours=24)
+#: What a pending row a dead cronctl left says: provably never started (run/chains.py may
+#: start it again).
+DID_NOT_START = "cronctl died before starting this run; it did not run"
 
 
 def recover(store: Store, ctx: RunContext, schedule: Schedule) -> list[RunRow]:
@@ -49,7 +52,7 @@ def recover(store: Store, ctx: RunContext, schedule: Schedule) -> list[RunRow]:
             continue
         message = "cronctl died before this run finished; its outcome is unknown"
         if row.outcome == "pending":
-            message = "cronctl died before starting this run; it did not run"
+            message = DID_NOT_START
         if row.host != ctx.host:
             message += f" (left open under the host name {row.host!r})"
         # Conditional: an owner that recorded its end since the read above keeps it.

@@ -4,6 +4,7 @@ later run on any machine sharing the lock_dir catches up what a crash left betwe
 from __future__ import annotations
 
 import signal
+import subprocess
 import threading
 from dataclasses import replace
 from datetime import timedelta
@@ -13,6 +14,7 @@ from cronctl.commands.explain import explain_here
 from cronctl.coord import open_coordinator
 from cronctl.coord.port import ChainEnd
 from cronctl.core.model import CHAINED, Schedule
+from cronctl.core.runs import RunRow
 from cronctl.edge.state.store import Store
 from cronctl.run.once import RunReport
 from cronctl.run.work import Worker
@@ -247,3 +249,22 @@ def test_a_task_whose_follower_runs_elsewhere_records_its_end(drive: Drive) -> N
     (extract,) = report.runs
     coord = open_coordinator(None, drive.root / "state" / "locks", host="db-1", pid=1)
     assert [e.run_id for e in coord.chain_ends({"extract"}, AT_2)] == [extract.id]
+
+
+def test_a_link_a_crash_left_pending_is_run_since_it_never_started(drive: Drive) -> None:
+    schedule = etl(drive)
+    drive.run(schedule, AT_2 - timedelta(minutes=1))
+    end = crashed_after_extract(drive, schedule)
+    dead = subprocess.Popen(["true"])  # a pid no process has any more
+    dead.wait()
+    left = RunRow("20260803T0200Z-00000000000000aa", "transform", AT_2, "pending", "web-1",
+                  dead.pid, trigger="after", upstream=end.run_id)  # fmt: skip
+    with Store.open(drive.root / "state") as store, store.transaction() as tx:
+        tx.add_run(left)
+    report = drive.run(schedule, AT_2 + timedelta(minutes=1))
+    assert [(r.task, r.outcome) for r in report.runs] == [
+        ("transform", "error"),  # recovered: it did not run
+        ("transform", "ok"),
+        ("load", "ok"),
+    ]
+    assert [step[0] for step in trail(drive)] == ["transform", "load"]

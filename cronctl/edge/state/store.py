@@ -72,6 +72,8 @@ def _listed(outcomes: Collection[str]) -> str:
 
 
 _UNFINISHED: Final = f"outcome IN {_listed(UNFINISHED)}"
+#: A row that dealt with its occurrence: not one closed as never started (by its message).
+_DEALT: Final = "AND NOT (outcome = 'error' AND coalesce(substr(message, 1, length(?)), '') = ?)"
 _STATE_COLUMNS: Final = "name, fingerprint, last_occurrence, missed_total, done"
 _PUT_STATE: Final = (
     f"INSERT INTO task_state ({_STATE_COLUMNS}) VALUES (?, ?, ?, ?, ?) "  # noqa: S608
@@ -365,13 +367,15 @@ class Txn:
         ]
         return self._executemany(sql, rows)
 
-    def add_first(self, run: RunRow) -> bool:
+    def add_first(self, run: RunRow, unless: str) -> bool:
         """Record ``run`` unless its task has a row of its trigger for its occurrence already
         (a chained run, which the run that ended its upstream and another's catch-up may
-        both reach): whether it was recorded."""
-        sql = "SELECT 1 FROM runs WHERE task = ? AND trigger = ? AND occurrence = ? LIMIT 1"
+        both reach), other than one whose message starts with ``unless`` (one that never
+        started): whether it was recorded."""
+        sql = f"SELECT 1 FROM runs WHERE task = ? AND trigger = ? AND occurrence = ? {_DEALT}"  # noqa: S608
         when = _occurrence_text(run.occurrence, "occurrence")
-        if self._execute(sql, (run.task, run.trigger, when)).fetchone() is not None:
+        found = self._execute(sql, (run.task, run.trigger, when, unless, unless)).fetchone()
+        if found is not None:
             return False
         self.add_run(run)
         return True
@@ -610,11 +614,17 @@ class Store:
         params = (task, _occurrence_text(start, "start"), _occurrence_text(end, "end"), limit)
         return self._runs(self._select(sql, params))
 
-    def occurrences_of(self, task: str, trigger: str, since: datetime) -> set[datetime]:
-        """The occurrences at or after ``since`` that ``task`` has a row of ``trigger`` for
-        (a chained task's catch-up: what this machine dealt with already)."""
-        sql = "SELECT occurrence FROM runs WHERE task = ? AND trigger = ? AND occurrence >= ?"
-        found = self._select(sql, (task, trigger, _occurrence_text(since, "since")))
+    def occurrences_of(
+        self, task: str, trigger: str, since: datetime, unless: str
+    ) -> set[datetime]:
+        """The occurrences at or after ``since`` that ``task`` has a row of ``trigger`` for,
+        other than one whose message starts with ``unless`` (a chained task's catch-up: what
+        this machine dealt with already)."""
+        sql = (
+            "SELECT occurrence FROM runs WHERE task = ? AND trigger = ? "  # noqa: S608
+            f"AND occurrence >= ? {_DEALT}"
+        )
+        found = self._select(sql, (task, trigger, _occurrence_text(since, "since"), unless, unless))
         return {parse_time(row[0]) for row in found}
 
     def history(
