@@ -10,6 +10,7 @@ from dataclasses import replace
 from datetime import timedelta
 
 from cronctl.cli.wiring import this_host
+from cronctl.commands.exec import exec_task
 from cronctl.commands.explain import explain_here
 from cronctl.coord import open_coordinator
 from cronctl.coord.port import ChainEnd
@@ -268,3 +269,17 @@ def test_a_link_a_crash_left_pending_is_run_since_it_never_started(drive: Drive)
         ("load", "ok"),
     ]
     assert [step[0] for step in trail(drive)] == ["transform", "load"]
+
+
+def test_exec_chain_runs_what_follows_and_exec_alone_does_not(drive: Drive) -> None:
+    schedule = etl(drive)
+    alone = exec_task(schedule, "extract", drive.ctx(), wait=False)
+    assert (alone.run.outcome, alone.followed) == ("ok", ())
+    assert [step[0] for step in trail(drive)] == ["extract"]
+    chain = exec_task(schedule, "extract", drive.ctx(), wait=False, chain=True)
+    assert [(r.task, r.trigger, r.upstream) for r in chain.followed] == [
+        ("transform", "after", chain.run.id),
+        ("load", "after", chain.followed[0].id),
+    ]
+    assert chain.exit_code == 0
+    assert [step[0] for step in trail(drive)] == ["extract", "extract", "transform", "load"]
