@@ -87,8 +87,10 @@ class Chains:
         that the next run follows."""
         if task.name not in self.followers or result.outcome not in FINISHED:
             return
-        ended = result.ended or ctx.clock()
-        end = ChainEnd(task.name, result.occurrence, result.outcome, result.id, ctx.host, ended)
+        # The run's clock, which the catch-up's misfire window is counted by (`--now` too).
+        end = ChainEnd(
+            task.name, result.occurrence, result.outcome, result.id, ctx.host, ctx.clock()
+        )
         with self._lock:
             self._seen[(end.task, end.occurrence, end.host)] = end
         if ctx.rehearsal:  # a pretended future's ends must not be caught up for real
