@@ -359,7 +359,7 @@ class PostgresCoordinator:
                 cur.fetchall(),
                 lambda row: rows.chain_end(row, self.scope.name(str(row[0]))),
                 "chain_ends",
-                lambda row: f"{row[0]} {row[1]} {row[2]}",
+                lambda row: f"{row[0]} {row[2]} {row[4]}",  # task, host, run id: text
             )
 
         return self._call(query)

@@ -7,9 +7,14 @@ import threading
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
+
+from cronctl.coord.port import ChainEnd
 from cronctl.coord.postgres.adapter import PostgresCoordinator
 from cronctl.core.model import Schedule
 from cronctl.run.once import RunReport
+from tests.coord.conftest import PgServer
+from tests.coord.postgres.kit import database_of
 from tests.run.conftest import Drive
 from tests.run.test_chains import AT_2, crashed_after_extract, etl, trail
 
@@ -63,3 +68,27 @@ def test_another_machine_catches_up_a_link_once(tmp_path: Path, pg_url: str) -> 
         ("load", "skipped: another server"),
     }
     assert [step[0] for step in trail(drive)] == ["transform", "load"]
+
+
+def test_an_end_row_no_reader_can_use_is_skipped_and_named(
+    pg_url: str, pg_server: PgServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    coord = PostgresCoordinator(pg_url, host="web-1", pid=1)
+    try:
+        good = ChainEnd("extract", AT_2, "ok", "20260803T0200Z-00000000000000ab", "web-1",
+                        AT_2 + timedelta(seconds=3))  # fmt: skip
+        coord.record_end(good)
+        pg_server.sql(
+            "INSERT INTO cronctl.chain_ends VALUES "
+            "('extract', '2026-08-03 02:00+00', 'b', 'skipped: paused', 'r1', now()), "
+            "('extract', '2026-08-03 02:00+00', 'c', 'ok', '../x', now()), "
+            "('extract', '2026-08-03 02:00+00', 'd', 'ok', 'r2', 'infinity'), "
+            "('extract', 'infinity', 'e', 'ok', 'r3', now())",
+            database_of(pg_url),
+        )
+        assert coord.chain_ends({"extract"}, AT_2) == [good]
+        assert coord.chain_ends({"extract"}, AT_2) == [good]
+    finally:
+        coord.close()
+    err = capsys.readouterr().err
+    assert err.count("cronctl.chain_ends") == 4  # each named once, not at every read
