@@ -3,6 +3,7 @@ later run on any machine sharing the lock_dir catches up what a crash left betwe
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import threading
@@ -19,6 +20,7 @@ from cronctl.core.runs import RunRow
 from cronctl.edge.state.store import Store
 from cronctl.run.once import RunReport
 from cronctl.run.work import Worker
+from tests.helpers import clean_env, invoke
 from tests.run.conftest import T0, Drive
 
 AT_2 = T0.replace(hour=2)
@@ -283,3 +285,14 @@ def test_exec_chain_runs_what_follows_and_exec_alone_does_not(drive: Drive) -> N
     ]
     assert chain.exit_code == 0
     assert [step[0] for step in trail(drive)] == ["extract", "extract", "transform", "load"]
+
+
+def test_history_json_names_the_trigger_and_the_upstream_runs(drive: Drive) -> None:
+    schedule = etl(drive)
+    drive.run(schedule, AT_2 - timedelta(minutes=1))
+    runs = {r.task: r for r in drive.run(schedule, AT_2).runs}
+    env = clean_env(drive.root, {"CRONCTL_STATE_DIR": str(drive.root / "state")})
+    shown = invoke("history", "--json", "load", cwd=drive.root, env=env)
+    assert shown.returncode == 0, shown.stderr
+    (load,) = json.loads(shown.stdout)["runs"]
+    assert (load["trigger"], load["upstream"]) == ("after", [runs["transform"].id])
