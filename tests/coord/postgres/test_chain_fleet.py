@@ -27,7 +27,7 @@ def _run(drive: Drive, url: str, schedule: Schedule, host: str, minutes: int) ->
     )
 
 
-def test_two_machines_run_each_link_once(tmp_path: Path, pg_url: str) -> None:
+def test_two_machines_run_each_link_once(tmp_path: Path, pg_url: str, pg_server: PgServer) -> None:
     drive = Drive(tmp_path)
     schedule = etl(drive, extra="on_one_server = true\n")
     for host in ("web-1", "web-2"):
@@ -49,6 +49,13 @@ def test_two_machines_run_each_link_once(tmp_path: Path, pg_url: str) -> None:
     ]
     assert sorted(task for task, _ in ran) == ["extract", "load", "transform"]
     assert sorted(step[0] for step in trail(drive)) == ["extract", "load", "transform"]
+    ids = {r.task: r.id for report in reports.values() for r in report.runs if r.outcome == "ok"}
+    published = pg_server.sql(
+        "SELECT task, upstream FROM cronctl.runs WHERE trigger = 'after' AND outcome = 'ok' "
+        "ORDER BY task",
+        database_of(pg_url),
+    )
+    assert published == [("load", ids["transform"]), ("transform", ids["extract"])]
 
 
 def test_another_machine_catches_up_a_link_once(tmp_path: Path, pg_url: str) -> None:
