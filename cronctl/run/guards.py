@@ -262,7 +262,9 @@ def group_slot(task: Task, row: RunRow, ctx: RunContext) -> Iterator[RunRow | No
         return
     grace = task.misfire_grace or DEFAULT_GROUP_WAIT
     began, began_s = ctx.clock(), time.monotonic()
-    allowed = (row.occurrence + grace - began).total_seconds()
+    # A chained task's wait counts from its start, when its upstream ended (docs/chains.md).
+    since = began if task.chained else row.occurrence
+    allowed = (since + grace - began).total_seconds()
     coord = coord_of(ctx)
     renewed = time.monotonic()
     while (slot := coord.try_group_slot(task.group, task.group_limit)) is None:
@@ -278,7 +280,7 @@ def group_slot(task: Task, row: RunRow, ctx: RunContext) -> Iterator[RunRow | No
         # Time passes by either clock: `run --now T` pins ctx.clock, a test's sleep moves it.
         waited = max((ctx.clock() - began).total_seconds(), time.monotonic() - began_s)
         if (left := allowed - waited) <= 0:
-            until = format_utc(row.occurrence + grace)
+            until = format_utc(since + grace)
             full = f"group {task.group} was full (max_running {task.group_limit}) until {until}"
             yield replace(row, outcome="skipped: group full", message=full)
             return

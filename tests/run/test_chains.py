@@ -18,7 +18,7 @@ from cronctl.coord.port import ChainEnd
 from cronctl.core.model import CHAINED, Schedule
 from cronctl.core.runs import RunRow
 from cronctl.edge.state.store import Store
-from cronctl.run.once import RunReport
+from cronctl.run.once import RunReport, run_once
 from cronctl.run.work import Worker
 from tests.helpers import clean_env, invoke
 from tests.run.conftest import T0, Drive
@@ -296,3 +296,27 @@ def test_history_json_names_the_trigger_and_the_upstream_runs(drive: Drive) -> N
     assert shown.returncode == 0, shown.stderr
     (load,) = json.loads(shown.stdout)["runs"]
     assert (load["trigger"], load["upstream"]) == ("after", [runs["transform"].id])
+
+
+def test_a_chained_task_of_a_full_group_waits_from_its_upstreams_end(drive: Drive) -> None:
+    schedule = etl(drive)
+    tasks = tuple(
+        replace(t, group="db", group_limit=1, misfire_grace=timedelta(minutes=5))
+        if t.name == "transform" else t
+        for t in schedule.tasks
+    )  # fmt: skip
+    schedule = replace(schedule, tasks=tasks)
+    drive.run(schedule, AT_2 - timedelta(minutes=1))
+    coord = open_coordinator(None, drive.root / "state" / "locks", host="web-2", pid=1)
+    held = coord.try_group_slot("db", 1)
+    assert held is not None
+    # extract ends an hour after its occurrence; the slot comes free as transform waits.
+    late = AT_2 + timedelta(hours=1)
+    drive.clock.now = late
+    ctx = drive.ctx(clock=lambda: late, sleep=lambda _seconds: held.release())
+    report = run_once(schedule, AT_2, ctx)
+    assert [(r.task, r.outcome) for r in report.runs] == [
+        ("extract", "ok"),
+        ("transform", "ok"),
+        ("load", "ok"),
+    ]
