@@ -14,6 +14,7 @@ from pathlib import Path
 
 from cronctl.commands.operate import reading_store
 from cronctl.coord.port import Coordinator, PauseInfo, StoreUnavailable
+from cronctl.core.chains import Chains
 from cronctl.core.due import CLAIM_REACH, MISSED_ROWS, identities
 from cronctl.core.groups import DEFAULT_GROUP_WAIT
 from cronctl.core.minutes import MINUTE, minute_floor
@@ -46,8 +47,6 @@ VERDICTS = (
     "waiting",
     "upstream",
 )
-#: How deep a chain may be (check refuses deeper): explain walks at most this many links up.
-_CHAIN_DEPTH = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,16 +182,10 @@ def _previous(task: Task, minute: datetime) -> datetime | None:
 
 
 def _timed(schedule: Schedule, task: Task) -> Task:
-    """The task whose times ``task`` runs at: itself, or the first upstream task with times
-    of its own (a chained task runs at its upstream occurrences)."""
-    for _ in range(_CHAIN_DEPTH):
-        if not task.chained:
-            return task
-        try:
-            task = schedule.task(task.after[0])
-        except KeyError:
-            break
-    return task
+    """The task whose times ``task`` runs at: itself, or the root of its chain (a chained
+    task runs at its roots' occurrences, which share one schedule)."""
+    roots = Chains(schedule.tasks).roots(task.name) if task.chained else ()
+    return schedule.task(roots[0]) if roots else task
 
 
 def _chained(

@@ -10,15 +10,8 @@ import signal
 import subprocess
 from pathlib import Path
 
-import pytest
-
-from cronctl.core.schema import TASK_KEYS
 from tests.helpers import Cli, history, wait_for, write_schedule, written
 from tests.run.test_work import clock_from
-
-#: These drive schedule files with `after`: they wait for the schedule to read the key.
-READS_AFTER = pytest.mark.skipif("after" not in TASK_KEYS, reason="the schedule reads no `after`")
-pytestmark = READS_AFTER
 
 #: transform freezes in its `when` until the test says `go`: cronctl is then between extract's
 #: end and transform's start, where the test kills it.

@@ -15,7 +15,7 @@ from cronctl.commands.exec import exec_task
 from cronctl.commands.explain import explain_here
 from cronctl.coord import open_coordinator
 from cronctl.coord.port import ChainEnd
-from cronctl.core.model import CHAINED, Schedule
+from cronctl.core.model import Schedule
 from cronctl.core.runs import RunRow
 from cronctl.edge.state.store import Store
 from cronctl.run.once import RunReport, run_once
@@ -24,18 +24,6 @@ from tests.helpers import clean_env, invoke
 from tests.run.conftest import T0, Drive
 
 AT_2 = T0.replace(hour=2)
-
-
-def chained(schedule: Schedule, name: str, *after: str, outcome: str = "ok") -> Schedule:
-    """``schedule`` with task ``name`` made to run after ``after`` (a start-only task in the
-    file: no time keys of its own)."""
-    tasks = tuple(
-        replace(t, schedule_key=CHAINED, schedule_value=", ".join(after), on_start=False,
-                after=after, after_outcome=outcome)
-        if t.name == name else t
-        for t in schedule.tasks
-    )  # fmt: skip
-    return replace(schedule, tasks=tasks)
 
 
 def etl(drive: Drive, extract_exit: int = 0, extra: str = "") -> Schedule:
@@ -47,15 +35,12 @@ def etl(drive: Drive, extract_exit: int = 0, extra: str = "") -> Schedule:
         line = f'{name} $CRONCTL_OCCURRENCE "$CRONCTL_UPSTREAM"'
         return f"name = '{name}'\ncommand = '''echo {line} >> {trail}; exit {code}'''\n{extra}"
 
-    schedule = drive.schedule(
+    return drive.schedule(
         step("extract", extract_exit) + "daily_at = '02:00'",
-        step("transform") + "on_start = true",
-        step("load") + "on_start = true",
-        step("page-oncall") + "on_start = true",
+        step("transform") + "after = ['extract']",
+        step("load") + "after = 'transform'",
+        step("page-oncall") + "after = ['extract']\nafter_outcome = 'failed'",
     )
-    schedule = chained(schedule, "transform", "extract")
-    schedule = chained(schedule, "load", "transform")
-    return chained(schedule, "page-oncall", "extract", outcome="failed")
 
 
 def trail(drive: Drive) -> list[list[str]]:

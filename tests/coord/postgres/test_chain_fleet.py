@@ -17,7 +17,7 @@ from tests.coord.conftest import PgServer
 from tests.coord.postgres.kit import database_of
 from tests.helpers import Cli
 from tests.run.conftest import Drive
-from tests.run.test_chain_processes import READS_AFTER, caught_up_elsewhere
+from tests.run.test_chain_processes import caught_up_elsewhere
 from tests.run.test_chains import AT_2, crashed_after_extract, etl, trail
 
 
@@ -103,7 +103,6 @@ def test_an_end_row_no_reader_can_use_is_skipped_and_named(
     assert err.count("cronctl.chain_ends") == 4  # each named once, not at every read
 
 
-@READS_AFTER
 def test_a_kill_between_two_links_is_caught_up_by_another_machine(
     cli: Cli, tmp_path: Path, pg_url: str
 ) -> None:
