@@ -42,7 +42,7 @@ def exec_(
     and the task runs to its end.
 
     \b
-    Examples:
+    Example:
       cronctl exec backup --wait
       cronctl exec extract --chain
     """

@@ -201,3 +201,12 @@ def test_ends_are_swept_with_the_claims(machine: Machine) -> None:
 )  # fmt: skip
 def test_a_password_is_never_shown(url: str, shown: str) -> None:
     assert redact_url(url) == shown
+
+
+def test_ends_are_read_and_swept_from_any_instant(machine: Machine) -> None:
+    coord = machine("m1", 1)
+    coord.record_end(_end("extract", "m1"))
+    odd = T0 + timedelta(seconds=1, microseconds=589660)  # a run's clock, not a minute
+    assert coord.chain_ends({"extract"}, odd - timedelta(minutes=1)) == [_end("extract", "m1")]
+    coord.sweep(odd + timedelta(days=40))
+    assert coord.chain_ends({"extract"}, T0) == []

@@ -22,6 +22,7 @@ from pathlib import Path
 from cronctl.coord.files import layout
 from cronctl.coord.files.claims import _claim_stamp
 from cronctl.coord.port import ChainEnd
+from cronctl.core.minutes import minute_floor
 from cronctl.core.runs import FINISHED
 from cronctl.edge.safefiles import ensure_private_dir, write_atomic
 
@@ -54,7 +55,7 @@ def record_end(lock_dir: Path, end: ChainEnd) -> None:
 
 def chain_ends(lock_dir: Path, tasks: AbstractSet[str], since: datetime) -> list[ChainEnd]:
     """The ends of ``tasks`` whose occurrence is at or after ``since``, oldest first."""
-    floor = _claim_stamp(since)[:13]
+    floor = _minute_stamp(since)
     try:
         with os.scandir(lock_dir / _DIR) as listing:
             names = [entry.name for entry in listing]
@@ -72,6 +73,11 @@ def chain_ends(lock_dir: Path, tasks: AbstractSet[str], since: datetime) -> list
         if end is not None and end.occurrence >= since:
             found.append(end)
     return sorted(found, key=lambda e: (e.occurrence, e.ended, e.task, e.host))
+
+
+def _minute_stamp(moment: datetime) -> str:
+    """``YYYYMMDDTHHMM`` of ``moment``'s minute: a file name's stamp compares to it as text."""
+    return _claim_stamp(minute_floor(moment))[:13]
 
 
 def _end_from(record: dict[str, object] | None, task: str) -> ChainEnd | None:
@@ -96,7 +102,7 @@ def _end_from(record: dict[str, object] | None, task: str) -> ChainEnd | None:
 
 def sweep_ends(lock_dir: Path, before: datetime) -> None:
     """Delete the ends of occurrences before ``before`` (housekeeping never fails a run)."""
-    cutoff = _claim_stamp(before)[:13]
+    cutoff = _minute_stamp(before)
     try:
         with os.scandir(lock_dir / _DIR) as listing:
             entries = list(listing)
