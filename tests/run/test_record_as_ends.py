@@ -96,7 +96,8 @@ def test_work_verbose_prints_each_outcome_and_failure_report_as_its_run_ends(
     )  # fmt: skip
     try:
         # Either may end first: both outcomes, in any order.
-        both = r"(?s)^(?=.*  quick  ok)(?=.*  bad  failed)"
+        # Whole lines: a read may stop inside one.
+        both = r"(?s)^(?=.*  quick  ok [0-9.]+s\n)(?=.*  bad  failed exit 3 [0-9.]+s\n)"
         got = read_until(worker, {"out": both, "err": r"task bad failed"})
         # Before, both came only as the slow task ended.
         assert re.search(r"  quick  ok [0-9.]+s\n", got["out"]), got
