@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import invoke, write_schedule
+from tests.helpers import clean_env, invoke, write_schedule
 
 NOW = "2026-08-03T08:00:00Z"
 ETL = [
@@ -30,7 +30,7 @@ def etl(tmp_path: Path) -> Path:
 
 
 def _run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return invoke(*args, cwd=tmp_path, env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"})
+    return invoke(*args, cwd=tmp_path, env=clean_env(tmp_path))
 
 
 def test_list_shows_after_in_place_of_a_schedule_and_a_next_run(etl: Path, tmp_path: Path) -> None:

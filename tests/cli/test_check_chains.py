@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import invoke, write_schedule
+from tests.helpers import clean_env, invoke, write_schedule
 
 NOW = "2026-08-03T08:00:00Z"
 EXTRACT = 'name = "extract"\ncommand = "true"\ndaily_at = "02:00"'
@@ -14,9 +14,7 @@ EXTRACT = 'name = "extract"\ncommand = "true"\ndaily_at = "02:00"'
 
 def _check(tmp_path: Path, tasks: list[str]) -> tuple[int, str]:
     path = write_schedule(tmp_path / "schedules.toml", tasks)
-    result = invoke(
-        "check", "-f", str(path), "--now", NOW, cwd=tmp_path, env={"HOME": str(tmp_path)}
-    )
+    result = invoke("check", "-f", str(path), "--now", NOW, cwd=tmp_path, env=clean_env(tmp_path))
     return result.returncode, result.stdout
 
 
@@ -146,7 +144,7 @@ def test_check_refuses_with_a_located_error(tmp_path: Path, case: str) -> None:
     if case == "in [defaults]":
         path = write_schedule(tmp_path / "schedules.toml", tasks, '[defaults]\n\nafter = ["x"]\n')
         result = invoke(
-            "check", "-f", str(path), "--now", NOW, cwd=tmp_path, env={"HOME": str(tmp_path)}
+            "check", "-f", str(path), "--now", NOW, cwd=tmp_path, env=clean_env(tmp_path)
         )
         code, out = result.returncode, result.stdout
     else:
@@ -170,7 +168,7 @@ def test_check_refuses_an_unknown_name_across_files_and_spares_a_broken_upstream
         ],
     )
     result = invoke(
-        "check", "-f", str(tmp_path), "--now", NOW, cwd=tmp_path, env={"HOME": str(tmp_path)}
+        "check", "-f", str(tmp_path), "--now", NOW, cwd=tmp_path, env=clean_env(tmp_path)
     )
     assert result.returncode == 1
     assert "task more" not in result.stdout, result.stdout
