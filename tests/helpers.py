@@ -400,3 +400,9 @@ def most_at_once(found: list[tuple[float, float, str]]) -> int:
         running += step
         peak = max(peak, running)
     return peak
+
+
+def command_recorded(root: Path, task: str) -> bool:
+    """Whether a `TASK.holder` record under `root` (a lock_dir's overlap lock) names the
+    started command: cronctl writes it just after the start."""
+    return any('"command"' in path.read_text() for path in root.rglob(f"{task}.holder"))

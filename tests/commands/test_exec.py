@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from cronctl.edge.process import procs
-from tests.helpers import Cli, history, wait_for, write_schedule, written
+from tests.helpers import Cli, command_recorded, history, wait_for, write_schedule, written
 
 
 def test_exec_streams_output_logs_it_and_exits_with_the_tasks_code(
@@ -112,6 +112,8 @@ def test_exec_under_another_host_name_refuses_a_task_whose_exec_was_killed(
     first = cli.popen("exec", "t", env={"CRONCTL_HOST": "box"})
     _wait_started(first, tmp_path)
     task = int(wait_for(lambda: written(tmp_path / "started"), "the task's pid"))
+    # Past the instant the lock's holder record names the command (docs/guarantees.md's limit).
+    wait_for(lambda: command_recorded(tmp_path, "t"), "the holder record to name the task")
     first.kill()
     first.communicate(timeout=15)
     try:

@@ -21,6 +21,7 @@ from tests.helpers import (
     Cli,
     _merged,
     alive,
+    command_recorded,
     local_context,
     wait_for,
     write_schedule,
@@ -74,6 +75,8 @@ def test_a_task_that_closes_its_descriptors_still_keeps_a_second_copy_out(
     )
     first = cli.popen("run", "--now", at(0), env=FILE_STATE)
     task = int(wait_for(lambda: written(tmp_path / "task.pid"), "task.pid to be written"))
+    # Past the instant the lock's holder record names the command (docs/guarantees.md's limit).
+    wait_for(lambda: command_recorded(tmp_path, "slow"), "the holder record to name the task")
     try:
         first.send_signal(signal.SIGKILL)  # cronctl dies; the task, lock-less, lives on
         first.communicate(timeout=10)
