@@ -19,7 +19,7 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, Page, sync_playwright
+from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from cronctl.core.runs import RunRow
 from cronctl.edge.state.store import Store
@@ -141,12 +141,13 @@ def test_overview_filters_by_state_and_name_without_javascript(
     page.goto(server.base + "/")
     page.select_option("select[name=state]", "ok")
     page.click("button[type=submit]")
-    names = page.locator("table.tasks tbody tr td:first-child a").all_inner_texts()
-    assert names == ["fine"]
+    # expect() waits for the filtered page: a loaded machine may still be loading it.
+    names = page.locator("table.tasks tbody tr td:first-child a")
+    expect(names).to_have_text(["fine"], timeout=30_000)
     page.fill("input[name=name]", "host")
     page.select_option("select[name=state]", "")
     page.click("button[type=submit]")
-    assert page.locator("table.tasks tbody tr td:first-child a").all_inner_texts() == ["hostile"]
+    expect(names).to_have_text(["hostile"], timeout=30_000)
     context.close()
 
 
