@@ -286,7 +286,9 @@ def test_sighup_stops_work_like_sigterm_and_records_the_task(cli: Cli, tmp_path:
     err = _hang_up(work, tmp_path)
     assert work.returncode == 0, err
     assert (tmp_path / "got-signal").read_text() == "HUP\n", "the task never got the signal"
-    assert "signalled 1 running task" in err
+    # A task whose start was still being noted as the signal came is signalled as it is
+    # noted (Tracker.add), so the stop may have counted none: either way it got the signal.
+    assert "signalled 1 running task" in err or "stopping; no task running" in err, err
     assert _outcomes_by_task(cli) == {"long": ["interrupted"]}
 
 
