@@ -108,7 +108,7 @@ def follow_chain(schedule: Schedule, task: Task, row: RunRow, ctx: RunContext) -
     """What follows ``task``'s ended run ``row``, run as the schedule would (its end recorded,
     each follower under its guards and pauses, and what follows those): their rows."""
     with coordinated(ctx) as ctx, Store.open(ctx.state_dir) as store:
-        followers = chains.Chains(schedule, guards.paused(ctx).names, {})
+        followers = chains.RunChains(schedule, guards.paused(ctx).names, {})
         ctx = replace(ctx, follow=followers)
         followers.record(task, row, ctx)
         rows = followers.start(store, task, row, ctx)

@@ -105,7 +105,8 @@ def explain_here(
     with reading_store(state_dir) as store:
         task = _task(schedule, name)
         minute = minute_floor(at)
-        timed = _timed(schedule, task)  # a chained task's occurrences are its upstream's
+        # A chained task's occurrences are its chain's root's (in a cycle: none but its own).
+        timed = (Chains(schedule.tasks).timed(task.name) if task.chained else None) or task
         due = bool(identities(timed, minute))
         previous = _previous(timed, minute)
         upcoming = timed.next_run(minute)
@@ -179,13 +180,6 @@ def _previous(task: Task, minute: datetime) -> datetime | None:
         if last is not None:
             return last
     return None
-
-
-def _timed(schedule: Schedule, task: Task) -> Task:
-    """The task whose times ``task`` runs at: itself, or the root of its chain (a chained
-    task runs at its roots' occurrences, which share one schedule)."""
-    roots = Chains(schedule.tasks).roots(task.name) if task.chained else ()
-    return schedule.task(roots[0]) if roots else task
 
 
 def _chained(

@@ -58,7 +58,7 @@ def choose(task: Task, ends: Iterable[ChainEnd], host: str) -> Picked:
     return picked
 
 
-class Chains:
+class RunChains:
     """One run's chains: what follows which task, the ends seen in this process, and the
     downstream occurrences it has dealt with (each once, whichever path comes first)."""
 

@@ -157,7 +157,7 @@ class Tracker:
 
 
 class Follow(Protocol):
-    """What follows a task's occurrence as it ends (run/chains.py's Chains)."""
+    """What follows a task's occurrence as it ends (run/chains.py's RunChains)."""
 
     def record(self, task: Task, result: RunRow, ctx: RunContext) -> None:
         """Record how it ended, before its result is committed (a crash between the two

@@ -143,7 +143,7 @@ def _run_once(
 
 
 def _catch_up(
-    chained: chains.Chains, store: Store, now: datetime, ctx: RunContext, into: list[RunRow]
+    chained: chains.RunChains, store: Store, now: datetime, ctx: RunContext, into: list[RunRow]
 ) -> None:
     """The chains' catch-up in its own thread: what it ran goes to ``into``; a failure is
     said, and the next minute looks again."""
@@ -155,12 +155,12 @@ def _catch_up(
 
 def _chains(
     schedule: Schedule, paused: Mapping[str, object], plans: Mapping[str, Plan], ctx: RunContext
-) -> chains.Chains | None:
+) -> chains.RunChains | None:
     """The run's chains, None when the schedule has none (nothing is recorded or read)."""
     if ctx.dry_run or not (schedule.followed_elsewhere or any(t.chained for t in schedule.tasks)):
         return None
     first = {n: p.last_occurrence for n, p in plans.items() if p.last_occurrence is not None}
-    return chains.Chains(schedule, paused, first)
+    return chains.RunChains(schedule, paused, first)
 
 
 def _store_failure_said(pauses: guards.Pauses, rows: Iterable[RunRow], ctx: RunContext) -> bool:
