@@ -10,7 +10,7 @@ import signal
 import subprocess
 from pathlib import Path
 
-from tests.helpers import Cli, history, wait_for, write_schedule, written
+from tests.helpers import Cli, history, stop_worker, wait_for, write_schedule, written
 from tests.run.test_work import clock_from
 
 #: transform freezes in its `when` until the test says `go`: cronctl is then between extract's
@@ -58,7 +58,14 @@ def _steps(root: Path) -> list[str]:
 def _killed_between_links(cli: Cli, root: Path, host: str) -> None:
     """A `cronctl run` at 02:00 on ``host`` killed (-9) once extract has ended and transform
     is about to start; its frozen condition ended too."""
-    proc = cli.popen("run", "--now", "2026-08-03T02:00:00Z", env=_env(root, host))
+    _kill_between_links(
+        cli.popen("run", "--now", "2026-08-03T02:00:00Z", env=_env(root, host)), root
+    )
+
+
+def _kill_between_links(proc: subprocess.Popen[str], root: Path) -> None:
+    """Kill (-9) ``proc``, a `cronctl run`, once transform's condition started (extract has
+    ended), and the frozen condition too; later conditions go on at once."""
     try:
         frozen = wait_for(lambda: written(root / "frozen"), "transform's condition to start")
     finally:
@@ -104,13 +111,7 @@ def caught_up_elsewhere(cli: Cli, tmp_path: Path, url: str | None) -> None:
     wait_for(lambda: _claimed(tmp_path, url), "web-2 to claim extract")
     assert _run(cli, tmp_path, "web-1", "02:00").returncode == 0
     (tmp_path / "hold").unlink()
-    try:
-        frozen = wait_for(lambda: written(tmp_path / "frozen"), "transform's condition")
-    finally:
-        web2.send_signal(signal.SIGKILL)
-        web2.communicate(timeout=30)
-    os.kill(int(frozen), signal.SIGKILL)
-    (tmp_path / "go").touch()
+    _kill_between_links(web2, tmp_path)
     caught = _run(cli, tmp_path, "web-1", "02:01")
     assert caught.returncode == 0, caught.stderr
     assert _steps(tmp_path) == ["extract", "transform", "load"]
@@ -146,12 +147,8 @@ def test_a_chain_runs_in_order_under_work(cli: Cli, tmp_path: Path) -> None:
     worker = cli.popen_code(clock_from(start), "work", env=_env(tmp_path, "web-1"))
     try:
         wait_for(lambda: len(_steps(tmp_path)) == 3, "the chain to run under work")
-        worker.send_signal(signal.SIGTERM)
-        _, err = worker.communicate(timeout=30)
     finally:
-        if worker.poll() is None:
-            worker.kill()
-            worker.communicate()
+        err = stop_worker(worker)
     assert worker.returncode == 0, err
     assert _steps(tmp_path) == ["extract", "transform", "load"]
     runs = {r["task"]: r for r in history(cli, env=_env(tmp_path, "web-1"))}
