@@ -292,6 +292,7 @@ class Coordinator(Protocol):
         runs: Mapping[Claim, str] | None = None,
         leased: AbstractSet[Claim] = frozenset(),
         held: set[Claim] | None = None,
+        until: Mapping[Claim, datetime] | None = None,
     ) -> set[Claim]:
         """Claim the (task, occurrence)s in the order given, at once, until ``limit`` are won
         (None: every one); return those this machine won. Every claim before the last one
@@ -303,6 +304,11 @@ class Coordinator(Protocol):
         (docs/fleets-postgresql.md#claims-are-leases). ``held`` is given the claims not won
         that another machine holds as a lease still: asked again, they may yet be taken over
         (never by files: nothing in a shared directory tells a dead machine from a slow one)."""
+        ...
+
+    def orphans(self) -> list[Claim]:
+        """Leased claims whose claimer is gone before ``until`` (given at its claim), read
+        with the pauses: a machine that runs the task claims them to take them over."""
         ...
 
     def keep_claim(self, claim: Claim, *, started: bool) -> bool:

@@ -126,9 +126,10 @@ def claim_some(
     """
     keys = {_key(row): row.id for _, row in rows}
     lease = {_key(row) for task, row in rows if leased(task)}
+    until = {_key(row): wait_until(task, row) for task, row in rows if not task.chained}
     held: set[tuple[str, datetime]] = set()
     won = coord_of(ctx).claim(
-        list(keys), now=ctx.clock(), limit=limit, runs=keys, leased=lease, held=held
+        list(keys), now=ctx.clock(), limit=limit, runs=keys, leased=lease, held=held, until=until
     )
     return {keys[key] for key in won}, {keys[key] for key in held if key in keys}
 
@@ -139,8 +140,15 @@ def _key(row: RunRow) -> tuple[str, datetime]:
 
 def ask_until(task: Task, row: RunRow) -> datetime:
     """Until when an occurrence held elsewhere as a lease is asked for again: ASK_FOR after
-    it, or its misfire_grace (as long as its claimer may wait for a group's slot) if sooner."""
-    return row.occurrence + min(task.misfire_grace or DEFAULT_GROUP_WAIT, ASK_FOR)
+    it, or its wait_until if sooner. Past that, a claimer gone is found by every machine's
+    next minute instead (the store's orphans, read with the pauses)."""
+    return min(wait_until(task, row), row.occurrence + ASK_FOR)
+
+
+def wait_until(task: Task, row: RunRow) -> datetime:
+    """Until when a claim's run may still start: its misfire_grace after the occurrence, as
+    long as its claimer may wait for a group's slot (DEFAULT_GROUP_WAIT without one)."""
+    return row.occurrence + (task.misfire_grace or DEFAULT_GROUP_WAIT)
 
 
 def claim(task: Task, row: RunRow, ctx: RunContext, now: datetime) -> bool:
@@ -162,9 +170,15 @@ def claim(task: Task, row: RunRow, ctx: RunContext, now: datetime) -> bool:
         return won
     lease = {key} if leased(task) else frozenset()
     began, again = time.monotonic(), FIRST_ASK_S
+    # A chained run is never taken over in a later minute: its wait counts from its
+    # upstream's end, which the others do not know (docs/fleets-postgresql.md).
+    until = {} if task.chained else {key: wait_until(task, row)}
     while True:
         held: set[tuple[str, datetime]] = set()
-        if key in coord_of(ctx).claim([key], now=now, runs={key: row.id}, leased=lease, held=held):
+        found = coord_of(ctx).claim(
+            [key], now=now, runs={key: row.id}, leased=lease, held=held, until=until
+        )
+        if key in found:
             return True
         left = (ask_until(task, row) - now).total_seconds() - (time.monotonic() - began)
         if key not in held or left <= 0 or (ctx.tracker is not None and ctx.tracker.stopping):

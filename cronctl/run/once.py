@@ -106,6 +106,8 @@ def _run_once(
                 return RunReport(now, runs, dry_run=True, missed=_missed(dry.plans))
         recovered = recovery.recover(store, ctx, schedule)
         plans, rows = planning.plan_all(store, schedule, now, paused, ctx, ahead)
+        # Older occurrences first: a task's rows run in order (run_task).
+        rows = planning.taken_over(store, schedule, paused, rows, ctx) + rows
         pending = [r for r in rows if r.outcome == "pending"]
         results: dict[str, RunRow] = {r.id: r for r in recovered + rows}
         chained = _chains(schedule, paused, plans, ctx)

@@ -480,6 +480,33 @@ def _claimed(task: Task, row: RunRow, ctx: RunContext) -> bool:
         apart.close()
 
 
+def taken_over(
+    store: Store,
+    schedule: Schedule,
+    paused: Mapping[str, object],
+    planned: list[RunRow],
+    ctx: RunContext,
+) -> list[RunRow]:
+    """New rows, recorded, for the claims a claimer that is gone left unstarted while their
+    run may still start (coord.orphans, read with the pauses), of this machine's unpaused
+    on_one_server tasks: each is claimed as the minute's others are, and run here when this
+    machine's claim takes it over first (docs/fleets-postgresql.md#claims-are-leases)."""
+    if ctx.rehearsal or ctx.dry_run:
+        return []
+    ours = {t.name: t for t in schedule.tasks if t.on_one_server and not t.chained}
+    have = {(row.task, row.occurrence) for row in planned}
+    rows = [
+        make_row(ours[name], when, "pending", ctx)
+        for name, when in coord_of(ctx).orphans()
+        if name in ours and not ours[name].paused and name not in paused
+        and (name, when) not in have
+    ]  # fmt: skip
+    if rows:
+        with store.transaction() as tx:
+            tx.add_runs(rows)
+    return rows
+
+
 def make_row(task: Task, when: datetime, outcome: Outcome, ctx: RunContext) -> RunRow:
     """A new run row of `task`'s occurrence `when`, owned by this process."""
     return RunRow(

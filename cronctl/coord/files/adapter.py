@@ -54,9 +54,10 @@ class FilesCoordinator:
         runs: Mapping[Claim, str] | None = None,
         leased: AbstractSet[Claim] = frozenset(),
         held: set[Claim] | None = None,
+        until: Mapping[Claim, datetime] | None = None,
     ) -> set[Claim]:
-        """One O_EXCL file per claim, in order, until ``limit`` are won (``held``: see the
-        port; never filled)."""
+        """One O_EXCL file per claim, in order, until ``limit`` are won (``held``, ``until``:
+        see the port; never filled, never used)."""
         host, pid = self.host, self.pid
         won: set[Claim] = set()
         for task, when in claims:
@@ -76,6 +77,11 @@ class FilesCoordinator:
             return True
         task, when = claim
         return mark_started(self.lock_dir, task, when, host=self.host, pid=self.pid)
+
+    def orphans(self) -> list[Claim]:
+        """None: a claim is taken over only by a run that asks for its occurrence
+        (docs/fleets-postgresql.md#claims-are-leases)."""
+        return []
 
     def claimed(self, task: str, occurrence: datetime) -> bool:
         """Whether the claim file exists."""

@@ -107,6 +107,7 @@ class PostgresCoordinator:
         self._conn: Any = None
         self._failure: str | None = None
         self._pauses: dict[str, PauseInfo] | None = None
+        self._orphans: list[rows.Orphan] = []  # read with the pauses (orphans())
         self._mutex = threading.Lock()  # worker threads share the run's connection
         self._idle: list[Any] = []  # connections that tried a group's slots and hold none
         #: The rows of the store this process could not read and left out (rows.py).
@@ -153,7 +154,7 @@ class PostgresCoordinator:
                             # before the schema check records gone claimers' runs.
                             with self._conn.cursor() as cur:
                                 cur.execute(self._liveness(cur))
-                        self._pauses = ensure_schema(
+                        self._pauses, self._orphans = ensure_schema(
                             self._conn, self.url, self.skipped, self.scope.owns
                         )
                     with self._conn.cursor() as cur:
@@ -203,6 +204,7 @@ class PostgresCoordinator:
                 self._drop()
             self._failure = None
             self._pauses = None
+            self._orphans = []
             idle, self._idle = self._idle, []
         for conn in idle:
             with suppress(Exception):
@@ -240,9 +242,11 @@ class PostgresCoordinator:
         runs: Mapping[Claim, str] | None = None,
         leased: AbstractSet[Claim] = frozenset(),
         held: set[Claim] | None = None,
+        until: Mapping[Claim, datetime] | None = None,
     ) -> set[Claim]:
         """Claim in the order given until ``limit`` are won (cronctl.claim_some), in one round
-        trip; a leased claim (``leased``) is taken over from a claimer that is gone. The
+        trip; a leased claim (``leased``) is taken over from a claimer that is gone, until
+        its ``until`` (by this run's clock, as ``now``; none: at once). The
         same statement reads which of them another machine held as a lease when it began
         (``held``, less those won: taken over from a claimer that was gone).
 
@@ -254,7 +258,7 @@ class PostgresCoordinator:
         """
         if not claims or limit == 0:
             return set()
-        runs = runs or {}
+        runs, until = runs or {}, until or {}
         tasks = [self.scope.key(task) for task, _ in claims]
         whens = [when.astimezone(UTC) for _, when in claims]
 
@@ -268,6 +272,7 @@ class PostgresCoordinator:
                     "WITH won AS (SELECT won_task, won_occurrence FROM cronctl.claim_some("
                     "%(tasks)s::text[], %(whens)s::timestamptz[], %(leased)s::boolean[], "
                     "%(runs)s::text[], %(limit)s, %(host)s, %(pid)s, %(lease)s, %(lease_s)s, "
+                    "%(waits)s::float8[], "
                     "%(now)s::timestamptz - %(horizon)s::interval)) "
                     "SELECT won_task, won_occurrence, true FROM won UNION ALL "
                     "SELECT c.task, c.occurrence, false FROM cronctl.claims c JOIN "
@@ -277,7 +282,8 @@ class PostgresCoordinator:
                     {"tasks": tasks, "whens": whens, "leased": [c in leased for c in claims],
                      "runs": [runs.get(c) for c in claims], "limit": limit, "host": self.host,
                      "pid": self.pid, "lease": self._lease, "lease_s": CLAIM_LEASE_S,
-                     "now": now, "horizon": CLAIM_HORIZON},
+                     "now": now, "horizon": CLAIM_HORIZON,
+                     "waits": [(until.get(c, now) - now).total_seconds() for c in claims]},
                 )
             )  # fmt: skip
             found = [(self.scope.name(t), utc(w) or w, mine) for t, w, mine in cur.fetchall()]
@@ -308,6 +314,12 @@ class PostgresCoordinator:
             return bool(cur.rowcount)
 
         return self._call(update)
+
+    def orphans(self) -> list[Claim]:
+        """The claims of this scope that a claimer gone left unstarted while their run may
+        still start, as the last read of the pauses found them (no round trip, nor a wait
+        for one that is late: the list is replaced whole)."""
+        return [(self.scope.name(task), when) for task, when in self._orphans]
 
     def _liveness(self, cur: Any) -> bytes:
         """The statement that makes this connection's session hold the lease key, when it
@@ -430,7 +442,9 @@ class PostgresCoordinator:
             if self._pauses is not None:
                 return self.scope.ours(self._pauses)
             cur.execute(READ_PAUSES)
-            return self.scope.ours(rows.pauses(cur.fetchone()[0], self.skipped, self.scope.owns))
+            pauses, orphans, _ = cur.fetchone()
+            self._orphans = rows.orphans(orphans, self.skipped, self.scope.owns)
+            return self.scope.ours(rows.pauses(pauses, self.skipped, self.scope.owns))
 
         return self._call(query)
 

@@ -219,6 +219,30 @@ def pauses(
     return paused
 
 
+#: A claim left unstarted by a claimer that is gone: (stored task name, occurrence).
+Orphan = tuple[str, datetime]
+
+
+def orphans(
+    found: Iterable[Sequence[Any]], skipped: Skipped, owns: Callable[[str], bool]
+) -> list[Orphan]:
+    """The orphaned claims that ``owns`` keeps, of the rows of (task, occurrence as JSON
+    text); one that cannot be read is skipped: taking it over would run what no reader can
+    name."""
+    kept = []
+    for task, when in found:
+        if not owns(str(task)):
+            continue
+        try:
+            occurrence = iso_instant(when, "occurrence")
+            if occurrence is None:
+                raise BadRow("occurrence", when)
+            kept.append((name(task, "task"), occurrence))
+        except BadRow as problem:
+            skipped.skip("claims", f"{task} {when}", problem)
+    return kept
+
+
 class Skipped:
     """The rows this process could not read: each named once (``warn``), all counted."""
 

@@ -109,6 +109,29 @@ BEGIN
         END IF;
     END LOOP;
 END $$"""
+#: claim_some as of schema 8: each claim also says until when its run may still start
+#: (``waits``: seconds from now, by the store's clock), as long as its claimer may wait (a
+#: group's slot): a claimer gone before then leaves it to the others (_ORPHANS).
+_CLAIM_SOME_8 = (
+    _CLAIM_SOME.replace("lease_s double precision,", "lease_s double precision, waits float8[],")
+    .replace("expires, started)", "expires, started, wait_until)")
+    .replace(
+        "CASE WHEN leased[i] THEN NULL ELSE now() END)",
+        "CASE WHEN leased[i] THEN NULL ELSE now() END, now() + make_interval(secs => waits[i]))",
+    )
+    .replace(
+        "started = EXCLUDED.started,",
+        "started = EXCLUDED.started, wait_until = EXCLUDED.wait_until,",
+    )
+)  # fmt: skip
+#: The unstarted claims whose claimer is gone (its session ended, or its lease ran out) while
+#: their run may still start (``wait_until``): read by every machine each minute, with the
+#: pauses, and taken over by the first that claims one (docs/fleets-postgresql.md).
+_ORPHANS = """CREATE FUNCTION cronctl.orphans() RETURNS json LANGUAGE sql STABLE AS $$
+    SELECT coalesce(json_agg(json_build_array(task, occurrence) ORDER BY occurrence, task),
+        '[]'::json) FROM cronctl.claims WHERE state = 'leased' AND wait_until > now()
+        AND (expires < now() OR lease IS NULL OR NOT cronctl.lease_lives(lease))
+$$"""
 #: Records, as of unknown outcome, the runs that started on a machine whose session ended
 #: before it published their records (called in every claim's round trip and every read of
 #: the pauses, so the machines still running say it within a minute of the store noticing:
@@ -243,6 +266,18 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             PRIMARY KEY (task, occurrence, host))""",
         "ALTER TABLE cronctl.runs ADD COLUMN upstream text NOT NULL DEFAULT ''",
     ),
+    # An unstarted claim whose claimer is gone is taken over until its run may no longer
+    # start (docs/fleets-postgresql.md#claims-are-leases), not only while others still ask
+    # for it: each claim says until when (``wait_until``), and every machine's read of the
+    # pauses lists those left so (cronctl.orphans), from an index of the leased claims alone.
+    (
+        "ALTER TABLE cronctl.claims ADD COLUMN wait_until timestamptz",
+        "CREATE INDEX claims_leased ON cronctl.claims (wait_until) WHERE state = 'leased'",
+        "DROP FUNCTION cronctl.claim_some(text[], timestamptz[], boolean[], text[], integer, "
+        "text, integer, bigint, double precision, timestamptz)",
+        _CLAIM_SOME_8,
+        _ORPHANS,
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 # An arbitrary constant: "cronctl migrate" as one bigint advisory lock key.
@@ -251,11 +286,13 @@ _MIGRATE_KEY = 0x63726F6E6D696772
 #: Every pause, as JSON: its time as text, which rows.pauses checks.
 PAUSES = """SELECT coalesce(json_agg(json_build_array(task, reason, since, host, usr)),
     '[]'::json) FROM cronctl.pauses"""
-#: The pauses, and the started runs of claimers that are gone recorded (cronctl.settle_gone):
-#: every run and `work` tick reads the pauses, so the survivors record those runs within the
-#: liveness window even when none of them claims anything, at no round trip of its own.
-READ_PAUSES = f"SELECT ({PAUSES}), cronctl.settle_gone()"
-_STARTUP = f"SELECT version, ({PAUSES}), cronctl.settle_gone() FROM cronctl.meta"  # noqa: S608
+#: The pauses, the unstarted claims of claimers that are gone (cronctl.orphans), and the
+#: started runs of those recorded (cronctl.settle_gone): every run and `work` tick reads the
+#: pauses, so the survivors take over the former within a minute and record the latter
+#: within the liveness window even when none of them claims anything, at no round trip of
+#: its own.
+READ_PAUSES = f"SELECT ({PAUSES}), cronctl.orphans(), cronctl.settle_gone()"
+_STARTUP = f"SELECT version, ({PAUSES}), cronctl.orphans(), cronctl.settle_gone() FROM cronctl.meta"  # noqa: S608
 
 
 class SchemaTooNew(CronctlError):
@@ -264,16 +301,16 @@ class SchemaTooNew(CronctlError):
 
 def ensure_schema(
     conn: Any, url: str, skipped: rows.Skipped, owns: Callable[[str], bool]
-) -> dict[str, PauseInfo]:
-    """Check (and if needed create or migrate) the schema; return the pauses ``owns`` keeps
-    (by stored name), read in the same round trip as the version check, so a run's start
-    costs one query."""
+) -> tuple[dict[str, PauseInfo], list[rows.Orphan]]:
+    """Check (and if needed create or migrate) the schema; return the pauses and the orphaned
+    claims ``owns`` keeps (by stored name), read in the same round trip as the version
+    check, so a run's start costs one query."""
     import psycopg2.errors
 
     try:
         with conn.cursor() as cur:
             cur.execute(_STARTUP)
-            version, pauses, _ = cur.fetchone()
+            version, pauses, orphans, _ = cur.fetchone()
     except (
         psycopg2.errors.UndefinedTable,
         psycopg2.errors.InvalidSchemaName,
@@ -285,8 +322,8 @@ def ensure_schema(
         _migrate(conn, url)
         with conn.cursor() as cur:
             cur.execute(_STARTUP)
-            version, pauses, _ = cur.fetchone()
-    return rows.pauses(pauses, skipped, owns)
+            version, pauses, orphans, _ = cur.fetchone()
+    return rows.pauses(pauses, skipped, owns), rows.orphans(orphans, skipped, owns)
 
 
 def _refuse_newer(version: int | None, url: str) -> None:

@@ -48,11 +48,13 @@ def older_store(url: str, version: int) -> Iterator[PostgresCoordinator]:
     the store at ``url``, which it creates (or finds) at that version."""
     latest, startup = schema.MIGRATIONS, schema._STARTUP
     schema.MIGRATIONS, schema.SCHEMA_VERSION = latest[:version], version
-    if "settle_gone" not in "".join(s for m in schema.MIGRATIONS for s in m):
-        # That cronctl's start-up asked for no settle_gone, which its schema has not.
-        schema._STARTUP = f"SELECT version, ({schema.PAUSES}), NULL FROM cronctl.meta"  # noqa: S608
+    made = "".join(s for m in schema.MIGRATIONS for s in m)
+    # That cronctl's start-up asked for no function its schema has not.
+    orphans = "cronctl.orphans()" if "cronctl.orphans()" in made else "'[]'::json"
+    settled = "cronctl.settle_gone()" if "settle_gone" in made else "NULL"
+    schema._STARTUP = f"SELECT version, ({schema.PAUSES}), {orphans}, {settled} FROM cronctl.meta"  # noqa: S608
     extra = fleet.PUBLISHED_EXTRA
-    if "upstream" not in "".join(s for m in schema.MIGRATIONS for s in m):
+    if "upstream" not in made:
         fleet.PUBLISHED_EXTRA = ("output",)  # that cronctl's records named no upstream runs
     earlier = PostgresCoordinator(url, host="old", pid=1)
     try:

@@ -32,6 +32,7 @@ SWEEP_AT = "2026-08-03T10:00:00Z"  # a run at minute 0 sweeps the store
 PAUSES = [("pauses", "held")]
 OTHER_PAUSES = [("pauses", "other/inf"), ("pauses", "other/ninf"),
                 ("pauses", "other/y20000"), ("pauses", "other/long")]  # fmt: skip
+ORPHANS = [("claims", "guarded infinity"), ("claims", "guarded -infinity")]
 RUNS = ["r-occ-inf", "r-occ-20000", "r-started", "r-ended", "r-nan", "r-dur-inf",
         "x/../../etc", "r-long-msg", "r-long-host"]  # fmt: skip
 
@@ -103,6 +104,13 @@ def _hostile(url: str) -> None:
             "INSERT INTO cronctl.claims (task, occurrence, host, pid, claimed_at) "
             "VALUES ('free', 'infinity', 'c', -1, '20000-01-01')"
         )
+        # Unstarted claims of a claimer gone, which every run reads to take over: of
+        # occurrences no reader can name.
+        cur.execute(
+            "INSERT INTO cronctl.claims (task, occurrence, host, state, expires, wait_until) "
+            "VALUES ('guarded', 'infinity', 'c', 'leased', now(), 'infinity'), "
+            "('guarded', '-infinity', 'c', 'leased', now(), 'infinity')"
+        )
     conn.close()
 
 
@@ -161,7 +169,7 @@ def test_run_and_its_plain_tasks_go_on_past_every_bad_row(
     assert T1 in (tmp_path / "free.log").read_text()
     assert len((tmp_path / "locked.log").read_text().split()) == 2  # the bad holder held nothing
     assert len((tmp_path / "held.log").read_text().split()) == 1  # a pause with a bad time holds
-    _named(done.stderr, *PAUSES, ("holders", "locked"))
+    _named(done.stderr, *PAUSES, ("holders", "locked"), *ORPHANS)
     assert "^[[2J^G^Jforged line" in done.stdout + done.stderr  # guarded's holder, visible
 
 

@@ -112,10 +112,14 @@ def test_a_machine_that_frees_a_slot_claims_more(
 BEFORE_CLAIM = {"plain": "", "when": 'when = "true"\n', "jitter": 'jitter = "1s"\n'}
 
 
-def _group_schedule(tmp_path: Path, before_claim: str = "plain") -> None:
+def _group_schedule(tmp_path: Path, before_claim: str = "plain", cron: str = "* * * * *") -> None:
     write_schedule(
         tmp_path / "schedules.toml",
-        [_task("g", QUICK, 'group = "g"\n' + BEFORE_CLAIM[before_claim])],
+        [
+            _task("g", QUICK, 'group = "g"\n' + BEFORE_CLAIM[before_claim]).replace(
+                "* * * * *", cron
+            )
+        ],
         '[[group]]\nname = "g"\nmax_running = 1\n\n[defaults]\nmisfire_grace = "10m"\n',
     )
 
@@ -228,12 +232,16 @@ def test_a_run_stops_asking_for_a_live_machines_claim_before_the_next_minute(
     assert _ran(tmp_path) == [("g", "a")]
 
 
+@pytest.mark.parametrize("late", [False, True], ids=["in-its-minute", "past-45s"])
 def test_a_machine_frozen_past_its_lease_starts_nothing_it_lost(
-    machine: Machine, pg_server: PgServer, pg_url: str, tmp_path: Path
+    machine: Machine, pg_server: PgServer, pg_url: str, tmp_path: Path, late: bool
 ) -> None:
-    _group_schedule(tmp_path)
+    """b takes the claim over as it asks for the occurrence, or (``late``: a claimed 50 s
+    into the minute, when the others no longer ask) at its next minute, from the store's
+    orphans; either way a, resumed, finds its claim gone and starts nothing."""
+    _group_schedule(tmp_path, cron="0 9 * * *" if late else "* * * * *")
     holder, slot = _slot_held_elsewhere(pg_url)
-    a = machine("a", "run", "--json", "--now", T, background=True)
+    a = machine("a", "run", "--json", "--now", T_LATE if late else T, background=True)
     assert isinstance(a, subprocess.Popen)
     try:
         wait_for(lambda: _claims(pg_server, pg_url) == [("g", "a", "leased")], "a's claim")
@@ -243,7 +251,7 @@ def test_a_machine_frozen_past_its_lease_starts_nothing_it_lost(
             "UPDATE cronctl.claims SET expires = now() - interval '1 second'",
             database_of(pg_url),
         )
-        b = machine("b", "run", "--json", "--now", T, background=True)
+        b = machine("b", "run", "--json", "--now", T1 if late else T, background=True)
         wait_for(lambda: _claims(pg_server, pg_url)[0][1] == "b", "the take-over")
         slot.release()  # type: ignore[attr-defined]
         assert _finish(b) == {"g": "ok"}
@@ -254,6 +262,41 @@ def test_a_machine_frozen_past_its_lease_starts_nothing_it_lost(
     out, err = a.communicate(timeout=60)
     assert [r["outcome"] for r in json.loads(out)["runs"]] == ["skipped: another server"], err
     assert _ran(tmp_path) == [("g", "b")]
+
+
+#: 50 s into T's minute: past the 45 s in which the other machines ask for a held claim.
+T_LATE = T.replace(":00Z", ":50Z")
+
+
+@pytest.mark.parametrize("before_claim", ["plain", "when"])
+def test_a_claim_killed_while_waiting_past_45s_is_taken_over_at_the_next_minute_once(
+    machine: Machine, pg_server: PgServer, pg_url: str, tmp_path: Path, before_claim: str
+) -> None:
+    """a claims a daily task of a full group 50 s into its minute and waits for the slot
+    (10 minutes of grace) when it is killed: no run asks for that occurrence any more, but
+    the next minute's read of the pauses finds it, and of b and c, which have nothing due,
+    exactly one takes it over and runs it; the other finds it taken, or loses its claim."""
+    _group_schedule(tmp_path, before_claim, cron="0 9 * * *")
+    holder, slot = _slot_held_elsewhere(pg_url)
+    try:
+        a = machine("a", "run", "--json", "--now", T_LATE, background=True)
+        assert isinstance(a, subprocess.Popen)
+        wait_for(lambda: _claims(pg_server, pg_url) == [("g", "a", "leased")], "a's claim")
+        a.kill()
+        a.communicate(timeout=30)
+        later = [machine(h, "run", "--json", "--now", T1, background=True) for h in "bc"]
+        wait_for(lambda: _claims(pg_server, pg_url)[0][1] != "a", "the take-over")
+        slot.release()  # type: ignore[attr-defined]
+        said = [_finish(run) for run in later]
+    finally:
+        slot.release()  # type: ignore[attr-defined]
+        holder.close()
+    # The other found it taken over already, or lost its claim: it ran nothing.
+    got = [s.get("g") for s in said]
+    assert sorted(map(str, got)) in (["None", "ok"], ["ok", "skipped: another server"])
+    taker = "bc"[got.index("ok")]
+    assert _ran(tmp_path) == [("g", taker)]
+    assert _claims(pg_server, pg_url) == [("g", taker, "done")]
 
 
 @pytest.mark.parametrize("kill", ["whole host", "cronctl alone"])
