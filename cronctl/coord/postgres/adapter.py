@@ -118,6 +118,7 @@ class PostgresCoordinator:
         self._lease = secrets.randbits(62) or 1
         self._lease_conn: Any = None
         self._open: set[str] = set()
+        self._kept = False  # see close()
 
     @property
     def fleet(self) -> PostgresCoordinator:
@@ -177,6 +178,10 @@ class PostgresCoordinator:
                         # handling as unreachable, with what the server said.
                         first = first_line(self.url, exc)
                         self._failure = f"coordination store error ({self.describe()}): {first}"
+                        # A kept session (close()) is not reused: the next run's connect
+                        # checks the schema afresh (another machine may have migrated it).
+                        if not self._open:
+                            self._drop()
                         raise StoreUnavailable(self._failure) from None
                     self._drop()
                     if retry:
@@ -197,11 +202,16 @@ class PostgresCoordinator:
         stop_waiting()
 
     def close(self) -> None:
-        """Close the run's connection (locks and held slots have their own); the next call
-        connects afresh, so `cronctl work` tries the store again every minute."""
+        """End a run's use of the store (locks and held slots have their own sessions): its
+        failure is forgotten, so `cronctl work` tries the store again every minute, and the
+        pauses are read afresh. The run's connection is closed the first time; a coordinator
+        closed again is a process's that lives on (`work`'s minutes) and keeps its session
+        from then on, so a minute costs its statements and no connection (a session lost
+        meanwhile is replaced at the next call: _call)."""
         with self._mutex:
-            if not self._open:  # else its session is the liveness of claims still open
+            if not (self._open or self._kept):  # open claims: their session is the liveness
                 self._drop()
+            self._kept = True
             self._failure = None
             self._pauses = None
             self._orphans = []

@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from cronctl.coord.port import StoreUnavailable
 from cronctl.coord.postgres.adapter import PostgresCoordinator
-from cronctl.coord.postgres.schema import SCHEMA_VERSION
+from cronctl.coord.postgres.schema import SCHEMA_VERSION, SchemaTooNew
 from tests.coord.conftest import PgServer
-from tests.coord.postgres.kit import T1, T2, T, outcomes
+from tests.coord.postgres.kit import T1, T2, T, database_of, outcomes
 from tests.helpers import Cli, alive, wait_for, write_schedule, written
 
 
@@ -370,3 +371,37 @@ def test_a_missing_driver_is_a_clear_error_before_anything_runs(cli: Cli, tmp_pa
     assert not (tmp_path / "ran").exists()
     doctor = cli("doctor", env=env)
     assert doctor.returncode == 1 and "pip install 'cronctl[postgres]'" in doctor.stdout
+
+
+def test_a_coordinator_closed_again_keeps_its_session_and_checks_a_refusal_afresh(
+    pg_url: str, pg_server: PgServer
+) -> None:
+    """`work` closes its coordinator every minute: from the second on, the session stays (a
+    minute costs its statements, no connection); one the server ended is replaced; a store
+    migrated by a newer cronctl meanwhile is refused as at a connect."""
+    database = database_of(pg_url)
+    sessions = "SELECT pid FROM pg_stat_activity WHERE application_name = 'cronctl'"
+    coord = PostgresCoordinator(pg_url, host="w", pid=1)
+    try:
+        coord.paused_tasks()
+        coord.close()  # a `run`'s only close: the session ends with it
+        wait_for(lambda: not pg_server.sql(sessions, database), "the first session's end")
+        coord.paused_tasks()
+        coord.close()
+        kept = pg_server.sql(sessions, database)
+        coord.paused_tasks()
+        coord.close()
+        assert pg_server.sql(sessions, database) == kept and len(kept) == 1
+        pg_server.sql(f"SELECT pg_terminate_backend({kept[0][0]})", database)
+        coord.paused_tasks()  # a new session, at once
+        coord.close()
+        pg_server.sql(
+            "UPDATE cronctl.meta SET version = 99; DROP FUNCTION cronctl.orphans()", database
+        )
+        with pytest.raises(StoreUnavailable):
+            coord.paused_tasks()  # the kept session meets the newer schema's refusal
+        coord.close()
+        with pytest.raises(SchemaTooNew):
+            coord.paused_tasks()
+    finally:
+        coord.close()
