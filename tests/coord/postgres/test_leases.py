@@ -12,6 +12,7 @@ import signal
 import subprocess
 from collections import Counter
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,8 @@ import pytest
 from cronctl.coord.postgres.adapter import PostgresCoordinator
 from tests.coord.conftest import PgServer
 from tests.coord.postgres.kit import T1, T, database_of, outcomes
-from tests.helpers import wait_for, write_schedule
+from tests.helpers import Cli, wait_for, write_schedule
+from tests.run.test_work import NEAR_BOUNDARY
 
 Machine = Callable[..., object]
 #: Appends TASK HOST to `ran` once `release` exists (the test decides when tasks end).
@@ -343,3 +345,42 @@ def test_a_dead_machines_started_run_is_recorded_by_a_run_with_nothing_to_claim(
         database_of(pg_url),
     )
     assert rows == [("a", "error", "outcome unknown: a stopped answering")]
+
+
+def test_a_work_minute_takes_over_a_claim_killed_while_waiting_past_45s(
+    machine: Machine, cli: Cli, pg_url: str, pg_server: PgServer, tmp_path: Path
+) -> None:
+    """As above with the taker a `cronctl work`: its first minute's read of the pauses finds
+    the claim a left (on the real clock: `work` judges an occurrence's grace by it), runs it
+    once, then its own minute's."""
+    write_schedule(
+        tmp_path / "schedules.toml",
+        [_task("g", "echo $CRONCTL_TASK $CRONCTL_HOST $CRONCTL_OCCURRENCE >> ran", 'group = "g"')],
+        '[[group]]\nname = "g"\nmax_running = 1\n\n[defaults]\nmisfire_grace = "10m"\n',
+    )
+    minute = datetime.now(UTC).replace(second=0, microsecond=0)
+    holder, slot = _slot_held_elsewhere(pg_url)
+    env = {"CRONCTL_HOST": "b", "CRONCTL_COORDINATION": pg_url,
+           "CRONCTL_STATE_DIR": str(tmp_path / "b")}  # fmt: skip
+    worker = None
+    try:
+        late = (minute + timedelta(seconds=50)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        a = machine("a", "run", "--json", "--now", late, background=True)
+        assert isinstance(a, subprocess.Popen)
+        wait_for(lambda: _claims(pg_server, pg_url) == [("g", "a", "leased")], "a's claim")
+        a.kill()
+        a.communicate(timeout=30)
+        worker = cli.popen_code(NEAR_BOUNDARY, "work", "--grace", "10", env=env)
+        wait_for(lambda: _claims(pg_server, pg_url)[0][1] == "b", "the take-over")
+        slot.release()  # type: ignore[attr-defined]
+        wait_for(lambda: len(_ran(tmp_path)) == 2, "both of b's runs")
+    finally:
+        slot.release()  # type: ignore[attr-defined]
+        holder.close()
+        if worker is not None:
+            worker.terminate()
+            _, err = worker.communicate(timeout=30)
+            assert "Traceback" not in err, err
+    ran = (tmp_path / "ran").read_text().split("\n")
+    assert ran[0] == f"g b {minute.strftime('%Y-%m-%dT%H:%M:%SZ')}"  # once, first
+    assert [line.split()[:2] for line in ran if line] == [["g", "b"]] * 2
