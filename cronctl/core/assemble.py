@@ -7,8 +7,8 @@ from typing import Any
 
 from cronctl.core.chains import Chains, unknown_problems
 from cronctl.core.groups import Group
-from cronctl.core.model import Problem, Schedule, Task, problem_order
-from cronctl.core.schema import FileResult, build_settings
+from cronctl.core.model import Problem, Schedule, Settings, Task, problem_order
+from cronctl.core.schema import FileResult
 
 
 def build_schedule(results: list[FileResult]) -> Schedule:
@@ -64,7 +64,7 @@ def build_schedule(results: list[FileResult]) -> Schedule:
         problems += Chains(tasks).problems(shown)
     # One order everywhere (check, list, run): errors first, then by file and line.
     problems.sort(key=problem_order)
-    built = build_settings({k: v for k, (v, _) in settings.items()})
+    built = Settings(**{k: v for k, (v, _) in settings.items()})
     # A task without its own max_output takes [cronctl]'s, which any file may set.
     tasks = [t if t.max_output is not None else replace(t, max_output=built.max_output)
              for t in tasks]  # fmt: skip

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from cronctl.core.envkeys import UNLIMITED, parse_size
+from cronctl.core.values import Check
 
 #: The smallest `memory_max`: below it not even a shell starts under an address-space cap.
 MIN_MEMORY = 16 * 1024**2
@@ -29,19 +30,11 @@ _IONICE = r"(idle|best-effort)(?::([0-7]))?\Z"
 _PERCENT = r"(\d{1,6})\s*%\Z"
 
 
-def _is_str(v: object) -> bool:
-    return isinstance(v, str)
-
-
-def _is_int(v: object) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-CAP_KEYS: dict[str, tuple[Callable[[object], bool], str]] = {
-    "memory_max": (_is_str, 'a size such as "512MB", or "unlimited"'),
-    "cpu_max": (_is_str, 'a share of one CPU such as "50%" (or "200%": two), or "unlimited"'),
-    "nice": (_is_int, "an integer 0-19"),
-    "ionice": (_is_str, '"idle", "best-effort" or "best-effort:N" (N 0-7)'),
+CAP_KEYS: dict[str, Check] = {
+    "memory_max": ("str", 'a size such as "512MB", or "unlimited"'),
+    "cpu_max": ("str", 'a share of one CPU such as "50%" (or "200%": two), or "unlimited"'),
+    "nice": ("int", "an integer 0-19"),
+    "ionice": ("str", '"idle", "best-effort" or "best-effort:N" (N 0-7)'),
 }
 
 

@@ -15,10 +15,11 @@ from datetime import date, datetime
 from functools import lru_cache
 from itertools import groupby
 
+from cronctl.core.values import DAYS
 from cronctl.errors import CronSyntaxError
 
 _MONTHS = ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")
-_DAYS = ("SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT")
+_DAYS = tuple(day[:3].upper() for day in DAYS)
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from cronctl.core.values import check_line
+from cronctl.core.values import Check, check_line
 
 #: The cap of a run's captured output when neither the task nor [cronctl] sets one.
 DEFAULT_MAX_OUTPUT = 16 * 1024 * 1024
@@ -28,22 +27,10 @@ _NAME = r"[A-Za-z_][A-Za-z0-9_]*\Z"  # with re.ASCII: a name a shell can expand
 RESERVED_PREFIX = "CRONCTL_"
 
 
-def _is_str(v: object) -> bool:
-    return isinstance(v, str)
-
-
-def _is_str_list(v: object) -> bool:
-    return isinstance(v, list) and all(isinstance(x, str) for x in v)
-
-
-def _is_str_table(v: object) -> bool:
-    return isinstance(v, dict) and all(isinstance(x, str) for x in v.values())
-
-
-ENV_KEYS: dict[str, tuple[Callable[[object], bool], str]] = {
-    "env_files": (_is_str_list, 'an array of file paths, e.g. ["/run/secrets/app.env"]'),
-    "env_from_file": (_is_str_table, 'a table of file paths, e.g. { TOKEN = "api-token" }'),
-    "max_output": (_is_str, 'a size such as "16MB", or "unlimited"'),
+ENV_KEYS: dict[str, Check] = {
+    "env_files": ("str_list", 'an array of file paths, e.g. ["/run/secrets/app.env"]'),
+    "env_from_file": ("str_table", 'a table of file paths, e.g. { TOKEN = "api-token" }'),
+    "max_output": ("str", 'a size such as "16MB", or "unlimited"'),
 }
 
 

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 from cronctl.core.chains import Chains
 from cronctl.core.cronwalk import shortest_wall_gap
 from cronctl.core.model import NOTIFY_MODES, Problem, Schedule, Task, format_duration
-from cronctl.core.values import check_text, parse_duration
+from cronctl.core.values import Check, check_text, parse_duration
 from cronctl.core.warncodes import ignore_problem
 from cronctl.core.zones import occurrences_after, offset_spread
 from cronctl.errors import DurationError
@@ -30,28 +30,16 @@ MAX_RETRIES = 10
 _HOST_PATTERN = r"^[A-Za-z0-9._*?\[\]!-]+$"
 
 
-def _is_str(v: object) -> bool:
-    return isinstance(v, str)
-
-
-def _is_int(v: object) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _is_str_list(v: object) -> bool:
-    return isinstance(v, list) and all(isinstance(x, str) for x in v)
-
-
-OPS_KEYS: dict[str, tuple[Callable[[object], bool], str]] = {
-    "hosts": (_is_str_list, 'an array of host name patterns, e.g. ["web-*", "db1"]'),
-    "retries": (_is_int, "an integer 0-10"),
-    "retry_delay": (_is_str, 'a duration string such as "30s"'),
-    "jitter": (_is_str, 'a duration string such as "5m"'),
-    "ping_url": (_is_str, 'a URL string such as "https://hc-ping.com/UUID"'),
-    "on_failure": (_is_str, "a shell command string"),
-    "on_success": (_is_str, "a shell command string"),
-    "notify": (_is_str, 'one of "always", "change"'),
-    "ignore_warnings": (_is_str_list, 'an array of warning codes, e.g. ["dst-gap"]'),
+OPS_KEYS: dict[str, Check] = {
+    "hosts": ("str_list", 'an array of host name patterns, e.g. ["web-*", "db1"]'),
+    "retries": ("int", "an integer 0-10"),
+    "retry_delay": ("str", 'a duration string such as "30s"'),
+    "jitter": ("str", 'a duration string such as "5m"'),
+    "ping_url": ("str", 'a URL string such as "https://hc-ping.com/UUID"'),
+    "on_failure": ("str", "a shell command string"),
+    "on_success": ("str", "a shell command string"),
+    "notify": ("str", 'one of "always", "change"'),
+    "ignore_warnings": ("str_list", 'an array of warning codes, e.g. ["dst-gap"]'),
 }
 
 

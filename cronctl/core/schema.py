@@ -5,14 +5,14 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from cronctl.core import schedules
 from cronctl.core.capkeys import CAP_KEYS, cap_fields, cap_value_problem
 from cronctl.core.chains import outcome_problem, read_after
-from cronctl.core.cronexpr import parse_cron
+from cronctl.core.cronexpr import CronExpr, parse_cron
 from cronctl.core.envkeys import ENV_KEYS, env_value_problem, parse_size, secret_names
 from cronctl.core.groups import Group, name_problem, parse_groups
 from cronctl.core.model import (
@@ -24,13 +24,14 @@ from cronctl.core.model import (
     START_ONLY,
     TASK_NAME,
     Problem,
-    Settings,
     Task,
 )
 from cronctl.core.opskeys import OPS_KEYS, ops_fields, ops_value_problem
 from cronctl.core.tomllines import LineIndex
 from cronctl.core.values import (
+    KINDS,
     ONE_LINE_KEYS,
+    Check,
     check_env,
     check_line,
     check_text,
@@ -38,108 +39,68 @@ from cronctl.core.values import (
     parse_duration,
     resolve_path,
 )
-from cronctl.core.zones import Zone, parse_zone
+from cronctl.core.zones import parse_zone
 from cronctl.errors import CronSyntaxError, DurationError, ZoneError
 
-
-def _is_str(v: object) -> bool:
-    return isinstance(v, str)
-
-
-def _is_bool(v: object) -> bool:
-    return isinstance(v, bool)
-
-
-def _is_int(v: object) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _is_command(v: object) -> bool:
-    return isinstance(v, str) or (
-        isinstance(v, list) and bool(v) and all(isinstance(x, str) for x in v)
-    )
-
-
-def _is_env(v: object) -> bool:
-    return isinstance(v, dict) and all(isinstance(x, str) for x in v.values())
-
-
-def _is_bool_or_str(v: object) -> bool:
-    return isinstance(v, bool | str)
-
-
-def _is_after(v: object) -> bool:
-    return isinstance(v, str) or (isinstance(v, list) and all(isinstance(x, str) for x in v))
-
-
-def _is_list(v: object) -> bool:
-    return isinstance(v, list)
-
-
-def _is_datetime(v: object) -> bool:
-    return isinstance(v, datetime)
-
-
-_Check = tuple[Callable[[object], bool], str]
-
-GUARD_KEYS: dict[str, _Check] = {
-    "timezone": (_is_str, 'a string such as "UTC", "+05:30" or "Europe/Berlin"'),
-    "when": (_is_str, "a shell command string"),
-    "skip": (_is_str, "a shell command string"),
-    "without_overlapping": (_is_bool_or_str, 'true/false or a duration such as "30m"'),
-    "on_one_server": (_is_bool, "true or false"),
-    "timeout": (_is_str, 'a duration string such as "1h"'),
-    "misfire": (_is_str, 'one of "coalesce", "catch-up", "skip"'),
-    "misfire_grace": (_is_str, 'a duration string such as "10m"'),
-    "workdir": (_is_str, "a directory path string"),
-    "shell": (_is_str, 'a path string such as "/bin/bash"'),
-    "env": (_is_env, 'a table of strings, e.g. { PATH = "/usr/bin:/bin" }'),
-    "group": (_is_str, "the name of a [[group]] table, as a string"),
+_BOOL: Check = ("bool", "true or false")
+_SHELL_COMMAND: Check = ("str", "a shell command string")
+_DIRECTORY: Check = ("str", "a directory path string")
+GUARD_KEYS: dict[str, Check] = {
+    "timezone": ("str", 'a string such as "UTC", "+05:30" or "Europe/Berlin"'),
+    "when": _SHELL_COMMAND,
+    "skip": _SHELL_COMMAND,
+    "without_overlapping": ("bool_or_str", 'true/false or a duration such as "30m"'),
+    "on_one_server": _BOOL,
+    "timeout": ("str", 'a duration string such as "1h"'),
+    "misfire": ("str", 'one of "coalesce", "catch-up", "skip"'),
+    "misfire_grace": ("str", 'a duration string such as "10m"'),
+    "workdir": _DIRECTORY,
+    "shell": ("str", 'a path string such as "/bin/bash"'),
+    "env": ("str_table", 'a table of strings, e.g. { PATH = "/usr/bin:/bin" }'),
+    "group": ("str", "the name of a [[group]] table, as a string"),
     **OPS_KEYS,
     **CAP_KEYS,
 }
 #: [defaults] takes the guard keys, and these two of a task's secrets and output keys.
 DEFAULTS_KEYS = {**GUARD_KEYS, **{k: ENV_KEYS[k] for k in ("env_files", "max_output")}}
-SCHEDULE_KEYS: dict[str, _Check] = {
-    "cron": (_is_str, "a cron expression string"),
-    "every_minute": (_is_bool, "true"),
-    "every_minutes": (_is_int, "an integer that divides 60"),
-    "hourly": (_is_bool, "true"),
-    "hourly_at": (_is_int, "an integer minute 0-59"),
-    "daily": (_is_bool, "true"),
-    "daily_at": (_is_str, 'a time string "HH:MM"'),
-    "twice_daily": (_is_list, "an array of two hours, e.g. [1, 13]"),
-    "weekly": (_is_bool, "true"),
-    "weekly_on": (_is_list, 'an array [day, "HH:MM"], e.g. [1, "09:00"]'),
-    "monthly": (_is_bool, "true"),
-    "monthly_on": (_is_list, 'an array [day-of-month, "HH:MM"], e.g. [15, "00:00"]'),
-    "yearly": (_is_bool, "true"),
-    "at": (_is_datetime, "a TOML date-time with an offset, e.g. 2026-12-24T18:00:00Z"),
+SCHEDULE_KEYS: dict[str, Check] = {
+    "cron": ("str", "a cron expression string"),
+    "every_minute": ("bool", "true"),
+    "every_minutes": ("int", "an integer that divides 60"),
+    "hourly": ("bool", "true"),
+    "hourly_at": ("int", "an integer minute 0-59"),
+    "daily": ("bool", "true"),
+    "daily_at": ("str", 'a time string "HH:MM"'),
+    "twice_daily": ("list", "an array of two hours, e.g. [1, 13]"),
+    "weekly": ("bool", "true"),
+    "weekly_on": ("list", 'an array [day, "HH:MM"], e.g. [1, "09:00"]'),
+    "monthly": ("bool", "true"),
+    "monthly_on": ("list", 'an array [day-of-month, "HH:MM"], e.g. [15, "00:00"]'),
+    "yearly": ("bool", "true"),
+    "at": ("datetime", "a TOML date-time with an offset, e.g. 2026-12-24T18:00:00Z"),
 }
-TASK_KEYS: dict[str, _Check] = {
-    "name": (_is_str, "a string"),
-    "command": (_is_command, "a string, or a non-empty array of strings"),
-    "description": (_is_str, "a string"),
-    "weekdays": (_is_bool, "true or false"),
-    "weekends": (_is_bool, "true or false"),
-    "days": (_is_str, 'a day-of-week string such as "1-5" or "MON,WED"'),
-    "paused": (_is_bool, "true or false"),
-    "on_start": (_is_bool, "true or false"),
-    "after": (_is_after, 'a task name, or an array of task names, e.g. ["extract"]'),
-    "after_outcome": (_is_str, 'one of "ok", "failed", "any"'),
+TASK_KEYS: dict[str, Check] = {
+    "name": ("str", "a string"),
+    "command": ("command", "a string, or a non-empty array of strings"),
+    "description": ("str", "a string"),
+    **dict.fromkeys(("weekdays", "weekends", "paused", "on_start"), _BOOL),
+    "days": ("str", 'a day-of-week string such as "1-5" or "MON,WED"'),
+    "after": ("str_or_list", 'a task name, or an array of task names, e.g. ["extract"]'),
+    "after_outcome": ("str", 'one of "ok", "failed", "any"'),
     **ENV_KEYS,
     **GUARD_KEYS,
     **SCHEDULE_KEYS,
 }
-SETTINGS_KEYS: dict[str, _Check] = {
-    "state_dir": (_is_str, "a directory path string"),
-    "lock_dir": (_is_str, "a directory path string"),
-    "lock_dir_shared": (_is_bool, "true or false"),
-    "max_parallel": (_is_int, "a positive integer"),
-    "coordination": (_is_str, 'a "postgresql://..." URL string'),
-    "herd_limit": (_is_int, "a positive integer"),
-    "metrics_file": (_is_str, "a file path string"),
-    "project": (_is_str, 'a project name string such as "billing"'),
+_PATH_SETTINGS = ("state_dir", "lock_dir", "metrics_file")
+SETTINGS_KEYS: dict[str, Check] = {
+    "state_dir": _DIRECTORY,
+    "lock_dir": _DIRECTORY,
+    "lock_dir_shared": _BOOL,
+    "max_parallel": ("int", "a positive integer"),
+    "coordination": ("str", 'a "postgresql://..." URL string'),
+    "herd_limit": ("int", "a positive integer"),
+    "metrics_file": ("str", "a file path string"),
+    "project": ("str", 'a project name string such as "billing"'),
     "max_output": ENV_KEYS["max_output"],
 }
 #: A project name becomes a directory name and a key prefix: safe characters only, so it
@@ -169,82 +130,62 @@ class FileResult:
     tables: int = 0
     groups: list[Group] = field(default_factory=list)  # valid [[group]] tables
 
-
-class _Reporter:
-    """Collects problems for one file, locating them through the line index."""
-
-    def __init__(self, result: FileResult, lines: LineIndex) -> None:
-        self.result = result
-        self.lines = lines
-
-    def add(
-        self, line: int | None, task: str | None, code: str, message: str, severity: str = "error"
-    ) -> None:
-        self.result.problems.append(
-            Problem(self.result.display, line, task, severity, code, message)
-        )
+    def add(self, line: int | None, task: str | None, code: str, message: str) -> None:
+        self.problems.append(Problem(self.display, line, task, "error", code, message))
 
 
 def parse_document(doc: dict[str, Any], lines: LineIndex, result: FileResult) -> None:
     """Validate one decoded file into `result`."""
-    rep = _Reporter(result, lines)
     for key in doc:
         if key not in TOP_KEYS:
-            line = lines.table_line(key) or lines.table_line("", key) or 1
-            hint = did_you_mean(key, TOP_KEYS)
-            rep.add(
-                line,
+            result.add(
+                lines.table_line(key) or lines.table_line("", key) or 1,
                 None,
                 "unknown-key",
-                f"unknown table or key {key!r}{hint}; "
+                f"unknown table or key {key!r}{did_you_mean(key, TOP_KEYS)}; "
                 "a schedule file has [cronctl], [defaults], [[group]] and [[task]] tables",
             )
     base = result.path.parent
     settings = doc.get("cronctl", {})
-    if _table_ok(settings, "cronctl", rep):
-        _parse_settings(settings, base, rep)
+    if _table_ok(settings, "cronctl", lines, result):
+        _parse_settings(settings, base, lines, result)
     defaults = doc.get("defaults", {})
-    good_defaults = _parse_defaults(defaults, rep) if _table_ok(defaults, "defaults", rep) else {}
+    good_defaults: dict[str, Any] = {}
+    if _table_ok(defaults, "defaults", lines, result):
+        good_defaults = _parse_defaults(defaults, lines, result)
     if "group" in doc:
-        add = lambda line, code, message: rep.add(line, None, code, message)  # noqa: E731
+        add = lambda line, code, message: result.add(line, None, code, message)  # noqa: E731
         where = lambda i, key: lines.group_line(i, key) or lines.table_line("", "group")  # noqa: E731
         result.groups = parse_groups(doc["group"], where, add)
     tasks = doc.get("task", [])
     if not isinstance(tasks, list):
-        rep.add(
+        result.add(
             lines.table_line("", "task") or 1,
             None,
             "bad-type",
             "'task' must be an array of tables: write each task under [[task]]",
         )
         return
-    rep.result.tables = len(tasks)
+    result.tables = len(tasks)
     for index, raw in enumerate(tasks):
         if not isinstance(raw, dict):
-            rep.add(
-                lines.task_line(index) or 1,
-                None,
-                "bad-type",
-                "each task must be a table: write it under [[task]]",
-            )
-            continue
-        task = _parse_task(raw, index, good_defaults, base, rep)
-        if task is not None:
+            message = "each task must be a table: write it under [[task]]"
+            result.add(lines.task_line(index) or 1, None, "bad-type", message)
+        elif task := _parse_task(raw, index, good_defaults, base, lines, result):
             result.tasks.append(task)
 
 
-def _table_ok(value: object, name: str, rep: _Reporter) -> bool:
-    if isinstance(value, dict):
-        return True
-    rep.add(rep.lines.table_line("", name) or 1, None, "bad-type", f"[{name}] must be a table")
-    return False
+def _table_ok(value: object, name: str, lines: LineIndex, result: FileResult) -> bool:
+    if not isinstance(value, dict):
+        result.add(lines.table_line("", name) or 1, None, "bad-type", f"[{name}] must be a table")
+    return isinstance(value, dict)
 
 
-def _check_type(key: str, value: object, table: dict[str, _Check]) -> str | None:
-    check, expected = table[key]
-    if check(value):
+def _check_type(key: str, value: object, table: dict[str, Check]) -> tuple[str, str] | None:
+    kind, expected = table[key]
+    if KINDS[kind](value):
         return None
-    return f"{key!r} must be {expected}, not {_describe(value)}"
+    return f"{key!r} must be {expected}, not {_describe(value)}", "bad-type"
 
 
 def _describe(value: object) -> str:
@@ -257,81 +198,65 @@ def _describe(value: object) -> str:
     if isinstance(value, list):
         return "an empty array" if not value else "an array of other types"
     if isinstance(value, dict):
-        return (
-            "a table"
-            if all(isinstance(v, str) for v in value.values())
-            else ("a table with non-string values")
-        )
+        strings = all(isinstance(v, str) for v in value.values())
+        return "a table" if strings else "a table with non-string values"
     return f"a {type(value).__name__}"
 
 
-def _parse_settings(table: dict[str, Any], base: Path, rep: _Reporter) -> None:
+def _parse_settings(
+    table: dict[str, Any], base: Path, lines: LineIndex, result: FileResult
+) -> None:
     for key, value in table.items():
-        line = rep.lines.table_line("cronctl", key)
+        line = lines.table_line("cronctl", key)
         if key not in SETTINGS_KEYS:
             hint = did_you_mean(key, list(SETTINGS_KEYS))
-            rep.add(line, None, "unknown-key", f"unknown key {key!r} in [cronctl]{hint}")
-            continue
-        problem = _check_type(key, value, SETTINGS_KEYS)
-        if problem:
-            rep.add(line, None, "bad-type", problem)
-            continue
-        if key == "max_parallel" and value < 1:
-            rep.add(line, None, "bad-value", "'max_parallel' must be at least 1")
-            continue
-        if key == "coordination" and not value.startswith(("postgresql://", "postgres://")):
-            # The value is not echoed: it may hold a password.
-            rep.add(line, None, "bad-value", "'coordination' must be a postgresql:// URL")
-            continue
-        if key == "project" and not PROJECT_NAME.fullmatch(value):
-            rep.add(line, None, "bad-value", f"'project' {value[:80]!r} is not a project "
-                    "name: use 1-64 lower-case letters, digits, '-' and '_', starting with a "
-                    'letter or digit (e.g. project = "billing")')  # fmt: skip
-            continue
-        if key == "coordination" and (bad := check_line(key, value)):
-            # A NUL or an escape would reach stderr (cron mail) raw in every store message.
-            rep.add(line, None, "bad-value", bad)
-            continue
-        if key == "max_output" and (size_bad := env_value_problem(key, value)):
-            rep.add(line, None, size_bad[1], size_bad[0])
-            continue
-        if key == "max_output":
-            value = parse_size(value)
-        if key == "herd_limit" and value < 1:
-            rep.add(line, None, "bad-value", "'herd_limit' must be at least 1")
-            continue
-        if key in ("state_dir", "lock_dir", "metrics_file"):
-            if bad := check_line(key, value):
-                rep.add(line, None, "bad-value", bad)
-                continue
-            value = _resolve(rep.result, key, base, value) if value else None
-            if value is None:
-                rep.add(line, None, "bad-value", f"{key!r} must not be empty")
-                continue
-        rep.result.settings[key] = (value, line)
+            result.add(line, None, "unknown-key", f"unknown key {key!r} in [cronctl]{hint}")
+        elif problem := _check_type(key, value, SETTINGS_KEYS) or _setting_problem(key, value):
+            result.add(line, None, problem[1], problem[0])
+        elif key == "max_output":
+            result.settings[key] = (parse_size(value), line)
+        else:
+            path = key in _PATH_SETTINGS
+            result.settings[key] = (_resolve(result, key, base, value) if path else value, line)
 
 
-def build_settings(values: dict[str, Any]) -> Settings:
-    """A Settings from already validated [cronctl] values (each key of SETTINGS_KEYS is a
-    field); a key left out keeps the field's default."""
-    return Settings(**values)
+def _setting_problem(key: str, value: Any) -> tuple[str, str] | None:
+    """Value checks of a [cronctl] key whose type is right: (message, code) or None."""
+    if key in ("max_parallel", "herd_limit") and value < 1:
+        return f"{key!r} must be at least 1", "bad-value"
+    if key == "coordination" and not value.startswith(("postgresql://", "postgres://")):
+        # The value is not echoed: it may hold a password.
+        return "'coordination' must be a postgresql:// URL", "bad-value"
+    if key == "project" and not PROJECT_NAME.fullmatch(value):
+        return (
+            f"'project' {value[:80]!r} is not a project name: use 1-64 lower-case letters, "
+            "digits, '-' and '_', starting with a letter or digit (e.g. project = \"billing\")",
+            "bad-value",
+        )
+    if key == "max_output":
+        return env_value_problem(key, value)
+    # A NUL or an escape in `coordination` would reach stderr (cron mail) raw in every
+    # store message.
+    if key in ("coordination", *_PATH_SETTINGS) and (bad := check_line(key, value)):
+        return bad, "bad-value"
+    if key in _PATH_SETTINGS and not value:
+        return f"{key!r} must not be empty", "bad-value"
+    return None
 
 
-def _parse_defaults(table: dict[str, Any], rep: _Reporter) -> dict[str, Any]:
+def _parse_defaults(table: dict[str, Any], lines: LineIndex, result: FileResult) -> dict[str, Any]:
     good: dict[str, Any] = {}
     for key, value in table.items():
-        line = rep.lines.table_line("defaults", key)
+        line = lines.table_line("defaults", key)
         if key not in DEFAULTS_KEYS:
             hint = did_you_mean(key, list(DEFAULTS_KEYS))
             where = " (it belongs in each [[task]])" if key in TASK_KEYS else ""
-            rep.add(line, None, "unknown-key", f"unknown key {key!r} in [defaults]{hint}{where}")
-            continue
-        problem = _check_type(key, value, DEFAULTS_KEYS) or _check_value(key, value)
-        if problem:
-            code = problem[1] if isinstance(problem, tuple) else "bad-type"
-            rep.add(line, None, code, problem[0] if isinstance(problem, tuple) else problem)
-            continue
-        good[key] = value
+            message = f"unknown key {key!r} in [defaults]{hint}{where}"
+            result.add(line, None, "unknown-key", message)
+        elif problem := _check_type(key, value, DEFAULTS_KEYS) or _check_value(key, value):
+            result.add(line, None, problem[1], problem[0])
+        else:
+            good[key] = value
     return good
 
 
@@ -378,10 +303,28 @@ def _text_problem(key: str, value: Any) -> str | None:
     return check_text(key, value) if isinstance(value, str) else None
 
 
+def _key_problem(key: str, value: Any, name: object) -> tuple[str, str] | None:
+    """Value checks of a task key whose type is right: (message, code) or None."""
+    if key in GUARD_KEYS or key in ENV_KEYS:
+        return _check_value(key, value)
+    if key == "after":
+        after = read_after(value, name)
+        return (after.problem, "bad-value") if after.problem else None
+    if key == "after_outcome":
+        return (bad, "bad-value") if (bad := outcome_problem(value)) else None
+    if key in ONE_LINE_KEYS and (bad := check_line(key, value)):
+        return bad, "bad-value"
+    return None
+
+
 def _parse_task(
-    raw: dict[str, Any], index: int, defaults: dict[str, Any], base: Path, rep: _Reporter
+    raw: dict[str, Any],
+    index: int,
+    defaults: dict[str, Any],
+    base: Path,
+    lines: LineIndex,
+    result: FileResult,
 ) -> Task | None:
-    lines = rep.lines
     header = lines.task_line(index, "name")
     name = raw.get("name")
     label: str | None = name if isinstance(name, str) else None
@@ -390,36 +333,20 @@ def _parse_task(
     def report(key: str | None, code: str, message: str) -> None:
         nonlocal ok
         ok = False
-        rep.add(lines.task_line(index, key), label, code, message)
+        result.add(lines.task_line(index, key), label, code, message)
 
     if "name" not in raw:
         report(
             None, "missing-key", "task has no 'name'; add name = \"...\" (it keys locks and claims)"
         )
-    mistyped = False  # a schedule or day key of the wrong type: no schedule to read
+    mistyped = False  # a schedule, day or `after` key that cannot be read: no schedule to read
     for key, value in raw.items():
-        entry = TASK_KEYS.get(key)
-        if entry is None:
+        if key not in TASK_KEYS:
             report(key, "unknown-key", f"unknown key {key!r}{did_you_mean(key, list(TASK_KEYS))}")
-            continue
-        if not entry[0](value):
-            report(key, "bad-type", _check_type(key, value, TASK_KEYS) or "")
-            mistyped = mistyped or key in SCHEDULE_KEYS or key in DAY_KEYS or key == "after"
-            continue
-        if key in GUARD_KEYS or key in ENV_KEYS:
-            checked = _check_value(key, value)
-        elif key == "after":
-            after = read_after(value, name)
-            checked = (after.problem, "bad-value") if after.problem else None
-            mistyped = mistyped or bool(after.problem)
-        elif key == "after_outcome":
-            checked = (bad, "bad-value") if (bad := outcome_problem(value)) else None
-        elif key in ONE_LINE_KEYS and (bad := check_line(key, value)):
-            checked = (bad, "bad-value")
-        else:
-            checked = None
-        if checked:
-            report(key, checked[1], checked[0])
+        elif problem := _check_type(key, value, TASK_KEYS) or _key_problem(key, value, name):
+            report(key, problem[1], problem[0])
+            bad_type = problem[1] == "bad-type"
+            mistyped |= key == "after" or (bad_type and (key in SCHEDULE_KEYS or key in DAY_KEYS))
     if isinstance(name, str) and not re.fullmatch(TASK_NAME, name):
         report(
             "name",
@@ -428,7 +355,7 @@ def _parse_task(
             "and . _ : - starting with a letter or digit (the name becomes a lock file name)",
         )
     elif isinstance(name, str):
-        rep.result.names.append((name, header))
+        result.names.append((name, header))
     command = raw.get("command")
     if "command" not in raw:
         report("name", "missing-key", "task has no 'command'; add command = \"...\"")
@@ -436,14 +363,15 @@ def _parse_task(
         report("command", "bad-value", "'command' is empty; give the shell command to run")
     elif bad := _text_problem("command", command):
         report("command", "bad-value", bad)
-    keys = [k for k in raw if k in SCHEDULE_KEYS]
-    if len(keys) > 1:
-        keys.sort(key=lambda k: lines.task_line(index, k) or 0)
+    keys = sorted(
+        (k for k in raw if k in SCHEDULE_KEYS), key=lambda k: lines.task_line(index, k) or 0
+    )
     chained = "after" in raw
     start_only = not keys and not chained and raw.get("on_start") is True
+    day_key = next((k for k in DAY_KEYS if k in raw), None)
     if chained:
         key = CHAINED
-        _chain_conflicts(raw, keys, report)
+        _chain_conflicts(raw, keys, day_key, report)
     elif "after_outcome" in raw:
         report(
             "after_outcome",
@@ -453,7 +381,7 @@ def _parse_task(
         )
     if start_only:
         key = START_ONLY
-        if day_key := next((k for k in DAY_KEYS if k in raw), None):
+        if day_key:
             report(
                 day_key,
                 "schedule-conflict",
@@ -461,13 +389,12 @@ def _parse_task(
                 "add a schedule key or remove it",
             )
     elif not keys and not chained:
-        names = ", ".join(SCHEDULE_KEYS)
         report(
             "name",
             "missing-key",
-            f'task has no schedule; give exactly one of: {names} (or after = ["NAME"], to '
-            "run it after another task; or on_start = true, to run it only when cronctl work "
-            "starts)",
+            f"task has no schedule; give exactly one of: {', '.join(SCHEDULE_KEYS)} (or after = "
+            '["NAME"], to run it after another task; or on_start = true, to run it only when '
+            "cronctl work starts)",
         )
     elif len(keys) > 1 and not chained:
         report(
@@ -477,19 +404,16 @@ def _parse_task(
         )
     if mistyped or (len(keys) != (0 if chained else 1) and not start_only):
         return None
-    cron_text, at = None, None
+    cron, at = None, None
     if not start_only and not chained:
         # The schedule is checked even when other keys are wrong, so one pass reports all.
         key = keys[0]
         try:
             cron_text, at = schedules.to_cron(key, raw[key], raw)
+            cron = parse_cron(cron_text) if cron_text is not None else None
         except schedules.ScheduleProblem as exc:
             report(exc.key or key, exc.code, exc.message)
             return None
-    cron = None
-    if cron_text is not None:
-        try:
-            cron = parse_cron(cron_text)
         except CronSyntaxError as exc:
             report(key, exc.code, str(exc))
             return None
@@ -514,19 +438,22 @@ def _parse_task(
     assert isinstance(name, str)
     if raw.get("on_start") and settings.get("on_one_server"):
         # A claim is keyed by an occurrence; a start has none that machines share.
-        rep.add(
-            lines.task_line(index, "on_start"),
-            name,
-            "on-start-every-server",
-            "on_start runs on every machine whose cronctl work starts: on_one_server covers "
-            "only the scheduled occurrences; make the start-up command idempotent",
-            severity="warning",
+        result.problems.append(
+            Problem(
+                result.display,
+                lines.task_line(index, "on_start"),
+                name,
+                "warning",
+                "on-start-every-server",
+                "on_start runs on every machine whose cronctl work starts: on_one_server covers "
+                "only the scheduled occurrences; make the start-up command idempotent",
+            )
         )
-    return _make_task(name, raw, key, cron, at, settings, base, rep.result, header)
+    return _make_task(name, raw, key, cron, at, settings, base, result, header)
 
 
 def _chain_conflicts(
-    raw: dict[str, Any], keys: list[str], report: Callable[[str | None, str, str], None]
+    raw: dict[str, Any], keys: list[str], day_key: str | None, report: Callable[..., None]
 ) -> None:
     """A chained task's keys that ask for times of its own: a time key, a day key, on_start."""
     if keys:
@@ -536,7 +463,7 @@ def _chain_conflicts(
             f"task has both 'after' and {keys[0]!r}: a chained task runs after its upstream "
             f"tasks, never at times of its own; keep one of them",
         )
-    if day_key := next((k for k in DAY_KEYS if k in raw), None):
+    if day_key:
         report(
             day_key,
             "schedule-conflict",
@@ -556,26 +483,23 @@ def _resolve(result: FileResult, kind: str, base: Path, text: str) -> Path:
     """A path from the file, read against the file's directory, noted in `result`; tasks
     share a few, so each is resolved once per file."""
     key = (kind, str(base), text)
-    path = result.resolved.get(key)
-    if path is None:
-        path = result.resolved[key] = resolve_path(kind, base, text)
-    return path
+    if key not in result.resolved:
+        result.resolved[key] = resolve_path(kind, base, text)
+    return result.resolved[key]
 
 
 def _make_task(
     name: str,
     raw: dict[str, Any],
     key: str,
-    cron: Any,
+    cron: CronExpr | None,
     at: datetime | None,
     settings: dict[str, Any],
     base: Path,
     result: FileResult,
     header: int | None,
 ) -> Task:
-    zone: Zone = parse_zone(settings.get("timezone", "UTC"))
     overlap = settings.get("without_overlapping", False)
-    lease: timedelta | None = parse_duration(overlap) if isinstance(overlap, str) else None
     timeout = settings.get("timeout")
     grace = settings.get("misfire_grace")
     command = raw["command"]
@@ -586,14 +510,14 @@ def _make_task(
         schedule_value=schedules.describe_value(raw.get(key, True)),
         cron=cron,
         at=at,
-        zone=zone,
+        zone=parse_zone(settings.get("timezone", "UTC")),
         source=result.path,
         line=header,
         description=raw.get("description", ""),
         when=settings.get("when"),
         skip=settings.get("skip"),
         without_overlapping=bool(overlap),
-        overlap_lease=lease,
+        overlap_lease=parse_duration(overlap) if isinstance(overlap, str) else None,
         on_one_server=settings.get("on_one_server", False),
         timeout=parse_duration(timeout) if timeout else None,
         misfire=settings.get("misfire", DEFAULT_MISFIRE),

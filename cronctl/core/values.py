@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -22,21 +23,23 @@ _MAX_DIGITS = 9
 EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
 LATEST = datetime(9000, 1, 1, tzinfo=UTC)
 _TIME = r"^(\d{1,2}):(\d{2})$"
-_DAY_NAMES = {
-    name: number
-    for number, names in enumerate(
-        (
-            ("SUN", "SUNDAY"),
-            ("MON", "MONDAY"),
-            ("TUE", "TUESDAY"),
-            ("WED", "WEDNESDAY"),
-            ("THU", "THURSDAY"),
-            ("FRI", "FRIDAY"),
-            ("SAT", "SATURDAY"),
-        )
-    )
-    for name in names
+DAYS = ("Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday")
+_DAY_NAMES = {n.upper(): i for i, day in enumerate(DAYS) for n in (day, day[:3])}
+#: The type each schedule key's value must have, by kind (a bool is not an int).
+KINDS: dict[str, Callable[[object], bool]] = {
+    "str": lambda v: isinstance(v, str),
+    "bool": lambda v: isinstance(v, bool),
+    "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "list": lambda v: isinstance(v, list),
+    "datetime": lambda v: isinstance(v, datetime),
+    "bool_or_str": lambda v: isinstance(v, bool | str),
+    "str_list": lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v),
+    "str_table": lambda v: isinstance(v, dict) and all(isinstance(x, str) for x in v.values()),
+    "str_or_list": lambda v: isinstance(v, str) or KINDS["str_list"](v),
+    "command": lambda v: isinstance(v, str) or (bool(v) and KINDS["str_list"](v)),
 }
+#: A key's check: its kind, and what the value should be, for the message.
+Check = tuple[str, str]
 
 
 def resolve_path(kind: str, base: Path, text: str) -> Path:
