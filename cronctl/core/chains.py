@@ -1,8 +1,7 @@
 """The chains of a schedule (`after`): who follows whom, where each chain starts, how deep.
 
-A chained task has no times of its own: its occurrences are those of the timed tasks at the
-top of its chain, its roots, which must share one schedule (docs/chains.md). Pure: built
-from the tasks alone, no clock.
+A chained task's occurrences are those of the timed tasks at the top of its chain, its
+roots, which must share one schedule (docs/chains.md).
 
 >>> from cronctl.core.cronexpr import parse_cron
 >>> from cronctl.core.zones import parse_zone
@@ -26,7 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from cronctl.core.model import AFTER_OUTCOMES, TASK_NAME, Problem, Task, format_utc
+from cronctl.core.model import AFTER_OUTCOMES, TASK_NAME, Problem, Task
 from cronctl.core.values import did_you_mean
 
 #: Links below a timed task a chain may reach: deeper is refused by `check`.
@@ -34,8 +33,7 @@ MAX_DEPTH = 20
 
 
 class Chains:
-    """The `after` graph of a list of tasks; names of no task are left out of it (`check`
-    reports them)."""
+    """The `after` graph of a list of tasks; names of no task are left out of it."""
 
     def __init__(self, tasks: Iterable[Task]) -> None:
         self.tasks = {task.name: task for task in tasks}
@@ -54,37 +52,32 @@ class Chains:
         self._order()
 
     def upstream(self, name: str) -> tuple[str, ...]:
-        """The tasks `name` runs after, each once, as written (unknown names left out)."""
         return self._up[name]
 
     def downstream(self, name: str) -> tuple[str, ...]:
-        """The tasks that run after `name`, in the schedule's order."""
         return tuple(self._down.get(name, ()))
 
     def roots(self, name: str) -> tuple[str, ...]:
-        """The timed tasks at the top of `name`'s chain (itself if it is one); () for a task
-        in or below a cycle."""
+        """The timed tasks at the top of `name`'s chain (itself if timed); () in or below a
+        cycle."""
         return self._roots.get(name, ())
 
     def depth(self, name: str) -> int | None:
-        """Links from the farthest root down to `name` (0 for a timed task); None in or below
-        a cycle."""
+        """Links from the farthest root down to `name`; None in or below a cycle."""
         return self._depth.get(name)
 
     def timed(self, name: str) -> Task | None:
-        """The task whose times `name` follows: itself when it has times of its own, else
-        its first root (they share one schedule, or `check` refuses them); None in a cycle."""
+        """The task whose times `name` follows (its first root); None in a cycle."""
         roots = self.roots(name)
         return self.tasks[roots[0]] if roots else None
 
     def held(self, name: str) -> bool:
-        """Whether `paused = true` in the file stops the task: its own, or that of a task
-        above it (a paused upstream task does not run, so nothing after it does)."""
+        """Whether `paused = true` in the file stops the task: its own or an upstream's."""
         return self._held.get(name, True)
 
     def _order(self) -> None:
-        """Roots and depths, upstream before downstream (Kahn's order, no recursion: a
-        hostile chain of thousands of links must not exhaust the stack)."""
+        """Roots and depths, upstream first (Kahn's order, no recursion: a hostile chain of
+        thousands of links must not exhaust the stack)."""
         waiting = {name: len(ups) for name, ups in self._up.items() if ups}
         ready = [name for name in self.tasks if name not in waiting]
         while ready:
@@ -103,8 +96,7 @@ class Chains:
                     ready.append(down)
 
     def cycles(self) -> list[tuple[str, ...]]:
-        """Each cycle found once, in the direction the chain runs, from its first task in
-        the schedule's order back to it: ('a', 'b', 'a') when b runs after a and a after b."""
+        """Each cycle once, in run order, from its first task in the schedule back to it."""
         order = {name: index for index, name in enumerate(self.tasks)}
         found: list[tuple[str, ...]] = []
         seen: set[str] = set()
@@ -127,8 +119,8 @@ class Chains:
         return found
 
     def around(self, name: str, limit: int = 60) -> tuple[list[str], int]:
-        """The tasks above and below `name` (itself among them), upstream first, at most
-        `limit`, and how many more there are: what a picture of its chain shows."""
+        """The tasks above and below `name` and itself, upstream first, at most `limit`, and
+        how many more there are."""
         found = {name: None}
         for step in (self.upstream, self.downstream):
             todo = [name]
@@ -142,8 +134,7 @@ class Chains:
         return shown[:limit], max(0, len(shown) - limit)
 
     def occurrences(self, name: str, after: datetime, count: int = 1) -> list[datetime]:
-        """The next `count` upstream occurrences strictly after `after`: those of the task's
-        roots (its own for a timed task), each instant once."""
+        """The next `count` occurrences of the task's roots strictly after `after`, each once."""
         tasks = [self.tasks[root] for root in self.roots(name)]
         merged = heapq.merge(*(task.next_runs(after, count) for task in tasks))
         return list(dict.fromkeys(merged))[:count]
@@ -151,7 +142,16 @@ class Chains:
     def problems(self, display: dict[Path, str]) -> list[Problem]:
         """`check`'s errors about the chains: cycles, upstream tasks that have no occurrence
         or disagree on their schedule, chains deeper than MAX_DEPTH."""
-        found = [_cycle_problem(self.tasks[ring[0]], ring, display) for ring in self.cycles()]
+        found = [
+            _at(
+                self.tasks[ring[0]],
+                display,
+                "after-cycle",
+                f"the chain runs in a circle ({' -> '.join(ring)}), "
+                "so none of its tasks would ever run; remove one of these 'after' names",
+            )
+            for ring in self.cycles()
+        ]
         for task in self.tasks.values():
             if task.chained and task.name in self._depth:
                 found.extend(self._link_problems(task, display))
@@ -166,7 +166,7 @@ class Chains:
             return [
                 problem(
                     "after-start-only",
-                    f"{_names(starts)} {_has(starts)} no "
+                    f"{', '.join(starts)} {'has' if len(starts) == 1 else 'have'} no "
                     "occurrences to follow: on_start only, it runs when cronctl work "
                     "starts; give it a schedule key, or remove it from 'after'",
                 )
@@ -201,27 +201,20 @@ class Chains:
     def _runs(self, name: str) -> str:
         """'extract at "0 2 * * *" UTC', or 'load (after extract) at ...' for a chained task."""
         roots = self.roots(name)
-        when = timing_text(self.tasks[roots[0]])
+        root = self.tasks[roots[0]]
+        if root.cron is not None:
+            when = f'"{root.cron.text}" {root.zone.name}'
+        else:
+            when = root.schedule if root.at is not None else "work start"
         if self.tasks[name].chained:
-            return f"{name} (after {_names(list(roots))}) at {when}"
+            return f"{name} (after {', '.join(roots)}) at {when}"
         return f"{name} at {when}"
 
 
 def timing(task: Task) -> tuple[object, object]:
     """What two timed tasks must share to be upstream of one chained task: the cron
     expression (as cron reads it, not as written) and the zone, or the one-shot instant."""
-    if task.cron is not None:
-        return (task.cron, task.zone.name)
-    return (task.at, None)
-
-
-def timing_text(task: Task) -> str:
-    """'"0 2 * * *" Europe/Berlin' or '@at 2026-12-24T18:00:00Z': a timing as said."""
-    if task.cron is not None:
-        return f'"{task.cron.text}" {task.zone.name}'
-    if task.at is not None:
-        return f"@at {format_utc(task.at)}"
-    return "work start"
+    return (task.cron, task.zone.name) if task.cron is not None else (task.at, None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,7 +227,7 @@ class AfterValue:
 
 def read_after(value: str | Sequence[str], own: object) -> AfterValue:
     """`after = "extract"` or `after = ["extract", "fetch"]`, checked against the name rule
-    and the task's own name `own`; a name given twice counts once.
+    and the task's own name `own`.
 
     >>> read_after("extract", "load").names
     ('extract',)
@@ -255,7 +248,6 @@ def read_after(value: str | Sequence[str], own: object) -> AfterValue:
 
 
 def outcome_problem(value: str) -> str | None:
-    """What is wrong with an `after_outcome` value, or None."""
     if value in AFTER_OUTCOMES:
         return None
     allowed = ", ".join(f'"{o}"' for o in AFTER_OUTCOMES)
@@ -270,42 +262,21 @@ def unknown_problems(
     """A located error for each `after` name that no task of any file has (`names`: every
     name defined, a task with errors too, so its followers are not blamed for them)."""
     known = set(names)
-    found = []
-    for task in tasks:
-        for name in task.after:
-            if name not in known:
-                found.append(
-                    _at(
-                        task,
-                        display,
-                        "after-unknown",
-                        f"'after' names {name!r}, "
-                        f"and no task has that name{did_you_mean(name, names)}; "
-                        "fix the name or add the task",
-                    )
-                )
-    return found
-
-
-def _cycle_problem(task: Task, ring: tuple[str, ...], display: dict[Path, str]) -> Problem:
-    return _at(
-        task,
-        display,
-        "after-cycle",
-        f"the chain runs in a circle ({' -> '.join(ring)}), "
-        "so none of its tasks would ever run; remove one of these 'after' names",
-    )
+    return [
+        _at(
+            task,
+            display,
+            "after-unknown",
+            f"'after' names {name!r}, and no task has that name{did_you_mean(name, names)}; "
+            "fix the name or add the task",
+        )
+        for task in tasks
+        for name in task.after
+        if name not in known
+    ]
 
 
 def _at(task: Task, display: dict[Path, str], code: str, message: str) -> Problem:
     return Problem(
         display.get(task.source, str(task.source)), task.line, task.name, "error", code, message
     )
-
-
-def _names(names: list[str]) -> str:
-    return ", ".join(names)
-
-
-def _has(names: list[str]) -> str:
-    return "has" if len(names) == 1 else "have"

@@ -13,25 +13,19 @@ from cronctl.core.minutes import minute_floor
 from cronctl.core.values import LATEST
 from cronctl.core.zones import Zone, fires_at, next_occurrence, walls_at
 
-#: The misfire policies, the default first.
 MISFIRE_POLICIES = ("coalesce", "catch-up", "skip")
 DEFAULT_MISFIRE = MISFIRE_POLICIES[0]
-#: The schedule_key of a start-only task (`on_start = true` and no schedule key): it has no
-#: occurrences; `cronctl work` runs it once when it starts (docs/schedule-file.md).
+#: The schedule_key of a start-only task (`on_start = true`, no schedule key; run by `work`).
 START_ONLY = "on_start"
-#: The schedule_key of a chained task (`after = [...]`): it has no time keys; it runs once for
-#: each occurrence of its upstream tasks, when they ended as `after_outcome` asks (docs/chains.md).
+#: The schedule_key of a chained task (`after = [...]`, docs/chains.md).
 CHAINED = "after"
-#: What a chained task waits for, the default first: its upstream tasks all ok, any of them
-#: failed (failed, timeout or error: a failure branch), or any end at all.
+#: What a chained task waits for, the default first.
 AFTER_OUTCOMES = ("ok", "failed", "any")
 NOTIFY_MODES = ("always", "change")
-#: A task's name: it keys locks, claims, logs and history, so it is safe as a file name.
-#: A string, compiled on first use (re's cache): a run that checks no name pays nothing.
+#: A task's name keys locks, claims, logs and history: safe as a file name. (A string,
+#: compiled on first use by re's cache: a run that checks no name pays nothing.)
 TASK_NAME = r"[A-Za-z0-9][A-Za-z0-9._:-]{0,99}"
-#: The shell a string command runs in when the task names none (cron's too).
 DEFAULT_SHELL = "/bin/sh"
-#: How many due runs one `cronctl run` or `work` starts at once without `max_parallel`.
 MAX_PARALLEL = 8
 #: A task past its timeout gets SIGTERM (its whole group), and SIGKILL this many seconds later.
 KILL_GRACE_S = 10
@@ -53,7 +47,7 @@ class Problem:
 
     def describe(self) -> str:
         """`FILE:LINE: task NAME: message`, the form editors and CI logs link to; a warning
-        ends with its code, the name `ignore_warnings` accepts it by."""
+        ends with its code."""
         where = f"{self.file}:{self.line}" if self.line is not None else self.file
         task = f" task {self.task}:" if self.task else ""
         if self.severity == "error":
@@ -137,17 +131,14 @@ class Task:
 
     @property
     def start_only(self) -> bool:
-        """Whether the task runs only when `work` starts: no schedule, no occurrences."""
         return self.cron is None and self.at is None and not self.after
 
     @property
     def chained(self) -> bool:
-        """Whether the task runs after other tasks instead of at times of its own."""
         return bool(self.after)
 
     @property
     def has_secrets(self) -> bool:
-        """Whether a run reads variables from files (and masks their values in its output)."""
         return bool(self.env_files or self.env_from_file)
 
     @property
@@ -173,48 +164,31 @@ class Task:
 
     @property
     def firing_key(self) -> object:
-        """Equal for tasks that fire at the same instants, to search their occurrences once:
-        one expression object and one zone object (parse_cron and parse_zone hand out one per
-        text, so identities group the tasks without hashing each expression and zone; equal
-        ones made apart fall in two groups, with the same answers), or one `at` instant.
-        Valid while the tasks live."""
+        """Equal for tasks that fire at the same instants, to search their occurrences once.
+        parse_cron and parse_zone hand out one object per text, so identities group the tasks
+        without hashing each expression and zone. Valid while the tasks live."""
         return (id(self.cron), id(self.zone)) if self.cron is not None else self.at
 
     @property
     def guards(self) -> list[str]:
-        """Short labels for the guards a task runs under, as `list` shows them."""
-        labels: list[str] = []
-        if self.without_overlapping:
-            lease = f"({format_duration(self.overlap_lease)})" if self.overlap_lease else ""
-            labels.append(f"no-overlap{lease}")
-        if self.on_one_server:
-            labels.append("one-server")
-        if self.on_start and not self.start_only:
-            labels.append("on-start")
-        if self.when:
-            labels.append("when")
-        if self.skip:
-            labels.append("skip")
-        if self.timeout:
-            labels.append(f"timeout({format_duration(self.timeout)})")
-        return labels + self._operating_labels()
-
-    def _operating_labels(self) -> list[str]:
-        """The operating keys, as `list` shows them beside the guards."""
-        labels = [f"retries({self.retries})"] if self.retries else []
-        if self.jitter:
-            labels.append(f"jitter({format_duration(self.jitter)})")
-        if self.ping_url:
-            labels.append("ping")
-        if self.on_failure or self.on_success:
-            labels.append("hooks")
-        if self.has_secrets:
-            labels.append("secrets")
-        if self.group:
-            labels.append(f"group({self.group})")
-        if self.memory_max or self.cpu_max or self.nice or self.ionice:
-            labels.append("caps")
-        return labels
+        """Short labels for the guards and operating keys of a task, as `list` shows them."""
+        lease = f"({format_duration(self.overlap_lease)})" if self.overlap_lease else ""
+        labels = {
+            f"no-overlap{lease}": self.without_overlapping,
+            "one-server": self.on_one_server,
+            "on-start": self.on_start and not self.start_only,
+            "when": self.when,
+            "skip": self.skip,
+            f"timeout({format_duration(self.timeout or timedelta(0))})": self.timeout,
+            f"retries({self.retries})": self.retries,
+            f"jitter({format_duration(self.jitter or timedelta(0))})": self.jitter,
+            "ping": self.ping_url,
+            "hooks": self.on_failure or self.on_success,
+            "secrets": self.has_secrets,
+            f"group({self.group})": self.group,
+            "caps": self.memory_max or self.cpu_max or self.nice or self.ionice,
+        }
+        return [label for label, on in labels.items() if on]
 
     def fires_at(self, minute: datetime) -> bool:
         """Whether the task has an occurrence at this UTC minute."""
@@ -224,11 +198,8 @@ class Task:
         return fires_at(self.cron, self.zone, minute)
 
     def walls_at(self, instant: datetime) -> tuple[datetime, ...]:
-        """The wall times (naive, in the task's zone) whose occurrence is this UTC minute.
-
-        One normally, none when the task does not fire; at the first minute after a
-        spring-forward gap, a fixed-time task also carries each time the gap swallowed.
-        """
+        """The wall times (naive, in the task's zone) whose occurrence is this UTC minute
+        (core/zones.py, walls_at)."""
         minute = minute_floor(instant)
         if self.cron is None:
             return (self.zone.wall(minute),) if self.at == minute else ()
@@ -246,11 +217,8 @@ class Task:
         return next_occurrence(self.cron, self.zone, after)
 
     def next_runs(self, after: datetime, count: int = 1) -> list[datetime]:
-        """The next `count` instants strictly after `after`, as aware UTC datetimes.
-
-        Each instant is listed once; `runs_at` says how many runs it gets (after a DST gap,
-        several under `catch-up`) and `walls_at` which wall times it stands for.
-        """
+        """The next `count` instants strictly after `after`, each once (`runs_at` says how
+        many runs it gets)."""
         runs: list[datetime] = []
         cursor = after
         while len(runs) < count and cursor < LATEST:
@@ -279,12 +247,11 @@ class Schedule:
 
     @property
     def errors(self) -> list[Problem]:
-        """The problems of severity error; a schedule with any must not run."""
+        """A schedule with any must not run."""
         return [p for p in self.problems if p.severity == "error"]
 
     @property
     def warnings(self) -> list[Problem]:
-        """The problems of severity warning."""
         return [p for p in self.problems if p.severity == "warning"]
 
     def duplicate_names(self) -> list[str]:

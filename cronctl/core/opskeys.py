@@ -1,11 +1,5 @@
-"""The operating keys (hosts, retries, jitter, pings, hooks, notify, ignore_warnings): checks
-and values.
-
-Their checks, their values on a Task, and the calendar checks `check` adds for them (README,
-"Operating tasks day to day").
-
-Pure: no I/O, no clock. Kept apart from schema.py so that file's hunks stay small.
-"""
+"""The operating keys (hosts, retries, jitter, pings, hooks, notify, ignore_warnings): their
+checks, their values on a Task, and the calendar checks `check` adds for them."""
 
 from __future__ import annotations
 
@@ -58,10 +52,10 @@ def ops_value_problem(key: str, value: Any) -> tuple[str, str] | None:
         return f"{key!r} must not be empty", "bad-value"
     elif key in ("on_failure", "on_success") and (bad := check_text(key, value)):
         return bad, "bad-value"
-    elif key == "ping_url":
-        return _url_problem(value)
-    elif key == "hosts":
-        return _hosts_problem(value)
+    elif key == "ping_url" and (bad := _url_problem(value)):
+        return bad, "bad-url"
+    elif key == "hosts" and (bad := _hosts_problem(value)):
+        return bad, "bad-hosts"
     elif key == "ignore_warnings":
         return ignore_problem(value)
     return None
@@ -72,55 +66,49 @@ def ops_value_problem(key: str, value: Any) -> tuple[str, str] | None:
 MAX_URL = 2048
 
 
-def _url_problem(url: str) -> tuple[str, str] | None:
-    """What is wrong with a ping URL, or None: everything a ping would trip on later is
-    found here, so that no URL reaches a run that the run cannot send."""
+def _url_problem(url: str) -> str | None:
+    """Everything a ping would trip on later, found here: no URL reaches a run that the run
+    cannot send."""
     example = 'e.g. "https://hc-ping.com/UUID"'
     if len(url) > MAX_URL:
-        return f"'ping_url' is longer than {MAX_URL} characters", "bad-url"
+        return f"'ping_url' is longer than {MAX_URL} characters"
     if any(ch.isspace() or not ch.isprintable() for ch in url):
-        return "'ping_url' must not hold spaces or control characters", "bad-url"
+        return "'ping_url' must not hold spaces or control characters"
     if not url.isascii():
         return (
             "'ping_url' must be ASCII: percent-encode other characters in the path, and write "
-            "an international host name in its xn-- form",
-            "bad-url",
+            "an international host name in its xn-- form"
         )
     try:
         parts = urlsplit(url)
         host, port = parts.hostname, parts.port
     except ValueError as exc:  # "Invalid IPv6 URL", "Port out of range 0-65535", ...
-        return f"'ping_url' is not a valid URL ({exc}); {example}", "bad-url"
+        return f"'ping_url' is not a valid URL ({exc}); {example}"
     if parts.scheme not in ("http", "https") or not host:
-        return f"'ping_url' must be an http:// or https:// URL with a host, {example}", "bad-url"
+        return f"'ping_url' must be an http:// or https:// URL with a host, {example}"
     if port == 0 or (port is None and parts.netloc.endswith(":")):
-        return "'ping_url' has an empty or zero port: give 1-65535, or no port", "bad-url"
+        return "'ping_url' has an empty or zero port: give 1-65535, or no port"
     if parts.username is not None or parts.password is not None:
-        return (
-            "'ping_url' must not hold a user or password (user@host): pings send none",
-            "bad-url",
-        )
+        return "'ping_url' must not hold a user or password (user@host): pings send none"
     if parts.fragment or url.endswith("#"):
-        return "'ping_url' must not have a #fragment: it is never sent", "bad-url"
+        return "'ping_url' must not have a #fragment: it is never sent"
     return None
 
 
-def _hosts_problem(patterns: list[str]) -> tuple[str, str] | None:
+def _hosts_problem(patterns: list[str]) -> str | None:
     if not patterns:
         return (
             "'hosts' is empty, so the task would run nowhere; list patterns such as "
-            '["web-*"], or remove the key to run everywhere',
-            "bad-hosts",
+            '["web-*"], or remove the key to run everywhere'
         )
     for pattern in patterns:
         if not re.fullmatch(_HOST_PATTERN, pattern):
             return (
                 f"hosts pattern {pattern!r} can never match a host name: use letters, digits, "
-                ". - _ and the globs * ? [...]",
-                "bad-hosts",
+                ". - _ and the globs * ? [...]"
             )
         if pattern.count("[") != pattern.count("]"):
-            return (f"hosts pattern {pattern!r} has an unclosed [...] set", "bad-hosts")
+            return f"hosts pattern {pattern!r} has an unclosed [...] set"
     return None
 
 
@@ -129,17 +117,10 @@ def ops_fields(settings: dict[str, Any]) -> dict[str, Any]:
     return {key: conv(settings[key]) for key, conv in _OPS_FIELDS.items() if key in settings}
 
 
-def _same(value: Any) -> Any:
-    return value
-
-
 _OPS_FIELDS: dict[str, Callable[[Any], Any]] = {
-    "hosts": tuple,
-    "ignore_warnings": tuple,
-    "retries": _same,
-    "retry_delay": parse_duration,
-    "jitter": parse_duration,
-    **dict.fromkeys(("ping_url", "on_failure", "on_success", "notify"), _same),
+    **dict.fromkeys(("hosts", "ignore_warnings"), tuple),
+    **dict.fromkeys(("retry_delay", "jitter"), parse_duration),
+    **dict.fromkeys(("retries", "ping_url", "on_failure", "on_success", "notify"), lambda v: v),
 }
 
 
@@ -163,11 +144,9 @@ def shortest_period(task: Task, now: datetime, below: timedelta | None = None) -
 class _PeriodWalk:
     """One task's occurrences from `now`, walked only as far as the questions asked need.
 
-    Tasks that fire at the same instants (Task.firing_key) share one walk: 2,000 jittered
-    tasks on a dozen schedules each walked a year of occurrences, 1.7 million next_run
-    calls for a dozen answers. The walk keeps each new shortest gap in the order it met
-    them, so a second question with another bound gets what its own walk would have
-    stopped at. (Mutable, not a record: it is advanced by the questions.)
+    Tasks that fire at the same instants (Task.firing_key) share one walk. It keeps each new
+    shortest gap in the order met, so a second question with another bound gets what its own
+    walk would have stopped at.
     """
 
     __slots__ = ("_done", "_horizon", "_lows", "_occurrences", "_previous", "_steps")
@@ -222,12 +201,9 @@ _BOUND_LONGEST = 30 * 1440
 
 def _apart_beyond(task: Task, now: datetime, below: timedelta, spread: timedelta) -> bool:
     """Whether every gap the walk could meet is longer than `below`, known without walking:
-    the shortest wall gap of a fixed-time expression, less the spread of the zone's offsets
-    (`spread`), is a floor under every real one. A daily task in a DST zone would otherwise
-    walk a year of occurrences to learn its 23-hour day, and tasks at distinct times share
-    no walk.
-
-    A wildcard task runs both passes of a fall back, which this floor does not bound."""
+    the shortest wall gap of a fixed-time expression, less the spread of the zone's offsets,
+    is a floor under every real one. (A wildcard task runs both passes of a fall back, which
+    this floor does not bound.)"""
     cron = task.cron
     if cron is None or not cron.fixed_time:
         return False
@@ -265,58 +241,40 @@ def ops_problems(schedule: Schedule, now: datetime) -> list[Problem]:
         paced = (graph.timed(task.name) if graph and task.chained else task) or task
         one_shot = paced.cron is None and paced.at is not None
         if task.jitter is not None and one_shot and task.jitter > MAX_ONE_SHOT_JITTER:
-            found.append(
-                _problem(
-                    task,
-                    "error",
-                    "jitter-too-long",
-                    f"jitter {format_duration(task.jitter)} on a one-shot task is over the "
-                    f"limit of {format_duration(MAX_ONE_SHOT_JITTER)}: `run` would wait that "
-                    "long before starting it; make the jitter shorter",
-                )
+            message = (
+                f"jitter {format_duration(task.jitter)} on a one-shot task is over the limit of "
+                f"{format_duration(MAX_ONE_SHOT_JITTER)}: `run` would wait that long before "
+                "starting it; make the jitter shorter"
             )
+            found.append(_problem(task, "error", "jitter-too-long", message))
         elif task.jitter is not None:
             period = shortest(paced, task.jitter)
             if period is not None and task.jitter >= period:
-                found.append(
-                    _problem(task, "error", "jitter-too-long", _jitter_message(task, period))
+                message = (
+                    f"jitter {format_duration(task.jitter)} is not shorter than the task's "
+                    f"shortest period ({format_duration(period)}): a delayed run could reach "
+                    "the next one; make the jitter shorter"
                 )
+                found.append(_problem(task, "error", "jitter-too-long", message))
         if task.retries and task.retry_delay > MAX_RETRY_DELAY:
-            found.append(
-                _problem(
-                    task,
-                    "error",
-                    "retry-delay-too-long",
-                    f"retry_delay {format_duration(task.retry_delay)} is over the limit of "
-                    f"{format_duration(MAX_RETRY_DELAY)}: one `run` would wait that long "
-                    "between attempts; make it shorter (it doubles each retry)",
-                )
+            message = (
+                f"retry_delay {format_duration(task.retry_delay)} is over the limit of "
+                f"{format_duration(MAX_RETRY_DELAY)}: one `run` would wait that long "
+                "between attempts; make it shorter (it doubles each retry)"
             )
+            found.append(_problem(task, "error", "retry-delay-too-long", message))
         if task.retries and not (task.without_overlapping or task.on_one_server):
             total = task.retry_delay * ((1 << task.retries) - 1)
             period = shortest(paced, total)
             if period is not None and total >= period:
-                found.append(
-                    _problem(
-                        task,
-                        "warning",
-                        "retries-outlast-period",
-                        f"its retry delays add up to {format_duration(total)}, not less than its "
-                        f"shortest period ({format_duration(period)}): the retries of one "
-                        "occurrence may run beside the next; add without_overlapping (retries "
-                        "then stop when the next occurrence is due) or shorten retry_delay",
-                    )
+                message = (
+                    f"its retry delays add up to {format_duration(total)}, not less than its "
+                    f"shortest period ({format_duration(period)}): the retries of one "
+                    "occurrence may run beside the next; add without_overlapping (retries "
+                    "then stop when the next occurrence is due) or shorten retry_delay"
                 )
+                found.append(_problem(task, "warning", "retries-outlast-period", message))
     return found
-
-
-def _jitter_message(task: Task, period: timedelta) -> str:
-    assert task.jitter is not None
-    return (
-        f"jitter {format_duration(task.jitter)} is not shorter than the task's shortest period "
-        f"({format_duration(period)}): a delayed run could reach the next one; make the jitter "
-        "shorter"
-    )
 
 
 def _problem(task: Task, severity: str, code: str, message: str) -> Problem:
@@ -330,14 +288,10 @@ def overdue_since(
     now: datetime,
     next_run: Callable[[Task, datetime], datetime | None] | None = None,
 ) -> datetime | None:
-    """When the task became overdue (README, Overdue), or None if it is not.
-
-    Overdue: its last `ok` run (else, the first occurrence this machine saw) is older than two
-    of its periods plus its misfire grace; that is, the second occurrence after it, plus the
-    grace, has passed with no `ok` since. Periods are counted on the schedule, so a weekdays
-    task is not overdue over a weekend. A one-shot `at` task is never overdue (status notes it).
-    `next_run` answers as ``task.next_run`` would (the dashboard's remembers its answers).
-    """
+    """When the task became overdue (README, Overdue), or None: the second occurrence after
+    its last `ok` run (else the first occurrence this machine saw), plus its misfire grace,
+    has passed. Counted on the schedule: a weekdays task is not overdue over a weekend; a
+    one-shot task never is. `next_run` answers as ``task.next_run`` would."""
     anchor = last_ok or first_seen
     if task.cron is None or anchor is None:
         return None

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone, tzinfo
 from functools import lru_cache
+from math import ceil
 
 from cronctl.core.cronexpr import CronExpr
 from cronctl.core.cronwalk import matching_walls, next_wall
@@ -46,11 +47,9 @@ class Segment:
     prev_offset: timedelta | None
 
     def wall(self, instant: datetime) -> datetime:
-        """The naive wall time of an instant inside this segment."""
         return (instant.astimezone(UTC) + self.offset).replace(tzinfo=None)
 
     def instant(self, wall: datetime) -> datetime:
-        """The UTC instant of a naive wall time, read with this segment's offset."""
         return (wall - self.offset).replace(tzinfo=UTC)
 
     @property
@@ -84,7 +83,6 @@ class Zone:
         return hash(self.name)
 
     def segment_at(self, instant: datetime) -> Segment:
-        """The segment holding the UTC `instant`."""
         _require_aware(instant)
         if self.fixed:
             offset = self.tz.utcoffset(None)
@@ -93,7 +91,6 @@ class Zone:
         return _iana_segment(self.name, instant)
 
     def wall(self, instant: datetime) -> datetime:
-        """The naive wall time at a UTC instant."""
         return self.segment_at(instant).wall(instant)
 
 
@@ -123,8 +120,7 @@ def parse_zone(text: str) -> Zone:
             f"time zone name {text[:40]!r}... is too long to be one: IANA names have at most "
             f"{_MAX_PARTS} parts and {_MAX_NAME} characters (e.g. America/Argentina/Salta)"
         )
-    # Imported for an IANA name only: a schedule in UTC and fixed offsets never needs the
-    # time zone database.
+    # Only an IANA name needs the time zone database.
     from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
     try:
@@ -165,9 +161,8 @@ _EVERY_WEEKDAY = frozenset(range(7))
 
 
 def _next_daily(times: tuple[int, ...], zone: Zone, after: datetime) -> datetime:
-    """next_occurrence of an expression that names `times` every day, in a fixed zone: the
-    next of those minutes strictly after `after`'s, from the day's start (no calendar walk;
-    a fifth of the cost, and the dashboard asks 20,000 of them for its overview)."""
+    """next_occurrence of an expression that names `times` every day, in a fixed zone, with
+    no calendar walk (docs/architecture.md, the every-day shortcut)."""
     offset = zone.tz.utcoffset(None)
     assert offset is not None  # a fixed zone's offset
     wall = after + offset  # still marked UTC, but reading as the wall clock
@@ -180,9 +175,7 @@ def _next_daily(times: tuple[int, ...], zone: Zone, after: datetime) -> datetime
 
 def occurrences_after(expr: CronExpr, zone: Zone, after: datetime) -> Iterator[datetime]:
     """Every UTC instant after `after` at which `expr` fires, in order: next_occurrence
-    asked again and again, without finding the segment anew for each (check's search for a
-    task's shortest period walks up to 1,500 of them, and finding the segment was half the
-    cost)."""
+    again and again, without finding the segment anew for each."""
     after = _require_aware(after).astimezone(UTC)
     seg: Segment | None = zone.segment_at(after)
     while True:
@@ -220,7 +213,7 @@ def _next_from(
 
 
 def fires_at(expr: CronExpr, zone: Zone, minute: datetime) -> bool:
-    """Whether `expr` fires at the UTC `minute`: one minute tested, no search (cheap for `run`)."""
+    """Whether `expr` fires at the UTC `minute`: one minute tested, no search."""
     return bool(walls_at(expr, zone, minute))
 
 
@@ -242,7 +235,6 @@ def walls_at(expr: CronExpr, zone: Zone, minute: datetime) -> tuple[datetime, ..
 
 
 def segment_walls(expr: CronExpr, seg: Segment, minute: datetime) -> tuple[datetime, ...]:
-    """walls_at, worked out from the segment that holds the UTC `minute`."""
     wall = seg.wall(minute)
     own: tuple[datetime, ...] = ()
     if expr.matches(wall):
@@ -262,11 +254,8 @@ def segment_walls(expr: CronExpr, seg: Segment, minute: datetime) -> tuple[datet
 
 
 def firing_minutes(expr: CronExpr, zone: Zone, start: datetime, end: datetime) -> list[datetime]:
-    """Every UTC minute in [start, end) at which `fires_at` is true, oldest first.
-
-    Walks the expression's value sets one offset segment at a time, instead of testing
-    each minute: a week of a rare task costs a few day checks, not 10,080 tests.
-    """
+    """Every UTC minute in [start, end) at which `fires_at` is true, oldest first: the value
+    sets walked one offset segment at a time, not each minute tested."""
     low = minute_ceil(_require_aware(start).astimezone(UTC))
     end = _require_aware(end).astimezone(UTC)
     found: list[datetime] = []
@@ -275,21 +264,16 @@ def firing_minutes(expr: CronExpr, zone: Zone, start: datetime, end: datetime) -
         high = end if seg.end is None else min(end, seg.end)
         if seg.offset % MINUTE:
             # An offset with seconds (a historic local mean time): minute by minute.
-            found += [m for m in _minutes(low, high) if fires_at(expr, zone, m)]
+            minutes = (low + n * MINUTE for n in range(ceil((high - low) / MINUTE)))
+            found += [m for m in minutes if fires_at(expr, zone, m)]
         else:
             found += _segment_minutes(expr, seg, low, high)
         low = minute_ceil(high)
     return found
 
 
-def _minutes(low: datetime, high: datetime) -> Iterator[datetime]:
-    while low < high:
-        yield low
-        low += MINUTE
-
-
 def _segment_minutes(expr: CronExpr, seg: Segment, low: datetime, high: datetime) -> list[datetime]:
-    """The firing minutes in [low, high), all inside `seg` (whole-minute offset)."""
+    """The firing minutes in [low, high), all inside `seg` (a whole-minute offset)."""
     walls: Iterable[datetime] = matching_walls(expr, seg.wall(low), seg.wall(high))
     repeats_until = seg.repeats_until
     if expr.fixed_time and repeats_until is not None:
@@ -320,9 +304,8 @@ def transitions(zone: Zone, start: datetime, end: datetime) -> list[Segment]:
 
 
 def offset_spread(zone: Zone, start: datetime, end: datetime) -> timedelta:
-    """How far apart the UTC offsets `zone` has between `start` and `end` lie (0: one
-    offset). Two instants are then never nearer than their wall times less this much, and
-    a time in a DST gap, run just after it, keeps within it too."""
+    """How far apart the UTC offsets `zone` has between `start` and `end` lie: two instants
+    are never nearer than their wall times less this much."""
     offsets = [zone.segment_at(start).offset, *(s.offset for s in transitions(zone, start, end))]
     return max(offsets) - min(offsets)
 
@@ -340,8 +323,7 @@ def _offset(tz: tzinfo, instant: datetime) -> timedelta:
 
 
 def _iana(name: str) -> tzinfo:
-    """The IANA zone `name`, which parse_zone found (zoneinfo hands out one object a name)."""
-    # Imported here as in parse_zone: only a schedule with an IANA zone needs zoneinfo.
+    """The IANA zone `name`, which parse_zone found (imported here for the same reason)."""
     from zoneinfo import ZoneInfo
 
     return ZoneInfo(name)
