@@ -1,10 +1,8 @@
 """The cron language cronctl accepts: five fields validated, normalized and matched.
 
-Every expression is parsed here into value sets; the calendar search over those sets is
-core/cronwalk.py. The normalized text is still what croniter reads the same way (its dialect
-differs: ``N-N`` is the whole field, reversed ranges wrap, ``R`` is random), so exports and
-the property tests can hand it to croniter unchanged.
-"""
+The normalized text is still what croniter reads the same way (its dialect differs: ``N-N``
+is the whole field, reversed ranges wrap, ``R`` is random), so exports and the property
+tests can hand it to croniter unchanged."""
 
 from __future__ import annotations
 
@@ -13,7 +11,7 @@ from dataclasses import dataclass
 from dataclasses import field as _record_field
 from datetime import date, datetime
 from functools import lru_cache
-from itertools import groupby
+from itertools import groupby, product
 
 from cronctl.core.values import DAYS
 from cronctl.errors import CronSyntaxError
@@ -24,8 +22,6 @@ _DAYS = tuple(day[:3].upper() for day in DAYS)
 
 @dataclass(frozen=True, slots=True)
 class _Field:
-    """One of the five fields: its name in messages, its range and its names (JAN, MON)."""
-
     name: str
     low: int
     high: int
@@ -77,9 +73,8 @@ class CronExpr:
     written: tuple[str, ...] = _record_field(default=(), compare=False)
 
     def __hash__(self) -> int:
-        # The normalized text names the value sets, so equal expressions share it. A str keeps
-        # its hash once computed, and a large schedule hashes every task's expression several
-        # times (next runs, notes, herds, words).
+        # Equal expressions share their normalized text, and a str keeps its hash once
+        # computed: a large schedule hashes every task's expression several times.
         return hash(self.text)
 
     @property
@@ -98,7 +93,6 @@ class CronExpr:
         return self.matches_day(wall.date())
 
     def matches_day(self, day: date) -> bool:
-        """Whether the calendar day is named by the day-of-month/day-of-week pair."""
         dom = day.day in self.days
         dow = (day.weekday() + 1) % 7 in self.weekdays
         # In Debian cron, if either the day-of-month or the day-of-week field starts with a
@@ -140,7 +134,11 @@ def parse_cron(source: str) -> CronExpr:
     sets: list[frozenset[int]] = []
     texts: list[str] = []
     for spec, field in zip(fields, _FIELDS, strict=True):
-        values, normalized = _parse_field(spec, field)
+        try:
+            values, normalized = _parse_field(spec, field)
+        except CronSyntaxError as exc:
+            exc.field = exc.field or field.name
+            raise
         sets.append(values)
         texts.append(normalized)
     expr = CronExpr(
@@ -191,14 +189,6 @@ def _expand_macro(text: str) -> str:
 
 
 def _parse_field(spec: str, field: _Field) -> tuple[frozenset[int], str]:
-    try:
-        return _parse_field_text(spec, field)
-    except CronSyntaxError as exc:
-        exc.field = exc.field or field.name
-        raise
-
-
-def _parse_field_text(spec: str, field: _Field) -> tuple[frozenset[int], str]:
     _reject_non_ascii(spec, field)
     for mark in "?#":
         if mark in spec:
@@ -236,11 +226,8 @@ def _reject_late_star(items: list[str], spec: str, field: _Field) -> None:
 
 
 def _star_list_text(values: frozenset[int], field: _Field) -> str:
-    """`*/100,1-7` -> `*/31,1-7`: a leading '*' item croniter reads as the first value only.
-
-    A list that starts with '*' always holds the field's first value, so `*/SPAN` (which
-    names just that value) keeps the leading '*' without adding anything.
-    """
+    """`*/100,1-7` -> `*/31,1-7`: a leading '*' item croniter reads as the first value only
+    (a list led by '*' always holds it)."""
     span = field.high - field.low + 1
     full = set(range(field.low, field.high + 1))
     if field.name == "day-of-week":
@@ -252,12 +239,11 @@ def _star_list_text(values: frozenset[int], field: _Field) -> str:
 
 def _parse_item(item: str, spec: str, field: _Field, any_step: bool = False) -> set[int]:
     if item == "":
-        raise CronSyntaxError(f"empty value in the {field.name} field ({spec!r})", field=field.name)
+        raise CronSyntaxError(f"empty value in the {field.name} field ({spec!r})")
     if item.startswith("-"):
         raise CronSyntaxError(
             f"negative value {item!r} in the {field.name} field ({spec!r}); "
-            f"allowed: {field.low}-{field.high}",
-            field=field.name,
+            f"allowed: {field.low}-{field.high}"
         )
     base, slash, step_text = item.partition("/")
     step = 1
@@ -304,10 +290,8 @@ def _is_number(text: str) -> bool:
 
 
 def _bounded_int(text: str) -> int:
-    """The value of ASCII digits, capped: int() refuses more than 4,300 digits (CVE-2020-10735).
-
-    Any field's range ends below 100, so a capped value is out of range all the same.
-    """
+    """The value of ASCII digits, capped (int() refuses more than 4,300 digits): every
+    field's range ends below 100, so a capped value is out of range all the same."""
     digits = text.lstrip("0")
     return int(digits or "0") if len(digits) <= 4 else 10_000
 
@@ -364,18 +348,14 @@ def _compress(values: list[int]) -> str:
 
 
 def _fires_ever(expr: CronExpr) -> bool:
-    """Trial search for one day the day fields and month field accept."""
+    """Whether some day has both day fields and the month field named."""
     if expr.day_or_day:
-        # A restricted day-of-week matches some day in every month.
-        return True
+        return True  # a restricted day-of-week matches some day in every month
     # 2000-2027 covers leap years (2000 is one) and every weekday a date can fall on.
-    for year in range(2000, 2028):
-        for month in sorted(expr.months):
-            for day in sorted(expr.days):
-                try:
-                    candidate = date(year, month, day)
-                except ValueError:
-                    continue
-                if expr.matches_day(candidate):
-                    return True
+    for year, month, day in product(range(2000, 2028), expr.months, expr.days):
+        try:
+            if expr.matches_day(date(year, month, day)):
+                return True
+        except ValueError:  # no such day in that month
+            continue
     return False

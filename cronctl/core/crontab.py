@@ -1,20 +1,17 @@
-"""Crontab text -> schedule-file tasks, and a report of what did not convert.
+"""Crontab text (a user's, or with ``system=True`` one with a user field) -> plain dicts
+ready for tomli-w, and a report. Nothing is approximated: a line cronctl cannot run the way
+cron ran it is left out and reported with its line number.
 
-Pure: it takes the text of a user crontab, or with ``system=True`` of a system
-crontab (``/etc/crontab``, ``/etc/cron.d/*``, which have a user field), and
-returns plain dicts ready for tomli-w. Nothing is approximated: a line cronctl
-cannot run the way cron ran it is left out and reported with its line number.
-
-Cron's own reading rules are kept: an environment line applies to the lines
-after it, ``%`` ends the command (the rest is stdin) and ``\\%`` is a literal
-``%``, a day field that starts with ``*`` makes the day match AND, not OR.
+Cron's own reading rules are kept: an environment line applies to the lines after it, ``%``
+ends the command (the rest is stdin) and ``\\%`` is a literal ``%``, a day field that
+starts with ``*`` makes the day match AND, not OR.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import takewhile
 from typing import Any
 
@@ -29,7 +26,7 @@ from cronctl.errors import CronSyntaxError, ZoneError
 
 @dataclass(frozen=True, slots=True)
 class ReportLine:
-    """One thing the import has to say: `left_out` lines are behaviour the file lacks."""
+    """One thing the import has to say; `left_out`: behaviour the file lacks."""
 
     line: int | None
     message: str
@@ -46,7 +43,6 @@ class CrontabImport:
 
     @property
     def left_out(self) -> int:
-        """How many report lines are about something left out of the schedule file."""
         return sum(r.left_out for r in self.report)
 
 
@@ -84,12 +80,10 @@ _SAT_SUN = frozenset({0, 6})
 def parse_crontab(
     text: str, *, system: bool, run_as: str = "root", skip_other_users: bool = False
 ) -> CrontabImport:
-    """Convert a crontab's text; `system` for the format with a user field.
-
-    `run_as` is the user cronctl will run the file as. A system line for another user keeps
-    its user: its command runs through `runuser -u USER --` (which needs root), or with
-    `skip_other_users` the line is left out. Who runs a job never changes silently.
-    """
+    """Convert a crontab's text. `run_as` is the user cronctl will run the file as. A system
+    line for another user keeps its user: its command runs through `runuser -u USER --`
+    (which needs root), or with `skip_other_users` it is left out. Who runs a job never
+    changes silently."""
     builder = _Builder(system, run_as, skip_other_users)
     # Cron splits lines on "\n" only; rstrip drops CRLF's "\r" and trailing blanks.
     for number, raw in enumerate(text.removeprefix("\ufeff").split("\n"), start=1):
@@ -259,8 +253,7 @@ class _Builder:
         self.pending.append(_Pending(name, description, run, schedule, settings))
 
     def keeps_user(self, number: int, user: str) -> bool:
-        """Whether a line for `user` can be imported so that `user` still runs it; if not,
-        it is left out and reported."""
+        """Whether a line for `user` can be imported so that `user` still runs it."""
         if user == self.run_as:
             return True
         if self.skip_other_users:
@@ -281,7 +274,7 @@ class _Builder:
         return False
 
     def settings(self, number: int) -> dict[str, Any] | None:
-        """The cronctl keys the environment lines above `number` amount to."""
+        """The keys the environment lines above `number` amount to (None: left out)."""
         flat: dict[str, Any] = {}
         # CRON_TZ is the schedule's zone where both are set; an empty value unsets it.
         zone_var = next((v for v in ("CRON_TZ", "TZ") if self.env.get(v, ("", 0))[0]), None)
@@ -360,7 +353,7 @@ _ONE_LINE = {"SHELL": "shell", "HOME": "workdir"}
 
 
 def _one_line_setting(name: str, value: str) -> str | None:
-    """Why ``name=value`` cannot become its one-line key, or None (the schema's own check)."""
+    """Why ``name=value`` cannot become its one-line key (the schema's own check)."""
     key = _ONE_LINE.get(name)
     problem = None if key is None else check_line(key, value)
     return None if problem is None else f"{name} would set {key}, but {problem}"
@@ -410,18 +403,13 @@ def _unescape_percent(command: str) -> tuple[str, int | None]:
 
 
 def _common(settings: Iterator[dict[str, Any]]) -> dict[str, Any]:
-    """[defaults]: each setting every task has, at its most common value (first on a tie).
-
-    A task with another value overrides it; a setting some task lacks stays per task,
-    because a default would reach that task too.
-    """
-    all_settings = list(settings)
-    if not all_settings:
-        return {}
+    """[defaults]: each setting every task has (a default would reach a task that lacks
+    it), at its most common value (first on a tie)."""
+    every = list(settings)
     common: dict[str, Any] = {}
-    for key in all_settings[0]:
-        values = [s[key] for s in all_settings if key in s]
-        if len(values) == len(all_settings):
+    for key in every[0] if every else ():
+        if all(key in s for s in every):
+            values = [s[key] for s in every]
             common[key] = max(values, key=values.count)
     return common
 
@@ -435,9 +423,6 @@ def _nest(flat: dict[str, Any]) -> dict[str, Any]:
     return nested
 
 
-# --- Exact schedule keys ---------------------------------------------------------------
-
-
 def schedule_keys(expr: CronExpr, written: str) -> dict[str, Any]:
     """Friendly keys naming exactly the minutes `expr` names, else {"cron": written}."""
     for candidate in _candidates(expr, written):
@@ -446,26 +431,13 @@ def schedule_keys(expr: CronExpr, written: str) -> dict[str, Any]:
     return {"cron": written}
 
 
-def _signature(expr: CronExpr) -> tuple[object, ...]:
-    # Everything occurrences depend on, the DST rule's fixed_time included.
-    return (
-        expr.minutes,
-        expr.hours,
-        expr.days,
-        expr.months,
-        expr.weekdays,
-        expr.day_star,
-        expr.weekday_star,
-        expr.fixed_time,
-    )
-
-
 def _same_minutes(expr: CronExpr, candidate: dict[str, Any]) -> bool:
     key = next(iter(candidate))
     try:
         text, _ = schedules.to_cron(key, candidate[key], candidate)
         assert text is not None
-        return _signature(parse_cron(text)) == _signature(expr)
+        # Every field occurrences depend on (fixed_time too), whatever the text says.
+        return replace(parse_cron(text), text=expr.text) == expr
     except (schedules.ScheduleProblem, CronSyntaxError):
         return False
 
