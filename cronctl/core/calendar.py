@@ -1,9 +1,8 @@
 """Occurrences counted hour by hour: the arithmetic behind timeline, herds and check --diff.
 
-Walking a task occurrence by occurrence costs a calendar search each; an every-minute
-task has 10,080 a week. Here a UTC hour whose wall clock is plain (one offset, a whole
-number of hours, no DST seam inside it) is answered from the expression's sets at once,
-and only the few hours around a seam are tested minute by minute with the exact rule.
+A UTC hour whose wall clock is plain (one offset, a whole number of hours, no DST seam in
+it) is answered from the expression's sets at once; only the few hours around a seam are
+tested minute by minute with the exact rule.
 """
 
 from __future__ import annotations
@@ -23,7 +22,6 @@ _Hour = tuple[datetime, datetime | None]  # a UTC hour, and its wall hour if it 
 
 
 def hour_floor(when: datetime) -> datetime:
-    """The UTC hour holding `when`."""
     return when.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
 
 
@@ -73,7 +71,6 @@ class TaskLane:
 
     @property
     def total(self) -> int:
-        """Runs in the whole window."""
         return sum(self.per_hour)
 
     def by_hour_of_day(self) -> list[int]:
@@ -83,11 +80,8 @@ class TaskLane:
 
 
 def every_minute(task: Task) -> bool:
-    """Whether the task fires every minute of the hours it runs in (its minute field is *).
-
-    Such a task has 60 runs in each of those hours, more than a whole schedule of hourly
-    and daily tasks: in a heat map of all tasks it would hide the rest.
-    """
+    """Whether the task fires every minute of the hours it runs in: in a heat map of all
+    tasks it would hide the rest."""
     return task.cron is not None and len(task.cron.minutes) == 60
 
 
@@ -107,13 +101,9 @@ class Timeline:
 
     def heat(self) -> list[list[int]]:
         """Runs of the counted tasks per [day][hour]."""
-        grid = [[0] * 24 for _ in range(self.days)]
-        for lane in self.lanes:
-            if not lane.counted:
-                continue
-            for index, count in enumerate(lane.per_hour):
-                grid[index // 24][index % 24] += count
-        return grid
+        counted = [lane.per_hour for lane in self.lanes if lane.counted]
+        totals = [sum(hour) for hour in zip(*counted, strict=True)] or [0] * (self.days * 24)
+        return [totals[day * 24 : day * 24 + 24] for day in range(self.days)]
 
     def day(self, index: int) -> datetime:
         """The local midnight (naive) that starts day `index`."""
@@ -140,14 +130,10 @@ def build_timeline(
 ) -> Timeline:
     """Count each task's runs per wall hour of `zone` (default UTC) for `days` days from
     the local midnight of `start`; every-minute tasks stay out of the heat map unless
-    `every_minute_counted`.
-
-    A UTC hour that is one whole wall hour (no seam, a whole-hour offset) is counted at
-    once; others minute by minute. A fall-back day's repeated hour adds both passes to its
-    cell; a spring-forward day's missing hour stays empty. A chained task is counted at
-    its chain's root times, when no pause in the file stops it (docs/chains.md): `graph`
-    holds the whole schedule's chains when `tasks` are some of them.
-    """
+    `every_minute_counted`. A fall-back day's repeated hour adds both passes to its cell; a
+    spring-forward day's missing hour stays empty. A chained task counts at its chain's root
+    times unless a pause in the file stops it: `graph` holds the whole schedule's chains
+    when `tasks` are some of them."""
     zone = zone or parse_zone("UTC")
     first = zone.wall(start).replace(hour=0, minute=0, second=0, microsecond=0)
     origin = _instant(zone, first)
@@ -185,11 +171,7 @@ def _wall_hours(zone: Zone, hour: datetime, end: datetime) -> list[_Hour]:
 
 
 def _count(
-    task: Task,
-    zone: Zone,
-    hours: list[_Hour],
-    first: datetime,
-    days: int,
+    task: Task, zone: Zone, hours: list[_Hour], first: datetime, days: int
 ) -> tuple[int, ...]:
     counts = [0] * (days * 24)
     for hour, wall in hours:
@@ -221,7 +203,8 @@ class Herd:
 
 def find_herds(tasks: Sequence[Task], start: datetime, end: datetime, limit: int) -> list[Herd]:
     """Minutes in [start, end) where more than `limit` tasks fire, grouped by the set of tasks."""
-    counted = [t for t in tasks if not t.paused and not _jittered(t)]
+    # `jitter` spreads a task's start over its window, so it joins no herd.
+    counted = [t for t in tasks if not t.paused and not t.jitter]
     if len(counted) <= limit:
         return []
     # Tasks with the same schedule in the same zone fire together: walk each pair once.
@@ -231,10 +214,8 @@ def find_herds(tasks: Sequence[Task], start: datetime, end: datetime, limit: int
     names = [[t.name for t in group] for group in together.values()]
     minutes = [_group_minutes(group[0], start, end) for group in together.values()]
     crowd: Counter[datetime] = Counter()
-    for index, group_minutes in enumerate(minutes):
-        size = len(names[index])
-        for when in group_minutes:
-            crowd[when] += size
+    for group_names, group_minutes in zip(names, minutes, strict=True):
+        crowd.update(dict.fromkeys(group_minutes, len(group_names)))
     members: dict[datetime, list[int]] = {when: [] for when, n in crowd.items() if n > limit}
     for index, group_minutes in enumerate(minutes):
         for when in group_minutes:
@@ -268,11 +249,6 @@ def _herds(members: dict[datetime, list[int]], names: list[list[str]]) -> list[H
     return sorted(groups.values(), key=lambda h: h.first)
 
 
-def _jittered(task: Task) -> bool:
-    # `jitter` spreads a task's start over its window, so it joins no herd.
-    return bool(getattr(task, "jitter", None))
-
-
 HERD_WINDOW = timedelta(days=7)
 
 
@@ -284,11 +260,8 @@ def herd_warnings(
     found = []
     for herd in find_herds(tasks, now, now + HERD_WINDOW, limit):
         names = ", ".join(herd.tasks)
-        again = (
-            f" (and {herd.minutes - 1} more minute{'s' * (herd.minutes != 2)} in the next 7 days)"
-            if herd.minutes > 1
-            else ""
-        )
+        more = herd.minutes - 1
+        again = f" (and {more} more minute{'s' * (more != 1)} in the next 7 days)" if more else ""
         message = (
             f"{len(herd.tasks)} tasks start in the same minute, {format_utc(herd.first)}{again}, "
             f"more than herd_limit {limit}: {names}; give some of them a `jitter` "

@@ -21,7 +21,6 @@ class Exported:
 
     @property
     def skipped(self) -> bool:
-        """The task could not be exported at all (its reasons are in `lost`)."""
         return not self.files
 
 
@@ -48,34 +47,27 @@ def dst_limits(task: Task, now: datetime) -> list[str]:
 
 
 def common_limits(task: Task) -> list[str]:
-    """Keys no export target has: hosts, pings, hooks and notify.
+    """What no export target has: hosts, pings, hooks, notify, secrets, caps (`on_one_server`
+    only systemd loses: a CronJob runs once per occurrence in its cluster).
 
-    `on_one_server` is not among them: a CronJob already runs once per occurrence in its
-    cluster; only systemd, one timer per machine, loses it.
-    """
-    lost = []
-    for key in ("hosts", "ping_url", "on_failure", "on_success"):
-        if getattr(task, key, None):
-            lost.append(f"{key}: not exported; the target has no such setting")
-    if getattr(task, "notify", "always") != "always":  # the default is every failure: no loss
-        lost.append("notify: not exported; the target has no such setting")
-    return lost + secret_limits(task)
-
-
-def secret_limits(task: Task) -> list[str]:
-    """Secrets from files are never exported: no target reads them the way cronctl does
+    Secrets from files are never exported: no target reads them the way cronctl does
     (systemd's EnvironmentFile= takes quotes and escapes, LoadCredential= gives a file and
     not a variable), and an export must not carry a value. The paths are named."""
+    keys = ("hosts", "ping_url", "on_failure", "on_success")
+    lost = [
+        f"{key}: not exported; the target has no such setting" for key in keys if getattr(task, key)
+    ]
+    if task.notify != "always":  # the default is every failure: no loss
+        lost.append("notify: not exported; the target has no such setting")
     advice = "give the job these variables from the target's own secrets (a Kubernetes "
     advice += "Secret, a systemd credential)"
-    lost = []
     if task.env_files:
         lost.append(f"env_files ({', '.join(task.env_files)}): not exported; {advice}")
     if task.env_from_file:
         lost.append(f"env_from_file ({', '.join(task.env_from_file)}): not exported; {advice}")
     if task.max_output not in (None, 0, DEFAULT_MAX_OUTPUT):
         lost.append("max_output: not exported; the target keeps output its own way (journald)")
-    if caps := [k for k in ("memory_max", "cpu_max", "nice", "ionice") if getattr(task, k, 0)]:
+    if caps := [k for k in ("memory_max", "cpu_max", "nice", "ionice") if getattr(task, k)]:
         lost.append(
             f"{', '.join(caps)}: not exported; set the target's own (systemd MemoryMax=, "
             "CPUQuota=, Nice=, IOSchedulingClass=; Kubernetes resources.limits)"
@@ -84,11 +76,8 @@ def secret_limits(task: Task) -> list[str]:
 
 
 def one_line(text: str) -> str:
-    """`text` with every control character written as a visible escape (\\n, \\x1b, \\u2028).
-
-    For comments and plain values: whatever a schedule holds, an exported file gains no line
-    from it and a reader's terminal no escape.
-    """
+    """`text` with every control character written as a visible escape (\\n, \\x1b, \\u2028):
+    an exported file gains no line from it and a reader's terminal no escape."""
     if control_char(text) is None:
         return text
     return "".join(ascii(c)[1:-1] if control_char(c) else c for c in text)

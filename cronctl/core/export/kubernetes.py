@@ -1,10 +1,8 @@
 """A task as a Kubernetes CronJob manifest (`cronctl export --to kubernetes --image IMAGE`).
 
-Written by hand, not with a YAML library: every string is emitted as a JSON string,
-which YAML 1.2 reads as the same double-quoted scalar, so quoting is exact without
-adding PyYAML to cronctl's dependencies for one command. Characters YAML reads as line
-breaks or refuses as unprintable are escaped too, and comments are made one line, so no
-value can add a line or a document.
+Written by hand: every string is a JSON string, which YAML 1.2 reads as the same
+double-quoted scalar, with what YAML reads as line breaks or refuses escaped too, and
+comments made one line, so no value can add a line or a document.
 """
 
 from __future__ import annotations
@@ -43,12 +41,6 @@ def _s(text: str) -> str:
     return _RAW.sub(lambda m: f"\\u{ord(m.group()):04x}", quoted)
 
 
-def _argv(task: Task) -> list[str]:
-    if isinstance(task.command, str):
-        return [task.shell, "-c", task.command]
-    return list(task.command)
-
-
 _EXPANDED = re.compile(r"\$(?=[$(])")
 
 
@@ -69,7 +61,7 @@ def _limits(task: Task, now: datetime) -> list[str]:
         lost.append(f"without_overlapping lease ({lease}): Forbid waits however long a job runs")
     if task.misfire == "catch-up":
         lost.append("misfire catch-up: a CronJob starts one missed run, not each")
-    if getattr(task, "jitter", None):
+    if task.jitter:
         lost.append("jitter: a CronJob has no start delay")
     if task.on_start:
         lost.append("on_start: a CronJob has no start-up run (the schedule is exported)")
@@ -105,21 +97,15 @@ _YEARS = 8  # two leap days, every weekday on every day of the month
 
 def shortest_gap(cron: CronExpr) -> int | None:
     """The shortest interval between two runs of `cron`, in seconds of wall time, over 8
-    years from a fixed day (the same schedule exports the same deadline on any day). A DST
-    change shortens one interval by an hour at most, which the 90 (not 100) of `deadline`
-    absorbs."""
+    years from a fixed day (the same schedule exports the same deadline on any day)."""
     gap = shortest_wall_gap(cron, _ANCHOR, _YEARS * 366)
     return gap * 60 if gap is not None else None
 
 
 def deadline(task: Task) -> tuple[int, str | None]:
-    """startingDeadlineSeconds for the task, and what it loses (or None).
-
-    From the misfire settings: 60 s for `skip` (only a run due this minute); else
-    `misfire_grace` when set; otherwise (coalesce, catch-up: run late however late) 90
-    intervals, a window holding fewer than 100 runs, in which Kubernetes starts the latest
-    missed one, as coalesce does. A grace longer than that window is cut to it.
-    """
+    """startingDeadlineSeconds for the task, and what it loses (or None): 60 s for `skip`;
+    else `misfire_grace`, cut to 90 intervals; without one, 90 intervals (fewer than 100
+    runs, in which Kubernetes starts the latest missed one, as coalesce does)."""
     if task.misfire == "skip":
         return 60, None
     assert task.cron is not None
@@ -142,8 +128,8 @@ def deadline(task: Task) -> tuple[int, str | None]:
 def manifest(
     task: Task, name: str, zone: str, image: str, lost: list[str], starting_deadline: int
 ) -> str:
-    """The CronJob YAML for one task."""
     assert task.cron is not None
+    argv = [task.shell, "-c", task.command] if isinstance(task.command, str) else task.command
     out = [
         f"# Exported by cronctl from {one_line(str(task.source))}:{task.line} (task {task.name}).",
         *(f"# Not expressed: {one_line(item)}" for item in lost),
@@ -160,9 +146,11 @@ def manifest(
         f"  timeZone: {_s(zone)}",
         f"  concurrencyPolicy: {'Forbid' if task.without_overlapping else 'Allow'}",
         f"  suspend: {'true' if task.paused else 'false'}",
+        f"  startingDeadlineSeconds: {starting_deadline}",
+        "  jobTemplate:",
+        "    spec:",
+        f"      backoffLimit: {task.retries}",
     ]
-    out.append(f"  startingDeadlineSeconds: {starting_deadline}")
-    out += ["  jobTemplate:", "    spec:", f"      backoffLimit: {getattr(task, 'retries', 0)}"]
     if task.timeout:
         out.append(f"      activeDeadlineSeconds: {int(task.timeout.total_seconds())}")
     out += [
@@ -172,16 +160,13 @@ def manifest(
         "          containers:",
         "            - name: task",
         f"              image: {_s(image)}",
-        f"              command: [{', '.join(_s(_literal(a)) for a in _argv(task))}]",
+        f"              command: [{', '.join(_s(_literal(a)) for a in argv)}]",
     ]
-    workdir = _workdir(task)
-    if workdir is not None:
+    if (workdir := _workdir(task)) is not None:
         out.append(f"              workingDir: {_s(workdir)}")
-    env = {**task.env, "CRONCTL_TASK": task.name}
     out.append("              env:")
-    out += [
-        f"                - {{name: {_s(k)}, value: {_s(_literal(v))}}}" for k, v in env.items()
-    ]
+    for k, v in {**task.env, "CRONCTL_TASK": task.name}.items():
+        out.append(f"                - {{name: {_s(k)}, value: {_s(_literal(v))}}}")
     return "\n".join(out) + "\n"
 
 
@@ -213,6 +198,5 @@ def export_task(task: Task, now: datetime, image: str) -> Exported:
         result.lost.append(cut)
     if name != task.name:
         result.lost.append(f"name: Kubernetes names must be DNS labels; exported as {name}")
-    text = manifest(task, name, zone, image, result.lost, starting_deadline)
-    result.files[f"{name}.yaml"] = text
+    result.files[f"{name}.yaml"] = manifest(task, name, zone, image, result.lost, starting_deadline)
     return result

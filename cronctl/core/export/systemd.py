@@ -35,27 +35,21 @@ def calendar_field(values: frozenset[int], low: int, high: int) -> str:
         step = ordered[1] - ordered[0]
         if step > 1 and ordered == list(range(ordered[0], high + 1, step)):
             return f"{ordered[0]:02d}/{step}"
-    parts = []
-    for first, last in spans(ordered):
-        if first == last:
-            parts.append(f"{first:02d}")
-        elif last == first + 1:
-            parts.append(f"{first:02d},{last:02d}")
-        else:
-            parts.append(f"{first:02d}..{last:02d}")
-    return ",".join(parts)
+    return ",".join(
+        f"{first:02d}"
+        if first == last
+        else f"{first:02d}{',' if last == first + 1 else '..'}{last:02d}"
+        for first, last in spans(ordered)
+    )
 
 
 def weekday_field(weekdays: frozenset[int]) -> str:
     """Cron's 0-6 (Sunday 0) as systemd's names: 'Mon..Fri', 'Sat,Sun'."""
     monday_first = sorted((d - 1) % 7 for d in weekdays)
-    parts = []
-    for first, last in spans(monday_first):
-        if first == last:
-            parts.append(_WEEKDAYS[first])
-        else:
-            parts.append(f"{_WEEKDAYS[first]}..{_WEEKDAYS[last]}")
-    return ",".join(parts)
+    return ",".join(
+        _WEEKDAYS[first] if first == last else f"{_WEEKDAYS[first]}..{_WEEKDAYS[last]}"
+        for first, last in spans(monday_first)
+    )
 
 
 def on_calendar(cron: CronExpr, zone: str) -> list[str]:
@@ -63,14 +57,13 @@ def on_calendar(cron: CronExpr, zone: str) -> list[str]:
     time = f"{calendar_field(cron.hours, 0, 23)}:{calendar_field(cron.minutes, 0, 59)}:00"
     months = calendar_field(cron.months, 1, 12)
     days = calendar_field(cron.days, 1, 31)
-    all_weekdays = len(cron.weekdays) == 7
     if cron.day_or_day:
         # Cron ORs two restricted day fields; systemd ANDs its parts: one line each.
         return [
             f"{weekday_field(cron.weekdays)} *-{months}-* {time} {zone}",
             f"*-{months}-{days} {time} {zone}",
         ]
-    prefix = "" if all_weekdays else f"{weekday_field(cron.weekdays)} "
+    prefix = "" if len(cron.weekdays) == 7 else f"{weekday_field(cron.weekdays)} "
     return [f"{prefix}*-{months}-{days} {time} {zone}"]
 
 
@@ -88,10 +81,8 @@ def _quote(arg: str, dollars: bool = True) -> str:
 
 
 def _plain(text: str) -> str:
-    """A value systemd does not unescape (Description=, a comment): one line, `%` doubled.
-
-    A trailing backslash would continue the line into the next one: it is dropped.
-    """
+    """A value systemd does not unescape (Description=, a comment): one line, `%` doubled,
+    no trailing backslash (it would continue the line into the next one)."""
     return one_line(text).rstrip("\\").replace("%", "%%")
 
 
@@ -151,10 +142,9 @@ def _timer(task: Task, unit: str, calendars: list[str]) -> str:
         f"Persistent={persistent}",
         "AccuracySec=1s",  # systemd's default of 1 min would start runs up to a minute late
     ]
-    jitter = getattr(task, "jitter", None)
-    if jitter:
-        # A stable delay per machine and unit, like cronctl's jitter.
-        lines += [f"RandomizedDelaySec={int(jitter.total_seconds())}", "FixedRandomDelay=true"]
+    if task.jitter:  # a stable delay per machine and unit, like cronctl's
+        delay = int(task.jitter.total_seconds())
+        lines += [f"RandomizedDelaySec={delay}", "FixedRandomDelay=true"]
     lines += [f"Unit={unit}.service", "", "[Install]", "WantedBy=timers.target"]
     return "\n".join(lines) + "\n"
 
@@ -178,7 +168,7 @@ def _limits(task: Task, now: datetime) -> list[str]:
         lost.append(f"misfire_grace ({format_duration(task.misfire_grace)}): systemd has none")
     if task.paused:
         lost.append("paused: the units are written; do not enable the timer until you resume")
-    if getattr(task, "retries", 0):
+    if task.retries:
         lost.append("retries: not exported; systemd's Restart= does not apply to oneshot units")
     return lost
 
@@ -195,7 +185,7 @@ def _chain_limits(task: Task) -> list[str]:
 
 
 def _unwritable(task: Task) -> str | None:
-    """Why the task's paths cannot be written as systemd values (never unescaped), or None."""
+    """Why the task's paths cannot be written as systemd values (never unescaped)."""
     for key, value in (("workdir", str(task.workdir)), ("shell", task.shell)):
         if control_char(value) or value.endswith("\\"):
             return f"{key} {one_line(value)}: systemd cannot express it; not exported"
@@ -206,8 +196,7 @@ _USER = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}|[0-9]{1,10}")
 
 
 def check_user(user: str) -> str | None:
-    """Why `user` cannot be a `User=` value, or None (a user name as systemd takes it, or a
-    numeric uid; never a line break or a specifier)."""
+    """Why `user` cannot be a `User=` value (a user name as systemd takes it, or a uid)."""
     if _USER.fullmatch(user) is None or (user.isdigit() and int(user) >= 2**32 - 1):
         return (
             "use a user name (letters, digits, '_', '.', '-'; 32 at most) or a numeric uid "
@@ -223,8 +212,7 @@ _STARTED_BY = {"ok": ("OnSuccess",), "failed": ("OnFailure",), "any": ("OnSucces
 
 def export_schedule(tasks: Sequence[Task], now: datetime, user: str) -> list[Exported]:
     """Every task's units, run as `user`. A chained task with one upstream task is a service
-    its upstream's OnSuccess=/OnFailure= starts (systemd 249 or later); one with several is
-    not exported: systemd starts a unit when one unit ends, not when all of several have."""
+    its upstream's OnSuccess=/OnFailure= starts (systemd 249 or later)."""
     graph = Chains(tasks)
     starts: dict[str, list[str]] = {}
     refused: dict[str, str] = {}
@@ -252,7 +240,7 @@ def _chain_refusal(task: Task, exported: set[str]) -> str | None:
 
 
 def _refusal(task: Task) -> str | None:
-    """Why a task with times of its own cannot be exported, or None."""
+    """Why a task with times of its own cannot be exported."""
     if whole_hour_zone(task) is None:
         return (
             f"timezone {task.zone.name}: systemd names no zone with that offset; not exported "
@@ -276,9 +264,8 @@ def export_task(
     starts: Sequence[str] = (),
     refused: str | None = None,
 ) -> Exported:
-    """The unit files for one task, run as `user`, or the reason it cannot be exported
-    (`refused`, when the schedule around it says: see export_schedule). `starts`: the
-    OnSuccess=/OnFailure= lines of the chained tasks it starts."""
+    """The unit files for one task, run as `user`, or why it cannot be exported (`refused`,
+    from export_schedule). `starts`: the lines that start the chained tasks after it."""
     unit = unit_name(task)
     result = Exported(task.name)
     if ":" in task.name:
