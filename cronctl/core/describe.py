@@ -1,34 +1,28 @@
 """A schedule in words, for `list`: "at 03:00, Monday through Friday".
 
-Written here rather than taken from cron-descriptor: the words must say what cronctl
-does, and cronctl's day rule (both day fields restricted: either matches; a day field
-starting with '*': both must match) is where cron-descriptor 1.4 differs: it describes
-`0 0 */2 * 1` as "every 2 days, or on Monday", where cron (and cronctl) run on Mondays
-that are odd days of the month.
+Not cron-descriptor's: it reads the day rule differently (`0 0 */2 * 1` as "every 2 days,
+or on Monday", where cron runs on Mondays that are odd days of the month).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import lru_cache
+from itertools import groupby
 
 from cronctl.core.cronexpr import CronExpr
 from cronctl.core.model import Task, format_utc
+from cronctl.core.values import DAYS
 
-_DAYS = ("Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday")
 _MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August",
            "September", "October", "November", "December")  # fmt: skip
 
 
 def spans(values: list[int]) -> list[tuple[int, int]]:
     """Sorted values as spans of consecutive numbers: [1, 2, 3, 5] -> (1, 3), (5, 5)."""
-    runs: list[tuple[int, int]] = []
-    for value in values:
-        if runs and runs[-1][1] == value - 1:
-            runs[-1] = (runs[-1][0], value)
-        else:
-            runs.append((value, value))
-    return runs
+    # A run of consecutive values keeps value - position constant.
+    runs = (list(run) for _, run in groupby(enumerate(values), lambda pair: pair[1] - pair[0]))
+    return [(run[0][1], run[-1][1]) for run in runs]
 
 
 def _join(words: list[str], last: str = "and") -> str:
@@ -51,10 +45,9 @@ def _numbers(values: list[int]) -> str:
     step = values[1] - values[0] if len(values) >= 3 else 0
     if step > 1 and values == list(range(values[0], values[-1] + 1, step)):
         return f"{values[0]}, {values[1]}, ..., {values[-1]}"
-    parts = []
-    for first, last in spans(values):
-        parts.append(str(first) if first == last else f"{first}-{last}")
-    return _join(parts)
+    return _join(
+        [str(first) if first == last else f"{first}-{last}" for first, last in spans(values)]
+    )
 
 
 def _time(cron: CronExpr) -> str:
@@ -84,17 +77,13 @@ def _time(cron: CronExpr) -> str:
 
 def weekday_names(weekdays: frozenset[int]) -> str:
     """Cron's 0-6 (Sunday 0) in words, Monday first: 'Monday through Friday'."""
-    return _named(sorted((d - 1) % 7 + 1 for d in weekdays), (*_DAYS[1:], _DAYS[0]), 1)
+    return _named(sorted((d - 1) % 7 + 1 for d in weekdays), (*DAYS[1:], DAYS[0]), 1)
 
 
 def _days(cron: CronExpr) -> str:
     days, weekdays = sorted(cron.days), sorted(cron.weekdays)
     on_weekdays = weekday_names(cron.weekdays)
-    on_days = (
-        f"day {_numbers(days)} of the month"
-        if len(days) == 1
-        else (f"days {_numbers(days)} of the month")
-    )
+    on_days = f"day{'s' * (len(days) != 1)} {_numbers(days)} of the month"
     if cron.day_or_day:
         # Cron's rule: two restricted day fields match on EITHER.
         return f"on {on_days} and on every {on_weekdays}"
@@ -109,11 +98,8 @@ def _days(cron: CronExpr) -> str:
 
 @lru_cache(maxsize=4096)
 def describe_cron(cron: CronExpr) -> str:
-    """An expression in words (times are wall times in the task's zone).
-
-    Cached: the words depend on the value sets alone, and a large schedule repeats a
-    few dozen expressions thousands of times.
-    """
+    """An expression in words (times are wall times in the task's zone); cached: a large
+    schedule repeats a few dozen expressions thousands of times."""
     words = [_time(cron)]
     days = _days(cron)
     if days:
@@ -127,7 +113,12 @@ def describe_cron(cron: CronExpr) -> str:
 def describe(task: Task) -> str:
     """The task's schedule in words, its zone named when it is not UTC."""
     if task.chained:
-        return describe_after(task)
+        names = _join(list(task.after))
+        if len(task.after) == 1:
+            verb = {"ok": "succeeds", "failed": "fails"}.get(task.after_outcome, "ends")
+        else:
+            verb = {"ok": "succeed", "failed": "end, if one failed"}.get(task.after_outcome, "end")
+        return f"after {names} {verb}"
     if task.cron is None:
         if task.at is None:
             return "once each time cronctl work starts"
@@ -138,23 +129,9 @@ def describe(task: Task) -> str:
     return f"{text}; and when cronctl work starts" if task.on_start else text
 
 
-def describe_after(task: Task) -> str:
-    """'after extract succeeds': what a chained task waits for, in words."""
-    names = _join(list(task.after))
-    if len(task.after) == 1:
-        verb = {"ok": "succeeds", "failed": "fails"}.get(task.after_outcome, "ends")
-        return f"after {names} {verb}"
-    verb = {"ok": "succeed", "failed": "end, if one failed"}.get(task.after_outcome, "end")
-    return f"after {names} {verb}"
-
-
 def gap_note(moved: Sequence[str], own: str | None, misfire: str) -> str:
-    """What a spring-forward gap does to the instant its wall times land on, as `check` says it.
-
-    `moved`: the wall times the gap swallowed ("02:00"); `own`: the instant's own wall time
-    when the task fires then too. Nothing is skipped: the times land here, and the policy
-    decides how many runs that makes (coalesce and skip: one; catch-up: each).
-    """
+    """What a spring-forward gap does to the instant its swallowed wall times (`moved`) land
+    on, beside its own wall time (`own`) when the task fires then too."""
     carried = len(moved) + (own is not None)
     many = len(moved) > 1
     note = f"{', '.join(moved)} {'do' if many else 'does'} not exist (DST change) and "

@@ -1,7 +1,4 @@
-"""Two schedules compared, for `check --diff REF`: what a change adds, removes and moves.
-
-Pure: the caller reads both schedules and passes the time the occurrences start from.
-"""
+"""Two schedules compared, for `check --diff REF`: what a change adds, removes and moves."""
 
 from __future__ import annotations
 
@@ -34,7 +31,6 @@ class TaskChange:
 
     @property
     def moves(self) -> bool:
-        """Whether the change adds or removes occurrences."""
         return bool(self.gained_count or self.lost_count)
 
 
@@ -51,21 +47,18 @@ class ScheduleDiff:
 
     @property
     def empty(self) -> bool:
-        """No task differs."""
         return not (self.added or self.removed or self.renamed or self.changed)
 
 
 def changed_keys(old: Task, new: Task) -> tuple[str, ...]:
     """The task keys whose values differ, the schedule keys reported as one "schedule"."""
-    keys: list[str] = []
-    for item in fields(Task):
-        if item.name in _IGNORED or getattr(old, item.name) == getattr(new, item.name):
-            continue
-        name = "schedule" if item.name in _SCHEDULE_FIELDS else item.name
-        name = "timezone" if name == "zone" else name
-        if name not in keys:
-            keys.append(name)
-    return tuple(keys)
+    names = {"zone": "timezone", **dict.fromkeys(_SCHEDULE_FIELDS, "schedule")}
+    keys = (
+        names.get(item.name, item.name)
+        for item in fields(Task)
+        if item.name not in _IGNORED and getattr(old, item.name) != getattr(new, item.name)
+    )
+    return tuple(dict.fromkeys(keys))
 
 
 def _moved(old: Task, new: Task, start: datetime, end: datetime) -> dict[str, object]:
@@ -99,11 +92,7 @@ def diff_schedules(old: Schedule, new: Schedule, now: datetime) -> ScheduleDiff:
             removed.remove(twin)
     changed = []
     for name, task in after.items():
-        was = before.get(name)
-        if was is None:
-            continue
-        keys = changed_keys(was, task)
-        if keys:
+        if (was := before.get(name)) is not None and (keys := changed_keys(was, task)):
             changed.append(TaskChange(was, task, keys, **_moved(was, task, now, end)))  # type: ignore[arg-type]
     return ScheduleDiff(tuple(added), tuple(removed), tuple(renamed), tuple(changed), now, end)
 
@@ -117,11 +106,7 @@ def time_of_day(task: Task) -> str | None:
 
 
 def when_words(task: Task) -> str:
-    """A schedule as a reviewer reads a move: 'Monday 07:30', '03:00 every day', else words.
-
-    A one-time-a-day schedule on some weekdays reads as the days and the time, so a move
-    from Monday to Tuesday shows as exactly that; anything else is `describe`'s sentence.
-    """
+    """A schedule as a reviewer reads a move: 'Monday 07:30', '03:00 every day', else words."""
     cron = task.cron
     time = time_of_day(task)
     if cron is None or time is None or len(cron.months) < 12:
@@ -134,10 +119,7 @@ def when_words(task: Task) -> str:
 
 
 def move_summary(change: TaskChange) -> str:
-    """One sentence for a reviewer: 'this change moves X from Monday 07:30 to Tuesday 07:30'.
-
-    Times are wall times in the task's zone, which the sentence names.
-    """
+    """'this change moves X from Monday 07:30 to Tuesday 07:30' (in the zone it names)."""
     old, new = change.old, change.new
     name = new.name
     if old.paused != new.paused:
