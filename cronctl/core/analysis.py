@@ -1,4 +1,11 @@
-"""Warnings that depend on the calendar: day-or-day, DST gaps and overlaps, past one-shots."""
+"""Warnings about schedules: day-or-day, DST gaps and overlaps, past one-shots, herds, and
+the Vixie corners an accepted expression relies on.
+
+The corners: lists led by '*' (`*/100,1-7`: Debian cron ANDs such a day field with the other
+one) and day-of-week steps from a start value, which count up to 7 (Sunday again): valid
+cron, kept with Debian's reading, and worth a sentence each. So are minute and hour steps
+that do not divide the field (`*/7` minutes: :56 then :00), which cron restarts every hour.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +13,11 @@ from datetime import datetime, timedelta
 from functools import lru_cache
 
 from cronctl.core.calendar import herd_warnings
-from cronctl.core.cronexpr import CronExpr
-from cronctl.core.cronnotes import corner_notes
+from cronctl.core.cronexpr import _DAYS, _FIELDS, _MONTHS, CronExpr, _compress, _Field
 from cronctl.core.cronwalk import matching_walls
 from cronctl.core.minutes import minute_ceil
 from cronctl.core.model import Problem, Schedule, Task, format_utc
+from cronctl.core.values import DAYS
 from cronctl.core.zones import Segment, Zone, transitions, walls_at
 
 DST_WINDOW = timedelta(days=366)
@@ -28,82 +35,48 @@ def schedule_warnings(schedule: Schedule, now: datetime) -> list[Problem]:
         notes = said.get(key)
         if notes is None:
             notes = said[key] = _task_notes(task, now)
-        if notes:
-            where = str(task.source)
-            found += (Problem(where, task.line, task.name, "warning", *note) for note in notes)
-    found.extend(herd_problems(schedule, now))
+        found += (Problem(str(task.source), task.line, task.name, "warning", *n) for n in notes)
+    # More than `herd_limit` tasks starting in one minute, located at the first.
+    herds = herd_warnings(schedule.tasks, now, schedule.settings.herd_limit)
+    found += (Problem(str(t.source), t.line, None, "warning", "herd", m, n) for t, m, n in herds)
     return found
 
 
-def herd_problems(schedule: Schedule, now: datetime) -> list[Problem]:
-    """More than `herd_limit` tasks starting in one minute (README, Herds), located at the first."""
-    return [
-        Problem(str(task.source), task.line, None, "warning", "herd", message, names)
-        for task, message, names in herd_warnings(schedule.tasks, now, schedule.settings.herd_limit)
-    ]
-
-
 def task_warnings(task: Task, now: datetime) -> list[Problem]:
-    """The warnings for one task: each names the task, and says what happens and what to do."""
-    where = str(task.source)
-    return [
-        Problem(where, task.line, task.name, "warning", code, message)
-        for code, message in _task_notes(task, now)
-    ]
+    notes = _task_notes(task, now)
+    return [Problem(str(task.source), task.line, task.name, "warning", *n) for n in notes]
 
 
 def _task_notes(task: Task, now: datetime) -> list[tuple[str, str]]:
     """(code, message) of each warning about the task's schedule, zone, policy and instant."""
     found: list[tuple[str, str]] = []
-
-    def warn(code: str, message: str) -> None:
-        found.append((code, message))
-
     if task.cron is not None and task.cron.day_or_day:
-        warn(
-            "day-or-day",
-            (
-                f"schedule {task.cron.text!r} restricts both day-of-month and day-of-week, so it "
-                "runs on days matching EITHER (cron's rule), not both; start one of them with '*' "
-                "if you meant AND"
-            ),
+        message = (
+            f"schedule {task.cron.text!r} restricts both day-of-month and day-of-week, so it "
+            "runs on days matching EITHER (cron's rule), not both; start one of them with '*' "
+            "if you meant AND"
         )
+        found.append(("day-or-day", message))
     if task.cron is not None:
-        for code, note in _corner_notes(task.cron, task.cron.written):
-            warn(code, note)
+        found += _corner_notes(task.cron, task.cron.written)
     if task.at is not None and task.at <= now:
-        warn(
-            "at-in-past",
-            f"one-shot time {format_utc(task.at)} has passed; it will not run "
-            "again; remove the task",
-        )
+        message = f"one-shot time {format_utc(task.at)} has passed; it will not run again; "
+        found.append(("at-in-past", message + "remove the task"))
     # A task whose hour field names every hour (`every_minute`, `*/15 * * * *`) loses or
     # doubles its runs in a changed hour because that is what its schedule says: no warning.
     if task.cron is not None and not task.zone.fixed and len(task.cron.hours) < 24:
-        for code, message in _dst_messages(task.cron, task.zone, task.misfire, now):
-            warn(code, message)
+        found += _dst_messages(task.cron, task.zone, task.misfire, now)
     return found
 
 
 # The warnings depend on the schedule, the zone and the misfire policy, not on the task:
 # a large schedule repeats a few of them thousands of times, so each is worked out once.
 @lru_cache(maxsize=4096)
-def _corner_notes(cron: CronExpr, written: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
-    # `written` is part of the key: the notes quote the fields as written, which CronExpr
-    # leaves out of its equality (`MON/2` and `1/2` are the same expression).
-    return tuple(corner_notes(cron))
-
-
-@lru_cache(maxsize=4096)
 def _dst_messages(
     cron: CronExpr, zone: Zone, misfire: str, now: datetime
 ) -> tuple[tuple[str, str], ...]:
-    found = []
-    for seg in _seams(zone, now):
-        message = _dst_message(cron, zone, misfire, seg)
-        if message:
-            found.append(message)
-    return tuple(found)
+    messages = (_dst_message(cron, zone, misfire, seg) for seg in _seams(zone, now))
+    return tuple(message for message in messages if message)
 
 
 @lru_cache(maxsize=256)
@@ -116,7 +89,7 @@ def _dst_message(cron: CronExpr, tz: Zone, misfire: str, seg: Segment) -> tuple[
     zone = tz.name
     gap = seg.gap
     if gap is not None:
-        hits = _matching_walls(cron, gap[0], gap[1])
+        hits = list(matching_walls(cron, gap[0], gap[1]))
         if not hits:
             return None
         day = f"{hits[0]:%Y-%m-%d}"
@@ -134,7 +107,7 @@ def _dst_message(cron: CronExpr, tz: Zone, misfire: str, seg: Segment) -> tuple[
     if repeats is None:
         return None
     first_wall = seg.wall(seg.start)
-    hits = _matching_walls(cron, first_wall, repeats)
+    hits = list(matching_walls(cron, first_wall, repeats))
     if not hits:
         return None
     day = f"{hits[0]:%Y-%m-%d}"
@@ -172,5 +145,115 @@ def _gap_policy(cron: CronExpr, zone: Zone, misfire: str, seg: Segment, swallowe
     )
 
 
-def _matching_walls(cron: CronExpr, start: datetime, end: datetime) -> list[datetime]:
-    return list(matching_walls(cron, start, end))
+@lru_cache(maxsize=4096)
+def _corner_notes(cron: CronExpr, fields: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """(code, sentence) for each corner `cron` uses. `fields` (as written) is part of the
+    key: the notes quote them, and CronExpr leaves them out of its equality."""
+    if len(fields) != 5:
+        return ()
+    sets = [cron.minutes, cron.hours, cron.days, cron.months, cron.weekdays]
+    notes: list[tuple[str, str]] = []
+    for index, (spec, field) in enumerate(zip(fields, _FIELDS, strict=True)):
+        if spec.startswith("*") and "," in spec:
+            notes.append(("cron-star-list", _star_list_note(index, fields, sets)))
+        if index in (0, 1):
+            note = _uneven_step_note(spec, index)
+            if note:
+                notes.append(("cron-uneven-step", note))
+        if field.name == "day-of-week":
+            for item in spec.split(","):
+                note = _weekday_step_note(item)
+                if note:
+                    notes.append(("cron-weekday-step", note))
+    return tuple(notes)
+
+
+def _star_list_note(index: int, fields: tuple[str, ...], sets: list[frozenset[int]]) -> str:
+    field = _FIELDS[index]
+    named = _describe(sets[index], field)
+    head = f"{field.name} {fields[index]!r} is a list led by '*': it means {named}"
+    if index in (0, 1):
+        return (
+            f"{head}, and the leading '*' makes the task a wildcard one for daylight "
+            "saving (no runs in a spring-forward gap, runs in both passes of a fall-back hour)"
+        )
+    if index == 3:
+        return head
+    other = 4 if index == 2 else 2
+    if fields[other].startswith("*"):
+        return f"{head} (both day fields start with '*', so a day must match both)"
+    other_named = _describe(sets[other], _FIELDS[other])
+    return (
+        f"{head}; because it starts with '*', cron ANDs it with {_FIELDS[other].name} "
+        f"{fields[other]!r}: the task runs only on days that are both ({named} and "
+        f"{other_named}){_nth_weekday(sets[2], sets[4])}"
+    )
+
+
+_NTH = {1: "first", 8: "second", 15: "third", 22: "fourth"}
+_DAY_VALUES = {d: i for i, d in enumerate(_DAYS)}
+
+
+def _nth_weekday(days: frozenset[int], weekdays: frozenset[int]) -> str:
+    """`*/100,1-7` with `MON` -> ': the first Monday of the month'."""
+    first = min(days)
+    if len(weekdays) != 1 or first not in _NTH or days != frozenset(range(first, first + 7)):
+        return ""
+    return f": the {_NTH[first]} {DAYS[min(weekdays)]} of the month"
+
+
+def _uneven_step_note(spec: str, index: int) -> str | None:
+    """`*/7` minutes: cron restarts the step each hour, so the last gap is short (or long)."""
+    base, slash, step_text = spec.partition("/")
+    if not slash or "," in spec or "-" in base or not step_text.isdigit():
+        return None
+    if base != "*" and not base.isdigit():
+        return None
+    size = 60 if index == 0 else 24
+    start, step = (0 if base == "*" else int(base)), int(step_text)
+    values = range(start, size, step) if step else range(0)
+    if len(values) < 2:
+        return None
+    last = values[-1]
+    gap = size - last + start
+    if gap == step:
+        return None
+    divisors = ", ".join(str(d) for d in range(1, size) if size % d == 0)
+    if index == 0:
+        where, unit, period = f":{last:02d} then :{start:02d}", "minute", "hour"
+    else:
+        where, unit, period = f"hour {last} then hour {start}", "hour", "day"
+    article = "an" if gap in (8, 11, 18) else "a"
+    return (
+        f"{spec} in {unit}s runs at {where} \u2014 {article} {gap}-{unit} gap each {period}, not "
+        f"{step}: cron starts the step again every {period} and {step} does not divide "
+        f"{size}; use a step that divides {size} ({divisors}) for even spacing, or list the "
+        f"{unit}s to show the uneven gap is meant"
+    )
+
+
+def _weekday_step_note(item: str) -> str | None:
+    base, slash, step_text = item.partition("/")
+    if not slash or base == "*" or "-" in base or not step_text.isdigit():
+        return None
+    start = _DAY_VALUES.get(base.upper(), int(base) if base.isdigit() else 0)
+    days = range(start, 8, int(step_text))
+    if start in (0, 7) or 7 not in days:
+        return None
+    names = [_DAYS[d % 7].title() for d in days]
+    listed = ", ".join(names[:-1]) + f" and {names[-1]}"
+    meant = ",".join(_DAYS[d] for d in days if d != 7)
+    return (
+        f"day-of-week {item!r} counts up to 7, which is Sunday again: it means {listed} "
+        f"(and Debian's crontab rejects the form); write the days out ({meant} if Sunday "
+        "is not meant)"
+    )
+
+
+def _describe(values: frozenset[int], field: _Field) -> str:
+    if field.name == "day-of-week":
+        return ", ".join(_DAYS[v].title() for v in sorted(values))
+    if field.name == "month":
+        return ", ".join(_MONTHS[v - 1].title() for v in sorted(values))
+    noun = {"minute": "minutes", "hour": "hours", "day-of-month": "days"}[field.name]
+    return f"{noun} {_compress(sorted(values))}"
