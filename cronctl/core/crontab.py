@@ -96,7 +96,6 @@ def parse_crontab(
                 number,
                 "left out: the line holds a NUL character (\\u0000), which no command or "
                 "value can hold",
-                left_out=True,
             )
             continue
         env = _ENV.match(stripped)
@@ -129,8 +128,9 @@ class _Builder:
     users: dict[str, list[int]] = field(default_factory=dict)
     report: list[ReportLine] = field(default_factory=list)
 
-    def say(self, line: int | None, message: str, *, left_out: bool) -> None:
-        self.report.append(ReportLine(line, message, left_out))
+    def say(self, line: int | None, message: str) -> None:
+        """Report a note, or a line "left out: ..." of the schedule file."""
+        self.report.append(ReportLine(line, message, message.startswith("left out: ")))
 
     def env_line(self, number: int, name: str, raw: str) -> None:
         value = _env_value(raw)
@@ -139,19 +139,17 @@ class _Builder:
                 number,
                 f"left out: this line does not parse: the value of {name} opens a quote "
                 "it does not close (or has text after it)",
-                left_out=True,
             )
             return
         problem = check_env({name: value}) or _one_line_setting(name, value)
         if problem is not None:
-            self.say(number, f"left out: {problem}", left_out=True)
+            self.say(number, f"left out: {problem}")
             return
         if name in _CRON_ONLY:
             shown = f'{name}=""' if not value else f"{name}={value}"
             self.say(
                 number,
                 f"left out: {shown} has no equivalent in a schedule file: {_CRON_ONLY[name]}",
-                left_out=True,
             )
             return
         self.env[name] = (value, number)
@@ -164,7 +162,7 @@ class _Builder:
         if fields == 5:
             count = _time_fields(tokens)
             if count > 5:
-                self.say(number, _extra_fields_message(tokens[:count]), left_out=True)
+                self.say(number, _extra_fields_message(tokens[:count]))
                 return
             if count < len(tokens) and count < 5 and tokens[count].group()[0] in "/.~$":
                 self.say(
@@ -172,7 +170,6 @@ class _Builder:
                     f"left out: this line does not parse: it has {count} time fields before "
                     f"the command `{line[tokens[count].start() :]}`; cron needs five "
                     "(minute hour day-of-month month day-of-week)",
-                    left_out=True,
                 )
                 return
         written = " ".join(t.group() for t in tokens[:fields])
@@ -184,13 +181,13 @@ class _Builder:
                 expr = parse_cron(written)
             except CronSyntaxError as exc:
                 what = "this line does not parse: " if exc.code == "cron-syntax" else ""
-                self.say(number, f"left out: {what}{exc}", left_out=True)
+                self.say(number, f"left out: {what}{exc}")
                 return
             schedule = schedule_keys(expr, written)
         user = None
         if self.system:
             if len(tokens) <= fields:
-                self.say(number, "left out: the line has no user and no command", left_out=True)
+                self.say(number, "left out: the line has no user and no command")
                 return
             user = tokens[fields].group()
             fields += 1
@@ -199,11 +196,10 @@ class _Builder:
                     number,
                     f"left out: the user field {user!r} is not a user name; if this is a user "
                     "crontab (no user field), import it without --system",
-                    left_out=True,
                 )
                 return
         if len(tokens) <= fields:
-            self.say(number, "left out: the line has no command", left_out=True)
+            self.say(number, "left out: the line has no command")
             return
         self.add_task(number, line, schedule, user, line[tokens[fields].start() :])
 
@@ -217,7 +213,6 @@ class _Builder:
                 "left out: unescaped '%' in the command: cron ends the command there and "
                 f"feeds the rest to its stdin, so it ran only `{command.strip()}`; "
                 "escape a literal '%' as '\\%' and import again, or write the task by hand",
-                left_out=True,
             )
             return
         settings = self.settings(number)
@@ -230,14 +225,12 @@ class _Builder:
                 number,
                 "note: the command starts with 'root', a user name: if this is a system "
                 "crontab (/etc/crontab, /etc/cron.d/*), import it with --system",
-                left_out=False,
             )
         if schedule.get("on_start"):
             self.say(
                 number,
                 "note: @reboot became on_start = true: `cronctl work` runs it each time it "
                 "starts (a crontab line calling `cronctl run` never does)",
-                left_out=False,
             )
         name = self.unique(slug(command))
         # As cron read it, in one line of printable text (an ESC or a stray CR escaped).
@@ -269,7 +262,6 @@ class _Builder:
         self.say(
             number,
             f"left out: it runs as user {user!r}, and cronctl will run as {self.run_as!r}: {why}",
-            left_out=True,
         )
         return False
 
@@ -288,7 +280,6 @@ class _Builder:
                     number,
                     f"left out: its time zone {zone_var}={value} (line {where}) is not one "
                     f"cronctl can use: {exc}",
-                    left_out=True,
                 )
                 return None
             flat["timezone"] = name
@@ -317,7 +308,6 @@ class _Builder:
                     number,
                     f"note: {var} is set after the last scheduled line, so it applies to "
                     "nothing; left out",
-                    left_out=False,
                 )
         for user, lines in self.users.items():
             many = len(lines) > 1
@@ -330,9 +320,9 @@ class _Builder:
                     f"command{'s' * many} now run{'' if many else 's'} through `runuser -u "
                     f"{user} -- SHELL -c COMMAND` and {user} still runs {'them' if many else 'it'}"
                 )
-            self.say(lines[0], f"note: {which}; {what}", left_out=False)
+            self.say(lines[0], f"note: {which}; {what}")
         if self.last_entry == 0:
-            self.say(None, "note: the crontab holds no scheduled lines", left_out=False)
+            self.say(None, "note: the crontab holds no scheduled lines")
         common = _common(p.settings for p in self.pending)
         tasks = tuple(
             {

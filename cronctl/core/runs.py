@@ -6,21 +6,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Final, Literal, TypeAlias, get_args
 
-__all__ = [
-    "AFTER_TRIGGER",
-    "FAILED",
-    "FINISHED",
-    "HISTORY_RETENTION",
-    "LOG_RETENTION",
-    "NOT_OK",
-    "OUTCOMES",
-    "START_TRIGGER",
-    "UNFINISHED",
-    "Ended",
-    "Outcome",
-    "RunRow",
-]
-
 #: How a started command ended (edge/process/runner.py); ``error``: it could not start.
 Ended: TypeAlias = Literal["ok", "failed", "timeout", "interrupted", "error"]
 #: Every outcome a run row may hold: the two states of a run in progress, how it ended,

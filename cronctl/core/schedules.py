@@ -31,8 +31,6 @@ _FIXED = {
 
 
 class ScheduleProblem(Exception):
-    """A schedule value of the right type that cronctl cannot accept."""
-
     def __init__(self, message: str, code: str = "bad-value", key: str | None = None) -> None:
         super().__init__(message)
         self.message = message
@@ -77,7 +75,10 @@ def _valued(key: str, value: Any) -> str:
             raise ScheduleProblem(f"hourly_at = {value} is not a minute 0-59")
         return f"{value} * * * *"
     if key == "daily_at":
-        hour, minute = _time(value)
+        try:
+            hour, minute = parse_time_of_day(value)
+        except ValueError as exc:
+            raise ScheduleProblem(str(exc)) from None
         return f"{minute} {hour} * * *"
     if key == "twice_daily":
         return _twice_daily(value)
@@ -88,13 +89,6 @@ def _valued(key: str, value: Any) -> str:
         day, (hour, minute) = _pair(value, "monthly_on", '[15, "00:00"]', _day_of_month)
         return f"{minute} {hour} {day} * *"
     raise ScheduleProblem(f"{key!r} is not a schedule key")  # pragma: no cover - guarded by schema
-
-
-def _time(value: str) -> tuple[int, int]:
-    try:
-        return parse_time_of_day(value)
-    except ValueError as exc:
-        raise ScheduleProblem(str(exc)) from None
 
 
 def _twice_daily(value: list[Any]) -> str:
@@ -160,12 +154,8 @@ def _at(value: datetime) -> datetime:
 
 def describe_value(value: Any) -> str:
     """The schedule value as a user wrote it, for display."""
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if isinstance(value, str):
-        return f'"{value}"'
+    if isinstance(value, bool | datetime):
+        return value.isoformat() if isinstance(value, datetime) else str(value).lower()
     if isinstance(value, list):
         return "[" + ", ".join(describe_value(v) for v in value) + "]"
-    return str(value)
+    return f'"{value}"' if isinstance(value, str) else str(value)

@@ -1,8 +1,5 @@
-"""Where things stand in a schedule file's text.
-
-tomllib gives no positions for values, so messages find their line here: the
-header of each table, and the first line of each key inside it.
-"""
+"""Where things stand in a schedule file's text (tomllib gives no positions): the header of
+each table, and the first line of each key inside it."""
 
 from __future__ import annotations
 
@@ -20,6 +17,9 @@ class _Block:
     header_line: int
     keys: dict[str, int] = field(default_factory=dict)
 
+    def line(self, key: str | None) -> int:
+        return self.keys.get(key, self.header_line) if key else self.header_line
+
 
 @dataclass
 class LineIndex:
@@ -31,28 +31,14 @@ class LineIndex:
 
     def task_line(self, index: int, key: str | None = None) -> int | None:
         """The line of `key` in the index-th task, or of its header (key None or absent)."""
-        if index >= len(self.tasks):
-            return None
-        block = self.tasks[index]
-        if key is not None and key in block.keys:
-            return block.keys[key]
-        return block.header_line
+        return self.tasks[index].line(key) if index < len(self.tasks) else None
 
     def group_line(self, index: int, key: str | None = None) -> int | None:
-        """The line of `key` in the index-th [[group]], or of its header."""
-        if index >= len(self.groups):
-            return None
-        block = self.groups[index]
-        return block.keys.get(key, block.header_line) if key else block.header_line
+        return self.groups[index].line(key) if index < len(self.groups) else None
 
     def table_line(self, table: str, key: str | None = None) -> int | None:
-        """The line of `key` in a top-level table, or of the table's header."""
         block = self.tables.get(table)
-        if block is None:
-            return None
-        if key is not None and key in block.keys:
-            return block.keys[key]
-        return block.header_line
+        return None if block is None else block.line(key)
 
 
 def index_lines(text: str) -> LineIndex:
@@ -82,12 +68,9 @@ def index_lines(text: str) -> LineIndex:
 
 def _enter_table(index: LineIndex, opening: str, name: str, number: int) -> _Block:
     parts = [p.strip().strip("\"'") for p in name.split(".")]
-    if opening == "[[" and parts == ["task"]:
+    if opening == "[[" and parts in (["task"], ["group"]):
         block = _Block(number)
-        index.tasks.append(block)
-        return block
-    if opening == "[[" and parts == ["group"]:
-        index.groups.append(block := _Block(number))
+        (index.tasks if parts == ["task"] else index.groups).append(block)
         return block
     if parts[0] == "task" and index.tasks:
         # [task.env] after a [[task]] belongs to that task; keep its keys apart.
