@@ -1,6 +1,4 @@
-"""Errors raised by cronctl.
-
-The hierarchy::
+"""Errors raised by cronctl::
 
     CronctlError                    anything cronctl reports instead of doing its job (exit 2)
     ├── ScheduleFileError           a schedule file is missing, unreadable or has errors
@@ -21,21 +19,17 @@ from pathlib import Path
 
 
 class CronctlError(Exception):
-    """Base of every error cronctl raises on purpose; the CLI maps it to exit code 2."""
-
     exit_code = 2
 
 
 class ScheduleFileError(CronctlError):
-    """A schedule file is missing, unreadable, or holds errors that stop the command."""
-
     def __init__(self, message: str, path: Path | None = None) -> None:
         super().__init__(message)
         self.path = path
 
 
 class CronSyntaxError(CronctlError, ValueError):
-    """An expression is not in cronctl's cron language; `code` is the stable problem code."""
+    """`code` is the stable problem code; `field` the field at fault, if one is."""
 
     def __init__(self, message: str, code: str = "cron-syntax", field: str | None = None) -> None:
         super().__init__(message)
@@ -43,32 +37,26 @@ class CronSyntaxError(CronctlError, ValueError):
         self.field = field
 
 
-class ZoneError(CronctlError, ValueError):
-    """A time zone that is neither UTC, a fixed offset nor a known IANA name."""
+class ZoneError(CronctlError, ValueError): ...
 
 
-class DurationError(CronctlError, ValueError):
-    """A duration that is not a positive "1h30m"-style string."""
+class DurationError(CronctlError, ValueError): ...
 
 
 class UnsafeDirectoryError(CronctlError, PermissionError):
-    """A state or lock directory that others could write into or that another user owns."""
-
     def __init__(self, message: str, path: Path) -> None:
         super().__init__(message)
         self.path = path
 
 
-class LockDirNotSharedError(CronctlError):
-    """on_one_server tasks over a lock_dir on a local file system, refused by policy."""
+class LockDirNotSharedError(CronctlError): ...
 
 
-class UsageError(CronctlError):
-    """Command-line arguments that do not make sense together."""
+class UsageError(CronctlError): ...
 
 
 class EnvFileError(CronctlError):
-    """A secret file cannot be used (missing, unsafe, not KEY=VALUE); never quotes a value."""
+    """Never quotes a value: a malformed line may still be a secret."""
 
     def __init__(self, message: str, path: str, line: int | None = None) -> None:
         super().__init__(f"{path}:{line}: {message}" if line is not None else f"{path}: {message}")

@@ -1,9 +1,5 @@
-"""The resource caps of a task's command: `memory_max`, `cpu_max`, `nice`, `ionice`.
-
-Their checks and their values on a Task (docs/schedule-file.md, "Resource caps"). How a
-cap is held (cgroup v2, or setrlimit) is edge/process/limits.py's business: this module
-only says what was asked. Pure: no I/O. Kept apart from schema.py so its hunks stay small.
-"""
+"""The resource caps of a task's command (`memory_max`, `cpu_max`, `nice`, `ionice`): what
+was asked; edge/process/limits.py holds them."""
 
 from __future__ import annotations
 
@@ -39,10 +35,7 @@ CAP_KEYS: dict[str, Check] = {
 
 
 def parse_percent(text: str) -> int:
-    """'50%' -> 50 (a share of one CPU); "unlimited" -> UNLIMITED.
-
-    :raises ValueError: with what to write instead.
-    """
+    """'50%' -> 50 (a share of one CPU); "unlimited" -> UNLIMITED; else ValueError."""
     if text.strip().lower() == "unlimited":
         return UNLIMITED
     match = re.match(_PERCENT, text.strip(), re.ASCII)
@@ -56,11 +49,8 @@ def parse_percent(text: str) -> int:
 
 
 def parse_ionice(text: str) -> int:
-    """'idle' / 'best-effort' / 'best-effort:N' -> the I/O priority the kernel takes
-    (ioprio_set); best-effort alone is level 4, the kernel's default.
-
-    :raises ValueError: with what to write instead.
-    """
+    """'idle' / 'best-effort' / 'best-effort:N' -> the I/O priority ioprio_set takes (alone,
+    best-effort is level 4, the kernel's default); else ValueError."""
     match = re.match(_IONICE, text.strip().lower(), re.ASCII)
     if match is None or (match.group(1) == "idle" and match.group(2) is not None):
         raise ValueError(

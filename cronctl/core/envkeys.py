@@ -1,8 +1,7 @@
 """The keys of secrets read from files (`env_files`, `env_from_file`) and of `max_output`.
 
-Their checks, their values, and where a secret file's path leads (docs/schedule-file.md,
-"Secrets from files"). Pure: the files themselves are read by edge/secrets.py at each run,
-never here, so no value of a secret can reach the schedule, its cache or `check`'s output.
+The files themselves are read by edge/secrets.py at each run, never here, so no value of a
+secret can reach the schedule, its cache or `check`'s output.
 """
 
 from __future__ import annotations
@@ -14,7 +13,6 @@ from typing import Any
 
 from cronctl.core.values import Check, check_line
 
-#: The cap of a run's captured output when neither the task nor [cronctl] sets one.
 DEFAULT_MAX_OUTPUT = 16 * 1024 * 1024
 #: The smallest cap: room for a useful head and tail on either side of the marker.
 MIN_MAX_OUTPUT = 4096
@@ -35,11 +33,8 @@ ENV_KEYS: dict[str, Check] = {
 
 
 def parse_size(text: str, minimum: int = MIN_MAX_OUTPUT, least: str = "4KB") -> int:
-    """'16MB' -> 16777216 (K, M, G, T are powers of 1024; KB, KiB and K mean the same);
-    "unlimited" -> UNLIMITED. A size below ``minimum`` (written ``least``) is refused.
-
-    :raises ValueError: with what to write instead.
-    """
+    """'16MB' -> 16777216 (powers of 1024; KB, KiB and K mean the same); "unlimited" ->
+    UNLIMITED. A size below ``minimum`` (written ``least``) raises ValueError."""
     if text.strip().lower() == "unlimited":
         return UNLIMITED
     match = re.match(_SIZE, text.strip(), re.ASCII | re.IGNORECASE)
@@ -56,51 +51,47 @@ def parse_size(text: str, minimum: int = MIN_MAX_OUTPUT, least: str = "4KB") -> 
 
 def env_value_problem(key: str, value: Any) -> tuple[str, str] | None:
     """Value checks of a key of ENV_KEYS whose type is right: (message, code) or None."""
+    problem = _env_problem(key, value)
+    return None if problem is None else (problem, "bad-value")
+
+
+def _env_problem(key: str, value: Any) -> str | None:
     if key == "max_output":
         try:
             parse_size(value)
         except ValueError as exc:
-            return f"'max_output': {exc}", "bad-value"
+            return f"'max_output': {exc}"
         return None
     if key == "env_files":
-        paths: list[str] = value
         seen: set[str] = set()
-        for path in paths:
+        for path in value:
             if bad := _path_problem(key, path):
-                return bad, "bad-value"
+                return bad
             if path in seen:
-                return f"'env_files' names {path!r} twice", "bad-value"
+                return f"'env_files' names {path!r} twice"
             seen.add(path)
         return None
-    table: dict[str, str] = value
-    for name, path in table.items():
+    for name, path in value.items():
         if not re.match(_NAME, name, re.ASCII):
             return (
                 f"env_from_file name {name[:40]!r} is not a variable name: use letters, "
-                "digits and _, not first a digit",
-                "bad-value",
+                "digits and _, not first a digit"
             )
         if name.startswith(RESERVED_PREFIX):
-            return f"env_from_file name {name!r}: CRONCTL_* names are cronctl's own", "bad-value"
+            return f"env_from_file name {name!r}: CRONCTL_* names are cronctl's own"
         if bad := _path_problem(f"env_from_file.{name}", path):
-            return bad, "bad-value"
+            return bad
     return None
 
 
 def _path_problem(key: str, path: str) -> str | None:
-    if not path.strip():
-        return f"{key!r}: a file path must not be empty"
-    return check_line(key, path)
+    return f"{key!r}: a file path must not be empty" if not path.strip() else check_line(key, path)
 
 
 def secret_path(text: str, base: Path, credentials: str | None) -> Path:
-    """Where a secret file written as ``text`` is.
-
-    An absolute path (after ``~``) is itself. A relative one is read in the directory of
-    systemd credentials, ``$CREDENTIALS_DIRECTORY`` (``credentials``), when cronctl runs
-    with it set (``LoadCredential=NAME``: the file is named ``NAME``), and otherwise in the
-    schedule file's directory ``base``.
-    """
+    """Where a secret file written as ``text`` is: an absolute path (after ``~``) is itself;
+    a relative one is read in the directory of systemd credentials (``credentials``, from
+    ``$CREDENTIALS_DIRECTORY``) when cronctl runs with it, else in the schedule's ``base``."""
     path = Path(text).expanduser()
     if path.is_absolute():
         return path

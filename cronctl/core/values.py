@@ -12,8 +12,8 @@ from cronctl.errors import DurationError
 
 # Patterns are compiled on first use (re's cache), not at import: many schedules need neither.
 _DURATION = r"^(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$"  # with re.ASCII
-#: The longest duration cronctl accepts. Far beyond any sensible timeout or grace, and small
-#: enough that adding it to any instant cronctl works with stays inside datetime's range.
+#: Far beyond any sensible timeout or grace, and small enough that adding it to any instant
+#: cronctl works with stays inside datetime's range.
 MAX_DURATION = timedelta(days=3650)
 # More digits than any amount under MAX_DURATION needs: int() is never asked for a huge number.
 _MAX_DIGITS = 9
@@ -43,10 +43,9 @@ Check = tuple[str, str]
 
 
 def resolve_path(kind: str, base: Path, text: str) -> Path:
-    """A path written in a schedule file, read against the file's directory `base`, with `~`
-    expanded and links resolved: `workdir`, `state_dir`, `lock_dir` wholly; `metrics_file`
-    only made absolute, so that the links in its path are still there for the writer to
-    check (`edge.safefiles.check_file_path`) each time it writes."""
+    """A path written in a schedule file, read against the file's directory `base`, `~`
+    expanded and links resolved; `metrics_file` only made absolute, so that the writer
+    still sees the links in its path and checks them each time it writes."""
     path = base / Path(text).expanduser()
     if kind == "metrics_file":
         return Path(os.path.normpath(path.absolute()))
@@ -54,7 +53,7 @@ def resolve_path(kind: str, base: Path, text: str) -> Path:
 
 
 def parse_duration(text: str) -> timedelta:
-    """'1h30m' -> timedelta(hours=1, minutes=30); units d h m s, in that order, positive."""
+    """'1h30m' -> timedelta(hours=1, minutes=30)."""
     match = re.match(_DURATION, text.strip(), re.ASCII) if text.strip() else None
     if match is None or not any(match.groups()):
         raise DurationError(
@@ -81,7 +80,7 @@ def _too_long(text: str) -> str:
 
 
 def instant_problem(value: datetime) -> str | None:
-    """Why an aware instant is outside what cronctl computes with, or None when it is fine."""
+    """Why an aware instant is outside what cronctl computes with."""
     try:
         if EARLIEST <= value.astimezone(UTC) < LATEST:
             return None
@@ -91,10 +90,8 @@ def instant_problem(value: datetime) -> str | None:
 
 
 def check_text(key: str, value: str) -> str | None:
-    """What is wrong with a path, command or shell string from the file, or None.
-
-    A NUL byte cannot pass through exec or open: the file would check fine and every run fail.
-    """
+    """A NUL byte cannot pass through exec or open: the file would check fine and every run
+    fail."""
     if "\x00" in value:
         return f"{key!r} contains a NUL character (\\u0000), which no path or command may hold"
     return None
@@ -108,26 +105,22 @@ ONE_LINE_KEYS = frozenset(
 
 
 def control_char(value: str) -> str | None:
-    """The first control character in `value` (C0, DEL, C1, or a Unicode line break), or None.
+    """The first control character in `value` (C0, DEL, C1, or a Unicode line break). A tab is
+    not one: it adds no line and moves no cursor (`import` keeps crontab lines' tabs)."""
+    return next((char for char in value if _is_control(ord(char))), None)
 
-    A tab is not one: it adds no line and moves no cursor (`import` writes crontab lines,
-    tabs and all, as descriptions).
-    """
-    for char in value:
-        code = ord(char)
-        if (code < 0x20 and char != "\t") or 0x7F <= code <= 0x9F or code in (0x2028, 0x2029):
-            return char
-    return None
+
+def _is_control(code: int) -> bool:
+    return (code < 0x20 and code != 9) or 0x7F <= code <= 0x9F or code in (0x2028, 0x2029)
 
 
 def escape_controls(text: str) -> str:
-    """`text` as one line of printable text: each control character (see control_char)
-    written as its ``\\uXXXX`` escape, so that it shows instead of acting."""
+    """`text` as one line, each control character written as its ``\\uXXXX`` escape."""
     return "".join(f"\\u{ord(c):04x}" if control_char(c) else c for c in text)
 
 
 def check_line(key: str, value: str) -> str | None:
-    """What is wrong with a one-line value (`ONE_LINE_KEYS`), or None."""
+    """What is wrong with a one-line value (`ONE_LINE_KEYS`)."""
     char = control_char(value)
     if char is None:
         return None
@@ -138,7 +131,7 @@ def check_line(key: str, value: str) -> str | None:
 
 
 def check_env(env: dict[str, str]) -> str | None:
-    """What is wrong with an ``env`` table, or None: names must be usable environment names."""
+    """What is wrong with an ``env`` table: names must be usable environment names."""
     for name, value in env.items():
         if not name or "=" in name or control_char(name):
             return (
