@@ -1,12 +1,7 @@
 """Calendar search over an expression's value sets: the next minute it names, or all in a range.
 
-`next_wall` answers what croniter's `get_next` answered for cronctl (with
-`implement_cron_bug`, on the normalized text): the first naive wall minute strictly after a
-wall time that the expression names. Rather than trying minute after minute, it walks the
-months the month field names, then the days the day fields name, then the sorted hours and
-minutes (docs/benchmarks.md compares it with croniter). `matching_walls` lists every named
-wall minute in a range, for the DST warnings and the week of occurrences `check` counts
-herds in.
+`next_wall` answers what croniter's `get_next` answered (with `implement_cron_bug`, on the
+normalized text), walking the named months, then days, then the sorted hours and minutes.
 """
 
 from __future__ import annotations
@@ -28,12 +23,10 @@ _CYCLE_YEARS = 400
 
 @lru_cache(maxsize=4096)
 def _times(expr: CronExpr) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """The expression's hours and minutes, sorted (cached: searches ask again and again)."""
     return tuple(sorted(expr.hours)), tuple(sorted(expr.minutes))
 
 
 def day_named(expr: CronExpr, day: date) -> bool:
-    """Whether `expr` names some time on the calendar `day` (month and day fields)."""
     return day.month in expr.months and expr.matches_day(day)
 
 
@@ -60,7 +53,6 @@ def _next_day_until(expr: CronExpr, day: date, until: date) -> date | None:
 
 
 def _next_month_start(expr: CronExpr, day: date) -> date:
-    """The first day of the next month after `day`'s that the month field names."""
     year, month = day.year, day.month
     for _ in range(12):
         year, month = (year + 1, 1) if month == 12 else (year, month + 1)
@@ -125,12 +117,9 @@ _DAYS_APART_KEPT = 4096
 
 def shortest_wall_gap(expr: CronExpr, first: date, days: int) -> int | None:
     """The shortest interval, in minutes of wall time, between two wall minutes `expr` names
-    one after the other, on the `days` calendar days from `first` (None: no two there).
-
-    From the value sets, not by walking the calendar run by run: every day it names has
-    the same times, so it is the closest two times of a day, or the last time of a day to
-    the first of the next day it names.
-    """
+    one after the other, on the `days` days from `first` (None: no two there): every day it
+    names has the same times, so the closest two times of a day, or the last of a day to the
+    first of the next day named."""
     hours, minutes = _times(expr)
     times = [h * 60 + m for h in hours for m in minutes]
     gaps = [b - a for a, b in pairwise(times)]
@@ -141,9 +130,8 @@ def shortest_wall_gap(expr: CronExpr, first: date, days: int) -> int | None:
 
 
 def _days_apart(expr: CronExpr, first: date, days: int) -> int | None:
-    """The fewest days between two days `expr` names in the span (None: fewer than two).
-
-    Kept per day rule: thousands of tasks at distinct times share a handful of day rules."""
+    """The fewest days between two days `expr` names in the span (None: fewer than two), kept
+    per day rule: thousands of tasks at distinct times share a handful of them."""
     key = (expr.days, expr.weekdays, expr.months, expr.day_star, expr.weekday_star, first, days)
     if key not in _DAYS_APART:
         if len(_DAYS_APART) >= _DAYS_APART_KEPT:

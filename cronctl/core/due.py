@@ -1,12 +1,9 @@
 """What a run at time T must deal with: the occurrences in (last, T] and the misfire policy.
 
-Pure: the caller passes the task, what this machine last dealt with, and T.
-
-An occurrence is a UTC instant. The first minute after a spring-forward gap may carry
-several occurrences of a fixed-time task (one per swallowed wall time, then its own):
-they are told apart by seconds, the minute plus 0, 1, 2 ... seconds in wall-time order, so
-claims, history rows and CRONCTL_OCCURRENCE stay distinct and the same on every machine,
-while windows still advance by whole minutes (all of them are dealt with together).
+The first minute after a spring-forward gap may carry several occurrences of a fixed-time
+task (one per swallowed wall time, then its own): they are told apart by seconds, the minute
+plus 0, 1, 2 ... in wall-time order, so claims, history rows and CRONCTL_OCCURRENCE stay
+distinct and the same on every machine, while windows still advance by whole minutes.
 """
 
 from __future__ import annotations
@@ -34,7 +31,7 @@ _SCAN_LIMIT = timedelta(hours=3)
 
 @dataclass(frozen=True, slots=True)
 class Previous:
-    """What this machine remembers of a task: the last occurrence dealt with, and its schedule."""
+    """What this machine remembers of a task."""
 
     fingerprint: str
     last_occurrence: datetime
@@ -43,8 +40,6 @@ class Previous:
 
 @dataclass(frozen=True, slots=True)
 class Plan:
-    """The decision for one task at one run."""
-
     task: Task
     run: list[datetime] = field(default_factory=list)
     missed: list[datetime] = field(default_factory=list)
@@ -59,7 +54,6 @@ class Plan:
 
 
 def plan(task: Task, previous: Previous | None, now: datetime) -> Plan:
-    """Occurrences to run and to record as missed, and the new remembered state."""
     minute = minute_floor(now)
     restarted = previous is None or previous.fingerprint != task.fingerprint
     if restarted or previous is None:
@@ -118,21 +112,15 @@ def _apply_policy(
 
 
 def occurrences(task: Task, last: datetime, minute: datetime) -> tuple[list[datetime], int]:
-    """Occurrences in (last, minute]: a list (the newest ones when there are many) and a count.
-
-    The count is exact up to COUNT_LIMIT; beyond that it is estimated from the schedule's
-    period, and the list holds the newest CATCH_UP_LIMIT occurrences plus the first ones.
-    """
+    """Occurrences in (last, minute] and their count, exact up to COUNT_LIMIT; beyond, the
+    count is estimated from the period, and the list holds the first and the newest ones."""
     if task.cron is None:
         if task.at is None:  # start-only: `work` runs it when it starts, never on a minute
             return [], 0
         return ([task.at], 1) if last < task.at <= minute else ([], 0)
     if minute - last <= _SCAN_LIMIT:
-        found = []
-        probe = last + MINUTE
-        while probe <= minute:
-            found.extend(identities(task, probe))
-            probe += MINUTE
+        probes = (last + n * MINUTE for n in range(1, (minute - last) // MINUTE + 1))
+        found = [instant for probe in probes for instant in identities(task, probe)]
         return found, len(found)
     first = _forward(task, last, minute, COUNT_LIMIT + 1)
     if len(first) <= COUNT_LIMIT:

@@ -1,7 +1,6 @@
 """The strict KEY=VALUE format of `env_files`, and masking secret values in a byte stream.
 
-Pure: the caller reads the file and hands over its bytes. Errors name the file and line but
-never quote the line, since a malformed line may still be a secret.
+Errors name the file and line but never quote the line: a malformed line may be a secret.
 """
 
 from __future__ import annotations
@@ -11,18 +10,12 @@ import re
 from cronctl.errors import EnvFileError
 
 _KEY = r"[A-Za-z_][A-Za-z0-9_]*\Z"  # with re.ASCII; compiled on first use (re's cache)
-#: What a masked value is replaced with.
 MASK = b"***"
 
 
 def parse_env_file(data: bytes, path: str) -> dict[str, str]:
-    """The variables of one env file.
-
-    The format: UTF-8; one `KEY=VALUE` per line; the value is everything after the first
-    `=`, verbatim (no quotes, no escapes, no expansion, as Docker's --env-file); blank lines
-    and lines whose first character is `#` are skipped. A key given twice, a line without
-    `=`, a key that is not a shell name, a NUL or a carriage return is an error.
-    """
+    """The variables of one env file: UTF-8, one `KEY=VALUE` a line, the value verbatim after
+    the first `=` (as Docker's --env-file); blank lines and `#` lines skipped."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

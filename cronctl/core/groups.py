@@ -1,8 +1,5 @@
 """`[[group]]` tables and the task key `group`: how many of a group's tasks may run at once,
-on this machine (lock_dir) or across the fleet (PostgreSQL) (docs/schedule-file.md).
-
-Pure: no I/O, no clock. Kept apart from schema.py so that file's hunks stay small.
-"""
+on this machine (lock_dir) or across the fleet (PostgreSQL)."""
 
 from __future__ import annotations
 
@@ -24,16 +21,12 @@ _TYPES: dict[str, tuple[type, str]] = {
     "max_running": (int, f"an integer 1-{MAX_RUNNING}"),
 }
 
-#: report(line, code, message): one located problem (schema.py's reporter).
-Report = Callable[[int | None, str, str], None]
-#: line(index of the [[group]] table, key or None): where to point a message.
-Locate = Callable[[int, str | None], int | None]
+Report = Callable[[int | None, str, str], None]  # (line, code, message)
+Locate = Callable[[int, str | None], int | None]  # (table index, key) -> line
 
 
 @dataclass(frozen=True, slots=True)
 class Group:
-    """One valid [[group]] table: its name, its limit, and where it is defined."""
-
     name: str
     max_running: int
     line: int | None

@@ -1,8 +1,4 @@
-"""Whole minutes, the unit cron counts in: the minute a time falls in, and the next one.
-
-A cron expression names minutes, never seconds, and `run` is woken once a minute, so every
-search, window and plan in cronctl starts at a whole minute.
-"""
+"""Whole minutes, the unit cron counts in and every search, window and plan starts at."""
 
 from __future__ import annotations
 
@@ -12,7 +8,6 @@ MINUTE = timedelta(minutes=1)
 
 
 def minute_floor(when: datetime) -> datetime:
-    """`when` with seconds and microseconds dropped."""
     return when.replace(second=0, microsecond=0)
 
 

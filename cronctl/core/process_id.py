@@ -1,7 +1,5 @@
-"""Who a process is, for good: the value the overlap locks record for a task's command.
-
-A pid alone names a process only while it lives; ``(boot, pid, start time)`` names one for
-good. Reading it from ``/proc`` is the edge's job (edge/process/procs.py).
+"""Who a process is, for good, as the overlap locks record it: a pid names a process only
+while it lives; ``(boot, pid, start time)`` names one for good (read by edge/process/procs.py).
 """
 
 from __future__ import annotations
@@ -11,8 +9,7 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True, slots=True)
 class ProcessId:
-    """One process for good: its pid, its start time in ticks since boot, and the boot (with
-    the pid namespace the pid is counted in, see :func:`cronctl.edge.process.procs.boot_id`)."""
+    """`boot` holds the pid namespace the pid is counted in too (procs.boot_id)."""
 
     pid: int
     start_ticks: int

@@ -1,8 +1,5 @@
 """Text from outside cronctl (task output, a store row another machine wrote) made safe to
-show: a terminal, a mail or a page gets its control characters as text, never obeyed.
-
-Every view uses this one device, from the CLI's tables to the messages the lower layers
-build around a value they read (a lock holder's host, a pause's reason)."""
+show: every view gets its control characters as text, never obeyed."""
 
 from __future__ import annotations
 
@@ -22,11 +19,7 @@ _VISIBLE_CELL = {**_VISIBLE, 10: "^J"}
 
 
 def visible(text: str, one_line: bool = False) -> str:
-    """Task output made safe for a terminal or a mail: control characters shown, not obeyed.
-
-    ESC becomes ``^[``, carriage return ``^M``, DEL ``^?``, the C1 controls (U+0080-U+009F,
-    which some terminals also obey) ``M-^[`` and so on, as ``cat -v`` shows them; newlines
-    and tabs stay; bidirectional overrides are named (``<U+202E>``). Log files keep the
-    bytes; this is only for what a person reads. `one_line` shows a newline as ``^J`` too.
-    """
+    """Control characters shown as ``cat -v`` does (C1 ones too: some terminals obey them),
+    newlines and tabs kept (`one_line`: a newline shown as ``^J``), bidirectional overrides
+    named (``<U+202E>``)."""
     return text.translate(_VISIBLE_CELL if one_line else _VISIBLE)

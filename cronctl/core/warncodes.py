@@ -1,9 +1,5 @@
-"""Every warning's code, and `ignore_warnings`: the codes a task has read and accepted.
-
-A warning acknowledged by its task is left out of `check`, `list` and `doctor` and counted
-instead, so that `check --strict` in CI can pass on a schedule whose every warning was read
-(docs/schedule-file.md#warnings). Pure: no I/O, no clock.
-"""
+"""Every warning's code, and `ignore_warnings`: the codes a task has read and accepted, left
+out of `check`, `list` and `doctor` and counted instead (docs/schedule-file.md#warnings)."""
 
 from __future__ import annotations
 
@@ -41,7 +37,6 @@ MACHINE_WARNINGS: Mapping[str, str] = {
 
 
 def ignore_problem(codes: list[str]) -> tuple[str, str] | None:
-    """What is wrong with an `ignore_warnings` list: (message, problem code) or None."""
     for code in codes:
         if code in TASK_WARNINGS:
             continue
@@ -57,7 +52,7 @@ def ignore_problem(codes: list[str]) -> tuple[str, str] | None:
 
 def acknowledge(problems: Iterable[Problem], tasks: Iterable[Task]) -> tuple[list[Problem], int]:
     """The problems left once each task's acknowledged warnings are taken out, and how many
-    were. A warning about several tasks (a herd) goes only when every one of them accepts it."""
+    were. A warning about several tasks (a herd) goes only when each of them accepts it."""
     accepted = {t.name: t.ignore_warnings for t in tasks if t.ignore_warnings}
     kept = list(problems)
     if not accepted:
@@ -74,5 +69,4 @@ def _accepted(problem: Problem, accepted: Mapping[str, tuple[str, ...]]) -> bool
 
 
 def acknowledged(count: int) -> str:
-    """'3 warnings acknowledged by ignore_warnings': what `check` and `doctor` left out."""
     return f"{count} warning{'s' * (count != 1)} acknowledged by ignore_warnings"
