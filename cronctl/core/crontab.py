@@ -53,9 +53,10 @@ _CRON_ONLY = {
     "MAILTO": "cron mails what `cronctl run` prints (only failures), so set MAILTO in the "
     "crontab that runs cronctl",
     "MAILFROM": "it sets cron's mail sender; set it in the crontab that runs cronctl",
-    "CONTENT_TYPE": "it sets cron's mail format; set it in the crontab that runs cronctl",
-    "CONTENT_TRANSFER_ENCODING": "it sets cron's mail format; set it in the crontab that "
-    "runs cronctl",
+    **dict.fromkeys(
+        ("CONTENT_TYPE", "CONTENT_TRANSFER_ENCODING"),
+        "it sets cron's mail format; set it in the crontab that runs cronctl",
+    ),
     "RANDOM_DELAY": "cronctl starts tasks at their minute, without a random delay",
 }
 # Variables that become keys of their own rather than env entries.
@@ -283,10 +284,9 @@ class _Builder:
                 )
                 return None
             flat["timezone"] = name
-        if self.env.get("SHELL", ("", 0))[0]:
-            flat["shell"] = self.env["SHELL"][0]
-        if self.env.get("HOME", ("", 0))[0]:
-            flat["workdir"] = self.env["HOME"][0]  # cron starts commands in $HOME
+        for var, key in _ONE_LINE.items():
+            if self.env.get(var, ("", 0))[0]:
+                flat[key] = self.env[var][0]
         for var, (value, _) in self.env.items():
             if var not in _NOT_ENV:
                 flat[f"env.{var}"] = value
@@ -338,7 +338,8 @@ class _Builder:
         return CrontabImport(tasks, _nest(common), tuple(report))
 
 
-#: Variables whose value becomes a key that holds one line of text (shell, workdir).
+#: Variables whose value becomes a key that holds one line of text (cron starts commands
+#: in $HOME).
 _ONE_LINE = {"SHELL": "shell", "HOME": "workdir"}
 
 

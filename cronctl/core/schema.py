@@ -260,16 +260,24 @@ def _parse_defaults(table: dict[str, Any], lines: LineIndex, result: FileResult)
     return good
 
 
-def _check_value(key: str, value: Any) -> tuple[str, str] | None:
-    """Value checks of guard keys whose type is already right: (message, code) or None."""
+def _check_value(key: str, value: Any, own: object = None) -> tuple[str, str] | None:
+    """Value checks of a task or [defaults] key whose type is right: (message, code) or None;
+    `own` is the task's name."""
     if key in OPS_KEYS:
         return ops_value_problem(key, value)
     if key in CAP_KEYS:
         return cap_value_problem(key, value)
     if key in ENV_KEYS:
         return env_value_problem(key, value)
+    if key == "after":
+        after = read_after(value, own)
+        return (after.problem, "bad-value") if after.problem else None
+    if key == "after_outcome":
+        return (bad, "bad-value") if (bad := outcome_problem(value)) else None
     if key in ONE_LINE_KEYS and isinstance(value, str) and (bad := check_line(key, value)):
         return bad, "bad-value"
+    if key not in GUARD_KEYS:
+        return None
     try:
         if key in ("timeout", "misfire_grace") or (
             key == "without_overlapping" and isinstance(value, str)
@@ -303,20 +311,6 @@ def _text_problem(key: str, value: Any) -> str | None:
     return check_text(key, value) if isinstance(value, str) else None
 
 
-def _key_problem(key: str, value: Any, name: object) -> tuple[str, str] | None:
-    """Value checks of a task key whose type is right: (message, code) or None."""
-    if key in GUARD_KEYS or key in ENV_KEYS:
-        return _check_value(key, value)
-    if key == "after":
-        after = read_after(value, name)
-        return (after.problem, "bad-value") if after.problem else None
-    if key == "after_outcome":
-        return (bad, "bad-value") if (bad := outcome_problem(value)) else None
-    if key in ONE_LINE_KEYS and (bad := check_line(key, value)):
-        return bad, "bad-value"
-    return None
-
-
 def _parse_task(
     raw: dict[str, Any],
     index: int,
@@ -343,7 +337,7 @@ def _parse_task(
     for key, value in raw.items():
         if key not in TASK_KEYS:
             report(key, "unknown-key", f"unknown key {key!r}{did_you_mean(key, list(TASK_KEYS))}")
-        elif problem := _check_type(key, value, TASK_KEYS) or _key_problem(key, value, name):
+        elif problem := _check_type(key, value, TASK_KEYS) or _check_value(key, value, name):
             report(key, problem[1], problem[0])
             bad_type = problem[1] == "bad-type"
             mistyped |= key == "after" or (bad_type and (key in SCHEDULE_KEYS or key in DAY_KEYS))
