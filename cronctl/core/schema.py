@@ -16,10 +16,7 @@ from cronctl.core.cronexpr import CronExpr, parse_cron
 from cronctl.core.envkeys import ENV_KEYS, env_value_problem, parse_size, secret_names
 from cronctl.core.groups import Group, name_problem, parse_groups
 from cronctl.core.model import (
-    AFTER_OUTCOMES,
     CHAINED,
-    DEFAULT_MISFIRE,
-    DEFAULT_SHELL,
     MISFIRE_POLICIES,
     START_ONLY,
     TASK_NAME,
@@ -107,6 +104,9 @@ SETTINGS_KEYS: dict[str, Check] = {
 #: never escapes its directory ("..", "/") and means the same on every machine of a fleet.
 PROJECT_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 TOP_KEYS = ("cronctl", "defaults", "group", "task")
+#: The Task fields that are the key's value as written (absent: the field's default).
+_AS_WRITTEN: tuple[str, ...] = ("description", "when", "skip", "on_one_server", "misfire")
+_AS_WRITTEN += ("shell", "paused", "on_start", "after_outcome", "group")
 DAY_KEYS = ("weekdays", "weekends", "days")
 
 
@@ -507,26 +507,17 @@ def _make_task(
         zone=parse_zone(settings.get("timezone", "UTC")),
         source=result.path,
         line=header,
-        description=raw.get("description", ""),
-        when=settings.get("when"),
-        skip=settings.get("skip"),
         without_overlapping=bool(overlap),
         overlap_lease=parse_duration(overlap) if isinstance(overlap, str) else None,
-        on_one_server=settings.get("on_one_server", False),
         timeout=parse_duration(timeout) if timeout else None,
-        misfire=settings.get("misfire", DEFAULT_MISFIRE),
         misfire_grace=parse_duration(grace) if grace else None,
         workdir=_resolve(result, "workdir", base, settings.get("workdir", ".")),
-        shell=settings.get("shell", DEFAULT_SHELL),
         env=dict(settings["env"]),
-        paused=raw.get("paused", False),
-        on_start=raw.get("on_start", False),
         after=read_after(raw["after"], name).names if "after" in raw else (),
-        after_outcome=raw.get("after_outcome", AFTER_OUTCOMES[0]),
         env_files=settings["env_files"],
         env_from_file=dict(raw.get("env_from_file", {})),
-        group=settings.get("group"),
         max_output=parse_size(settings["max_output"]) if "max_output" in settings else None,
+        **{key: settings[key] for key in _AS_WRITTEN if key in settings},
         **ops_fields(settings),
         **cap_fields(settings),
     )
