@@ -23,17 +23,11 @@ def build_schedule(results: list[FileResult]) -> Schedule:
         for key, (value, line) in result.settings.items():
             if key in settings and settings[key][0] != value:
                 first_value, first_file = settings[key]
-                problems.append(
-                    Problem(
-                        result.display,
-                        line,
-                        None,
-                        "error",
-                        "settings-conflict",
-                        f"[cronctl] {key} = {_show(value)} disagrees with {_show(first_value)} "
-                        f"in {first_file}; every file must agree, or set it in one file only",
-                    )
+                message = (
+                    f"[cronctl] {key} = {_show(value)} disagrees with {_show(first_value)} "
+                    f"in {first_file}; every file must agree, or set it in one file only"
                 )
+                problems.append(_error(result.display, line, None, "settings-conflict", message))
             else:
                 settings.setdefault(key, (value, result.display))
         defined = {(t.name, t.line): t for t in result.tasks}
@@ -46,17 +40,11 @@ def build_schedule(results: list[FileResult]) -> Schedule:
                 continue
             if name not in duplicates:
                 duplicates.append(name)
-            problems.append(
-                Problem(
-                    result.display,
-                    line,
-                    name,
-                    "error",
-                    "duplicate-name",
-                    f"task name {name!r} is already used at {first[0]}:{first[1]}; "
-                    "names must be unique across all files (they key locks and claims)",
-                )
+            message = (
+                f"task name {name!r} is already used at {first[0]}:{first[1]}; "
+                "names must be unique across all files (they key locks and claims)"
             )
+            problems.append(_error(result.display, line, name, "duplicate-name", message))
     tasks = _join_groups(results, tasks, problems)
     if any(task.chained for task in tasks):
         shown = {r.path: r.display for r in results}
@@ -91,9 +79,7 @@ def _join_groups(
                 continue
             where = f"{first[1]}:{first[0].line}"
             message = f"group {group.name!r} is already defined at {where}; define each once"
-            problems.append(
-                Problem(result.display, group.line, None, "error", "duplicate-group", message)
-            )
+            problems.append(_error(result.display, group.line, None, "duplicate-group", message))
     shown = {r.path: r.display for r in results}
     joined: list[Task] = []
     for task in tasks:
@@ -105,9 +91,13 @@ def _join_groups(
                 f"[[group]] with name = '{task.group}' and max_running = N, or fix the name"
             )
             file = shown.get(task.source, str(task.source))
-            problems.append(Problem(file, task.line, task.name, "error", "unknown-group", message))
+            problems.append(_error(file, task.line, task.name, "unknown-group", message))
         joined.append(task if found is None else replace(task, group_limit=found[0].max_running))
     return joined
+
+
+def _error(file: str, line: int | None, task: str | None, code: str, message: str) -> Problem:
+    return Problem(file, line, task, "error", code, message)
 
 
 def _show(value: Any) -> str:

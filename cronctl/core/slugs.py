@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 import shlex
 
-# --- Task names ------------------------------------------------------------------------
 _SUBSTITUTION = re.compile(r"\$\(\([^()]*\)\)|\$\([^()]*\)|`[^`]*`")
 _TOKEN = re.compile(
     r"""
@@ -49,12 +48,8 @@ _MAX_SLUG = 48
 
 def slug(command: str) -> str:
     """A readable task name: `php /var/www/artisan schedule:run` -> artisan-schedule-run."""
-    parts: list[str] = []
-    for word in _name_words(command):
-        part = re.sub(r"[^a-z0-9]+", "-", word.lower()).strip("-")
-        if part and part not in parts:
-            parts.append(part)
-    name = "-".join(parts) or "task"
+    parts = (re.sub(r"[^a-z0-9]+", "-", word.lower()).strip("-") for word in _name_words(command))
+    name = "-".join(dict.fromkeys(part for part in parts if part)) or "task"
     while len(name) > _MAX_SLUG and "-" in name:
         name = name.rsplit("-", 1)[0]
     return name[:_MAX_SLUG].strip("-") or "task"

@@ -59,10 +59,7 @@ def index_lines(text: str) -> LineIndex:
         if key:
             name = key.group(1).strip("\"'")
             current.keys.setdefault(name, number)
-        for quote in ('"""', "'''"):
-            if line.count(quote) % 2 == 1:
-                in_multiline = quote
-                break
+        in_multiline = next((q for q in ('"""', "'''") if line.count(q) % 2 == 1), None)
     return index
 
 
