@@ -24,8 +24,6 @@ IOPRIO_CLASS_IDLE = 3
 IOPRIO_CLASS_SHIFT = 13
 _IONICE = r"(idle|best-effort)(?::([0-7]))?\Z"
 _PERCENT = r"(\d{1,6})\s*%\Z"
-
-
 CAP_KEYS: dict[str, Check] = {
     "memory_max": ("str", 'a size such as "512MB", or "unlimited"'),
     "cpu_max": ("str", 'a share of one CPU such as "50%" (or "200%": two), or "unlimited"'),

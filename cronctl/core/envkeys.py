@@ -23,8 +23,6 @@ _SIZE = r"(\d{1,12})\s*([KMGT]?)(?:I?B)?\Z"  # with re.ASCII and re.IGNORECASE
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*\Z"  # with re.ASCII: a name a shell can expand
 #: Names cronctl sets for every run: a secret file must not replace them.
 RESERVED_PREFIX = "CRONCTL_"
-
-
 ENV_KEYS: dict[str, Check] = {
     "env_files": ("str_list", 'an array of file paths, e.g. ["/run/secrets/app.env"]'),
     "env_from_file": ("str_table", 'a table of file paths, e.g. { TOKEN = "api-token" }'),

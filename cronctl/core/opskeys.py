@@ -22,8 +22,6 @@ MAX_RETRIES = 10
 # Host name characters plus the glob's own: a pattern with anything else can never match.
 # (Compiled on first use: `run` imports this module every minute.)
 _HOST_PATTERN = r"^[A-Za-z0-9._*?\[\]!-]+$"
-
-
 OPS_KEYS: dict[str, Check] = {
     "hosts": ("str_list", 'an array of host name patterns, e.g. ["web-*", "db1"]'),
     "retries": ("int", "an integer 0-10"),
@@ -123,11 +121,9 @@ _OPS_FIELDS: dict[str, Callable[[Any], Any]] = {
     **dict.fromkeys(("retries", "ping_url", "on_failure", "on_success", "notify"), lambda v: v),
 }
 
-
 # At most this many occurrences are walked to find a task's shortest period.
 _PERIOD_SAMPLE = 1500
 _MINUTE = timedelta(minutes=1)
-
 
 # A one-shot task has no period to bound its jitter, and a retry delay is slept inside one
 # `run`: past these limits a mistyped unit ("3650d") would keep a process waiting for days.
