@@ -340,11 +340,16 @@ def _unsupported(what: str, spec: str, field: _Field) -> None:
 def _compress(values: list[int]) -> str:
     """1,2,3,5 -> '1-3,5'; never 'N-N' (croniter would read that as the whole field)."""
     parts: list[str] = []
-    # A run of consecutive values keeps value - position constant.
-    for _, pairs in groupby(enumerate(values), lambda pair: pair[1] - pair[0]):
-        run = [value for _, value in pairs]
-        parts += [f"{run[0]}-{run[-1]}"] if len(run) >= 3 else map(str, run)
+    for first, last in spans(values):
+        parts += [f"{first}-{last}"] if last - first >= 2 else map(str, range(first, last + 1))
     return ",".join(parts)
+
+
+def spans(values: list[int]) -> list[tuple[int, int]]:
+    """Sorted values as spans of consecutive numbers: [1, 2, 3, 5] -> (1, 3), (5, 5)."""
+    # A run of consecutive values keeps value - position constant.
+    runs = (list(run) for _, run in groupby(enumerate(values), lambda pair: pair[1] - pair[0]))
+    return [(run[0][1], run[-1][1]) for run in runs]
 
 
 def _fires_ever(expr: CronExpr) -> bool:

@@ -8,21 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import lru_cache
-from itertools import groupby
 
-from cronctl.core.cronexpr import CronExpr
+from cronctl.core.cronexpr import CronExpr, spans
 from cronctl.core.model import Task, format_utc
 from cronctl.core.values import DAYS
 
 _MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August",
            "September", "October", "November", "December")  # fmt: skip
-
-
-def spans(values: list[int]) -> list[tuple[int, int]]:
-    """Sorted values as spans of consecutive numbers: [1, 2, 3, 5] -> (1, 3), (5, 5)."""
-    # A run of consecutive values keeps value - position constant.
-    runs = (list(run) for _, run in groupby(enumerate(values), lambda pair: pair[1] - pair[0]))
-    return [(run[0][1], run[-1][1]) for run in runs]
 
 
 def _join(words: list[str], last: str = "and") -> str:

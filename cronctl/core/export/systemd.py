@@ -11,8 +11,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from cronctl.core.chains import Chains
-from cronctl.core.cronexpr import CronExpr
-from cronctl.core.describe import spans
+from cronctl.core.cronexpr import CronExpr, spans
 from cronctl.core.export.common import (
     Exported,
     common_limits,
