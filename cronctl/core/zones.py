@@ -152,12 +152,9 @@ def _daily_times(expr: CronExpr) -> tuple[int, ...] | None:
     """The minutes of the day `expr` names, sorted, if it names the same ones every day
     (every month, every day of the month and of the week: `*/5 * * * *`, `0 3 * * *`);
     else None."""
-    if len(expr.months) < 12 or len(expr.days) < 31 or not expr.weekdays >= _EVERY_WEEKDAY:
+    if len(expr.months) < 12 or len(expr.days) < 31 or len(expr.weekdays) < 7:
         return None
     return tuple(sorted(h * 60 + m for h in expr.hours for m in expr.minutes))
-
-
-_EVERY_WEEKDAY = frozenset(range(7))
 
 
 def _next_daily(times: tuple[int, ...], zone: Zone, after: datetime) -> datetime:
