@@ -1,20 +1,8 @@
-"""What a machine keeps of the store locally: fleet records not yet published
-(``STATE_DIR/coord-outbox`` lists their run ids; docs/fleets-postgresql.md), and the
-pauses last read (``STATE_DIR/coord-pauses``), so a pause still holds while the store is
-unreachable.
-
-A run's record is published within a quarter of a second of its end, with those of the runs
-ending meanwhile (:class:`Records`); what did not go then (the store unreachable) and the
-rows a run records without running them (missed, recovered) go in one round trip at the end.
-When the store cannot take them, their ids go to the outbox; the next run that reaches the
-store sends them again, read afresh from the local history, and the store's upsert by id
-makes a repeat harmless.
-
-A record of a run that did not end well goes with the last OUTPUT_TAIL_BYTES of its log, so
-any machine's dashboard can show why (docs/dashboard.md): the log as written, whose task
-secrets the capture has already masked as ``***`` (edge/process/stream.py), never the
-command's raw output.
-"""
+"""What a machine keeps of the store locally (docs/fleets-postgresql.md): the ids of fleet
+records not yet published (``STATE_DIR/coord-outbox``), sent again, read afresh from the
+local history, by the next run that reaches the store (its upsert by id makes a repeat
+harmless); and the pauses last read (``STATE_DIR/coord-pauses``), which hold while the
+store is unreachable."""
 
 from __future__ import annotations
 
@@ -47,8 +35,7 @@ _UTF8_CONTINUATION = bytes(range(0x80, 0xC0))
 def publish(
     store: Store, fleet: FleetHistory, rows: Sequence[RunRow], state_dir: Path
 ) -> StoreUnavailable | None:
-    """Send this run's records and any left waiting; keep in the outbox what did not go
-    (returning why)."""
+    """Send ``rows`` and any left waiting; keep in the outbox what did not go (returning why)."""
     waiting = _read(state_dir / OUTBOX)
     todo: dict[str, RunRow] = {}
     for run_id in waiting:
@@ -70,12 +57,11 @@ def publish(
 
 
 class Records:
-    """The fleet records of one `run` (or `work` tick): each sent within GATHER_S of its
-    run's end, together with those of the runs that end meanwhile, by a sender thread (the
-    workers never wait for it); :meth:`finish` sends the rest."""
+    """The fleet records of one `run` (or `work` tick), each sent by a sender thread within
+    GATHER_S of its run's end with those of the runs that end meanwhile (a wave of runs ending
+    together costs a round trip or two, not one each); :meth:`finish` sends the rest."""
 
     def __init__(self, fleet: FleetHistory) -> None:
-        """Nothing sent yet."""
         self._fleet = fleet
         self._sent: set[str] = set()
         self._lock = threading.Lock()
@@ -84,9 +70,6 @@ class Records:
         self._now = threading.Event()  # finish: stop gathering, send at once
 
     def send(self, rows: Sequence[RunRow]) -> None:
-        """Publish ``rows`` within GATHER_S, with those of the runs that end meanwhile (one
-        statement for all: a wave of runs ending together costs a round trip or two, not one
-        each); what cannot go (the store unreachable) waits for finish."""
         with self._lock:
             self._waiting += [r for r in rows if r.outcome not in _NOT_PUBLISHED]
             if self._sender is not None or not self._waiting:
@@ -113,7 +96,6 @@ class Records:
     def finish(
         self, store: Store, rows: Sequence[RunRow], state_dir: Path
     ) -> StoreUnavailable | None:
-        """:func:`publish` what of ``rows`` has not gone yet, and the outbox."""
         self._now.set()
         with self._lock:
             sender = self._sender
@@ -130,9 +112,8 @@ GATHER_S = 0.25
 
 
 def published(row: RunRow) -> RunRow:
-    """The record as the store keeps it: its ``tail`` the last OUTPUT_TAIL_BYTES of its
-    (masked) log for a run that did not end ok (the history's own tail when the log is gone),
-    empty for any other."""
+    """The record as the store keeps it: for a run that did not end ok, the last
+    OUTPUT_TAIL_BYTES of its log as written (task secrets already masked) as its ``tail``."""
     # Only the runs an operator opens to see why, so the store stays small: a run every
     # minute on 50 hosts that prints 8 KB would be 5 GB in the 14 days it is kept.
     if row.outcome not in NOT_OK:
@@ -161,7 +142,6 @@ def _write(path: Path, ids: list[str]) -> None:
 
 
 def remember_pauses(state_dir: Path, paused: Sequence[str]) -> None:
-    """Keep the names of the tasks paused in the store, rewriting the file only on a change."""
     names = sorted(paused)
     if _read(state_dir / PAUSES) == names:
         return
@@ -173,5 +153,4 @@ def remember_pauses(state_dir: Path, paused: Sequence[str]) -> None:
 
 
 def remembered_pauses(state_dir: Path) -> list[str]:
-    """The pauses last read from the store (for a minute when it cannot be reached)."""
     return _read(state_dir / PAUSES)

@@ -1,19 +1,14 @@
 """Passwords out of every message about the coordination store (docs/fleets-postgresql.md).
 
-A URL's password is hidden where cronctl prints the URL (:func:`redact_url`) and where it
-prints a driver's error (:func:`redact_text`): libpq echoes a URL it cannot parse, or the
-piece it misread (a port, a host, a percent escape, a query parameter), and a password
-written without percent-encoding (holding ``/``, ``?``, ``@``, ``&``) is cut into such
-pieces. So the password is found by position in the URL, the way a person would have meant
-it, and every quoted piece of an error that overlaps it is hidden, however short.
-"""
+libpq echoes a URL it cannot parse, or the piece it misread, and a password written without
+percent-encoding (holding ``/``, ``?``, ``@``, ``&``) is cut into such pieces. So the
+password is found by position in the URL, as a person meant it, and every quoted piece of a
+driver's error that overlaps it is hidden, however short."""
 
 from __future__ import annotations
 
 import re
 from urllib.parse import unquote
-
-__all__ = ["password_spans", "redact_text", "redact_url", "redact_urls"]
 
 MASK = "***"
 #: Query parameters whose value is a secret: the password, and the SSL key's passphrase.
@@ -49,13 +44,9 @@ _SHORT = 4
 
 
 def password_spans(url: str) -> list[tuple[int, int]]:
-    """Where ``url`` writes a secret, as (start, end) offsets: the password of the user
-    information, and the value of each ``password=`` or ``sslpassword=`` parameter.
-
-    The password is what libpq reads (up to the first ``@``, when no ``/`` comes before it)
-    and also what a person meant by a password holding ``/``, ``?`` or ``@`` unencoded (up to
-    the last ``@`` that is not inside a ``key=value`` query parameter): libpq misreads those
-    and its error echoes the pieces. Either reading is hidden."""
+    """Where ``url`` writes a secret, as (start, end) offsets: the user information's password
+    both as libpq reads it (up to the first ``@`` before any ``/``) and as a person meant it
+    (up to the last ``@`` outside a query parameter), and each ``password=`` value."""
     scheme, sep, rest = url.partition("://")
     if not sep:
         return []
@@ -73,7 +64,6 @@ def password_spans(url: str) -> list[tuple[int, int]]:
 
 
 def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Non-empty spans, sorted, overlapping ones joined (two readings of one password)."""
     out: list[tuple[int, int]] = []
     for start, end in sorted(s for s in spans if s[1] > s[0]):
         if out and start <= out[-1][1]:
@@ -84,14 +74,11 @@ def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
 
 
 def _libpq_userinfo_end(rest: str) -> int:
-    """The ``@`` that ends the user information as libpq reads it: the first ``@`` or ``/``,
-    if it is an ``@`` (-1: none)."""
     found = re.search(r"[@/]", rest)
     return found.start() if found is not None and found.group() == "@" else -1
 
 
 def _meant_userinfo_end(rest: str) -> int:
-    """The last ``@`` that is not in a query parameter's value (``?user=me@server``)."""
     at = rest.rfind("@")
     while at >= 0:
         query = rest.rfind("?", 0, at)
@@ -103,7 +90,6 @@ def _meant_userinfo_end(rest: str) -> int:
 
 
 def _param_spans(query: str, offset: int) -> list[tuple[int, int]]:
-    """The values of the secret parameters in ``query`` (which starts at ``offset``)."""
     spans: list[tuple[int, int]] = []
     parts = query.split("&")
     pos = offset
@@ -126,7 +112,6 @@ def _param_spans(query: str, offset: int) -> list[tuple[int, int]]:
 
 
 def _masked(text: str, spans: list[tuple[int, int]], offset: int = 0) -> str:
-    """``text`` (found at ``offset`` in the URL) with the parts inside ``spans`` as ``***``."""
     out = text
     for start, end in sorted(spans, reverse=True):
         lo, hi = max(start - offset, 0), min(end - offset, len(text))
@@ -136,20 +121,14 @@ def _masked(text: str, spans: list[tuple[int, int]], offset: int = 0) -> str:
 
 
 def redact_url(url: str) -> str:
-    """The URL with every password shown as ``***``, for every message cronctl prints."""
     return _masked(url, password_spans(url))
 
 
 def redact_urls(text: str) -> str:
-    """``text`` (a command line, a message) with the password of every URL in it as ``***``.
-
-    A password may hold a space, a quote or a ``#`` (libpq takes them as written, and
-    percent-decoded), so a URL is not cut at the first space: its user information runs, as
-    libpq reads it, to an ``@`` that comes before any ``/`` on the line; from there a URL
-    opened by a quote runs to the closing quote, any other to a space, and a ``password=``
-    parameter that ends it to the end of the line. Where that reads too much, more is
-    hidden, never less.
-    """
+    """``text`` with the password of every URL in it as ``***``. A password may hold a space,
+    a quote or a ``#``, so a URL runs to an ``@`` before any ``/`` on the line, then to its
+    closing quote, or a space, or (a ``password=`` last) the line's end: more hidden, never
+    less."""
     out: list[str] = []
     pos = 0
     while (found := _SCHEME.search(text, pos)) is not None:
@@ -160,7 +139,6 @@ def redact_urls(text: str) -> str:
 
 
 def _url_end(text: str, start: int, rest: int) -> int:
-    """Where the URL that starts at ``start`` (its user information at ``rest``) ends."""
     line_end = text.find("\n", rest)
     line_end = len(text) if line_end < 0 else line_end
     userinfo = _libpq_userinfo_end(text[rest:line_end])
@@ -177,9 +155,8 @@ def _url_end(text: str, start: int, rest: int) -> int:
 
 
 def redact_text(text: str, url: str | None) -> str:
-    """``text`` (a driver's error, which may echo the URL or pieces of it) without the URL's
-    password: the URL itself, each quoted piece of the URL that overlaps a password, the
-    password as written and decoded, and any URL password or ``password=…`` left."""
+    """A driver's error without the password of ``url``: in the URL, in each quoted piece
+    that overlaps it, as written and decoded, and any URL password or ``password=…`` left."""
     if url:
         spans = password_spans(url)
         text = text.replace(url, redact_url(url))
@@ -190,9 +167,8 @@ def redact_text(text: str, url: str | None) -> str:
 
 
 def _quoted(piece: str, url: str, spans: list[tuple[int, int]]) -> str:
-    """A quoted piece of a driver's error, masked where it is a piece of a password: found in
-    the URL overlapping one of its ``spans`` (decoded pieces are left to :func:`_secrets`).
-    A piece the redacted URL shows anyway (a user name, a host) tells nothing: kept."""
+    """A quoted piece of an error, masked where it overlaps a password in the URL; kept when
+    the redacted URL shows it anyway (a user name, a host)."""
     if not piece or not spans or piece in _masked(url, spans):
         return piece
     at = url.find(piece)
@@ -204,10 +180,9 @@ def _quoted(piece: str, url: str, spans: list[tuple[int, int]]) -> str:
 
 
 def _secrets(url: str, spans: list[tuple[int, int]]) -> set[str]:
-    """Each password of ``url`` as written and percent-decoded, and its pieces between the
-    characters at which libpq cuts a URL it misreads: those of 4 or more characters, which
-    are hidden wherever they appear. A shorter one is hidden where it is quoted (:func:`_quoted`):
-    replaced everywhere, ``x`` would turn ``/nonexistent`` into ``/none***istent``."""
+    """Each password as written and decoded, and its pieces between the characters at which
+    libpq cuts a URL, of _SHORT or more characters (hidden everywhere: a shorter one only
+    where quoted, or ``x`` would turn ``/nonexistent`` into ``/none***istent``)."""
     secrets: set[str] = set()
     for start, end in spans:
         raw = url[start:end]

@@ -1,14 +1,10 @@
-"""The file adapter of the coordination port: the modules of :mod:`cronctl.coord.files`
-behind the runtime Coordinator (files keep no fleet history).
-
-A thin wrapper on purpose: layout.py keeps the file layout; overlap.py the guard and the
-holder records; claims.py, pauses.py and slots.py the rest.
-"""
+"""The file adapter of the coordination port: a thin wrapper over the modules beside it
+(files keep no fleet history)."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -29,8 +25,6 @@ class FilesCoordinator:
     skipped_rows = 0
 
     def __init__(self, lock_dir: Path, *, host: str, pid: int) -> None:
-        """Coordinate through ``lock_dir`` (already resolved by the caller) as ``pid`` on
-        ``host``."""
         self.lock_dir = lock_dir
         self.host = host
         self.pid = pid
@@ -42,37 +36,30 @@ class FilesCoordinator:
         self._closed = False
 
     def describe(self) -> str:
-        """The lock directory."""
         return f"lock_dir {self.lock_dir}"
 
     def claim(
         self,
         claims: Sequence[Claim],
         *,
+        leased: AbstractSet[Claim] = frozenset(),
         now: datetime,
         limit: int | None = None,
-        runs: Mapping[Claim, str] | None = None,
-        leased: AbstractSet[Claim] = frozenset(),
-        held: set[Claim] | None = None,
-        until: Mapping[Claim, datetime] | None = None,
+        **_: object,  # runs, held, until: unused (a claim file names no run; see the port)
     ) -> set[Claim]:
-        """One O_EXCL file per claim, in order, until ``limit`` are won (``held``, ``until``:
-        see the port; never filled, never used)."""
-        host, pid = self.host, self.pid
         won: set[Claim] = set()
         for task, when in claims:
             if limit is not None and len(won) >= limit:
                 break
             lease = (task, when) in leased
             if claim_occurrence(
-                self.lock_dir, task, when, host=host, pid=pid, now=now, leased=lease
+                self.lock_dir, task, when, host=self.host, pid=self.pid, now=now, leased=lease
             ):
                 won.add((task, when))
         return won
 
     def keep_claim(self, claim: Claim, *, started: bool) -> bool:
-        """The start mark (``claims/TASK@STAMP.start``); a lease needs no renewing: only a
-        claim whose cronctl is provably gone is taken over (docs/guarantees.md)."""
+        # A lease needs no renewing: only a claim whose cronctl is provably gone is taken over.
         if not started:
             return True
         task, when = claim
@@ -84,21 +71,17 @@ class FilesCoordinator:
         return []
 
     def claimed(self, task: str, occurrence: datetime) -> bool:
-        """Whether the claim file exists."""
         return claim_exists(self.lock_dir, task, occurrence)
 
     def record_end(self, end: ChainEnd) -> None:
-        """``ends/TASK@STAMP~HOST.end``, written whole and renamed into place."""
         ends.record_end(self.lock_dir, end)
 
     def chain_ends(self, tasks: AbstractSet[str], since: datetime) -> list[ChainEnd]:
-        """The end files of these tasks, from one directory listing."""
         return ends.chain_ends(self.lock_dir, tasks, since)
 
     def try_overlap(
         self, task: str, *, lease: timedelta | None, now: datetime, timeout: timedelta | None = None
     ) -> Overlap:
-        """flock on ``overlap/TASK.lock``."""
         with self._overlap_lock:
             if self._closed:
                 directory = None  # after close(): this attempt opens (and closes) its own
@@ -108,16 +91,9 @@ class FilesCoordinator:
                 directory = self._overlap
                 self._overlap_users += 1
         try:
-            return overlap.try_overlap_lock(
-                self.lock_dir,
-                task,
-                lease=lease,
-                now=now,
-                host=self.host,
-                pid=self.pid,
-                timeout=timeout,
-                directory=directory,
-            )
+            return overlap.try_overlap_lock(self.lock_dir, task, lease=lease, now=now,
+                                            host=self.host, pid=self.pid, timeout=timeout,
+                                            directory=directory)  # fmt: skip
         finally:
             if directory is not None:
                 with self._overlap_lock:
@@ -126,33 +102,26 @@ class FilesCoordinator:
                         self._close_overlap()
 
     def overlap_held(self, task: str) -> bool:
-        """Probe the flock under the guard."""
         return overlap.overlap_held(self.lock_dir, task)
 
     def try_group_slot(self, group: str, size: int) -> slots.FileSlot | None:
-        """flock on the first free ``groups/GROUP.N.slot``."""
         return slots.try_slot(self.lock_dir, group, size)
 
     def paused_tasks(self) -> dict[str, PauseInfo]:
-        """The pause markers."""
         return pauses.paused_tasks(self.lock_dir)
 
     def set_pause(self, task: str, *, reason: str | None, now: datetime, user: str) -> None:
-        """Write the pause marker (lock_dir is made first if need be, privately)."""
         directory = ensure_private_dir(self.lock_dir)
         pauses.set_pause(directory, task, reason=reason, now=now, host=self.host, user=user)
 
     def clear_pause(self, task: str) -> bool:
-        """Remove the pause marker."""
         # Unlinking goes through lock_dir/paused: never through a planted link (docs/guarantees.md).
         return verify_dir(self.lock_dir) and pauses.clear_pause(self.lock_dir, task)
 
     def check(self) -> StoreCheck | None:
-        """None: there is no store to reach."""
         return None
 
     def sweep(self, now: datetime) -> None:
-        """Claims and chain ends older than a week (docs/guarantees.md)."""
         sweep_claims(self.lock_dir, now=now)
         ends.sweep_ends(self.lock_dir, now - CLAIM_SWEEP_AGE)
 

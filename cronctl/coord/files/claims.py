@@ -18,8 +18,6 @@ from cronctl.core.process_id import ProcessId
 from cronctl.edge.process import procs
 from cronctl.edge.safefiles import ensure_private_dir, fsync_dir
 
-__all__ = ["claim_exists", "claim_occurrence", "mark_started", "sweep_claims"]
-
 _CLAIM_STAMP = "%Y%m%dT%H%MZ"
 _CLAIM_STAMP_SECONDS = "%Y%m%dT%H%M%SZ"
 # A claim's stamp: the occurrence's minute, with seconds for the 2nd, 3rd... after a DST gap.
@@ -47,16 +45,11 @@ def claim_occurrence(
 ) -> bool:
     """Claim one occurrence of ``task`` for this machine; False if someone already has.
 
-    The claim is ``claims/TASK@YYYYMMDDTHHMMZ``, keyed by the occurrence's UTC minute (not
-    this machine's clock), created with ``O_CREAT|O_EXCL|O_NOFOLLOW`` so exactly one
-    contender wins, then filled with host, pid and time and fsynced. It is never released;
-    :func:`sweep_claims` removes it after a week. Anything already at that name, even a
-    symlink, counts as taken and is never written through.
-
-    A ``leased`` claim also names its cronctl for good (pid start time, boot) and holds
-    until :func:`mark_started`; one whose cronctl is provably gone (this host, this boot,
-    the process ended) and whose run was never marked started is taken over.
-    """
+    ``claims/TASK@YYYYMMDDTHHMMZ``, keyed by the occurrence (not this machine's clock), is
+    created ``O_EXCL|O_NOFOLLOW`` so exactly one contender wins (anything at that name, even
+    a symlink, counts as taken), filled and fsynced, and never released: swept after a week.
+    A ``leased`` claim names its cronctl for good (pid start time, boot) and is taken over
+    when that cronctl is provably gone before :func:`mark_started`."""
     directory = ensure_private_dir(lock_dir / "claims", within=lock_dir)
     path = layout.task_path(directory, task, "@" + _claim_stamp(occurrence))
     record: dict[str, object] = {"host": host, "pid": pid, "claimed": layout.iso(now),
@@ -71,7 +64,6 @@ def claim_occurrence(
 
 
 def _write_new(path: Path, record: Mapping[str, object], mode: int) -> bool:
-    """Create ``path`` (O_EXCL) holding ``record``, fsynced; False when it exists."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
         fd = os.open(path, flags, mode)
@@ -96,9 +88,8 @@ _STARTED = ".start"
 
 
 def _take_over(path: Path, host: str, pid: int) -> bool:
-    """Whether the leased claim at ``path`` was this machine's to take, and is now: its
-    cronctl provably gone (only this host's, of this boot, can be proved so) and its run
-    never marked started. The start mark decides, so one contender wins."""
+    """Whether the leased claim at ``path`` is now ours: its cronctl provably gone (only this
+    host's, of this boot, can be) and its run never marked started; the start mark decides."""
     record = layout.read_record(path)
     if record is None or record.get("state") != "leased" or record.get("host") != host:
         return False
@@ -128,21 +119,14 @@ def mark_started(lock_dir: Path, task: str, occurrence: datetime, *, host: str, 
 
 
 def claim_exists(lock_dir: Path, task: str, occurrence: datetime) -> bool:
-    """Whether some machine has claimed this occurrence (for ``run --dry-run``; takes nothing)."""
     path = layout.task_path(lock_dir / "claims", task, "@" + _claim_stamp(occurrence))
     return os.path.lexists(path)
 
 
 def sweep_claims(lock_dir: Path, *, now: datetime, max_age: timedelta = CLAIM_SWEEP_AGE) -> int:
-    """Delete claims whose occurrence is older than ``max_age``; return how many went.
-
-    Safe because no on_one_server task reaches back that far (``due.CLAIM_REACH``, a day
-    shorter): a swept claim can never be wanted again.
-
-    Age comes from the occurrence in the file name, not the mtime, which a copy or a clock
-    on another machine could distort. Housekeeping never fails a run: a claim that another
-    machine swept first, or that cannot be removed, is left alone.
-    """
+    """Delete claims whose occurrence (in the name: an mtime a copy or another clock could
+    distort) is older than ``max_age``, which no catch-up reaches (``due.CLAIM_REACH``);
+    return how many went. A claim that cannot be removed is left alone."""
     # Stamps are fixed-width digits, so text order is time order: an hourly sweep of a week
     # of every-minute claims (10,080 files) compares strings instead of parsing each date.
     cutoff = (layout.utc(now) - max_age).strftime(_CLAIM_STAMP)

@@ -2,11 +2,9 @@
 
     LOCK_DIR/ends/TASK@YYYYMMDDTHHMM[SS]Z~HOST.end    one per (task, occurrence, host)
 
-``HOST`` is 16 hex digits of the host name's SHA-256: a host name may hold any character,
-a file name may not. Each file is written whole under a temporary name and renamed into
-place (a reader sees the old end or the new one), never through a link; it is read with
-``O_NOFOLLOW`` and checked field by field, since any machine sharing the directory writes
-them. They are swept with the claims, after a week.
+``HOST`` is 16 hex digits of the host name's SHA-256 (a host name may hold any character).
+Each file is written whole and renamed into place, never through a link, and read with
+``O_NOFOLLOW``, checked field by field: any machine sharing the directory writes them.
 """
 
 from __future__ import annotations
@@ -38,7 +36,6 @@ def _host_key(host: str) -> str:
 
 
 def record_end(lock_dir: Path, end: ChainEnd) -> None:
-    """Write ``end`` (atomically, durably; recording it again replaces it)."""
     directory = ensure_private_dir(lock_dir / _DIR, within=lock_dir)
     stem = f"{layout.file_stem(end.task)}@{_claim_stamp(end.occurrence)}"
     name = f"{stem}~{_host_key(end.host)}{_SUFFIX}"
@@ -76,12 +73,11 @@ def chain_ends(lock_dir: Path, tasks: AbstractSet[str], since: datetime) -> list
 
 
 def _minute_stamp(moment: datetime) -> str:
-    """``YYYYMMDDTHHMM`` of ``moment``'s minute: a file name's stamp compares to it as text."""
+    # A file name's stamp compares to it as text.
     return _claim_stamp(minute_floor(moment))[:13]
 
 
 def _end_from(record: dict[str, object] | None, task: str) -> ChainEnd | None:
-    """A record as written by record_end, each field checked; None when one is not."""
     if record is None or record.get("task") != task:
         return None
     occurrence, ended = (
@@ -101,7 +97,6 @@ def _end_from(record: dict[str, object] | None, task: str) -> ChainEnd | None:
 
 
 def sweep_ends(lock_dir: Path, before: datetime) -> None:
-    """Delete the ends of occurrences before ``before`` (housekeeping never fails a run)."""
     cutoff = _minute_stamp(before)
     try:
         with os.scandir(lock_dir / _DIR) as listing:

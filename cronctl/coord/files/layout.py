@@ -1,8 +1,5 @@
 """Coordination as files inside ``lock_dir``: where each file lives, the small JSON records
-they hold, and the flock every lock here is.
-
-Layout (task names are validated, so each becomes exactly one file name; what each promises
-is in docs/guarantees.md)::
+they hold, and the flock every lock here is (docs/guarantees.md)::
 
     LOCK_DIR/overlap/TASK.lock       kernel lock (flock) held for the whole run (overlap.py)
     LOCK_DIR/overlap/TASK.holder     who holds it: host, pid, start, the command (JSON)
@@ -12,11 +9,8 @@ is in docs/guarantees.md)::
     LOCK_DIR/paused/TASK.pause       operator pause (JSON; pauses.py)
     LOCK_DIR/groups/GROUP.N.slot     a group's slots (slots.py)
 
-A ``:`` in a task name is written as ``%`` in file names: Windows servers behind a cifs
-``lock_dir`` reject ``:``, and ``%`` can never occur in a task name, so the mapping is reversible
-and keeps names as short as the task's (a 100-character name still fits NAME_MAX).
-
-Every file is opened with ``O_NOFOLLOW`` (see :func:`cronctl.edge.safefiles.open_nofollow`).
+A task name's ``:`` is ``%`` in file names: a cifs ``lock_dir`` rejects ``:``, and no task
+name holds ``%``, so the mapping is reversible. Every file is opened with ``O_NOFOLLOW``.
 """
 
 from __future__ import annotations
@@ -34,34 +28,16 @@ from cronctl.core.model import TASK_NAME
 from cronctl.edge.safefiles import open_nofollow
 from cronctl.errors import UnsafeDirectoryError
 
-__all__ = [
-    "MAX_RECORD_BYTES",
-    "dumps",
-    "file_mode",
-    "file_stem",
-    "flock_nonblocking",
-    "iso",
-    "mode_under",
-    "parse_record",
-    "parse_time",
-    "read_record",
-    "task_from_stem",
-    "task_path",
-    "utc",
-]
-
 MAX_RECORD_BYTES = 64 * 1024
 
 
 def file_stem(task: str) -> str:
-    """The task's name as it is written in file names (``:`` as ``%``)."""
     if not re.fullmatch(TASK_NAME, task):
         raise ValueError(f"invalid task name {task!r}: it must match {TASK_NAME}")
     return task.replace(":", "%")
 
 
 def task_from_stem(stem: str) -> str | None:
-    """The task a file name's stem names; None when it names none."""
     task = stem.replace("%", ":")
     return task if re.fullmatch(TASK_NAME, task) else None
 
@@ -78,30 +54,25 @@ def task_path(directory: Path, task: str, suffix: str) -> Path:
 
 
 def file_mode(directory: Path) -> int:
-    """The mode of a new file in ``directory``."""
     return mode_under(directory.stat().st_mode)
 
 
 def mode_under(dir_mode: int) -> int:
-    """The mode of a new file in a directory of mode ``dir_mode``."""
     # A setgid lock_dir is shared by a group on purpose; let the group read who holds what.
     return 0o640 if dir_mode & stat.S_ISGID else 0o600
 
 
 def iso(moment: datetime) -> str:
-    """An aware time as a record holds it (UTC, to the second)."""
     return utc(moment).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def utc(moment: datetime) -> datetime:
-    """An aware time in UTC (a naive one is refused)."""
     if moment.tzinfo is None or moment.utcoffset() is None:
         raise ValueError(f"naive datetime {moment!r}: cronctl only works with aware times")
     return moment.astimezone(UTC)
 
 
 def dumps(record: Mapping[str, object]) -> bytes:
-    """A record as the bytes of its file."""
     import json  # only where a record is written: a quiet `run` never needs it
 
     return json.dumps(record).encode()
@@ -114,7 +85,7 @@ def _loads(text: str) -> object:
 
 
 def read_record(path: Path | str, dir_fd: int | None = None) -> dict[str, object] | None:
-    """Read a small JSON record written here; None when missing or unreadable."""
+    """A small JSON record written here; None when missing or unreadable."""
     try:
         fd = open_nofollow(path, os.O_RDONLY, dir_fd=dir_fd)
     except (OSError, UnsafeDirectoryError):
@@ -129,7 +100,6 @@ def read_record(path: Path | str, dir_fd: int | None = None) -> dict[str, object
 
 
 def parse_record(raw: bytes) -> dict[str, object] | None:
-    """The record in a file's bytes; None when they hold none."""
     try:
         record = _loads(raw.decode("utf-8", errors="replace"))
     except (ValueError, RecursionError):  # RecursionError: nesting thousands deep
@@ -138,7 +108,6 @@ def parse_record(raw: bytes) -> dict[str, object] | None:
 
 
 def parse_time(value: object) -> datetime | None:
-    """A record's time (UTC); None when it holds none."""
     if not isinstance(value, str):
         return None
     try:

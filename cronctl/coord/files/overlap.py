@@ -1,10 +1,6 @@
 """Overlap locks as files in ``LOCK_DIR/overlap`` (layout.py): a flock held for the whole
 run, a holder record beside it, and a guard that serialises trying the one and reading or
-writing the other.
-
-A lock is a lease, not a transaction: work that must never run twice has to be idempotent or
-fenced downstream.
-"""
+writing the other."""
 
 from __future__ import annotations
 
@@ -12,7 +8,7 @@ import errno
 import os
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import ExitStack, closing, contextmanager, suppress
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -23,31 +19,26 @@ from cronctl.core.process_id import ProcessId
 from cronctl.edge.process import procs
 from cronctl.edge.safefiles import ensure_private_dir, open_dir, open_nofollow
 
-__all__ = ["OverlapDir", "OverlapLock", "overlap_held", "try_overlap_lock"]
-
 # The guard is held for a few system calls; waiting longer means its holder is stopped.
 _GUARD_WAIT_S = 5.0
 
 
 class OverlapDir:
-    """``LOCK_DIR/overlap``, checked and opened once for many locks (a run takes one per
-    guarded task): each lock's files are opened by name relative to this descriptor
-    (``openat``), so the directories above them are neither walked nor checked again, and
-    cannot be swapped under a run once it has checked them. :meth:`close` when done.
-    """
+    """``LOCK_DIR/overlap``, checked and opened once for a run's many locks: each lock's
+    files are opened relative to this descriptor (``openat``), so the directories above are
+    neither walked nor checked again, nor swapped under a run once checked."""
 
     __slots__ = ("fd", "mode", "path")
 
     def __init__(self, lock_dir: Path) -> None:
-        """Make or check ``lock_dir/overlap`` (within ``lock_dir``) and open it."""
         self.path = ensure_private_dir(lock_dir / "overlap", within=lock_dir)
         fd, st = open_dir(self.path)
         self.fd: int | None = fd
         self.mode = layout.mode_under(st.st_mode)
 
     def file(self, stem: str, suffix: str, task: str) -> str:
-        """The path of one of a lock's files, as text: opened by its name through
-        :attr:`dir_fd`, the rest is for messages (no pathlib: a guarded run asks three)."""
+        """A lock's file as text (opened by name through :attr:`dir_fd`; the rest is for
+        messages; no pathlib: a guarded run asks three)."""
         name = stem + suffix
         if "/" in name or name in (".", ".."):  # the name pattern excludes these already
             raise ValueError(f"task {task!r} does not map to a file inside {self.path}")
@@ -55,13 +46,11 @@ class OverlapDir:
 
     @property
     def dir_fd(self) -> int:
-        """The open directory."""
         if self.fd is None:
             raise ValueError(f"{self.path} was closed")
         return self.fd
 
     def close(self) -> None:
-        """Close the directory; idempotent. Locks taken in it are not affected."""
         fd, self.fd = self.fd, None
         if fd is not None:
             os.close(fd)
@@ -70,32 +59,24 @@ class OverlapDir:
 class OverlapLock:
     """A held overlap lock: an open descriptor carrying a ``flock``.
 
-    Why not ``filelock.FileLock``: flock belongs to the open file description, and the
-    guarantee (docs/guarantees.md) wants the lock to outlive cronctl for as long as the task
-    runs. That means handing the descriptor to the child (``pass_fds``), and FileLock owns
-    its descriptor privately, closes it in forked children (an at-fork hook) and unlocks the
-    shared description on release. So this module opens the file itself (``O_NOFOLLOW``) and
-    locks it with ``fcntl.flock``; the child must be started with ``start_new_session=True``
-    and ``pass_fds=(lock.fd,)``, never ``preexec_fn`` (which would run at-fork hooks).
-    """
+    Not ``filelock.FileLock``: the lock must outlive cronctl while the task runs
+    (docs/guarantees.md), so the child inherits the descriptor (``pass_fds``); FileLock
+    closes its descriptor in forked children and unlocks the shared description on release.
+    Start the child with ``start_new_session=True`` and ``pass_fds=(lock.fd,)``, never
+    ``preexec_fn`` (which would run at-fork hooks)."""
 
     __slots__ = ("_fd", "_holder", "_holder_fd", "path")
 
     def __init__(self, fd: int, path: Path | str) -> None:
-        """Wrap ``fd``, already locked, for the lock file at ``path``."""
         self._fd: int | None = fd
         self.path = path
         self._holder: HolderInfo | None = None
         self._holder_fd: int | None = None  # the holder record, rewritten in place
 
     def record_command(self, pid: int) -> None:
-        """Add the started command's identity to the holder record.
-
-        A task may close the descriptor it inherited (``os.closerange``, a shell closing every
-        fd); if cronctl then dies, the flock is gone while the task still runs. The record
-        (pid, start time, boot) lets the next contender see that the task lives on. A command
-        that already exited is not recorded: there is nothing left to protect.
-        """
+        """Add the started command's identity to the holder record: a task may close the
+        descriptor it inherited, and if cronctl then dies, the record (pid, start time, boot)
+        still tells the next contender that the task lives on."""
         who = procs.identify(pid)
         if who is None or self._holder is None or self._holder_fd is None:
             return
@@ -106,19 +87,13 @@ class OverlapLock:
 
     @property
     def fd(self) -> int:
-        """The locked descriptor, to pass to the command with ``pass_fds``."""
         if self._fd is None:
             raise ValueError(f"overlap lock {self.path} was already released")
         return self._fd
 
     def release(self) -> None:
-        """Close cronctl's descriptor; idempotent.
-
-        This deliberately does not ``LOCK_UN``: unlocking acts on the open file description
-        that the task's processes share, so it would drop the lock under a task that is still
-        running. Closing drops only our reference; the kernel releases the lock when the last
-        process holding the descriptor is gone.
-        """
+        """Close cronctl's descriptor; idempotent. Never ``LOCK_UN``: that acts on the
+        description the task's processes share, dropping the lock under a running task."""
         fd, self._fd = self._fd, None
         if fd is not None:
             os.close(fd)
@@ -138,84 +113,58 @@ def try_overlap_lock(
     timeout: timedelta | None = None,
     directory: OverlapDir | None = None,
 ) -> Overlap:
-    """Try, without waiting, to take ``task``'s overlap lock in ``lock_dir``.
+    """Try, without waiting, to take ``task``'s overlap lock in ``lock_dir`` (``directory``:
+    its overlap directory, already open; else opened for this call).
 
-    ``lease`` is None for ``without_overlapping = true`` (no expiry); with a duration, a lock
-    whose holder started more than ``lease`` before ``now`` is overtaken: its file is unlinked
-    (the stuck holder keeps its lock on the orphaned inode) and a fresh one is locked.
-
+    A lock whose holder started more than ``lease`` (None: never) before ``now`` is overtaken:
+    its file is unlinked (the stuck holder keeps the orphaned inode) and a fresh one locked.
     The attempt and the ``.holder`` record happen under a short guard lock, so a contender
-    never reads the previous holder's record in the instant between the new holder's flock
-    and its write; without that, yesterday's start time could make a fresh run look stuck.
-
-    The flock is the first line of defence; the second is the holder record's command
-    (:meth:`OverlapLock.record_command`): a free flock whose last holder's command, or a
-    member of its process group, still runs on this host and boot counts as held, since the
-    task closed the descriptor it was given. ``timeout`` is recorded so that a contender can
-    tell a holder that should have been killed long ago.
-
-    ``directory``: ``lock_dir``'s overlap directory, already opened (a run taking many locks
-    opens it once); without it, it is opened for this call.
-    """
-    if directory is None:
-        directory = OverlapDir(lock_dir)
-        try:
-            return _try_overlap_lock(directory, task, lease, now, host, pid, timeout)
-        finally:
-            directory.close()
-    return _try_overlap_lock(directory, task, lease, now, host, pid, timeout)
-
-
-def _try_overlap_lock(
-    directory: OverlapDir,
-    task: str,
-    lease: timedelta | None,
-    now: datetime,
-    host: str,
-    pid: int,
-    timeout: timedelta | None,
-) -> Overlap:
-    dir_fd, mode = directory.dir_fd, directory.mode
-    stem = layout.file_stem(task)  # the name check, once
-    lock_path = directory.file(stem, ".lock", task)
-    holder_path = directory.file(stem, ".holder", task)
-    me = HolderInfo(host=host, pid=pid, started=layout.utc(now), timeout=timeout)
-    with _guard(directory.file(stem, ".guard", task), mode=mode, dir_fd=dir_fd) as guarded:
-        lock = _lock_file(lock_path, mode, dir_fd)
-        if lock is not None:
-            # One descriptor of the holder record: the previous holder's is read through it
-            # and ours written through it (see _record_holder).
+    never reads the previous holder's record between the new holder's flock and its write
+    (yesterday's start would make a fresh run look stuck). A free flock whose last holder's
+    command, or its process group, still runs on this boot counts as held: the task closed
+    the descriptor it was given."""
+    with ExitStack() as opened:
+        if directory is None:
+            directory = opened.enter_context(closing(OverlapDir(lock_dir)))
+        dir_fd, mode = directory.dir_fd, directory.mode
+        stem = layout.file_stem(task)  # the name check, once
+        lock_path = directory.file(stem, ".lock", task)
+        holder_path = directory.file(stem, ".holder", task)
+        me = HolderInfo(host=host, pid=pid, started=layout.utc(now), timeout=timeout)
+        with _guard(directory.file(stem, ".guard", task), mode=mode, dir_fd=dir_fd) as guarded:
+            lock = _lock_file(lock_path, mode, dir_fd)
+            if lock is not None:
+                # One descriptor of the holder record: the previous holder's is read through it
+                # and ours written through it (see _record_holder).
+                fd = _open_holder(lock, holder_path, mode, dir_fd)
+                old = _pread_all(fd)
+                # Without the guard the record may be stale, so it is not evidence either way.
+                previous = _holder_from(layout.parse_record(old)) if guarded and old else None
+                if previous is None or not command_lives(previous):
+                    return Overlap("acquired", _record_holder(lock, fd, me, len(old)), None)
+                if not _past_lease(previous, me, lease):
+                    os.close(fd)
+                    lock.release()
+                    return Overlap("held", None, previous)
+                return Overlap("overtaken", _record_holder(lock, fd, me, len(old)), previous)
+            holder = _holder_from(layout.read_record(holder_path, dir_fd))
+            # Without the guard the record may be stale, so it is not evidence of a stuck run.
+            if not guarded or holder is None or not _past_lease(holder, me, lease):
+                return Overlap("held", None, holder)
+            with suppress(FileNotFoundError):
+                os.unlink(lock_path.rpartition("/")[2], dir_fd=dir_fd)
+            lock = _lock_file(lock_path, mode, dir_fd)
+            if lock is None:
+                return Overlap("held", None, holder)
             fd = _open_holder(lock, holder_path, mode, dir_fd)
-            old = _pread_all(fd)
-            # Without the guard the record may be stale, so it is not evidence either way.
-            previous = _holder_from(layout.parse_record(old)) if guarded and old else None
-            if previous is None or not command_lives(previous):
-                return Overlap("acquired", _record_holder(lock, fd, me, len(old)), None)
-            if not _past_lease(previous, me, lease):
-                os.close(fd)
-                lock.release()
-                return Overlap("held", None, previous)
-            return Overlap("overtaken", _record_holder(lock, fd, me, len(old)), previous)
-        holder = _holder_from(layout.read_record(holder_path, dir_fd))
-        # Without the guard the record may be stale, so it is not evidence of a stuck run.
-        if not guarded or holder is None or not _past_lease(holder, me, lease):
-            return Overlap("held", None, holder)
-        with suppress(FileNotFoundError):
-            os.unlink(lock_path.rpartition("/")[2], dir_fd=dir_fd)
-        lock = _lock_file(lock_path, mode, dir_fd)
-        if lock is None:
-            return Overlap("held", None, holder)
-        fd = _open_holder(lock, holder_path, mode, dir_fd)
-        # The old record was not read here: cut whatever it was to the new one's length.
-        return Overlap("overtaken", _record_holder(lock, fd, me, None), holder)
+            # The old record was not read here: cut whatever it was to the new one's length.
+            return Overlap("overtaken", _record_holder(lock, fd, me, None), holder)
 
 
 def overlap_held(lock_dir: Path, task: str) -> bool:
-    """Whether ``task``'s overlap lock is held right now, for ``run --dry-run``; creates nothing.
-
-    flock has no "test" operation, so this takes and drops the lock, but only under the
-    guard: a real contender waits for the guard instead of mistaking the probe for a run.
-    """
+    """Whether ``task``'s overlap lock is held right now; creates nothing. flock has no
+    "test", so this takes and drops the lock, under the guard: a contender waits for the
+    guard instead of mistaking the probe for a run."""
     directory = lock_dir / "overlap"
     try:
         with _guard(layout.task_path(directory, task, ".guard"), create=False) as guarded:
@@ -225,7 +174,7 @@ def overlap_held(lock_dir: Path, task: str) -> bool:
                     return True
             finally:
                 os.close(fd)
-            holder = _read_holder(layout.task_path(directory, task, ".holder"))
+            holder = _holder_from(layout.read_record(layout.task_path(directory, task, ".holder")))
             return holder is not None and command_lives(holder)
     except FileNotFoundError:
         return False  # never taken on this lock_dir
@@ -267,8 +216,6 @@ def _past_lease(holder: HolderInfo, me: HolderInfo, lease: timedelta | None) -> 
 
 
 def _open_holder(lock: OverlapLock, holder_path: str, mode: int, dir_fd: int) -> int:
-    """Open (or create) the holder record for reading and writing; the lock is let go if
-    that fails."""
     try:
         return open_nofollow(holder_path, os.O_RDWR | os.O_CREAT, mode, dir_fd=dir_fd)
     except BaseException:
@@ -284,15 +231,12 @@ def _pread_all(fd: int) -> bytes:
 
 
 def _record_holder(lock: OverlapLock, fd: int, me: HolderInfo, old_size: int | None) -> OverlapLock:
-    """Write ``me`` as the holder record (under the guard) on ``fd``, whose content was
-    ``old_size`` bytes long (None: not known), and keep ``fd`` in ``lock`` for
-    :meth:`OverlapLock.record_command`.
+    """Write ``me`` (under the guard) on ``fd``, ``old_size`` bytes long (None: unknown),
+    kept in ``lock`` for :meth:`OverlapLock.record_command`.
 
-    The record is rewritten in place, not replaced by rename: every reader that acts on it
-    holds the guard, as this first write does; the second write (the command's identity) is
-    not guarded, and a read torn by it parses as no record, which a contender holding no
-    flock never sees (cronctl holds the flock while it writes). Two renames a run cost more
-    than the rest of the guard.
+    Rewritten in place, not renamed (two renames a run cost more than the rest of the
+    guard): every reader that acts on it holds the guard, as this write does; a read torn
+    by the unguarded second write parses as no record, which only a flock holder could see.
     """
     lock._holder, lock._holder_fd = me, fd
     try:
@@ -303,9 +247,8 @@ def _record_holder(lock: OverlapLock, fd: int, me: HolderInfo, old_size: int | N
     return lock
 
 
-#: Holder records are padded with spaces to this width (JSON allows them), so that writing
-#: one over another never needs a truncation; a longer one (a very long host name) is cut
-#: to its own length.
+#: Holder records are padded with spaces (JSON allows them) so writing one over another
+#: needs no truncation; a longer one is cut to its own length.
 _HOLDER_WIDTH = 512
 
 
@@ -329,10 +272,6 @@ def _write_holder(fd: int, holder: HolderInfo, truncate: bool = False) -> None:
         raise OSError(errno.ENOSPC, "short write of the overlap holder record")
     if truncate or len(data) > _HOLDER_WIDTH:
         os.ftruncate(fd, len(data))
-
-
-def _read_holder(path: Path) -> HolderInfo | None:
-    return _holder_from(layout.read_record(path))
 
 
 def _holder_from(record: dict[str, object] | None) -> HolderInfo | None:

@@ -12,13 +12,10 @@ from cronctl.coord.files import layout
 from cronctl.coord.port import PauseInfo
 from cronctl.edge.safefiles import ensure_private_dir, fsync_dir, write_atomic
 
-__all__ = ["clear_pause", "paused_tasks", "set_pause"]
-
 
 def set_pause(
     lock_dir: Path, task: str, *, reason: str | None, now: datetime, host: str, user: str
 ) -> None:
-    """Mark ``task`` paused (atomically; pausing again replaces the reason and time)."""
     directory = ensure_private_dir(lock_dir / "paused", within=lock_dir)
     path = layout.task_path(directory, task, ".pause")
     record = {"reason": reason, "since": layout.iso(now), "host": host, "user": user}
@@ -26,7 +23,6 @@ def set_pause(
 
 
 def clear_pause(lock_dir: Path, task: str) -> bool:
-    """Remove ``task``'s pause marker; False if it was not paused."""
     path = layout.task_path(lock_dir / "paused", task, ".pause")
     try:
         path.unlink()
@@ -37,7 +33,6 @@ def clear_pause(lock_dir: Path, task: str) -> bool:
 
 
 def paused_tasks(lock_dir: Path) -> dict[str, PauseInfo]:
-    """Every paused task in ``lock_dir``, from one directory listing (empty when none)."""
     try:
         with os.scandir(lock_dir / "paused") as listing:
             entries = list(listing)

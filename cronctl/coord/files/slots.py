@@ -20,12 +20,8 @@ from cronctl.coord.files.layout import flock_nonblocking, mode_under
 from cronctl.core.groups import GROUP_NAME
 from cronctl.edge.safefiles import ensure_private_dir, open_dir, open_nofollow
 
-__all__ = ["FileSlot", "try_slot"]
-
 
 class FileSlot:
-    """A held slot: cronctl's descriptor carrying the flock."""
-
     __slots__ = ("_fd", "path")
 
     def __init__(self, fd: int, path: str) -> None:
@@ -33,15 +29,12 @@ class FileSlot:
         self.path = path
 
     def release(self) -> None:
-        """Close the descriptor (no other process holds it, so the flock goes with it)."""
         fd, self._fd = self._fd, None
         if fd is not None:
             os.close(fd)
 
 
 def try_slot(lock_dir: Path, group: str, size: int) -> FileSlot | None:
-    """The first of the group's ``size`` slots that no process holds, now locked; None when
-    every one is held. Never waits."""
     if not re.fullmatch(GROUP_NAME, group):
         raise ValueError(f"invalid group name {group!r}: it must match {GROUP_NAME}")
     directory = ensure_private_dir(lock_dir / "groups", within=lock_dir)
