@@ -1,12 +1,7 @@
-"""The dashboard's actions (`cronctl serve --allow-actions`): pause, resume and run now,
-each recorded with who asked and from where (docs/dashboard.md, "Actions").
-
-Nothing here knows HTTP: web/pages.py and web/api.py check the token, the origin and the
-CSRF token, and hand over an :class:`Actor`. Each action is the CLI's use case, called with the
-run context `serve` resolved once (the same project, directories, host and coordinator):
-pause and resume are `cronctl pause` and `resume`; run now is `cronctl exec` (its lock, its
-history), begun in the request, so a run going anywhere is refused there and then, and
-finished in a thread of the server while the page answers."""
+"""The dashboard's actions (`cronctl serve --allow-actions`, docs/dashboard.md "Actions"):
+`cronctl pause`, `resume` and `exec`, with the run context `serve` resolved, each recorded
+with who asked and from where. Nothing here knows HTTP. Run now is begun in the request, so
+a run going anywhere is refused there and then, and finished in a thread of the server."""
 
 from __future__ import annotations
 
@@ -27,20 +22,16 @@ from cronctl.edge.audit import append_record
 from cronctl.errors import CronctlError, UsageError
 from cronctl.run.context import RunContext
 
-#: The longest pause reason the dashboard takes (a sentence, not a document).
-MAX_REASON = 200
+MAX_REASON = 200  # a sentence, not a document
 ACTIONS = ("pause", "resume", "run")
 _T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True)
 class Actor:
-    """Who asked for an action and from where.
-
-    ``user`` is "dashboard": the token is one identity, shared by whoever holds it.
-    ``forwarded_user`` and ``forwarded_for`` are what a reverse proxy on this machine said
-    (``X-Forwarded-User``, the last ``X-Forwarded-For`` address); ``client`` is the address
-    the connection came from; ``via`` is "page" (a form) or "api" (a bearer request)."""
+    """Who asked: ``user`` "dashboard" (the token is one identity), what a reverse proxy on
+    this machine said (``X-Forwarded-User``, the last ``X-Forwarded-For``), the connection's
+    address, and ``via`` "page" (a form) or "api" (a bearer request)."""
 
     user: str
     client: str
@@ -55,10 +46,6 @@ class Actor:
 
 
 class Actions:
-    """Pause, resume and run now over one schedule and the run context `serve` resolved
-    (state and lock directories, host, coordinator; the environment without the dashboard's
-    token)."""
-
     def __init__(self, schedule: Schedule, ctx: RunContext) -> None:
         if ctx.coord is None:
             raise ValueError("the dashboard's actions go through its coordinator")
@@ -70,13 +57,12 @@ class Actions:
         self._runs_lock = threading.Lock()
 
     def known(self, name: str) -> bool:
-        """Whether `name` is a task of the loaded schedule (anything else answers 404)."""
         return name in self._names
 
     def do(
         self, kind: str, name: str, actor: Actor, fields: Mapping[str, str], now: datetime
     ) -> dict[str, bool | str]:
-        """One of ACTIONS, as a form or the API asked it; what the API answers."""
+        """One of ACTIONS; what the API answers."""
         if kind == "pause":
             self.pause(name, fields.get("reason", ""), actor, now)
             return {"paused": True}
@@ -85,13 +71,12 @@ class Actions:
         return {"started": True, "run": self.run_now(name, actor, now)}
 
     def refuse(self, kind: str, name: str, actor: Actor, now: datetime, problem: str) -> None:
-        """Record an action refused at the door (its origin, its CSRF token); refused all
-        the same when the record cannot be written (which stops every action)."""
+        """Record an action refused at the door (refused all the same when the record cannot
+        be written, which stops every action)."""
         with contextlib.suppress(CronctlError):
             self.record(kind, name, actor, now, f"refused: {problem}")
 
     def pause(self, name: str, reason: str, actor: Actor, now: datetime) -> None:
-        """Pause `name` as `cronctl pause` does, the actor kept as the pause's user."""
         reason = reason.strip()
         problem = _reason_problem(reason)
         if problem is not None:
@@ -103,18 +88,13 @@ class Actions:
         )  # fmt: skip
 
     def resume(self, name: str, actor: Actor, now: datetime) -> bool:
-        """Resume `name` as `cronctl resume` does; False if it was not paused."""
         return self._audited(
             "resume", name, actor, now, None, lambda: resume(self.schedule, self.coord, name)
         )
 
     def run_now(self, name: str, actor: Actor, now: datetime) -> str:
-        """`cronctl exec NAME`: take its lock, record it, and run it in a thread of the
-        server; return the run's id.
-
-        :raises Busy: it is running (on any machine of the coordination) or its group is full.
-        :raises UsageError: the task does not run on this machine, or the schedule has
-            errors (`cronctl exec` refuses then too)."""
+        """`cronctl exec NAME` in a thread of the server; the run's id. Busy when it runs or
+        its group is full; a UsageError as `exec` refuses (the schedule has errors...)."""
         if self.schedule.errors:
             count = len(self.schedule.errors)
             raise UsageError(
@@ -141,8 +121,7 @@ class Actions:
                 self._runs.pop(threading.current_thread(), None)
 
     def stop_runs(self, signum: int = signal.SIGTERM) -> None:
-        """Pass `signum` on to the runs this server started and wait until each is recorded
-        (as `cronctl exec` does with a Ctrl-C or SIGTERM)."""
+        """Pass `signum` on to the runs this server started and wait until each is recorded."""
         with self._runs_lock:
             runs = list(self._runs.items())
         for _worker, begun in runs:
@@ -152,7 +131,6 @@ class Actions:
 
     def _audited(self, action: str, name: str, actor: Actor, now: datetime, reason: str | None,
                  do: Callable[[], _T]) -> _T:  # fmt: skip
-        """Record the action, then do it; a failure is recorded too."""
         self.record(action, name, actor, now, "accepted", reason)
         try:
             return do()
@@ -162,8 +140,8 @@ class Actions:
 
     def record(self, action: str, name: str, actor: Actor, now: datetime, result: str,
                reason: str | None = None) -> None:  # fmt: skip
-        """One line of the audit record (edge/audit.py): "accepted" before the action is
-        done, "refused: WHY" for one not done, "failed: WHY" after one that failed."""
+        """One line of the audit record (edge/audit.py): "accepted", "refused: WHY" or
+        "failed: WHY"."""
         append_record(
             self.ctx.state_dir,
             {

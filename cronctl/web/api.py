@@ -1,9 +1,9 @@
-"""The dashboard's JSON API, in the shapes of the CLI's --json (docs/commands.md): each
-handler a function of the request, reading the dashboard from its app (web/site.py)."""
+"""The dashboard's JSON API, in the shapes of the CLI's --json (docs/commands.md)."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
@@ -12,9 +12,7 @@ from starlette.responses import JSONResponse, Response
 
 from cronctl.cli.explain_cmd import as_dict
 from cronctl.cli.render.runs import run_json
-from cronctl.coord.port import TaskLatest
 from cronctl.core.model import format_utc
-from cronctl.core.runs import RunRow
 from cronctl.errors import CronctlError
 from cronctl.web.auth import actor_of, bearer, origin_problem
 from cronctl.web.overview_html import when
@@ -22,7 +20,7 @@ from cronctl.web.site import HEADERS, Site, failure, query_of, read_route, site_
 from cronctl.web.views import HistoryQuery, TaskSummary, cursor
 
 
-@read_route
+@read_route("/api/tasks")
 def tasks(site: Site, request: Request) -> Response:
 
     def answer() -> bytes:
@@ -35,7 +33,7 @@ def tasks(site: Site, request: Request) -> Response:
     return typed(site.shared.get("/api/tasks", answer), "application/json")
 
 
-@read_route
+@read_route("/api/tasks/{name}")
 def task(site: Site, request: Request) -> Response:
     name = request.path_params["name"]
     view = site.dashboard.task_page(name, site.clock(), HistoryQuery(task=name, limit=20))
@@ -46,13 +44,13 @@ def task(site: Site, request: Request) -> Response:
     return JSONResponse(body, headers=HEADERS)
 
 
-@read_route
+@read_route("/api/tasks/{name}/explain")
 def explain(site: Site, request: Request) -> Response:
     at = request.query_params.get("at") or format_utc(site.clock())
     return JSONResponse(as_dict(site.explained(request.path_params["name"], at)), headers=HEADERS)
 
 
-@read_route
+@read_route("/api/runs")
 def runs(site: Site, request: Request) -> Response:
     view = site.dashboard.history(query_of(request))
     rows = [run_json(r) for r in view.runs]
@@ -60,7 +58,7 @@ def runs(site: Site, request: Request) -> Response:
     return JSONResponse(body, headers=HEADERS)
 
 
-@read_route
+@read_route("/api/hosts")
 def hosts(site: Site, request: Request) -> Response:
     rows = [
         {
@@ -78,9 +76,8 @@ def hosts(site: Site, request: Request) -> Response:
 
 
 async def act(kind: str, request: Request) -> Response:
-    """POST /api/tasks/NAME/{pause,resume,run}: it must bring the token as a bearer header
-    (a browser never adds one by itself); if it says where it comes from, that must be
-    here too. Every request with the token is recorded, refusals included."""
+    """POST /api/tasks/NAME/{pause,resume,run}: the token as a bearer header (a browser never
+    adds one by itself), and if it says where it comes from, here. Each is recorded."""
     site = site_of(request)
     actions, sessions = site.actions, site.sessions
     assert actions is not None and sessions is not None  # the only dashboard with the route
@@ -108,7 +105,6 @@ async def act(kind: str, request: Request) -> Response:
 
 
 def _json(data: bytes) -> dict[str, str]:
-    """An API call's JSON object (none: no fields), its string values."""
     if not data.strip():
         return {}
     try:
@@ -121,37 +117,26 @@ def _json(data: bytes) -> dict[str, str]:
 
 
 def summary_json(row: TaskSummary) -> dict[str, Any]:
-    """A task as `status --json` shows it, with the last run on every host."""
+    hosts: dict[str, Any] | None = None
+    if (counted := row.hosts) is not None:
+        hosts = {
+            "ok": counted.ok_hosts,
+            "not_ok": counted.not_ok_hosts,
+            "failing": counted.failing_hosts,
+            "not_ok_named": [asdict(h) for h in counted.not_ok],
+        }
     return {
         "name": row.task.name,
         "paused": row.paused,
         "pause_reason": row.pause_reason,
         "next_run": when(row.next_run) if row.next_run else None,
-        "last_run": run_json(only) if (only := _only_run(row)) is not None else None,
+        # None: on several hosts, never, or counted (a fleet's overview: ``last`` empty).
+        "last_run": run_json(row.last[0]) if len(row.last) == 1 else None,
         "last_runs": [run_json(r) for r in row.last],
-        "hosts": _hosts_json(row.hosts) if row.hosts is not None else None,
+        "hosts": hosts,
         "running": [run_json(r) for r in row.running],
         "consecutive_failures": row.failures,
         "overdue": row.overdue is not None,
         "overdue_since": when(row.overdue) if row.overdue else None,
         "state": row.state,
-    }
-
-
-def _only_run(row: TaskSummary) -> RunRow | None:
-    """The task's last run when it ran on one host only (None: on several, never, or in a
-    fleet's overview, which counts the hosts instead of reading their runs: ``last`` is
-    then empty)."""
-    return row.last[0] if len(row.last) == 1 else None
-
-
-def _hosts_json(hosts: TaskLatest) -> dict[str, Any]:
-    """A fleet overview's count of a task's hosts, by how their last run went."""
-    return {
-        "ok": hosts.ok_hosts,
-        "not_ok": hosts.not_ok_hosts,
-        "failing": hosts.failing_hosts,
-        "not_ok_named": [
-            {"host": h.host, "outcome": h.outcome, "run_id": h.run_id} for h in hosts.not_ok
-        ],
     }

@@ -1,5 +1,5 @@
-"""The dashboard's ASGI app and the server that runs it: every route, the body limit, and
-uvicorn with the limits of web/limits.py (docs/dashboard.md).
+"""The dashboard's ASGI app and the server that runs it (docs/dashboard.md): every route (the
+read routes as their handlers name them), the body limit, and uvicorn with web/limits.py.
 
 cli/serve_cmd.py imports this module only when `serve` starts: with it come Starlette,
 Jinja2 and uvicorn (the `web` extra), which nothing else in cronctl loads."""
@@ -21,25 +21,10 @@ from cronctl.web import api, pages
 from cronctl.web.actions import ACTIONS, Actions
 from cronctl.web.auth import Listen, Sessions
 from cronctl.web.limits import MAX_BODY, BodyLimit, connection_limits, limited_protocol
-from cronctl.web.site import HEADERS, Site
+from cronctl.web.site import HEADERS, READ_ROUTES, Site
 from cronctl.web.views import Dashboard
 
-ROUTES = [
-    Route("/login", pages.login_post, methods=["POST"]),
-    Route("/", pages.overview),
-    Route("/tasks/{name}", pages.task),
-    Route("/tasks/{name}/timeline.svg", pages.timeline),
-    Route("/tasks/{name}/durations.svg", pages.durations),
-    Route("/runs/{id}", pages.run),
-    Route("/fleet", pages.fleet),
-    Route("/static/style.css", pages.style),
-    Route("/login", pages.login),
-    Route("/api/tasks", api.tasks),
-    Route("/api/tasks/{name}", api.task),
-    Route("/api/tasks/{name}/explain", api.explain),
-    Route("/api/runs", api.runs),
-    Route("/api/hosts", api.hosts),
-]
+ROUTES = [Route("/login", pages.login_post, methods=["POST"]), *READ_ROUTES]
 #: Offered with --allow-actions only.
 ACTION_ROUTES = [
     Route(f"{prefix}/tasks/{{name}}/{kind}", functools.partial(act, kind), methods=["POST"])
@@ -56,7 +41,7 @@ def build_app(
     actions: Actions | None = None,
 ) -> Starlette:
     """The ASGI app: ``token`` required of every request when set (a bearer header or the
-    session cookie the login form sets), the rest as web/site.py's Site keeps it."""
+    session cookie the login form sets)."""
     sessions = Sessions(token) if token is not None else None
     offered = ACTION_ROUTES if actions is not None and sessions is not None else []
     app = Starlette(routes=ROUTES + offered, lifespan=_lifespan,
@@ -75,7 +60,6 @@ async def _lifespan(app: Starlette) -> AsyncIterator[None]:
 
 
 def serve(app: Starlette, where: Listen) -> None:
-    """Answer on ``where`` until a signal stops the server."""
     cap, backlog = connection_limits()
     uvicorn.run(
         app, host=where.host, port=where.port, log_level="warning", server_header=False,

@@ -1,9 +1,6 @@
-"""Who may use the dashboard and who a request comes from: the token it needs where other
-machines can reach it, login sessions, CSRF tokens, the same-origin check and the actor an
-action is recorded under (docs/dashboard.md, "Security" and "Actions").
-
-Plain values in and out (headers as a mapping), so each rule reads and tests alone; the
-handlers (web/site.py, web/pages.py, web/api.py) apply them."""
+"""Who may use the dashboard and who a request comes from (docs/dashboard.md, "Security"):
+the token, login sessions, CSRF tokens, the same-origin check and an action's actor. Plain
+values in and out (headers as a mapping), so each rule reads and tests alone."""
 
 from __future__ import annotations
 
@@ -22,16 +19,12 @@ from cronctl.web.actions import Actor
 TOKEN_ENV = "CRONCTL_SERVE_TOKEN"  # noqa: S105  (the name of the variable)
 _MIN_TOKEN = 16
 SESSION_COOKIE = "cronctl_session"
-#: How long a login lasts; then the login form asks for the token again.
-SESSION_S = 12 * 3600
-#: The longest X-Forwarded-User kept (a login name, not a document).
-_MAX_USER = 64
+SESSION_S = 12 * 3600  # then the login form asks for the token again
+_MAX_USER = 64  # the longest X-Forwarded-User kept: a login name, not a document
 
 
 @dataclass(frozen=True, slots=True)
 class Listen:
-    """Where to listen: an address and a port, and whether only this machine can connect."""
-
     host: str
     port: int
 
@@ -41,13 +34,11 @@ class Listen:
         return self.host == "localhost" or _loopback(self.host)
 
     def host_headers(self) -> frozenset[str]:
-        """The Host headers a browser on this machine sends to this address."""
         names = {"127.0.0.1", "localhost", "[::1]", self.host}
         return frozenset(f"{n}:{self.port}" for n in names)
 
 
 def parse_listen(text: str) -> Listen:
-    """``HOST:PORT`` or ``[IPV6]:PORT``; a usage error naming the flag otherwise."""
     host, sep, port = text.rpartition(":")
     host = host.removeprefix("[").removesuffix("]")
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
@@ -58,7 +49,6 @@ def parse_listen(text: str) -> Listen:
 
 
 def check_exposure(listen: Listen, token: str | None) -> None:
-    """A dashboard other machines can reach must ask for a token (docs/dashboard.md)."""
     if token is not None and len(token) < _MIN_TOKEN:
         raise UsageError(f"{TOKEN_ENV} is too short: use at least {_MIN_TOKEN} random characters")
     if not listen.loopback and token is None:
@@ -70,7 +60,6 @@ def check_exposure(listen: Listen, token: str | None) -> None:
 
 
 def check_actions(allow: bool, token: str | None) -> None:
-    """Actions change what runs: never without a token to ask for (docs/dashboard.md)."""
     if allow and token is None:
         raise UsageError(
             f"--allow-actions needs {TOKEN_ENV}: pause, resume and run now are refused to "
@@ -80,10 +69,9 @@ def check_actions(allow: bool, token: str | None) -> None:
 
 
 class Sessions:
-    """The token and the login sessions it signs, as cookies: ``ISSUED.NONCE.MAC``, the
-    MAC an HMAC-SHA256 keyed with the token. The cookie never holds the token itself, and
-    a new token ends every session. The CSRF token of a session is an HMAC of its cookie
-    under a second key."""
+    """The token and the login sessions it signs: cookies ``ISSUED.NONCE.MAC``, an HMAC keyed
+    with the token (never the token itself; a new token ends every session). A session's
+    CSRF token is an HMAC of its cookie under a second key."""
 
     def __init__(self, token: str) -> None:
         secret = token.encode()
@@ -104,15 +92,13 @@ class Sessions:
         return signed and 0 <= now - int(issued) < SESSION_S
 
     def csrf(self, cookie: str) -> str:
-        """The CSRF token of the session `cookie` (the forms' hidden field)."""
         return _mac(self._csrf, cookie)
 
     def csrf_ok(self, cookie: str, given: str) -> bool:
         return hmac.compare_digest(self.csrf(cookie).encode(), given.encode())
 
     def matches(self, given: str) -> bool:
-        """Whether ``given`` is the token, compared in constant time (a non-ASCII guess is
-        just wrong, never an error)."""
+        """In constant time (a non-ASCII guess is just wrong, never an error)."""
         return hmac.compare_digest(given.encode(), self._token)
 
 
@@ -121,7 +107,6 @@ def _mac(key: bytes, text: str) -> str:
 
 
 def bearer(headers: Mapping[str, str]) -> str | None:
-    """The token of an ``Authorization: Bearer TOKEN`` header, or None."""
     scheme, _, value = headers.get("authorization", "").partition(" ")
     return value.strip() if scheme.lower() == "bearer" and value.strip() else None
 
@@ -134,11 +119,9 @@ def scheme_of(headers: Mapping[str, str], scheme: str) -> str:
 
 
 def origin_problem(headers: Mapping[str, str], scheme: str) -> str | None:
-    """Why the request does not come from a page of this dashboard, or None.
-
-    The ``Origin`` header, else the ``Referer``, must be this request's own scheme and
-    ``Host``; a request with neither is refused (a browser sends ``Origin`` with every form
-    post; the pages' ``Referrer-Policy: same-origin`` keeps it)."""
+    """Why the request does not come from a page of this dashboard, or None: its ``Origin``,
+    else its ``Referer``, must be its own scheme and ``Host``; neither is refused (a browser
+    sends ``Origin`` with every form post)."""
     expected = f"{scheme_of(headers, scheme)}://{headers.get('host', '')}".lower()
     origin = headers.get("origin")
     if origin is not None:
@@ -155,11 +138,9 @@ def origin_problem(headers: Mapping[str, str], scheme: str) -> str | None:
 
 
 def actor_of(client: str | None, headers: Mapping[str, str], via: str) -> Actor:
-    """Who asked: "dashboard" (the token is one identity), from the connection's address.
-
-    ``X-Forwarded-User`` and ``X-Forwarded-For`` are taken only from a loopback peer — a
-    reverse proxy on this machine, which sets them — and only the last ``X-Forwarded-For``
-    address (the one that proxy saw; earlier ones are whatever the client sent)."""
+    """Who asked. ``X-Forwarded-User`` and ``-For`` are taken only from a loopback peer (a
+    reverse proxy on this machine), and only the last ``X-Forwarded-For`` address (the one
+    that proxy saw; earlier ones are whatever the client sent)."""
     peer = client or "unknown"
     if not _loopback(peer):
         return Actor("dashboard", peer, via)

@@ -1,8 +1,4 @@
-"""Instants as the dashboard's pages say them: how far from the page's now ("in 12 min",
-"3 h ago"), with the exact instant in the task's zone for the hover (docs/dashboard.md).
-
-The JSON API and the CLI keep UTC ISO 8601 (``format_utc``); only the pages use words.
-"""
+"""Instants as the dashboard's pages say them (the API keeps UTC ISO 8601)."""
 
 from __future__ import annotations
 

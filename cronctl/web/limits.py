@@ -1,38 +1,26 @@
-"""What `cronctl serve` takes from a client (docs/dashboard.md#limits): a body of at most
-16 KB on every route, a whole request within a few seconds, and a cap on connections under
-which a slow or idle client gives way to a new one."""
+"""What `cronctl serve` takes from a client (docs/dashboard.md#limits)."""
 
 from __future__ import annotations
 
 import asyncio
 import resource
-from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any
 
 import h11
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-#: The largest request body read, on every route (a pause reason and a CSRF token fit many
-#: times over); also the largest request head (h11's own limit, said here once).
+#: The largest request body, on every route, and the largest request head.
 MAX_BODY = 16 * 1024
 #: From a connection's start (or the end of its last answer) to its request's last byte.
 REQUEST_S = 5.0
 #: Connections at most, whatever the descriptor limit (1,000 viewers at once is plenty).
 MOST_CONNECTIONS = 1000
 
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-App = Callable[[Scope, Receive, Send], Awaitable[None]]
-
 
 def connection_limits() -> tuple[int, int]:
-    """(connections at most, connections accepted at a time) from this process's descriptor
-    limit: half of the descriptors for connections, at most MOST_CONNECTIONS; an eighth
-    accepted in one go (asyncio accepts that many before the protocol sees any, and closes
-    the ones given way a turn later). The rest: the store, logs, worker threads. So
-    accepting never runs out of descriptors, which would stop it for a second each time."""
+    """(connections at most, accepted at a time) from the descriptor limit: a half, an eighth
+    (asyncio accepts that many before the protocol sees any); the rest for the store, logs
+    and threads, so accepting never runs out of descriptors (it would stop for a second)."""
     soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY:
         soft = 8 * MOST_CONNECTIONS
@@ -43,7 +31,7 @@ class BodyLimit:
     """413 for a body over MAX_BODY: at once when Content-Length says so (nothing of it is
     read), else as soon as a chunked body passes it; the connection is then closed."""
 
-    def __init__(self, app: App, headers: dict[str, str]) -> None:
+    def __init__(self, app: ASGIApp, headers: dict[str, str]) -> None:
         self.app = app
         self.headers = headers
 
@@ -87,14 +75,13 @@ class BodyLimit:
 
 
 class _TooLarge(Exception):
-    """A chunked body passed MAX_BODY."""
+    pass
 
 
 def limited_protocol(cap: int) -> type[asyncio.Protocol]:
-    """uvicorn's HTTP/1.1 protocol (h11) with a deadline for each request and a connection
-    cap: a connection still waiting for its request's last byte REQUEST_S after it started
-    waiting is closed, and a new connection past `cap` closes the one that has waited
-    longest (or itself, when every connection is being answered)."""
+    """uvicorn's h11 protocol with a deadline for each request (REQUEST_S to its last byte)
+    and a connection cap: one past it closes the one that has waited longest (or itself,
+    when every connection is being answered)."""
     waiting: dict[Limited, None] = {}  # in the order they started waiting
 
     class Limited(H11Protocol):

@@ -1,11 +1,8 @@
-"""The dashboard's pages and pictures, and the forms they post: each handler a function of
-the request, reading the dashboard from its app (web/site.py)."""
+"""The dashboard's pages and pictures, and the forms they post."""
 
 from __future__ import annotations
 
 import time
-from datetime import datetime
-from html import escape
 from urllib.parse import parse_qs, quote, urlencode
 
 from markupsafe import Markup
@@ -30,7 +27,7 @@ DONE = {"pause": "paused", "resume": "resumed", "run": "started"}
 NOT_DONE = {"pause": "Not paused", "resume": "Not resumed", "run": "Nothing was started"}
 
 
-@read_route
+@read_route("/")
 def overview(site: Site, request: Request) -> Response:
     q = request.query_params
     state = q.get("state") or None
@@ -46,7 +43,7 @@ def overview(site: Site, request: Request) -> Response:
     return typed(site.shared.get(("/", filters), render_page), "text/html; charset=utf-8")
 
 
-@read_route
+@read_route("/tasks/{name}")
 def task(site: Site, request: Request) -> Response:
     name = request.path_params["name"]
     now = site.clock()
@@ -70,7 +67,6 @@ def task(site: Site, request: Request) -> Response:
 
 
 def _older(request: Request, view: TaskPage) -> str | None:
-    """The link to the next (older) page of the task's history, or None."""
     if view.history.after is None:
         return None
     params = {k: v for k, v in request.query_params.items() if k != "before" and v}
@@ -83,17 +79,19 @@ def _pictured(site: Site, request: Request) -> TaskPage:
     return site.dashboard.task_page(name, site.clock(), HistoryQuery(task=name, limit=1))
 
 
-@read_route
+@read_route("/tasks/{name}/timeline.svg")
 def timeline(site: Site, request: Request) -> Response:
     return typed(timeline_svg(_pictured(site, request).timeline), "image/svg+xml")
 
 
-@read_route
+@read_route("/tasks/{name}/durations.svg")
 def durations(site: Site, request: Request) -> Response:
-    return typed(duration_svg(_pictured(site, request).durations), "image/svg+xml")
+    points = _pictured(site, request).durations  # one bar per run, oldest left
+    top = max((d for _, d in points), default=0.0) or 1.0
+    return typed(site.rendered("durations.svg", points=points, top=top), "image/svg+xml")
 
 
-@read_route
+@read_route("/runs/{id}")
 def run(site: Site, request: Request) -> Response:
     view = site.dashboard.run_page(request.path_params["id"])
     try:  # the task's zone for the run's exact times (UTC: no longer in the schedule)
@@ -103,17 +101,17 @@ def run(site: Site, request: Request) -> Response:
     return site.page("run.html", view=view, zone=zone)
 
 
-@read_route
+@read_route("/fleet")
 def fleet(site: Site, request: Request) -> Response:
     return site.page("fleet.html", hosts=site.machines.get("hosts", site.dashboard.hosts))
 
 
-@read_route
+@read_route("/static/style.css")
 def style(site: Site, request: Request) -> Response:
     return typed((TEMPLATES / "style.css").read_text(encoding="utf-8"), "text/css")
 
 
-@read_route
+@read_route("/login")
 def login(site: Site, request: Request) -> Response:
     return site.page("login.html")
 
@@ -135,10 +133,9 @@ async def login_post(request: Request) -> Response:
 
 
 async def act(kind: str, request: Request) -> Response:
-    """POST /tasks/NAME/{pause,resume,run}, a form of the task page: it must bring a login
-    session, come from a page of this dashboard (the Origin or Referer header) and carry
-    the session's CSRF token. Every request with a session is recorded, refusals included:
-    a refused action with a valid session is what a cross-site attempt looks like."""
+    """POST /tasks/NAME/{pause,resume,run}, a form of the task page: a login session, from a
+    page of this dashboard, with the session's CSRF token. Every request with a session is
+    recorded: a refused one is what a cross-site attempt looks like."""
     site = site_of(request)
     actions, sessions = site.actions, site.sessions
     assert actions is not None and sessions is not None  # the only dashboard with the route
@@ -168,35 +165,5 @@ async def act(kind: str, request: Request) -> Response:
 
 
 def _form(data: bytes) -> dict[str, str]:
-    """A urlencoded form's fields, the first value of each."""
     form = parse_qs(data.decode("utf-8", "replace"), keep_blank_values=True)
     return {key: values[0] for key, values in form.items()}
-
-
-def duration_svg(points: list[tuple[datetime, float]]) -> str:
-    """Durations over time: one bar per run, oldest left."""
-    width, height, left, bottom = 640, 180, 48, 24
-    top = max((d for _, d in points), default=0.0) or 1.0
-    step = (width - left - 8) / max(len(points), 1)
-    parts = [
-        f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' "
-        f"viewBox='0 0 {width} {height}' font-family='DejaVu Sans, sans-serif' font-size='11'>",
-        f"<rect width='{width}' height='{height}' fill='#ffffff'/>",
-        f"<text x='4' y='14' fill='#57606a'>{top:.2f}s</text>",
-        f"<text x='4' y='{height - bottom}' fill='#57606a'>0s</text>",
-        f"<line x1='{left}' y1='{height - bottom}' x2='{width}' y2='{height - bottom}' "
-        "stroke='#d0d7de'/>",
-    ]
-    plot = height - bottom - 8
-    for i, (at, seconds) in enumerate(points):
-        h = max(1.0, plot * seconds / top)
-        x = left + i * step
-        parts.append(
-            f"<rect x='{x:.1f}' y='{height - bottom - h:.1f}' width='{max(step - 1, 1):.1f}' "
-            f"height='{h:.1f}' fill='#0969da'><title>{escape(format_utc(at))} "
-            f"{seconds:.2f}s</title></rect>"
-        )
-    if not points:
-        parts.append(f"<text x='{left + 8}' y='{height // 2}' fill='#57606a'>no runs yet</text>")
-    parts.append("</svg>")
-    return "\n".join(parts) + "\n"

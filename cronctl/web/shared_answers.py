@@ -1,10 +1,6 @@
-"""One computation for the requests that ask the same question at the same time.
-
-The dashboard's overview of 10,000 tasks costs a few hundred milliseconds of CPU; fifty
-viewers asking for it at once would cost fifty of them, one after another on two cores.
-Requests that arrive while the same answer is being computed wait for it and share it:
-they asked for it while it was being made, as if their request had crossed the network a
-moment sooner. Nothing is kept once it is answered (the next request computes anew)."""
+"""One computation for the requests that ask the same question at the same time: an
+overview of 10,000 tasks costs a few hundred milliseconds of CPU, fifty viewers at once
+fifty of them. Nothing is kept once answered (the next request computes anew)."""
 
 from __future__ import annotations
 

@@ -1,17 +1,14 @@
-"""What every handler of the dashboard reads from ``request.app.state.site``: the values
-build_app was given, the pages' templates and headers, and the checks each read route
-passes (docs/dashboard.md, "Security").
-
-Every value from a task or the store reaches a page through Jinja2's autoescaping, after
-:func:`visible` turned control characters into ``^[``-style text; pages hold no script at
-all, and the Content-Security-Policy forbids it."""
+"""What every handler of the dashboard reads from ``request.app.state.site``, the pages'
+templates and headers, and the checks each read route passes (docs/dashboard.md,
+"Security"): every value reaches a page through Jinja2's autoescaping after :func:`visible`,
+and pages hold no script (the Content-Security-Policy forbids it)."""
 
 from __future__ import annotations
 
 import functools
 import shlex
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -29,6 +26,7 @@ from starlette.responses import (
     RedirectResponse,
     Response,
 )
+from starlette.routing import Route
 
 from cronctl.cli.fastpath import parse_instant
 from cronctl.cli.render.runs import visible
@@ -36,6 +34,7 @@ from cronctl.commands.doctor import SKEW_WARN_S
 from cronctl.commands.exec import Busy
 from cronctl.commands.explain import Explanation, explain_here
 from cronctl.coord.port import StoreUnavailable, redact_text
+from cronctl.core.model import format_utc
 from cronctl.core.runs import OUTCOMES
 from cronctl.core.zones import Zone, parse_zone
 from cronctl.errors import CronctlError
@@ -61,12 +60,13 @@ HEADERS = {
     "Cache-Control": "no-store",
 }
 UTC = parse_zone("UTC")
-Endpoint = Callable[[Request], Awaitable[Response]]
+View = Callable[["Site", Request], Response]
+#: Every route but the posts, each added by its handler's @read_route.
+READ_ROUTES: list[Route] = []
 
 
 def masked(command: str | Sequence[str]) -> str:
-    """A task's command as the dashboard shows it: an array as a shell line that runs it
-    (each word quoted as needed), passwords (in URLs, ``password=``) as ``***``, controls
+    """A task's command as shown: an array as a shell line, passwords as ``***``, controls
     visible."""
     if isinstance(command, str):
         return visible(redact_text(command, None))
@@ -75,7 +75,6 @@ def masked(command: str | Sequence[str]) -> str:
 
 @pass_context
 def _ago(context: Context, value: datetime | None, zone: Zone = UTC) -> Markup:
-    """An instant in words from the page's ``now``, exact in ``zone`` on hover."""
     return Markup(time_tag(value, context["now"], zone))  # noqa: S704 (escaped there)
 
 
@@ -84,7 +83,7 @@ def _templates() -> Environment:
         loader=FileSystemLoader(TEMPLATES),
         autoescape=select_autoescape(default=True, default_for_string=True),
     )
-    env.filters.update(ago=_ago, visible=visible, masked=masked)
+    env.filters.update(ago=_ago, visible=visible, masked=masked, utc=format_utc)
     env.globals.update(states=STATES, outcomes=sorted(OUTCOMES), skew_warn=SKEW_WARN_S,
                        max_reason=MAX_REASON)  # fmt: skip
     return env
@@ -92,10 +91,9 @@ def _templates() -> Environment:
 
 @dataclass(frozen=True, slots=True)
 class Site:
-    """The dashboard as build_app made it: its views and clock; ``sessions``, the token
-    every request must bring (None: none asked); ``hosts``, the Host headers accepted
-    (None: any), so a page of another site cannot reach a loopback dashboard by DNS
-    rebinding; ``actions``, pause, resume and run now (None: read-only)."""
+    """The dashboard as build_app made it: ``sessions``, the token every request must bring
+    (None: none asked); ``hosts``, the Host headers accepted (None: any), so another site's
+    page cannot reach a loopback dashboard by DNS rebinding; ``actions`` (None: read-only)."""
 
     dashboard: Dashboard
     clock: Callable[[], datetime]
@@ -103,8 +101,7 @@ class Site:
     hosts: frozenset[str] | None
     actions: Actions | None
     templates: Environment = field(default_factory=_templates)
-    #: The overview's page and JSON, and the hosts: computed once for the viewers who ask
-    #: at the same time.
+    #: The overview's page and JSON, and the hosts: computed once for concurrent viewers.
     shared: SharedAnswers[bytes] = field(default_factory=SharedAnswers)
     machines: SharedAnswers[list[HostRow]] = field(default_factory=SharedAnswers)
 
@@ -118,7 +115,6 @@ class Site:
         return HTMLResponse(self.rendered(name, **values), status, headers=HEADERS)
 
     def foreign(self, request: Request) -> bool:
-        """Whether the request's Host header is not one this dashboard answers to."""
         return self.hosts is not None and request.headers.get("host", "") not in self.hosts
 
     def authorised(self, request: Request) -> bool:
@@ -130,7 +126,6 @@ class Site:
         return self.sessions.valid(request.cookies.get(SESSION_COOKIE, ""), time.time())
 
     def explained(self, name: str, at: str) -> Explanation:
-        """`cronctl explain NAME --at AT` as this server sees it."""
         instant = parse_instant(at, "time")
         board = self.dashboard
         return explain_here(board.schedule, board.state_dir, board.coord, name, instant,
@@ -143,12 +138,10 @@ def site_of(request: Request) -> Site:
 
 
 def typed(body: str | bytes, content_type: str) -> Response:
-    """``body`` as a ``content_type`` answer with the pages' headers."""
     return Response(body, headers={**HEADERS, "Content-Type": content_type})
 
 
 def query_of(request: Request, task: str | None = None) -> HistoryQuery:
-    """The history filters of the request's query string."""
     q = request.query_params
     return HistoryQuery(
         task=task or q.get("task") or None,
@@ -160,41 +153,44 @@ def query_of(request: Request, task: str | None = None) -> HistoryQuery:
 
 
 def failure(exc: CronctlError) -> tuple[int, str]:
-    """The status and words of an action not done: 409 when the task is busy."""
     return (409, exc.said) if isinstance(exc, Busy) else (400, str(exc))
 
 
-def read_route(view: Callable[[Site, Request], Response]) -> Endpoint:
-    """``view`` behind the checks of every route but the posts: the Host header, no NUL in
-    the address, the token; run in a worker thread with the app's Site, its CronctlError
-    as an error page."""
+def read_route(path: str) -> Callable[[View], View]:
+    """Serve the view at ``path`` behind the checks of every route but the posts: the Host
+    header, no NUL in the address, the token; in a worker thread, a CronctlError as an error
+    page."""
 
-    @functools.wraps(view)
-    async def endpoint(request: Request) -> Response:
-        site = site_of(request)
-        path = request.url.path
-        if site.foreign(request):
-            return PlainTextResponse("unknown Host header", 421, headers=HEADERS)
-        if "\0" in path + "".join(map("".join, request.query_params.multi_items())):
-            # No store value holds a NUL, and the driver refuses one (docs/dashboard.md).
-            return PlainTextResponse("NUL in the address", 400, headers=HEADERS)
-        if path not in ("/login", "/static/style.css") and not site.authorised(request):
-            if path.startswith("/api/"):
-                return JSONResponse({"error": "token required"}, 401, headers=HEADERS)
-            return RedirectResponse("/login", 303, headers=HEADERS)
-        try:
-            # In a worker thread: the loop goes on answering (a run page need not wait for
-            # an overview of 10,000 tasks), and SQLite works without the GIL meanwhile.
-            return await run_in_threadpool(view, site, request)
-        except CronctlError as exc:
-            status = 404 if isinstance(exc, NotFound) else 400
-            if isinstance(exc, StoreUnavailable):
-                # A coordinator gives up on a store for the rest of a run; serve's "run" is
-                # every request from now on, so the next one tries the store afresh.
-                site.dashboard.coord.close()
-                status = 503
-            if path.startswith("/api/"):
-                return JSONResponse({"error": str(exc)}, status, headers=HEADERS)
-            return site.page("error.html", status, message=str(exc))
+    def register(view: View) -> View:
+        READ_ROUTES.append(Route(path, functools.partial(_read, view)))
+        return view
 
-    return endpoint
+    return register
+
+
+async def _read(view: View, request: Request) -> Response:
+    site = site_of(request)
+    path = request.url.path
+    if site.foreign(request):
+        return PlainTextResponse("unknown Host header", 421, headers=HEADERS)
+    if "\0" in path + "".join(map("".join, request.query_params.multi_items())):
+        # No store value holds a NUL, and the driver refuses one (docs/dashboard.md).
+        return PlainTextResponse("NUL in the address", 400, headers=HEADERS)
+    if path not in ("/login", "/static/style.css") and not site.authorised(request):
+        if path.startswith("/api/"):
+            return JSONResponse({"error": "token required"}, 401, headers=HEADERS)
+        return RedirectResponse("/login", 303, headers=HEADERS)
+    try:
+        # In a worker thread: the loop goes on answering (a run page need not wait for an
+        # overview of 10,000 tasks), and SQLite works without the GIL meanwhile.
+        return await run_in_threadpool(view, site, request)
+    except CronctlError as exc:
+        status = 404 if isinstance(exc, NotFound) else 400
+        if isinstance(exc, StoreUnavailable):
+            # A coordinator gives up on a store for the rest of a run; serve's "run" is every
+            # request from now on, so the next one tries the store afresh.
+            site.dashboard.coord.close()
+            status = 503
+        if path.startswith("/api/"):
+            return JSONResponse({"error": str(exc)}, status, headers=HEADERS)
+        return site.page("error.html", status, message=str(exc))

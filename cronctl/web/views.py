@@ -1,15 +1,12 @@
-"""The dashboard's data (`cronctl serve`): the overview, task, run and fleet views as plain
-values, read from this machine's state or, when the coordination store keeps every
-machine's runs, from the store — through the coordination port only.
-
-Nothing here knows HTTP or HTML: web/pages.py and web/api.py render these values, and the
-JSON API uses the same shapes as the CLI's --json (docs/commands.md)."""
+"""The dashboard's data: the overview, task, run and fleet views as plain values (no HTTP,
+no HTML), read from this machine's state or, when the coordination store keeps every
+machine's runs, from the store."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -18,6 +15,7 @@ from cronctl.coord.outbox import OUTPUT_TAIL_BYTES
 from cronctl.coord.port import (
     NAMED_FAILING,
     Coordinator,
+    HostLatest,
     PauseInfo,
     RunQuery,
     TaskLatest,
@@ -34,21 +32,17 @@ from cronctl.errors import CronctlError, UsageError
 
 #: How much of a run's log the run page shows: the end of it, where failures say why.
 OUTPUT_BYTES = 64 * 1024
-#: Rows of history on one page.
-PAGE = 50
 #: Records read from the fleet store for the views that filter in memory (running now, hosts).
 FLEET_WINDOW = 5000
 _LOG_GONE = f"the log is gone (kept {LOG_RETENTION.days} days); its tail"
 
 
 class NotFound(UsageError):
-    """No such task in the schedule, or no such run: the dashboard answers 404."""
+    """The dashboard answers 404."""
 
 
 @dataclass(frozen=True, slots=True)
 class TaskSummary:
-    """One task on the overview: what it is, when it runs next, how it last went where."""
-
     task: Task
     words: str
     next_run: datetime | None
@@ -59,13 +53,10 @@ class TaskSummary:
     running: tuple[RunRow, ...]  # running now (since when, where)
     failures: int  # failures in a row (this machine), or hosts whose last run failed (fleet)
     overdue: datetime | None
-    #: The fleet overview's: the hosts counted by how their last run went, and the first
-    #: few not ok named (FleetHistory.fleet_summary); ``last`` is then empty.
-    hosts: TaskLatest | None = None
+    hosts: TaskLatest | None = None  # the fleet overview's hosts, counted (``last`` empty)
 
     @property
     def state(self) -> str:
-        """One word for filters and styling: failing, overdue, running, paused, ok or new."""
         if self.failures:
             return "failing"
         if self.overdue is not None:
@@ -83,8 +74,6 @@ STATES = ("failing", "overdue", "running", "paused", "ok", "new")
 
 @dataclass(frozen=True, slots=True)
 class Filters:
-    """The overview's filters: a host, a state (one of STATES), a part of the name."""
-
     host: str | None = None
     state: str | None = None
     name: str | None = None
@@ -99,8 +88,6 @@ class Filters:
 
 @dataclass(frozen=True, slots=True)
 class Overview:
-    """Every task, failing and overdue first, then by name."""
-
     tasks: list[TaskSummary]
     hosts: list[str]
     total: int
@@ -109,8 +96,6 @@ class Overview:
 
 @dataclass(frozen=True, slots=True)
 class Upcoming:
-    """One upcoming occurrence, with what a daylight-saving change does to it."""
-
     at: datetime
     wall: datetime
     dst_note: str | None
@@ -118,10 +103,8 @@ class Upcoming:
 
 @dataclass(frozen=True, slots=True)
 class HistoryPage:
-    """One page of runs, newest first; ``after`` is the cursor of the next (older) page."""
-
-    runs: list[RunRow]
-    after: tuple[datetime, str] | None
+    runs: list[RunRow]  # newest first
+    after: tuple[datetime, str] | None  # the cursor of the next (older) page
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,28 +126,14 @@ class RunPage:
 
 
 @dataclass(frozen=True, slots=True)
-class HostRow:
-    """One machine of the fleet (or this one): when it was last heard of and how it does."""
-
-    host: str
-    last_seen: datetime | None
-    tasks: int
-    failing: list[str] = field(default_factory=list)  # the first NAMED_FAILING, by name
-    failing_total: int = 0  # how many of its tasks' last runs failed
+class HostRow(HostLatest):
     version: str | None = None  # its cronctl's, at its latest check-in with the store
     skew_s: float | None = None  # its clock minus the store's then (None: no store)
 
 
 @dataclass(frozen=True, slots=True)
-class HistoryQuery:
-    """The history filters: task, host, outcome, trigger, and the keyset cursor."""
-
-    task: str | None = None
-    host: str | None = None
-    outcome: str | None = None
-    trigger: str | None = None
-    before: tuple[datetime, str] | None = None
-    limit: int = PAGE
+class HistoryQuery(RunQuery):
+    """The history filters a URL asked for, checked."""
 
     def __post_init__(self) -> None:
         if self.outcome is not None and self.outcome not in OUTCOMES:
@@ -176,8 +145,7 @@ class HistoryQuery:
 
 
 class _NextRuns:
-    """``Task.next_run``, each answer kept: tasks that fire alike (``firing_key``) share
-    their next run from now, and often from the same last ok run too."""
+    """``Task.next_run``, each answer kept: tasks that fire alike (``firing_key``) share it."""
 
     def __init__(self) -> None:
         self._seen: dict[tuple[object, datetime], datetime | None] = {}
@@ -192,10 +160,8 @@ class _NextRuns:
 
 
 class Dashboard:
-    """The views over one schedule, its state directory and its coordination.
-
-    With a store that keeps every machine's runs (``coord.fleet``) the views are the
-    fleet's; otherwise this machine's, from the local state."""
+    """The views over one schedule, its state directory and its coordination: the fleet's
+    with a store that keeps every machine's runs, else this machine's."""
 
     def __init__(self, schedule: Schedule, state_dir: Path, coord: Coordinator, host: str) -> None:
         self.schedule = schedule
@@ -204,7 +170,6 @@ class Dashboard:
         self.host = host
         self.fleet = coord.fleet is not None
 
-    # -- overview ---------------------------------------------------------------------
     def overview(self, now: datetime, filters: Filters = Filters()) -> Overview:
         rows = self._fleet_rows(now, host=filters.host) if self.fleet else self._local_rows(now)
         hosts = {r.host for row in rows for r in (*row.last, *row.running)}
@@ -279,7 +244,6 @@ class Dashboard:
             ))  # fmt: skip
         return rows
 
-    # -- task -------------------------------------------------------------------------
     def task_page(self, name: str, now: datetime, query: HistoryQuery) -> TaskPage:
         task = self._task(name)
         (summary,) = self._fleet_rows(now, [task]) if self.fleet else self._local_rows(now, [task])
@@ -293,14 +257,8 @@ class Dashboard:
         durations = [
             (r.occurrence, r.duration_s) for r in reversed(recent) if r.duration_s is not None
         ]
-        return TaskPage(
-            summary,
-            upcoming,
-            build_timeline([task], now, 7, task.zone, every_minute_counted=True, graph=graph),
-            page,
-            durations,
-            graph,
-        )
+        week = build_timeline([task], now, 7, task.zone, every_minute_counted=True, graph=graph)
+        return TaskPage(summary, upcoming, week, page, durations, graph)
 
     def _task(self, name: str) -> Task:
         try:
@@ -308,7 +266,6 @@ class Dashboard:
         except KeyError:
             raise NotFound(f"no task named {name!r} in the schedule") from None
 
-    # -- history ----------------------------------------------------------------------
     def history(self, query: HistoryQuery) -> HistoryPage:
         if self.fleet:  # one more than a page: whether there is a next one
             runs = fleet_history_of(self.coord).fleet_page(
@@ -326,7 +283,6 @@ class Dashboard:
         after = (runs[-1].occurrence, runs[-1].id) if more and runs else None
         return HistoryPage(runs, after)
 
-    # -- run --------------------------------------------------------------------------
     def run_page(self, run_id: str) -> RunPage:
         run = self._find_run(run_id)
         if self.fleet and run.host == self.host:
@@ -375,7 +331,6 @@ class Dashboard:
             raise NotFound(f"no run {run_id!r}")
         return run
 
-    # -- hosts ------------------------------------------------------------------------
     def hosts(self) -> list[HostRow]:
         if self.fleet:
             return self._fleet_hosts()
@@ -397,23 +352,17 @@ class Dashboard:
         seen = {h.host: h for h in fleet.fleet_hosts()}
         rows = []
         for host in sorted(by_host.keys() | seen.keys()):
-            ran = by_host.get(host)
-            check_in = seen.get(host)
-            times = [ran.last_seen] if ran is not None else []
-            if check_in is not None:
-                times.append(check_in.seen)
-            rows.append(
-                HostRow(
-                    host, max(times), ran.tasks if ran else 0, ran.failing if ran else [],
-                    ran.failing_total if ran else 0, check_in.version if check_in else None,
-                    check_in.skew_s if check_in else None,
-                )
-            )  # fmt: skip
+            ran = by_host.get(host) or HostLatest(host, seen[host].seen, 0, [], 0)
+            if (check_in := seen.get(host)) is None:
+                rows.append(HostRow(host, ran.last_seen, ran.tasks, ran.failing, ran.failing_total))
+                continue
+            last = max(ran.last_seen, check_in.seen)
+            rows.append(HostRow(host, last, ran.tasks, ran.failing, ran.failing_total,
+                                check_in.version, check_in.skew_s))  # fmt: skip
         return rows
 
 
 def _grouped(runs: Iterable[RunRow], by: str) -> dict[str, list[RunRow]]:
-    """``runs`` by their ``by`` field ("task" or "host"), in their order."""
     grouped: dict[str, list[RunRow]] = {}
     for run in runs:
         grouped.setdefault(getattr(run, by), []).append(run)
@@ -421,18 +370,15 @@ def _grouped(runs: Iterable[RunRow], by: str) -> dict[str, list[RunRow]]:
 
 
 def _running(runs: Iterable[RunRow]) -> dict[str, list[RunRow]]:
-    """The runs still running, by task."""
     return _grouped((r for r in runs if r.outcome == "running"), "task")
 
 
 def _reason(task: Task, pause: PauseInfo | None) -> str | None:
-    """Why the task is paused, as `cronctl status` says it (None: it is not, or no reason)."""
     given = pause.reason if pause is not None else None
     return given or ("paused = true in the schedule file" if task.paused else None)
 
 
 def _dst_note(task: Task, at: datetime) -> str | None:
-    """What a DST change does to this occurrence (a gap carried onto it), or None."""
     walls = task.walls_at(at)
     own = task.zone.wall(at)
     skipped = [w for w in walls if w != own]
@@ -443,13 +389,10 @@ def _dst_note(task: Task, at: datetime) -> str | None:
 
 
 def cursor(after: tuple[datetime, str]) -> str:
-    """The cursor of the page after the run ``after`` (occurrence, id), as parse_cursor
-    reads it back."""
     return f"{format_utc(after[0])}~{after[1]}"
 
 
 def parse_cursor(text: str | None) -> tuple[datetime, str] | None:
-    """A cursor from the URL (``OCCURRENCE~ID``), or None; refused with a usage error."""
     if not text:
         return None
     when, sep, run_id = text.partition("~")
