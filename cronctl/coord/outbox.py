@@ -51,8 +51,7 @@ def publish(
         _write(state_dir / OUTBOX, list(todo)[-MAX_WAITING:])
         return exc
     if waiting:
-        with suppress(FileNotFoundError):
-            (state_dir / OUTBOX).unlink()
+        _write(state_dir / OUTBOX, [])
     return None
 
 
@@ -137,19 +136,17 @@ def _read(path: Path) -> list[str]:
     return [line for line in text.splitlines() if line and len(line) < 64]
 
 
-def _write(path: Path, ids: list[str]) -> None:
-    write_atomic(path, "".join(f"{i}\n" for i in ids).encode("ascii", "replace"), durable=True)
+def _write(path: Path, lines: list[str]) -> None:
+    if not lines:
+        with suppress(FileNotFoundError):
+            path.unlink()
+        return
+    write_atomic(path, "".join(f"{i}\n" for i in lines).encode("ascii", "replace"), durable=True)
 
 
 def remember_pauses(state_dir: Path, paused: Sequence[str]) -> None:
-    names = sorted(paused)
-    if _read(state_dir / PAUSES) == names:
-        return
-    if not names:
-        with suppress(FileNotFoundError):
-            (state_dir / PAUSES).unlink()
-        return
-    write_atomic(state_dir / PAUSES, "".join(f"{n}\n" for n in names).encode(), durable=True)
+    if (names := sorted(paused)) != _read(state_dir / PAUSES):
+        _write(state_dir / PAUSES, names)
 
 
 def remembered_pauses(state_dir: Path) -> list[str]:

@@ -329,17 +329,13 @@ class FleetHistory(Protocol):
         """Every host's latest check-in, by host."""
 
 
-#: Why a fleet view cannot be shown without a store, and how to configure one.
-NO_FLEET_HISTORY = (
-    "--fleet reads the coordination store, and none is configured: set coordination "
-    'in [cronctl] (coordination = "postgresql://..."), CRONCTL_COORDINATION or '
-    "--coordination URL"
-)
-
-
 def fleet_history_of(coord: Coordinator) -> FleetHistory:
     """The coordinator's fleet history; a UsageError saying how to configure a store when
     there is none."""
     if coord.fleet is None:
-        raise UsageError(NO_FLEET_HISTORY)
+        raise UsageError(
+            "--fleet reads the coordination store, and none is configured: set coordination "
+            'in [cronctl] (coordination = "postgresql://..."), CRONCTL_COORDINATION or '
+            "--coordination URL"
+        )
     return coord.fleet

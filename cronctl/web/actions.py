@@ -9,7 +9,7 @@ import contextlib
 import signal
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import TypeVar
 
@@ -27,17 +27,17 @@ ACTIONS = ("pause", "resume", "run")
 _T = TypeVar("_T")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Actor:
-    """Who asked: ``user`` "dashboard" (the token is one identity), what a reverse proxy on
-    this machine said (``X-Forwarded-User``, the last ``X-Forwarded-For``), the connection's
-    address, and ``via`` "page" (a form) or "api" (a bearer request)."""
+    """Who asked, in the audit record's order: ``user`` "dashboard" (the token is one
+    identity), what a reverse proxy on this machine said (``X-Forwarded-User``, the last
+    ``X-Forwarded-For``), the connection's address, and ``via`` "page" (a form) or "api"."""
 
-    user: str
-    client: str
-    via: str
+    user: str = "dashboard"
     forwarded_user: str | None = None
+    client: str
     forwarded_for: str | None = None
+    via: str
 
     def describe(self) -> str:
         """As the pause keeps it in its `user`: ``dashboard (alice) from 203.0.113.9``."""
@@ -142,22 +142,9 @@ class Actions:
                reason: str | None = None) -> None:  # fmt: skip
         """One line of the audit record (edge/audit.py): "accepted", "refused: WHY" or
         "failed: WHY"."""
-        append_record(
-            self.ctx.state_dir,
-            {
-                "at": format_utc(now),
-                "action": action,
-                "task": name,
-                "reason": reason,
-                "result": result,
-                "user": actor.user,
-                "forwarded_user": actor.forwarded_user,
-                "client": actor.client,
-                "forwarded_for": actor.forwarded_for,
-                "via": actor.via,
-                "host": self.ctx.host,
-            },
-        )
+        line = {"at": format_utc(now), "action": action, "task": name, "reason": reason}
+        line |= {"result": result, **asdict(actor), "host": self.ctx.host}
+        append_record(self.ctx.state_dir, line)
 
 
 def _reason_problem(reason: str) -> str | None:

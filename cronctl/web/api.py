@@ -61,15 +61,7 @@ def runs(site: Site, request: Request) -> Response:
 @read_route("/api/hosts")
 def hosts(site: Site, request: Request) -> Response:
     rows = [
-        {
-            "host": h.host,
-            "last_seen": when(h.last_seen),
-            "tasks": h.tasks,
-            "failing": h.failing,
-            "failing_total": h.failing_total,
-            "version": h.version,
-            "clock_skew_s": None if h.skew_s is None else round(h.skew_s, 3),
-        }
+        asdict(h) | {"last_seen": when(h.last_seen), "clock_skew_s": _rounded(h.clock_skew_s)}
         for h in site.machines.get("hosts", site.dashboard.hosts)
     ]
     return JSONResponse({"hosts": rows}, headers=HEADERS)
@@ -140,3 +132,7 @@ def summary_json(row: TaskSummary) -> dict[str, Any]:
         "overdue_since": when(row.overdue) if row.overdue else None,
         "state": row.state,
     }
+
+
+def _rounded(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds, 3)

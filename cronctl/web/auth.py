@@ -143,15 +143,14 @@ def actor_of(client: str | None, headers: Mapping[str, str], via: str) -> Actor:
     that proxy saw; earlier ones are whatever the client sent)."""
     peer = client or "unknown"
     if not _loopback(peer):
-        return Actor("dashboard", peer, via)
+        return Actor(client=peer, via=via)
     user = headers.get("x-forwarded-user", "").strip()
     last = headers.get("x-forwarded-for", "").rpartition(",")[2].strip()
     return Actor(
-        "dashboard",
-        peer,
-        via,
         forwarded_user=visible(user, one_line=True)[:_MAX_USER] or None,
+        client=peer,
         forwarded_for=last if _address(last) else None,
+        via=via,
     )
 
 

@@ -16,7 +16,7 @@ from cronctl.cli.render.timeline import timeline_svg
 from cronctl.core.model import format_utc
 from cronctl.core.zones import parse_zone
 from cronctl.errors import CronctlError
-from cronctl.web.auth import SESSION_COOKIE, SESSION_S, actor_of, origin_problem
+from cronctl.web.auth import SESSION_COOKIE, SESSION_S, actor_of, origin_problem, scheme_of
 from cronctl.web.overview_html import overview_rows
 from cronctl.web.site import HEADERS, TEMPLATES, Site, failure, query_of, read_route, site_of, typed
 from cronctl.web.views import STATES, Filters, HistoryQuery, TaskPage, cursor
@@ -125,8 +125,7 @@ async def login_post(request: Request) -> Response:
     if not sessions.matches(_form(await request.body()).get("token", "")):
         return site.page("login.html", 403, wrong=True)
     response = RedirectResponse("/", 303, headers=HEADERS)
-    secure = request.url.scheme == "https" or request.headers.get(
-        "x-forwarded-proto") == "https"  # fmt: skip
+    secure = scheme_of(request.headers, request.url.scheme) == "https"
     response.set_cookie(SESSION_COOKIE, sessions.new(time.time()), max_age=SESSION_S,
                         httponly=True, samesite="strict", secure=secure)  # fmt: skip
     return response

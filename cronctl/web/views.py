@@ -128,7 +128,7 @@ class RunPage:
 @dataclass(frozen=True, slots=True)
 class HostRow(HostLatest):
     version: str | None = None  # its cronctl's, at its latest check-in with the store
-    skew_s: float | None = None  # its clock minus the store's then (None: no store)
+    clock_skew_s: float | None = None  # its clock minus the store's then (None: no store)
 
 
 @dataclass(frozen=True, slots=True)
@@ -332,8 +332,24 @@ class Dashboard:
         return run
 
     def hosts(self) -> list[HostRow]:
+        """Each host that ran a task (or, in a fleet, checked in): last seen, failing tasks
+        (by their latest runs), and a fleet's hosts' version and clock skew at check-in."""
         if self.fleet:
-            return self._fleet_hosts()
+            fleet = fleet_history_of(self.coord)
+            by_host = {h.host: h for h in fleet.fleet_host_summary(sorted(NOT_OK))}
+            check_ins = {h.host: h for h in fleet.fleet_hosts()}
+            rows = []
+            for host in sorted(by_host.keys() | check_ins.keys()):
+                ran = by_host.get(host) or HostLatest(host, check_ins[host].seen, 0, [], 0)
+                if (check_in := check_ins.get(host)) is None:
+                    rows.append(
+                        HostRow(host, ran.last_seen, ran.tasks, ran.failing, ran.failing_total)
+                    )
+                    continue
+                last = max(ran.last_seen, check_in.seen)
+                rows.append(HostRow(host, last, ran.tasks, ran.failing, ran.failing_total,
+                                    check_in.version, check_in.skew_s))  # fmt: skip
+            return rows
         with reading_store(self.state_dir) as store:
             facts = store.latest_facts([t.name for t in self.schedule.tasks])
         latest = [f.last_run for f in facts.values() if f.last_run is not None]
@@ -342,23 +358,6 @@ class Dashboard:
             seen = [r.ended or r.started or r.occurrence for r in runs]
             failing = sorted(r.task for r in runs if r.outcome in NOT_OK)
             rows.append(HostRow(host, max(seen), len(runs), failing[:NAMED_FAILING], len(failing)))
-        return rows
-
-    def _fleet_hosts(self) -> list[HostRow]:
-        """Each host that ran a task or checked in: last seen (its latest record or check-in),
-        version and clock skew (at the check-in), failing tasks (by their latest runs)."""
-        fleet = fleet_history_of(self.coord)
-        by_host = {h.host: h for h in fleet.fleet_host_summary(sorted(NOT_OK))}
-        seen = {h.host: h for h in fleet.fleet_hosts()}
-        rows = []
-        for host in sorted(by_host.keys() | seen.keys()):
-            ran = by_host.get(host) or HostLatest(host, seen[host].seen, 0, [], 0)
-            if (check_in := seen.get(host)) is None:
-                rows.append(HostRow(host, ran.last_seen, ran.tasks, ran.failing, ran.failing_total))
-                continue
-            last = max(ran.last_seen, check_in.seen)
-            rows.append(HostRow(host, last, ran.tasks, ran.failing, ran.failing_total,
-                                check_in.version, check_in.skew_s))  # fmt: skip
         return rows
 
 
@@ -397,7 +396,7 @@ def parse_cursor(text: str | None) -> tuple[datetime, str] | None:
         return None
     when, sep, run_id = text.partition("~")
     try:
-        at = datetime.fromisoformat(when.replace("Z", "+00:00"))
+        at = datetime.fromisoformat(when)
     except ValueError:
         at = None
     if not sep or not run_id or at is None or at.utcoffset() != timedelta(0):

@@ -131,12 +131,7 @@ def sweep_claims(lock_dir: Path, *, now: datetime, max_age: timedelta = CLAIM_SW
     # of every-minute claims (10,080 files) compares strings instead of parsing each date.
     cutoff = (layout.utc(now) - max_age).strftime(_CLAIM_STAMP)
     removed = 0
-    try:
-        with os.scandir(lock_dir / "claims") as listing:
-            entries = list(listing)
-    except OSError:
-        return 0
-    for entry in entries:
+    for entry in layout.entries(lock_dir / "claims"):
         stem, at, stamp = entry.name.removesuffix(_STARTED).rpartition("@")
         # Compared by minute: 01:00:01 (a second occurrence after a DST gap) is as old as 01:00.
         if not at or f"{stamp[:13]}Z" >= cutoff or not re.fullmatch(_STAMP_SHAPE, stamp):

@@ -10,7 +10,6 @@ Each file is written whole and renamed into place, never through a link, and rea
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 from collections.abc import Set as AbstractSet
 from contextlib import suppress
@@ -53,20 +52,15 @@ def record_end(lock_dir: Path, end: ChainEnd) -> None:
 def chain_ends(lock_dir: Path, tasks: AbstractSet[str], since: datetime) -> list[ChainEnd]:
     """The ends of ``tasks`` whose occurrence is at or after ``since``, oldest first."""
     floor = _minute_stamp(since)
-    try:
-        with os.scandir(lock_dir / _DIR) as listing:
-            names = [entry.name for entry in listing]
-    except OSError:
-        return []
     found: list[ChainEnd] = []
-    for name in names:
-        match = _NAME.fullmatch(name)
+    for entry in layout.entries(lock_dir / _DIR):
+        match = _NAME.fullmatch(entry.name)
         if match is None or match["stamp"][:13] < floor:
             continue
         task = layout.task_from_stem(match["stem"])
         if task is None or task not in tasks:
             continue
-        end = _end_from(layout.read_record(lock_dir / _DIR / name), task)
+        end = _end_from(layout.read_record(entry.path), task)
         if end is not None and end.occurrence >= since:
             found.append(end)
     return sorted(found, key=lambda e: (e.occurrence, e.ended, e.task, e.host))
@@ -98,12 +92,7 @@ def _end_from(record: dict[str, object] | None, task: str) -> ChainEnd | None:
 
 def sweep_ends(lock_dir: Path, before: datetime) -> None:
     cutoff = _minute_stamp(before)
-    try:
-        with os.scandir(lock_dir / _DIR) as listing:
-            entries = list(listing)
-    except OSError:
-        return
-    for entry in entries:
+    for entry in layout.entries(lock_dir / _DIR):
         match = _NAME.fullmatch(entry.name)
         if match is not None and match["stamp"][:13] < cutoff:
             with suppress(OSError):

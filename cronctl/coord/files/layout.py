@@ -134,3 +134,27 @@ def flock_nonblocking(fd: int) -> bool:
             return False
         raise
     return True
+
+
+def lock_file(path: str, mode: int, dir_fd: int | None = None) -> int | None:
+    """Open ``path`` (made if need be; read-only: flock needs no more) and flock it without
+    waiting: the descriptor, or None when another description holds the lock."""
+    fd = open_nofollow(path, os.O_RDONLY | os.O_CREAT, mode, dir_fd=dir_fd)
+    try:
+        locked = flock_nonblocking(fd)
+    except BaseException:
+        os.close(fd)
+        raise
+    if not locked:
+        os.close(fd)
+        return None
+    return fd
+
+
+def entries(directory: Path) -> list[os.DirEntry[str]]:
+    """The directory's entries; none when it cannot be listed (housekeeping never fails)."""
+    try:
+        with os.scandir(directory) as listing:
+            return list(listing)
+    except OSError:
+        return []

@@ -197,18 +197,9 @@ def _guard(
         os.close(fd)
 
 
-def _lock_file(path: Path | str, mode: int, dir_fd: int | None = None) -> OverlapLock | None:
-    # flock works on a read-only descriptor, so the lock file never needs to be writable.
-    fd = open_nofollow(path, os.O_RDONLY | os.O_CREAT, mode, dir_fd=dir_fd)
-    try:
-        locked = layout.flock_nonblocking(fd)
-    except BaseException:
-        os.close(fd)
-        raise
-    if not locked:
-        os.close(fd)
-        return None
-    return OverlapLock(fd, path)
+def _lock_file(path: str, mode: int, dir_fd: int) -> OverlapLock | None:
+    fd = layout.lock_file(path, mode, dir_fd)
+    return None if fd is None else OverlapLock(fd, path)
 
 
 def _past_lease(holder: HolderInfo, me: HolderInfo, lease: timedelta | None) -> bool:

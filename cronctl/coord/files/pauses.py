@@ -4,7 +4,6 @@ marker exists; the record inside says why, since when and who set it from where.
 
 from __future__ import annotations
 
-import os
 from datetime import datetime
 from pathlib import Path
 
@@ -33,13 +32,8 @@ def clear_pause(lock_dir: Path, task: str) -> bool:
 
 
 def paused_tasks(lock_dir: Path) -> dict[str, PauseInfo]:
-    try:
-        with os.scandir(lock_dir / "paused") as listing:
-            entries = list(listing)
-    except OSError:
-        return {}
     paused: dict[str, PauseInfo] = {}
-    for entry in entries:
+    for entry in layout.entries(lock_dir / "paused"):
         stem, dot, suffix = entry.name.rpartition(".")
         task = layout.task_from_stem(stem) if dot and suffix == "pause" else None
         if task is not None:

@@ -16,9 +16,9 @@ import os
 import re
 from pathlib import Path
 
-from cronctl.coord.files.layout import flock_nonblocking, mode_under
+from cronctl.coord.files.layout import lock_file, mode_under
 from cronctl.core.groups import GROUP_NAME
-from cronctl.edge.safefiles import ensure_private_dir, open_dir, open_nofollow
+from cronctl.edge.safefiles import ensure_private_dir, open_dir
 
 
 class FileSlot:
@@ -43,17 +43,9 @@ def try_slot(lock_dir: Path, group: str, size: int) -> FileSlot | None:
     stem = group.replace(":", "%")  # as a task's: a cifs lock_dir refuses ':'
     try:
         for number in range(size):
-            name = f"{stem}.{number}.slot"
-            fd = open_nofollow(f"{directory}/{name}", os.O_RDONLY | os.O_CREAT, mode,
-                               dir_fd=dir_fd)  # fmt: skip
-            try:
-                locked = flock_nonblocking(fd)
-            except BaseException:
-                os.close(fd)
-                raise
-            if locked:
-                return FileSlot(fd, f"{directory}/{name}")
-            os.close(fd)
+            path = f"{directory}/{stem}.{number}.slot"
+            if (fd := lock_file(path, mode, dir_fd)) is not None:
+                return FileSlot(fd, path)
         return None
     finally:
         os.close(dir_fd)
