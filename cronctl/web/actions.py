@@ -93,8 +93,8 @@ class Actions:
         )
 
     def run_now(self, name: str, actor: Actor, now: datetime) -> str:
-        """`cronctl exec NAME` in a thread of the server; the run's id. Busy when it runs or
-        its group is full; a UsageError as `exec` refuses (the schedule has errors...)."""
+        """`cronctl exec NAME` in a thread of the server; the run's id. Busy when it runs (on
+        any machine) or its group is full; a UsageError wherever `cronctl exec` refuses."""
         if self.schedule.errors:
             count = len(self.schedule.errors)
             raise UsageError(

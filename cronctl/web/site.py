@@ -142,14 +142,9 @@ def typed(body: str | bytes, content_type: str) -> Response:
 
 
 def query_of(request: Request, task: str | None = None) -> HistoryQuery:
-    q = request.query_params
-    return HistoryQuery(
-        task=task or q.get("task") or None,
-        host=q.get("host") or None,
-        outcome=q.get("outcome") or None,
-        trigger=q.get("trigger") or None,
-        before=parse_cursor(q.get("before")),
-    )
+    q = {k: v for k, v in request.query_params.items() if v}
+    return HistoryQuery(task=task or q.get("task"), host=q.get("host"), outcome=q.get("outcome"),
+                        trigger=q.get("trigger"), before=parse_cursor(q.get("before")))  # fmt: skip
 
 
 def failure(exc: CronctlError) -> tuple[int, str]:

@@ -13,6 +13,7 @@ import hashlib
 import re
 from collections.abc import Set as AbstractSet
 from contextlib import suppress
+from dataclasses import asdict
 from datetime import datetime
 from pathlib import Path
 
@@ -38,12 +39,8 @@ def record_end(lock_dir: Path, end: ChainEnd) -> None:
     directory = ensure_private_dir(lock_dir / _DIR, within=lock_dir)
     stem = f"{layout.file_stem(end.task)}@{_claim_stamp(end.occurrence)}"
     name = f"{stem}~{_host_key(end.host)}{_SUFFIX}"
-    record = {
-        "task": end.task,
+    record = asdict(end) | {
         "occurrence": layout.iso(end.occurrence),
-        "outcome": end.outcome,
-        "run_id": end.run_id,
-        "host": end.host,
         "ended": end.ended.isoformat(),
     }
     write_atomic(directory / name, layout.dumps(record), layout.file_mode(directory), durable=True)
@@ -74,10 +71,8 @@ def _minute_stamp(moment: datetime) -> str:
 def _end_from(record: dict[str, object] | None, task: str) -> ChainEnd | None:
     if record is None or record.get("task") != task:
         return None
-    occurrence, ended = (
-        layout.parse_time(record.get("occurrence")),
-        layout.parse_time(record.get("ended")),
-    )
+    occurrence = layout.parse_time(record.get("occurrence"))
+    ended = layout.parse_time(record.get("ended"))
     outcome, run_id, host = record.get("outcome"), record.get("run_id"), record.get("host")
     if occurrence is None or ended is None:
         return None
