@@ -37,12 +37,8 @@ def publish(
 ) -> StoreUnavailable | None:
     """Send ``rows`` and any left waiting; keep in the outbox what did not go (returning why)."""
     waiting = _read(state_dir / OUTBOX)
-    todo: dict[str, RunRow] = {}
-    for run_id in waiting:
-        row = store.get_run(run_id)
-        if row is not None and row.outcome not in _NOT_PUBLISHED:
-            todo[row.id] = row
-    todo.update({r.id: r for r in rows if r.outcome not in _NOT_PUBLISHED})
+    stored = [store.get_run(run_id) for run_id in waiting]
+    todo = {r.id: r for r in [*stored, *rows] if r is not None and r.outcome not in _NOT_PUBLISHED}
     if not todo:
         return None
     try:
