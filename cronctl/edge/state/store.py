@@ -1,22 +1,9 @@
-"""Per-machine state and run history in ``STATE_DIR/state.db`` (SQLite, standard library).
+"""Per-machine state (``task_state``) and run history (``runs``) in ``STATE_DIR/state.db``.
 
-Two tables: ``task_state`` holds, per task, the last occurrence this machine has dealt
-with and the fingerprint of the schedule that produced it; ``runs`` holds one row per occurrence
-dealt with (run, skipped or missed). Several ``cronctl run`` processes may use the file at once,
-and any of them may be killed at any moment:
-
-- WAL journal: readers never block the writer, and what a killed writer left half-done in the
-  WAL is ignored by the next opener (only committed transactions count);
-- every write is a transaction started with ``BEGIN IMMEDIATE``, which takes the write lock up
-  front, so a read-modify-write can never be overtaken between its read and its write;
-- a busy timeout of 30 s lets writers queue instead of failing.
-
-Times go in and come out as aware UTC datetimes. They are stored as ISO 8601 text:
-``YYYY-MM-DDTHH:MM:SSZ`` for occurrences (whole seconds) and ``YYYY-MM-DDTHH:MM:SS.ffffffZ`` for
-``started``/``ended``; each form is fixed width, so text order is time order.
-
-A :class:`Store` may be shared by the threads of one process: a lock serialises its use, and a
-transaction holds it until its block ends.
+Several processes share the file and any may be killed: WAL (a killed writer's half is
+ignored), every write a ``BEGIN IMMEDIATE`` transaction (a read-modify-write is never
+overtaken), a 30 s busy timeout. Times are aware UTC, stored as fixed-width ISO 8601 text so
+text order is time order. A lock serialises the threads of one process.
 """
 
 from __future__ import annotations
@@ -33,9 +20,7 @@ from typing import Any, Final, TypeAlias
 
 from cronctl.core.runs import FAILED, FINISHED, OUTCOMES, UNFINISHED, RunRow
 from cronctl.edge.state.dbfile import (
-    MIGRATIONS,
     SCHEMA_VERSION,
-    NoStateError,
     StoreUnusableError,
     empty_connection,
     file_id,
@@ -45,20 +30,8 @@ from cronctl.edge.state.dbfile import (
     translated,
 )
 
-__all__ = [
-    "DB_NAME",
-    "MIGRATIONS",
-    "SCHEMA_VERSION",
-    "NoStateError",
-    "Store",
-    "StoreUnusableError",
-    "StoredState",
-    "TaskFacts",
-    "TaskState",
-    "Txn",
-]
+__all__ = ["SCHEMA_VERSION", "StoreUnusableError"]
 
-#: The database file inside ``state_dir``.
 DB_NAME: Final = "state.db"
 
 
@@ -66,13 +39,12 @@ _ORDER: Final = "ORDER BY occurrence DESC, started DESC, id DESC"
 
 
 def _listed(outcomes: Collection[str]) -> str:
-    """``outcomes`` as an SQL list of literals, sorted: a partial index is used only by a
-    query that repeats its WHERE text (dbfile.py's ``runs_unfinished``)."""
+    # Sorted: a partial index serves only a query repeating its WHERE text (runs_unfinished).
     return "(" + ", ".join(f"'{o}'" for o in sorted(outcomes)) + ")"
 
 
 _UNFINISHED: Final = f"outcome IN {_listed(UNFINISHED)}"
-#: A row that dealt with its occurrence: not one closed as never started (by its message).
+# A row that dealt with its occurrence: not one closed as never started (by its message).
 _DEALT: Final = "AND NOT (outcome = 'error' AND coalesce(substr(message, 1, length(?)), '') = ?)"
 _STATE_COLUMNS: Final = "name, fingerprint, last_occurrence, missed_total, done"
 _PUT_STATE: Final = (
@@ -92,14 +64,11 @@ _ADVANCE_STATE: Final = (
     "UPDATE task_state SET last_occurrence = ? WHERE name = ? AND fingerprint = ? "
     "AND last_occurrence = ? AND missed_total = ? AND done = ?"
 )
-#: A task_state row as stored: (name, fingerprint, last_occurrence text, missed_total, done).
 StoredState: TypeAlias = "tuple[Any, ...]"
 
 
 @dataclass(frozen=True, slots=True)
 class TaskState:
-    """What this machine remembers about one task between runs."""
-
     name: str
     fingerprint: str  # schedule identity; a change restarts the window
     last_occurrence: datetime  # the last occurrence this machine has dealt with
@@ -109,8 +78,6 @@ class TaskState:
 
 @dataclass(frozen=True, slots=True)
 class TaskFacts:
-    """What the overview needs of one task's history (:meth:`Store.latest_facts`)."""
-
     last_run: RunRow | None  # the newest row neither missed nor pending
     anchor: datetime  # the newest ok occurrence, else the first one (overdue counts from it)
     consecutive_failures: int
@@ -122,9 +89,6 @@ _LATEST_COLUMNS: Final = ", ".join(f"r.{name}" for name in _RUN_FIELDS)
 _RUN_PLACES: Final = ", ".join("?" * len(_RUN_FIELDS))
 _ADD_RUN: Final = f"INSERT INTO runs ({_RUN_COLUMNS}) VALUES ({_RUN_PLACES})"  # noqa: S608
 _UPDATABLE: Final = frozenset(_RUN_FIELDS) - {"id"}
-
-
-# --- time and values ------------------------------------------------------------------------
 
 
 def _utc(value: datetime, what: str) -> datetime:
@@ -141,10 +105,6 @@ def _occurrence_text(value: datetime, what: str) -> str:
 
 
 def parse_time(text: str) -> datetime:
-    """An instant as the store keeps it (ISO 8601 with an offset), in UTC.
-
-    :raises ValueError, TypeError: not a time cronctl wrote.
-    """
     value = datetime.fromisoformat(text)  # TypeError/ValueError: not a time cronctl wrote
     if value.tzinfo is None:
         raise ValueError(f"time without an offset: {text!r}")
@@ -168,7 +128,6 @@ _RUN_KINDS: Final[dict[str, type | tuple[type, ...]]] = {
 
 
 def _run_column(name: str, value: object) -> object:
-    """Return the stored form of one RunRow field, refusing values of the wrong kind."""
     if name == "occurrence":
         if not isinstance(value, datetime):
             raise TypeError(f"occurrence must be a datetime, got {value!r}")
@@ -184,14 +143,11 @@ def _run_column(name: str, value: object) -> object:
     return value
 
 
-#: The RunRow fields whose stored form differs from the value, or that are checked
-#: (:func:`_run_column` returns every other value as it is).
 _CONVERTED: Final = frozenset(("occurrence", "started", "ended", "outcome"))
 _RUN_GETTER: Final = operator.attrgetter(*_RUN_FIELDS)
 
 
 def _stored(names: Sequence[str], values: list[object]) -> list[object]:
-    """``values`` of the fields ``names``, in their stored form (checked), in place."""
     for i, name in enumerate(names):
         if name in _CONVERTED:
             values[i] = _run_column(name, values[i])
@@ -199,7 +155,6 @@ def _stored(names: Sequence[str], values: list[object]) -> list[object]:
 
 
 def _run_values(run: RunRow) -> tuple[object, ...]:
-    """The stored form of a new row, checked (:func:`_run_column`)."""
     # Not dataclasses.astuple, which deep-copies every field (docs/benchmarks.md); one
     # attrgetter, not a getattr per field.
     return tuple(_stored(_RUN_FIELDS, list(_RUN_GETTER(run))))
@@ -229,15 +184,13 @@ def _row_to_run(row: tuple[Any, ...]) -> RunRow:
 
 
 def _window_text(texts: dict[datetime, str], when: datetime) -> str:
-    """A window's instant as stored, formatted once per instant in ``texts``: most windows
-    move to the same minute (the formatting was half the time of writing 1,000 states)."""
+    # Most windows move to the same minute: formatting once per instant halves the write.
     text = texts.get(when)
     if text is None:
         text = texts[when] = _occurrence_text(when, "last_occurrence")
     return text
 
 
-#: Every task state row (the planning reads, the lead's snapshot, status).
 _ALL_STATES = f"SELECT {_STATE_COLUMNS} FROM task_state"  # noqa: S608
 
 
@@ -250,7 +203,6 @@ def _row_to_state(row: tuple[Any, ...]) -> TaskState:
 
 @contextmanager
 def _own_values(path: Path) -> Iterator[None]:
-    """Turn a value cronctl never writes (a foreign or hand-edited file) into a clear error."""
     try:
         yield
     except (ValueError, TypeError, OverflowError) as exc:
@@ -260,14 +212,30 @@ def _own_values(path: Path) -> Iterator[None]:
         ) from exc
 
 
-# --- the store ------------------------------------------------------------------------------
+class _StateReads:
+    _path: Path
+
+    def _select(self, sql: str, params: tuple[object, ...]) -> list[tuple[Any, ...]]:
+        raise NotImplementedError
+
+    def states(self) -> dict[str, TaskState]:
+        rows = self._select(_ALL_STATES, ())
+        with _own_values(self._path):
+            return {row[0]: _row_to_state(row) for row in rows}
+
+    def stored_states(self) -> dict[str, StoredState]:
+        """Every task state as stored, unparsed: cheap to compare with an earlier read."""
+        return {row[0]: row for row in self._select(_ALL_STATES, ())}
+
+    def parse_state(self, row: StoredState) -> TaskState:
+        with _own_values(self._path):
+            return _row_to_state(row)
 
 
-class Txn:
+class Txn(_StateReads):
     """Reads and writes inside one ``BEGIN IMMEDIATE`` transaction (:meth:`Store.transaction`)."""
 
     def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
-        """Wrap a connection with a transaction open; only :class:`Store` makes these."""
         self._conn: sqlite3.Connection | None = conn
         self._path = path
 
@@ -279,6 +247,9 @@ class Txn:
         with translated(self._path):
             return self._live().executemany(sql, rows)
 
+    def _select(self, sql: str, params: tuple[object, ...]) -> list[tuple[Any, ...]]:
+        return self._execute(sql, params).fetchall()
+
     def _live(self) -> sqlite3.Connection:
         if self._conn is None:
             raise RuntimeError("this transaction has ended; use it only inside its `with` block")
@@ -288,45 +259,24 @@ class Txn:
         self._conn = None
 
     def get_state(self, name: str) -> TaskState | None:
-        """Return the remembered state of task ``name``, or None if this machine never saw it."""
         sql = f"SELECT {_STATE_COLUMNS} FROM task_state WHERE name = ?"  # noqa: S608
         row = self._execute(sql, (name,)).fetchone()
         with _own_values(self._path):
             return None if row is None else _row_to_state(row)
 
-    def states(self) -> dict[str, TaskState]:
-        """Every remembered task state, in one query (a run plans all tasks at once)."""
-        rows = self._execute(_ALL_STATES, ()).fetchall()
-        with _own_values(self._path):
-            return {row[0]: _row_to_state(row) for row in rows}
-
-    def stored_states(self) -> dict[str, StoredState]:
-        """Every task state as stored, unparsed (cheap to compare with an earlier read;
-        :meth:`parse_state` makes one a TaskState)."""
-        return {row[0]: row for row in self._execute(_ALL_STATES, ()).fetchall()}
-
-    def parse_state(self, row: StoredState) -> TaskState:
-        """The TaskState of a row :meth:`stored_states` returned."""
-        with _own_values(self._path):
-            return _row_to_state(row)
-
     def any_unfinished(self) -> bool:
-        """Whether some row is still ``pending`` or ``running`` (a run at work, or left by a
-        dead one: see :meth:`Store.unfinished_runs`), from the partial index alone."""
         sql = f"SELECT 1 FROM runs INDEXED BY runs_unfinished WHERE {_UNFINISHED} LIMIT 1"  # noqa: S608
         return self._execute(sql, ()).fetchone() is not None
 
     def data_version(self) -> int:
-        """SQLite's data version on this connection: the same number as at an earlier read on
-        it (:meth:`Store.snapshot`) only if no other connection has committed since (this
-        connection's own commits do not count; a checkpoint may change it too)."""
+        """Unchanged since an earlier read on this connection (:meth:`Store.snapshot`) only if
+        no other connection committed since (a checkpoint may change it too)."""
         (version,) = self._execute("PRAGMA data_version", ()).fetchone()
         return int(version)
 
     def advance_states(self, moves: list[tuple[StoredState, datetime]]) -> int:
-        """Move each stored row's last_occurrence to its new instant, only where the row is
-        still exactly as read (a compare-and-set: a write that comes late never moves a
-        window back nor overwrites what another process recorded meanwhile); how many moved."""
+        """Move each row's window where the row is still exactly as read (compare-and-set: a
+        late write never moves a window back nor overwrites another's); how many moved."""
         if not moves:
             return 0
         texts: dict[datetime, str] = {}
@@ -337,23 +287,17 @@ class Txn:
         return int(self._executemany(_ADVANCE_STATE, rows).rowcount)
 
     def add_states(self, states: list[TaskState]) -> int:
-        """Insert each state only where its task has no row yet (a compare-and-set of a row
-        read as absent: a row another process wrote meanwhile keeps what it says); how many
-        were inserted."""
         if not states:
             return 0
         return int(self._write_states(_ADD_STATE, states).rowcount)
 
     def put_state(self, state: TaskState) -> None:
-        """Insert or replace the state of task ``state.name``."""
         self.put_states([state])
 
     def put_states(self, states: list[TaskState]) -> None:
-        """Insert or replace several task states in one statement (a run plans every task)."""
         self._write_states(_PUT_STATE, states)
 
     def _write_states(self, sql: str, states: list[TaskState]) -> sqlite3.Cursor:
-        """Execute ``sql`` (one of the task_state writes) once per state, in one statement."""
         texts: dict[datetime, str] = {}
         rows = [
             (
@@ -368,10 +312,9 @@ class Txn:
         return self._executemany(sql, rows)
 
     def add_first(self, run: RunRow, unless: str) -> bool:
-        """Record ``run`` unless its task has a row of its trigger for its occurrence already
-        (a chained run, which the run that ended its upstream and another's catch-up may
-        both reach), other than one whose message starts with ``unless`` (one that never
-        started): whether it was recorded."""
+        """Record ``run`` unless a row of its task, trigger and occurrence exists, other than
+        one whose message starts with ``unless`` (never started): a chained run may be reached
+        by its upstream's end and by a catch-up. Whether it was recorded."""
         sql = f"SELECT 1 FROM runs WHERE task = ? AND trigger = ? AND occurrence = ? {_DEALT}"  # noqa: S608
         when = _occurrence_text(run.occurrence, "occurrence")
         found = self._execute(sql, (run.task, run.trigger, when, unless, unless)).fetchone()
@@ -381,21 +324,14 @@ class Txn:
         return True
 
     def add_run(self, run: RunRow) -> None:
-        """Record a new run row.
-
-        :raises ValueError: a row with ``run.id`` exists, or ``run.outcome`` is unknown.
-        """
+        """:raises ValueError: a row with ``run.id`` exists, or ``run.outcome`` is unknown."""
         try:
             self._execute(_ADD_RUN, _run_values(run))
         except sqlite3.IntegrityError as exc:
             raise ValueError(f"run {run.id!r} is already recorded") from exc
 
     def add_runs(self, runs: Sequence[RunRow]) -> None:
-        """Record new run rows, in one statement (a plan's 100 rows: one ``executemany``).
-
-        :raises ValueError: a row with one of the ids exists (named, as :meth:`add_run`
-            names it), or an outcome is unknown.
-        """
+        """Record new rows in one ``executemany``; errors as :meth:`add_run`'s."""
         if len(runs) < 2:
             for run in runs:
                 self.add_run(run)
@@ -415,11 +351,7 @@ class Txn:
             conn.execute("RELEASE add_runs")
 
     def update_run(self, run_id: str, **fields: object) -> None:
-        """Change some fields of run ``run_id``.
-
-        :raises ValueError: a name that is not a RunRow field (``id`` cannot change either).
-        :raises KeyError: no row has that id (for instance, pruned).
-        """
+        """:raises ValueError: not a RunRow field (or ``id``). :raises KeyError: no such row."""
         _check_updatable(fields)
         if not fields:
             return
@@ -427,8 +359,6 @@ class Txn:
             raise KeyError(run_id)
 
     def _update(self, run_id: str, fields: dict[str, object], condition: str, *more: object) -> int:
-        """UPDATE run ``run_id``'s checked ``fields`` where ``condition`` (SQL of our own, its
-        parameters ``more``) also holds; the number of rows changed."""
         assignments = ", ".join(f"{name} = ?" for name in fields)
         values = tuple(_run_column(name, value) for name, value in fields.items())
         sql = f"UPDATE runs SET {assignments} WHERE id = ? {condition}"  # noqa: S608 (names checked)
@@ -442,8 +372,6 @@ def _check_updatable(fields: dict[str, object]) -> None:
 
 
 class _Update:
-    """One update_run waiting for the group commit that carries it."""
-
     __slots__ = ("done", "error", "fields", "run_id")
 
     def __init__(self, run_id: str, fields: dict[str, object]) -> None:
@@ -453,11 +381,8 @@ class _Update:
         self.error: BaseException | None = None
 
 
-class Store:
-    """The state database of one machine; :meth:`open` it, then close it (or use ``with``)."""
-
+class Store(_StateReads):
     def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
-        """Wrap an open, migrated connection; use :meth:`open` instead."""
         self._conn = conn
         self._path = path
         self._lock = threading.RLock()
@@ -468,56 +393,36 @@ class Store:
 
     @property
     def path(self) -> Path:
-        """The database file."""
         return self._path
 
     @classmethod
     def open(cls, state_dir: Path, *, create: bool = True) -> Store:
-        """Open ``state_dir/state.db``, creating (unless ``create`` is false) and migrating it.
-
-        ``state_dir`` must exist and have been checked by the caller. No descriptor of the file
-        is ever opened outside SQLite (README, Safety), so any number of stores may be open at
-        once in one process.
-
-        :raises UnsafeDirectoryError: ``state.db`` (or its -wal/-shm) is a symlink, not a
-            regular file, owned by another user or world-writable.
-        :raises NoStateError: there is no database and ``create`` is false.
-        :raises StoreUnusableError: the file is damaged, not SQLite, not cronctl's, written by a
-            newer cronctl, or cannot be opened.
-        :raises CronctlError: the disk is full or the file stayed locked; the message names the
-            file and what to do.
+        """Open (creating unless ``create`` is false) and migrate ``state_dir/state.db``; the
+        caller checked ``state_dir``. Errors: :func:`~cronctl.edge.state.dbfile.open_connection`.
         """
         path = Path(state_dir) / DB_NAME
-        conn = open_connection(path, create=create)
-        return cls(conn, path)
+        return cls(open_connection(path, create=create), path)
 
     @classmethod
     def empty(cls, state_dir: Path) -> Store:
-        """An empty store in memory for ``state_dir``, where nothing has run yet: read, it
-        shows every task as never ran; nothing is created on disk."""
+        """An empty store in memory: every task never ran; nothing is created on disk."""
         path = Path(state_dir) / DB_NAME
         return cls(empty_connection(path), path)
 
     def close(self) -> None:
-        """Close the connection; the store cannot be used afterwards."""
         with self._lock:
             self._conn.close()
 
     def __enter__(self) -> Store:
-        """Return the store itself."""
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        """Close the store."""
         self.close()
 
     @contextmanager
     def transaction(self) -> Iterator[Txn]:
-        """Run the block in one ``BEGIN IMMEDIATE`` transaction, committed when the block ends
-        and rolled back if it raises. Other writers, threads or processes, wait meanwhile.
-
-        :raises RuntimeError: a transaction is already open on this store (in this thread).
-        """
+        """One ``BEGIN IMMEDIATE`` transaction, committed at the block's end, rolled back if it
+        raises; other writers wait meanwhile."""
         with self._lock:
             if self._conn.in_transaction:
                 raise RuntimeError("a transaction is already open on this store; use its Txn")
@@ -537,16 +442,10 @@ class Store:
                 txn._end()
 
     def update_run(self, run_id: str, **fields: object) -> None:
-        """Change some fields of run ``run_id``; committed (durable) when this returns.
+        """Change fields of run ``run_id``, durable when this returns; errors as Txn's.
 
-        Group commit: the updates other threads of this process make while a commit is under
-        way share the next transaction, so N threads marking runs "running" or recording
-        results at the same moment pay for one commit (one ``fdatasync``) instead of N; none
-        waits for anything but the commit in progress. Each caller still waits for its own
-        commit and hears its own error, as if the transaction were its alone.
-
-        :raises ValueError: a name that is not a RunRow field (``id`` cannot change either).
-        :raises KeyError: no row has that id.
+        Group commit: updates other threads queue while a commit is under way share the next
+        transaction (one ``fdatasync`` for N); each caller still waits for and hears its own.
         """
         _check_updatable(fields)
         if not fields:
@@ -559,8 +458,7 @@ class Store:
             raise item.error
 
     def _drive(self, done: Callable[[], bool]) -> None:
-        """Wait (holding ``self._group``) until ``done()``; commit the queue when no other
-        thread is committing: the leader of a group commit takes everything queued so far."""
+        # Holding self._group: the thread that finds no commit under way leads the next one.
         while not done():
             if self._leading or not self._queue:
                 self._group.wait()
@@ -576,7 +474,6 @@ class Store:
                 self._group.notify_all()
 
     def _commit(self, batch: list[_Update]) -> None:
-        """One transaction for the batch; an error of the whole transaction is every item's."""
         try:
             with self.transaction() as txn:
                 for item in batch:
@@ -598,15 +495,13 @@ class Store:
             return self._conn.execute(sql, params).fetchall()
 
     def get_run(self, run_id: str) -> RunRow | None:
-        """Return run ``run_id``, or None."""
         rows = self._select(f"SELECT {_RUN_COLUMNS} FROM runs WHERE id = ?", (run_id,))  # noqa: S608
         return self._runs(rows[:1])[0] if rows else None
 
     def runs_between(
         self, task: str, start: datetime, end: datetime, limit: int = 200
     ) -> list[RunRow]:
-        """Up to ``limit`` rows of ``task`` whose occurrence is in [start, end), newest first
-        (`explain`: the rows of one minute, or what ran after a missed occurrence)."""
+        """Up to ``limit`` rows of ``task`` with occurrence in [start, end), newest first."""
         sql = (
             f"SELECT {_RUN_COLUMNS} FROM runs WHERE task = ? "  # noqa: S608
             f"AND occurrence >= ? AND occurrence < ? {_ORDER} LIMIT ?"
@@ -617,9 +512,7 @@ class Store:
     def occurrences_of(
         self, task: str, trigger: str, since: datetime, unless: str
     ) -> set[datetime]:
-        """The occurrences at or after ``since`` that ``task`` has a row of ``trigger`` for,
-        other than one whose message starts with ``unless`` (a chained task's catch-up: what
-        this machine dealt with already)."""
+        """Occurrences from ``since`` with a row of ``trigger``, as :meth:`Txn.add_first`."""
         sql = (
             "SELECT occurrence FROM runs WHERE task = ? AND trigger = ? "  # noqa: S608
             f"AND occurrence >= ? {_DEALT}"
@@ -637,13 +530,8 @@ class Store:
         outcomes: Collection[str] | None = None,
         since: datetime | None = None,
     ) -> list[RunRow]:
-        """Return up to ``limit`` rows, of ``task`` or of every task (of those ``among``, when
-        given: the loaded schedule's), newest first; only ``host``'s, only those with one of
-        ``outcomes``, only occurrences at or after ``since``, when given (`history`'s filters,
-        which combine).
-
-        Newest means the latest occurrence, then the latest start, then the greatest id.
-        """
+        """Up to ``limit`` rows newest first (occurrence, start, id), filtered by whichever
+        of ``task`` (else ``among``), ``host``, ``outcomes``, ``since`` are given."""
         if limit < 0:
             raise ValueError(f"limit must be 0 or more, got {limit}")
         terms: list[str] = []
@@ -681,9 +569,8 @@ class Store:
         before: tuple[datetime, str] | None = None,
         limit: int = 50,
     ) -> list[RunRow]:
-        """Up to ``limit`` rows newest first by (occurrence, id), strictly before the cursor
-        ``before`` (the last row's occurrence and id): keyset paging on ``runs_page``, so
-        the millionth row costs what the first does."""
+        """Keyset paging on ``runs_page``: up to ``limit`` rows newest first by (occurrence,
+        id) strictly before ``before``, so the millionth row costs what the first does."""
         if limit < 0:
             raise ValueError(f"limit must be 0 or more, got {limit}")
         terms: list[str] = []
@@ -704,7 +591,6 @@ class Store:
         return self._runs(self._select(sql, (*params, limit)))
 
     def last_run(self, task: str) -> RunRow | None:
-        """Return the newest row of ``task`` that is neither ``missed`` nor ``pending``."""
         rows = self._select(
             f"SELECT {_RUN_COLUMNS} FROM runs WHERE task = ? "  # noqa: S608
             f"AND outcome NOT IN ('missed', 'pending') {_ORDER} LIMIT 1",
@@ -713,12 +599,8 @@ class Store:
         return self._runs(rows[:1])[0] if rows else None
 
     def consecutive_failures(self, task: str) -> int:
-        """Count ``task``'s failed/timeout/error rows, newest first, back to its latest ``ok``.
-
-        Skipped, missed and unfinished (pending/running) rows neither count nor interrupt.
-        The attempts of one occurrence (retries) count once: it failed once, however often
-        it was tried.
-        """
+        """``task``'s failing occurrences back to its latest ``ok``: other outcomes neither
+        count nor interrupt; the retries of one occurrence count once."""
         sql = f"SELECT outcome, occurrence FROM runs WHERE task = ? {_ORDER}"  # noqa: S608
         count = 0
         counted: str | None = None
@@ -736,11 +618,8 @@ class Store:
         return count
 
     def latest_facts(self, names: Sequence[str]) -> dict[str, TaskFacts]:
-        """:meth:`last_run`, :meth:`consecutive_failures` and the anchor of overdue (the
-        newest ``ok`` occurrence, else :meth:`first_occurrence`) of every task in ``names``
-        that history holds a row of: two statements whatever their number, and one walk
-        back to the last ok run per task whose last run was not ok (only those can have
-        failed since; the dashboard's overview of 10,000 tasks asked four per task)."""
+        """Last run, failures and overdue anchor (newest ok, else first occurrence) of every
+        task in ``names`` with history, in two statements plus one walk per failing task."""
         # json here, as in history: a quiet minute never needs it.
         import json
 
@@ -777,14 +656,10 @@ class Store:
         return facts
 
     def unfinished_runs(self, host: str | None) -> list[RunRow]:
-        """Return ``host``'s rows (every host's when None) still ``pending`` or ``running``,
-        newest first.
-
-        A crashed cronctl leaves them; so does one still at work, so check ``pid``.
-        """
-        # Every `run` asks this: the partial index holds only unfinished rows, so the question
-        # costs the same with a day of history or ninety. Left to itself SQLite walks the whole
-        # table in ORDER BY order.
+        """``host``'s (None: every host's) pending or running rows, newest first: a crash's,
+        or a live run's (check ``pid``)."""
+        # The partial index: the same cost with a day of history or ninety; left to itself
+        # SQLite walks the whole table in ORDER BY order.
         rows = self._select(
             f"SELECT {_RUN_COLUMNS} FROM runs INDEXED BY runs_unfinished "  # noqa: S608
             f"WHERE (?1 IS NULL OR host = ?1) AND {_UNFINISHED} {_ORDER}",
@@ -793,14 +668,8 @@ class Store:
         return self._runs(rows)
 
     def close_unfinished(self, run: RunRow, **fields: object) -> bool:
-        """Change ``fields`` of ``run`` only if it is still unfinished and still owned by
-        ``run.pid``; return whether it was.
-
-        The condition is what makes recovery safe: an owner that records its end between
-        recovery's read and this write keeps its outcome (it is never overwritten).
-
-        :raises ValueError: a name that is not a RunRow field, or a value of the wrong kind.
-        """
+        """Change ``fields`` of ``run`` only if still unfinished and owned by ``run.pid``
+        (an owner that recorded its end meanwhile keeps it); whether it was."""
         unknown = sorted(set(fields) - _UPDATABLE)
         if unknown or not fields:
             raise ValueError(f"cannot update run fields {unknown or 'none'}")
@@ -808,25 +677,8 @@ class Store:
         with self.transaction() as txn:
             return txn._update(run.id, fields, condition, run.pid) == 1
 
-    def states(self) -> dict[str, TaskState]:
-        """Return the remembered state of every task, by name."""
-        rows = self._select(_ALL_STATES, ())
-        with _own_values(self._path):
-            return {row[0]: _row_to_state(row) for row in rows}
-
-    def stored_states(self) -> dict[str, StoredState]:
-        """Every task state as stored, unparsed (see :meth:`Txn.stored_states`)."""
-        return {row[0]: row for row in self._select(_ALL_STATES, ())}
-
-    def parse_state(self, row: StoredState) -> TaskState:
-        """The TaskState of a row :meth:`stored_states` returned."""
-        with _own_values(self._path):
-            return _row_to_state(row)
-
     def snapshot(self) -> tuple[dict[str, StoredState], int]:
-        """Every task state as stored and the data version they were read at, in one read
-        transaction (a transaction that sees the same version later sees the same rows, if
-        it is on this store: see :meth:`Txn.data_version`)."""
+        """Every stored state and the data version, in one read (:meth:`Txn.data_version`)."""
         with self._lock, translated(self._path):
             self._conn.execute("BEGIN")
             try:
@@ -837,25 +689,18 @@ class Store:
         return {row[0]: row for row in rows}, int(version)
 
     def checkpoint(self) -> None:
-        """Copy what the WAL holds into the database file, waiting for no one (PASSIVE).
-
-        Once all of it is copied, the next write starts the WAL over from its beginning, in
-        place, as long as another connection keeps the file (the last one to close deletes
-        it): a commit that overwrites blocks the WAL already has syncs only those, one that
-        grows the file syncs its new size and blocks too (`work` does this before each
-        boundary; see Worker._hold_wal)."""
+        """A PASSIVE checkpoint: the next write then restarts the WAL in place, so a commit
+        syncs only overwritten blocks, not a grown file (Worker._hold_wal)."""
         with self._lock, translated(self._path):
             self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
 
     def file_id(self) -> tuple[int, int] | None:
-        """(st_dev, st_ino) of the file at this store's path now (None: none): the same just
-        before and just after :meth:`open` names the file the connection is to."""
+        """(st_dev, st_ino) at the path now: the same around :meth:`open` names its file."""
         return file_id(self._path)
 
     def still_at(self, opened: tuple[int, int]) -> bool:
-        """Whether the file at this store's path is still ``opened`` (its :meth:`file_id`
-        around the open), and still a private regular file of ours (else, as at open,
-        UnsafeDirectoryError): a store kept open a moment goes on only with its own file."""
+        """Whether the path is still the file ``opened`` and still private (else, as at open,
+        UnsafeDirectoryError): a store kept open goes on only with its own file."""
         return inspect_file(self._path) and file_id(self._path) == opened
 
     def _runs(self, rows: list[tuple[Any, ...]]) -> list[RunRow]:
@@ -863,11 +708,8 @@ class Store:
             return [_row_to_run(row) for row in rows]
 
     def prune(self, before: datetime) -> int:
-        """Delete finished run rows whose occurrence is older than ``before``; return how many.
-
-        Pending and running rows stay whatever their age: a long run must still be able to
-        record its end, and :meth:`unfinished_runs` must still find those a crash left.
-        """
+        """Delete finished rows older than ``before``; how many. Unfinished rows stay: a long
+        run must record its end, and recovery must find a crash's."""
         before = _utc(before, "before")
         if before.microsecond:  # occurrences are whole seconds: o < before <=> o < ceil(before)
             before = before.replace(microsecond=0) + timedelta(seconds=1)
@@ -877,12 +719,9 @@ class Store:
             return txn._execute(sql, (cutoff,)).rowcount
 
     def task_names(self) -> list[str]:
-        """Every task name history holds a run of (`status --all`), sorted; one walk of the
-        task index, not of the rows."""
         return [row[0] for row in self._select("SELECT DISTINCT task FROM runs ORDER BY task", ())]
 
     def outcome_counts(self) -> dict[str, dict[str, int]]:
-        """Per task, how many rows of each outcome history holds (for metrics_file)."""
         sql = "SELECT task, outcome, COUNT(*) FROM runs GROUP BY task, outcome"
         counts: dict[str, dict[str, int]] = {}
         for task, outcome, count in self._select(sql, ()):
@@ -890,11 +729,9 @@ class Store:
         return counts
 
     def last_ok(self, task: str) -> RunRow | None:
-        """Return the newest ``ok`` row of ``task`` (overdue and metrics judge by it)."""
         return self._newest(task, "('ok')")
 
     def last_ended(self, task: str) -> RunRow | None:
-        """Return the newest row of ``task`` that ended ok or failing (a run, not a skip)."""
         return self._newest(task, _listed(FINISHED))
 
     def _newest(self, task: str, outcomes: str) -> RunRow | None:
@@ -906,6 +743,5 @@ class Store:
         return _row_to_run(rows[0]) if rows else None
 
     def first_occurrence(self, task: str) -> datetime | None:
-        """The oldest occurrence history holds for ``task`` (when this machine first saw it)."""
         rows = self._select("SELECT MIN(occurrence) FROM runs WHERE task = ?", (task,))
         return parse_time(rows[0][0]) if rows and rows[0][0] else None
