@@ -1,10 +1,5 @@
-"""cronctl's directories made private and refused when other users could tamper with them,
-and the files in them opened, written and replaced without following planted links
-(README, Safety).
-
-Which directories those are is edge/dirs.py; whether the lock directory is one that several
-machines see is edge/mounts.py.
-"""
+"""cronctl's directories made private and refused when others could tamper with them, and
+their files opened, written and replaced without following planted links (README, Safety)."""
 
 from __future__ import annotations
 
@@ -23,36 +18,26 @@ _PRIVATE_MODE = 0o700
 # which is the whole point of a setgid parent.
 _GROUP_SHARED_MODE = stat.S_ISGID | 0o750
 
-#: What cronctl keeps directly inside a state or lock directory. Each one that exists is
-#: checked with its parent, so a link or a foreign file planted there is refused before use.
+# What cronctl keeps directly inside a state or lock directory: each one that exists is
+# checked with its parent, so a link or a foreign file planted there is refused before use.
 _KNOWN_DIRS = ("logs", "notices", "overlap", "claims", "paused", "locks")
-#: The dashboard's audit record of its actions (edge/audit.py).
 AUDIT_FILE = "audit.jsonl"
-#: The state database and the files SQLite keeps beside it (opened by SQLite, by name).
 _KNOWN_FILES = ("state.db", "state.db-wal", "state.db-shm", "state.db-journal", AUDIT_FILE)
-#: Directories whose known children passed, by the directory's (device, inode, mtime).
+# Directories whose known children passed, by the directory's (device, inode, mtime).
 _CHILDREN_PASSED: dict[str, tuple[int, int, int]] = {}
 
 
 def ensure_private_dir(path: Path, *, within: Path | None = None) -> Path:
-    """Create ``path`` (and missing parents) privately if needed, then check it is safe; return it.
+    """Create ``path`` (and missing parents) privately if needed, check it, and return it.
 
-    A directory that is created gets mode 0700, or ``2750`` when its parent has the setgid bit.
-    We treat only setgid as "group-shared": it is the deliberate, conventional way to say
-    "files here belong to this group", whereas a group-writable parent is often just the
-    by-product of a 002 umask, and opening run logs to a whole group on that evidence alone
-    would leak command output. Existing directories are never chmod-ed: they are only checked.
+    New directories get 0700, or 2750 under a setgid parent: only setgid means group-shared,
+    since a group-writable parent is often just a 002 umask, and trusting it would leak
+    command output. Existing directories are only checked, never chmod-ed: ``path`` and what
+    cronctl keeps in it; with ``within``, each directory from ``within`` down, before
+    anything is created inside it, so a link planted at ``logs`` never redirects a write.
 
-    What is checked: ``path`` itself, and whatever cronctl keeps directly inside it
-    (``logs``, ``claims``, ``state.db`` and the rest) when it exists. With ``within`` (a state
-    or lock directory that ``path`` lies in), ``within`` and every directory between it and
-    ``path`` are checked, each before anything is created inside it, so a symlink planted
-    at ``logs`` can never make cronctl create or write anything elsewhere.
-
-    :raises UnsafeDirectoryError: a missing directory cannot be created; a component is a
-        symlink or not a directory; it is writable by others (sticky bit or not) or by its
-        group without being setgid-shared; or it is owned by a user who is neither root nor
-        the current effective user. The message says what to do.
+    :raises UnsafeDirectoryError: cannot create; a link or not a directory; writable by
+        others or by a group without setgid; owned by neither root nor us.
     """
     path = _normal(path)
     if within is None:
@@ -75,7 +60,6 @@ def ensure_private_dir(path: Path, *, within: Path | None = None) -> Path:
 
 
 def _parts_below(base: str, path: str) -> list[str]:
-    """The components of ``path`` below ``base`` (both normal and absolute)."""
     if path == base:
         return []
     prefix = base if base.endswith("/") else base + "/"
@@ -85,7 +69,6 @@ def _parts_below(base: str, path: str) -> list[str]:
 
 
 def _lstat(path: Path | str) -> os.stat_result | None:
-    """``lstat``, or None when nothing is there (any other failure is _verify's to report)."""
     try:
         return os.lstat(path)
     except OSError:
@@ -93,11 +76,8 @@ def _lstat(path: Path | str) -> os.stat_result | None:
 
 
 def verify_dir(path: Path, *, within: Path | None = None) -> bool:
-    """Check an existing directory as :func:`ensure_private_dir` would, creating nothing.
-
-    Returns False when ``path`` (or a directory between ``within`` and it) does not exist,
-    for the commands that only read: they must not create anything.
-    """
+    """Check as :func:`ensure_private_dir` would, creating nothing; False if a directory
+    is missing (the commands that only read must not create anything)."""
     path = _normal(path)
     base = path if within is None else _normal(within)
     # base, then each directory below it down to path
@@ -162,7 +142,6 @@ def _is_group_shared(parent: Path) -> bool:
 
 
 def _verify(where: Path | str, st: os.stat_result | None = None) -> None:
-    """Check the directory ``where`` (``st``: its lstat, when the caller has just taken it)."""
     if st is None:
         try:
             st = os.lstat(where)
@@ -187,8 +166,7 @@ def _verify(where: Path | str, st: os.stat_result | None = None) -> None:
 
 
 def _sound_dir(st: os.stat_result) -> bool:
-    """What _verify accepts, in one test: a real directory owned by root or us, writable by
-    nobody else (group write only on a setgid directory)."""
+    """What _verify accepts, in one test (group write only on a setgid directory)."""
     mode = st.st_mode
     return (
         stat.S_ISDIR(mode)
@@ -199,12 +177,8 @@ def _sound_dir(st: os.stat_result) -> bool:
 
 
 def _verify_children(base: Path, seen: os.stat_result | None = None) -> None:
-    """Check what cronctl keeps inside ``base``: by lstat only, never opening a file.
-
-    Opening and closing a descriptor of ``state.db`` would drop SQLite's locks in this
-    process, so the database is judged by its inode alone. ``seen`` is ``base``'s
-    own lstat when the caller has just taken it.
-    """
+    """Check what cronctl keeps inside ``base`` by lstat only: opening and closing a
+    descriptor of ``state.db`` would drop SQLite's locks in this process."""
     if seen is None:
         try:
             seen = os.lstat(base)
@@ -236,7 +210,6 @@ def _verify_children(base: Path, seen: os.stat_result | None = None) -> None:
 
 
 def _check_owner_and_mode(path: Path, st: os.stat_result, kind: str) -> None:
-    """Refuse what another user could have made or could change (README, Safety)."""
     euid = os.geteuid()
     if st.st_uid not in (0, euid):
         where = path if kind == "directory" else path.parent
@@ -275,18 +248,14 @@ def _check_owner_and_mode(path: Path, st: os.stat_result, kind: str) -> None:
 def open_nofollow(
     path: Path | str, flags: int, mode: int = 0o600, *, dir_fd: int | None = None
 ) -> int:
-    """Open a file in a cronctl directory; refuse a symlink, anything but a regular file, and
-    a file owned by another user or writable by others.
+    """Open a regular file of ours in a cronctl directory (close-on-exec); with ``dir_fd``
+    (its parent, from :func:`open_dir`), by name, walking no path again.
 
-    ``O_NOFOLLOW`` keeps a planted symlink from redirecting a write; ``O_NONBLOCK`` keeps a
-    planted FIFO from hanging the run (it has no effect on regular files). The descriptor is
-    close-on-exec. With ``dir_fd`` (a directory opened by :func:`open_dir`, which is
-    ``path``'s parent), the file is opened by its name relative to it: no path above it is
-    walked again.
+    ``O_NOFOLLOW``: a planted link never redirects a write; ``O_NONBLOCK``: a planted FIFO
+    never hangs the run.
 
-    :raises UnsafeDirectoryError: ``path`` is a symlink, FIFO, device or directory, is owned
-        by a user other than root or the current one, or is group- or world-writable.
-    :raises OSError: any other failure to open.
+    :raises UnsafeDirectoryError: a link, FIFO, device or directory; not ours; writable by
+        others. :raises OSError: any other failure to open.
     """
     flags |= os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     try:
@@ -312,21 +281,14 @@ def open_nofollow(
 
 
 def _sound_file(st: os.stat_result) -> bool:
-    """What _check_owner_and_mode accepts of a file, in one test (a run opens hundreds)."""
+    # What _check_owner_and_mode accepts of a file, in one test (a run opens hundreds).
     return st.st_uid in (0, os.geteuid()) and not st.st_mode & (stat.S_IWOTH | stat.S_IWGRP)
 
 
 def open_dir(path: Path) -> tuple[int, os.stat_result]:
-    """Open a directory that :func:`ensure_private_dir` has made or checked, to open files
-    in it by name (``open_nofollow(..., dir_fd=)``); the descriptor (close-on-exec) and its
-    ``fstat``.
-
-    What was opened is checked again, by its descriptor: had the directory been swapped
-    since its check, a link is refused by ``O_NOFOLLOW`` and anything else by the same test,
-    and from here on nothing can swap it under the descriptor.
-
-    :raises UnsafeDirectoryError: as :func:`ensure_private_dir`.
-    """
+    """Open a checked directory for ``open_nofollow(..., dir_fd=)``: its descriptor and
+    ``fstat``, checked again by descriptor, so a swap since the check is refused and none
+    can happen from here on. :raises UnsafeDirectoryError: as :func:`ensure_private_dir`."""
     flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
         fd = os.open(path, flags)
@@ -353,10 +315,8 @@ def _planted(path: Path, what: str) -> UnsafeDirectoryError:
 
 
 def write_new(path: Path, text: str, force: bool) -> None:
-    """Create `path` (never replacing a file without `force`); with `force`, replace atomically.
-
-    For the files a person asks for (`init`, `import -o`), perhaps as root in a directory
-    others can write to: a link planted at `path` is never followed, only refused or replaced.
+    """Create a file a person asked for (`init`, `import -o`); with `force`, replace it
+    atomically. A link planted at `path` is never followed, only refused or replaced.
 
     :raises UsageError: the file exists (without `force`) or cannot be written.
     """
@@ -385,19 +345,14 @@ def write_new(path: Path, text: str, force: bool) -> None:
 
 
 def check_file_path(path: Path, *, sticky_ok: bool = False) -> None:
-    """Check every directory on the way to a file cronctl writes outside its own directories
-    (`metrics_file`, `--health-file`), as the state directories are checked.
+    """Check the way to a file cronctl writes outside its directories (`metrics_file`,
+    `--health-file`).
 
-    Below a directory that others can write to (``/tmp``), each component must be a real
-    directory owned by root or this user: a link there may have been planted by another
-    user to make cronctl write where they choose. That directory must be sticky, or the
-    others could rename a sound directory away after this check and plant a link in its
-    place. Links elsewhere (``/var/run``) are followed. The file's own directory must pass
-    the state directories' check, or, with ``sticky_ok``, may be a sticky directory of root
-    or this user that others write too: for a file the caller opens with ``O_NOFOLLOW`` and
-    uses only once it is a regular file of this user's, which nobody else can then replace.
-
-    :raises UnsafeDirectoryError: what is wrong and what to do.
+    Below a directory others can write to (``/tmp``), each component must be a real directory
+    of root or this user (not a planted link), and that directory sticky (else a checked
+    directory could be renamed away and a link planted). Links elsewhere are followed. The
+    file's own directory must pass the state directories' check or, with ``sticky_ok`` (a
+    file opened ``O_NOFOLLOW`` and used only once it is ours), be sticky and ours or root's.
     """
     path = _normal(path)
     current = Path("/")
@@ -439,23 +394,16 @@ def check_file_path(path: Path, *, sticky_ok: bool = False) -> None:
 
 
 def write_atomic(path: Path, data: bytes, mode: int = 0o600, *, durable: bool = True) -> None:
-    """Replace ``path`` with ``data`` all at once: readers see the old file or the new one.
-
-    The data goes to a uniquely named temporary file beside ``path`` (``O_EXCL|O_NOFOLLOW``),
-    which is then renamed over it; rename replaces a symlink at ``path`` rather than writing
-    through it. ``durable`` fsyncs the file and the directory, so the change survives a crash.
-    """
+    """Replace ``path`` with ``data`` at once, by renaming a new file over it (replacing a
+    link rather than writing through it); ``durable`` fsyncs the file, then the directory."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
     try:
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
+        with os.fdopen(fd, "wb") as file:
+            file.write(data)
+            file.flush()
             if durable:
                 os.fsync(fd)
-        finally:
-            os.close(fd)
         tmp.replace(path)
     except BaseException:
         with suppress(OSError):
@@ -466,11 +414,8 @@ def write_atomic(path: Path, data: bytes, mode: int = 0o600, *, durable: bool = 
 
 
 def fsync_dir(directory: Path) -> None:
-    """Flush a directory's entries (a create, rename or unlink) to disk; best effort.
-
-    Some file systems refuse fsync on a directory; the file itself is already written by
-    then, so failing the run over it would lose more than it protects.
-    """
+    """Flush a directory's entries to disk; best effort: some file systems refuse fsync on
+    a directory, and failing the run over it would lose more than it protects."""
     with suppress(OSError):
         fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:

@@ -1,11 +1,8 @@
-"""The state database file itself: opened by SQLite alone, checked, migrated, its errors told.
+"""The state database file: opened by SQLite alone, checked, migrated, its errors told.
 
-Split from :mod:`cronctl.edge.state.store`, which holds the tables' reads and writes. Opening is
-where the file can hurt: a descriptor of it opened and closed beside a live SQLite
-connection drops that connection's POSIX locks (another process then deletes the WAL under
-it), so nothing here ever opens one: the file is inspected by path (``lstat``) and opened
-only by SQLite. A file that is damaged, foreign, from a newer cronctl or unsafe is a
-:class:`StoreUnusableError` naming the file and what to do.
+A descriptor of the file opened and closed beside a live SQLite connection drops that
+connection's POSIX locks (another process then deletes the WAL under it), so nothing here
+opens one: the file is inspected by path (``lstat``) and opened only by SQLite.
 """
 
 from __future__ import annotations
@@ -22,16 +19,6 @@ from urllib.parse import quote
 
 from cronctl.edge.safefiles import fsync_dir
 from cronctl.errors import CronctlError, UnsafeDirectoryError
-
-__all__ = [
-    "MIGRATIONS",
-    "SCHEMA_VERSION",
-    "NoStateError",
-    "StoreUnusableError",
-    "move_aside",
-    "open_connection",
-    "translated",
-]
 
 # Failures caused by the file or the machine rather than by cronctl's own SQL.
 _ENVIRONMENT_CODES: Final = (
@@ -61,8 +48,7 @@ _MIGRATION_HISTORY_PAGES: Final = (
 # (docs/chains.md); every other row has none.
 _MIGRATION_UPSTREAM: Final = ("ALTER TABLE runs ADD COLUMN upstream TEXT NOT NULL DEFAULT ''",)
 
-#: Schema migrations: entry ``i`` takes the database from version ``i`` to ``i + 1``
-#: (``PRAGMA user_version``). Append only; never edit a migration that has been released.
+# Entry i takes the database from user_version i to i + 1. Append only; never edit a released one.
 MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
     (
         """CREATE TABLE task_state (
@@ -81,46 +67,20 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
     _MIGRATION_HISTORY_PAGES,
     _MIGRATION_UPSTREAM,
 )
-#: The schema version this code writes; a database at a higher one is refused.
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 
 _BUSY_TIMEOUT_MS: Final = 30_000
-#: The columns cronctl reads, with their declared types; a table without them is not ours.
+# The columns cronctl reads, with their declared types; a table without them is not ours.
 _COLUMNS: Final = {
-    "task_state": {
-        "name": "TEXT",
-        "fingerprint": "TEXT",
-        "last_occurrence": "TEXT",
-        "missed_total": "INTEGER",
-        "done": "INTEGER",
-    },
-    "runs": {
-        "id": "TEXT",
-        "task": "TEXT",
-        "occurrence": "TEXT",
-        "outcome": "TEXT",
-        "host": "TEXT",
-        "pid": "INTEGER",
-        "exit_code": "INTEGER",
-        "started": "TEXT",
-        "ended": "TEXT",
-        "duration_s": "REAL",
-        "log_path": "TEXT",
-        "tail": "TEXT",
-        "message": "TEXT",
-        "trigger": "TEXT",
-        "attempt": "INTEGER",
-        "upstream": "TEXT",
-    },
-}
-
-
-# --- errors ---------------------------------------------------------------------------------
-
-
-def _store_error(path: Path, message: str) -> CronctlError:
-    # The one place to change if errors.py grows a StateStoreError that carries the path.
-    return CronctlError(f"{path}: {message}")
+    table: dict(column.split() for column in columns.split(", "))
+    for table, columns in (
+        ("task_state", "name TEXT, fingerprint TEXT, last_occurrence TEXT, "
+         "missed_total INTEGER, done INTEGER"),
+        ("runs", "id TEXT, task TEXT, occurrence TEXT, outcome TEXT, host TEXT, pid INTEGER, "
+         "exit_code INTEGER, started TEXT, ended TEXT, duration_s REAL, log_path TEXT, "
+         "tail TEXT, message TEXT, trigger TEXT, attempt INTEGER, upstream TEXT"),
+    )
+}  # fmt: skip
 
 
 def move_aside(path: Path) -> str:
@@ -148,7 +108,7 @@ def _primary_code(exc: sqlite3.Error) -> int | None:
 
 
 def _raisetranslated(path: Path, exc: sqlite3.Error) -> NoReturn:
-    """Turn what the world did to the file into a CronctlError; let programming errors through."""
+    # What the world did to the file becomes a CronctlError; programming errors pass through.
     code = _primary_code(exc)
     if code in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
         message = (
@@ -174,7 +134,7 @@ def _raisetranslated(path: Path, exc: sqlite3.Error) -> NoReturn:
         raise exc
     if code in _UNUSABLE_CODES:
         raise StoreUnusableError(f"{path}: {message}") from exc
-    raise _store_error(path, message) from exc
+    raise CronctlError(f"{path}: {message}") from exc
 
 
 @contextmanager
@@ -185,9 +145,6 @@ def translated(path: Path) -> Iterator[None]:
         _raisetranslated(path, exc)
 
 
-# --- opening and migrating ------------------------------------------------------------------
-
-
 class StoreUnusableError(CronctlError):
     """The state database cannot be used at all until someone acts: damaged, not cronctl's,
     from a newer cronctl, or not safe to open. Retrying every minute cannot help, so `work`
@@ -195,17 +152,16 @@ class StoreUnusableError(CronctlError):
 
 
 class NoStateError(CronctlError):
-    """A reading command found no state database: nothing has run with this state dir."""
+    """A reading command found no state database."""
 
 
 _WAL_FILES: Final = ("-wal", "-shm")
 
 
-def _inspect(path: Path) -> bool:
+def inspect_file(path: Path) -> bool:
     """Whether the database exists; refuse one that is a link, not a file, or not ours.
 
-    By path with ``lstat`` only: a descriptor of the database opened and closed here would
-    drop every POSIX lock SQLite holds on it in this process.
+    By ``lstat`` only: a descriptor opened and closed here would drop SQLite's POSIX locks.
     """
     for name in (path, *(path.with_name(path.name + end) for end in _WAL_FILES)):
         try:
@@ -240,8 +196,7 @@ def _refuse_foreign_file(name: Path, info: os.stat_result) -> None:
 
 
 def file_id(path: Path) -> tuple[int, int] | None:
-    """(st_dev, st_ino) of ``path``, not followed (None: there is nothing there); by ``lstat``
-    only, as _inspect."""
+    """(st_dev, st_ino) of ``path``, not followed (None: nothing there); ``lstat`` only."""
     try:
         info = os.lstat(path)
     except FileNotFoundError:
@@ -249,19 +204,8 @@ def file_id(path: Path) -> tuple[int, int] | None:
     return info.st_dev, info.st_ino
 
 
-def inspect_file(path: Path) -> bool:
-    """Whether the database at ``path`` exists, refusing it as opening it would (a link,
-    not a regular file, not ours: UnsafeDirectoryError)."""
-    return _inspect(path)
-
-
 def _connect(path: Path, exists: bool) -> sqlite3.Connection:
-    """Let SQLite open (or create) the file itself: cronctl never holds a descriptor of it.
-
-    A new file is created under a 077 umask, so the database and the -wal and -shm files that
-    SQLite gives the same mode are 0600 from their first byte. The umask is process-wide: a
-    thread creating a file meanwhile gets a stricter mode, never a looser one.
-    """
+    """Let SQLite open (or create) the file itself: cronctl never holds a descriptor of it."""
     mode = "rw" if exists else "rwc"  # "rw": a file deleted meanwhile is not silently recreated
     uri = f"file:{quote(str(path))}?mode={mode}"
     # isolation_level=None: we send BEGIN IMMEDIATE/COMMIT ourselves; the module's own
@@ -301,7 +245,7 @@ def _use_wal(conn: sqlite3.Connection, path: Path) -> None:
             continue
         if str(mode).lower() != "wal":
             reason = f"SQLite cannot use WAL mode here (it stays in {mode} mode)"
-            raise _store_error(path, f"{reason}; put state_dir on a local file system.")
+            raise CronctlError(f"{path}: {reason}; put state_dir on a local file system.")
         return
 
 
@@ -325,7 +269,6 @@ def _refuse_newer(path: Path, version: int) -> None:
 
 
 def _migrate(conn: sqlite3.Connection, path: Path) -> None:
-    """Apply the missing migrations in order, all in one transaction."""
     version = _user_version(conn)
     _refuse_newer(path, version)
     if version == SCHEMA_VERSION:
@@ -360,7 +303,6 @@ def _apply(conn: sqlite3.Connection, path: Path, statement: str) -> None:
 
 
 def _check_schema(conn: sqlite3.Connection, path: Path) -> None:
-    """Refuse a file whose tables lack cronctl's columns (a foreign database at our version)."""
     for table, expected in _COLUMNS.items():
         found = {
             str(row[1]): str(row[2]).upper()
@@ -377,9 +319,7 @@ def _check_schema(conn: sqlite3.Connection, path: Path) -> None:
 
 
 def empty_connection(path: Path) -> sqlite3.Connection:
-    """An empty database at cronctl's schema, in memory: what a reading command is shown of
-    a state dir where nothing has run yet, with nothing created there (``path`` names it in
-    messages)."""
+    """An empty database in memory (``path`` names it in messages)."""
     conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
     _migrate(conn, path)
     return conn
@@ -388,18 +328,19 @@ def empty_connection(path: Path) -> sqlite3.Connection:
 def open_connection(path: Path, *, create: bool) -> sqlite3.Connection:
     """Open the database at ``path``, creating it (0600) when ``create``, and migrate it.
 
-    :raises UnsafeDirectoryError: the file (or its -wal/-shm) is a symlink, not a regular
-        file, owned by another user or world-writable.
+    :raises UnsafeDirectoryError: the file (or its -wal/-shm) is a link or not private.
     :raises NoStateError: there is no database and ``create`` is false.
     :raises StoreUnusableError: damaged, not SQLite, not cronctl's, newer, or unopenable.
     :raises CronctlError: the disk is full or the file stayed locked.
     """
-    exists = _inspect(path)
+    exists = inspect_file(path)
     if not exists and not create:
         raise NoStateError(
             f"no state here ({path.parent}): nothing has run with this state dir; "
             "check --state-dir (or CRONCTL_STATE_DIR, or state_dir in the schedule file)"
         )
+    # 077: the database and the -wal and -shm SQLite gives its mode are 0600 from their first
+    # byte; the umask is process-wide, so another thread's file only gets stricter.
     old_umask = None if exists else os.umask(0o077)
     try:
         with translated(path):
@@ -408,7 +349,7 @@ def open_connection(path: Path, *, create: bool) -> sqlite3.Connection:
         if old_umask is not None:
             os.umask(old_umask)
     try:
-        _inspect(path)  # what SQLite opened by name is still our private regular file
+        inspect_file(path)  # what SQLite opened by name is still our private regular file
         if not exists:
             fsync_dir(path.parent)
     except BaseException:

@@ -1,21 +1,11 @@
-"""Results that ran but could not be saved in state.db, kept beside it until the next run.
+"""Results that ran but could not be saved in state.db (disk full, locked), kept in
+``STATE_DIR/unsaved/`` until the next run applies them, instead of recovering the row as
+"outcome unknown".
 
-When the final write of a run fails (disk full, the database locked past the busy timeout),
-the run has happened and its outcome is known: `run` reports it once, then leaves it in
-``STATE_DIR/unsaved/``. The next `run` applies it to the still-open row instead of recovering
-that row as "cronctl died, outcome unknown", which would report the same run a second time,
-and wrongly.
-
-So that this works on a full disk too, the space is reserved before the commands start: one
-file per run, ``PID-NONCE.slots``, with a slot of :data:`RESERVE` bytes for each occurrence
-(``posix_fallocate``), filled in place with the result and its run id. The owner removes the
-file when nothing had to be kept; a crash leaves it all zeros, which reads as nothing kept,
-and the next run removes it once its owner is gone. One file per run, not one per
-occurrence: creating, allocating and unlinking a hundred files in one directory would make
-every worker of a run wait on the directory's lock (docs/benchmarks.md).
-
-A result with no slot (a retry's row, or a run that could not reserve) is written as
-``RUN_ID.json``, as older cronctl did for every result; those files are still read.
+For a full disk, space is reserved before the commands start: one ``PID-NONCE.slots`` file per
+run (not per occurrence: a hundred files would make every worker wait on the directory's
+lock), ``posix_fallocate``d with a :data:`RESERVE` slot per occurrence. A crash leaves zeros,
+read as nothing kept. A result with no slot is written as ``RUN_ID.json``, as older cronctl did.
 """
 
 from __future__ import annotations
@@ -32,11 +22,11 @@ from cronctl.edge.process import procs
 from cronctl.edge.safefiles import ensure_private_dir, open_nofollow, verify_dir, write_atomic
 
 DIR_NAME: Final = "unsaved"
-#: Bytes reserved per run: the result with a 4 KiB tail, even all 4-byte UTF-8, fits.
+# Bytes reserved per run: the result with a 4 KiB tail, even all 4-byte UTF-8, fits.
 RESERVE: Final = 32 * 1024
 _TIMES: Final = ("started", "ended")
 _SUFFIX: Final = ".slots"
-#: Slot files of this process still in use (a `work` tick's run may outlive the next tick).
+# Slot files of this process still in use (a `work` tick's run may outlive the next tick).
 _LIVE: set[str] = set()
 _LIVE_LOCK = threading.Lock()
 
@@ -67,7 +57,6 @@ def _decode(raw: bytes) -> dict[str, object] | None:
 
 
 def _with_times(result: dict[str, object]) -> dict[str, object]:
-    """``result`` with its ``started``/``ended`` read back as datetimes (as _encode wrote)."""
     for name in _TIMES:
         value = result.get(name)
         if isinstance(value, str):
@@ -77,13 +66,8 @@ def _with_times(result: dict[str, object]) -> dict[str, object]:
 
 
 class Reservation:
-    """The reserved room for the results of one run's occurrences (see the module)."""
-
     def __init__(self, state_dir: Path, run_ids: Iterable[str]) -> None:
-        """Reserve a slot for each of ``run_ids``.
-
-        :raises OSError: the space could not be reserved (UnsafeDirectoryError is one too).
-        """
+        """:raises OSError: the space could not be reserved (UnsafeDirectoryError too)."""
         self._state_dir = state_dir
         self._index = {run_id: i for i, run_id in enumerate(run_ids)}
         directory = ensure_private_dir(state_dir / DIR_NAME, within=state_dir)
@@ -100,8 +84,7 @@ class Reservation:
             raise
 
     def keep(self, run_id: str, fields: dict[str, object]) -> str | None:
-        """Write the result of ``run_id`` (in its slot when it has one); return None, or why
-        it could not be written either."""
+        """Write ``run_id``'s result (in its slot if any); None, or why it could not be."""
         slot = self._index.get(run_id)
         data = _encode(fields, run_id)
         if slot is None or self._fd is None or len(data) > RESERVE:
@@ -115,7 +98,6 @@ class Reservation:
         return None
 
     def close(self) -> None:
-        """Let the reservation go: the file is removed unless a result was kept in it."""
         fd, self._fd = self._fd, None
         if fd is not None:
             os.close(fd)
@@ -127,8 +109,6 @@ class Reservation:
 
 
 def reserve(state_dir: Path, run_ids: Iterable[str]) -> Reservation | None:
-    """Reserve the space of the results of ``run_ids`` before they run; None if that failed
-    (a result that cannot be saved is then written as a file of its own, if it can be)."""
     try:
         return Reservation(state_dir, run_ids)
     except OSError:
@@ -136,8 +116,7 @@ def reserve(state_dir: Path, run_ids: Iterable[str]) -> Reservation | None:
 
 
 def keep(state_dir: Path, run_id: str, fields: dict[str, object]) -> str | None:
-    """Write the result of ``run_id`` as ``RUN_ID.json``; return None, or why it could not be
-    written."""
+    """Write ``run_id``'s result as ``RUN_ID.json``; None, or why it could not be."""
     data = _encode(fields)
     path = _path(state_dir, run_id)
     try:
@@ -161,10 +140,9 @@ def keep(state_dir: Path, run_id: str, fields: dict[str, object]) -> str | None:
 
 
 class Kept:
-    """What earlier runs kept: read once by recovery, then applied and cleaned up."""
+    """What earlier runs whose owner is gone kept: read once by recovery, applied, removed."""
 
     def __init__(self, state_dir: Path) -> None:
-        """Read the slot files whose run is over (their owner gone)."""
         self._state_dir = state_dir
         self._results: dict[str, dict[str, object]] = {}
         self._spent: list[Path] = []
@@ -180,14 +158,11 @@ class Kept:
             self._spent.append(directory / name)
 
     def take(self, run_id: str) -> dict[str, object] | None:
-        """The kept result of ``run_id`` (None if there is none, or junk)."""
         if run_id in self._results:
             return self._results[run_id]
         return take(self._state_dir, run_id)
 
     def done(self) -> None:
-        """Remove the slot files read: each of their results is applied or no longer needed
-        (its row was closed)."""
         for path in self._spent:
             with suppress(OSError):
                 path.unlink()
@@ -207,7 +182,6 @@ def _owner_gone(name: str) -> bool:
 
 
 def _read_slots(path: Path) -> dict[str, dict[str, object]]:
-    """The results written in a slot file, by run id (empty slots read as nothing)."""
     found: dict[str, dict[str, object]] = {}
     try:
         fd = open_nofollow(path, os.O_RDONLY)
@@ -230,8 +204,6 @@ def _read_slots(path: Path) -> dict[str, dict[str, object]]:
 
 
 def take(state_dir: Path, run_id: str) -> dict[str, object] | None:
-    """The kept result of ``run_id`` in ``RUN_ID.json`` (None if there is none, only a
-    reservation, or junk)."""
     try:
         fd = open_nofollow(_path(state_dir, run_id), os.O_RDONLY)
     except OSError:
@@ -242,7 +214,5 @@ def take(state_dir: Path, run_id: str) -> dict[str, object] | None:
 
 
 def forget(state_dir: Path, run_id: str) -> None:
-    """Remove ``RUN_ID.json`` (a kept result, or a reservation of an older cronctl) once the
-    database has the outcome."""
     with suppress(OSError):
         _path(state_dir, run_id).unlink()
