@@ -1,26 +1,20 @@
 """A run's log written under its cap (`max_output`): the head, a marker line, the tail.
 
-The first half of the cap is written once and kept; after it the output goes on being
-appended, and whenever more than twice the tail's share has piled up, the last share is
-moved up behind the head (with a marker saying how much was cut) and the file truncated
-there. So the file never holds more than about 1.5 times the cap while the command runs,
-and the cap (plus the marker) once it has ended, in constant memory, whatever the command
-prints; what the command sees is unchanged (it is never blocked nor told anything). A
-write that fails (a full disk) loses log bytes, never the task.
+The head (half the cap) is kept; the rest is appended, and once twice the tail's share has
+piled up, the last share moves up behind the head and the file is truncated: at most about
+1.5 times the cap on disk, in constant memory, the command never blocked. A failed write (a
+full disk) loses log bytes, never the task.
 """
 
 from __future__ import annotations
 
 import os
 
-__all__ = ["CappedLog"]
-
 _UTF8_CONTINUATION = range(0x80, 0xC0)
 
 
 class CappedLog:
-    """Writes a command's (already masked) output into its log at ``fd``, under ``limit``
-    bytes (0: no cap); `close` settles the tail and closes ``fd``."""
+    """Writes masked output into the log at ``fd`` under ``limit`` bytes (0: no cap)."""
 
     __slots__ = ("_broken", "_cut", "_fd", "_head", "_keep", "_limit", "_marker", "_newline",
                  "_region", "_size")  # fmt: skip
@@ -37,13 +31,7 @@ class CappedLog:
         self._newline = True  # whether the head ends a line (the marker needs its own)
         self._broken = False
 
-    @property
-    def cut(self) -> int:
-        """How many bytes of output were dropped so far."""
-        return self._cut
-
     def write(self, data: bytes) -> None:
-        """Append ``data``, moving the tail up behind the head when it has grown too long."""
         if self._broken or not data:
             return
         if not self._limit:
@@ -63,7 +51,6 @@ class CappedLog:
             self._compact()
 
     def close(self) -> None:
-        """Leave exactly the head, the marker and the tail when more than the cap came."""
         try:
             if self._limit and not self._broken and self._region > self._keep:
                 self._compact()

@@ -1,25 +1,12 @@
-"""A command's resource caps (`memory_max`, `cpu_max`, `nice`, `ionice`): cgroup v2, else setrlimit.
+"""A command's resource caps (`memory_max`, `cpu_max`, `nice`, `ionice`): cgroup v2, else
+setrlimit (docs/schedule-file.md, docs/containers.md); imported only for a capped task.
 
-Imported by runner.py only for a task with caps: a run without any loads neither this nor
-``resource``, and reads no cgroup file.
-
-**cgroup v2**, when cronctl's own cgroup is delegated to it (systemd ``Delegate=yes``, a
-container's cgroup namespace) and offers the controllers the caps need: each run gets a child
-cgroup ``run-<run id>`` with ``memory.max`` (and ``memory.oom.group``: the kernel ends the
-whole task, not one process of it) and ``cpu.max``; the child writes its own pid into it
-before exec, so everything the task starts is inside. A cgroup may hold processes or give
-controllers to children, not both, so the first capped run moves cronctl itself into a leaf,
-``supervisor``, once it is alone in its cgroup. The run's cgroup is removed once empty; one a
-process outlived is removed by a later capped run.
-
-**setrlimit**, the documented fallback otherwise: ``RLIMIT_AS`` (address space, per process)
-for ``memory_max``, ``RLIMIT_CPU`` for ``cpu_max`` as a budget of CPU seconds (the share
-times the task's timeout: there is no rate limit to set), and nothing for ``cpu_max`` of a
-task without a timeout. ``nice`` is ``setpriority`` either way.
-
-The child applies the caps in a ``preexec_fn``: a fork that runs Python in the child before
-exec, which runner.py otherwise avoids. What runs there is prepared in the parent and is a
-few system calls (no lock, no import, no allocation worth naming).
+With a delegated cgroup, each run gets a child ``run-<run id>`` the child joins before exec.
+A cgroup may hold processes or give controllers to children, not both, so the first capped
+run moves cronctl into a leaf, ``supervisor``, once it is alone there. The fallback turns
+``cpu_max`` into a budget of CPU seconds (share times timeout): there is no rate to set.
+The ``preexec_fn`` runs only a few system calls prepared in the parent (a forked child of a
+threaded process must not lock, import or allocate).
 """
 
 from __future__ import annotations
@@ -40,23 +27,17 @@ from pathlib import Path
 from cronctl.core.model import format_duration
 from cronctl.edge.process.capped import human_size
 
-__all__ = ["Caps", "Prepared", "cgroup_problem", "find_cgroup", "prepare"]
-
-#: cpu.max's period: a quota of P percent is P * 1000 microseconds of each 100 ms.
 CPU_PERIOD_US = 100_000
-#: RLIMIT_CPU's hard limit this far past the soft one: SIGKILL for a task ignoring SIGXCPU.
+# RLIMIT_CPU's hard limit this far past the soft one: SIGKILL for a task ignoring SIGXCPU.
 CPU_GRACE_S = 2
-#: cronctl's own leaf under its delegated cgroup.
 SUPERVISOR = "supervisor"
-#: The exit status of a child that could not apply its caps (as a shell's "cannot execute").
+# The exit status of a child that could not apply its caps (as a shell's "cannot execute").
 CAPS_FAILED = 126
 _RUN_PREFIX = "run-"
 
 
 @dataclass(frozen=True, slots=True)
 class Caps:
-    """What a task asked: bytes, percent of one CPU, niceness (0: none), and its timeout."""
-
     memory_max: int = 0
     cpu_max: int = 0
     nice: int = 0
@@ -65,23 +46,17 @@ class Caps:
 
     @property
     def controllers(self) -> tuple[str, ...]:
-        """The cgroup v2 controllers these caps need."""
         return (("memory",) if self.memory_max else ()) + (("cpu",) if self.cpu_max else ())
 
     @property
     def cpu_seconds(self) -> int | None:
-        """The fallback's budget: the share of one CPU over the whole timeout, in seconds."""
         if not self.cpu_max or self.timeout is None:
             return None
         return max(1, math.ceil(self.cpu_max / 100 * self.timeout.total_seconds()))
 
 
-# --- where cronctl's cgroup is, and whether it may hold the runs' ---------------------------
-
-
 def find_cgroup(proc: Path = Path("/proc/self")) -> tuple[Path, str] | None:
-    """cronctl's cgroup v2 directory and its path in the hierarchy (``/`` in a container's
-    cgroup namespace), from ``proc``'s ``cgroup`` and ``mountinfo``; None without one."""
+    """cronctl's cgroup v2 directory and its path in the hierarchy; None without one."""
     try:
         lines = (proc / "cgroup").read_text().splitlines()
         mounts = (proc / "mountinfo").read_text().splitlines()
@@ -103,8 +78,7 @@ def find_cgroup(proc: Path = Path("/proc/self")) -> tuple[Path, str] | None:
 
 
 def cgroup_problem(base: Path, rel: str, controllers: tuple[str, ...]) -> str | None:
-    """Why runs cannot get cgroups under ``base`` (cronctl's cgroup, ``rel`` in the
-    hierarchy) with these controllers; None when they can."""
+    """Why runs cannot get cgroups with these controllers under ``base``; None: they can."""
     try:
         offered = (base / "cgroup.controllers").read_text().split()
     except OSError as exc:
@@ -120,8 +94,7 @@ def cgroup_problem(base: Path, rel: str, controllers: tuple[str, ...]) -> str | 
 
 
 def _delegated(base: Path, rel: str) -> bool:
-    """A namespace's root (a container's own), a cgroup systemd marks delegated (its
-    ``trusted.delegate`` or ``user.delegate`` attribute), or one given to this user."""
+    """A namespace's root, a cgroup systemd marks delegated, or one given to this user."""
     if rel == "/":
         return True
     for name in ("trusted.delegate", "user.delegate"):
@@ -136,9 +109,8 @@ def _delegated(base: Path, rel: str) -> bool:
 
 
 def enable(base: Path, controllers: tuple[str, ...], pid: int) -> str | None:
-    """Give ``controllers`` to the children of ``base``, moving cronctl (``pid``) into its leaf
-    first; None when done (or already so), else why not. Nothing is changed while another
-    process shares the cgroup: it is not cronctl's to move."""
+    """Give ``controllers`` to ``base``'s children, moving cronctl into its leaf first; None
+    when done, else why not (nothing changes while another process shares the cgroup)."""
     control = base / "cgroup.subtree_control"
     try:
         enabled = control.read_text().split()
@@ -157,16 +129,9 @@ def enable(base: Path, controllers: tuple[str, ...], pid: int) -> str | None:
     return None
 
 
-# --- one run -------------------------------------------------------------------------------
-
-
 @dataclass(slots=True)
 class Prepared:
-    """How one run's caps are held, and what its end says about them.
-
-    ``cgroup`` is the run's cgroup (None: the setrlimit fallback, ``fallback`` saying why);
-    ``preexec`` applies the caps in the child.
-    """
+    """How one run's caps are held: its cgroup, or None and ``fallback`` saying why."""
 
     caps: Caps
     preexec: Callable[[], None]
@@ -175,7 +140,6 @@ class Prepared:
     _procs_fd: int | None = field(default=None, repr=False)
 
     def explain(self, exit_code: int | None, sig: int | None) -> str | None:
-        """What the run's end says about a cap, for its message; None when nothing."""
         caps = self.caps
         if self.cgroup is not None:
             if caps.memory_max and _oom_kills(self.cgroup):
@@ -206,7 +170,6 @@ class Prepared:
         return None
 
     def close(self) -> None:
-        """After the run: the cgroup removed (its last processes killed), descriptor closed."""
         fd, self._procs_fd = self._procs_fd, None
         if fd is not None:
             os.close(fd)
@@ -215,14 +178,13 @@ class Prepared:
 
 
 _lock = threading.Lock()
-#: cronctl's cgroup and its path, once it held a run's: cronctl has moved itself into its
-#: leaf since, so /proc/self/cgroup no longer names it.
+# cronctl's cgroup once it held a run's: cronctl has moved into its leaf since, so
+# /proc/self/cgroup no longer names it.
 _found: tuple[Path, str] | None = None
 
 
 def prepare(caps: Caps, name: str, proc: Path = Path("/proc/self")) -> Prepared:
-    """The run's caps made ready in the parent: its cgroup created and filled in when
-    cronctl has a delegated one, else the fallback's limits computed. Never raises."""
+    """The run's cgroup, or the fallback's limits, made ready in the parent; never raises."""
     base, why = _base(caps.controllers, proc) if caps.controllers else (None, None)
     if base is not None:
         try:
@@ -235,8 +197,7 @@ def prepare(caps: Caps, name: str, proc: Path = Path("/proc/self")) -> Prepared:
 
 
 def _base(controllers: tuple[str, ...], proc: Path) -> tuple[Path | None, str | None]:
-    """cronctl's delegated cgroup, set up for these controllers; else (None, why). Asked
-    at each capped run: another process may have left the cgroup since."""
+    # Asked at each capped run: another process may have left the cgroup since.
     global _found
     with _lock:
         found = _found or find_cgroup(proc)
@@ -271,7 +232,7 @@ def _create(base: Path, name: str, caps: Caps) -> tuple[Path, int]:
 
 
 def _rlimits(caps: Caps) -> tuple[tuple[int, int, int], ...]:
-    """(resource, soft, hard) for the fallback, within cronctl's own hard limits."""
+    # Within cronctl's own hard limits.
     wanted = []
     if caps.memory_max:
         wanted.append((resource.RLIMIT_AS, caps.memory_max, caps.memory_max))
@@ -289,9 +250,7 @@ def _rlimits(caps: Caps) -> tuple[tuple[int, int, int], ...]:
 def _child(
     caps: Caps, procs_fd: int | None, rlimits: tuple[tuple[int, int, int], ...]
 ) -> Callable[[], None]:
-    """The preexec_fn: into the run's cgroup, niceness, I/O priority, limits; a failure ends
-    the child with CAPS_FAILED and a line in the log (its stderr by now), never an uncapped
-    run."""
+    """The preexec_fn; a failure ends the child with CAPS_FAILED, never an uncapped run."""
     nice = caps.nice
     # Found in the parent: loading a library in the forked child of a threaded process may
     # deadlock on a lock another thread held at the fork.
@@ -316,15 +275,13 @@ def _child(
     return apply
 
 
-#: ioprio_set's system call number by machine (the kernel's syscall tables); Python has no
-#: call for it. ``who`` 1 is IOPRIO_WHO_PROCESS, and pid 0 the calling process.
+# ioprio_set's system call number by machine: Python has no call for it. ``who`` 1 is
+# IOPRIO_WHO_PROCESS, and pid 0 the calling process.
 _SYS_IOPRIO_SET = {"x86_64": 251, "aarch64": 30, "i686": 289, "armv7l": 314, "riscv64": 30,
                    "ppc64le": 273, "s390x": 282}  # fmt: skip
 
 
 def _ioprio_setter() -> Callable[[int], None]:
-    """A function setting the calling process's I/O priority (ioprio_set(2)); one that
-    raises OSError on a machine whose system call number is not known here."""
     number = _SYS_IOPRIO_SET.get(os.uname().machine)
     if number is None:
         machine = os.uname().machine
@@ -358,8 +315,7 @@ def _oom_kills(path: Path) -> int:
 
 
 def _remove(path: Path, *, kill: bool) -> None:
-    """rmdir the run's cgroup; with ``kill``, first end what is left in it (cgroup.kill,
-    Linux 5.14) and wait a moment for it. One that stays is left to a later sweep."""
+    """rmdir the cgroup; with ``kill``, first cgroup.kill what is left; else a later sweep."""
     for attempt in range(20):
         try:
             path.rmdir()
@@ -374,7 +330,6 @@ def _remove(path: Path, *, kill: bool) -> None:
 
 
 def _sweep(base: Path) -> None:
-    """Remove run cgroups an earlier cronctl left (rmdir only takes empty ones)."""
     with suppress(OSError):
         for entry in base.iterdir():
             if entry.name.startswith(_RUN_PREFIX) and entry.is_dir():

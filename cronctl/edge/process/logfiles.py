@@ -1,10 +1,5 @@
-"""Read a run's captured output back for `cronctl logs`: safely, and in constant memory.
-
-The log lives at ``STATE_DIR/logs/TASK/RUN_ID.log``. Everything on the way is checked the
-way cronctl checks what it writes (README, Safety): no directory or file is reached through a
-symbolic link, a FIFO or device planted at the name is refused instead of blocking the
-reader, and the output is handed on in chunks, so a 200 MB log costs 64 KiB of memory.
-"""
+"""Read a run's log (``STATE_DIR/logs/TASK/RUN_ID.log``) back: never through a planted link,
+FIFO or device (README, Safety), in chunks, so a 200 MB log costs 64 KiB of memory."""
 
 from __future__ import annotations
 
@@ -16,18 +11,6 @@ from pathlib import Path
 from cronctl.core.model import TASK_NAME
 from cronctl.edge.safefiles import open_nofollow, verify_dir
 
-__all__ = [
-    "CHUNK_BYTES",
-    "last_bytes",
-    "log_chunks",
-    "log_chunks_from",
-    "log_file",
-    "open_log",
-    "read_on",
-    "tail_start",
-]
-
-#: How much of a log is held in memory at once.
 CHUNK_BYTES = 64 * 1024
 # Run ids are `YYYYMMDDTHHMMZ-` and 16 hex digits (execute.new_run_id); nothing else names
 # a log file, so a recorded path can never lead out of the task's log directory.
@@ -35,11 +18,8 @@ _LOG_NAME = re.compile(r"[0-9A-Za-z][0-9A-Za-z._-]*\.log")
 
 
 def log_file(state_dir: Path, task: str, recorded: str) -> Path | None:
-    """Where a run's log is, from the path its record names; None when it cannot be there.
-
-    Only the file name of the recorded path is used: the directory is always the task's log
-    directory inside ``state_dir`` (checked here), whatever the record says.
-    """
+    """Where a run's log is: the recorded file name in the task's (checked) log directory,
+    whatever directory the record says; None when it cannot be there."""
     name = Path(recorded).name
     if not re.fullmatch(TASK_NAME, task) or not _LOG_NAME.fullmatch(name):
         return None
@@ -50,17 +30,11 @@ def log_file(state_dir: Path, task: str, recorded: str) -> Path | None:
 
 
 def log_chunks(path: Path) -> Iterator[bytes]:
-    """The bytes of a log file, ``CHUNK_BYTES`` at a time.
-
-    :raises FileNotFoundError: the log is gone (logs are swept after 14 days).
-    :raises UnsafeDirectoryError: ``path`` is a link, a FIFO or anything but a regular file
-        owned by root or the current user; nothing is read from it.
-    """
+    """:raises FileNotFoundError: swept; UnsafeDirectoryError: not a regular file of ours."""
     yield from log_chunks_from(path)
 
 
 def log_chunks_from(path: Path, last_lines: int | None = None) -> Iterator[bytes]:
-    """:func:`log_chunks`, or with `last_lines` only the log's last lines (as ``tail -n``)."""
     fd = open_log(path)
     try:
         if last_lines is not None:
@@ -71,19 +45,16 @@ def log_chunks_from(path: Path, last_lines: int | None = None) -> Iterator[bytes
 
 
 def open_log(path: Path) -> int:
-    """A read-only descriptor of the log at `path`, checked as :func:`log_chunks` says."""
     return open_nofollow(path, os.O_RDONLY)
 
 
 def read_on(fd: int) -> Iterator[bytes]:
-    """What the log holds from `fd`'s offset to its present end, ``CHUNK_BYTES`` at a time."""
     while chunk := os.read(fd, CHUNK_BYTES):
         yield chunk
 
 
 def tail_start(fd: int, lines: int) -> int:
-    """The offset at which the last `lines` lines of the file begin (a last line without its
-    newline counts): read backwards a chunk at a time, so a huge log costs one chunk."""
+    """Where the last `lines` lines begin, read backwards a chunk at a time."""
     end = os.fstat(fd).st_size
     if lines <= 0:
         return end
@@ -107,8 +78,7 @@ def tail_start(fd: int, lines: int) -> int:
 
 
 def last_bytes(log_path: str | None, fallback: str, limit: int) -> bytes:
-    """The last ``limit`` bytes of a run's log at its recorded path (never through a link),
-    or of ``fallback`` (the history's tail) when the log is gone or unreadable."""
+    """The last ``limit`` bytes of a run's log, or of ``fallback`` when it is unreadable."""
     if log_path:
         try:
             fd = open_nofollow(Path(log_path), os.O_RDONLY)

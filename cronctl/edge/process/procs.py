@@ -1,13 +1,6 @@
-"""Who a process is, from ``/proc``: pid, start time and boot, so a recycled pid is never mistaken.
-
-A pid alone names a process only while it lives: once it exits the kernel may hand the number
-to anything. ``(boot id, pid, start time)`` names one process for good: the start time is field
-22 of ``/proc/PID/stat`` (clock ticks since boot) and the boot id changes at every boot. The
-overlap lock records this identity for the task's command, so a lock whose descriptor a task
-closed can still be recognised as held.
-
-Zombies count as gone: in a container whose pid 1 never reaps, an orphan stays a zombie forever.
-"""
+"""Who a process is, from ``/proc``: ``(boot id, pid, start time)`` names one process for
+good, where a pid alone may be recycled once it exits. Zombies count as gone: in a container
+whose pid 1 never reaps, an orphan stays a zombie forever."""
 
 from __future__ import annotations
 
@@ -17,20 +10,13 @@ from pathlib import Path
 
 from cronctl.core.process_id import ProcessId
 
-__all__ = ["alive", "boot_id", "group_alive", "identify", "same_process_alive"]
-
 _PROC = Path("/proc")
 
 
 @cache
 def boot_id() -> str:
-    """This boot's id (``/proc/sys/kernel/random/boot_id``) and this process's pid namespace
-    (``pid:[INODE]``), or "" where there is no boot id.
-
-    Containers on one kernel share the boot id but count pids apart: a pid is only
-    comparable with one of the same namespace, so a container sharing a ``lock_dir`` never
-    takes another's holder for one of its own processes.
-    """
+    """This boot's id and this process's pid namespace, or "" where there is no boot id:
+    containers on one kernel share the boot id but count pids apart."""
     try:
         boot = (_PROC / "sys/kernel/random/boot_id").read_text().strip()
     except OSError:
@@ -59,7 +45,6 @@ def _stat_fields(pid: int) -> list[bytes] | None:
 
 
 def alive(pid: int) -> bool:
-    """Whether process `pid` exists (one of another user's counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -70,7 +55,6 @@ def alive(pid: int) -> bool:
 
 
 def identify(pid: int) -> ProcessId | None:
-    """The identity of live process ``pid``, or None when it is gone (or a zombie)."""
     fields = _stat_fields(pid)
     if fields is None or fields[0] in (b"Z", b"X"):
         return None
@@ -78,7 +62,6 @@ def identify(pid: int) -> ProcessId | None:
 
 
 def same_process_alive(who: ProcessId) -> bool:
-    """Whether the process ``who`` names still runs (same boot, same pid, same start time)."""
     if not who.boot or who.boot != boot_id():
         return False
     now = identify(who.pid)
@@ -86,11 +69,7 @@ def same_process_alive(who: ProcessId) -> bool:
 
 
 def group_alive(pgid: int) -> bool:
-    """Whether process group ``pgid`` has a live (non-zombie) member.
-
-    Linux never reuses a number while a process group of that id has members, so a member
-    found here belongs to the group that was started under ``pgid``.
-    """
+    """Whether group ``pgid`` has a live member (Linux never reuses the number meanwhile)."""
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:

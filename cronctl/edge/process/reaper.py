@@ -1,22 +1,11 @@
 """Keep every descendant of a task cronctl's own: the child subreaper, and orphans reaped.
 
-A task that calls ``setsid`` (or double-forks) leaves its process group, and its parent
-exits: the kernel hands the orphan to the nearest *child subreaper* among its ancestors,
-else to PID 1. ``become_subreaper`` makes cronctl that ancestor (``prctl(PR_SET_CHILD_
-SUBREAPER)``, Linux 3.4), so such a process stays in cronctl's tree, where ``members`` finds
-it again: under the task's command, or carrying the task's ``CRONCTL_RUN_ID`` in its
-environment (the variable every command of a run inherits). As PID 1 in a container cronctl
-gets every orphan of the container anyway.
-
-Orphans that came to cronctl become zombies when they exit unless cronctl waits for them.
-``Reaper`` does, without ever taking the exit status of a child that `subprocess` itself
-waits for (``waitpid(-1)`` would: the command's Popen would then read exit 0 for a failed
-task). Every child cronctl starts is registered (``spawning``) from before its fork until its
-own wait is over, and the reaper waits only for children not registered, while no start is in
-progress (a child may exit between its fork and its registration).
-
-Elsewhere (no ``/proc``, not Linux) nothing here does anything: descendants that leave the
-group escape, as cron's own do.
+As child subreaper, a task's process that left its group (``setsid``) stays in cronctl's tree,
+where ``members`` finds it by ancestry or its ``CRONCTL_RUN_ID``. ``Reaper`` waits for such
+orphans, never for a child a Popen owns (``waitpid(-1)`` would make Popen read exit 0 for a
+failed task): children are registered (``spawning``) from before their fork until their own
+wait is over, and no reaping happens while a start is in progress. Elsewhere than Linux
+nothing here does anything.
 """
 
 from __future__ import annotations
@@ -29,10 +18,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-__all__ = ["Reaper", "become_subreaper", "members", "reaper", "release", "signal_pids", "spawning"]
-
 _PR_SET_CHILD_SUBREAPER = 36
-#: How often the reaper looks for orphans that have exited (a zombie lives at most this long).
+# How often the reaper looks for orphans that have exited (a zombie lives at most this long).
 REAP_INTERVAL_S = 1.0
 
 _cond = threading.Condition()
@@ -42,8 +29,8 @@ _owned: set[int] = set()  # children whose exit status belongs to their Popen
 
 @contextmanager
 def spawning() -> Iterator[Callable[[int], None]]:
-    """Around a ``Popen``: hand the started child's pid to the callable yielded. The reaper
-    leaves that child alone until ``release(pid)``, once its own wait is over."""
+    """Around a ``Popen``: hand the child's pid to the callable yielded; the reaper leaves
+    it alone until ``release(pid)``."""
     global _starting
     with _cond:
         _starting += 1
@@ -57,13 +44,11 @@ def spawning() -> Iterator[Callable[[int], None]]:
 
 
 def release(pid: int) -> None:
-    """Child ``pid`` has been waited for by its owner: from now on the number is free."""
     with _cond:
         _owned.discard(pid)
 
 
 def become_subreaper() -> bool:
-    """Make this process the child subreaper of its descendants; False where it cannot."""
     if sys.platform != "linux":
         return False
     import ctypes  # only here: the quiet minute of `run` never needs it
@@ -76,7 +61,7 @@ def become_subreaper() -> bool:
 
 
 def _children(pid: int) -> list[int]:
-    """The children of ``pid`` (of each of its threads: an orphan is handed to one thread)."""
+    # Of each of its threads: an orphan is handed to one thread.
     found: list[int] = []
     try:
         threads = [t.name for t in Path(f"/proc/{pid}/task").iterdir()]
@@ -93,7 +78,6 @@ def _children(pid: int) -> list[int]:
 
 
 def _descendants(root: int) -> dict[int, int]:
-    """Every descendant of ``root``, with its parent."""
     parents: dict[int, int] = {}
     stack = [root]
     while stack:
@@ -106,7 +90,6 @@ def _descendants(root: int) -> dict[int, int]:
 
 
 def _carries(pid: int, marker: bytes) -> bool:
-    """Whether ``pid`` was started with ``marker`` (``NAME=VALUE``) in its environment."""
     try:
         environ = Path(f"/proc/{pid}/environ").read_bytes()
     except OSError:
@@ -115,9 +98,8 @@ def _carries(pid: int, marker: bytes) -> bool:
 
 
 def members(leader: int | None, marker: str | None) -> list[int]:
-    """cronctl's descendants that belong to one task: under its command ``leader`` (not yet
-    reaped), or started with ``marker`` (``CRONCTL_RUN_ID=…``) in their environment, however
-    far they moved from its process group. The leader itself is not listed."""
+    """cronctl's descendants of one task, but the leader: under ``leader`` (not reaped yet),
+    or with ``marker`` (``CRONCTL_RUN_ID=…``) in their environment."""
     parents = _descendants(os.getpid())
     if not parents:
         return []
@@ -141,8 +123,8 @@ def _under(pid: int, ancestor: int, parents: dict[int, int]) -> bool:
 
 
 def signal_pids(pids: list[int], sig: int, still: Callable[[int], bool]) -> int:
-    """Send ``sig`` to each of ``pids`` for which ``still(pid)`` holds once the process is
-    pinned (a pidfd: a number recycled since it was found is never signalled); how many."""
+    """Send ``sig`` to each pid for which ``still(pid)`` holds once pinned by a pidfd (a
+    recycled number is never signalled); how many."""
     sent = 0
     for pid in pids:
         try:
@@ -161,8 +143,6 @@ def signal_pids(pids: list[int], sig: int, still: Callable[[int], bool]) -> int:
 
 
 class Reaper:
-    """Waits, about once a second, for the exited children that no Popen owns."""
-
     def __init__(self) -> None:
         self._started = False
         self._lock = threading.Lock()
@@ -171,7 +151,6 @@ class Reaper:
         self.subreaper = False
 
     def ensure(self) -> None:
-        """Become the subreaper and start reaping, once per process (until stop)."""
         with self._lock:
             if self._started:
                 return
@@ -183,9 +162,8 @@ class Reaper:
             self._thread.start()
 
     def stop(self) -> None:
-        """Stop reaping; the next start begins again. For a process that runs cronctl inside
-        itself and starts children of its own (the test suite): a child it did not start
-        through cronctl is reaped like an orphan, and its own Popen then reads exit 0."""
+        """Stop reaping, for a process that starts children of its own (the test suite): its
+        children would be reaped like orphans, and their Popen read exit 0."""
         with self._lock:
             thread, self._thread = self._thread, None
             self._started = False
@@ -198,8 +176,6 @@ class Reaper:
             self.reap()
 
     def reap(self) -> int:
-        """Wait for every exited child no Popen owns; how many. Skipped while a start is in
-        progress (its child is not registered yet); the next round takes them."""
         reaped = 0
         children = _children(os.getpid())
         with _cond:
@@ -214,5 +190,4 @@ class Reaper:
         return reaped
 
 
-#: The one reaper of this process.
 reaper = Reaper()

@@ -1,21 +1,13 @@
 """Start one command in its own process group, capture its output, enforce its timeout.
 
-A string command runs as ``SHELL -c COMMAND``, an array is executed directly; stdin
-is ``/dev/null``; stdout and stderr go together into a per-run log file (0600), written by
-the command itself, or copied there by cronctl through a pipe when the output is capped
-(``max_output``, capped.py), masked (secrets) or streamed (stream.py); a timeout
-sends SIGTERM to the whole process group and SIGKILL ``kill_grace`` seconds later, so a
-shell's grandchildren die with it. A command that cannot start is a result, never an
-exception: the run is recorded as ``error`` with the reason in its log.
+Output goes to a per-run 0600 log, written by the command or, when capped, masked or
+streamed, copied there through a pipe. A timeout sends SIGTERM to the whole group, SIGKILL
+``kill_grace`` later. A command that cannot start is an ``error`` result, never an exception.
 
-The group is the unit throughout because a task is rarely one process: ``sh -c "a | b"``
-alone is three. Processes that leave the group (``setsid``, a double fork) are still the
-task's: cronctl is their child subreaper and finds them by the run's ``CRONCTL_RUN_ID``
-(edge/process/reaper.py), and every signal, timeout and lingering check covers them too.
-Children are started with ``start_new_session=True`` rather than a ``preexec_fn``, which
-would run Python in the forked child of a threaded process; only a task with resource caps
-(``memory_max``, ``cpu_max``, ``nice``, ``ionice``) gets one, which limits.py keeps to a few
-system calls.
+The group is the unit because a task is rarely one process (``sh -c "a | b"`` is three);
+processes that leave it (``setsid``) are found by ``CRONCTL_RUN_ID`` (reaper.py). Children
+start with ``start_new_session=True``, not a ``preexec_fn``, which would run Python in the
+forked child of a threaded process; only a capped task gets one (limits.py: a few syscalls).
 """
 
 from __future__ import annotations
@@ -44,16 +36,6 @@ from cronctl.edge.safefiles import open_nofollow
 
 if TYPE_CHECKING:
     from cronctl.edge.process.limits import Prepared
-
-__all__ = [
-    "CommandResult",
-    "RunSpec",
-    "RunningCommand",
-    "run_condition",
-    "signal_name",
-    "start",
-    "sweep_logs",
-]
 
 _TAIL_BYTES = 4096
 _TAIL_LINES = 20
@@ -88,16 +70,13 @@ class RunSpec:
 
     @property
     def capped(self) -> bool:
-        """Whether the command runs under resource caps."""
         return bool(self.memory_max or self.cpu_max or self.nice or self.ionice)
 
     @property
     def piped(self) -> bool:
-        """Whether cronctl copies the output into the log, rather than the command itself."""
         return self.stream is not None or bool(self.mask) or self.max_output > 0
 
     def argv(self) -> list[str]:
-        """The argument vector: ``[shell, "-c", command]`` for a string, the array otherwise."""
         if isinstance(self.command, str):
             return [self.shell, "-c", self.command]
         return list(self.command)
@@ -105,14 +84,9 @@ class RunSpec:
 
 @dataclass(frozen=True, slots=True)
 class CommandResult:
-    """How a command ended.
-
-    ``exit_code`` is None when the command did not start or was killed by a signal, and
-    ``signal`` then names the signal. ``tail`` is the end of the output (at most 20 lines
-    and 4 KiB), or the reason it could not start. ``message`` is that reason (or why a
-    timeout struck after the command itself had exited), else None. ``log_kept`` is False
-    when the command printed nothing and its empty log file was removed.
-    """
+    """How a command ended: ``tail`` is the output's end (20 lines, 4 KiB) or why it could
+    not start; ``message`` that reason, or why a timeout struck after it exited; ``log_kept``
+    False when it printed nothing and its empty log was removed."""
 
     outcome: Ended
     exit_code: int | None
@@ -126,7 +100,6 @@ class CommandResult:
 
 
 def signal_name(number: int) -> str:
-    """The conventional name of signal ``number`` (``SIGTERM``), or ``signal 42`` if unnamed."""
     try:
         return signals.Signals(number).name
     except ValueError:
@@ -146,11 +119,7 @@ class RunningCommand:
         log_fd: int | None = None,
         caps: Prepared | None = None,
     ) -> None:
-        """Wrap ``process``, started at ``started`` (monotonic ``t0``); see :func:`start`.
-
-        ``log_fd`` is cronctl's own descriptor of the log (read and write): the tail and the
-        "printed nothing" check read through it, and :meth:`wait` closes it.
-        """
+        # log_fd: cronctl's own read-write descriptor of the log, closed by wait().
         self.spec = spec
         self._log_fd = log_fd
         self._caps = caps
@@ -167,16 +136,11 @@ class RunningCommand:
 
     @property
     def pid(self) -> int | None:
-        """The command's pid, which is also its process group id; None if it did not start."""
+        """Also its process group id; None if it did not start."""
         return self._process.pid if self._process is not None else None
 
     def signal(self, sig: int) -> None:
-        """Send ``sig`` to the command's whole process group: cronctl was told to stop.
-
-        The run then ends as ``interrupted`` (unless its timeout struck first). Once the
-        leader is reaped the group is signalled only while members remain, whose presence
-        keeps the number reserved, so a recycled pid is never signalled.
-        """
+        """Send ``sig`` to the whole group: cronctl was told to stop, the run is interrupted."""
         process = self._process
         if process is None or self._result is not None:
             return
@@ -188,7 +152,6 @@ class RunningCommand:
         return f"CRONCTL_RUN_ID={run_id}" if run_id else None
 
     def _escaped(self, process: subprocess.Popen[bytes]) -> list[int]:
-        """The task's processes outside its group: descendants that called setsid."""
         leader = process.pid if process.returncode is None else None
         pgid = process.pid
         return [p for p in reaper.members(leader, self._marker()) if _pgid(p) != pgid]
@@ -204,13 +167,12 @@ class RunningCommand:
             reaper.signal_pids(list(found), sig, lambda pid: procs.identify(pid) == found[pid])
 
     def _members_alive(self, process: subprocess.Popen[bytes]) -> bool:
-        """Whether any process of the task lives on beside its reaped leader."""
         return procs.group_alive(process.pid) or any(
             procs.identify(pid) is not None for pid in self._escaped(process)
         )
 
     def wait(self) -> CommandResult:
-        """Wait for the command, killing its group on timeout; safe to call more than once."""
+        """Wait for the command, killing its group on timeout; idempotent."""
         with self._wait_lock:
             if self._result is None:
                 self._result = self._supervise()
@@ -263,12 +225,8 @@ class RunningCommand:
         return max(timeout.total_seconds() - self._elapsed(), 0.0)
 
     def _lingering(self, process: subprocess.Popen[bytes]) -> bool:
-        """After the leader exits: wait while members holding the lock live, up to the timeout.
-
-        True when some were still alive at the timeout (the caller then kills the group).
-        Only a command handed a lock is watched: elsewhere a background process left on
-        purpose is the task's business, and `run` must not wait for it.
-        """
+        """Whether members left by the exited leader still live at the timeout. Only for a
+        command handed a lock: elsewhere a process left on purpose is the task's business."""
         remaining = self._remaining()
         if remaining is None or not self.spec.pass_fds:
             return False
@@ -328,13 +286,9 @@ class RunningCommand:
 
 
 def start(spec: RunSpec) -> RunningCommand:
-    """Start ``spec``'s command in a new session and process group, output to its log file.
-
-    The log file is created (or truncated) with mode 0600 and ``O_NOFOLLOW``; its directory
-    must exist. ``spec.pass_fds`` stay open in the child, which is how an overlap lock
-    outlives cronctl. Never raises for a command that cannot start: the returned command's
-    :meth:`~RunningCommand.wait` reports ``error`` and the log says why.
-    """
+    """Start ``spec``'s command in a new session, output to its log (its directory must
+    exist). ``pass_fds`` stay open in the child: an overlap lock outlives cronctl. Never
+    raises for a command that cannot start: wait() reports ``error``, the log says why."""
     started, t0 = datetime.now(UTC), time.monotonic()
     try:
         log_fd = _open_log(spec.log_path, append=not spec.piped)
@@ -391,7 +345,6 @@ _TEE_JOIN_S = 2.0
 
 
 def _prepare_caps(spec: RunSpec) -> Prepared:
-    """The run's cgroup or rlimits (limits.py), for a task with caps."""
     # Imported here, not at the top: a run without caps loads neither it nor `resource`.
     from cronctl.edge.process import limits
 
@@ -402,8 +355,6 @@ def _prepare_caps(spec: RunSpec) -> Prepared:
 
 
 def _output_pipe(spec: RunSpec, log_fd: int) -> tuple[int, int, int] | None:
-    """(read end, write end, a copy of the log descriptor) when cronctl copies the output
-    into the log (spec.piped), else None: the command then writes to the log itself."""
     if not spec.piped:
         return None
     read_end, write_end = os.pipe()  # both close-on-exec: no other task inherits them
@@ -468,8 +419,6 @@ def _read_tail(path: Path) -> str:
 
 
 def _tail_of(fd: int, size: int | None = None) -> str:
-    """The end of the log open at ``fd`` (``size`` bytes long, when just read): at most 20
-    lines and 4 KiB."""
     try:
         if size is None:
             size = os.fstat(fd).st_size
@@ -511,13 +460,9 @@ def _wait_group_gone(pgid: int, timeout_s: float = 2.0) -> None:
 
 
 def _keep_log(path: Path, pgid: int, fd: int) -> tuple[bool, int | None]:
-    """Remove the log of a run that printed nothing; whether the log stays, and its final
-    size when known (None: a process left behind may still write to it, or no fstat).
-
-    An every-minute task would otherwise leave 1,440 empty files a day. A log is kept while
-    the command's group lives: a process it left behind may still write to it. ``fd`` is
-    cronctl's open descriptor of the log.
-    """
+    """Remove the log of a run that printed nothing (1,440 empty files a day otherwise);
+    whether it stays, and its size when known. Kept while the group lives: a process left
+    behind may still write to it."""
     # The group first, then the size: once no member is left, nothing can write any more
     # (the other way round, a member could write and exit in between, unseen).
     if procs.group_alive(pgid):
@@ -543,12 +488,8 @@ def run_condition(
     env: Mapping[str, str],
     timeout_s: float = 60,
 ) -> bool:
-    """Run a ``when``/``skip`` condition: True when it exits 0.
-
-    Output is discarded. A condition still running after ``timeout_s`` has its whole group
-    killed (SIGKILL at once: a condition is a quick check, not a job with state to save) and
-    counts as False, as does a condition that cannot start (missing shell or workdir).
-    """
+    """Run a ``when``/``skip`` condition: True when it exits 0. One still running after
+    ``timeout_s`` is SIGKILLed at once (a quick check has no state to save) and is False."""
     reaper.reaper.ensure()
     try:
         with reaper.spawning() as owned:
@@ -576,23 +517,14 @@ def run_condition(
         reaper.release(process.pid)
 
 
-#: The longest single poll() of _wait_for (its milliseconds must fit a C int: 24.8 days).
+# The longest single poll() of _wait_for (its milliseconds must fit a C int: 24.8 days).
 _MAX_POLL_S = 3600.0
 
 
 def _wait_for(process: subprocess.Popen[bytes], timeout: float | None) -> int:
-    """``process.wait(timeout)``, woken by the exit itself; the return code.
-
-    Popen.wait with a timeout polls, its sleeps doubling up to 50 ms, so a timed command's
-    end could be seen up to 50 ms late, long beside a short command or condition, and the
-    waiting thread would wake many times a second for as long as the command runs. A pidfd
-    (Linux 5.3) is readable once the process has exited; without one (an older kernel, a
-    seccomp filter) this is Popen's own wait. The child is not reaped before its pidfd is
-    opened (only its Popen waits for it), so the pid cannot belong to another process by
-    then.
-
-    :raises subprocess.TimeoutExpired: still running after ``timeout`` seconds.
-    """
+    """``process.wait(timeout)``, woken by the exit itself through a pidfd: Popen's timed
+    wait polls with sleeps up to 50 ms, late beside a short command and waking all along.
+    The child is reaped only by its Popen, so the pidfd's pid is still its own."""
     if timeout is None:
         return process.wait()
     try:
@@ -612,13 +544,8 @@ def _wait_for(process: subprocess.Popen[bytes], timeout: float | None) -> int:
 
 
 def sweep_logs(log_dir: Path, *, now: datetime, max_age: timedelta = timedelta(days=14)) -> int:
-    """Delete ``*.log`` files under ``log_dir`` last written more than ``max_age`` ago.
-
-    ``now`` must be aware. Returns how many were deleted. Only regular files named ``*.log``
-    are touched (never a symlink, never a directory, which a concurrent run may be about to
-    write into), and a file that vanishes or resists deletion is skipped: housekeeping never
-    fails a run.
-    """
+    """Delete regular ``*.log`` files under ``log_dir`` older than ``max_age``; how many.
+    Never a link or a directory; a failure is skipped: housekeeping never fails a run."""
     cutoff = now.timestamp() - max_age.total_seconds()
     removed = 0
     for root, _dirs, files in os.walk(log_dir):

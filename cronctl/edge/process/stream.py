@@ -1,9 +1,5 @@
-"""Output copied to the log as it comes (masked, capped), and streamed to a terminal or stdout.
-
-A task's lines go to the terminal (`exec`) or to cronctl's stdout (`work --output`). Printed
-text has control and escape sequences made visible: a task's output must not be able to move
-the cursor, retitle the terminal or hide lines from an operator.
-"""
+"""Output copied to the log as it comes (masked, capped), and streamed to a terminal or stdout,
+its control sequences made visible: a task must not move the cursor or hide lines."""
 
 from __future__ import annotations
 
@@ -40,9 +36,8 @@ def visible(text: str) -> str:
 
 
 class CommandOutput:
-    """One command's output on its way to its log: masked first (when there is a `masker`),
-    written under the cap, and each line (without its newline) passed to `line`. A failing
-    `line` stops the copy to it only."""
+    """One command's output: masked, written under the cap, each line passed to `line` (a
+    failing `line` stops the copy to it only)."""
 
     __slots__ = ("_log", "_masker", "_pending", "_sink")
 
@@ -55,15 +50,12 @@ class CommandOutput:
         self._pending = b""
 
     def feed(self, chunk: bytes) -> None:
-        """Copy what the command printed next."""
         if self._masker is not None:
             # Empty while the masker holds back what may be the start of a secret.
             chunk = self._masker.feed(chunk)
         self._put(chunk)
 
     def end(self) -> None:
-        """The command's output ended: settle the masker's and the line's remains, close the
-        log."""
         try:
             if self._masker is not None:
                 self._put(self._masker.flush())
@@ -84,10 +76,9 @@ class CommandOutput:
 
 
 def tee(read_fd: int, copy: CommandOutput) -> None:
-    """Copy everything from `read_fd` through `copy`, on the caller's thread (one for each
-    command: a stalled terminal or a slow disk holds up that command only); close both at
-    the end. A copy that raises (a bug, never a full disk, which the log absorbs) stops, said
-    once, while the pipe is still drained: the command goes on, never blocked on it."""
+    """Copy `read_fd` through `copy` on the caller's thread (one per command: a stalled
+    terminal holds up that command only). A copy that raises (a bug) stops, said once,
+    while the pipe is still drained: the command is never blocked on it."""
     feed: Callable[[bytes], None] | None = copy.feed
     try:
         while chunk := _read(read_fd):
