@@ -1,9 +1,5 @@
-"""What calls cronctl on this machine: crontab lines and systemd units (for `cronctl doctor`).
-
-Best effort by design: a place that is missing or unreadable is skipped, never an error — a
-user who cannot read /etc/cron.d still deserves the rest of the answer. CRONCTL_DOCTOR_ROOT
-(a directory) is prefixed to the system paths, so tests and images can be examined as a tree.
-"""
+"""What calls cronctl on this machine: crontab lines and systemd units (`cronctl doctor`).
+Best effort: an unreadable place is skipped. CRONCTL_DOCTOR_ROOT prefixes the system paths."""
 
 from __future__ import annotations
 
@@ -21,14 +17,11 @@ _MAX_BYTES = 1 << 20  # a crontab or unit is small; a huge file is not read to t
 
 @dataclass(frozen=True, slots=True)
 class Caller:
-    """One place that starts cronctl: where (file:line or `crontab -l`) and the line."""
-
     where: str
     line: str
 
 
 def find_callers(env: Mapping[str, str]) -> list[Caller]:
-    """Every crontab line and systemd ExecStart= that runs `cronctl run` or `cronctl work`."""
     root = Path(env.get("CRONCTL_DOCTOR_ROOT") or "/")
     found = list(_user_crontab(env))
     cron_files = [root / "etc/crontab", *_listing(root / "etc/cron.d")]
@@ -70,7 +63,7 @@ def _scan(text: str, where: str, unit: bool) -> Iterator[Caller]:
 
 
 def _user_crontab(env: Mapping[str, str]) -> Iterator[Caller]:
-    """This user's crontab, through `crontab -l` (its spool is not readable by the user)."""
+    # Through `crontab -l`: the spool is not readable by the user.
     try:
         done = subprocess.run(
             ["crontab", "-l"],  # the crontab on PATH is the one cron reads

@@ -1,8 +1,5 @@
-"""Which state and lock directories and which coordination store a schedule uses.
-
-A quiet `run` asks too, so the schedule model is not imported here. Warnings about those
-places: edge/dirwarnings.py; making and opening them safely: edge/safefiles.py.
-"""
+"""Which state and lock directories and which coordination store a schedule uses (a quiet
+`run` asks too, so the schedule model is not imported here)."""
 
 from __future__ import annotations
 
@@ -19,23 +16,15 @@ if TYPE_CHECKING:
 
 
 def systemd_dir(env: Mapping[str, str], name: str) -> Path | None:
-    """The first directory systemd hands over in ``$STATE_DIRECTORY`` or ``$CACHE_DIRECTORY``.
-
-    A unit with several ``StateDirectory=`` entries gets them ``:``-separated, in order; the
-    first is cronctl's. systemd only ever gives absolute paths, so anything else (empty,
-    relative) is not systemd's and is ignored.
-    """
+    """The first of the ``:``-separated directories systemd hands over in ``name``; anything
+    but an absolute path is not systemd's and is ignored."""
     first = env.get(name, "").split(":", 1)[0]
     return Path(first) if first.startswith("/") else None
 
 
 def default_state_dir(env: Mapping[str, str], is_root: bool) -> Path:
-    """Return cronctl's default state directory for root or for an ordinary user.
-
-    Root gets the FHS location ``/var/lib/cronctl``. Everyone else gets
-    ``$XDG_STATE_HOME/cronctl``, or ``~/.local/state/cronctl`` when that variable is unset,
-    empty or relative (the XDG spec says relative values must be ignored).
-    """
+    """``/var/lib/cronctl`` for root, else ``$XDG_STATE_HOME/cronctl`` (ignored when relative,
+    as XDG says), else ``~/.local/state/cronctl``."""
     if is_root:
         return Path("/var/lib/cronctl")
     xdg = env.get("XDG_STATE_HOME", "")
@@ -55,23 +44,14 @@ def resolve_dirs(
     is_root: bool,
     project: str | None = None,
 ) -> tuple[Path, Path]:
-    """Return ``(state_dir, lock_dir)``; for each, the first of flag, environment, file,
-    systemd's ``$STATE_DIRECTORY``, default.
+    """``(state_dir, lock_dir)``, absolute; each the first of flag, environment, [cronctl]
+    table, systemd's ``$STATE_DIRECTORY``, default (``lock_dir``: ``STATE_DIR/locks``).
 
-    The environment variables are ``CRONCTL_STATE_DIR`` and ``CRONCTL_LOCK_DIR``; an empty
-    value is a usage error (it would otherwise fall through to a default without a word).
-    ``file_state``/``file_lock`` come from the schedule file's ``[cronctl]`` table, already
-    resolved against the file's own directory by the caller. ``$STATE_DIRECTORY`` is what a
-    unit's ``StateDirectory=`` hands over: below every setting, so that a unit never moves a
-    state directory the operator named, and above the default, so that a service user's
-    state is where the unit said rather than in its home (for www-data, the web root).
-    With a ``project`` (the [cronctl] table's, already validated), each directory chosen so
-    far is a root shared by the machine's projects and the project's data lives in
-    ``ROOT/projects/PROJECT`` below it, so two projects' tasks of one name never share a
-    lock, a claim or a history; without one, the layout is the shared one of old.
-    ``lock_dir`` defaults to ``STATE_DIR/locks`` of the state directory chosen here. Relative
-    flag or environment values are made absolute against the current directory now, so that every
-    later message names one unambiguous path.
+    An empty variable is an error, not a silent default. ``$STATE_DIRECTORY`` ranks below
+    every setting (a unit never moves a directory the operator named) and above the default
+    (a service user's state is not in its home, for www-data the web root). A ``project``
+    puts its data in ``ROOT/projects/PROJECT``: two projects' tasks of one name never share
+    a lock, a claim or a history.
     """
     for name in ("CRONCTL_STATE_DIR", "CRONCTL_LOCK_DIR"):
         if env.get(name) == "":
@@ -103,7 +83,6 @@ def _first(*candidates: Path | str | None) -> Path | None:
 def data_dirs(
     schedule: Schedule, flag_state: Path | None, flag_lock: Path | None, env: Mapping[str, str]
 ) -> tuple[Path, Path]:
-    """(state_dir, lock_dir): flag, environment, [cronctl] table, default."""
     return resolve_dirs(
         flag_state=flag_state,
         flag_lock=flag_lock,
@@ -116,8 +95,7 @@ def data_dirs(
 
 
 def coordination_url(schedule: Schedule, flag: str | None, env: Mapping[str, str]) -> str | None:
-    """The coordination store's URL: --coordination, $CRONCTL_COORDINATION, [cronctl], or None
-    (files in lock_dir). An empty value counts as unset, as for lock_dir."""
+    """--coordination, $CRONCTL_COORDINATION (empty: unset), [cronctl], or None (files)."""
     for value, source in ((flag, "--coordination"), (env.get("CRONCTL_COORDINATION"), None)):
         if not value:
             continue

@@ -1,7 +1,5 @@
-"""The warnings about where a schedule keeps its data: a lock_dir that only this machine sees
-under on_one_server tasks, a metrics_file another user could steer; and the daily stamp that
-keeps `run` from repeating one every minute.
-"""
+"""Warnings about where a schedule keeps its data (a lock_dir only this machine sees, a
+metrics_file another user could steer), and the daily stamp that keeps `run` from repeating."""
 
 from __future__ import annotations
 
@@ -20,11 +18,7 @@ from cronctl.errors import UnsafeDirectoryError
 def lock_dir_warning(
     schedule: Schedule, lock_dir: Path, only_if_present: bool = False
 ) -> Problem | None:
-    """A warning when on_one_server tasks rely on a lock_dir that only this machine sees.
-
-    `only_if_present` (check, list): a lock_dir that does not exist here says nothing about
-    the servers — a CI runner does not have their mount — so it is not judged.
-    """
+    """`only_if_present`: a lock_dir missing here (a CI runner) says nothing of the servers."""
     tasks = [t for t in schedule.tasks if t.on_one_server]
     if not tasks or schedule.settings.lock_dir_shared:
         return None
@@ -53,7 +47,6 @@ def lock_dir_warning(
 def lock_dir_problems(
     schedule: Schedule, flag_state: Path | None, flag_lock: Path | None, env: Mapping[str, str]
 ) -> list[Problem]:
-    """The lock_dir warning as `check`, `list` and `doctor` judge it (one verdict for all)."""
     _, locks = data_dirs(schedule, flag_state, flag_lock, env)
     # A named lock_dir (flag, environment, file) may be a mount this machine (a CI runner)
     # lacks: judge it only where it exists. The default, STATE_DIR/locks, is local on every
@@ -64,9 +57,7 @@ def lock_dir_problems(
 
 
 def metrics_file_problems(schedule: Schedule) -> list[Problem]:
-    """A warning when another user could steer where `metrics_file` is written: its whole
-    path judged as `run` and `work` judge it before each write (and then refuse it), so
-    `check` and `doctor` say so before the first run does."""
+    """What `run` would refuse of `metrics_file`'s path, said by `check` and `doctor` first."""
     path = schedule.settings.metrics_file
     if path is None:
         return []
@@ -85,7 +76,7 @@ NOTICE_INTERVAL_S = 24 * 3600
 
 
 def daily_notice(state_dir: Path, key: str) -> bool:
-    """True at most once a day per key: for warnings `run` would otherwise mail every minute."""
+    """True at most once a day per key: `run` would otherwise mail a warning every minute."""
     stamp = ensure_private_dir(state_dir / "notices", within=state_dir) / key
     # Never through a link: a symlink planted at the stamp must not make root touch its target.
     fd = open_nofollow(stamp, os.O_WRONLY | os.O_CREAT, 0o600)

@@ -20,7 +20,6 @@ def _git(cwd: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
 
 
 def verify_ref(cwd: Path, ref: str) -> None:
-    """Refuse a REF git does not know (or a directory outside a work tree) with git's reason."""
     if ref.startswith("-"):
         raise UsageError(f"--diff {ref!r}: a revision cannot start with '-'")
     found = _git(cwd, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
@@ -32,14 +31,12 @@ def verify_ref(cwd: Path, ref: str) -> None:
 
 
 def show(ref: str, path: Path) -> bytes | None:
-    """The bytes of `path` at `ref`, or None when the file did not exist there."""
     # `REF:./name` is read relative to -C's directory, wherever the repository's root is.
     found = _git(path.parent, "show", f"{ref}:./{path.name}")
     return found.stdout if found.returncode == 0 else None
 
 
 def tomls_at(ref: str, directory: Path) -> list[Path]:
-    """The `*.toml` files directly in `directory` at `ref` (a --file directory), sorted."""
     found = _git(directory, "ls-tree", "--name-only", f"{ref}:./")
     if found.returncode != 0:
         return []

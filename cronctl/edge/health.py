@@ -1,11 +1,6 @@
-"""`cronctl work --health ADDR` and `--health-file PATH` (docs/containers.md): a liveness answer
-for a supervisor's probe and the metrics of `metrics_file`, served over HTTP; or a file
-touched at every minute, for an exec probe.
-
-Only a `work` started with one of the flags pays for them: the HTTP server (`http.server`)
-and prometheus-client are imported when the server starts, never by this module, which
-`work` always imports.
-"""
+"""`cronctl work --health ADDR` (liveness and metrics over HTTP) and `--health-file PATH` (a
+file touched every minute), docs/containers.md. `http.server` and prometheus-client are
+imported only when the server starts: `work` always imports this module."""
 
 from __future__ import annotations
 
@@ -23,29 +18,22 @@ from cronctl.edge.metrics import HELP, Sample
 from cronctl.edge.safefiles import check_file_path
 from cronctl.errors import UsageError
 
-#: What a probe reads: (healthy, a line saying why).
-Liveness = Callable[[], tuple[bool, str]]
-#: The samples /metrics serves, read at each request.
+Liveness = Callable[[], tuple[bool, str]]  # (healthy, a line saying why)
 Samples = Callable[[], list[Sample]]
 
-#: How long a request may take to arrive: a client that holds its connection open idle
-#: cannot keep a thread of `work` for longer.
+# An idle client cannot keep a thread of `work` for longer.
 REQUEST_TIMEOUT_S = 10.0
-#: Requests answered at once; more are told 503 at once rather than each given a thread that
-#: reads the state database (a flood of scrapes must not starve the minute loop).
+# More requests are told 503 at once: a flood of scrapes must not starve the minute loop.
 MAX_CONCURRENT = 8
 
 
 @dataclass(frozen=True, slots=True)
 class Address:
-    """Where the health server listens."""
-
     host: str  # an IP literal
     port: int
 
     @property
     def loopback(self) -> bool:
-        """Whether only this machine can reach it."""
         import ipaddress  # only with --health
 
         return ipaddress.ip_address(self.host).is_loopback
@@ -55,10 +43,7 @@ class Address:
 
 
 def parse_address(text: str) -> Address:
-    """`PORT` (loopback), `HOST:PORT` or `[V6]:PORT`, HOST an IP address or `localhost`.
-
-    :raises UsageError: what is wrong and what to give instead.
-    """
+    """`PORT` (loopback), `HOST:PORT` or `[V6]:PORT`, HOST an IP address or `localhost`."""
     import ipaddress  # only with --health
 
     def bad(why: str) -> UsageError:
@@ -96,10 +81,7 @@ class HealthServer:
         self._samples = samples
 
     def start(self) -> None:
-        """Listen, and answer in the background.
-
-        :raises UsageError: the address cannot be listened on (in use, not this machine's).
-        """
+        """Listen, and answer in the background; UsageError if the address cannot be used."""
         import http.server  # only with --health
         import socket
 
@@ -127,7 +109,6 @@ class HealthServer:
         self._thread.start()
 
     def close(self) -> None:
-        """Stop answering; the port is free when this returns."""
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
@@ -136,8 +117,6 @@ class HealthServer:
 
 
 def _handler(base: Any, liveness: Liveness, samples: Samples) -> Any:
-    """The request handler class (made here: its base class is imported with --health only)."""
-
     slots = threading.BoundedSemaphore(MAX_CONCURRENT)
 
     class Handler(base):  # type: ignore[misc]
@@ -190,8 +169,7 @@ def _handler(base: Any, liveness: Liveness, samples: Samples) -> Any:
 
 
 def prometheus_text(found: list[Sample]) -> tuple[bytes, str]:
-    """The samples in the Prometheus text format, through prometheus-client, and its
-    content type."""
+    """The samples in the Prometheus text format, and its content type."""
     try:
         from prometheus_client import CollectorRegistry, exposition
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -228,15 +206,9 @@ def check_prometheus_client() -> None:
 
 
 class HealthFile:
-    """`--health-file PATH`: touched at start and at every minute the loop reaches; removed
-    when `work` stops, so a stopped `work` never looks alive.
-
-    PATH may be in a sticky directory that everyone can write, such as `/tmp` (the
-    container recipe in docs/containers.md): there, others can plant a link, a FIFO or a
-    file of their own at the path but cannot replace the file once it is ours, so the file
-    is opened without following a link and touched only when it is a regular file of this
-    user's.
-    """
+    """`--health-file PATH`: touched every minute, removed when `work` stops. In a sticky
+    directory such as `/tmp` others can plant a link, a FIFO or a file at the path but not
+    replace ours, so it is touched only once opened ``O_NOFOLLOW`` and found ours."""
 
     def __init__(self, path: Path, warn: Callable[[str], None]) -> None:
         self.path = path
@@ -245,10 +217,7 @@ class HealthFile:
         self._ours: tuple[int, int] | None = None  # (device, inode) of the file touched
 
     def start(self) -> None:
-        """The first touch: a path that cannot be written stops `work` before it starts.
-
-        :raises UsageError: the file cannot be made or touched (named, with why).
-        """
+        """The first touch: a path that cannot be written stops `work` (UsageError)."""
         check_file_path(self.path, sticky_ok=True)
         try:
             self._touch()
@@ -259,8 +228,7 @@ class HealthFile:
             ) from None
 
     def touch(self) -> None:
-        """A minute's touch; a failure is said once (until a touch works again), never fatal:
-        the probe then sees a stale file, which is the truth."""
+        """A failure is said once, never fatal: the probe sees a stale file, the truth."""
         try:
             self._touch()
         except OSError as exc:
@@ -295,8 +263,7 @@ class HealthFile:
             os.close(fd)
 
     def remove(self) -> None:
-        """At stop: the probe fails at once rather than when the file grows old. Only the
-        file this `work` touched is removed, never one it refused."""
+        """Only the file this `work` touched, never one it refused."""
         with suppress(OSError):
             st = os.lstat(self.path)
             if (st.st_dev, st.st_ino) == self._ours:

@@ -1,13 +1,6 @@
 """`[cronctl] metrics_file`: the Prometheus text format for node_exporter's textfile collector
-(docs/operating.md), rewritten atomically after every `run` and every `work` tick.
-
-Written by hand rather than with prometheus-client: importing its exposition pulls in its
-whole registry and HTTP server, which every `run` of a machine with metrics would pay 1,440
-times a day, for ~40 lines of a simple, stable format
-(docs/architecture.md#dependencies-and-why). The tests parse the file with
-prometheus-client's own parser. Replaced atomically (edge/safefiles.write_atomic): the
-collector never sees half a file, and a link planted at the name is replaced, not followed.
-"""
+(docs/operating.md), rewritten atomically after every `run` and `work` tick. By hand, not
+with prometheus-client, whose import every `run` would pay (docs/architecture.md)."""
 
 from __future__ import annotations
 
@@ -23,7 +16,6 @@ from cronctl.edge.safefiles import check_file_path, write_atomic
 from cronctl.edge.state.store import Store
 from cronctl.errors import UnsafeDirectoryError
 
-#: Each metric: its type and its help text.
 HELP = {
     "cronctl_last_run_timestamp_seconds": ("gauge", "Start of the task's last run (Unix time)."),
     "cronctl_last_success_timestamp_seconds": ("gauge", "Start of the task's last ok run."),
@@ -45,8 +37,7 @@ HELP = {
 def write_metrics(
     schedule: Schedule, store: Store, now: datetime, state_dir: Path, warn: Callable[[str], None]
 ) -> None:
-    """Write the metrics file; a failure is a warning (once a day, remembered in `state_dir`),
-    never a failed run."""
+    """Write the metrics file; a failure is a warning (once a day), never a failed run."""
     path = schedule.settings.metrics_file
     assert path is not None
     try:
@@ -65,13 +56,11 @@ def write_metrics(
             )
 
 
-#: One value of one metric, (name: a key of HELP, labels, value): what the file writes on a
-#: line and `work --health` serves. A plain tuple: `run` makes no class for it at import.
+# (name: a key of HELP, labels, value); a plain tuple: `run` makes no class for it at import.
 Sample: TypeAlias = tuple[str, tuple[tuple[str, str], ...], float]
 
 
 def samples(schedule: Schedule, store: Store, now: datetime) -> list[Sample]:
-    """Every metric's values, per task, from the history and states in `store`."""
     found: list[Sample] = []
     counts = store.outcome_counts()
     states = store.states()
@@ -89,7 +78,6 @@ def samples(schedule: Schedule, store: Store, now: datetime) -> list[Sample]:
 
 
 def render(schedule: Schedule, store: Store, now: datetime) -> str:
-    """The whole file: each metric's HELP and TYPE, then one sample per task."""
     lines_of: dict[str, list[str]] = {name: [] for name in HELP}
     for name, labels, value in samples(schedule, store, now):
         text = ",".join(f'{k}="{_escape(v)}"' for k, v in labels)

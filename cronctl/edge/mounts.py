@@ -1,8 +1,5 @@
-"""Which file system holds a path, and whether several machines can share it.
-
-Read from ``/proc/self/mountinfo``, for the warning that on_one_server tasks rely on a lock_dir
-only this machine sees (edge/dirs.py).
-"""
+"""Which file system holds a path (``/proc/self/mountinfo``), and whether several machines
+can share it: for the warning that on_one_server relies on a lock_dir only this one sees."""
 
 from __future__ import annotations
 
@@ -11,16 +8,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["MOUNTINFO_PATH", "Mount", "filesystem_type", "is_shared_fstype", "parse_mountinfo"]
-
-#: The per-process mount table Linux exposes; the probe reads it when no text is given.
 MOUNTINFO_PATH = Path("/proc/self/mountinfo")
 
 
 @dataclass(frozen=True, slots=True)
 class Mount:
-    """One line of ``/proc/self/mountinfo``: where it is mounted, its type, and what it mounts."""
-
     mount_point: str
     fstype: str
     source: str
@@ -38,12 +30,10 @@ def _unescape(field: str) -> str:
 
 
 def parse_mountinfo(text: str) -> list[Mount]:
-    """Parse the text of ``/proc/self/mountinfo`` into mounts, in file order.
+    """The mounts, in file order; a line off the format is skipped (it only feeds a warning).
 
-    The format (proc(5)) is ``ID PARENT MAJ:MIN ROOT MOUNT_POINT OPTIONS [OPTIONAL...] - FSTYPE
-    SOURCE SUPER_OPTIONS``; the optional fields (``shared:1``, ``master:2``...) vary in
-    number, so the ``-`` separator is what splits the line. Lines that do not follow the
-    format are skipped rather than fatal: the probe only feeds a warning.
+    proc(5): ``ID PARENT MAJ:MIN ROOT MOUNT_POINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE ...``,
+    the optional fields varying in number, so the ``-`` separator splits the line.
     """
     mounts: list[Mount] = []
     for line in text.splitlines():
@@ -54,21 +44,14 @@ def parse_mountinfo(text: str) -> list[Mount]:
             continue
         if len(fields) <= separator + 1:
             continue
-        mount_point = _unescape(fields[4])
-        fstype = fields[separator + 1]
         source = _unescape(fields[separator + 2]) if len(fields) > separator + 2 else ""
-        mounts.append(Mount(mount_point=mount_point, fstype=fstype, source=source))
+        mounts.append(Mount(_unescape(fields[4]), fields[separator + 1], source))
     return mounts
 
 
 def filesystem_type(path: Path, mountinfo: str | None = None) -> str:
-    """Return the type of the file system holding ``path`` (``"ext4"``, ``"nfs4"``...).
-
-    The path is resolved first (it need not exist yet), then matched against the longest mount
-    point that contains it; when several mounts share that mount point, the last one listed is
-    the one on top. ``mountinfo`` is the text to use; when omitted, ``/proc/self/mountinfo`` is
-    read. Returns ``"unknown"`` when the table cannot be read or nothing matches (not Linux).
-    """
+    """The type of the file system holding ``path`` (resolved, need not exist): the longest
+    mount point containing it, the last listed on a tie (on top); else ``"unknown"``."""
     if mountinfo is None:
         try:
             mountinfo = MOUNTINFO_PATH.read_text(encoding="utf-8", errors="surrogateescape")
@@ -118,8 +101,4 @@ _SHARED_FSTYPES = frozenset(
 
 
 def is_shared_fstype(fstype: str) -> bool:
-    """Whether a file system type is one that several machines share (nfs, cifs, ceph, ...).
-
-    Local types (ext4, xfs, btrfs, tmpfs, overlay, zfs) and anything unrecognised are not.
-    """
     return fstype.lower() in _SHARED_FSTYPES

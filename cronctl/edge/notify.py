@@ -1,14 +1,9 @@
 """Heartbeat pings (the healthchecks.io protocol) and on_failure/on_success hooks.
 
-Both are advice about a run, never part of it: each has a 10 s limit (for a ping, the whole
-of it: connect, TLS, request and answer, however slowly the endpoint drips), neither changes
-the run's outcome, and a failing endpoint or hook is reported once (a notice stamp in
-`STATE_DIR/notices`), again only after it has worked in between — cron mails whatever `run`
-prints, and an outage must not mail every minute. Pings go in the background (RunPings): a
-slow endpoint holds neither a worker nor a run's record, and a stop cuts them off at once.
-
-A healthchecks.io URL's path is its secret (whoever has it can ping the check), so a URL is
-only ever shown as `scheme://host/***`.
+Advice about a run, never part of it: 10 s each (a ping's whole exchange, however slowly
+the endpoint drips), the outcome unchanged, a failure said once per outage (a stamp in
+`STATE_DIR/notices`: cron mails what `run` prints). A URL's path is its secret: shown only
+as `scheme://host/***`.
 """
 
 from __future__ import annotations
@@ -68,13 +63,8 @@ def send_ping(
     body: bytes,
     opened: Callable[[socket.socket], None],
 ) -> None:
-    """POST one ping; raises OSError (URLError, HTTPError, timeout, refused), ValueError or
-    http.client.HTTPException (a garbled answer).
-
-    LIMIT_S bounds each socket operation, not the whole ping: a server that answers a
-    byte every few seconds is never timed out here. `opened` is handed every socket the
-    ping opens, so that a _Flight can cut it off at its deadline.
-    """
+    """POST one ping; raises OSError, ValueError or http.client.HTTPException. LIMIT_S
+    bounds each socket operation only: `opened` gets every socket, for _Flight to cut."""
     # Imported here, not at the top: urllib.request (http.client, ssl, email) is costly, and
     # only a task with ping_url needs it.
     import urllib.request
@@ -90,8 +80,7 @@ def send_ping(
 
 
 def _opener(opened: Callable[[socket.socket], None]) -> urllib.request.OpenerDirector:
-    """urllib's usual opener (proxies from the environment, redirects), whose connections
-    hand each socket they open to `opened` before they use it (a TLS handshake included)."""
+    """urllib's usual opener, whose connections hand each socket to `opened` before use."""
     import http.client
     import socket  # as urllib: only a ping needs it, and a `run` without pings never loads it
     import urllib.request
@@ -122,22 +111,20 @@ def _opener(opened: Callable[[socket.socket], None]) -> urllib.request.OpenerDir
 
 
 def _shut(sock: socket.socket) -> None:
-    """End a socket another thread may be blocked on: its recv returns at once."""
     import socket  # loaded already: the ping that opened `sock` imported it
 
     with suppress(OSError):
         socket.socket.shutdown(sock, socket.SHUT_RDWR)  # the plain socket's, under TLS too
 
 
-#: After a ping is cut off, how long its thread is waited for before it is left behind (one
-#: stuck in a name lookup, which nothing can cut, ends by itself later; it is a daemon).
+# How long a cut ping's thread is waited for (one stuck in a name lookup, which nothing can
+# cut, ends by itself later; it is a daemon).
 _CUT_WAIT_S = 0.5
 _STOPPED = "not completed: cronctl was told to stop"
 
 
 class _Flight:
-    """One ping in a daemon thread of its own, with a deadline for the whole of it (connect,
-    TLS, request, answer): LIMIT_S after it was sent, its sockets are shut down."""
+    """One ping in a daemon thread: LIMIT_S after it was sent, its sockets are shut down."""
 
     def __init__(self, url: str, kind: str, rid: str, body: bytes) -> None:
         self.kind = kind
@@ -167,7 +154,6 @@ class _Flight:
             _shut(sock)
 
     def cut(self, why: str) -> None:
-        """Stop the ping now (its sockets shut down); `why` becomes its error."""
         with self._lock:
             if self._done.is_set() or self._cut is not None:
                 return
@@ -177,8 +163,7 @@ class _Flight:
             _shut(sock)
 
     def settle(self) -> str | None:
-        """Wait for the ping to end, at most until its deadline (then cut it off): its error,
-        or None when it got through."""
+        """Wait for the ping, cutting it off at its deadline: its error, or None."""
         if not self._done.wait(max(0.0, self.deadline - time.monotonic())):
             self.cut(f"timed out: no complete answer within {LIMIT_S:g}s")
             self._done.wait(_CUT_WAIT_S)
@@ -190,9 +175,8 @@ class _Flight:
 
 
 class RunPings:
-    """The pings of one run, sent in the background: a slow or dripping endpoint holds no
-    worker and no run record, and each ping ends by its deadline. The run waits for them
-    (settle) before it ends; stop() (cronctl was told to stop) cuts them off at once."""
+    """The pings of one run, in the background: a slow endpoint holds no worker and no run
+    record. The run settles them before it ends; stop() cuts them off at once."""
 
     def __init__(self) -> None:
         self._lock = threading.RLock()  # stop() may run in a signal handler, in any thread
@@ -201,7 +185,6 @@ class RunPings:
         self.stopped = False
 
     def send(self, url: str, kind: str, rid: str, body: bytes = b"") -> _Flight | None:
-        """Start one ping (None: told to stop, nothing more is sent)."""
         with self._lock:
             if self.stopped:
                 return None
@@ -210,14 +193,12 @@ class RunPings:
             return flight
 
     def later(self, work: Callable[[], None]) -> None:
-        """Run `work` (an occurrence's ending ping) in a daemon thread the run waits for."""
         thread = threading.Thread(target=work, name="cronctl-ping-end", daemon=True)
         with self._lock:
             self._endings.append(thread)
         thread.start()
 
     def stop(self) -> None:
-        """Send nothing more and cut off every ping in flight."""
         with self._lock:
             self.stopped = True
             flights = list(self._flights)
@@ -225,7 +206,6 @@ class RunPings:
             flight.cut(_STOPPED)
 
     def settle(self) -> None:
-        """Wait for every ending ping: each is bounded by its pings' deadlines."""
         with self._lock:
             endings = list(self._endings)
         for thread in endings:
@@ -233,13 +213,11 @@ class RunPings:
 
 
 class OccurrencePings:
-    """The pings of one occurrence: `/start` as the command starts, the ending ping once it
-    ended; both in the background (RunPings), neither ever raises."""
+    """`/start` as the command starts, then the ending ping; in the background, never raising."""
 
     def __init__(
         self, task: Task, state_dir: Path, warn: Callable[[str], None], pings: RunPings
     ) -> None:
-        """Ping `task.ping_url` through `pings`; problems go to `warn`, once per outage."""
         assert task.ping_url is not None
         self._task = task
         self._url = task.ping_url
@@ -250,17 +228,12 @@ class OccurrencePings:
         self._starting: _Flight | None = None
 
     def start(self, rid: str) -> None:
-        """Send `/start?rid=RID` without delaying the command."""
         self._rid = rid
         self._starting = self._pings.send(self._url, "start", rid)
 
     def finish(self, result: RunRow) -> None:
-        """The URL on success, `/fail` otherwise, with the output's tail (<= 10 KB) as body,
-        sent after `/start` has ended, in the background: this returns at once.
-
-        The rid is the first attempt's run id, the one `/start` carried, so healthchecks.io
-        pairs them and measures the whole occurrence, retries included.
-        """
+        """The URL, or `/fail`, with the output's tail, after `/start` ended; at once. The rid
+        is `/start`'s (the first attempt's), so the whole occurrence is measured."""
         self._pings.later(lambda: self._finish(result))
 
     def _finish(self, result: RunRow) -> None:
@@ -300,7 +273,6 @@ def _reason(exc: BaseException) -> str:
 
 
 def output_tail(result: RunRow) -> bytes:
-    """The last 10 KB of the run's log (the history's tail when the log is gone)."""
     return logfiles.last_bytes(result.log_path, result.tail, BODY_LIMIT)
 
 
@@ -311,10 +283,7 @@ def run_hook(
     state_dir: Path,
     warn: Callable[[str], None],
 ) -> None:
-    """Run `on_failure` or `on_success` (whichever fits the outcome), 10 s at most.
-
-    Its output goes to a log beside the run's (`RUN_ID.on_failure.log`).
-    """
+    """Run `on_failure` or `on_success`, 10 s at most, logged to `RUN_ID.on_failure.log`."""
     key = "on_success" if result.outcome == "ok" else "on_failure"
     command = task.on_success if result.outcome == "ok" else task.on_failure
     if command is None or result.outcome.startswith("skipped") or result.outcome == "missed":
@@ -354,7 +323,7 @@ def run_hook(
 
 
 def first_notice(state_dir: Path, key: str) -> bool:
-    """True the first time `key` is noticed since it was last cleared (creates its stamp)."""
+    """True the first time `key` is noticed since it was last cleared."""
     directory = ensure_private_dir(state_dir / _NOTICES, within=state_dir)
     try:
         fd = open_nofollow(directory / key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -367,7 +336,6 @@ def first_notice(state_dir: Path, key: str) -> bool:
 
 
 def clear_notice(state_dir: Path, key: str) -> None:
-    """Forget `key`: the next problem is news again."""
     try:
         # Checked first: a link planted at notices/ must not aim the unlink elsewhere.
         (ensure_private_dir(state_dir / _NOTICES, within=state_dir) / key).unlink()

@@ -1,26 +1,12 @@
 """Entries of `run`'s cache, each kept under a key of everything the parse read.
 
-`run` and `list` keep the parsed schedule in an entry (edge/schedentry.py), and a quiet
-minute its hint beside it (run/quiet.py); `check` never reads the cache. An entry is used
-only when everything the parse read is as it was then, so it can never be stale; anything
-else is a miss, and a miss parses the files as if there were no cache:
-
-- the bytes of every file, and the paths they were named by, from the same working
-  directory;
-- ``$HOME`` (``~`` in a path) and cronctl's own parsing code (version, Python, and the size
-  and modification time of each source file in ``cronctl/core``, of ``edge/schedfiles.py``,
-  ``edge/schedentry.py``, this module and ``run/quiet.py``);
-- every path the files' text was resolved to (``workdir`` and the ``[cronctl]`` paths),
-  resolved again now: a link swapped under a workdir (a deploy's ``current``) is a miss;
-- every IANA time zone, looked up again in the time zone database as the parse does.
-
-This module holds the key and the entries' files, not the schedule model: a quiet minute
-reads its hint through a `Lookup` without importing the model. An entry is a ``marshal`` of
-plain values (no pickle: nothing in it can name a class or a function to call), in a private
-directory: the cache holds commands, so it gets the state directory's care (0700, never
-through a link, files 0600 owned by this user). Anything wrong with the cache itself (an
-unsafe directory, a full disk, a damaged entry) costs only the parse it would have saved; it
-never fails a run.
+An entry (the schedule, edge/schedentry.py; a quiet minute's hint, run/quiet.py) is used only
+when all the parse read is unchanged, so it is never stale: the files' bytes and names from
+the same working directory, ``$HOME``, cronctl's parsing code (version, Python, each source's
+size and mtime), every path the text resolved to (a swapped deploy link is a miss) and every
+time zone, looked up again. An entry is a ``marshal`` of plain values (nothing in it can name
+a class or a function), in a private directory: it holds commands. Anything wrong with the
+cache costs only the parse it would have saved; it never fails a run.
 """
 
 from __future__ import annotations
@@ -41,11 +27,9 @@ from cronctl.edge.safefiles import open_dir, open_nofollow
 from cronctl.edge.schedpaths import read_bytes
 from cronctl.errors import CronctlError, UsageError
 
-#: Bumped whenever the entry's layout changes.
-FORMAT = 2
-#: The variable naming the cache directory; "off" turns the cache off.
+FORMAT = 2  # bumped whenever the entry's layout changes
 ENV = "CRONCTL_CACHE_DIR"
-#: A larger entry is not read (far more than the entry of a schedule of 10,000 tasks).
+# A larger entry is not read (far more than the entry of a schedule of 10,000 tasks).
 MAX_ENTRY = 256 * 1024 * 1024
 
 
@@ -76,14 +60,12 @@ def cache_dir(env: Mapping[str, str], is_root: bool) -> Path | None:
 
 
 class Lookup:
-    """The schedule files one `run` read, and where their parse is kept: the entry's
-    directory, its name and key (None: no cache here), and, once the schedule is known to be
-    the entry's or was kept in it, the paths its text resolved to (see still_resolved)."""
+    """The schedule files one `run` read, and where their parse is kept (``key`` None: no
+    cache); ``resolved``: the paths its text resolved to, once known (still_resolved)."""
 
     __slots__ = ("contents", "key", "name", "paths", "resolved", "where")
 
     def __init__(self, paths: Sequence[Path], env: Mapping[str, str]) -> None:
-        """Read the files and work out the key (see _key)."""
         self.paths = paths
         self.contents = [read_bytes(p) for p in paths]
         self.where = cache_dir(env, os.geteuid() == 0)
@@ -92,8 +74,7 @@ class Lookup:
         self.resolved: tuple[Any, ...] | None = None
 
     def read(self, kind: str) -> Any:
-        """The value kept as `kind` ("schedule", or a companion such as "quiet") for this
-        very key, or None (none, another key, unsafe, damaged: all a miss)."""
+        """The value kept as `kind` ("schedule", "quiet") for this very key, or None."""
         if self.where is None or self.key is None:
             return None
         found = _read(self.where, f"{kind}-{self.name}")
@@ -104,8 +85,6 @@ class Lookup:
         return value if stored_key == self.key else None
 
     def keep(self, kind: str, value: Any) -> None:
-        """Keep `value` as `kind` for this key (write, then rename into place); any failure
-        just keeps nothing."""
         if self.where is None or self.key is None:
             return
         try:
@@ -115,12 +94,8 @@ class Lookup:
         _write(self.where, f"{kind}-{self.name}", data)
 
 
-# --- the key ------------------------------------------------------------------------------
-
-
 def _key(paths: Sequence[Path], contents: Sequence[bytes], env: Mapping[str, str]) -> Any:
-    """What the parse depends on, besides resolved paths and zones (checked on use); None
-    when it cannot be told (cronctl's sources cannot be found)."""
+    """What the parse depends on but resolved paths and zones (checked on use); None: unknown."""
     stamp = _code_stamp()
     if stamp is None:
         return None
@@ -139,10 +114,8 @@ def _entry_name(key: Any) -> str:
 
 
 def _code_stamp() -> tuple[Any, ...] | None:
-    """cronctl's version and its parsing code's files (size, mtime): every module of
-    cronctl/core, edge/schedfiles.py (the parse), edge/schedentry.py (the decoding), this one
-    and run/quiet.py (the hint). An edited or upgraded cronctl
-    never reads an entry an older one wrote."""
+    # cronctl/core, the parse, the decoding, this module and the hint: an edited or upgraded
+    # cronctl never reads an entry an older one wrote.
     edge = Path(__file__).parent
     try:
         with os.scandir(edge.parent / "core") as entries:
@@ -161,18 +134,14 @@ def _code_stamp() -> tuple[Any, ...] | None:
 
 
 def _crc(data: bytes) -> str:
-    """A short name for an entry (FNV-1a, 32 bits: zlib would be one more import a run)."""
+    # FNV-1a, 32 bits: zlib would be one more import a run.
     value = 0x811C9DC5
     for byte in data:
         value = ((value ^ byte) * 0x01000193) & 0xFFFFFFFF
     return f"{value:08x}"
 
 
-# --- reading and writing entries ----------------------------------------------------------
-
-
 def _read(where: Path, name: str) -> Any:
-    """The decoded entry `name`, or None (none, unsafe, damaged: all a miss)."""
     try:
         dir_fd, _ = open_dir(where)
     except (OSError, CronctlError):
@@ -184,14 +153,12 @@ def _read(where: Path, name: str) -> Any:
     finally:
         os.close(dir_fd)
     try:
-        size = os.fstat(fd).st_size
-        if size > MAX_ENTRY:
-            return None
-        data = _read_all(fd, size)
+        with os.fdopen(fd, "rb") as file:
+            if os.fstat(fd).st_size > MAX_ENTRY:
+                return None
+            data = file.read()
     except OSError:
         return None
-    finally:
-        os.close(fd)
     try:
         # Our own file, in a directory only this user can write, as the state database is;
         # marshal runs nothing, and the schedule's decoder (edge/schedentry.py) takes nothing
@@ -201,17 +168,7 @@ def _read(where: Path, name: str) -> Any:
         return None
 
 
-def _read_all(fd: int, size: int) -> bytes:
-    parts: list[bytes] = []
-    while True:
-        chunk = os.read(fd, max(size, 65536))
-        if not chunk:
-            return b"".join(parts)
-        parts.append(chunk)
-
-
 def still_resolved(resolved: Any) -> bool:
-    """Whether every path the files named resolves to what it did when they were parsed."""
     for (kind, base, text), then in resolved:
         try:
             if str(resolve_path(kind, Path(base), text)) != then:
@@ -222,7 +179,6 @@ def still_resolved(resolved: Any) -> bool:
 
 
 def _write(where: Path, name: str, data: bytes) -> None:
-    """Write entry `name` (then rename it into place); any failure just keeps none."""
     temp = f".{name}.{os.getpid()}.tmp"
     try:
         where.mkdir(0o700, parents=True, exist_ok=True)  # open_dir judges what is there
@@ -246,12 +202,12 @@ def _write(where: Path, name: str, data: bytes) -> None:
         os.close(dir_fd)
 
 
-#: A temporary entry older than this was left by a writer that died (kill -9 mid-write).
+# A temporary entry older than this was left by a writer that died (kill -9 mid-write).
 STALE_TEMP_S = 3600
 
 
 def _sweep_temps(dir_fd: int) -> None:
-    """Remove the temporary entries dead writers left (only when writing: a miss is rare)."""
+    # Only when writing: a miss is rare.
     cutoff = time.time() - STALE_TEMP_S
     with os.scandir(dir_fd) as entries:
         for entry in entries:

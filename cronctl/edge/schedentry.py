@@ -1,10 +1,5 @@
-"""The parsed schedule as an entry of `run`'s cache: decoded on a hit, kept after a parse.
-
-`run` and `list` load their schedule here; a hit skips tomllib and the schema, their imports
-and the parse: a good part of a `run` that plans and finds nothing due (docs/benchmarks.md).
-The key and the entries' files are edge/schedcache.py, which decides what is a hit; a
-schedule with errors is never kept.
-"""
+"""The parsed schedule as an entry of `run`'s cache: decoded on a hit, kept after a parse
+(never with errors). A hit skips tomllib, the schema and the parse (docs/benchmarks.md)."""
 
 from __future__ import annotations
 
@@ -19,7 +14,7 @@ from cronctl.core.model import Problem, Schedule, Settings, Task
 from cronctl.core.zones import Zone, parse_zone
 from cronctl.edge.schedcache import Lookup, still_resolved
 
-#: The record classes an entry may hold, by name (an allow-list: nothing else is made).
+# The record classes an entry may hold, by name (an allow-list: nothing else is made).
 _RECORDS: dict[str, Any] = {
     cls.__name__: cls for cls in (Schedule, Task, Settings, Problem, CronExpr)
 }
@@ -30,8 +25,8 @@ class _Uncacheable(Exception):
 
 
 def load(paths: Sequence[Path], env: Mapping[str, str], look: Lookup | None = None) -> Schedule:
-    """The schedule of these files (already read, in `look`): from the cache when nothing it
-    was parsed from changed, else parsed (and kept for the next run when it has no errors)."""
+    """The schedule of these files: from the cache when nothing it was parsed from changed,
+    else parsed (and kept)."""
     look = look or Lookup(paths, env)
     if look.key is None:
         return _parse(look)[0]
@@ -52,7 +47,7 @@ def load(paths: Sequence[Path], env: Mapping[str, str], look: Lookup | None = No
 
 
 def load_uncached(paths: Sequence[Path]) -> Schedule:
-    """The schedule of these files, parsed now (for `check`, which never trusts a cache)."""
+    """For `check`, which never trusts a cache."""
     # Imported here, not at the top: `run` imports this module and on a hit never parses.
     from cronctl.edge import schedfiles
 
@@ -60,7 +55,6 @@ def load_uncached(paths: Sequence[Path]) -> Schedule:
 
 
 def _parse(look: Lookup) -> tuple[Schedule, dict[tuple[str, str, str], Path]]:
-    """Parse the files `look` read: on a miss only."""
     # Imported here, not at the top: a hit never needs the parser (tomllib, the schema).
     from cronctl.edge import schedfiles
 
@@ -68,7 +62,6 @@ def _parse(look: Lookup) -> tuple[Schedule, dict[tuple[str, str, str], Path]]:
 
 
 def _use(found: Any, look: Lookup) -> Schedule | None:
-    """The entry's schedule if it was parsed from what is there now, else None."""
     try:
         resolved, payload = found
         if not still_resolved(resolved):
@@ -92,7 +85,6 @@ _SCALARS = (str, int, float, bool, type(None), bytes)
 
 
 def _encode(schedule: Any) -> Any:
-    """A schedule (or any value of one) as the entry's tagged plain values."""
     shared: dict[int, Any] = {}  # a record the parse shares is one tuple (marshal keeps that)
 
     def encode(value: Any) -> Any:
@@ -129,10 +121,8 @@ def _encode(schedule: Any) -> Any:
 
 
 class _Decoder:
-    """The values back from the entry. Records get their fields set directly (as
-    pickle uses: no `__init__` to compile), and equal paths are one Path object. A record the
-    parse shared (one CronExpr per expression text, which `list` and `check` group tasks by)
-    is one object again: its entry is one tuple, made once."""
+    """The values back from the entry: records' fields set directly (no `__init__`), equal
+    paths one Path, a record the parse shared (one CronExpr per text) one object again."""
 
     def __init__(self) -> None:
         self.paths: dict[str, Path] = {}
@@ -140,7 +130,6 @@ class _Decoder:
         self.names: dict[type, tuple[str, ...]] = {}
 
     def field_names(self, cls: type) -> tuple[str, ...]:
-        """A record class's field names, in order (asked once per class)."""
         names = self.names.get(cls)
         if names is None:
             names = self.names[cls] = tuple(f.name for f in fields(cls))

@@ -1,9 +1,5 @@
 """Parse schedule files into a Schedule: TOML decoded, every problem located by its line.
-
-Finding the files and reading their bytes is edge/schedpaths.py, which a quiet `run` uses alone;
-`run` finds its schedule in the cache (edge/schedentry.py) most minutes and imports this
-module only when the files changed.
-"""
+`run` imports this only when the files changed (the cache, edge/schedentry.py)."""
 
 from __future__ import annotations
 
@@ -19,18 +15,13 @@ from cronctl.core.schema import FileResult, parse_document
 from cronctl.core.tomllines import index_lines, syntax_error_line
 from cronctl.edge.schedpaths import MAX_SCHEDULE_BYTES, read_bytes, schedule_paths
 
-#: The most [[task]] tables the schedule files may hold together (docs/schedule-file.md,
-#: Limits): five times the 10,000 that docs/benchmarks.md measures `check`, `list` and `run`
-#: at. Counted before the tasks are validated, which is most of a large file's cost.
+# docs/schedule-file.md, Limits; counted before the tasks are validated, most of the cost.
 MAX_TASKS = 50_000
 
 
 def parse_bytes(path: Path, data: bytes, before: tuple[int, int] = (0, 0)) -> FileResult:
-    """Validate a schedule file's bytes as if read from `path` (e.g. a revision's from git).
-
-    `before`: the bytes and [[task]] tables of the files read before it in the same schedule,
-    which count towards the limits with its own.
-    """
+    """Validate a schedule file's bytes as if read from `path` (e.g. a revision's from git);
+    `before`: the bytes and tables of the files before it, counted towards the limits."""
     result = FileResult(path=path, display=str(path))
     if before[0] + len(data) > MAX_SCHEDULE_BYTES:
         result.problems.append(_too_large(path, before[0], len(data)))
@@ -39,16 +30,8 @@ def parse_bytes(path: Path, data: bytes, before: tuple[int, int] = (0, 0)) -> Fi
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
-        result.problems.append(
-            Problem(
-                str(path),
-                line,
-                None,
-                "error",
-                "toml-syntax",
-                "file is not UTF-8 text; TOML files must be UTF-8 encoded",
-            )
-        )
+        message = "file is not UTF-8 text; TOML files must be UTF-8 encoded"
+        result.problems.append(_error(path, line, "toml-syntax", message))
         return result
     try:
         doc = tomllib.loads(text)
@@ -66,27 +49,22 @@ def parse_bytes(path: Path, data: bytes, before: tuple[int, int] = (0, 0)) -> Fi
             return result
         parse_document(doc, index_lines(text), result)
         return result
-    result.problems.append(
-        Problem(
-            str(path),
-            where or 1,
-            None,
-            "error",
-            "toml-syntax",
-            f"TOML syntax: {message}; fix the file so it parses",
-        )
-    )
+    message = f"TOML syntax: {message}; fix the file so it parses"
+    result.problems.append(_error(path, where or 1, "toml-syntax", message))
     return result
 
 
-#: Nesting deeper than this is reported at the line where it starts; tomllib itself gives up
-#: somewhere past a few hundred levels (Python's recursion limit).
+def _error(path: Path, line: int | None, code: str, message: str) -> Problem:
+    return Problem(str(path), line, None, "error", code, message)
+
+
+# Nesting deeper than this is reported at the line where it starts; tomllib itself gives up
+# somewhere past a few hundred levels (Python's recursion limit).
 _DEEPEST = 100
 _LONG_INTEGER = r"[0-9_]{4301,}"  # compiled on first use (re's cache)
 
 
 def _limit_problem(text: str, exc: Exception) -> tuple[int | None, str]:
-    """Where a file broke one of tomllib's limits, and a message saying which."""
     if isinstance(exc, RecursionError):
         return _deep_line(text), (
             f"arrays or inline tables are nested too deeply (more than {_DEEPEST} levels)"
@@ -119,11 +97,9 @@ def _too_large(path: Path, before: int, read: int) -> Problem:
     # read_bytes stops one byte past the limit: a file cut there is larger still.
     size = f"over {limit} MiB" if read > MAX_SCHEDULE_BYTES else f"{read / 2**20:,.1f} MiB"
     together = f" (with the files before it, over {limit} MiB)" if before else ""
-    return Problem(
-        str(path),
+    return _error(
+        path,
         None,
-        None,
-        "error",
         "schedule-too-large",
         f"holds {size}{together}: the schedule files may hold at most {limit} MiB together "
         f"(and {MAX_TASKS:,} tasks), so cronctl does not read it; {_SPLIT}",
@@ -132,11 +108,9 @@ def _too_large(path: Path, before: int, read: int) -> Problem:
 
 def _too_many(path: Path, before: int, tables: int) -> Problem:
     together = f" ({before + tables:,} with the files before it)" if before else ""
-    return Problem(
-        str(path),
+    return _error(
+        path,
         None,
-        None,
-        "error",
         "too-many-tasks",
         f"holds {tables:,} [[task]] tables{together}: the schedule files may hold at most "
         f"{MAX_TASKS:,} tasks together, so cronctl does not read them; {_SPLIT}",
@@ -144,8 +118,8 @@ def _too_many(path: Path, before: int, tables: int) -> Problem:
 
 
 def parse_files(paths: Sequence[Path], contents: Sequence[bytes]) -> list[FileResult]:
-    """Each file's result, the files counted together against the limits in order; the
-    files after the one that passes a limit are not parsed (the schedule has its error)."""
+    """Each file's result, counted together against the limits; files after the one that
+    passes a limit are not parsed."""
     results: list[FileResult] = []
     size = tables = 0
     for path, data in zip(paths, contents, strict=True):
@@ -159,15 +133,14 @@ def parse_files(paths: Sequence[Path], contents: Sequence[bytes]) -> list[FileRe
 
 
 def load_paths(paths: Sequence[Path]) -> Schedule:
-    """Read every file and combine them into one Schedule."""
     return build_schedule(parse_files(paths, [read_bytes(p) for p in paths]))
 
 
 def parse_all(
     paths: Sequence[Path], contents: Sequence[bytes]
 ) -> tuple[Schedule, dict[tuple[str, str, str], Path]]:
-    """The Schedule of files already read, and every path their text was resolved to, by
-    (kind, base, text): what the schedule cache checks again before it reuses a parse."""
+    """The Schedule of files already read, and every path their text resolved to, by (kind,
+    base, text): what the cache checks again before it reuses a parse."""
     results = parse_files(paths, contents)
     resolved = {key: path for result in results for key, path in result.resolved.items()}
     return build_schedule(results), resolved

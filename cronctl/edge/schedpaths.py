@@ -1,8 +1,5 @@
-"""Which schedule files a command reads (flag, ``CRONCTL_FILE``, the default), and their bytes.
-
-Parsing them is edge/schedfiles.py: a quiet `run` reads their bytes to know them unchanged,
-and never parses them.
-"""
+"""Which schedule files a command reads (flag, ``CRONCTL_FILE``, the default), and their bytes
+(a quiet `run` reads them to know them unchanged, and never parses them)."""
 
 from __future__ import annotations
 
@@ -12,7 +9,6 @@ from pathlib import Path
 
 from cronctl.errors import ScheduleFileError, UsageError
 
-#: The schedule file a command reads when no flag or CRONCTL_FILE names one.
 DEFAULT_FILE = "schedules.toml"
 
 
@@ -44,7 +40,7 @@ def schedule_paths(given: Sequence[Path] | None, env: Mapping[str, str]) -> list
 
 
 def _env_files(value: str) -> list[Path]:
-    """CRONCTL_FILE's paths; an empty value or an empty entry would quietly schedule nothing."""
+    # An empty value or entry would quietly schedule nothing.
     parts = value.split(os.pathsep)
     if not all(parts):
         raise UsageError(
@@ -55,15 +51,12 @@ def _env_files(value: str) -> list[Path]:
     return [Path(p) for p in parts]
 
 
-#: The most the schedule files may hold together (docs/schedule-file.md, Limits): a far
-#: larger file would keep `check` parsing for minutes without a word. A file is read only
-#: this far and one byte more, so the parse can refuse it without reading the rest.
+# docs/schedule-file.md, Limits: read this far and one byte more, so the parse can refuse a
+# larger file without reading the rest (or parsing it for minutes without a word).
 MAX_SCHEDULE_BYTES = 10 * 2**20
 
 
 def read_bytes(path: Path) -> bytes:
-    """A schedule file's bytes, at most MAX_SCHEDULE_BYTES + 1 of them (more: the parse
-    refuses the file); a file that cannot be read stops the command (exit 2)."""
     try:
         with path.open("rb") as fh:
             return fh.read(MAX_SCHEDULE_BYTES + 1)

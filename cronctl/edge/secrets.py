@@ -1,13 +1,7 @@
-"""A task's secrets read from their files at the start of each run (docs/schedule-file.md,
-"Secrets from files").
-
-Read every run, never cached: a rotated secret takes effect at the next run, and no value is
-kept anywhere cronctl writes (the schedule cache holds only the paths). Links are followed
-(Kubernetes mounts each secret as a link into its `..data` directory); anything but a
-regular file is refused without blocking on it (a FIFO planted at the name), as is a file
-others may write, which could set `LD_PRELOAD` or `PATH` for the task. Every error names
-the file (and line) and never quotes its content.
-"""
+"""A task's secrets read from their files at the start of each run, never cached
+(docs/schedule-file.md). Links are followed (Kubernetes mounts secrets as links); anything
+but a regular file is refused without blocking, as is a file others may write (it could set
+`LD_PRELOAD`). Errors name the file and line, never the content."""
 
 from __future__ import annotations
 
@@ -22,23 +16,17 @@ from cronctl.core.envkeys import secret_path
 from cronctl.core.model import Task
 from cronctl.errors import EnvFileError
 
-__all__ = ["MAX_SECRET_FILE", "Secrets", "file_warning", "load", "paths"]
-
-#: The largest secret file read: far beyond any key or token, and the environment of a
-#: command is limited anyway (Linux takes 128 KiB at most in one variable).
+# Far beyond any key or token (Linux takes 128 KiB at most in one variable anyway).
 MAX_SECRET_FILE = 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
 class Secrets:
-    """The variables a run reads from files, and the values to mask in its output."""
-
     env: dict[str, str]
     values: tuple[str, ...]
 
 
 def paths(task: Task, credentials: str | None) -> list[tuple[str, Path]]:
-    """(key, path) of each of the task's secret files, in the order they are read."""
     base = task.source.parent.absolute()
     found = [("env_files", secret_path(text, base, credentials)) for text in task.env_files]
     found += [
@@ -49,8 +37,7 @@ def paths(task: Task, credentials: str | None) -> list[tuple[str, Path]]:
 
 
 def load(task: Task, env: Mapping[str, str]) -> Secrets:
-    """The task's variables from its files: `env_files` in order (a later file wins), then
-    `env_from_file`. ``env`` is cronctl's environment (for ``$CREDENTIALS_DIRECTORY``).
+    """`env_files` in order (a later file wins), then `env_from_file`.
 
     :raises EnvFileError: a file is missing, unreadable, unsafe or malformed.
     """
@@ -72,7 +59,6 @@ def load(task: Task, env: Mapping[str, str]) -> Secrets:
 
 
 def _value(data: bytes, path: str, name: str) -> str:
-    """The content of an `env_from_file` file: UTF-8, one trailing newline dropped."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -86,8 +72,6 @@ def _value(data: bytes, path: str, name: str) -> str:
 
 
 def _read(path: str, key: str) -> bytes:
-    """The bytes of one secret file (of ``key``), refused unless it is a regular file others
-    cannot write."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
     except OSError as exc:
@@ -114,7 +98,6 @@ def _read(path: str, key: str) -> bytes:
 
 
 def file_warning(path: Path) -> str | None:
-    """What `check` says of one secret file: missing, unreadable, or readable by others."""
     try:
         st = path.stat()
     except OSError as exc:
