@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import fields
 from datetime import UTC, datetime, timedelta
+from functools import cache
 from pathlib import Path, PosixPath
 from typing import Any
 
@@ -120,6 +121,11 @@ def _encode(schedule: Any) -> Any:
     return encode(schedule)
 
 
+@cache
+def _field_names(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in fields(cls))
+
+
 class _Decoder:
     """The values back from the entry: records' fields set directly (no `__init__`), equal
     paths one Path, a record the parse shared (one CronExpr per text) one object again."""
@@ -127,13 +133,6 @@ class _Decoder:
     def __init__(self) -> None:
         self.paths: dict[str, Path] = {}
         self.made: dict[int, Any] = {}
-        self.names: dict[type, tuple[str, ...]] = {}
-
-    def field_names(self, cls: type) -> tuple[str, ...]:
-        names = self.names.get(cls)
-        if names is None:
-            names = self.names[cls] = tuple(f.name for f in fields(cls))
-        return names
 
     def value(self, value: Any) -> Any:
         if type(value) is not tuple:
@@ -144,7 +143,7 @@ class _Decoder:
             if made is not None:
                 return made
             cls = _RECORDS.get(value[1])
-            if cls is None or len(value[2]) != len(names := self.field_names(cls)):
+            if cls is None or len(value[2]) != len(names := _field_names(cls)):
                 raise _Uncacheable(value[1])
             made = self.made[id(value)] = cls.__new__(cls)
             for name, v in zip(names, value[2], strict=True):

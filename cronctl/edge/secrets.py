@@ -41,15 +41,14 @@ def load(task: Task, env: Mapping[str, str]) -> Secrets:
 
     :raises EnvFileError: a file is missing, unreadable, unsafe or malformed.
     """
-    credentials = env.get("CREDENTIALS_DIRECTORY") or None
     found: dict[str, str] = {}
-    base = task.source.parent.absolute()
-    for text in task.env_files:
-        path = str(secret_path(text, base, credentials))
-        found.update(parse_env_file(_read(path, "env_files"), path))
-    for name, text in task.env_from_file.items():
-        path = str(secret_path(text, base, credentials))
-        found[name] = _value(_read(path, f"env_from_file {name}"), path, name)
+    for key, file in paths(task, env.get("CREDENTIALS_DIRECTORY") or None):
+        path = str(file)
+        if key == "env_files":
+            found.update(parse_env_file(_read(path, key), path))
+        else:
+            name = key.removeprefix("env_from_file.")
+            found[name] = _value(_read(path, f"env_from_file {name}"), path, name)
     values = list(found.values())
     for value in list(values):
         if "\n" in value:

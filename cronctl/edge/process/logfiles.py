@@ -82,13 +82,10 @@ def last_bytes(log_path: str | None, fallback: str, limit: int) -> bytes:
     if log_path:
         try:
             fd = open_nofollow(Path(log_path), os.O_RDONLY)
+            try:
+                return os.pread(fd, limit, max(0, os.fstat(fd).st_size - limit))
+            finally:
+                os.close(fd)
         except OSError:
-            return fallback.encode()[-limit:]
-        try:
-            size = os.fstat(fd).st_size
-            return os.pread(fd, limit, max(0, size - limit))
-        except OSError:
-            return fallback.encode()[-limit:]
-        finally:
-            os.close(fd)
+            pass
     return fallback.encode()[-limit:]

@@ -16,23 +16,14 @@ _CHUNK = 65536
 # A line longer than this is passed on in pieces, so a task without newlines cannot grow it.
 _MAX_LINE = 65536
 _PRINT_LOCK = threading.Lock()
+# C0 controls (but tab) as `^X`, DEL as `^?`, C1 controls as `\\x9b`.
+_VISIBLE = {code: f"^{chr(code + 0x40)}" for code in range(0x20) if code != 0x09}
+_VISIBLE |= {0x7F: "^?"} | {code: f"\\x{code:02x}" for code in range(0x80, 0xA0)}
 
 
 def visible(text: str) -> str:
     """`\\x1b` as `^[`, other C0 controls and DEL as `^X`; tabs stay, a CR at the end goes."""
-    text = text.removesuffix("\r")
-    out: list[str] = []
-    for ch in text:
-        code = ord(ch)
-        if ch == "\t" or (code >= 0x20 and code != 0x7F and not 0x80 <= code < 0xA0):
-            out.append(ch)
-        elif code < 0x20:
-            out.append("^" + chr(code + 0x40))
-        elif code == 0x7F:
-            out.append("^?")
-        else:
-            out.append(f"\\x{code:02x}")
-    return "".join(out)
+    return text.removesuffix("\r").translate(_VISIBLE)
 
 
 class CommandOutput:

@@ -143,21 +143,17 @@ def _run_column(name: str, value: object) -> object:
     return value
 
 
-_CONVERTED: Final = frozenset(("occurrence", "started", "ended", "outcome"))
+_CONVERTED: Final = ("occurrence", "started", "ended", "outcome")
 _RUN_GETTER: Final = operator.attrgetter(*_RUN_FIELDS)
-
-
-def _stored(names: Sequence[str], values: list[object]) -> list[object]:
-    for i, name in enumerate(names):
-        if name in _CONVERTED:
-            values[i] = _run_column(name, values[i])
-    return values
 
 
 def _run_values(run: RunRow) -> tuple[object, ...]:
     # Not dataclasses.astuple, which deep-copies every field (docs/benchmarks.md); one
     # attrgetter, not a getattr per field.
-    return tuple(_stored(_RUN_FIELDS, list(_RUN_GETTER(run))))
+    values = list(_RUN_GETTER(run))
+    for name in _CONVERTED:
+        values[_AT[name]] = _run_column(name, values[_AT[name]])
+    return tuple(values)
 
 
 # Where each checked field is in a row of _RUN_COLUMNS: reading a row by position is half the
@@ -371,14 +367,12 @@ def _check_updatable(fields: dict[str, object]) -> None:
         raise ValueError(f"cannot update run fields {unknown}; allowed: {sorted(_UPDATABLE)}")
 
 
+@dataclass(slots=True)
 class _Update:
-    __slots__ = ("done", "error", "fields", "run_id")
-
-    def __init__(self, run_id: str, fields: dict[str, object]) -> None:
-        self.run_id = run_id
-        self.fields = fields
-        self.done = False
-        self.error: BaseException | None = None
+    run_id: str
+    fields: dict[str, object]
+    done: bool = False
+    error: BaseException | None = None
 
 
 class Store(_StateReads):
@@ -591,12 +585,7 @@ class Store(_StateReads):
         return self._runs(self._select(sql, (*params, limit)))
 
     def last_run(self, task: str) -> RunRow | None:
-        rows = self._select(
-            f"SELECT {_RUN_COLUMNS} FROM runs WHERE task = ? "  # noqa: S608
-            f"AND outcome NOT IN ('missed', 'pending') {_ORDER} LIMIT 1",
-            (task,),
-        )
-        return self._runs(rows[:1])[0] if rows else None
+        return self._newest(task, "NOT IN ('missed', 'pending')")
 
     def consecutive_failures(self, task: str) -> int:
         """``task``'s failing occurrences back to its latest ``ok``: other outcomes neither
@@ -729,18 +718,15 @@ class Store(_StateReads):
         return counts
 
     def last_ok(self, task: str) -> RunRow | None:
-        return self._newest(task, "('ok')")
+        return self._newest(task, "IN ('ok')")
 
     def last_ended(self, task: str) -> RunRow | None:
-        return self._newest(task, _listed(FINISHED))
+        return self._newest(task, f"IN {_listed(FINISHED)}")
 
     def _newest(self, task: str, outcomes: str) -> RunRow | None:
-        rows = self._select(
-            f"SELECT {_RUN_COLUMNS} FROM runs WHERE task = ? AND outcome IN {outcomes} "  # noqa: S608
-            f"{_ORDER} LIMIT 1",
-            (task,),
-        )
-        return _row_to_run(rows[0]) if rows else None
+        where = f"WHERE task = ? AND outcome {outcomes} {_ORDER} LIMIT 1"
+        rows = self._select(f"SELECT {_RUN_COLUMNS} FROM runs {where}", (task,))  # noqa: S608
+        return self._runs(rows[:1])[0] if rows else None
 
     def first_occurrence(self, task: str) -> datetime | None:
         rows = self._select("SELECT MIN(occurrence) FROM runs WHERE task = ?", (task,))
