@@ -16,8 +16,7 @@ if TYPE_CHECKING:
 
 
 def systemd_dir(env: Mapping[str, str], name: str) -> Path | None:
-    """The first of the ``:``-separated directories systemd hands over in ``name``; anything
-    but an absolute path is not systemd's and is ignored."""
+    """The first of systemd's ``:``-separated directories in ``name``, if absolute."""
     first = env.get(name, "").split(":", 1)[0]
     return Path(first) if first.startswith("/") else None
 
@@ -45,13 +44,11 @@ def resolve_dirs(
     project: str | None = None,
 ) -> tuple[Path, Path]:
     """``(state_dir, lock_dir)``, absolute; each the first of flag, environment, [cronctl]
-    table, systemd's ``$STATE_DIRECTORY``, default (``lock_dir``: ``STATE_DIR/locks``).
+    table, ``$STATE_DIRECTORY``, default (``lock_dir``: ``STATE_DIR/locks``).
 
-    An empty variable is an error, not a silent default. ``$STATE_DIRECTORY`` ranks below
-    every setting (a unit never moves a directory the operator named) and above the default
-    (a service user's state is not in its home, for www-data the web root). A ``project``
-    puts its data in ``ROOT/projects/PROJECT``: two projects' tasks of one name never share
-    a lock, a claim or a history.
+    ``$STATE_DIRECTORY`` ranks below every setting and above the default (a service user's
+    state is not in its home, for www-data the web root). A ``project`` lives in
+    ``ROOT/projects/PROJECT``: two projects' tasks of one name share no lock or history.
     """
     for name in ("CRONCTL_STATE_DIR", "CRONCTL_LOCK_DIR"):
         if env.get(name) == "":

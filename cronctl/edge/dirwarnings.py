@@ -29,19 +29,14 @@ def lock_dir_warning(
     fstype = filesystem_type(lock_dir)
     if is_shared_fstype(fstype):
         return None
-    names = ", ".join(t.name for t in tasks)
-    first = tasks[0]
-    return Problem(
-        str(first.source),
-        first.line,
-        None,
-        "warning",
-        "lock-dir-not-shared",
+    message = (
         f"lock_dir {lock_dir} is on {fstype}, which only this machine sees, so on_one_server "
-        f"({names}) holds only here; point lock_dir at a shared mount (NFS, CIFS, CephFS, ...) "
-        "or set lock_dir_shared = true in [cronctl] if it is shared in a way cronctl cannot "
-        "detect",
+        f"({', '.join(t.name for t in tasks)}) holds only here; point lock_dir at a shared "
+        "mount (NFS, CIFS, CephFS, ...) or set lock_dir_shared = true in [cronctl] if it is "
+        "shared in a way cronctl cannot detect"
     )
+    first = tasks[0]
+    return Problem(str(first.source), first.line, None, "warning", "lock-dir-not-shared", message)
 
 
 def lock_dir_problems(

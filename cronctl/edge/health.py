@@ -93,8 +93,7 @@ class HealthServer:
             daemon_threads = True  # a slow client never holds up the exit of `work`
 
             def handle_error(self, request: Any, client_address: Any) -> None:
-                """A client gone mid-answer (a probe's timeout) is its own business: no
-                traceback in the log of `work`."""
+                """A client gone mid-answer: no traceback in the log of `work`."""
 
         try:
             self._server = Server((self.address.host, self.address.port), handler)
@@ -242,11 +241,8 @@ class HealthFile:
         # O_NOFOLLOW: a link planted at the path is never followed to touch its target;
         # O_NONBLOCK: a planted FIFO never hangs the open. Without O_TRUNC an open changes
         # nothing, so what is found is judged before it is touched.
-        fd = os.open(
-            self.path,
-            os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK,
-            0o644,
-        )
+        flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+        fd = os.open(self.path, flags, 0o644)
         try:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode):

@@ -30,11 +30,8 @@ def _unescape(field: str) -> str:
 
 
 def parse_mountinfo(text: str) -> list[Mount]:
-    """The mounts, in file order; a line off the format is skipped (it only feeds a warning).
-
-    proc(5): ``ID PARENT MAJ:MIN ROOT MOUNT_POINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE ...``,
-    the optional fields varying in number, so the ``-`` separator splits the line.
-    """
+    """The mounts in file order, split at the ``-`` since the optional fields vary (proc(5));
+    a line off the format is skipped (it only feeds a warning)."""
     mounts: list[Mount] = []
     for line in text.splitlines():
         fields = line.split(" ")

@@ -30,14 +30,10 @@ _CHILDREN_PASSED: dict[str, tuple[int, int, int]] = {}
 def ensure_private_dir(path: Path, *, within: Path | None = None) -> Path:
     """Create ``path`` (and missing parents) privately if needed, check it, and return it.
 
-    New directories get 0700, or 2750 under a setgid parent: only setgid means group-shared,
-    since a group-writable parent is often just a 002 umask, and trusting it would leak
-    command output. Existing directories are only checked, never chmod-ed: ``path`` and what
-    cronctl keeps in it; with ``within``, each directory from ``within`` down, before
-    anything is created inside it, so a link planted at ``logs`` never redirects a write.
-
-    :raises UnsafeDirectoryError: cannot create; a link or not a directory; writable by
-        others or by a group without setgid; owned by neither root nor us.
+    New directories get 0700, or 2750 under a setgid parent: only setgid means group-shared
+    (a group-writable parent is often just a 002 umask). Existing ones are only checked; with
+    ``within``, each from ``within`` down before anything is created in it, so a link planted
+    at ``logs`` never redirects a write. UnsafeDirectoryError says what is wrong.
     """
     path = _normal(path)
     if within is None:
@@ -76,8 +72,7 @@ def _lstat(path: Path | str) -> os.stat_result | None:
 
 
 def verify_dir(path: Path, *, within: Path | None = None) -> bool:
-    """Check as :func:`ensure_private_dir` would, creating nothing; False if a directory
-    is missing (the commands that only read must not create anything)."""
+    """Check as :func:`ensure_private_dir` would, creating nothing; False if one is missing."""
     path = _normal(path)
     base = path if within is None else _normal(within)
     # base, then each directory below it down to path
@@ -113,7 +108,11 @@ def _create_missing(path: Path) -> None:
 
 
 def _mkdir(directory: Path) -> None:
-    mode = _GROUP_SHARED_MODE if _is_group_shared(directory.parent) else _PRIVATE_MODE
+    try:
+        shared = directory.parent.stat().st_mode & stat.S_ISGID
+    except OSError:
+        shared = 0
+    mode = _GROUP_SHARED_MODE if shared else _PRIVATE_MODE
     try:
         directory.mkdir(mode)
     except FileExistsError:
@@ -132,13 +131,6 @@ def _mkdir(directory: Path) -> None:
         os.fchmod(fd, mode)
     finally:
         os.close(fd)
-
-
-def _is_group_shared(parent: Path) -> bool:
-    try:
-        return bool(parent.stat().st_mode & stat.S_ISGID)
-    except OSError:
-        return False
 
 
 def _verify(where: Path | str, st: os.stat_result | None = None) -> None:
@@ -248,15 +240,9 @@ def _check_owner_and_mode(path: Path, st: os.stat_result, kind: str) -> None:
 def open_nofollow(
     path: Path | str, flags: int, mode: int = 0o600, *, dir_fd: int | None = None
 ) -> int:
-    """Open a regular file of ours in a cronctl directory (close-on-exec); with ``dir_fd``
-    (its parent, from :func:`open_dir`), by name, walking no path again.
-
-    ``O_NOFOLLOW``: a planted link never redirects a write; ``O_NONBLOCK``: a planted FIFO
-    never hangs the run.
-
-    :raises UnsafeDirectoryError: a link, FIFO, device or directory; not ours; writable by
-        others. :raises OSError: any other failure to open.
-    """
+    """Open a regular file of ours (else UnsafeDirectoryError), close-on-exec; with ``dir_fd``
+    (its parent, from :func:`open_dir`), by name. ``O_NOFOLLOW``: a planted link never
+    redirects a write; ``O_NONBLOCK``: a planted FIFO never hangs the run."""
     flags |= os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     try:
         if dir_fd is None:
@@ -272,17 +258,13 @@ def open_nofollow(
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise _planted(Path(path), "not a regular file")
-        if not _sound_file(st):
+        # What _check_owner_and_mode accepts of a file, in one test (a run opens hundreds).
+        if st.st_uid not in (0, os.geteuid()) or st.st_mode & (stat.S_IWOTH | stat.S_IWGRP):
             _check_owner_and_mode(Path(path), st, "file")  # raises, saying what is wrong
     except BaseException:
         os.close(fd)
         raise
     return fd
-
-
-def _sound_file(st: os.stat_result) -> bool:
-    # What _check_owner_and_mode accepts of a file, in one test (a run opens hundreds).
-    return st.st_uid in (0, os.geteuid()) and not st.st_mode & (stat.S_IWOTH | stat.S_IWGRP)
 
 
 def open_dir(path: Path) -> tuple[int, os.stat_result]:
@@ -315,11 +297,8 @@ def _planted(path: Path, what: str) -> UnsafeDirectoryError:
 
 
 def write_new(path: Path, text: str, force: bool) -> None:
-    """Create a file a person asked for (`init`, `import -o`); with `force`, replace it
-    atomically. A link planted at `path` is never followed, only refused or replaced.
-
-    :raises UsageError: the file exists (without `force`) or cannot be written.
-    """
+    """Create a file a person asked for (`init`, `import -o`), or with `force` replace it;
+    a link planted at `path` is never followed. UsageError: exists, or cannot be written."""
     # Without --force, O_EXCL: a file that appeared since the caller's check is not replaced,
     # and a link, even a dangling one, is refused rather than followed to create its target.
     # With it, a new file beside it, renamed over it (over the link, not through it), so a
@@ -345,14 +324,12 @@ def write_new(path: Path, text: str, force: bool) -> None:
 
 
 def check_file_path(path: Path, *, sticky_ok: bool = False) -> None:
-    """Check the way to a file cronctl writes outside its directories (`metrics_file`,
-    `--health-file`).
+    """Check the way to a file cronctl writes outside its directories (`metrics_file`).
 
     Below a directory others can write to (``/tmp``), each component must be a real directory
-    of root or this user (not a planted link), and that directory sticky (else a checked
-    directory could be renamed away and a link planted). Links elsewhere are followed. The
-    file's own directory must pass the state directories' check or, with ``sticky_ok`` (a
-    file opened ``O_NOFOLLOW`` and used only once it is ours), be sticky and ours or root's.
+    of root or this user, and that directory sticky (else a checked one could be renamed away
+    and a link planted). The file's own directory must pass the state directories' check or,
+    with ``sticky_ok`` (for a file opened ``O_NOFOLLOW``), be sticky and ours or root's.
     """
     path = _normal(path)
     current = Path("/")

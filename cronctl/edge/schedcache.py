@@ -34,8 +34,7 @@ MAX_ENTRY = 256 * 1024 * 1024
 
 
 def cache_dir(env: Mapping[str, str], is_root: bool) -> Path | None:
-    """Where entries live: $CRONCTL_CACHE_DIR ("off": nowhere), else systemd's
-    $CACHE_DIRECTORY (a unit's CacheDirectory=), else /var/cache/cronctl for root, else
+    """$CRONCTL_CACHE_DIR ("off": None), $CACHE_DIRECTORY, /var/cache/cronctl for root, else
     $XDG_CACHE_HOME/cronctl or ~/.cache/cronctl; None when there is no home."""
     given = env.get(ENV)
     if given is not None:
@@ -144,20 +143,15 @@ def _crc(data: bytes) -> str:
 def _read(where: Path, name: str) -> Any:
     try:
         dir_fd, _ = open_dir(where)
-    except (OSError, CronctlError):
-        return None
-    try:
-        fd = open_nofollow(name, os.O_RDONLY, dir_fd=dir_fd)
-    except (OSError, CronctlError):
-        return None
-    finally:
-        os.close(dir_fd)
-    try:
+        try:
+            fd = open_nofollow(name, os.O_RDONLY, dir_fd=dir_fd)
+        finally:
+            os.close(dir_fd)
         with os.fdopen(fd, "rb") as file:
             if os.fstat(fd).st_size > MAX_ENTRY:
                 return None
             data = file.read()
-    except OSError:
+    except (OSError, CronctlError):
         return None
     try:
         # Our own file, in a directory only this user can write, as the state database is;

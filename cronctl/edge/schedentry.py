@@ -26,8 +26,7 @@ class _Uncacheable(Exception):
 
 
 def load(paths: Sequence[Path], env: Mapping[str, str], look: Lookup | None = None) -> Schedule:
-    """The schedule of these files: from the cache when nothing it was parsed from changed,
-    else parsed (and kept)."""
+    """From the cache when nothing it was parsed from changed, else parsed (and kept)."""
     look = look or Lookup(paths, env)
     if look.key is None:
         return _parse(look)[0]

@@ -118,8 +118,7 @@ def _too_many(path: Path, before: int, tables: int) -> Problem:
 
 
 def parse_files(paths: Sequence[Path], contents: Sequence[bytes]) -> list[FileResult]:
-    """Each file's result, counted together against the limits; files after the one that
-    passes a limit are not parsed."""
+    """Each file's result; files after the one that passes a limit are not parsed."""
     results: list[FileResult] = []
     size = tables = 0
     for path, data in zip(paths, contents, strict=True):
@@ -139,8 +138,7 @@ def load_paths(paths: Sequence[Path]) -> Schedule:
 def parse_all(
     paths: Sequence[Path], contents: Sequence[bytes]
 ) -> tuple[Schedule, dict[tuple[str, str, str], Path]]:
-    """The Schedule of files already read, and every path their text resolved to, by (kind,
-    base, text): what the cache checks again before it reuses a parse."""
+    """The Schedule, and every path the text resolved to, for the cache to check again."""
     results = parse_files(paths, contents)
     resolved = {key: path for result in results for key, path in result.resolved.items()}
     return build_schedule(results), resolved

@@ -37,10 +37,7 @@ def paths(task: Task, credentials: str | None) -> list[tuple[str, Path]]:
 
 
 def load(task: Task, env: Mapping[str, str]) -> Secrets:
-    """`env_files` in order (a later file wins), then `env_from_file`.
-
-    :raises EnvFileError: a file is missing, unreadable, unsafe or malformed.
-    """
+    """`env_files` in order (a later file wins), then `env_from_file`; EnvFileError if bad."""
     found: dict[str, str] = {}
     for key, file in paths(task, env.get("CREDENTIALS_DIRECTORY") or None):
         path = str(file)

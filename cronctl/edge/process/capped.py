@@ -68,9 +68,12 @@ class CappedLog:
         skip = 0
         while skip < 3 and skip < len(tail) and tail[skip] in _UTF8_CONTINUATION:
             skip += 1
-        dropped = self._region - self._keep + skip
-        self._cut += dropped
-        marker = self._marker_line()
+        self._cut += self._region - self._keep + skip
+        marker = (b"" if self._newline else b"\n") + (
+            f"[cronctl: {self._cut} bytes ({human_size(self._cut)}) of output cut here by "
+            f"max_output = {human_size(self._limit)}: its first and last {human_size(self._keep)} "
+            "are kept]\n"
+        ).encode()
         self._size = self._head
         self._put(marker + tail[skip:], self._head)
         if self._broken:
@@ -81,15 +84,6 @@ class CappedLog:
             self._broken = True
         self._marker = len(marker)
         self._region = len(tail) - skip
-
-    def _marker_line(self) -> bytes:
-        lead = b"" if self._newline else b"\n"
-        text = (
-            f"[cronctl: {self._cut} bytes ({human_size(self._cut)}) of output cut here by "
-            f"max_output = {human_size(self._limit)}: its first and last {human_size(self._keep)} "
-            "are kept]\n"
-        )
-        return lead + text.encode()
 
     def _put(self, data: bytes, offset: int) -> None:
         view = memoryview(data)

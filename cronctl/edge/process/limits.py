@@ -282,20 +282,16 @@ _SYS_IOPRIO_SET = {"x86_64": 251, "aarch64": 30, "i686": 289, "armv7l": 314, "ri
 
 
 def _ioprio_setter() -> Callable[[int], None]:
-    number = _SYS_IOPRIO_SET.get(os.uname().machine)
-    if number is None:
-        machine = os.uname().machine
-
-        def unknown(_value: int) -> None:
-            raise OSError(errno.ENOSYS, f"ionice is not supported on {machine}")
-
-        return unknown
+    machine = os.uname().machine
+    number = _SYS_IOPRIO_SET.get(machine)
     # Imported here, not at the top: only a task with `ionice` needs it.
     import ctypes
 
     syscall = ctypes.CDLL(None, use_errno=True).syscall
 
     def set_ioprio(value: int) -> None:
+        if number is None:
+            raise OSError(errno.ENOSYS, f"ionice is not supported on {machine}")
         if syscall(number, 1, 0, value) != 0:
             code = ctypes.get_errno()
             raise OSError(code, f"ioprio_set: {os.strerror(code)}")

@@ -32,14 +32,12 @@ def _stat_fields(pid: int) -> list[bytes] | None:
     # the last ")"; fields[0] is then the state (field 3) and fields[19] the start time (22).
     try:  # os, not pathlib: a guarded run reads this for every holder it meets and leaves
         fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            raw = os.read(fd, 4096)
+        finally:
+            os.close(fd)
     except OSError:
         return None
-    try:
-        raw = os.read(fd, 4096)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
     fields = raw.rpartition(b")")[2].split()
     return fields if len(fields) > 19 else None
 

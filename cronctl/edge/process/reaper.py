@@ -29,8 +29,7 @@ _owned: set[int] = set()  # children whose exit status belongs to their Popen
 
 @contextmanager
 def spawning() -> Iterator[Callable[[int], None]]:
-    """Around a ``Popen``: hand the child's pid to the callable yielded; the reaper leaves
-    it alone until ``release(pid)``."""
+    """Around a Popen: the reaper leaves the pid given to the callable until ``release``."""
     global _starting
     with _cond:
         _starting += 1
@@ -63,17 +62,10 @@ def become_subreaper() -> bool:
 def _children(pid: int) -> list[int]:
     # Of each of its threads: an orphan is handed to one thread.
     found: list[int] = []
-    try:
-        threads = [t.name for t in Path(f"/proc/{pid}/task").iterdir()]
-    except OSError:
-        return found
-    for tid in threads:
-        try:
-            found.extend(
-                int(x) for x in Path(f"/proc/{pid}/task/{tid}/children").read_bytes().split()
-            )
-        except (OSError, ValueError):
-            continue
+    with suppress(OSError):
+        for thread in Path(f"/proc/{pid}/task").iterdir():
+            with suppress(OSError, ValueError):
+                found += map(int, (thread / "children").read_bytes().split())
     return found
 
 
@@ -123,8 +115,7 @@ def _under(pid: int, ancestor: int, parents: dict[int, int]) -> bool:
 
 
 def signal_pids(pids: list[int], sig: int, still: Callable[[int], bool]) -> int:
-    """Send ``sig`` to each pid for which ``still(pid)`` holds once pinned by a pidfd (a
-    recycled number is never signalled); how many."""
+    """Signal each pid that is ``still`` itself once pinned by a pidfd; how many."""
     sent = 0
     for pid in pids:
         try:

@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from contextlib import suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -106,33 +106,22 @@ def signal_name(number: int) -> str:
         return f"signal {number}"
 
 
+@dataclass(eq=False)
 class RunningCommand:
     """A started command (or one that failed to start); :meth:`wait` supervises it to the end."""
 
-    def __init__(
-        self,
-        spec: RunSpec,
-        process: subprocess.Popen[bytes] | None,
-        started: datetime,
-        t0: float,
-        failure: str | None = None,
-        log_fd: int | None = None,
-        caps: Prepared | None = None,
-    ) -> None:
-        # log_fd: cronctl's own read-write descriptor of the log, closed by wait().
-        self.spec = spec
-        self._log_fd = log_fd
-        self._caps = caps
-        self._process = process
-        self._started = started
-        self._t0 = t0
-        self._failure = failure
-        self._result: CommandResult | None = None
-        self._wait_lock = threading.Lock()
-        self._interrupted = False
-        # Set once cronctl copied all of the command's output into its log (None: the
-        # command writes there itself).
-        self.copied: threading.Event | None = None
+    spec: RunSpec
+    _process: subprocess.Popen[bytes] | None
+    _started: datetime
+    _t0: float
+    _failure: str | None = None
+    _log_fd: int | None = None  # cronctl's own read-write descriptor, closed by wait()
+    _caps: Prepared | None = None
+    # Set once cronctl copied all of the output into the log (None: the command writes there).
+    copied: threading.Event | None = None
+    _result: CommandResult | None = field(default=None, init=False)
+    _wait_lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+    _interrupted: bool = field(default=False, init=False)
 
     @property
     def pid(self) -> int | None:
@@ -157,8 +146,7 @@ class RunningCommand:
         return [p for p in reaper.members(leader, self._marker()) if _pgid(p) != pgid]
 
     def _kill(self, process: subprocess.Popen[bytes], sig: int) -> None:
-        """``sig`` to the group (while it has members, so a recycled number is never hit)
-        and to the task's processes that left it."""
+        """To the group (while it has members: a number never recycled) and those that left."""
         if process.returncode is None or procs.group_alive(process.pid):
             _killpg(process.pid, sig)
         found = {pid: procs.identify(pid) for pid in self._escaped(process)}
@@ -296,7 +284,8 @@ def start(spec: RunSpec) -> RunningCommand:
         failure = f"cannot open log file {spec.log_path}: {exc}"
         return RunningCommand(spec, None, started, t0, failure)
     try:
-        pipe = _output_pipe(spec, log_fd)
+        # Both ends close-on-exec: no other task inherits them.
+        pipe = (*os.pipe(), os.dup(log_fd)) if spec.piped else None
     except OSError as exc:
         os.close(log_fd)
         return RunningCommand(spec, None, started, t0, f"cannot capture the output: {exc}")
@@ -335,10 +324,8 @@ def start(spec: RunSpec) -> RunningCommand:
             os.close(pipe[1])
     # Ours stays open (close-on-exec: no other task inherits it) for the tail and the
     # "printed nothing" check, one open per run instead of three.
-    running = RunningCommand(spec, process, started, t0, log_fd=log_fd, caps=caps)
-    if pipe is not None:
-        running.copied = _start_copy(pipe[0], pipe[2], spec)
-    return running
+    copied = _start_copy(pipe[0], pipe[2], spec) if pipe is not None else None
+    return RunningCommand(spec, process, started, t0, None, log_fd, caps, copied)
 
 
 _TEE_JOIN_S = 2.0
@@ -352,13 +339,6 @@ def _prepare_caps(spec: RunSpec) -> Prepared:
     run_id = spec.env.get("CRONCTL_RUN_ID") or f"{os.getpid()}.{time.monotonic_ns()}"
     name = f"{run_id}-{spec.env.get('CRONCTL_ATTEMPT', '1')}"
     return limits.prepare(caps, name)
-
-
-def _output_pipe(spec: RunSpec, log_fd: int) -> tuple[int, int, int] | None:
-    if not spec.piped:
-        return None
-    read_end, write_end = os.pipe()  # both close-on-exec: no other task inherits them
-    return read_end, write_end, os.dup(log_fd)
 
 
 def _start_copy(read_fd: int, log_fd: int, spec: RunSpec) -> threading.Event:
@@ -544,8 +524,7 @@ def _wait_for(process: subprocess.Popen[bytes], timeout: float | None) -> int:
 
 
 def sweep_logs(log_dir: Path, *, now: datetime, max_age: timedelta = timedelta(days=14)) -> int:
-    """Delete regular ``*.log`` files under ``log_dir`` older than ``max_age``; how many.
-    Never a link or a directory; a failure is skipped: housekeeping never fails a run."""
+    """Delete regular ``*.log`` files older than ``max_age``; housekeeping never fails a run."""
     cutoff = now.timestamp() - max_age.total_seconds()
     removed = 0
     for root, _dirs, files in os.walk(log_dir):

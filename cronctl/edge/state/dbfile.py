@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Final, NoReturn
+from typing import Final
 from urllib.parse import quote
 
 from cronctl.edge.safefiles import fsync_dir
@@ -29,24 +29,6 @@ _ENVIRONMENT_CODES: Final = (
     sqlite3.SQLITE_CANTOPEN,
     sqlite3.SQLITE_PROTOCOL,
 )
-
-# How a run was started ("schedule" or "manual", by `cronctl exec`) and which
-# attempt of its occurrence it is (retries); rows from before default to a first scheduled run.
-_MIGRATION_RUN_TRIGGER_AND_ATTEMPT: Final = (
-    "ALTER TABLE runs ADD COLUMN trigger TEXT NOT NULL DEFAULT 'schedule'",
-    "ALTER TABLE runs ADD COLUMN attempt INTEGER NOT NULL DEFAULT 1",
-)
-
-# The dashboard (docs/dashboard.md) pages history by (occurrence, id), newest first, from a cursor
-# (keyset paging): one index per way it is asked, every task's and one task's.
-_MIGRATION_HISTORY_PAGES: Final = (
-    "CREATE INDEX runs_page ON runs (occurrence DESC, id DESC)",
-    "CREATE INDEX runs_page_by_task ON runs (task, occurrence DESC, id DESC)",
-)
-
-# A chained task's run (trigger "after") names the upstream runs it followed, space-separated
-# (docs/chains.md); every other row has none.
-_MIGRATION_UPSTREAM: Final = ("ALTER TABLE runs ADD COLUMN upstream TEXT NOT NULL DEFAULT ''",)
 
 # Entry i takes the database from user_version i to i + 1. Append only; never edit a released one.
 MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
@@ -63,9 +45,20 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
         "CREATE INDEX runs_by_occurrence ON runs (occurrence DESC, started DESC, id DESC)",
         "CREATE INDEX runs_unfinished ON runs (host) WHERE outcome IN ('pending', 'running')",
     ),
-    _MIGRATION_RUN_TRIGGER_AND_ATTEMPT,
-    _MIGRATION_HISTORY_PAGES,
-    _MIGRATION_UPSTREAM,
+    # How a run was started ("schedule" or "manual", by `cronctl exec`) and which attempt of
+    # its occurrence it is (retries); rows from before default to a first scheduled run.
+    (
+        "ALTER TABLE runs ADD COLUMN trigger TEXT NOT NULL DEFAULT 'schedule'",
+        "ALTER TABLE runs ADD COLUMN attempt INTEGER NOT NULL DEFAULT 1",
+    ),
+    # The dashboard (docs/dashboard.md) pages history by (occurrence, id) from a cursor: one
+    # index per way it is asked, every task's and one task's.
+    (
+        "CREATE INDEX runs_page ON runs (occurrence DESC, id DESC)",
+        "CREATE INDEX runs_page_by_task ON runs (task, occurrence DESC, id DESC)",
+    ),
+    # A chained run (trigger "after") names the upstream runs it followed (docs/chains.md).
+    ("ALTER TABLE runs ADD COLUMN upstream TEXT NOT NULL DEFAULT ''",),
 )
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 
@@ -107,48 +100,43 @@ def _primary_code(exc: sqlite3.Error) -> int | None:
     return None if code is None else code & 0xFF  # SQLITE_IOERR_WRITE -> SQLITE_IOERR
 
 
-def _raisetranslated(path: Path, exc: sqlite3.Error) -> NoReturn:
-    # What the world did to the file becomes a CronctlError; programming errors pass through.
-    code = _primary_code(exc)
-    if code in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
-        message = (
-            f"the state database is damaged or is not a cronctl database ({exc}). "
-            f"{move_aside(path)}"
-        )
-    elif code == sqlite3.SQLITE_FULL:
-        message = (
-            f"the disk is full ({exc}); nothing was recorded. Free space on the file system "
-            f"that holds {path.parent}."
-        )
-    elif code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
-        message = (
-            f"the state database stayed locked by another process for "
-            f"{_BUSY_TIMEOUT_MS // 1000} s ({exc}); look for a stuck cronctl (`fuser {path}`)."
-        )
-    elif code in _ENVIRONMENT_CODES:
-        message = (
-            f"cannot use the state database ({exc}); check that the file and its directory "
-            f"belong to the user running cronctl and that the file system is writable."
-        )
-    else:
-        raise exc
-    if code in _UNUSABLE_CODES:
-        raise StoreUnusableError(f"{path}: {message}") from exc
-    raise CronctlError(f"{path}: {message}") from exc
-
-
 @contextmanager
 def translated(path: Path) -> Iterator[None]:
+    """What the world did to the file becomes a CronctlError; programming errors pass through."""
     try:
         yield
     except sqlite3.Error as exc:
-        _raisetranslated(path, exc)
+        code = _primary_code(exc)
+        if code in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
+            message = (
+                f"the state database is damaged or is not a cronctl database ({exc}). "
+                f"{move_aside(path)}"
+            )
+        elif code == sqlite3.SQLITE_FULL:
+            message = (
+                f"the disk is full ({exc}); nothing was recorded. Free space on the file system "
+                f"that holds {path.parent}."
+            )
+        elif code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+            message = (
+                f"the state database stayed locked by another process for "
+                f"{_BUSY_TIMEOUT_MS // 1000} s ({exc}); look for a stuck cronctl (`fuser {path}`)."
+            )
+        elif code in _ENVIRONMENT_CODES:
+            message = (
+                f"cannot use the state database ({exc}); check that the file and its directory "
+                f"belong to the user running cronctl and that the file system is writable."
+            )
+        else:
+            raise
+        if code in _UNUSABLE_CODES:
+            raise StoreUnusableError(f"{path}: {message}") from exc
+        raise CronctlError(f"{path}: {message}") from exc
 
 
 class StoreUnusableError(CronctlError):
-    """The state database cannot be used at all until someone acts: damaged, not cronctl's,
-    from a newer cronctl, or not safe to open. Retrying every minute cannot help, so `work`
-    stops on it (exit 2) instead of printing it forever; a full disk or a lock is not this."""
+    """Unusable until someone acts (damaged, foreign, newer, unsafe): `work` stops on it
+    rather than print it every minute; a full disk or a lock is not this."""
 
 
 class NoStateError(CronctlError):
@@ -159,10 +147,8 @@ _WAL_FILES: Final = ("-wal", "-shm")
 
 
 def inspect_file(path: Path) -> bool:
-    """Whether the database exists; refuse one that is a link, not a file, or not ours.
-
-    By ``lstat`` only: a descriptor opened and closed here would drop SQLite's POSIX locks.
-    """
+    """Whether the database exists; refuse a link, not a file, or not ours. By ``lstat`` only:
+    a descriptor opened and closed here would drop SQLite's POSIX locks."""
     for name in (path, *(path.with_name(path.name + end) for end in _WAL_FILES)):
         try:
             info = os.lstat(name)
@@ -212,22 +198,18 @@ def _connect(path: Path, exists: bool) -> sqlite3.Connection:
     # deferred transactions would let two read-then-write callers deadlock.
     conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
     try:
-        _configure(conn, path)
+        conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
+        # FULL: in WAL mode, NORMAL syncs only at checkpoints, so a power loss can drop the
+        # last commits: a run would vanish from history, or last_occurrence would move back
+        # and the occurrence would run a second time. FULL syncs the WAL at every commit.
+        conn.execute("PRAGMA synchronous = FULL")
+        _use_wal(conn, path)
         _migrate(conn, path)
         _check_schema(conn, path)
     except BaseException:
         conn.close()
         raise
     return conn
-
-
-def _configure(conn: sqlite3.Connection, path: Path) -> None:
-    conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
-    # FULL: in WAL mode, NORMAL syncs only at checkpoints, so a power loss can drop the last
-    # commits: a run would vanish from history, or last_occurrence would move back and the
-    # occurrence would run a second time. FULL syncs the WAL at every commit (a few ms).
-    conn.execute("PRAGMA synchronous = FULL")
-    _use_wal(conn, path)
 
 
 def _use_wal(conn: sqlite3.Connection, path: Path) -> None:
@@ -238,15 +220,14 @@ def _use_wal(conn: sqlite3.Connection, path: Path) -> None:
     while True:
         try:
             (mode,) = conn.execute("PRAGMA journal_mode = WAL").fetchone()
+            break
         except sqlite3.OperationalError as exc:
             if _primary_code(exc) != sqlite3.SQLITE_BUSY or time.monotonic() > deadline:
                 raise
             time.sleep(0.01)
-            continue
-        if str(mode).lower() != "wal":
-            reason = f"SQLite cannot use WAL mode here (it stays in {mode} mode)"
-            raise CronctlError(f"{path}: {reason}; put state_dir on a local file system.")
-        return
+    if str(mode).lower() != "wal":
+        reason = f"SQLite cannot use WAL mode here (it stays in {mode} mode)"
+        raise CronctlError(f"{path}: {reason}; put state_dir on a local file system.")
 
 
 def _user_version(conn: sqlite3.Connection) -> int:
@@ -327,11 +308,7 @@ def empty_connection(path: Path) -> sqlite3.Connection:
 
 def open_connection(path: Path, *, create: bool) -> sqlite3.Connection:
     """Open the database at ``path``, creating it (0600) when ``create``, and migrate it.
-
-    :raises UnsafeDirectoryError: the file (or its -wal/-shm) is a link or not private.
-    :raises NoStateError: there is no database and ``create`` is false.
-    :raises StoreUnusableError: damaged, not SQLite, not cronctl's, newer, or unopenable.
-    :raises CronctlError: the disk is full or the file stayed locked.
+    Errors: UnsafeDirectoryError, NoStateError, StoreUnusableError, CronctlError (full, locked).
     """
     exists = inspect_file(path)
     if not exists and not create:

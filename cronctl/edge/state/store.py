@@ -47,18 +47,15 @@ _UNFINISHED: Final = f"outcome IN {_listed(UNFINISHED)}"
 # A row that dealt with its occurrence: not one closed as never started (by its message).
 _DEALT: Final = "AND NOT (outcome = 'error' AND coalesce(substr(message, 1, length(?)), '') = ?)"
 _STATE_COLUMNS: Final = "name, fingerprint, last_occurrence, missed_total, done"
+_INSERT_STATE: Final = f"INSERT INTO task_state ({_STATE_COLUMNS}) VALUES (?, ?, ?, ?, ?) "  # noqa: S608
 _PUT_STATE: Final = (
-    f"INSERT INTO task_state ({_STATE_COLUMNS}) VALUES (?, ?, ?, ?, ?) "  # noqa: S608
-    "ON CONFLICT (name) DO UPDATE SET fingerprint = excluded.fingerprint, "
+    f"{_INSERT_STATE}ON CONFLICT (name) DO UPDATE SET fingerprint = excluded.fingerprint, "
     "last_occurrence = excluded.last_occurrence, missed_total = excluded.missed_total, "
     "done = excluded.done"
 )
 # A first window, written only where the task has no row yet (never over one another process
 # wrote meanwhile): the compare-and-set of a row read as absent.
-_ADD_STATE: Final = (
-    f"INSERT INTO task_state ({_STATE_COLUMNS}) VALUES (?, ?, ?, ?, ?) "  # noqa: S608
-    "ON CONFLICT (name) DO NOTHING"
-)
+_ADD_STATE: Final = f"{_INSERT_STATE}ON CONFLICT (name) DO NOTHING"
 # A compare-and-set: the window moves only if the row is still exactly as it was read.
 _ADVANCE_STATE: Final = (
     "UPDATE task_state SET last_occurrence = ? WHERE name = ? AND fingerprint = ? "
@@ -113,17 +110,10 @@ def parse_time(text: str) -> datetime:
 
 # The kind of value each RunRow field must hold when read back (a foreign file may hold anything).
 _RUN_KINDS: Final[dict[str, type | tuple[type, ...]]] = {
-    "id": str,
-    "task": str,
-    "outcome": str,
-    "host": str,
-    "pid": (int, type(None)),
-    "exit_code": (int, type(None)),
+    **dict.fromkeys(("id", "task", "outcome", "host", "tail", "upstream"), str),
+    **dict.fromkeys(("pid", "exit_code"), (int, type(None))),
+    **dict.fromkeys(("log_path", "message"), (str, type(None))),
     "duration_s": (float, int, type(None)),
-    "log_path": (str, type(None)),
-    "tail": str,
-    "message": (str, type(None)),
-    "upstream": str,
 }
 
 
@@ -391,9 +381,7 @@ class Store(_StateReads):
 
     @classmethod
     def open(cls, state_dir: Path, *, create: bool = True) -> Store:
-        """Open (creating unless ``create`` is false) and migrate ``state_dir/state.db``; the
-        caller checked ``state_dir``. Errors: :func:`~cronctl.edge.state.dbfile.open_connection`.
-        """
+        """``state_dir/state.db`` (checked by the caller); errors as ``open_connection``'s."""
         path = Path(state_dir) / DB_NAME
         return cls(open_connection(path, create=create), path)
 
@@ -415,8 +403,7 @@ class Store(_StateReads):
 
     @contextmanager
     def transaction(self) -> Iterator[Txn]:
-        """One ``BEGIN IMMEDIATE`` transaction, committed at the block's end, rolled back if it
-        raises; other writers wait meanwhile."""
+        """One ``BEGIN IMMEDIATE`` transaction, committed at the end, rolled back if it raises."""
         with self._lock:
             if self._conn.in_transaction:
                 raise RuntimeError("a transaction is already open on this store; use its Txn")
@@ -526,8 +513,6 @@ class Store(_StateReads):
     ) -> list[RunRow]:
         """Up to ``limit`` rows newest first (occurrence, start, id), filtered by whichever
         of ``task`` (else ``among``), ``host``, ``outcomes``, ``since`` are given."""
-        if limit < 0:
-            raise ValueError(f"limit must be 0 or more, got {limit}")
         terms: list[str] = []
         params: list[object] = []
         if task is not None:
@@ -549,9 +534,7 @@ class Store(_StateReads):
         if since is not None:
             terms.append("occurrence >= ?")
             params.append(_occurrence_text(since.replace(microsecond=0), "since"))
-        where = f"WHERE {' AND '.join(terms)}" if terms else ""
-        sql = f"SELECT {_RUN_COLUMNS} FROM runs {where} {_ORDER} LIMIT ?"  # noqa: S608
-        return self._runs(self._select(sql, (*params, limit)))
+        return self._filtered(terms, params, _ORDER, limit)
 
     def history_page(
         self,
@@ -565,8 +548,6 @@ class Store(_StateReads):
     ) -> list[RunRow]:
         """Keyset paging on ``runs_page``: up to ``limit`` rows newest first by (occurrence,
         id) strictly before ``before``, so the millionth row costs what the first does."""
-        if limit < 0:
-            raise ValueError(f"limit must be 0 or more, got {limit}")
         terms: list[str] = []
         params: list[object] = []
         for column, value in (("task", task), ("host", host), ("outcome", outcome),
@@ -577,11 +558,15 @@ class Store(_StateReads):
         if before is not None:
             terms.append("(occurrence, id) < (?, ?)")
             params += [_occurrence_text(before[0], "before"), before[1]]
+        return self._filtered(terms, params, "ORDER BY occurrence DESC, id DESC", limit)
+
+    def _filtered(
+        self, terms: list[str], params: list[object], order: str, limit: int
+    ) -> list[RunRow]:
+        if limit < 0:
+            raise ValueError(f"limit must be 0 or more, got {limit}")
         where = f"WHERE {' AND '.join(terms)}" if terms else ""
-        sql = (
-            f"SELECT {_RUN_COLUMNS} FROM runs {where} "  # noqa: S608  (constant names)
-            "ORDER BY occurrence DESC, id DESC LIMIT ?"
-        )
+        sql = f"SELECT {_RUN_COLUMNS} FROM runs {where} {order} LIMIT ?"  # noqa: S608
         return self._runs(self._select(sql, (*params, limit)))
 
     def last_run(self, task: str) -> RunRow | None:
@@ -645,8 +630,7 @@ class Store(_StateReads):
         return facts
 
     def unfinished_runs(self, host: str | None) -> list[RunRow]:
-        """``host``'s (None: every host's) pending or running rows, newest first: a crash's,
-        or a live run's (check ``pid``)."""
+        """``host``'s (None: all) unfinished rows: a crash's, or a live run's (check ``pid``)."""
         # The partial index: the same cost with a day of history or ninety; left to itself
         # SQLite walks the whole table in ORDER BY order.
         rows = self._select(
