@@ -57,17 +57,11 @@ def filesystem_type(path: Path, mountinfo: str | None = None) -> str:
     target = str(Path(path).resolve())
     best: Mount | None = None
     for mount in parse_mountinfo(mountinfo):
-        if not _contains(mount.mount_point, target):
-            continue
-        if best is None or len(mount.mount_point) >= len(best.mount_point):
+        point = mount.mount_point
+        inside = target == point or target.startswith(point.rstrip("/") + "/")
+        if inside and (best is None or len(point) >= len(best.mount_point)):
             best = mount
     return best.fstype if best is not None else "unknown"
-
-
-def _contains(mount_point: str, target: str) -> bool:
-    if mount_point == "/":
-        return target.startswith("/")
-    return target == mount_point or target.startswith(mount_point.rstrip("/") + "/")
 
 
 # Shared means: several machines can mount it and an O_EXCL create is decided in one place

@@ -57,11 +57,7 @@ def ping_target(url: str, kind: str, rid: str) -> str:
 
 
 def send_ping(
-    url: str,
-    kind: str,
-    rid: str,
-    body: bytes,
-    opened: Callable[[socket.socket], None],
+    url: str, kind: str, rid: str, body: bytes, opened: Callable[[socket.socket], None]
 ) -> None:
     """POST one ping; raises OSError, ValueError or http.client.HTTPException. LIMIT_S
     bounds each socket operation only: `opened` gets every socket, for _Flight to cut."""
@@ -142,7 +138,9 @@ class _Flight:
         try:
             send_ping(url, kind, rid, body, opened=self._opened)
         except Exception as exc:  # anything: a ping never changes the run (module docstring)
-            self._error = _reason(exc)
+            reason = getattr(exc, "reason", None) or exc
+            text = str(reason) or type(reason).__name__
+            self._error = "timed out" if "timed out" in text else text
         finally:
             self._done.set()
 
@@ -242,7 +240,8 @@ class OccurrencePings:
             if self._starting is not None and (error := self._starting.settle()) is not None:
                 errors.append(f"start: {error}")
             kind = "success" if result.outcome == "ok" else "fail"
-            ending = self._pings.send(self._url, kind, self._rid, output_tail(result))
+            tail = logfiles.last_bytes(result.log_path, result.tail, BODY_LIMIT)
+            ending = self._pings.send(self._url, kind, self._rid, tail)
             if ending is not None and (error := ending.settle()) is not None:
                 errors.append(f"{kind}: {error}")
             self._conclude(errors, stopped=ending is None or self._pings.stopped)
@@ -266,22 +265,8 @@ class OccurrencePings:
             )
 
 
-def _reason(exc: BaseException) -> str:
-    reason = getattr(exc, "reason", None) or exc
-    text = str(reason) or type(reason).__name__
-    return "timed out" if "timed out" in text else text
-
-
-def output_tail(result: RunRow) -> bytes:
-    return logfiles.last_bytes(result.log_path, result.tail, BODY_LIMIT)
-
-
 def run_hook(
-    task: Task,
-    result: RunRow,
-    env: Mapping[str, str],
-    state_dir: Path,
-    warn: Callable[[str], None],
+    task: Task, result: RunRow, env: Mapping[str, str], state_dir: Path, warn: Callable[[str], None]
 ) -> None:
     """Run `on_failure` or `on_success`, 10 s at most, logged to `RUN_ID.on_failure.log`."""
     key = "on_success" if result.outcome == "ok" else "on_failure"

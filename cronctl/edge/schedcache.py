@@ -109,7 +109,10 @@ def _key(paths: Sequence[Path], contents: Sequence[bytes], env: Mapping[str, str
 def _entry_name(key: Any) -> str:
     """One entry per working directory and file list: an edited file replaces its entry."""
     _, cwd, _, _, _, files = key
-    return _crc(repr((cwd, [name for name, _ in files])).encode())
+    value = 0x811C9DC5  # FNV-1a, 32 bits: zlib would be one more import a run
+    for byte in repr((cwd, [name for name, _ in files])).encode():
+        value = ((value ^ byte) * 0x01000193) & 0xFFFFFFFF
+    return f"{value:08x}"
 
 
 def _code_stamp() -> tuple[Any, ...] | None:
@@ -130,14 +133,6 @@ def _code_stamp() -> tuple[Any, ...] | None:
     except OSError:
         return None
     return (__version__, tuple(sorted(files)))
-
-
-def _crc(data: bytes) -> str:
-    # FNV-1a, 32 bits: zlib would be one more import a run.
-    value = 0x811C9DC5
-    for byte in data:
-        value = ((value ^ byte) * 0x01000193) & 0xFFFFFFFF
-    return f"{value:08x}"
 
 
 def _read(where: Path, name: str) -> Any:

@@ -30,6 +30,7 @@ def boot_id() -> str:
 def _stat_fields(pid: int) -> list[bytes] | None:
     # "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses, so split after
     # the last ")"; fields[0] is then the state (field 3) and fields[19] the start time (22).
+    # None: gone, or a zombie.
     try:  # os, not pathlib: a guarded run reads this for every holder it meets and leaves
         fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
         try:
@@ -39,7 +40,7 @@ def _stat_fields(pid: int) -> list[bytes] | None:
     except OSError:
         return None
     fields = raw.rpartition(b")")[2].split()
-    return fields if len(fields) > 19 else None
+    return fields if len(fields) > 19 and fields[0] not in (b"Z", b"X") else None
 
 
 def alive(pid: int) -> bool:
@@ -54,7 +55,7 @@ def alive(pid: int) -> bool:
 
 def identify(pid: int) -> ProcessId | None:
     fields = _stat_fields(pid)
-    if fields is None or fields[0] in (b"Z", b"X"):
+    if fields is None:
         return None
     return ProcessId(pid, int(fields[19]), boot_id())
 
@@ -79,9 +80,5 @@ def group_alive(pgid: int) -> bool:
             names = [entry.name for entry in listing if entry.name.isdigit()]
     except OSError:
         return True  # cannot tell the living from zombies: the safe answer is "alive"
-    return any(_in_group(name, pgid) for name in names)
-
-
-def _in_group(name: str, pgid: int) -> bool:
-    fields = _stat_fields(int(name))
-    return fields is not None and fields[0] not in (b"Z", b"X") and int(fields[2]) == pgid
+    members = (_stat_fields(int(name)) for name in names)
+    return any(fields is not None and int(fields[2]) == pgid for fields in members)

@@ -461,12 +461,7 @@ def _keep_log(path: Path, pgid: int, fd: int) -> tuple[bool, int | None]:
 
 
 def run_condition(
-    command: str,
-    *,
-    shell: str,
-    workdir: Path,
-    env: Mapping[str, str],
-    timeout_s: float = 60,
+    command: str, *, shell: str, workdir: Path, env: Mapping[str, str], timeout_s: float = 60
 ) -> bool:
     """Run a ``when``/``skip`` condition: True when it exits 0. One still running after
     ``timeout_s`` is SIGKILLed at once (a quick check has no state to save) and is False."""
