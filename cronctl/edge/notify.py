@@ -321,8 +321,6 @@ def first_notice(state_dir: Path, key: str) -> bool:
 
 
 def clear_notice(state_dir: Path, key: str) -> None:
-    try:
+    with suppress(OSError):
         # Checked first: a link planted at notices/ must not aim the unlink elsewhere.
         (ensure_private_dir(state_dir / _NOTICES, within=state_dir) / key).unlink()
-    except OSError:
-        return

@@ -171,11 +171,7 @@ def _sound_dir(st: os.stat_result) -> bool:
 def _verify_children(base: Path, seen: os.stat_result | None = None) -> None:
     """Check what cronctl keeps inside ``base`` by lstat only: opening and closing a
     descriptor of ``state.db`` would drop SQLite's locks in this process."""
-    if seen is None:
-        try:
-            seen = os.lstat(base)
-        except OSError:
-            seen = None
+    seen = seen or _lstat(base)
     # Entries only come and go (or are swapped for links) through the directory itself, which
     # moves its mtime: a directory unchanged since its children passed needs no second look.
     # A run asks this for every log, claim and lock it touches.
@@ -216,8 +212,7 @@ def _check_owner_and_mode(path: Path, st: os.stat_result, kind: str) -> None:
         raise UnsafeDirectoryError(
             f"{path} is world-writable and sticky, a directory users share (like /tmp), "
             f"where another user could plant cronctl's files; give cronctl a directory of "
-            f"its own, e.g. "
-            f"`mkdir -m 700 {path / 'cronctl'}`, and point the setting there.",
+            f"its own, e.g. `mkdir -m 700 {path / 'cronctl'}`, and point the setting there.",
             path,
         )
     if st.st_mode & stat.S_IWOTH:

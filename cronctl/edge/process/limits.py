@@ -300,13 +300,11 @@ def _ioprio_setter() -> Callable[[int], None]:
 
 
 def _oom_kills(path: Path) -> int:
-    try:
+    with suppress(OSError, ValueError):
         for line in (path / "memory.events").read_text().splitlines():
             key, _, value = line.partition(" ")
             if key == "oom_kill":
                 return int(value)
-    except (OSError, ValueError):
-        pass
     return 0
 
 

@@ -527,11 +527,9 @@ def sweep_logs(log_dir: Path, *, now: datetime, max_age: timedelta = timedelta(d
             if not name.endswith(".log"):
                 continue
             path = Path(root, name)
-            try:
+            with suppress(OSError):
                 st = path.lstat()
                 if st.st_mtime < cutoff and stat.S_ISREG(st.st_mode):
                     path.unlink()
                     removed += 1
-            except OSError:
-                continue
     return removed

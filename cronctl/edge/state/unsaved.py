@@ -183,23 +183,18 @@ def _owner_gone(name: str) -> bool:
 
 def _read_slots(path: Path) -> dict[str, dict[str, object]]:
     found: dict[str, dict[str, object]] = {}
-    try:
+    with suppress(OSError):
         fd = open_nofollow(path, os.O_RDONLY)
-    except OSError:
-        return found
-    try:
-        size = os.fstat(fd).st_size
-        for offset in range(0, size, RESERVE):
-            if os.pread(fd, 1, offset) in (b"", b"\0"):
-                continue
-            record = _decode(os.pread(fd, RESERVE, offset))
-            result = record.get("result") if record else None
-            if record and isinstance(record.get("id"), str) and isinstance(result, dict):
-                found[str(record["id"])] = _with_times(result)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+        try:
+            for offset in range(0, os.fstat(fd).st_size, RESERVE):
+                if os.pread(fd, 1, offset) in (b"", b"\0"):
+                    continue
+                record = _decode(os.pread(fd, RESERVE, offset))
+                result = record.get("result") if record else None
+                if record and isinstance(record.get("id"), str) and isinstance(result, dict):
+                    found[str(record["id"])] = _with_times(result)
+        finally:
+            os.close(fd)
     return found
 
 
