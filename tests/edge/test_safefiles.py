@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from cronctl.edge.dirs import default_state_dir, resolve_dirs
-from cronctl.edge.mounts import Mount, filesystem_type, is_shared_fstype, parse_mountinfo
+from cronctl.edge.dirwarnings import Mount, filesystem_type, is_shared_fstype, parse_mountinfo
 from cronctl.edge.safefiles import ensure_private_dir, open_nofollow, verify_dir, write_atomic
 from cronctl.errors import UnsafeDirectoryError, UsageError
 
