@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cronctl.edge.process.capped import CappedLog
+from cronctl.edge.process.stream import CappedLog
 
 MARKER = re.compile(rb"\[cronctl: (\d+) bytes \([^)]*\) of output cut here by max_output")
 

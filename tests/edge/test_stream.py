@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cronctl.edge.process.capped import CappedLog
-from cronctl.edge.process.stream import CommandOutput, tee
+from cronctl.edge.process.stream import CappedLog, CommandOutput, tee
 
 LINE = b"x" * 999 + b"\n"
 LINES = 300  # 300 KB a command: far more than a pipe holds

@@ -25,7 +25,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from cronctl.core.model import format_duration
-from cronctl.edge.process.capped import human_size
+from cronctl.edge.process.stream import human_size
 
 CPU_PERIOD_US = 100_000
 # RLIMIT_CPU's hard limit this far past the soft one: SIGKILL for a task ignoring SIGXCPU.

@@ -30,8 +30,7 @@ from cronctl.core.envfile import Masker
 from cronctl.core.model import KILL_GRACE_S
 from cronctl.core.runs import Ended
 from cronctl.edge.process import procs, reaper
-from cronctl.edge.process.capped import CappedLog
-from cronctl.edge.process.stream import CommandOutput, tee
+from cronctl.edge.process.stream import CappedLog, CommandOutput, tee
 from cronctl.edge.safefiles import open_nofollow
 
 if TYPE_CHECKING:
@@ -360,7 +359,7 @@ def _open_log(path: Path, *, append: bool) -> int:
     # Read and write: cronctl reads the tail through the same descriptor. Refuses a planted
     # symlink or FIFO (UnsafeDirectoryError is a PermissionError). O_APPEND (``append``) for
     # a command that writes to the log itself; output that cronctl copies is written at the
-    # offsets the copy chooses (capped.py), which O_APPEND would override.
+    # offsets the copy chooses (CappedLog), which O_APPEND would override.
     flags = os.O_RDWR | os.O_CREAT | (os.O_APPEND if append else 0)
     try:
         # A run id is new, so is its log: created here with mode 0600 (or less, by the umask).
