@@ -17,6 +17,35 @@ from cronctl.edge.safefiles import check_file_path, ensure_private_dir, open_nof
 from cronctl.errors import UnsafeDirectoryError
 
 MOUNTINFO_PATH = Path("/proc/self/mountinfo")
+NOTICE_INTERVAL_S = 24 * 3600
+# The kernel escapes space, tab, newline and backslash in mountinfo as three octal digits.
+# Compiled on first use (re's cache), not at import: only the lock_dir probe reads mountinfo.
+_OCTAL_ESCAPE = rb"\\([0-7]{3})"
+# Shared means: several machines can mount it and an O_EXCL create is decided in one place
+# (the server or the cluster's lock manager), which is what on_one_server's claims rely on.
+# Doubtful cases are left out on purpose, because a wrong "shared" silences the warning about
+# double runs while a wrong "local" only asks the operator to write `lock_dir_shared = true`:
+#   - fuse.sshfs: usually one developer's view of one server, with client-side attribute caches;
+#   - 9p and virtiofs: a host directory shown to its own VMs or WSL, normally one machine.
+_SHARED_FSTYPES = frozenset(
+    {
+        "nfs",
+        "nfs4",
+        "cifs",
+        "smb3",
+        "smbfs",
+        "ceph",
+        "fuse.ceph-fuse",
+        "glusterfs",
+        "fuse.glusterfs",
+        "lustre",
+        "gpfs",
+        "beegfs",
+        # Cluster file systems on shared block devices, with a distributed lock manager.
+        "ocfs2",
+        "gfs2",
+    }
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,11 +53,6 @@ class Mount:
     mount_point: str
     fstype: str
     source: str
-
-
-# The kernel escapes space, tab, newline and backslash in mountinfo as three octal digits.
-# Compiled on first use (re's cache), not at import: only the lock_dir probe reads mountinfo.
-_OCTAL_ESCAPE = rb"\\([0-7]{3})"
 
 
 def _unescape(field: str) -> str:
@@ -70,33 +94,6 @@ def filesystem_type(path: Path, mountinfo: str | None = None) -> str:
         if inside and (best is None or len(point) >= len(best.mount_point)):
             best = mount
     return best.fstype if best is not None else "unknown"
-
-
-# Shared means: several machines can mount it and an O_EXCL create is decided in one place
-# (the server or the cluster's lock manager), which is what on_one_server's claims rely on.
-# Doubtful cases are left out on purpose, because a wrong "shared" silences the warning about
-# double runs while a wrong "local" only asks the operator to write `lock_dir_shared = true`:
-#   - fuse.sshfs: usually one developer's view of one server, with client-side attribute caches;
-#   - 9p and virtiofs: a host directory shown to its own VMs or WSL, normally one machine.
-_SHARED_FSTYPES = frozenset(
-    {
-        "nfs",
-        "nfs4",
-        "cifs",
-        "smb3",
-        "smbfs",
-        "ceph",
-        "fuse.ceph-fuse",
-        "glusterfs",
-        "fuse.glusterfs",
-        "lustre",
-        "gpfs",
-        "beegfs",
-        # Cluster file systems on shared block devices, with a distributed lock manager.
-        "ocfs2",
-        "gfs2",
-    }
-)
 
 
 def is_shared_fstype(fstype: str) -> bool:
@@ -153,9 +150,6 @@ def metrics_file_problems(schedule: Schedule) -> list[Problem]:
     except OSError:
         return []  # not judged where it cannot be looked at (a CI runner); the write says so
     return []
-
-
-NOTICE_INTERVAL_S = 24 * 3600
 
 
 def daily_notice(state_dir: Path, key: str) -> bool:

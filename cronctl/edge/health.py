@@ -168,7 +168,6 @@ def _handler(base: Any, liveness: Liveness, samples: Samples) -> Any:
 
 
 def prometheus_text(found: list[Sample]) -> tuple[bytes, str]:
-    """The samples in the Prometheus text format, and its content type."""
     try:
         from prometheus_client import CollectorRegistry, exposition
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily

@@ -32,6 +32,8 @@ HELP = {
     ),
     "cronctl_missed_total": ("counter", "Occurrences dropped by the misfire policy."),
 }
+# (name: a key of HELP, labels, value); a plain tuple: `run` makes no class for it at import.
+Sample: TypeAlias = tuple[str, tuple[tuple[str, str], ...], float]
 
 
 def write_metrics(
@@ -54,10 +56,6 @@ def write_metrics(
                 f"cronctl: warning: cannot write metrics_file {path}: {exc.strerror or exc} "
                 "(the directory must exist and be writable by this user; repeated once a day)"
             )
-
-
-# (name: a key of HELP, labels, value); a plain tuple: `run` makes no class for it at import.
-Sample: TypeAlias = tuple[str, tuple[tuple[str, str], ...], float]
 
 
 def samples(schedule: Schedule, store: Store, now: datetime) -> list[Sample]:

@@ -32,6 +32,10 @@ if TYPE_CHECKING:
 LIMIT_S = 10.0
 BODY_LIMIT = 10 * 1024
 _NOTICES = "notices"
+# How long a cut ping's thread is waited for (one stuck in a name lookup, which nothing can
+# cut, ends by itself later; it is a daemon).
+_CUT_WAIT_S = 0.5
+_STOPPED = "not completed: cronctl was told to stop"
 
 
 def redact(url: str) -> str:
@@ -113,12 +117,6 @@ def _shut(sock: socket.socket) -> None:
         socket.socket.shutdown(sock, socket.SHUT_RDWR)  # the plain socket's, under TLS too
 
 
-# How long a cut ping's thread is waited for (one stuck in a name lookup, which nothing can
-# cut, ends by itself later; it is a daemon).
-_CUT_WAIT_S = 0.5
-_STOPPED = "not completed: cronctl was told to stop"
-
-
 class _Flight:
     """One ping in a daemon thread: LIMIT_S after it was sent, its sockets are shut down."""
 
@@ -166,9 +164,8 @@ class _Flight:
             self.cut(f"timed out: no complete answer within {LIMIT_S:g}s")
             self._done.wait(_CUT_WAIT_S)
         with self._lock:
-            why = self._cut
-        if why is not None:
-            return why
+            if self._cut is not None:
+                return self._cut
         return self._error if self._done.is_set() else "no answer"
 
 

@@ -31,6 +31,8 @@ FORMAT = 2  # bumped whenever the entry's layout changes
 ENV = "CRONCTL_CACHE_DIR"
 # A larger entry is not read (far more than the entry of a schedule of 10,000 tasks).
 MAX_ENTRY = 256 * 1024 * 1024
+# A temporary entry older than this was left by a writer that died (kill -9 mid-write).
+STALE_TEMP_S = 3600
 
 
 def cache_dir(env: Mapping[str, str], is_root: bool) -> Path | None:
@@ -189,10 +191,6 @@ def _write(where: Path, name: str, data: bytes) -> None:
             os.unlink(temp, dir_fd=dir_fd)
     finally:
         os.close(dir_fd)
-
-
-# A temporary entry older than this was left by a writer that died (kill -9 mid-write).
-STALE_TEMP_S = 3600
 
 
 def _sweep_temps(dir_fd: int) -> None:

@@ -19,6 +19,11 @@ from cronctl.edge.schedcache import Lookup, still_resolved
 _RECORDS: dict[str, Any] = {
     cls.__name__: cls for cls in (Schedule, Task, Settings, Problem, CronExpr)
 }
+# An entry holds plain data marshal can hold. Every container is a tuple whose first item is
+# a one-letter tag, so a tuple of the schedule (a command's argv) and a tuple of the encoding
+# can never be taken for each other. Scalars and frozensets of scalars (a CronExpr's fields)
+# are kept as they are.
+_SCALARS = (str, int, float, bool, type(None), bytes)
 
 
 class _Uncacheable(Exception):
@@ -73,15 +78,6 @@ def _use(found: Any, look: Lookup) -> Schedule | None:
         return None
     look.resolved = resolved
     return schedule
-
-
-# --- the entry's values: plain data marshal can hold ---------------------------------------
-#
-# Every container is a tuple whose first item is a one-letter tag, so a tuple of the schedule
-# (a command's argv) and a tuple of the encoding can never be taken for each other. Scalars
-# and frozensets of scalars (a CronExpr's fields) are kept as they are.
-
-_SCALARS = (str, int, float, bool, type(None), bytes)
 
 
 def _encode(schedule: Any) -> Any:

@@ -17,6 +17,14 @@ from cronctl.edge.schedpaths import MAX_SCHEDULE_BYTES, read_bytes, schedule_pat
 
 # docs/schedule-file.md, Limits; counted before the tasks are validated, most of the cost.
 MAX_TASKS = 50_000
+# Nesting deeper than this is reported at the line where it starts; tomllib itself gives up
+# somewhere past a few hundred levels (Python's recursion limit).
+_DEEPEST = 100
+_LONG_INTEGER = r"[0-9_]{4301,}"  # compiled on first use (re's cache)
+_SPLIT = (
+    "split the tasks between schedules of their own (each with its own `project` and its own "
+    "crontab line or `work`), or remove the tasks no longer needed (docs/schedule-file.md#limits)"
+)
 
 
 def parse_bytes(path: Path, data: bytes, before: tuple[int, int] = (0, 0)) -> FileResult:
@@ -58,12 +66,6 @@ def _error(path: Path, line: int | None, code: str, message: str) -> Problem:
     return Problem(str(path), line, None, "error", code, message)
 
 
-# Nesting deeper than this is reported at the line where it starts; tomllib itself gives up
-# somewhere past a few hundred levels (Python's recursion limit).
-_DEEPEST = 100
-_LONG_INTEGER = r"[0-9_]{4301,}"  # compiled on first use (re's cache)
-
-
 def _limit_problem(text: str, exc: Exception) -> tuple[int | None, str]:
     if isinstance(exc, RecursionError):
         return _deep_line(text), (
@@ -86,35 +88,25 @@ def _deep_line(text: str) -> int | None:
     return None
 
 
-_SPLIT = (
-    "split the tasks between schedules of their own (each with its own `project` and its own "
-    "crontab line or `work`), or remove the tasks no longer needed (docs/schedule-file.md#limits)"
-)
-
-
 def _too_large(path: Path, before: int, read: int) -> Problem:
     limit = MAX_SCHEDULE_BYTES // 2**20
     # read_bytes stops one byte past the limit: a file cut there is larger still.
     size = f"over {limit} MiB" if read > MAX_SCHEDULE_BYTES else f"{read / 2**20:,.1f} MiB"
     together = f" (with the files before it, over {limit} MiB)" if before else ""
-    return _error(
-        path,
-        None,
-        "schedule-too-large",
+    message = (
         f"holds {size}{together}: the schedule files may hold at most {limit} MiB together "
-        f"(and {MAX_TASKS:,} tasks), so cronctl does not read it; {_SPLIT}",
+        f"(and {MAX_TASKS:,} tasks), so cronctl does not read it; {_SPLIT}"
     )
+    return _error(path, None, "schedule-too-large", message)
 
 
 def _too_many(path: Path, before: int, tables: int) -> Problem:
     together = f" ({before + tables:,} with the files before it)" if before else ""
-    return _error(
-        path,
-        None,
-        "too-many-tasks",
+    message = (
         f"holds {tables:,} [[task]] tables{together}: the schedule files may hold at most "
-        f"{MAX_TASKS:,} tasks together, so cronctl does not read them; {_SPLIT}",
+        f"{MAX_TASKS:,} tasks together, so cronctl does not read them; {_SPLIT}"
     )
+    return _error(path, None, "too-many-tasks", message)
 
 
 def parse_files(paths: Sequence[Path], contents: Sequence[bytes]) -> list[FileResult]:

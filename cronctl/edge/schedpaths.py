@@ -10,6 +10,9 @@ from pathlib import Path
 from cronctl.errors import ScheduleFileError, UsageError
 
 DEFAULT_FILE = "schedules.toml"
+# docs/schedule-file.md, Limits: read this far and one byte more, so the parse can refuse a
+# larger file without reading the rest (or parsing it for minutes without a word).
+MAX_SCHEDULE_BYTES = 10 * 2**20
 
 
 def schedule_paths(given: Sequence[Path] | None, env: Mapping[str, str]) -> list[Path]:
@@ -49,11 +52,6 @@ def _env_files(value: str) -> list[Path]:
             "or unset it"
         )
     return [Path(p) for p in parts]
-
-
-# docs/schedule-file.md, Limits: read this far and one byte more, so the parse can refuse a
-# larger file without reading the rest (or parsing it for minutes without a word).
-MAX_SCHEDULE_BYTES = 10 * 2**20
 
 
 def read_bytes(path: Path) -> bytes:

@@ -34,6 +34,14 @@ SUPERVISOR = "supervisor"
 # The exit status of a child that could not apply its caps (as a shell's "cannot execute").
 CAPS_FAILED = 126
 _RUN_PREFIX = "run-"
+_lock = threading.Lock()
+# cronctl's cgroup once it held a run's: cronctl has moved into its leaf since, so
+# /proc/self/cgroup no longer names it.
+_found: tuple[Path, str] | None = None
+# ioprio_set's system call number by machine: Python has no call for it. ``who`` 1 is
+# IOPRIO_WHO_PROCESS, and pid 0 the calling process.
+_SYS_IOPRIO_SET = {"x86_64": 251, "aarch64": 30, "i686": 289, "armv7l": 314, "riscv64": 30,
+                   "ppc64le": 273, "s390x": 282}  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,12 +185,6 @@ class Prepared:
             _remove(self.cgroup, kill=True)
 
 
-_lock = threading.Lock()
-# cronctl's cgroup once it held a run's: cronctl has moved into its leaf since, so
-# /proc/self/cgroup no longer names it.
-_found: tuple[Path, str] | None = None
-
-
 def prepare(caps: Caps, name: str, proc: Path = Path("/proc/self")) -> Prepared:
     """The run's cgroup, or the fallback's limits, made ready in the parent; never raises."""
     base, why = _base(caps.controllers, proc) if caps.controllers else (None, None)
@@ -273,12 +275,6 @@ def _child(
             os._exit(CAPS_FAILED)
 
     return apply
-
-
-# ioprio_set's system call number by machine: Python has no call for it. ``who`` 1 is
-# IOPRIO_WHO_PROCESS, and pid 0 the calling process.
-_SYS_IOPRIO_SET = {"x86_64": 251, "aarch64": 30, "i686": 289, "armv7l": 314, "riscv64": 30,
-                   "ppc64le": 273, "s390x": 282}  # fmt: skip
 
 
 def _ioprio_setter() -> Callable[[int], None]:

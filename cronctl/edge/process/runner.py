@@ -40,6 +40,9 @@ _TAIL_BYTES = 4096
 _TAIL_LINES = 20
 _POLL_S = 0.05
 _LINGER_POLL_S = 0.5
+_TEE_JOIN_S = 2.0
+# The longest single poll() of _wait_for (its milliseconds must fit a C int: 24.8 days).
+_MAX_POLL_S = 3600.0
 _UTF8_CONTINUATION = bytes(range(0x80, 0xC0))
 
 
@@ -209,7 +212,7 @@ class RunningCommand:
         timeout = self.spec.timeout
         if timeout is None:
             return None
-        return max(timeout.total_seconds() - self._elapsed(), 0.0)
+        return max(timeout.total_seconds() - (time.monotonic() - self._t0), 0.0)
 
     def _lingering(self, process: subprocess.Popen[bytes]) -> bool:
         """Whether members left by the exited leader still live at the timeout. Only for a
@@ -243,9 +246,6 @@ class RunningCommand:
         while self._escaped(process) and time.monotonic() < deadline:
             time.sleep(0.01)
 
-    def _elapsed(self) -> float:
-        return time.monotonic() - self._t0
-
     def _finish(
         self,
         outcome: Ended,
@@ -255,7 +255,7 @@ class RunningCommand:
         note: str | None = None,
         kept: bool = True,
     ) -> CommandResult:
-        elapsed = self._elapsed()
+        elapsed = time.monotonic() - self._t0
         if self._log_fd is not None:
             os.close(self._log_fd)
             self._log_fd = None
@@ -325,9 +325,6 @@ def start(spec: RunSpec) -> RunningCommand:
     # "printed nothing" check, one open per run instead of three.
     copied = _start_copy(pipe[0], pipe[2], spec) if pipe is not None else None
     return RunningCommand(spec, process, started, t0, None, log_fd, caps, copied)
-
-
-_TEE_JOIN_S = 2.0
 
 
 def _prepare_caps(spec: RunSpec) -> Prepared:
@@ -489,10 +486,6 @@ def run_condition(
             process.wait()
             _wait_group_gone(process.pid)
         reaper.release(process.pid)
-
-
-# The longest single poll() of _wait_for (its milliseconds must fit a C int: 24.8 days).
-_MAX_POLL_S = 3600.0
 
 
 def _wait_for(process: subprocess.Popen[bytes], timeout: float | None) -> int:

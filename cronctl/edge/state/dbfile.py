@@ -29,6 +29,14 @@ _ENVIRONMENT_CODES: Final = (
     sqlite3.SQLITE_CANTOPEN,
     sqlite3.SQLITE_PROTOCOL,
 )
+# Failures that persist until someone acts on the file: `work` stops on them.
+_UNUSABLE_CODES: Final = (
+    sqlite3.SQLITE_CORRUPT,
+    sqlite3.SQLITE_NOTADB,
+    sqlite3.SQLITE_PERM,
+    sqlite3.SQLITE_READONLY,
+    sqlite3.SQLITE_CANTOPEN,
+)
 
 # Entry i takes the database from user_version i to i + 1. Append only; never edit a released one.
 MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
@@ -63,6 +71,7 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 
 _BUSY_TIMEOUT_MS: Final = 30_000
+_WAL_FILES: Final = ("-wal", "-shm")
 # The columns cronctl reads, with their declared types; a table without them is not ours.
 _COLUMNS: Final = {
     table: dict(column.split() for column in columns.split(", "))
@@ -83,16 +92,6 @@ def move_aside(path: Path) -> str:
         f"history is lost, and scheduling restarts from now (occurrences missed before "
         f"that are not caught up)."
     )
-
-
-# Failures that persist until someone acts on the file: `work` stops on them.
-_UNUSABLE_CODES: Final = (
-    sqlite3.SQLITE_CORRUPT,
-    sqlite3.SQLITE_NOTADB,
-    sqlite3.SQLITE_PERM,
-    sqlite3.SQLITE_READONLY,
-    sqlite3.SQLITE_CANTOPEN,
-)
 
 
 def _primary_code(exc: sqlite3.Error) -> int | None:
@@ -141,9 +140,6 @@ class StoreUnusableError(CronctlError):
 
 class NoStateError(CronctlError):
     """A reading command found no state database."""
-
-
-_WAL_FILES: Final = ("-wal", "-shm")
 
 
 def inspect_file(path: Path) -> bool:

@@ -32,17 +32,14 @@ from cronctl.edge.state.dbfile import (
 
 __all__ = ["SCHEMA_VERSION", "StoreUnusableError"]
 
-DB_NAME: Final = "state.db"
-
-
-_ORDER: Final = "ORDER BY occurrence DESC, started DESC, id DESC"
-
 
 def _listed(outcomes: Collection[str]) -> str:
     # Sorted: a partial index serves only a query repeating its WHERE text (runs_unfinished).
     return "(" + ", ".join(f"'{o}'" for o in sorted(outcomes)) + ")"
 
 
+DB_NAME: Final = "state.db"
+_ORDER: Final = "ORDER BY occurrence DESC, started DESC, id DESC"
 _UNFINISHED: Final = f"outcome IN {_listed(UNFINISHED)}"
 # A row that dealt with its occurrence: not one closed as never started (by its message).
 _DEALT: Final = "AND NOT (outcome = 'error' AND coalesce(substr(message, 1, length(?)), '') = ?)"
@@ -63,6 +60,28 @@ _ADVANCE_STATE: Final = (
 )
 StoredState: TypeAlias = "tuple[Any, ...]"
 
+_RUN_FIELDS: Final = tuple(f.name for f in fields(RunRow))
+_RUN_COLUMNS: Final = ", ".join(_RUN_FIELDS)
+_LATEST_COLUMNS: Final = ", ".join(f"r.{name}" for name in _RUN_FIELDS)
+_RUN_PLACES: Final = ", ".join("?" * len(_RUN_FIELDS))
+_ADD_RUN: Final = f"INSERT INTO runs ({_RUN_COLUMNS}) VALUES ({_RUN_PLACES})"  # noqa: S608
+_UPDATABLE: Final = frozenset(_RUN_FIELDS) - {"id"}
+# The kind of value each RunRow field must hold when read back (a foreign file may hold anything).
+_RUN_KINDS: Final[dict[str, type | tuple[type, ...]]] = {
+    **dict.fromkeys(("id", "task", "outcome", "host", "tail", "upstream"), str),
+    **dict.fromkeys(("pid", "exit_code"), (int, type(None))),
+    **dict.fromkeys(("log_path", "message"), (str, type(None))),
+    "duration_s": (float, int, type(None)),
+}
+_CONVERTED: Final = ("occurrence", "started", "ended", "outcome")
+_RUN_GETTER: Final = operator.attrgetter(*_RUN_FIELDS)
+# Where each checked field is in a row of _RUN_COLUMNS: reading a row by position is half the
+# cost of a dict of it, and the dashboard's overview reads one row per task.
+_AT: Final = {name: i for i, name in enumerate(_RUN_FIELDS)}
+_TIMES_AT: Final = (_AT["started"], _AT["ended"])
+_KINDS_AT: Final = tuple((_AT[name], name, kinds) for name, kinds in _RUN_KINDS.items())
+_ALL_STATES = f"SELECT {_STATE_COLUMNS} FROM task_state"  # noqa: S608
+
 
 @dataclass(frozen=True, slots=True)
 class TaskState:
@@ -78,14 +97,6 @@ class TaskFacts:
     last_run: RunRow | None  # the newest row neither missed nor pending
     anchor: datetime  # the newest ok occurrence, else the first one (overdue counts from it)
     consecutive_failures: int
-
-
-_RUN_FIELDS: Final = tuple(f.name for f in fields(RunRow))
-_RUN_COLUMNS: Final = ", ".join(_RUN_FIELDS)
-_LATEST_COLUMNS: Final = ", ".join(f"r.{name}" for name in _RUN_FIELDS)
-_RUN_PLACES: Final = ", ".join("?" * len(_RUN_FIELDS))
-_ADD_RUN: Final = f"INSERT INTO runs ({_RUN_COLUMNS}) VALUES ({_RUN_PLACES})"  # noqa: S608
-_UPDATABLE: Final = frozenset(_RUN_FIELDS) - {"id"}
 
 
 def _utc(value: datetime, what: str) -> datetime:
@@ -108,15 +119,6 @@ def parse_time(text: str) -> datetime:
     return value.astimezone(UTC)
 
 
-# The kind of value each RunRow field must hold when read back (a foreign file may hold anything).
-_RUN_KINDS: Final[dict[str, type | tuple[type, ...]]] = {
-    **dict.fromkeys(("id", "task", "outcome", "host", "tail", "upstream"), str),
-    **dict.fromkeys(("pid", "exit_code"), (int, type(None))),
-    **dict.fromkeys(("log_path", "message"), (str, type(None))),
-    "duration_s": (float, int, type(None)),
-}
-
-
 def _run_column(name: str, value: object) -> object:
     if name == "occurrence":
         if not isinstance(value, datetime):
@@ -133,10 +135,6 @@ def _run_column(name: str, value: object) -> object:
     return value
 
 
-_CONVERTED: Final = ("occurrence", "started", "ended", "outcome")
-_RUN_GETTER: Final = operator.attrgetter(*_RUN_FIELDS)
-
-
 def _run_values(run: RunRow) -> tuple[object, ...]:
     # Not dataclasses.astuple, which deep-copies every field (docs/benchmarks.md); one
     # attrgetter, not a getattr per field.
@@ -144,13 +142,6 @@ def _run_values(run: RunRow) -> tuple[object, ...]:
     for name in _CONVERTED:
         values[_AT[name]] = _run_column(name, values[_AT[name]])
     return tuple(values)
-
-
-# Where each checked field is in a row of _RUN_COLUMNS: reading a row by position is half the
-# cost of a dict of it, and the dashboard's overview reads one row per task.
-_AT: Final = {name: i for i, name in enumerate(_RUN_FIELDS)}
-_TIMES_AT: Final = (_AT["started"], _AT["ended"])
-_KINDS_AT: Final = tuple((_AT[name], name, kinds) for name, kinds in _RUN_KINDS.items())
 
 
 def _row_to_run(row: tuple[Any, ...]) -> RunRow:
@@ -175,9 +166,6 @@ def _window_text(texts: dict[datetime, str], when: datetime) -> str:
     if text is None:
         text = texts[when] = _occurrence_text(when, "last_occurrence")
     return text
-
-
-_ALL_STATES = f"SELECT {_STATE_COLUMNS} FROM task_state"  # noqa: S608
 
 
 def _row_to_state(row: tuple[Any, ...]) -> TaskState:

@@ -24,7 +24,6 @@ from cronctl.edge.safefiles import ensure_private_dir, open_nofollow, verify_dir
 DIR_NAME: Final = "unsaved"
 # Bytes reserved per run: the result with a 4 KiB tail, even all 4-byte UTF-8, fits.
 RESERVE: Final = 32 * 1024
-_TIMES: Final = ("started", "ended")
 _SUFFIX: Final = ".slots"
 # Slot files of this process still in use (a `work` tick's run may outlive the next tick).
 _LIVE: set[str] = set()
@@ -57,7 +56,7 @@ def _decode(raw: bytes) -> dict[str, object] | None:
 
 
 def _with_times(result: dict[str, object]) -> dict[str, object]:
-    for name in _TIMES:
+    for name in ("started", "ended"):
         value = result.get(name)
         if isinstance(value, str):
             with suppress(ValueError):
