@@ -89,9 +89,9 @@ for _name, _command in (
     ("import", import_cmd.import_command),
     ("timeline", timeline_cmd.timeline_command),
     ("export", export_cmd.export_command),
+    ("serve", serve_cmd.serve_command),
 ):
     app.command(_name)(_command)
-serve_cmd.register(app)
 
 for _info in app.registered_commands:
     if _info.cls in (None, typer.core.TyperCommand):

@@ -8,13 +8,14 @@ from typing import Annotated
 
 import typer
 
-from cronctl.cli.options import FileOpt, HostOpt, LockOpt, NameArg, StateOpt
+from cronctl.cli.options import NameArg, Where, shared
 from cronctl.cli.render.runs import visible
 from cronctl.cli.wiring import fail_on_errors, load_schedule, run_context
 from cronctl.commands.exec import exec_task
 from cronctl.edge.process.stream import printer
 
 
+@shared("file", "state_dir", "lock_dir", "host")
 def exec_(
     name: NameArg,
     wait: Annotated[
@@ -28,10 +29,8 @@ def exec_(
         bool,
         typer.Option("--chain", help="Then run what follows the task, as the schedule would."),
     ] = False,
-    file: FileOpt = None,
-    state_dir: StateOpt = None,
-    lock_dir: LockOpt = None,
-    host: HostOpt = None,
+    *,
+    where: Where,
 ) -> None:
     """Run one task now, outside its schedule; exit with the task's exit code.
 
@@ -46,9 +45,9 @@ def exec_(
       cronctl exec backup --wait
       cronctl exec extract --chain
     """
-    schedule = load_schedule(file)
+    schedule = load_schedule(where.file)
     fail_on_errors(schedule)
-    ctx = run_context(schedule, state_dir, lock_dir, False, False, host=host)
+    ctx = run_context(schedule, where.state_dir, where.lock_dir, False, False, host=where.host)
     show = printer()
     ctx = replace(ctx, output=lambda _task: show)
     result = exec_task(schedule, name, ctx, wait, chain)

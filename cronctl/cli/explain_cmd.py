@@ -3,30 +3,26 @@
 from __future__ import annotations
 
 import json
-import os
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import typer
 
-from cronctl.cli.complete import task_names
-from cronctl.cli.options import CoordOpt, FileOpt, HostOpt, LockOpt, StateOpt
+from cronctl.cli.options import (
+    NameArg,
+    Where,
+    shared,
+)
 from cronctl.cli.wiring import fail_on_errors, host_name, load_schedule, parse_instant
 from cronctl.commands.explain import Explanation, explain_here
-from cronctl.coord import open_coordinator
 from cronctl.core.model import format_utc
 from cronctl.core.runs import RunRow
-from cronctl.edge import dirs
 from cronctl.errors import UsageError
 
 
+@shared("file", "state_dir", "lock_dir", "host", "coordination")
 def explain_(
-    name: Annotated[
-        str,
-        typer.Argument(
-            metavar="NAME", help="Task name.", show_default=False, autocompletion=task_names
-        ),
-    ],
+    name: NameArg,
     at: Annotated[
         str | None,
         typer.Option(
@@ -40,11 +36,8 @@ def explain_(
         str, typer.Option("--format", metavar="text|json", help="Output format.")
     ] = "text",
     as_json: Annotated[bool, typer.Option("--json", help="The same as --format json.")] = False,
-    file: FileOpt = None,
-    state_dir: StateOpt = None,
-    lock_dir: LockOpt = None,
-    host: HostOpt = None,
-    coordination: CoordOpt = None,
+    *,
+    where: Where,
 ) -> None:
     """Whether NAME was (or will be) due at --at, and why it ran or did not.
 
@@ -56,25 +49,19 @@ def explain_(
     """
     if output not in ("text", "json"):
         raise UsageError(f"--format {output!r}: give text or json")
-    schedule = load_schedule(file)
+    schedule = load_schedule(where.file)
     fail_on_errors(schedule)
     instant = parse_instant(at, "--at")
-    states, locks = dirs.data_dirs(schedule, state_dir, lock_dir, os.environ)
-    me = host_name(host)
-    url = dirs.coordination_url(schedule, coordination, os.environ)
-    coord = open_coordinator(
-        url, locks, host=me, pid=os.getpid(), project=schedule.settings.project
-    )
+    states, locks = where.dirs(schedule)
+    me = host_name(where.host)
+    coord = where.coordinator(schedule, locks)
     try:
         result = explain_here(
             schedule, states, coord, name, instant, host=me, now=datetime.now(UTC)
         )
     finally:
         coord.close()
-    if as_json or output == "json":
-        print(json.dumps(as_dict(result), indent=2))
-    else:
-        print(render(result))
+    print(json.dumps(as_dict(result), indent=2) if as_json or output == "json" else render(result))
 
 
 def render(result: Explanation) -> str:

@@ -12,47 +12,30 @@ from typing import Annotated
 
 import typer
 
-from cronctl.cli.complete import task_names
 from cronctl.cli.options import (
-    CoordOpt,
-    FileLongOpt,
-    FileOpt,
     FleetOpt,
-    HostOpt,
     JsonOpt,
-    LockOpt,
+    MaybeNameArg,
     NameArg,
     NowOpt,
-    StateOpt,
+    Where,
+    shared,
 )
 from cronctl.cli.render.runs import render_problems, visible
 from cronctl.cli.render.tables import render_fleet_status, render_history, render_status
-from cronctl.cli.wiring import coordinator, host_name, load_schedule, parse_instant
+from cronctl.cli.wiring import host_name, parse_instant
 from cronctl.commands import logfollow, operate
 from cronctl.commands.fleet import fleet_history, fleet_status
-from cronctl.core.model import Schedule
 from cronctl.core.runs import UNFINISHED
-from cronctl.edge import dirs
 from cronctl.errors import UsageError
 
 
-def _dirs(
-    file: list[Path] | None, state_dir: Path | None, lock_dir: Path | None
-) -> tuple[Schedule, Path, Path]:
-    schedule = load_schedule(file)
-    states, locks = dirs.data_dirs(schedule, state_dir, lock_dir, os.environ)
-    return schedule, states, locks
-
-
+@shared("file", "state_dir", "lock_dir", "coordination", "host")
 def status(
-    file: FileOpt = None,
+    where: Where,
     as_json: JsonOpt = False,
     now: NowOpt = None,
-    state_dir: StateOpt = None,
-    lock_dir: LockOpt = None,
     fleet: FleetOpt = False,
-    coordination: CoordOpt = None,
-    host: HostOpt = None,
     check: Annotated[
         bool, typer.Option("--check", help="Exit 1 when a task is failing or overdue.")
     ] = False,
@@ -73,19 +56,18 @@ def status(
     Example:
       cronctl status --check
     """
-    schedule, states, locks = _dirs(file, state_dir, lock_dir)
-    coord = coordinator(schedule, locks, coordination)
+    schedule, states, locks = where.load()
+    coord = where.coordinator(schedule, locks)
     if fleet:
         render_fleet_status(fleet_status(schedule, coord), as_json)
         return
     instant = parse_instant(now)
-    result = operate.status(schedule, states, coord, instant, host_name(host), everything)
+    result = operate.status(schedule, states, coord, instant, host_name(where.host), everything)
     render_status(result, as_json, instant)
     # A probe must not pass on a directory nothing ever ran with: a wrong --state-dir.
     fresh = _say_if_nothing_ran(states, ": --check fails until something has" if check else "")
     if schedule.errors:
         # As `list`: the good tasks are shown, but a broken file is never an exit 0.
-
         render_problems(schedule.errors)
         raise typer.Exit(2)
     if check and fresh:
@@ -96,21 +78,16 @@ def status(
         raise typer.Exit(1)
 
 
+@shared("file", "state_dir", "lock_dir", "coordination")
 def history(
-    name: Annotated[
-        str | None,
-        typer.Argument(
-            metavar="[NAME]", help="Only this task.", show_default=False, autocompletion=task_names
-        ),
-    ] = None,
+    name: MaybeNameArg = None,
     limit: Annotated[
         int,
         typer.Option("--limit", "-n", metavar="N", min=1, max=100000, help="At most N runs."),
     ] = 20,
-    file: FileOpt = None,
+    *,
+    where: Where,
     as_json: JsonOpt = False,
-    state_dir: StateOpt = None,
-    lock_dir: LockOpt = None,
     fleet: FleetOpt = False,
     task: Annotated[
         str | None,
@@ -141,7 +118,6 @@ def history(
             show_default=False,
         ),
     ] = None,
-    coordination: CoordOpt = None,
     everything: Annotated[
         bool,
         typer.Option(
@@ -167,12 +143,11 @@ def history(
         failed=failed,
         since=None if since is None else parse_instant(since, "--since"),
     )
-    schedule, states, locks = _dirs(file, state_dir, lock_dir)
+    schedule, states, locks = where.load()
     now = parse_instant(None)  # short times on a narrow terminal are said against today
     zones = {task.name: task.zone for task in schedule.tasks}
     if fleet:
-        coord = coordinator(schedule, locks, coordination)
-        runs = fleet_history(coord, which, limit)
+        runs = fleet_history(where.coordinator(schedule, locks), which, limit)
         render_history(runs, as_json, now, zones, hosts=True)
         return
     render_history(operate.history(states, limit, schedule, which), as_json, now, zones)
@@ -189,6 +164,7 @@ def _say_if_nothing_ran(states: Path, then: str = "") -> bool:
     return True
 
 
+@shared("file_long", "state_dir", "lock_dir")
 def logs(
     name: NameArg,
     run: Annotated[
@@ -210,9 +186,8 @@ def logs(
             "--tail", "-n", metavar="N", min=0, help="Only the last N lines.", show_default=False
         ),
     ] = None,
-    file: FileLongOpt = None,
-    state_dir: StateOpt = None,
-    lock_dir: LockOpt = None,
+    *,
+    where: Where,
 ) -> None:
     """The captured output of the task's last run (or of --run ID).
 
@@ -223,7 +198,7 @@ def logs(
       cronctl logs backup --tail 20
       cronctl logs backup -f
     """
-    schedule, states, _ = _dirs(file, state_dir, lock_dir)
+    schedule, states, _ = where.load()
     result = operate.logs(states, name, run, schedule, unfinished=follow and run is None)
     if result is None:
         fresh = operate.nothing_ran(states)
@@ -286,16 +261,14 @@ def _ending(follower: logfollow.Follow) -> str:
     return f"run {run.id} ended: {run.outcome}{code}"
 
 
+@shared("file", "state_dir", "lock_dir", "host", "coordination")
 def pause(
     name: NameArg,
     reason: Annotated[
         str | None, typer.Option("--reason", metavar="TEXT", help="Why; shown by status.")
     ] = None,
-    file: FileOpt = None,
-    state_dir: StateOpt = None,
-    lock_dir: LockOpt = None,
-    host: HostOpt = None,
-    coordination: CoordOpt = None,
+    *,
+    where: Where,
 ) -> None:
     """Pause a task on every machine that shares the lock directory (or coordination store).
 
@@ -303,8 +276,8 @@ def pause(
     Example:
       cronctl pause backup --reason 'storage migration'
     """
-    schedule, _, locks = _dirs(file, state_dir, lock_dir)
-    coord = coordinator(schedule, locks, coordination, lambda: host_name(host))
+    schedule, _, locks = where.load()
+    coord = where.coordinator(schedule, locks)
     operate.pause(schedule, coord, name, reason, parse_instant(None), _login_name())
     print(f"paused {name} ({coord.describe()}); `cronctl resume {name}` undoes it", file=sys.stderr)
 
@@ -321,21 +294,16 @@ def _login_name() -> str:
         return str(os.getuid())
 
 
-def resume(
-    name: NameArg,
-    file: FileOpt = None,
-    state_dir: StateOpt = None,
-    lock_dir: LockOpt = None,
-    coordination: CoordOpt = None,
-) -> None:
+@shared("file", "state_dir", "lock_dir", "coordination")
+def resume(name: NameArg, *, where: Where) -> None:
     """Resume a paused task; it realigns to its next occurrence, nothing is caught up.
 
     \b
     Example:
       cronctl resume backup
     """
-    schedule, _, locks = _dirs(file, state_dir, lock_dir)
-    if operate.resume(schedule, coordinator(schedule, locks, coordination), name):
+    schedule, _, locks = where.load()
+    if operate.resume(schedule, where.coordinator(schedule, locks), name):
         print(f"resumed {name}", file=sys.stderr)
     else:
         print(f"{name} was not paused", file=sys.stderr)

@@ -1,36 +1,46 @@
-"""The options and arguments the commands share (typer's Annotated types), in one place."""
+"""The options and arguments the commands share (typer's Annotated types), each declared once,
+and `shared`, which hands a command those naming its schedule and directories as one `Where`."""
 
 from __future__ import annotations
 
+import functools
+import inspect
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from cronctl.cli.complete import task_names
+from cronctl.cli.wiring import coordinator, host_name, load_schedule
+from cronctl.coord.port import Coordinator
+from cronctl.core.model import Schedule
+from cronctl.edge import dirs
 
+
+def task_names(ctx: typer.Context, incomplete: str) -> list[str]:
+    """Shell completion (`cronctl next <TAB>`): the task names of the files --file names that
+    start with `incomplete`; nothing (never an error) if they are unreadable."""
+    files = ctx.params.get("file")
+    try:
+        schedule = load_schedule([Path(f) for f in files] if files else None)
+    except Exception:
+        return []
+    return [t.name for t in schedule.tasks if t.name.startswith(incomplete)]
+
+
+_FILE_HELP = (
+    "Schedule file or directory of *.toml (repeatable). Default: $CRONCTL_FILE (':'-separated), "
+    "else ./schedules.toml."
+)
 FileOpt = Annotated[
     list[Path] | None,
-    typer.Option(
-        "--file",
-        "-f",
-        metavar="FILE",
-        help="Schedule file or directory of *.toml (repeatable). Default: $CRONCTL_FILE "
-        "(':'-separated), else ./schedules.toml.",
-        show_default=False,
-    ),
+    typer.Option("--file", "-f", metavar="FILE", help=_FILE_HELP, show_default=False),
 ]
-#: `--file` without its short name, for a command whose `-f` means something else (`logs -f`
-#: follows, as `tail -f` does).
+#: `--file` without its short name, for `logs`, whose `-f` follows (as `tail -f` does).
 FileLongOpt = Annotated[
-    list[Path] | None,
-    typer.Option(
-        "--file",
-        metavar="FILE",
-        help="Schedule file or directory of *.toml (repeatable). Default: $CRONCTL_FILE "
-        "(':'-separated), else ./schedules.toml.",
-        show_default=False,
-    ),
+    list[Path] | None, typer.Option("--file", metavar="FILE", help=_FILE_HELP, show_default=False)
 ]
 NowOpt = Annotated[
     str | None,
@@ -102,6 +112,75 @@ NameArg = Annotated[
         metavar="NAME", help="Task name.", show_default=False, autocompletion=task_names
     ),
 ]
+MaybeNameArg = Annotated[
+    str | None,
+    typer.Argument(
+        metavar="[NAME]", help="Task name.", show_default=False, autocompletion=task_names
+    ),
+]
 FleetOpt = Annotated[
     bool, typer.Option("--fleet", help="Every machine's, from the coordination store.")
 ]
+
+
+@dataclass(frozen=True, slots=True)
+class Where:
+    """The schedule files and the state and lock directories, coordination store and host
+    name a command was given (what it was not offered stays None: the default)."""
+
+    file: list[Path] | None = None
+    state_dir: Path | None = None
+    lock_dir: Path | None = None
+    host: str | None = None
+    coordination: str | None = None
+
+    def load(self) -> tuple[Schedule, Path, Path]:
+        """The schedule, and its state and lock directories."""
+        schedule = load_schedule(self.file)
+        return (schedule, *self.dirs(schedule))
+
+    def dirs(self, schedule: Schedule) -> tuple[Path, Path]:
+        """The state and lock directories."""
+        return dirs.data_dirs(schedule, self.state_dir, self.lock_dir, os.environ)
+
+    def coordinator(self, schedule: Schedule, locks: Path) -> Coordinator:
+        """The coordination store, or files in `locks`."""
+        return coordinator(schedule, locks, self.coordination, lambda: host_name(self.host))
+
+
+#: What `shared` offers, by name: the field of Where each sets, and its option.
+_SHARED = {
+    "file": ("file", FileOpt),
+    "file_long": ("file", FileLongOpt),
+    "state_dir": ("state_dir", StateOpt),
+    "lock_dir": ("lock_dir", LockOpt),
+    "host": ("host", HostOpt),
+    "coordination": ("coordination", CoordOpt),
+}
+Command = Callable[..., None]
+
+
+def shared(*names: str) -> Callable[[Command], Command]:
+    """Offer a command the options `names` (of _SHARED) where its parameter `where: Where`
+    stands, and call it with them as that."""
+    chosen = [_SHARED[name] for name in names]
+
+    def wrap(command: Command) -> Command:
+        own = inspect.signature(command, eval_str=True)
+        params: list[inspect.Parameter] = []
+        for param in own.parameters.values():
+            if param.name != "where":
+                params.append(param)
+                continue
+            for field, option in chosen:
+                params.append(param.replace(name=field, annotation=option, default=None))
+
+        @functools.wraps(command)
+        def call(**given: Any) -> None:
+            where = Where(**{field: given.pop(field) for field, _ in chosen})
+            command(**given, where=where)
+
+        call.__signature__ = own.replace(parameters=params)  # type: ignore[attr-defined]
+        return call
+
+    return wrap

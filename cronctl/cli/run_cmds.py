@@ -10,15 +10,12 @@ from typing import Annotated
 import typer
 
 from cronctl.cli.options import (
-    CoordOpt,
-    FileOpt,
-    HostOpt,
     JsonOpt,
-    LockOpt,
     NowOpt,
-    StateOpt,
     StrictOpt,
     VerboseOpt,
+    Where,
+    shared,
 )
 from cronctl.cli.wiring import (
     fail_on_errors,
@@ -35,8 +32,9 @@ from cronctl.errors import UsageError
 from cronctl.run.work import Worker
 
 
+@shared("file", "state_dir", "lock_dir", "host", "coordination")
 def run(
-    file: FileOpt = None,
+    where: Where,
     now: NowOpt = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Say what would run and why not; run nothing.")
@@ -44,10 +42,6 @@ def run(
     verbose: VerboseOpt = False,
     strict: StrictOpt = False,
     as_json: JsonOpt = False,
-    state_dir: StateOpt = None,
-    lock_dir: LockOpt = None,
-    host: HostOpt = None,
-    coordination: CoordOpt = None,
 ) -> None:
     """Run what is due now (call it from cron every minute). Exit 1 if a task failed.
 
@@ -59,24 +53,18 @@ def run(
       * * * * * cd /srv/app && cronctl run      (the crontab line)
       cronctl run --dry-run --now 2026-08-03T09:00:00Z
     """
-    raise typer.Exit(
-        run_command(
-            file, now, dry_run, verbose, strict, as_json, state_dir, lock_dir, host, coordination
-        )
-    )
+    places = (where.state_dir, where.lock_dir, where.host, where.coordination)
+    raise typer.Exit(run_command(where.file, now, dry_run, verbose, strict, as_json, *places))
 
 
+@shared("file", "state_dir", "lock_dir", "host", "coordination")
 def work(
-    file: FileOpt = None,
+    where: Where,
     grace: Annotated[
         float, typer.Option("--grace", help="Seconds to wait for running tasks on SIGTERM.")
     ] = 30.0,
     verbose: VerboseOpt = False,
     strict: StrictOpt = False,
-    state_dir: StateOpt = None,
-    lock_dir: LockOpt = None,
-    host: HostOpt = None,
-    coordination: CoordOpt = None,
     output: Annotated[
         bool,
         typer.Option("--output", help="Print each task's output lines, prefixed with its name."),
@@ -114,14 +102,21 @@ def work(
     address = parse_address(health) if health is not None else None
     if health_file is not None and not str(health_file).strip():
         raise UsageError("--health-file is empty; give a file path")
-    schedule = load_schedule(file)
+    schedule = load_schedule(where.file)
     fail_on_errors(schedule)
     ctx = run_context(
-        schedule, state_dir, lock_dir, strict, False, True, host=host, coordination=coordination
+        schedule,
+        where.state_dir,
+        where.lock_dir,
+        strict,
+        False,
+        True,
+        host=where.host,
+        coordination=where.coordination,
     )
 
     def paths() -> list[Path]:
-        return schedule_paths(file, os.environ)
+        return schedule_paths(where.file, os.environ)
 
     ctx, report = work_reporting(ctx, verbose, output)
     worker = Worker(

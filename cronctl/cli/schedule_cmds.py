@@ -10,8 +10,14 @@ from typing import Annotated
 
 import typer
 
-from cronctl.cli.complete import task_names
-from cronctl.cli.options import FileOpt, HostOpt, JsonOpt, LockOpt, NowOpt, StateOpt
+from cronctl.cli.options import (
+    FileOpt,
+    JsonOpt,
+    MaybeNameArg,
+    NowOpt,
+    Where,
+    shared,
+)
 from cronctl.cli.render.diff import diff_github, diff_json, diff_text
 from cronctl.cli.render.runs import emit_json
 from cronctl.cli.render.tables import (
@@ -21,37 +27,34 @@ from cronctl.cli.render.tables import (
     render_list,
     render_next,
 )
-from cronctl.cli.wiring import coordinator, host_name, load_cached, load_schedule, parse_instant
+from cronctl.cli.wiring import host_name, load_cached, load_schedule, parse_instant
 from cronctl.commands import schedule as service
 from cronctl.commands.review import UnreadableRevision, diff_against
 from cronctl.commands.schedule import CheckResult
 from cronctl.coord.port import StoreUnavailable
 from cronctl.core.model import DEFAULT_MISFIRE, MISFIRE_POLICIES, Schedule
 from cronctl.core.warncodes import TASK_WARNINGS
-from cronctl.edge import dirs, dirwarnings
+from cronctl.edge import dirwarnings
 from cronctl.edge.safefiles import verify_dir
 from cronctl.edge.state.store import Store
 from cronctl.errors import UsageError
 
 
-def _recorded(
-    schedule: Schedule, state_dir: Path | None, lock_dir: Path | None
-) -> tuple[dict[str, object], frozenset[str]]:
+def _recorded(where: Where, schedule: Schedule) -> tuple[dict[str, object], frozenset[str]]:
     """This machine's last run per task and the operator pauses; nothing is created."""
-    states, locks = dirs.data_dirs(schedule, state_dir, lock_dir, os.environ)
-    paused = frozenset(_operator_pauses(schedule, locks))
+    states, locks = where.dirs(schedule)
+    paused = frozenset(_operator_pauses(where, schedule, locks))
     if not (states / "state.db").is_file():
         return {}, paused
-
     verify_dir(states)  # a state.db another user could have planted is never read
-
     with Store.open(states) as store:
         found = {t.name: store.last_run(t.name) for t in schedule.tasks}
     return {name: run for name, run in found.items() if run is not None}, paused
 
 
+@shared("file", "state_dir", "lock_dir")
 def check(
-    file: FileOpt = None,
+    where: Where,
     strict: Annotated[bool, typer.Option("--strict", help="Exit 1 on warnings too.")] = False,
     fmt: Annotated[
         str,
@@ -62,8 +65,6 @@ def check(
         ),
     ] = "text",
     now: NowOpt = None,
-    state_dir: StateOpt = None,
-    lock_dir: LockOpt = None,
     diff: Annotated[
         str | None,
         typer.Option(
@@ -88,12 +89,12 @@ def check(
     """
     if fmt not in ("text", "json", "github"):
         raise UsageError(f"--format {fmt!r}: use text, json or github")
-    schedule = load_schedule(file)
-    extra = dirwarnings.lock_dir_problems(schedule, state_dir, lock_dir, os.environ)
+    schedule = load_schedule(where.file)
+    extra = dirwarnings.lock_dir_problems(schedule, where.state_dir, where.lock_dir, os.environ)
     extra += dirwarnings.metrics_file_problems(schedule)
     result = service.check(schedule, parse_instant(now), extra, strict)
     if diff is not None:
-        check_with_diff(result, schedule, file, diff, parse_instant(now), fmt)
+        check_with_diff(result, schedule, where.file, diff, parse_instant(now), fmt)
     else:
         render_check(result, fmt, schedule.tables, len(schedule.files))
     if (
@@ -121,16 +122,14 @@ PROJECT_HINT = (
 )
 
 
+@shared("file", "state_dir", "lock_dir", "host")
 def list_(
-    file: FileOpt = None,
+    where: Where,
     as_json: JsonOpt = False,
     now: NowOpt = None,
-    state_dir: StateOpt = None,
-    lock_dir: LockOpt = None,
     local: Annotated[
         bool, typer.Option("--local", help="Show times in each task's own zone, not UTC.")
     ] = False,
-    host: HostOpt = None,
     verbose: Annotated[
         bool,
         typer.Option("-v", "--verbose", help="Also print the warnings (as `check` does)."),
@@ -143,23 +142,18 @@ def list_(
     Example:
       cronctl list --local
     """
-    schedule = load_cached(file)
-    extra = dirwarnings.lock_dir_problems(schedule, state_dir, lock_dir, os.environ)
-    last_runs, paused = _recorded(schedule, state_dir, lock_dir)
+    schedule = load_cached(where.file)
+    extra = dirwarnings.lock_dir_problems(schedule, where.state_dir, where.lock_dir, os.environ)
+    last_runs, paused = _recorded(where, schedule)
     instant = parse_instant(now)
-    result = service.list_tasks(schedule, instant, extra, last_runs, paused, host_name(host))
+    result = service.list_tasks(schedule, instant, extra, last_runs, paused, host_name(where.host))
     render_list(result, as_json, instant, local, verbose)
     if schedule.errors:
         raise typer.Exit(2)
 
 
 def next_(
-    name: Annotated[
-        str | None,
-        typer.Argument(
-            metavar="[NAME]", help="Task name.", show_default=False, autocompletion=task_names
-        ),
-    ] = None,
+    name: MaybeNameArg = None,
     count: Annotated[
         int, typer.Option("-n", "--count", metavar="N", min=1, max=1000, help="How many (1-1000).")
     ] = 5,
@@ -213,27 +207,26 @@ def next_(
         assert name is not None
         schedule = load_schedule(file)
         result = service.next_for_task(schedule, name, start, count)
-        _say_if_paused(schedule, name)
+        _say_if_paused(Where(file), schedule, name)
     render_next(result, as_json, local=True)
 
 
-def _say_if_paused(schedule: Schedule, name: str) -> None:
+def _say_if_paused(where: Where, schedule: Schedule, name: str) -> None:
     """`next` lists the times a paused task would run; say on stderr that it will not."""
     task = schedule.task(name)
     if task.paused:
-        where = f"paused = true at {task.source}:{task.line}"
+        how = f"paused = true at {task.source}:{task.line}"
     else:
-        _, locks = dirs.data_dirs(schedule, None, None, os.environ)
-        if name not in _operator_pauses(schedule, locks):
+        if name not in _operator_pauses(where, schedule, where.dirs(schedule)[1]):
             return
-        where = f"paused by `cronctl pause`; `cronctl resume {name}` undoes it"
-    print(f"note: {name} is paused ({where}): it runs at none of these times", file=sys.stderr)
+        how = f"paused by `cronctl pause`; `cronctl resume {name}` undoes it"
+    print(f"note: {name} is paused ({how}): it runs at none of these times", file=sys.stderr)
 
 
-def _operator_pauses(schedule: Schedule, locks: Path) -> set[str]:
+def _operator_pauses(where: Where, schedule: Schedule, locks: Path) -> set[str]:
     """The tasks paused by `cronctl pause`, wherever the pauses are kept (lock_dir or the
     coordination store); none when the store cannot be asked: these views only inform."""
-    coord = coordinator(schedule, locks, None, lambda: host_name(None))
+    coord = where.coordinator(schedule, locks)
     try:
         return set(coord.paused_tasks())
     except StoreUnavailable:

@@ -11,15 +11,13 @@ import os
 import shlex
 import sys
 from importlib import metadata
-from pathlib import Path
 from typing import Annotated
 from urllib.parse import unquote, urlsplit
 
 import typer
 
-from cronctl.cli.options import CoordOpt, FileOpt, HostOpt, LockOpt, NowOpt, StateOpt
-from cronctl.cli.wiring import coordinator, host_name, load_schedule, parse_instant
-from cronctl.edge import dirs
+from cronctl.cli.options import NowOpt, Where, shared
+from cronctl.cli.wiring import host_name, parse_instant
 from cronctl.errors import UsageError
 from cronctl.run.context import RunContext, real_clock
 from cronctl.web.actions import Actions
@@ -46,6 +44,7 @@ def install_hint() -> str:
     return f"`{pip} {editable}{where}` (cronctl was installed from that directory)"
 
 
+@shared("file", "state_dir", "lock_dir", "coordination", "host")
 def serve_command(
     listen: Annotated[
         str,
@@ -55,11 +54,8 @@ def serve_command(
             help=f"Where to listen. Not a loopback address: needs {TOKEN_ENV}.",
         ),
     ] = "127.0.0.1:8077",
-    file: FileOpt = None,
-    state_dir: StateOpt = None,
-    lock_dir: LockOpt = None,
-    coordination: CoordOpt = None,
-    host: HostOpt = None,
+    *,
+    where: Where,
     now: NowOpt = None,
     allow_actions: Annotated[
         bool,
@@ -85,9 +81,9 @@ def serve_command(
       cronctl serve --listen 127.0.0.1:8080
       CRONCTL_SERVE_TOKEN=... cronctl serve --allow-actions
     """
-    where = parse_listen(listen)
+    address = parse_listen(listen)
     token = os.environ.get(TOKEN_ENV) or None
-    check_exposure(where, token)
+    check_exposure(address, token)
     check_actions(allow_actions, token)
     try:
         from cronctl.web.app import build_app, serve  # with the web extra: only here
@@ -98,15 +94,12 @@ def serve_command(
             "`cronctl serve` needs the web extra (Starlette, Jinja2 and uvicorn), which is "
             f"not installed here: {install_hint()}"
         ) from None
-
-    schedule = load_schedule(file)
-    states, locks = dirs.data_dirs(schedule, state_dir, lock_dir, os.environ)
-    me = host_name(host)
-    coord = coordinator(schedule, locks, coordination, lambda: me)
+    schedule, states, locks = where.load()
+    me = host_name(where.host)
+    coord = where.coordinator(schedule, locks)
     fixed = parse_instant(now) if now is not None else None
     clock = real_clock if fixed is None else lambda: fixed
-
-    dashboard = Dashboard(schedule, Path(states), coord, me)
+    dashboard = Dashboard(schedule, states, coord, me)
     actions = None
     if allow_actions:
         # Run now runs as `cronctl exec` would, with what serve resolved once, and the
@@ -116,14 +109,9 @@ def serve_command(
                          clock=real_clock, max_parallel=schedule.settings.max_parallel,
                          coord=coord)  # fmt: skip
         actions = Actions(schedule, ctx)
-    app = build_app(dashboard, clock, token, None if token else where.host_headers(), actions)
+    app = build_app(dashboard, clock, token, None if token else address.host_headers(), actions)
     print(f"cronctl serve: http://{listen}/ ({coord.describe()})", file=sys.stderr, flush=True)
     try:
-        serve(app, where)
+        serve(app, address)
     finally:
         coord.close()
-
-
-def register(app: typer.Typer) -> None:
-    """Add `serve` to `app`."""
-    app.command("serve")(serve_command)

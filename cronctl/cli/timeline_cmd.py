@@ -9,8 +9,7 @@ from typing import Annotated
 
 import typer
 
-from cronctl.cli.complete import task_names
-from cronctl.cli.options import FileOpt, NowOpt
+from cronctl.cli.options import FileOpt, NowOpt, task_names
 from cronctl.cli.render.runs import emit_json, render_problems
 from cronctl.cli.render.timeline import (
     render_timeline_text,
