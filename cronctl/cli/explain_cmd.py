@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import fields
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
@@ -13,8 +14,10 @@ from cronctl.cli.options import (
     Where,
     shared,
 )
+from cronctl.cli.render.tables import pause_json
 from cronctl.cli.wiring import fail_on_errors, host_name, load_schedule, parse_instant
 from cronctl.commands.explain import Explanation, explain_here
+from cronctl.coord.port import PauseInfo
 from cronctl.core.model import format_utc
 from cronctl.core.runs import RunRow
 from cronctl.errors import UsageError
@@ -29,7 +32,6 @@ def explain_(
             "--at",
             metavar="TIME",
             help="The instant to explain (ISO 8601 with offset or Z). Default: now.",
-            show_default=False,
         ),
     ] = None,
     output: Annotated[
@@ -72,52 +74,18 @@ def render(result: Explanation) -> str:
     return "\n".join([head, *(f"  - {line}" for line in result.reasons)])
 
 
-def _time(value: datetime | None) -> str | None:
-    return None if value is None else format_utc(value)
-
-
-def _run(row: RunRow) -> dict[str, Any]:
-    return {
-        "id": row.id,
-        "occurrence": format_utc(row.occurrence),
-        "outcome": row.outcome,
-        "host": row.host,
-        "exit_code": row.exit_code,
-        "started": _time(row.started),
-        "ended": _time(row.ended),
-        "duration_s": row.duration_s,
-        "log_path": row.log_path,
-        "message": row.message,
-        "trigger": row.trigger,
-        "attempt": row.attempt,
-    }
+def _plain(value: object) -> object:
+    """A value of an explanation in JSON: times in UTC, runs and the pause as objects."""
+    if isinstance(value, datetime):
+        return format_utc(value)
+    if isinstance(value, RunRow):
+        said = [f.name for f in fields(value) if f.name not in ("task", "pid", "tail", "upstream")]
+        return {name: _plain(getattr(value, name)) for name in said}
+    if isinstance(value, PauseInfo):
+        return pause_json(value)
+    return [_plain(item) for item in value] if isinstance(value, tuple) else value
 
 
 def as_dict(result: Explanation) -> dict[str, Any]:
     """The JSON shape documented in docs/commands.md (`cronctl explain`)."""
-    pause = result.pause
-    return {
-        "task": result.task,
-        "at": format_utc(result.at),
-        "host": result.host,
-        "due": result.due,
-        "verdict": result.verdict,
-        "fate": result.fate,
-        "occurrence": _time(result.occurrence),
-        "previous": _time(result.previous),
-        "next": _time(result.next),
-        "misfire": result.misfire,
-        "dst": result.dst,
-        "paused_in_file": result.paused_in_file,
-        "pause": None
-        if pause is None
-        else {
-            "reason": pause.reason,
-            "since": _time(pause.since),
-            "host": pause.host,
-            "user": pause.user,
-        },
-        "runs": [_run(r) for r in result.runs],
-        "instead": None if result.instead is None else _run(result.instead),
-        "reasons": list(result.reasons),
-    }
+    return {f.name: _plain(getattr(result, f.name)) for f in fields(result)}

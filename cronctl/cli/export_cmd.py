@@ -25,14 +25,13 @@ _T = TypeVar("_T", str, Path)
 def export_command(
     target: Annotated[
         str | None,
-        typer.Argument(metavar="TARGET", help="systemd or kubernetes.", show_default=False),
+        typer.Argument(metavar="TARGET", help="systemd or kubernetes."),
     ] = None,
     directory: Annotated[
         Path | None,
         typer.Argument(
             metavar="[DIR]",
             help="Write one file per unit or CronJob into DIR (default: all to stdout).",
-            show_default=False,
         ),
     ] = None,
     to: Annotated[
@@ -41,9 +40,7 @@ def export_command(
     ] = None,
     output: Annotated[
         Path | None,
-        typer.Option(
-            "--output", "-o", metavar="DIR", help="DIR, as an option.", show_default=False
-        ),
+        typer.Option("--output", "-o", metavar="DIR", help="DIR, as an option."),
     ] = None,
     image: Annotated[
         str | None,
@@ -51,7 +48,6 @@ def export_command(
             "--image",
             metavar="IMAGE",
             help="Container image for the CronJobs (required for kubernetes).",
-            show_default=False,
         ),
     ] = None,
     user: Annotated[
@@ -61,7 +57,6 @@ def export_command(
             metavar="NAME",
             help="The account the systemd units run as, written as User= (required with "
             "systemd; --user root to mean root).",
-            show_default=False,
         ),
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite files in DIR.")] = False,

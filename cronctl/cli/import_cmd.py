@@ -43,7 +43,6 @@ def import_command(
             metavar="FILE",
             help="Write the schedule file here (default: stdout); never replaces a file "
             "without --force.",
-            show_default=False,
         ),
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing FILE.")] = False,
@@ -54,7 +53,6 @@ def import_command(
             metavar="NAME",
             help="With --system: the user cronctl will run as (default: you). A line for "
             "another user runs through `runuser -u USER --`.",
-            show_default=False,
         ),
     ] = None,
     skip_other_users: Annotated[

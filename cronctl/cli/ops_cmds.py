@@ -91,9 +91,7 @@ def history(
     fleet: FleetOpt = False,
     task: Annotated[
         str | None,
-        typer.Option(
-            "--task", metavar="NAME", help="Only this task (the same as NAME).", show_default=False
-        ),
+        typer.Option("--task", metavar="NAME", help="Only this task (the same as NAME)."),
     ] = None,
     host: Annotated[
         str | None,
@@ -101,7 +99,6 @@ def history(
             "--host",
             metavar="NAME",
             help="Only the runs machine NAME recorded (with --fleet: in the store).",
-            show_default=False,
         ),
     ] = None,
     failed: Annotated[
@@ -115,7 +112,6 @@ def history(
             metavar="TIME",
             help="Only occurrences at or after TIME (ISO 8601 with an offset or Z, e.g. "
             "2026-08-03T09:00:00Z).",
-            show_default=False,
         ),
     ] = None,
     everything: Annotated[
@@ -182,9 +178,7 @@ def logs(
     ] = False,
     tail: Annotated[
         int | None,
-        typer.Option(
-            "--tail", "-n", metavar="N", min=0, help="Only the last N lines.", show_default=False
-        ),
+        typer.Option("--tail", "-n", metavar="N", min=0, help="Only the last N lines."),
     ] = None,
     *,
     where: Where,

@@ -36,19 +36,16 @@ _FILE_HELP = (
 )
 FileOpt = Annotated[
     list[Path] | None,
-    typer.Option("--file", "-f", metavar="FILE", help=_FILE_HELP, show_default=False),
+    typer.Option("--file", "-f", metavar="FILE", help=_FILE_HELP),
 ]
 #: `--file` without its short name, for `logs`, whose `-f` follows (as `tail -f` does).
-FileLongOpt = Annotated[
-    list[Path] | None, typer.Option("--file", metavar="FILE", help=_FILE_HELP, show_default=False)
-]
+FileLongOpt = Annotated[list[Path] | None, typer.Option("--file", metavar="FILE", help=_FILE_HELP)]
 NowOpt = Annotated[
     str | None,
     typer.Option(
         "--now",
         metavar="TIME",
         help="Pretend it is this instant (ISO 8601 with offset or Z). Default: the clock.",
-        show_default=False,
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON (stable keys, UTC times).")]
@@ -73,7 +70,6 @@ StateOpt = Annotated[
         help="History and scheduler state. Default: $CRONCTL_STATE_DIR, else [cronctl] "
         "state_dir, else /var/lib/cronctl for root or $XDG_STATE_HOME/cronctl "
         "(~/.local/state/cronctl).",
-        show_default=False,
     ),
 ]
 LockOpt = Annotated[
@@ -83,7 +79,6 @@ LockOpt = Annotated[
         metavar="DIR",
         help="Locks, claims and pauses. Default: $CRONCTL_LOCK_DIR, else [cronctl] lock_dir, "
         "else STATE_DIR/locks.",
-        show_default=False,
     ),
 ]
 HostOpt = Annotated[
@@ -93,7 +88,6 @@ HostOpt = Annotated[
         metavar="NAME",
         help="This machine's name in history, claims and locks (default: $CRONCTL_HOST, then "
         "the node name).",
-        show_default=False,
     ),
 ]
 CoordOpt = Annotated[
@@ -103,20 +97,15 @@ CoordOpt = Annotated[
         metavar="URL",
         help="postgresql:// URL of the fleet's coordination store (default: "
         "$CRONCTL_COORDINATION, then [cronctl] coordination; none: files in lock_dir).",
-        show_default=False,
     ),
 ]
 NameArg = Annotated[
     str,
-    typer.Argument(
-        metavar="NAME", help="Task name.", show_default=False, autocompletion=task_names
-    ),
+    typer.Argument(metavar="NAME", help="Task name.", autocompletion=task_names),
 ]
 MaybeNameArg = Annotated[
     str | None,
-    typer.Argument(
-        metavar="[NAME]", help="Task name.", show_default=False, autocompletion=task_names
-    ),
+    typer.Argument(metavar="[NAME]", help="Task name.", autocompletion=task_names),
 ]
 FleetOpt = Annotated[
     bool, typer.Option("--fleet", help="Every machine's, from the coordination store.")

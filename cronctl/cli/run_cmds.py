@@ -77,7 +77,6 @@ def work(
             help="Serve GET /healthz (200 while the minute loop is on time, 503 once it is "
             "90s late) and GET /metrics (Prometheus) on ADDR: PORT (127.0.0.1), HOST:PORT or "
             "[IPV6]:PORT. Needs the 'health' extra.",
-            show_default=False,
         ),
     ] = None,
     health_file: Annotated[
@@ -86,7 +85,6 @@ def work(
             "--health-file",
             metavar="PATH",
             help="Touch PATH at start and every minute (for an exec probe); removed at stop.",
-            show_default=False,
         ),
     ] = None,
 ) -> None:

@@ -74,7 +74,6 @@ def check(
             "renamed, changed, and the runs gained and lost in the next 14 days. If a file at "
             "REF has an error, no diff is shown and that is said (the exit code stays the "
             "work tree's).",
-            show_default=False,
         ),
     ] = None,
 ) -> None:
@@ -163,14 +162,11 @@ def next_(
             "--after",
             metavar="TIME",
             help="Start after this instant (ISO 8601). Default: now.",
-            show_default=False,
         ),
     ] = None,
     cron: Annotated[
         str | None,
-        typer.Option(
-            "--cron", metavar="EXPR", help="An ad-hoc 5-field expression.", show_default=False
-        ),
+        typer.Option("--cron", metavar="EXPR", help="An ad-hoc 5-field expression."),
     ] = None,
     tz: Annotated[
         str,

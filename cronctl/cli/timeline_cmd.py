@@ -36,7 +36,6 @@ def timeline_command(
             "--task",
             metavar="NAME",
             help="Only this task (repeatable); named every-minute tasks are counted too.",
-            show_default=False,
             autocompletion=task_names,
         ),
     ] = None,
@@ -47,7 +46,6 @@ def timeline_command(
             metavar="ZONE",
             help="Draw in this zone (UTC, +HH:MM or an IANA name). Default: the zone the "
             "tasks shown share, else UTC.",
-            show_default=False,
         ),
     ] = None,
     every_minute: Annotated[
@@ -64,7 +62,6 @@ def timeline_command(
             "--svg",
             metavar="FILE",
             help="Also write the picture as SVG to FILE ('-' for stdout).",
-            show_default=False,
         ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the counts as JSON.")] = False,

@@ -1,15 +1,8 @@
-"""`cronctl exec NAME [--wait]`: run one task now, outside its schedule (docs/commands.md).
-
-Same command, environment, working directory, timeout and overlap lock as a scheduled run;
-no claim (nothing was scheduled to claim) and no conditions (the operator asked for it). The
-lock is taken whether or not the task sets `without_overlapping`: two runs at once of a task
-the operator started by hand are never what was meant. The lock and the pauses come through
-the run's coordinator (``ctx.coord``), as a scheduled run's do: with a coordination store,
-the fleet-wide advisory lock and its holder row, and the pauses stored there. A task of a
-`[[group]]` also takes a slot of its group, as a scheduled run does: refused when the group
-is full, or waited for with `--wait`. The run is recorded with `"trigger": "manual"` and
-leaves the task's schedule window alone. With ``chain``, what follows the task then runs as
-the schedule would run it (docs/chains.md), each under its own guards.
+"""`cronctl exec NAME [--wait] [--chain]`: run one task now, outside its schedule
+(docs/commands.md), as a scheduled run would: its command, environment, timeout, the pauses
+and its group's slot through the run's coordinator. No claim and no conditions (the operator
+asked for it); the overlap lock whether or not the task sets `without_overlapping` (two runs
+by hand at once are never what was meant). Recorded as "manual"; its window is left alone.
 """
 
 from __future__ import annotations
@@ -17,13 +10,15 @@ from __future__ import annotations
 import re
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import partial
 from types import FrameType
-from typing import Any, TypeVar
+from typing import TypeVar
 
+from cronctl.commands.schedule import find_task
 from cronctl.coord import open_coordinator, outbox
 from cronctl.coord.port import Coordinator, GroupSlot, HeldLock, HolderInfo
 from cronctl.core.model import Schedule, Task, format_duration
@@ -92,16 +87,13 @@ def exec_task(
     """Run `name` now under its overlap lock; refuse (or wait) while it is running. With
     `chain`, then what follows it; the exit code is 1 when one of those did not end ok."""
     begun = begin_exec(schedule, name, ctx, wait)
-    previous = _forward_signals(begun.tracker)
-    try:
+    with _signals_forwarded(begun.tracker):
         done = begun.finish()
         if not chain:
             return done
         rows = _in_worker(lambda: follow_chain(schedule, begun.task, done.run, begun.ctx))
         failed = done.exit_code == 0 and any(r.outcome != "ok" for r in rows)
         return replace(done, followed=tuple(rows), exit_code=1 if failed else done.exit_code)
-    finally:
-        _restore(previous)
 
 
 def follow_chain(schedule: Schedule, task: Task, row: RunRow, ctx: RunContext) -> list[RunRow]:
@@ -121,14 +113,21 @@ def begin_exec(schedule: Schedule, name: str, ctx: RunContext, wait: bool) -> Be
     """Take `name`'s overlap lock (and its group's slot) and record the run "pending".
 
     :raises Busy: it is running (or its group is full) and `wait` is False."""
-    task = _find(schedule, name, ctx.host)
+    task = find_task(schedule, name)
+    if not runs_on(task, ctx.host):
+        patterns = ", ".join(task.hosts)
+        raise UsageError(
+            f"task {name!r} runs only on hosts matching {patterns}; this machine is "
+            f"{ctx.host!r} (set --host or CRONCTL_HOST if that name is wrong)"
+        )
     ensure_private_dir(ctx.state_dir)
     ensure_private_dir(ctx.lock_dir)
     coord = ctx.coord or open_coordinator(None, ctx.lock_dir, host=ctx.host, pid=ctx.pid)
     try:
         if task.paused or task.name in coord.paused_tasks():
             ctx.warn(f"cronctl: note: task {task.name} is paused; running it anyway, as asked")
-        lock = _take_lock(task, coord, ctx, wait)
+        attempt = partial(_lock_attempt, task, coord, ctx)
+        lock = _wait_for(attempt, ctx, wait, ("for it to end", "it ends", "for it"))
         try:
             slot = _take_slot(task, coord, ctx, wait)
         except BaseException:
@@ -225,29 +224,9 @@ def _signal_in(message: str) -> int | None:
     return None
 
 
-def _find(schedule: Schedule, name: str, host: str) -> Task:
-    try:
-        task = schedule.task(name)
-    except KeyError:
-        known = ", ".join(t.name for t in schedule.tasks[:10])
-        raise UsageError(f"no task named {name!r}; tasks: {known or '(none)'}") from None
-    if not runs_on(task, host):
-        patterns = ", ".join(task.hosts)
-        raise UsageError(
-            f"task {name!r} runs only on hosts matching {patterns}; this machine is {host!r} "
-            "(set --host or CRONCTL_HOST if that name is wrong)"
-        )
-    return task
-
-
-def _take_lock(task: Task, coord: Coordinator, ctx: RunContext, wait: bool) -> HeldLock:
-    """The task's overlap lock; refused, or waited for with --wait, while a run holds it."""
-    attempt = partial(_lock_attempt, task, coord, ctx)
-    return _wait_for(attempt, ctx, wait, ("for it to end", "it ends", "for it"))
-
-
 def _lock_attempt(task: Task, coord: Coordinator, ctx: RunContext) -> tuple[HeldLock | None, str]:
-    """One attempt, lock_dir (or the store) asked afresh, as each attempt of `--wait` is."""
+    """One attempt at the task's overlap lock, lock_dir (or the store) asked afresh, as each
+    attempt of `--wait` is."""
     now: datetime = ctx.clock()
     try:
         attempt = coord.try_overlap(
@@ -320,10 +299,8 @@ def running_here(store: Store, host: str, name: str) -> HolderInfo | None:
     return None
 
 
-_Handler = Callable[[int, FrameType | None], Any] | int | signal.Handlers | None
-
-
-def _forward_signals(tracker: Tracker) -> tuple[_Handler, _Handler, _Handler]:
+@contextmanager
+def _signals_forwarded(tracker: Tracker) -> Iterator[None]:
     """Ctrl-C or SIGTERM reach the task (its own process group), which then ends and is
     recorded; cronctl itself waits for it rather than leaving it running unrecorded.
 
@@ -338,14 +315,10 @@ def _forward_signals(tracker: Tracker) -> tuple[_Handler, _Handler, _Handler]:
     def ignore(_signum: int, _frame: FrameType | None) -> None:
         return None
 
-    return (
-        signal.signal(signal.SIGINT, forward),
-        signal.signal(signal.SIGTERM, forward),
-        signal.signal(signal.SIGHUP, ignore),
-    )
-
-
-def _restore(previous: tuple[_Handler, _Handler, _Handler]) -> None:
-    signums = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-    for signum, handler in zip(signums, previous, strict=True):
-        signal.signal(signum, handler)
+    handlers = {signal.SIGINT: forward, signal.SIGTERM: forward, signal.SIGHUP: ignore}
+    previous = {signum: signal.signal(signum, handler) for signum, handler in handlers.items()}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)

@@ -1,18 +1,14 @@
-"""`cronctl explain NAME [--at T]`: whether a task was (or will be) due at T, and why it ran
-or did not, from the schedule, this machine's recorded state and the coordination port.
-
-A pure reading: nothing is written, no lock or claim is taken. The dashboard calls
-:func:`explain` too, so it takes what it needs and returns a plain dataclass.
-"""
+"""`cronctl explain NAME [--at T]` (and the dashboard's): whether a task was (or will be) due
+at T, and why it ran or did not. A pure reading: nothing is written, no lock or claim taken."""
 
 from __future__ import annotations
 
-import difflib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
 from cronctl.commands.operate import reading_store
+from cronctl.commands.schedule import find_task
 from cronctl.coord.port import Coordinator, PauseInfo, StoreUnavailable
 from cronctl.core.chains import Chains
 from cronctl.core.due import CLAIM_REACH, MISSED_ROWS, identities
@@ -23,66 +19,37 @@ from cronctl.core.opskeys import runs_on
 from cronctl.core.runs import FINISHED, UNFINISHED, RunRow
 from cronctl.core.visible import visible
 from cronctl.edge.state.store import Store, TaskState
-from cronctl.errors import UsageError
 
 #: How far back the previous occurrence is looked for (a yearly task's is within this).
 _LOOK_BACK = (timedelta(days=2), timedelta(days=40), timedelta(days=400), timedelta(days=3000))
-
-#: The verdicts, one a line of the result (docs/commands.md lists them).
-VERDICTS = (
-    "not-due",
-    "host-not-matched",
-    "paused",
-    "not-yet",
-    "not-dealt-with",
-    "before-first-seen",
-    "not-counted",
-    "missed",
-    "condition",
-    "another-server",
-    "still-running",
-    "group-full",
-    "running",
-    "ran",
-    "waiting",
-    "upstream",
-)
 
 
 @dataclass(frozen=True, slots=True)
 class Explanation:
     """Why task `task` did (or did not, or will not) run at `at`, as seen by `host`.
 
-    `occurrence` is the occurrence explained: the one at `at`'s minute when the task is due
-    then, else the latest one before `at` (None: none in the look-back). `verdict` is one of
-    VERDICTS: "not-due" when `at` is no occurrence; `fate` is what became of `occurrence`
-    (the same as `verdict` when due); `reasons` are the sentences that back it, in the
-    order they apply.
+    `occurrence` is the one at `at`'s minute when the task is due then, else the latest one
+    before `at`. `verdict` is "not-due" when `at` is no occurrence, else `fate`: what became of
+    `occurrence` (docs/commands.md lists them); `reasons` back it, in the order they apply.
     """
 
+    # In the order of its JSON (cli/explain_cmd.py, as_dict).
     task: str
     at: datetime
     host: str
     due: bool
+    verdict: str
+    fate: str
     occurrence: datetime | None
     previous: datetime | None
     next: datetime | None
-    verdict: str
-    fate: str
-    reasons: tuple[str, ...]
     misfire: str
     dst: str | None = None
-    pause: PauseInfo | None = None
     paused_in_file: bool = False
-    runs: tuple[RunRow, ...] = field(default_factory=tuple)
+    pause: PauseInfo | None = None
+    runs: tuple[RunRow, ...] = ()
     instead: RunRow | None = None  # for a missed occurrence: the run its window ran
-
-    @property
-    def outcome(self) -> RunRow | None:
-        """The row that settled the occurrence: the last attempt that is not `missed`."""
-        scheduled = [r for r in self.runs if r.trigger == "schedule"] or list(self.runs)
-        settled = [r for r in scheduled if r.outcome != "missed"]
-        return max(settled, key=lambda r: r.attempt) if settled else None
+    reasons: tuple[str, ...] = ()
 
 
 def explain_here(
@@ -95,15 +62,11 @@ def explain_here(
     host: str,
     now: datetime,
 ) -> Explanation:
-    """The explanation of task `name` at instant `at` (`now`: the real clock, to tell a time
-    still ahead), from this machine's store in `state_dir`, opened for reading only
-    (`cronctl explain` and the dashboard's task page): a machine where nothing ever ran has no
-    store, and none is created for the question.
-
-    :raises UsageError: no such task (the message suggests the closest name).
-    """
+    """The explanation of task `name` at `at` (`now`: the real clock, to tell a time still
+    ahead), from this machine's store in `state_dir`, opened for reading only: none is created
+    for the question."""
     with reading_store(state_dir) as store:
-        task = _task(schedule, name)
+        task = find_task(schedule, name)
         minute = minute_floor(at)
         # A chained task's occurrences are its chain's root's (in a cycle: none but its own).
         timed = (Chains(schedule.tasks).timed(task.name) if task.chained else None) or task
@@ -152,16 +115,6 @@ def explain_here(
             runs=rows,
             instead=instead,
         )
-
-
-def _task(schedule: Schedule, name: str) -> Task:
-    try:
-        return schedule.task(name)
-    except KeyError:
-        names = [t.name for t in schedule.tasks]
-        close = difflib.get_close_matches(name, names, n=1, cutoff=0.5)
-        hint = f"; did you mean {close[0]!r}?" if close else "; see `cronctl list`"
-        raise UsageError(f"no task named {name!r} in the schedule{hint}") from None
 
 
 def _pauses(coord: Coordinator) -> dict[str, PauseInfo]:

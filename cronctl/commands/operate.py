@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
+from cronctl.commands.schedule import find_task
 from cronctl.coord.port import Coordinator, PauseInfo
 from cronctl.core.model import Schedule, Task
 from cronctl.core.opskeys import overdue_since, runs_on
@@ -304,13 +305,13 @@ def pause(
 ) -> None:
     """Mark a task paused in lock_dir (or the coordination store), so every machine sharing
     it skips the task."""
-    _require_task(schedule, name)
+    find_task(schedule, name)
     coord.set_pause(name, reason=reason, now=now, user=user)
 
 
 def resume(schedule: Schedule, coord: Coordinator, name: str) -> bool:
     """Clear an operator pause; False if the task was not paused that way."""
-    task = _require_task(schedule, name)
+    task = find_task(schedule, name)
     cleared = coord.clear_pause(name)
     if not cleared and task.paused:
         raise UsageError(
@@ -318,10 +319,3 @@ def resume(schedule: Schedule, coord: Coordinator, name: str) -> bool:
             "remove it there (it is under version control)"
         )
     return cleared
-
-
-def _require_task(schedule: Schedule, name: str) -> Task:
-    try:
-        return schedule.task(name)
-    except KeyError:
-        raise UsageError(f"no task named {name!r} in the schedule") from None

@@ -5,6 +5,7 @@ The CLI turns flags into arguments and a result into text; nothing here prints.
 
 from __future__ import annotations
 
+import difflib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -140,13 +141,20 @@ def list_tasks(
     return ListResult(rows, problems)
 
 
+def find_task(schedule: Schedule, name: str) -> Task:
+    """The task named `name`; a usage error that suggests the closest name when none is."""
+    try:
+        return schedule.task(name)
+    except KeyError:
+        names = [t.name for t in schedule.tasks]
+        close = difflib.get_close_matches(name, names, n=1, cutoff=0.5)
+        hint = f"; did you mean {close[0]!r}?" if close else "; see `cronctl list`"
+        raise UsageError(f"no task named {name!r} in the schedule{hint}") from None
+
+
 def next_for_task(schedule: Schedule, name: str, after: datetime, count: int) -> NextResult:
     """The next `count` runs of a task from the schedule."""
-    try:
-        task = schedule.task(name)
-    except KeyError:
-        known = ", ".join(t.name for t in schedule.tasks[:10])
-        raise UsageError(f"no task named {name!r}; tasks: {known or '(none)'}") from None
+    task = find_task(schedule, name)
     if task.chained:
         graph = Chains(schedule.tasks)
         timed, roots = graph.timed(name), graph.roots(name)

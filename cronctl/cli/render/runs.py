@@ -24,6 +24,11 @@ def emit_json(data: Any, stream: TextIO | None = None) -> None:
     print(json.dumps(data, indent=2), file=stream or sys.stdout)
 
 
+def utc(value: datetime | None) -> str | None:
+    """An instant in JSON: ISO 8601 in UTC, or null."""
+    return None if value is None else format_utc(value)
+
+
 def render_problems(problems: Sequence[Problem]) -> None:
     """Problems after a listing, on stderr so the table on stdout stays clean."""
     for problem in problems:
@@ -38,7 +43,7 @@ def run_json(row: Any, dry_run: bool = False) -> dict[str, Any]:
         "occurrence": format_utc(row.occurrence),
         "outcome": row.outcome,
         "exit_code": row.exit_code,
-        "started": format_utc(row.started) if row.started else None,
+        "started": utc(row.started),
         "duration_s": row.duration_s,
         "host": row.host,
         "trigger": getattr(row, "trigger", "schedule"),

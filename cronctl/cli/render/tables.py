@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from cronctl.cli.render import fit as fitting
 from cronctl.cli.render import longtable
 from cronctl.cli.render.fit import TIMES, short_time
-from cronctl.cli.render.runs import emit_json, render_problems, run_json, run_kind, visible
+from cronctl.cli.render.runs import emit_json, render_problems, run_json, run_kind, utc, visible
 from cronctl.core.describe import describe, gap_note
 from cronctl.core.model import Problem, Task, format_utc
 from cronctl.core.runs import NOT_OK
@@ -27,15 +27,9 @@ if TYPE_CHECKING:
 
 
 def problem_json(problem: Problem) -> dict[str, Any]:
-    """A problem as docs/commands.md shows it: file, line, task, severity, code, message."""
-    return {
-        "file": problem.file,
-        "line": problem.line,
-        "task": problem.task,
-        "severity": problem.severity,
-        "code": problem.code,
-        "message": problem.message,
-    }
+    """A problem as docs/commands.md shows it."""
+    keys = ("file", "line", "task", "severity", "code", "message")
+    return {key: getattr(problem, key) for key in keys}
 
 
 #: What a terminal's table says under it about its times: whole (UTC unless said) or short.
@@ -200,11 +194,11 @@ def render_list(
                         "schedule": row.task.schedule,
                         "schedule_words": describe(row.task),
                         "timezone": row.task.zone.name,
-                        "next_run": format_utc(row.next_run) if row.next_run else None,
+                        "next_run": utc(row.next_run),
                         **after_json(row.task),
                         "guards": row.task.guards,
                         "paused": row.paused,
-                        "last_run": run_json(row.last_run) if row.last_run else None,
+                        "last_run": row.last_run and run_json(row.last_run),
                         "hosts": list(row.task.hosts),
                         "other_hosts": row.other_hosts,
                     }
@@ -223,20 +217,8 @@ def render_list(
     def cells(shown: Callable[[datetime, Zone], str]) -> list[list[str]]:
         rows = []
         for row in result.rows:
-            task = row.task
-            zone = task.zone
-            next_run = "-"
-            if row.other_hosts:
-                next_run = "other hosts"
-            elif row.paused:
-                next_run = "paused"
-            elif row.next_run:
-                next_run = shown(row.next_run, zone)
-            else:
-                next_run = _unscheduled_next(task)
-            last = "-"
-            if row.last_run:
-                last = f"{shown(row.last_run.occurrence, zone)} {row.last_run.outcome}"
+            task, zone, last = row.task, row.task.zone, row.last_run
+            last_cell = f"{shown(last.occurrence, zone)} {last.outcome}" if last else "-"
             said = (id(task.cron), id(zone), task.at, task.after, task.after_outcome)
             text = words.get(said)
             if text is None:
@@ -246,9 +228,9 @@ def render_list(
                     task.name,
                     task.schedule,
                     "-" if task.chained else zone.name,
-                    next_run,
+                    _next_cell(row, shown),
                     ",".join(task.guards) or "-",
-                    last,
+                    last_cell,
                     text,  # last: words with spaces, after the columns scripts cut
                 ]
             )
@@ -358,16 +340,11 @@ def _status_outcome(row: Any) -> str:
     return f"{row.outcome} ({kind})" if kind else row.outcome
 
 
-def _pause_json(pause: Any) -> dict[str, Any] | None:
-    if pause is None:
+def pause_json(info: Any) -> dict[str, Any] | None:
+    """An operator pause: who, since when, why."""
+    if info is None:
         return None
-    since = pause.since
-    return {
-        "reason": pause.reason,
-        "since": format_utc(since) if since else None,
-        "host": pause.host,
-        "user": pause.user,
-    }
+    return {"reason": info.reason, "since": utc(info.since), "host": info.host, "user": info.user}
 
 
 def render_status(result: Any, as_json: bool, now: datetime) -> None:
@@ -381,15 +358,15 @@ def render_status(result: Any, as_json: bool, now: datetime) -> None:
                         "in_schedule": row.task is not None,
                         "paused": row.paused,
                         "pause_reason": row.pause_reason,
-                        "pause": _pause_json(row.pause),
-                        "next_run": format_utc(row.next_run) if row.next_run else None,
+                        "pause": pause_json(row.pause),
+                        "next_run": utc(row.next_run),
                         **after_json(row.task),
-                        "last_run": run_json(row.last_run) if row.last_run else None,
+                        "last_run": row.last_run and run_json(row.last_run),
                         "consecutive_failures": row.consecutive_failures,
                         "missed": row.missed,
                         "note": row.note,
                         "overdue": row.overdue is not None,
-                        "overdue_since": format_utc(row.overdue) if row.overdue else None,
+                        "overdue_since": utc(row.overdue),
                         "other_hosts": row.other_hosts,
                         "host": getattr(result, "host", None),
                     }
@@ -410,7 +387,7 @@ def render_status(result: Any, as_json: bool, now: datetime) -> None:
                     shown(last.occurrence, zone) if last else "-",
                     _status_outcome(last) if last else "-",
                     f"{last.duration_s:.1f}s" if last and last.duration_s is not None else "-",
-                    _status_next(row, shown),
+                    _next_cell(row, shown),
                     str(row.consecutive_failures),
                     str(row.missed),
                     _status_note(row, shown),
@@ -432,7 +409,8 @@ def render_status(result: Any, as_json: bool, now: datetime) -> None:
     )
 
 
-def _status_next(row: Any, shown: Callable[[datetime, Zone], str]) -> str:
+def _next_cell(row: Any, shown: Callable[[datetime, Zone], str]) -> str:
+    """NEXT RUN, of `list` and `status`."""
     if row.task is None:
         return "not in schedule"
     if getattr(row, "other_hosts", False):
@@ -441,14 +419,9 @@ def _status_next(row: Any, shown: Callable[[datetime, Zone], str]) -> str:
         return "paused"
     if row.next_run:
         return shown(row.next_run, row.task.zone)
-    return _unscheduled_next(row.task)
-
-
-def _unscheduled_next(task: Task) -> str:
-    """The NEXT RUN of a task with no next occurrence of its own."""
-    if task.chained:
-        return task.schedule  # "after extract": it starts when that ends
-    return "at work start" if task.start_only else "-"
+    if row.task.chained:
+        return str(row.task.schedule)  # "after extract": it starts when that ends
+    return "at work start" if row.task.start_only else "-"
 
 
 def after_json(task: Task | None) -> dict[str, Any]:
@@ -537,7 +510,7 @@ def render_fleet_status(result: Sequence[Any], as_json: bool) -> None:
                         "host": row.host,
                         "paused": row.paused,
                         "pause_reason": row.pause_reason,
-                        "last_run": run_json(row.last_run) if row.last_run else None,
+                        "last_run": row.last_run and run_json(row.last_run),
                     }
                     for row in result
                 ]
