@@ -1,10 +1,5 @@
-"""The typer app: every command registered, in the order `cronctl --help` lists them.
-
-Each command family lives in a module of its own (``*_cmd.py`` / ``*_cmds.py``: flags in, a
-use case of cronctl.commands or cronctl.run, a renderer out); this module adds its commands.
-The console entry point is cronctl.cli.main:main, which maps errors to exit codes and serves
-the every-minute `cronctl run` without building this app at all.
-"""
+"""The typer app: every command of the ``*_cmd(s).py`` modules, in --help's order (the entry
+point, with a plain `run` that skips typer, is cli/main.py)."""
 
 from __future__ import annotations
 
@@ -47,7 +42,7 @@ app = typer.Typer(
 def _version(value: bool) -> None:
     if value:
         print(f"cronctl {__version__}")
-        raise typer.Exit()
+        raise typer.Exit
 
 
 @app.callback()
@@ -69,7 +64,6 @@ class _Command(typer.core.TyperCommand):
         return [p[1:-1] if p.startswith("{") and p.endswith("}") else p for p in pieces]
 
 
-# In the order `cronctl --help` lists them.
 for _name, _command in (
     ("check", schedule_cmds.check),
     ("list", schedule_cmds.list_),

@@ -1,8 +1,5 @@
-"""`cronctl export systemd --user NAME|kubernetes --image IMAGE [DIR]`: hand it over.
-
-Files go to DIR (created, never overwritten without --force) or to stdout; what a target
-cannot express is listed on stderr and as comments in the files, never dropped silently.
-"""
+"""`cronctl export systemd|kubernetes [DIR]`: files to DIR or stdout; what a target cannot
+express is listed on stderr and as comments in the files, never dropped silently."""
 
 from __future__ import annotations
 

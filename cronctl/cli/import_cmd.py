@@ -1,22 +1,16 @@
-"""`cronctl import CRONTAB [--system [--user NAME] [--skip-other-users]] [-o FILE]`: read,
-convert, write, report.
-
-The TOML goes to FILE or stdout, the report to stderr as `CRONTAB:LINE: message`.
-Exit 0 when everything converted, 1 when something was left out; a crontab that
-cannot be read or a FILE that exists (without --force) is a UsageError (exit 2,
-mapped in cronctl.cli.main).
-"""
+"""`cronctl import CRONTAB`: the TOML to FILE or stdout, the report to stderr as
+`CRONTAB:LINE: message`."""
 
 from __future__ import annotations
 
 import os
-import pwd
 import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from cronctl.cli.ops_cmds import account
 from cronctl.cli.render.runs import visible
 from cronctl.commands.importer import import_crontab
 from cronctl.core.crontab import USER_NAME
@@ -111,10 +105,7 @@ def import_command(
 def _run_as(user: str | None) -> str:
     """The user cronctl will run the imported file as: --user, else whoever imports it."""
     if user is None:
-        try:
-            return pwd.getpwuid(os.geteuid()).pw_name
-        except KeyError:  # a uid with no passwd entry (a container's): named by its number
-            return str(os.geteuid())
+        return account(os.geteuid())
     if not USER_NAME.fullmatch(user):
         raise UsageError(f"--user {user[:80]!r} is not a user name")
     return user

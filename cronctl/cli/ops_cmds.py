@@ -66,8 +66,7 @@ def status(
     render_status(result, as_json, instant)
     # A probe must not pass on a directory nothing ever ran with: a wrong --state-dir.
     fresh = _say_if_nothing_ran(states, ": --check fails until something has" if check else "")
-    if schedule.errors:
-        # As `list`: the good tasks are shown, but a broken file is never an exit 0.
+    if schedule.errors:  # as `list`: the good tasks shown, but a broken file never exits 0
         render_problems(schedule.errors)
         raise typer.Exit(2)
     if check and fresh:
@@ -225,14 +224,11 @@ def _copy_out(chunks: Iterator[bytes], flush: bool) -> bool:
         for chunk in chunks:  # streamed: a huge log never sits in memory whole
             if decoder is None:
                 sys.stdout.buffer.write(chunk)
-                if flush:
-                    sys.stdout.buffer.flush()
             else:
                 sys.stdout.write(visible(decoder.decode(chunk)))
-                if flush:
-                    sys.stdout.flush()
+            if flush:
+                sys.stdout.flush()  # its buffer too
         sys.stdout.flush()
-        sys.stdout.buffer.flush()
     except BrokenPipeError:
         # `cronctl logs NAME | head` closed the pipe: done, like cat. Point stdout at
         # /dev/null so the interpreter's final flush does not fail on it again.
@@ -272,20 +268,19 @@ def pause(
     """
     schedule, _, locks = where.load()
     coord = where.coordinator(schedule, locks)
-    operate.pause(schedule, coord, name, reason, parse_instant(None), _login_name())
+    # Who pauses: cron, `sudo -i` and containers often set neither variable.
+    user = os.environ.get("USER") or os.environ.get("LOGNAME") or account(os.getuid())
+    operate.pause(schedule, coord, name, reason, parse_instant(None), user)
     print(f"paused {name} ({coord.describe()}); `cronctl resume {name}` undoes it", file=sys.stderr)
 
 
-def _login_name() -> str:
-    """Who pauses: $USER or $LOGNAME, else the account of this uid (cron, `sudo -i` and
-    containers often set neither), else the bare uid."""
-    named = os.environ.get("USER") or os.environ.get("LOGNAME")
-    if named:
-        return named
+def account(uid: int) -> str:
+    """The name of account `uid`, or the bare number of one with none (a container's
+    --user 12345)."""
     try:
-        return pwd.getpwuid(os.getuid()).pw_name
-    except KeyError:  # a uid with no account (a container's --user 12345)
-        return str(os.getuid())
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
 
 
 @shared("file", "state_dir", "lock_dir", "coordination")

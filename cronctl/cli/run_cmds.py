@@ -1,5 +1,4 @@
-"""`run` and `work`: the typer commands in front of run/ (a plain `cronctl run` is served by
-cronctl.cli.main without typer, through the same cronctl.cli.wiring.run_command)."""
+"""`run` and `work` (a plain `cronctl run` skips typer: cli/main.py)."""
 
 from __future__ import annotations
 

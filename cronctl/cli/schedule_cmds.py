@@ -271,20 +271,20 @@ def check_with_diff(
     fmt: str,
 ) -> None:
     """`check --diff REF`: the problems as usual, then what the change does to the schedule."""
+    why = ""
     try:
         diff = diff_against(ref, given, schedule, now)
     except UnreadableRevision as exc:
         # The work tree is checked as usual and its exit status stands: a broken old file
         # must not block the change that fixes it. Only the diff is refused, and said so.
-        if fmt == "json":
-            emit_json({**check_json(result), "diff": None, "diff_error": str(exc)})
-            return
-        render_check(result, fmt, schedule.tables, len(schedule.files))
-        print(str(exc))
-        return
+        diff, why = None, str(exc)
     if fmt == "json":
-        emit_json({**check_json(result), "diff": diff_json(diff, ref)})
+        said = {"diff": None, "diff_error": why} if diff is None else {"diff": diff_json(diff, ref)}
+        emit_json({**check_json(result), **said})
         return
     render_check(result, fmt, schedule.tables, len(schedule.files))
+    if diff is None:
+        print(why)
+        return
     for line in diff_github(diff) if fmt == "github" else diff_text(diff, ref):
         print(line)

@@ -1,8 +1,5 @@
-"""`cronctl serve`: the dashboard (cronctl/web, docs/dashboard.md), its flags checked, its
-schedule, directories and coordinator opened as every command opens them, then started.
-
-The dashboard's app, and with it the web extra (Starlette, Jinja2, uvicorn), is imported
-only when the command runs (web/app.py)."""
+"""`cronctl serve`: the dashboard (cronctl/web, docs/dashboard.md), whose app and web extra
+are imported only when the command runs."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from cronctl.cli.render import longtable
+from cronctl.cli.render import tables
 from cronctl.cli.render.tables import table
 
 RESET = "\x1b[0m"
@@ -63,9 +63,9 @@ def test_line_by_line_shows_what_the_rich_table_shows(
     monkeypatch.delenv("NO_COLOR", raising=False)
     if no_color:
         monkeypatch.setenv("NO_COLOR", "1")
-    data = rows(longtable.LONG_TABLE_ROWS, seed=int(columns))
+    data = rows(tables.LONG_TABLE_ROWS, seed=int(columns))
     fast = drawn(data)
-    monkeypatch.setattr(longtable, "LONG_TABLE_ROWS", len(data) + 1)
+    monkeypatch.setattr(tables, "LONG_TABLE_ROWS", len(data) + 1)
     slow = drawn(data)
     assert styled_characters(fast) == styled_characters(slow)
     assert (fast == slow) is (columns == "40")  # too narrow to fit: rich squeezes it

@@ -1,20 +1,10 @@
-"""How a table gives way on a narrow terminal: shorter times, fewer columns, shorter free text.
-
-A task name or a time is never cut: an operator who reads `nightly-backup-of-the-main-datab…`
-or `2026-12-03T01:00:…` cannot act on it. Each table names, least useful first, what it may
-give up (docs/commands.md, "Tables that fit"); a free-text column with nothing in it goes
-first, then the steps are taken in that order, each only while the table is still too wide:
-
-- ``TIMES``: every time is written short (:func:`short_time`): a time of the same day as now
-  without its date, one of the same year without its year, each in the task's own zone
-  when it has one;
-- ``"~NAME"``: the free-text column NAME may shrink, with an ellipsis, down to
-  ``FREE_TEXT_FLOOR`` characters;
-- ``"NAME"``: the column NAME is dropped.
-
-Then, as a last resort, the free-text columns shrink down to 8 characters (or their floor,
-for a free text that holds a time). A table still too wide is printed as it is, wider than
-the terminal, rather than with a name or a time cut.
+"""How a table gives way on a narrow terminal, never cutting a task name or a time (an
+operator cannot act on `nightly-backup-of-the-m…`). Each table names, least useful first, what
+it may give up (docs/commands.md, "Tables that fit"); an empty free-text column goes first,
+then each step is taken while the table is still too wide: ``TIMES`` writes every time short
+(:func:`short_time`), ``"~NAME"`` lets free-text column NAME shrink to ``FREE_TEXT_FLOOR``,
+``"NAME"`` drops column NAME. Last, the free-text columns shrink to 8 characters (or their
+floor); a table still too wide is printed wider than the terminal.
 """
 
 from __future__ import annotations
@@ -24,8 +14,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from cronctl.core.zones import Zone
-
-__all__ = ["FREE_TEXT_FLOOR", "TIMES", "Layout", "fit", "short_time"]
 
 #: The step that writes every time short.
 TIMES = "<times>"
@@ -57,12 +45,9 @@ def fit(
     short: Callable[[], Sequence[Sequence[str]]] | None = None,
     floors: Mapping[str, int] | None = None,
 ) -> Layout:
-    """The layout of a table on a terminal `width` columns wide (see the module's docstring).
-
-    `short` gives the rows with their times written short (asked only when needed: at 10,000
-    rows it costs); `floors` the width below which a free-text column holding a time may not
-    shrink.
-    """
+    """The layout on a terminal `width` columns wide. `short` gives the rows with their times
+    short (asked only when needed: at 10,000 rows it costs); `floors` the width below which a
+    free-text column holding a time may not shrink."""
     names = list(headers)
     full = _natural(headers, rows)
     kept = list(range(len(headers)))

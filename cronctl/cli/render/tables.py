@@ -11,7 +11,6 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from cronctl.cli.render import fit as fitting
-from cronctl.cli.render import longtable
 from cronctl.cli.render.fit import TIMES, short_time
 from cronctl.cli.render.runs import emit_json, render_problems, run_json, run_kind, utc, visible
 from cronctl.core.describe import describe, gap_note
@@ -22,6 +21,8 @@ from cronctl.core.zones import Zone, parse_zone
 
 if TYPE_CHECKING:
     from datetime import datetime
+
+    from rich.console import Console
 
     from cronctl.commands.schedule import CheckResult, DueResult, ListResult, NextResult
 
@@ -76,10 +77,10 @@ def table(
             headers, rows, console.width, drop, shrink, shortened if short else None, floors
         )
         rows, keep, widths = layout.rows, layout.keep, layout.widths
-        if not layout.fits or len(rows) >= longtable.LONG_TABLE_ROWS:
+        if not layout.fits or len(rows) >= LONG_TABLE_ROWS:
             # Long (a rich Table is slow), or wider than the terminal even so: rich would
             # squeeze the columns and cut names and times; printed whole, the terminal wraps.
-            longtable.print_lines(console, headers, rows, keep, widths, outcome_style)
+            _print_lines(console, headers, rows, keep, widths)
         else:
             grid = Table(box=None, header_style="bold", pad_edge=False)
             for index in keep:
@@ -94,6 +95,39 @@ def table(
             console.print(Text(IN_TASK_ZONES if layout.short_times else whole_times, "dim"))
         return
     out.write(plain_table(headers, rows))
+
+
+#: From this many rows on, a terminal table that fits is printed line by line: a rich Table
+#: lays out each cell on its own, which makes a long `list` slow to draw
+#: (docs/architecture.md#devices-kept-for-speed).
+LONG_TABLE_ROWS = 500
+
+
+def _print_lines(
+    console: Console,
+    headers: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    keep: Sequence[int],
+    widths: Sequence[int],
+) -> None:
+    """What a rich Table prints, line by line: each cell cropped with an ellipsis and padded
+    to its width (widths fixed by render/fit.py: no cell wraps) as the Table crops it, tabs
+    expanded as it expands them, columns two spaces apart, the header bold. Only the escape
+    codes are grouped differently (the header's gaps are one bold run)."""
+    from rich.text import Text
+
+    def line(cells: Sequence[str], header: bool) -> Text:
+        parts = []
+        for index in keep:
+            style = "bold" if header else outcome_style(headers[index], cells[index])
+            cell = Text(cells[index], style=style)
+            cell.expand_tabs()
+            cell.truncate(widths[index], overflow="ellipsis", pad=True)
+            parts.append(cell)
+        return Text("  ", style="bold" if header else "").join(parts)
+
+    lines = [line(headers, True), *(line(row, False) for row in rows)]
+    console.print(Text("\n").join(lines), no_wrap=True, overflow="ignore", crop=False)
 
 
 def plain_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
