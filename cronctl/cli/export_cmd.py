@@ -15,7 +15,6 @@ from cronctl.core.export import kubernetes, systemd
 from cronctl.core.export.common import Exported
 from cronctl.errors import UsageError
 
-TARGETS = ("systemd", "kubernetes")
 _T = TypeVar("_T", str, Path)
 
 
@@ -74,7 +73,7 @@ def export_command(
             "name the target: `cronctl export systemd [DIR] --user NAME` or "
             "`cronctl export kubernetes [DIR] --image IMAGE` (without DIR, to stdout)"
         )
-    if to not in TARGETS:
+    if to not in ("systemd", "kubernetes"):
         raise UsageError(f"{to!r} is not an export target: use systemd or kubernetes")
     if to == "kubernetes" and not image:
         raise UsageError("kubernetes needs --image IMAGE (the image the commands run in)")

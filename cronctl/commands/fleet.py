@@ -1,8 +1,5 @@
-"""Fleet use cases over the coordination store: `status --fleet`, `history --fleet`
-(docs/fleets-postgresql.md).
-
-Without a store there is no fleet history to read: ``fleet_history_of`` refuses with a usage
-error that says how to set one."""
+"""`status --fleet` and `history --fleet`, from the coordination store
+(docs/fleets-postgresql.md); without one, ``fleet_history_of`` says how to set one."""
 
 from __future__ import annotations
 

@@ -14,21 +14,15 @@ from cronctl.edge.schedfiles import parse_files
 
 
 def schedule_at(ref: str, given: list[Path] | None, current: list[Path]) -> Schedule:
-    """The schedule files as they were at `ref`; files the revision lacks are left out."""
+    """The schedule files as they were at `ref` (a directory's as they were there); files the
+    revision lacks are left out."""
     paths = list(current)
-    for candidate in _given(given):
+    env = os.environ.get("CRONCTL_FILE") or ""
+    for candidate in given or [Path(p) for p in env.split(os.pathsep) if p]:
         if candidate.is_dir():
             paths += [p for p in git.tomls_at(ref, candidate) if p not in paths]
-    found = [(path, git.show(ref, path)) for path in paths]
-    kept = [(path, data) for path, data in found if data is not None]
-    return build_schedule(parse_files([p for p, _ in kept], [d for _, d in kept]))
-
-
-def _given(given: list[Path] | None) -> list[Path]:
-    if given:
-        return list(given)
-    env = os.environ.get("CRONCTL_FILE")
-    return [Path(p) for p in env.split(os.pathsep) if p] if env else []
+    found = [(path, data) for path in paths if (data := git.show(ref, path)) is not None]
+    return build_schedule(parse_files([p for p, _ in found], [d for _, d in found]))
 
 
 class UnreadableRevision(Exception):

@@ -1,7 +1,5 @@
-"""Use cases behind the commands. Each takes plain values (and the time), returns a dataclass.
-
-The CLI turns flags into arguments and a result into text; nothing here prints.
-"""
+"""`check`, `list`, `next`, `due` and `init`: plain values (and the time) in, a dataclass out;
+nothing here prints."""
 
 from __future__ import annotations
 
@@ -38,12 +36,10 @@ class CheckResult:
     @property
     def ok(self) -> bool:
         """No errors (and, under --strict, no warnings either)."""
-        if self.strict:
-            return not self.problems
-        return not any(p.severity == "error" for p in self.problems)
+        return not any(self.strict or p.severity == "error" for p in self.problems)
 
 
-@dataclass(frozen=True, slots=True)  # not a dataclass: one is made per task, slots set directly
+@dataclass(frozen=True, slots=True)
 class TaskRow:
     """One row of `cronctl list`."""
 
@@ -64,18 +60,16 @@ class ListResult:
 
 @dataclass(frozen=True)
 class NextResult:
-    """`cronctl next`: the next occurrences of a task or an ad-hoc expression."""
+    """`cronctl next`: the next occurrences of a task or an ad-hoc expression; per occurrence
+    the wall times it stands for (several after a DST gap: `misfire` says how many run). A
+    chained task's are those of the timed tasks atop its chain (`roots`)."""
 
     task: str | None
     expression: str
     timezone: str
     occurrences: list[datetime]
-    # Per occurrence, the wall times it stands for (several after a DST gap), and the policy
-    # that decides how many of them run.
     carried: list[tuple[datetime, ...]] = field(default_factory=list)
     misfire: str = DEFAULT_MISFIRE
-    # A chained task: the tasks it runs after, and the timed tasks atop its chain, whose
-    # occurrences `occurrences` then are (it starts when its upstream runs of each end).
     after: tuple[str, ...] = ()
     roots: tuple[str, ...] = ()
 

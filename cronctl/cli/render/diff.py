@@ -94,15 +94,15 @@ def diff_json(diff: ScheduleDiff, ref: str) -> dict[str, Any]:
     }
 
 
-def _escape(text: str) -> str:
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+def annotation(level: str, file: object, line: int | None, title: str, message: str) -> str:
+    """A GitHub workflow annotation (`::error file=F,line=L,title=T::message`)."""
+    where = f"file={file}" if line is None else f"file={file},line={line}"
+    message = message.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return f"::{level} {where},title={title}::{message}"
 
 
 def _notice(task: Task, title: str, message: str, line: bool = True) -> str:
-    where = f"file={task.source}"
-    if line and task.line is not None:
-        where += f",line={task.line}"
-    return f"::notice {where},title={title}::{_escape(message)}"
+    return annotation("notice", task.source, task.line if line else None, title, message)
 
 
 def diff_github(diff: ScheduleDiff) -> list[str]:

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from cronctl.cli.render import fit as fitting
+from cronctl.cli.render.diff import annotation
 from cronctl.cli.render.fit import TIMES, short_time
 from cronctl.cli.render.runs import emit_json, render_problems, run_json, run_kind, utc, visible
 from cronctl.core.describe import describe, gap_note
@@ -181,11 +182,13 @@ def render_check(result: CheckResult, fmt: str, task_count: int, file_count: int
     if fmt == "json":
         emit_json(check_json(result))
         return
-    for problem in result.problems:
-        if fmt == "github":
-            print(_github(problem))
-        else:
-            print(problem.describe())
+    for p in result.problems:
+        if fmt == "text":
+            print(p.describe())
+            continue
+        level = "error" if p.severity == "error" else "warning"
+        task = f"task {p.task}: " if p.task else ""
+        print(annotation(level, p.file, p.line, f"cronctl {p.code}", task + p.message))
     if fmt == "github" and result.acknowledged:
         print(f"::notice title=cronctl::{acknowledged(result.acknowledged)}")
     if fmt == "text":
@@ -195,16 +198,6 @@ def render_check(result: CheckResult, fmt: str, task_count: int, file_count: int
             f"file{'s' * (file_count != 1)}; {summary(result.problems)}"
             f"{', ' + acknowledged(result.acknowledged) if result.acknowledged else ''}"
         )
-
-
-def _github(problem: Problem) -> str:
-    level = "error" if problem.severity == "error" else "warning"
-    where = f"file={problem.file}"
-    if problem.line is not None:
-        where += f",line={problem.line}"
-    task = f"task {problem.task}: " if problem.task else ""
-    message = (task + problem.message).replace("%", "%25").replace("\n", "%0A")
-    return f"::{level} {where},title=cronctl {problem.code}::{message}"
 
 
 def local_time(when: datetime, zone: Zone) -> str:
