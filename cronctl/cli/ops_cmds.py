@@ -13,6 +13,7 @@ from typing import Annotated
 import typer
 
 from cronctl.cli.options import (
+    AllOpt,
     FleetOpt,
     JsonOpt,
     MaybeNameArg,
@@ -39,14 +40,7 @@ def status(
     check: Annotated[
         bool, typer.Option("--check", help="Exit 1 when a task is failing or overdue.")
     ] = False,
-    everything: Annotated[
-        bool,
-        typer.Option(
-            "--all",
-            help="Also the tasks this machine's history knows that the loaded schedule does "
-            "not have (removed tasks, another schedule sharing the state directory).",
-        ),
-    ] = False,
+    everything: AllOpt = False,
 ) -> None:
     """Per task of the loaded schedule (--all: also those only history knows): last run,
     outcome (a manual run or a retry says so), duration, next run, failures in a row, missed,
@@ -113,14 +107,7 @@ def history(
             "2026-08-03T09:00:00Z).",
         ),
     ] = None,
-    everything: Annotated[
-        bool,
-        typer.Option(
-            "--all",
-            help="Also the runs of tasks the loaded schedule does not have (removed tasks, "
-            "another schedule sharing the state directory).",
-        ),
-    ] = False,
+    everything: AllOpt = False,
 ) -> None:
     """Past runs on this machine (--fleet: on every machine), newest first; only of the
     loaded schedule's tasks unless --all. The filters combine, with --json and --fleet too.

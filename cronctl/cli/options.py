@@ -107,6 +107,14 @@ MaybeNameArg = Annotated[
     str | None,
     typer.Argument(metavar="[NAME]", help="Task name.", autocompletion=task_names),
 ]
+AllOpt = Annotated[
+    bool,
+    typer.Option(
+        "--all",
+        help="Also the tasks this machine's history knows that the loaded schedule does not "
+        "have, and their runs (removed tasks, another schedule sharing the state directory).",
+    ),
+]
 FleetOpt = Annotated[
     bool, typer.Option("--fleet", help="Every machine's, from the coordination store.")
 ]

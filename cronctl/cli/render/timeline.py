@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import textwrap
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TextIO
 from xml.sax.saxutils import escape
@@ -41,15 +42,13 @@ class Scale:
                 return index + 1
         return len(self.bounds) + 1
 
-    def legend(self) -> list[tuple[int, str]]:
-        """(level, what it means) for every level."""
-        found = [(0, "0")]
-        low = 1
-        for index, bound in enumerate(self.bounds):
-            found.append((index + 1, str(bound) if bound == low else f"{low}-{bound}"))
+    def samples(self) -> list[tuple[int, str]]:
+        """For every level, its lowest count and what it means: (0, "0"), (1, "1"), (2, "2-3")."""
+        found, low = [(0, "0")], 1
+        for bound in self.bounds:
+            found.append((low, str(bound) if bound == low else f"{low}-{bound}"))
             low = bound + 1
-        found.append((len(self.bounds) + 1, f"{low}+"))
-        return found
+        return [*found, (low, f"{low}+")]
 
 
 SCALE = Scale()
@@ -93,69 +92,40 @@ def _hour_ruler(indent: int) -> str:
     return " " * indent + "".join(f"{h:02d}    " for h in range(0, 24, 3)).rstrip()
 
 
-def _legend_text(scale: Scale) -> str:
-    return "  ".join(f"{GLYPHS[lvl]} {text}" for lvl, text in scale.legend())
-
-
 def render_timeline_text(timeline: Timeline, out: TextIO, colour: bool) -> None:
-    """The heat map (a row per day) and a row per task (runs per hour of day, all days)."""
-    if colour:
-        _render_rich(timeline, out)
-        return
-    heat = timeline.heat()
-    print(_title(timeline), file=out)
-    print(_hour_ruler(11), file=out)
-    for index, row in enumerate(heat):
-        cells = "".join(GLYPHS[SCALE.level(c)] * 2 for c in row)
-        print(f"{timeline.day(index):%a %m-%d}  {cells}", file=out)
-    print(f"runs in an hour: {_legend_text(SCALE)}", file=out)
-    note = left_out(timeline)
-    if note:  # wrapped: the picture is 80 columns wide, the names are not bounded
-        print("\n".join(textwrap.wrap(note, 80, subsequent_indent="  ")), file=out)
-    print(file=out)
-    print(_task_header(timeline), file=out)
+    """The heat map (a row per day) and a row per task (runs per hour of day, all days): cells
+    coloured on a terminal (`colour`), characters when piped."""
+
+    def cells(counts: Iterable[int], width: int = 2) -> list[tuple[str, str]]:
+        levels = [SCALE.level(count) for count in counts]
+        if colour:
+            return [("  ", f"on {COLOURS[level]}") for level in levels]
+        return [("".join(GLYPHS[level] * width for level in levels), "")]
+
+    lines = [[(_title(timeline), "bold")], [(_hour_ruler(11), "dim")]]
+    for index, row in enumerate(timeline.heat()):
+        lines.append([(f"{timeline.day(index):%a %m-%d}  ", ""), *cells(row)])
+    # A count of each level (0, 1, 2, 4, ...) paints its cell in the legend.
+    legend = [[*cells([bound], 1), (f" {text}  ", "")] for bound, text in SCALE.samples()]
+    lines.append([("runs in an hour: ", ""), *(piece for part in legend for piece in part)])
+    note = left_out(timeline)  # wrapped: the picture is 80 columns wide, names are unbounded
+    lines += [[(line, "dim")] for line in textwrap.wrap(note or "", 80, subsequent_indent="  ")]
+    lines += [[], [(_task_header(timeline), "bold")]]
     for lane in timeline.lanes:
-        name = _short(lane.task.name, _NAME_WIDTH)
+        name = (f"{_short(lane.task.name, _NAME_WIDTH):<{_NAME_WIDTH}} ", "")
         if lane.task.paused:
-            print(f"{name:<{_NAME_WIDTH}} {'paused':<48}  0", file=out)
-            continue
-        cells = "".join(GLYPHS[SCALE.level(c)] * 2 for c in lane.by_hour_of_day())
-        print(f"{name:<{_NAME_WIDTH}} {cells}  {lane.total:,}", file=out)
-
-
-def _render_rich(timeline: Timeline, out: TextIO) -> None:
+            lines.append([name, (f"{'paused':<48}", "yellow"), ("  0", "")])
+        else:
+            lines.append([name, *cells(lane.by_hour_of_day()), (f"  {lane.total:,}", "")])
+    if not colour:
+        out.write("".join("".join(text for text, _ in line).rstrip() + "\n" for line in lines))
+        return
     from rich.console import Console
     from rich.text import Text
 
     console = Console(file=out, highlight=False)
-
-    def cells(counts: list[int]) -> Text:
-        text = Text()
-        for count in counts:
-            text.append("  ", style=f"on {COLOURS[SCALE.level(count)]}")
-        return text
-
-    heat = timeline.heat()
-    console.print(Text(_title(timeline), style="bold"))
-    console.print(_hour_ruler(11), style="dim")
-    for index, row in enumerate(heat):
-        console.print(Text(f"{timeline.day(index):%a %m-%d}  ") + cells(row))
-    legend = Text("runs in an hour: ")
-    for lvl, text in SCALE.legend():
-        legend.append("  ", style=f"on {COLOURS[lvl]}")
-        legend.append(f" {text}  ")
-    console.print(legend)
-    note = left_out(timeline)
-    if note:
-        console.print(note, style="dim")
-    console.print()
-    console.print(Text(_task_header(timeline), style="bold"))
-    for lane in timeline.lanes:
-        name = Text(f"{_short(lane.task.name, _NAME_WIDTH):<{_NAME_WIDTH}} ")
-        if lane.task.paused:
-            console.print(name + Text("paused", style="yellow"))
-            continue
-        console.print(name + cells(lane.by_hour_of_day()) + Text(f"  {lane.total:,}"))
+    for line in lines:
+        console.print(Text.assemble(*line))
 
 
 def use_colour(out: TextIO) -> bool:
@@ -276,8 +246,8 @@ def _svg_lanes(timeline: Timeline, top: int, plot_w: int) -> list[str]:
 def _svg_legend(y: int, scale: Scale) -> list[str]:
     parts = [f"<text x='16' y='{y + 13}' fill='#57606a'>runs in an hour:</text>"]
     x = _LEFT
-    for lvl, text in scale.legend():
-        colour = COLOURS[lvl]
+    for low, text in scale.samples():
+        colour = COLOURS[scale.level(low)]
         parts.append(f"<rect x='{x}' y='{y}' width='18' height='18' rx='3' fill='{colour}'/>")
         parts.append(f"<text x='{x + 24}' y='{y + 13}' fill='#57606a'>{text}</text>")
         x += 24 + 8 * len(text) + 20
@@ -291,7 +261,7 @@ def timeline_json(timeline: Timeline) -> dict[str, object]:
         "timezone": timeline.zone.name,
         "first_day": f"{timeline.first:%Y-%m-%d}",
         "days": timeline.days,
-        "scale": [text for _, text in SCALE.legend()],
+        "scale": [text for _, text in SCALE.samples()],
         "heat": timeline.heat(),
         "tasks": [
             {
