@@ -85,8 +85,4 @@ for _name, _command in (
     ("export", export_cmd.export_command),
     ("serve", serve_cmd.serve_command),
 ):
-    app.command(_name)(_command)
-
-for _info in app.registered_commands:
-    if _info.cls in (None, typer.core.TyperCommand):
-        _info.cls = _Command
+    app.command(_name, cls=_Command)(_command)

@@ -94,10 +94,13 @@ def export_command(
         results = systemd.export_schedule(schedule.tasks, instant, user or "")
     else:
         results = [kubernetes.export_task(task, instant, image or "") for task in schedule.tasks]
-    if output is None:
-        _print(results, to)
+    files = {name: text for result in results for name, text in result.files.items()}
+    if output is not None:
+        _write_all(output, files, force)
+    elif to == "systemd":
+        sys.stdout.write("\n".join(f"# --- {name}\n{text}" for name, text in files.items()))
     else:
-        _write_all(output, results, force)
+        sys.stdout.write("---\n".join(files.values()))
     _report(results, to)
 
 
@@ -109,20 +112,11 @@ def _one(what: str, argument: _T | None, option: _T | None, flag: str) -> _T | N
     return argument if argument is not None else option
 
 
-def _print(results: list[Exported], to: str) -> None:
-    chunks = []
-    for result in results:
-        for name, text in result.files.items():
-            chunks.append(f"# --- {name}\n{text}" if to == "systemd" else text)
-    sys.stdout.write(("\n" if to == "systemd" else "---\n").join(chunks))
-
-
-def _write_all(directory: Path, results: list[Exported], force: bool) -> None:
+def _write_all(directory: Path, files: dict[str, str], force: bool) -> None:
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise UsageError(f"cannot create {directory}: {exc.strerror or exc}") from None
-    files = {name: text for r in results for name, text in r.files.items()}
     if not force:
         present = [n for n in files if (directory / n).exists()]
         if present:

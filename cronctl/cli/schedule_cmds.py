@@ -96,29 +96,24 @@ def check(
         check_with_diff(result, schedule, where.file, diff, parse_instant(now), fmt)
     else:
         render_check(result, fmt, schedule.tables, len(schedule.files))
-    if (
-        fmt == "text"
-        and not result.ok
-        and any(p.severity == "warning" and p.code in TASK_WARNINGS for p in result.problems)
-    ):
+    warned = any(p.severity == "warning" and p.code in TASK_WARNINGS for p in result.problems)
+    if fmt == "text" and not result.ok and warned:
         # --strict failed on warnings: say how to accept the ones read, or CI fails for ever.
-        print(ACCEPT_HINT, file=sys.stderr)
+        print(
+            "hint: a warning you have read and accept: add its code (in brackets) to the task's "
+            "ignore_warnings, or to [defaults] for the whole file (docs/schedule-file.md#warnings)",
+            file=sys.stderr,
+        )
     named = any(p.message.startswith("'project'") for p in result.problems)
     if fmt == "text" and schedule.settings.project is None and schedule.tasks and not named:
         # A hint, not a warning: --strict must not fail every schedule written before projects.
-        print(PROJECT_HINT, file=sys.stderr)
+        print(
+            'hint: no project name; add project = "NAME" to [cronctl] so this schedule\'s state, '
+            "history, locks and claims are its own on a machine or fleet shared with other "
+            "schedules (docs/schedule-file.md#projects)",
+            file=sys.stderr,
+        )
     raise typer.Exit(0 if result.ok else 1)
-
-
-ACCEPT_HINT = (
-    "hint: a warning you have read and accept: add its code (in brackets) to the task's "
-    "ignore_warnings, or to [defaults] for the whole file (docs/schedule-file.md#warnings)"
-)
-PROJECT_HINT = (
-    'hint: no project name; add project = "NAME" to [cronctl] so this schedule\'s state, '
-    "history, locks and claims are its own on a machine or fleet shared with other "
-    "schedules (docs/schedule-file.md#projects)"
-)
 
 
 @shared("file", "state_dir", "lock_dir", "host")

@@ -1,12 +1,6 @@
 """`cronctl doctor`: check this machine's set-up and say what to do about each finding
-(docs/commands.md).
-
-The schedule (the very verdict `check` gives: an error there is a problem here, since `run`
-refuses it), directories (ownership, modes, free space), whether lock_dir is shared (judged as
-`check` judges it), whether `run` can use its schedule cache, the coordination store
-(reachable, schema version, round trip), the clock against the store's ``now()``, and what on
-this machine calls `cronctl run` or `cronctl work` (crontabs, systemd units).
-"""
+(docs/commands.md). Each verdict `check` also gives (the schedule, lock_dir's sharing,
+metrics_file) is `check`'s own, so the two never disagree."""
 
 from __future__ import annotations
 
@@ -64,11 +58,8 @@ def doctor(
     url: str | None,
     now: datetime,
 ) -> DoctorResult:
-    """Run every check; never raises for what it finds.
-
-    `lock_problems` is the lock_dir verdict `check` gives (edge/dirwarnings.lock_dir_problems), so
-    the two commands never disagree about the same directory.
-    """
+    """Run every check; never raises for what it finds. `lock_problems`: `check`'s verdict on
+    lock_dir (edge/dirwarnings.lock_dir_problems)."""
     state_dir, lock_dir = dirs
     findings = _schedule(schedule, now)
     findings += [*_directory("state_dir", state_dir), *_directory("lock_dir", lock_dir)]

@@ -60,8 +60,7 @@ class Busy(CronctlError):
 @dataclass(frozen=True)
 class Begun:
     """A manual run that holds its lock (and its group's slot) and is recorded "pending":
-    :meth:`finish` runs it. Split from :func:`exec_task` so the dashboard can answer as soon
-    as the run is started, then let it run (docs/dashboard.md)."""
+    :meth:`finish` runs it (the dashboard answers in between, docs/dashboard.md)."""
 
     task: Task
     ctx: RunContext  # with `tracker` below set

@@ -1,9 +1,5 @@
-"""`cronctl import`: a crontab's text -> the text of a schedule file, and a report.
-
-No I/O: the CLI reads the crontab and writes the result. The TOML is written
-with tomli-w, then read back through cronctl's own loader, so what the import
-produces is what `cronctl check` accepts.
-"""
+"""`cronctl import`: a crontab's text -> a schedule file's text and a report (no I/O). The
+TOML is read back through cronctl's own loader: what the import writes, `check` accepts."""
 
 from __future__ import annotations
 

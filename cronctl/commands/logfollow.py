@@ -1,10 +1,6 @@
-"""`cronctl logs --follow`: a run's output as it is written, until the run ends.
-
-The log is the file the running command writes (``STATE_DIR/logs/TASK/RUN_ID.log``), read
-through one descriptor opened as `logs` opens it (no link followed, no FIFO read). Between
-reads the run's row says whether the run is over; a run whose cronctl died is over too (its
-row stays "running" until the next `cronctl run` records it), or following it would never end.
-"""
+"""`cronctl logs --follow`: a run's log as it is written (one descriptor opened as `logs`
+opens it), until the run's row says it is over, or its cronctl died (whose row stays
+"running" until the next `cronctl run` records it: following would never end)."""
 
 from __future__ import annotations
 
@@ -19,8 +15,6 @@ from cronctl.core.runs import UNFINISHED, RunRow
 from cronctl.edge.process import procs
 from cronctl.edge.process.logfiles import log_file, open_log, read_on, tail_start
 from cronctl.errors import UsageError
-
-__all__ = ["POLL_S", "Follow"]
 
 #: How long to wait for more output before looking again.
 POLL_S = 0.2
