@@ -66,7 +66,7 @@ def status(
     if check and fresh:
         raise typer.Exit(1)
     if check and result.alarming:
-        names = ", ".join(r.task.name for r in result.alarming)
+        names = ", ".join(r.name for r in result.alarming)
         print(f"cronctl: failing or overdue: {names}", file=sys.stderr)
         raise typer.Exit(1)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
@@ -21,44 +21,21 @@ from cronctl.errors import UsageError
 
 @dataclass(frozen=True)
 class StatusRow:
-    """One task in `cronctl status`."""
+    """One task in `cronctl status`; with --all, also one only this machine's history knows
+    (`task` None: nothing next, paused or overdue)."""
 
-    task: Task
-    paused: bool
-    pause_reason: str | None
-    next_run: datetime | None
+    name: str
+    task: Task | None
     last_run: RunRow | None
     consecutive_failures: int
     missed: int
+    paused: bool = False
+    pause_reason: str | None = None
+    next_run: datetime | None = None
     note: str | None = None
     overdue: datetime | None = None  # since when (docs/operating.md)
     other_hosts: bool = False  # `hosts` leaves this machine out
     pause: PauseInfo | None = None  # the operator pause (who, since when, why), if any
-
-    @property
-    def name(self) -> str:
-        """The task's name."""
-        return self.task.name
-
-
-@dataclass(frozen=True, slots=True)
-class UnscheduledRow:
-    """`status --all`: a task this machine's history knows that the loaded schedule does not
-    have (removed, renamed, or another schedule's sharing the state directory). The fields a
-    StatusRow has and it cannot: nothing is next, nothing paused, nothing overdue."""
-
-    name: str
-    last_run: RunRow | None
-    consecutive_failures: int
-    missed: int
-    task: None = None
-    paused: bool = False
-    pause_reason: None = None
-    pause: None = None
-    next_run: None = None
-    note: str = "not in the loaded schedule"
-    overdue: None = None
-    other_hosts: bool = False
 
 
 @dataclass(frozen=True)
@@ -68,7 +45,7 @@ class StatusResult:
 
     rows: list[StatusRow]
     host: str | None = None
-    unscheduled: list[UnscheduledRow] = field(default_factory=list)
+    unscheduled: list[StatusRow] = field(default_factory=list)
 
     @property
     def alarming(self) -> list[StatusRow]:
@@ -125,56 +102,47 @@ def status(
         for task in schedule.tasks:
             marker = paused.get(task.name)
             is_paused = task.paused or marker is not None
+            elsewhere = host is not None and not runs_on(task, host)
+            idle = is_paused or elsewhere  # nothing next, and never overdue
             state = states.get(task.name)
             last = store.last_run(task.name)
             rows.append(
                 StatusRow(
-                    task=task,
+                    task.name,
+                    task,
+                    last,
+                    store.consecutive_failures(task.name),
+                    state.missed_total if state else 0,
                     paused=is_paused,
                     pause_reason=(marker.reason if marker else None)
                     or ("paused = true in the schedule file" if task.paused else None),
-                    next_run=None if is_paused else task.next_run(now),
-                    last_run=last,
-                    consecutive_failures=store.consecutive_failures(task.name),
-                    missed=state.missed_total if state else 0,
+                    next_run=None if idle else task.next_run(now),
                     note=_note(task, state, last),
+                    overdue=None if idle else _overdue(store, task, now),
+                    other_hosts=elsewhere,
                     pause=marker,
                 )
             )
-            rows[-1] = _operating(rows[-1], store, now, host)
-        others = _unscheduled(store, schedule, states) if everything else []
+        known = {t.name for t in schedule.tasks}
+        names = sorted((set(states) | set(store.task_names())) - known) if everything else []
+        others = [
+            StatusRow(
+                name,
+                None,
+                store.last_run(name),
+                store.consecutive_failures(name),
+                states[name].missed_total if name in states else 0,
+                note="not in the loaded schedule",
+            )
+            for name in names
+        ]
     return StatusResult(rows, host, others)
 
 
-def _unscheduled(
-    store: Store, schedule: Schedule, states: dict[str, TaskState]
-) -> list[UnscheduledRow]:
-    """The tasks with a window or a run here that `schedule` does not have, by name."""
-    known = {t.name for t in schedule.tasks}
-    names = sorted((set(states) | set(store.task_names())) - known)
-    return [
-        UnscheduledRow(
-            name,
-            store.last_run(name),
-            store.consecutive_failures(name),
-            states[name].missed_total if name in states else 0,
-        )
-        for name in names
-    ]
-
-
-def _operating(row: StatusRow, store: Store, now: datetime, host: str | None) -> StatusRow:
-    """Overdue and other-hosts, for `status` and `status --check` (docs/operating.md)."""
-    task = row.task
-    if host is not None and not runs_on(task, host):
-        return replace(row, other_hosts=True, next_run=None)
-    if row.paused:
-        return row
+def _overdue(store: Store, task: Task, now: datetime) -> datetime | None:
     ok = store.last_ok(task.name)
-    since = overdue_since(
-        task, ok.occurrence if ok else None, store.first_occurrence(task.name), now
-    )
-    return replace(row, overdue=since)
+    first = store.first_occurrence(task.name)
+    return overdue_since(task, ok.occurrence if ok else None, first, now)
 
 
 def _note(task: Task, state: TaskState | None, last: RunRow | None) -> str | None:
