@@ -77,19 +77,18 @@ def _schedule(schedule: Schedule, now: datetime) -> list[Finding]:
     files = ", ".join(str(f) for f in schedule.files) or "no schedule file"
     subject = "schedule"
     checked = check_schedule(schedule, now, [], strict=False)
-    findings = [
-        Finding(
-            "problem" if p.severity == "error" else "warning",
-            subject,
-            p.describe(),
-            "fix it (`cronctl check` lists every problem); `run` refuses a schedule with errors"
-            if p.severity == "error"
-            else _WARNING_ADVICE
-            if p.code in TASK_WARNINGS
-            else "see `cronctl check`",
-        )
-        for p in checked.problems
-    ]
+    advice = {
+        "error": "fix it (`cronctl check` lists every problem); `run` refuses a schedule with "
+        "errors",
+        "accept": "see `cronctl check`; once read and accepted, add its code to the task's "
+        "ignore_warnings (docs/schedule-file.md#warnings)",
+        "warning": "see `cronctl check`",
+    }
+    findings = []
+    for p in checked.problems:
+        level: Literal["problem", "warning"] = "problem" if p.severity == "error" else "warning"
+        said = "accept" if level == "warning" and p.code in TASK_WARNINGS else p.severity
+        findings.append(Finding(level, subject, p.describe(), advice[said]))
     # Acknowledged warnings are neither shown nor counted (a probe must be able to pass),
     # only said, as `check` says them.
     if checked.acknowledged:
@@ -101,12 +100,6 @@ def _schedule(schedule: Schedule, now: datetime) -> list[Finding]:
     return findings
 
 
-_WARNING_ADVICE = (
-    "see `cronctl check`; once read and accepted, add its code to the task's ignore_warnings "
-    "(docs/schedule-file.md#warnings)"
-)
-
-
 def _metrics(schedule: Schedule) -> list[Finding]:
     """Whether `metrics_file` is safe to write, judged as `run` judges it before each write
     (edge/dirwarnings.metrics_file_problems, which `check` gives too)."""
@@ -115,13 +108,8 @@ def _metrics(schedule: Schedule) -> list[Finding]:
         return []
     found = metrics_file_problems(schedule)
     if not found:
-        return [
-            Finding(
-                "ok",
-                "metrics_file",
-                f"{path}: its path passes the check `run` makes before each write",
-            )
-        ]
+        said = f"{path}: its path passes the check `run` makes before each write"
+        return [Finding("ok", "metrics_file", said)]
     advice = "move it to a directory only root or this user can write to (docs/operating.md)"
     return [Finding("warning", "metrics_file", p.message, advice) for p in found]
 

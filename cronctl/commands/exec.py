@@ -209,18 +209,12 @@ def exit_code_of(run: RunRow) -> int:
     if run.outcome == "timeout":
         return 124
     if run.outcome == "failed":
-        signal_number = _signal_in(run.message or "")
-        return 128 + signal_number if signal_number else 1
+        # A failed run without an exit code was killed by a signal, which its message names
+        # when the runner says which (the row keeps no signal column).
+        words = re.findall(r"\bSIG[A-Z0-9]+\b", run.message or "")
+        named = [signal.Signals[w] for w in words if w in signal.Signals.__members__]
+        return 128 + int(named[0]) if named else 1
     return 127 if run.outcome == "error" else 1
-
-
-def _signal_in(message: str) -> int | None:
-    # The row keeps no signal column; a `failed` run without an exit code was killed by one,
-    # and its message names it when the runner says which.
-    for word in re.findall(r"\bSIG[A-Z0-9]+\b", message):
-        if word in signal.Signals.__members__:
-            return int(signal.Signals[word])
-    return None
 
 
 def _lock_attempt(task: Task, coord: Coordinator, ctx: RunContext) -> tuple[HeldLock | None, str]:
