@@ -9,7 +9,7 @@ from typing import Annotated, TypeVar
 
 import typer
 
-from cronctl.cli.options import FileOpt, NowOpt
+from cronctl.cli.options import FileOpt, ForceOpt, NowOpt
 from cronctl.cli.wiring import fail_on_errors, load_schedule, parse_instant
 from cronctl.core.export import kubernetes, systemd
 from cronctl.core.export.common import Exported
@@ -55,7 +55,7 @@ def export_command(
             "systemd; --user root to mean root).",
         ),
     ] = None,
-    force: Annotated[bool, typer.Option("--force", help="Overwrite files in DIR.")] = False,
+    force: ForceOpt = False,
     file: FileOpt = None,
     now: NowOpt = None,
 ) -> None:

@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 
 from cronctl.cli.ops_cmds import account
+from cronctl.cli.options import ForceOpt
 from cronctl.cli.render.runs import visible
 from cronctl.commands.importer import import_crontab
 from cronctl.core.crontab import USER_NAME
@@ -39,7 +40,7 @@ def import_command(
             "without --force.",
         ),
     ] = None,
-    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing FILE.")] = False,
+    force: ForceOpt = False,
     user: Annotated[
         str | None,
         typer.Option(

@@ -107,6 +107,7 @@ MaybeNameArg = Annotated[
     str | None,
     typer.Argument(metavar="[NAME]", help="Task name.", autocompletion=task_names),
 ]
+ForceOpt = Annotated[bool, typer.Option("--force", help="Overwrite files that exist.")]
 AllOpt = Annotated[
     bool,
     typer.Option(

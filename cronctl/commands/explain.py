@@ -320,17 +320,14 @@ def _pause_line(task: Task, pause: PauseInfo | None) -> str:
         return f"paused = true in {task.source}"
     if pause is None:
         return "no pause is set now (it was resumed since)"
-    who = " ".join(
-        part
-        for part in (
-            f"by {visible(pause.user, one_line=True)}" if pause.user else "",
-            f"on {visible(pause.host, one_line=True)}" if pause.host else "",
-            f"since {format_utc(pause.since)}" if pause.since else "",
-        )
-        if part
-    )
+    who = [
+        f"by {visible(pause.user, one_line=True)}" if pause.user else "",
+        f"on {visible(pause.host, one_line=True)}" if pause.host else "",
+        f"since {format_utc(pause.since)}" if pause.since else "",
+    ]
     why = f": {visible(pause.reason, one_line=True)}" if pause.reason else " (no reason given)"
-    return f"paused {who}{why}; `cronctl resume {task.name}` undoes it".replace("  ", " ")
+    said = " ".join(filter(None, who))
+    return f"paused {said}{why}; `cronctl resume {task.name}` undoes it".replace("  ", " ")
 
 
 def _unrecorded(
@@ -350,15 +347,12 @@ def _unrecorded(
         return "not-yet", tuple(lines), None
     if state is None or state.last_occurrence < occurrence:
         dealt = format_utc(state.last_occurrence) if state else "never"
-        return (
-            "not-dealt-with",
-            (
-                f"no `cronctl run` on this machine has dealt with it yet (last minute dealt "
-                f"with: {dealt}): is the crontab line or `cronctl work` running here, with this "
-                "state directory?",
-            ),
-            None,
+        why = (
+            f"no `cronctl run` on this machine has dealt with it yet (last minute dealt with: "
+            f"{dealt}): is the crontab line or `cronctl work` running here, with this state "
+            "directory?"
         )
+        return "not-dealt-with", (why,), None
     first = store.first_occurrence(task.name)
     if first is None or first > occurrence:
         why = (

@@ -65,12 +65,8 @@ def render_run(
     in `shown` printed then (cli/wiring.py, LiveReports).
     """
     if as_json:
-        emit_json(
-            {
-                "now": format_utc(report.now),
-                "runs": [run_json(r, report.dry_run) for r in report.runs],
-            }
-        )
+        runs = [run_json(r, report.dry_run) for r in report.runs]
+        emit_json({"now": format_utc(report.now), "runs": runs})
     elif verbose or report.dry_run:
         lines = run_lines(report, shown)
         for line in lines if lines or report.runs else [idle_line(report)]:
