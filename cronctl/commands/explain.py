@@ -92,7 +92,11 @@ def explain_here(
             if task.chained:
                 fate, why = _chained(schedule, store, coord, task, occurrence, rows, pause, host)
             else:
-                fate, why, instead = _verdict(task, occurrence, rows, state, store, now, pause)
+                fate, why, instead = (
+                    _verdict(task, occurrence, rows, store, pause)
+                    if rows
+                    else _unrecorded(task, occurrence, state, store, now, pause)
+                )
             if not due:
                 why = (f"its previous occurrence, {format_utc(occurrence)}: {why[0]}", *why[1:])
         dst = None if occurrence is None else dst_rule(task, occurrence)
@@ -242,13 +246,9 @@ def _verdict(
     task: Task,
     occurrence: datetime,
     rows: tuple[RunRow, ...],
-    state: TaskState | None,
     store: Store,
-    now: datetime,
     pause: PauseInfo | None,
 ) -> tuple[str, tuple[str, ...], RunRow | None]:
-    if not rows:
-        return _unrecorded(task, occurrence, state, store, now, pause)
     # A manual run (`cronctl exec`) in the same minute is not the scheduled occurrence's.
     scheduled = [r for r in rows if r.trigger == "schedule"] or list(rows)
     settled = [r for r in scheduled if r.outcome != "missed"]

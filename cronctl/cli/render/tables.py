@@ -312,7 +312,10 @@ def render_next(result: NextResult, as_json: bool, local: bool) -> None:
             line += f"  {zone.wall(when):%a %Y-%m-%d %H:%M} {result.timezone}"
         detail = _next_detail(result, i) if i < len(result.carried) else None
         if detail and detail["dst_skipped"]:
-            note = _dst_note(detail, result.misfire)
+            moved, walls = [w[-5:] for w in detail["dst_skipped"]], detail["wall_times"]
+            note = gap_note(
+                moved, walls[-1][-5:] if len(walls) > len(moved) else None, result.misfire
+            )
             line += f"  \N{MULTIPLICATION SIGN}{detail['runs']} ({result.misfire}: {note})"
         print(line)
 
@@ -329,13 +332,6 @@ def _next_detail(result: NextResult, index: int) -> dict[str, Any]:
         "wall_times": [f"{w:%Y-%m-%dT%H:%M}" for w in walls],
         "dst_skipped": [f"{w:%Y-%m-%dT%H:%M}" for w in walls if w != own],
     }
-
-
-def _dst_note(detail: dict[str, Any], misfire: str) -> str:
-    moved = [w[-5:] for w in detail["dst_skipped"]]
-    carried = len(detail["wall_times"])
-    own = detail["wall_times"][-1][-5:] if carried > len(moved) else None
-    return gap_note(moved, own, misfire)
 
 
 def render_due(result: DueResult, as_json: bool) -> None:
