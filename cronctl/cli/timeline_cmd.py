@@ -103,17 +103,14 @@ def timeline_command(
 
 def _chosen(tasks: Sequence[Task], names: list[str]) -> list[Task]:
     """The tasks `--task` names, in the schedule's order (all of them without --task)."""
-    if not names:
-        return list(tasks)
     known = {t.name for t in tasks}
-    unknown = [n for n in names if n not in known]
-    if unknown:
-        raise UsageError(
-            f"--task {unknown[0]!r}: no task of that name in the schedule "
-            "(`cronctl list` shows the names)"
-        )
-    wanted = set(names)
-    return [t for t in tasks if t.name in wanted]
+    for name in names:
+        if name not in known:
+            raise UsageError(
+                f"--task {name!r}: no task of that name in the schedule "
+                "(`cronctl list` shows the names)"
+            )
+    return [t for t in tasks if not names or t.name in names]
 
 
 def _zone(tasks: Sequence[Task], tz: str | None) -> Zone:

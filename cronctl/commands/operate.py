@@ -90,11 +90,8 @@ def status(
     host: str | None = None,
     everything: bool = False,
 ) -> StatusResult:
-    """Last run, outcome, next run, pause, failures in a row and missed count, per task of
-    the schedule (and with `everything`, per task only this machine's history knows).
-
-    Pauses come from ``coord`` (lock_dir or the coordination store).
-    """
+    """Last run, outcome, next run, pause (from ``coord``), failures in a row and missed
+    count, per task of the schedule (and with `everything`, per task only history knows)."""
     paused = coord.paused_tasks()
     rows: list[StatusRow] = []
     with reading_store(state_dir) as store:
@@ -220,11 +217,8 @@ def logs(
 ) -> LogResult | None:
     """The captured output of the task's last run (or of a given run); with `unfinished`,
     the newest run even while it waits to start (`logs --follow` waits with it). None: the
-    task never ran on this machine (nothing recorded, not even a skip).
-
-    Nothing on the way is followed through a link, and a FIFO or device planted where a
-    log should be is refused (UnsafeDirectoryError) instead of blocking (docs/guarantees.md).
-    """
+    task never ran here. No link on the way is followed; a FIFO or device planted where a log
+    should be is refused, not read (docs/guarantees.md)."""
     with reading_store(state_dir) as store:
         _known_task(store, schedule, task)
         if run_id is not None:
