@@ -26,8 +26,7 @@ def exec_(
         ),
     ] = False,
     chain: Annotated[
-        bool,
-        typer.Option("--chain", help="Then run what follows the task, as the schedule would."),
+        bool, typer.Option("--chain", help="Then run what follows the task, as the schedule would.")
     ] = False,
     *,
     where: Where,

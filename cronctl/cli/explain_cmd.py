@@ -9,11 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from cronctl.cli.options import (
-    NameArg,
-    Where,
-    shared,
-)
+from cronctl.cli.options import NameArg, Where, shared
 from cronctl.cli.render.tables import pause_json
 from cronctl.cli.wiring import fail_on_errors, host_name, load_schedule, parse_instant
 from cronctl.commands.explain import Explanation, explain_here

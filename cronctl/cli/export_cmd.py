@@ -20,8 +20,7 @@ _T = TypeVar("_T", str, Path)
 
 def export_command(
     target: Annotated[
-        str | None,
-        typer.Argument(metavar="TARGET", help="systemd or kubernetes."),
+        str | None, typer.Argument(metavar="TARGET", help="systemd or kubernetes.")
     ] = None,
     directory: Annotated[
         Path | None,
@@ -35,8 +34,7 @@ def export_command(
         typer.Option("--to", metavar="TARGET", hidden=True, help="TARGET, as an option."),
     ] = None,
     output: Annotated[
-        Path | None,
-        typer.Option("--output", "-o", metavar="DIR", help="DIR, as an option."),
+        Path | None, typer.Option("--output", "-o", metavar="DIR", help="DIR, as an option.")
     ] = None,
     image: Annotated[
         str | None,

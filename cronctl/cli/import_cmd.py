@@ -79,11 +79,7 @@ def import_command(
     run_as = _run_as(user)
     text = _read(crontab, source)
     result = import_crontab(
-        text,
-        system=system,
-        source_name=source,
-        run_as=run_as,
-        skip_other_users=skip_other_users,
+        text, system=system, source_name=source, run_as=run_as, skip_other_users=skip_other_users
     )
     if output is None:
         sys.stdout.write(result.toml)
@@ -95,8 +91,7 @@ def import_command(
         print(visible(line, one_line=True), file=sys.stderr)
     if output is not None:
         count = f"{result.tasks} task{'s' * (result.tasks != 1)}"
-        if result.left_out:
-            count += f"; {result.left_out} left out, see above"
+        count += f"; {result.left_out} left out, see above" if result.left_out else ""
         print(
             f"wrote {output} ({count}); check it with: cronctl check -f {output}", file=sys.stderr
         )

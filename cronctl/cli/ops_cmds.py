@@ -75,8 +75,7 @@ def status(
 def history(
     name: MaybeNameArg = None,
     limit: Annotated[
-        int,
-        typer.Option("--limit", "-n", metavar="N", min=1, max=100000, help="At most N runs."),
+        int, typer.Option("--limit", "-n", metavar="N", min=1, max=100000, help="At most N runs.")
     ] = 20,
     *,
     where: Where,
@@ -163,8 +162,7 @@ def logs(
         ),
     ] = False,
     tail: Annotated[
-        int | None,
-        typer.Option("--tail", "-n", metavar="N", min=0, help="Only the last N lines."),
+        int | None, typer.Option("--tail", "-n", metavar="N", min=0, help="Only the last N lines.")
     ] = None,
     *,
     where: Where,

@@ -35,8 +35,7 @@ _FILE_HELP = (
     "else ./schedules.toml."
 )
 FileOpt = Annotated[
-    list[Path] | None,
-    typer.Option("--file", "-f", metavar="FILE", help=_FILE_HELP),
+    list[Path] | None, typer.Option("--file", "-f", metavar="FILE", help=_FILE_HELP)
 ]
 #: `--file` without its short name, for `logs`, whose `-f` follows (as `tail -f` does).
 FileLongOpt = Annotated[list[Path] | None, typer.Option("--file", metavar="FILE", help=_FILE_HELP)]
@@ -100,12 +99,10 @@ CoordOpt = Annotated[
     ),
 ]
 NameArg = Annotated[
-    str,
-    typer.Argument(metavar="NAME", help="Task name.", autocompletion=task_names),
+    str, typer.Argument(metavar="NAME", help="Task name.", autocompletion=task_names)
 ]
 MaybeNameArg = Annotated[
-    str | None,
-    typer.Argument(metavar="[NAME]", help="Task name.", autocompletion=task_names),
+    str | None, typer.Argument(metavar="[NAME]", help="Task name.", autocompletion=task_names)
 ]
 ForceOpt = Annotated[bool, typer.Option("--force", help="Overwrite files that exist.")]
 AllOpt = Annotated[

@@ -8,14 +8,7 @@ from typing import Annotated
 
 import typer
 
-from cronctl.cli.options import (
-    JsonOpt,
-    NowOpt,
-    StrictOpt,
-    VerboseOpt,
-    Where,
-    shared,
-)
+from cronctl.cli.options import JsonOpt, NowOpt, StrictOpt, VerboseOpt, Where, shared
 from cronctl.cli.wiring import (
     fail_on_errors,
     load_schedule,

@@ -10,23 +10,10 @@ from typing import Annotated
 
 import typer
 
-from cronctl.cli.options import (
-    FileOpt,
-    JsonOpt,
-    MaybeNameArg,
-    NowOpt,
-    Where,
-    shared,
-)
+from cronctl.cli.options import FileOpt, JsonOpt, MaybeNameArg, NowOpt, Where, shared
 from cronctl.cli.render.diff import diff_github, diff_json, diff_text
 from cronctl.cli.render.runs import emit_json
-from cronctl.cli.render.tables import (
-    check_json,
-    render_check,
-    render_due,
-    render_list,
-    render_next,
-)
+from cronctl.cli.render.tables import check_json, render_check, render_due, render_list, render_next
 from cronctl.cli.wiring import host_name, load_cached, load_schedule, parse_instant
 from cronctl.commands import schedule as service
 from cronctl.commands.review import UnreadableRevision, diff_against
@@ -125,8 +112,7 @@ def list_(
         bool, typer.Option("--local", help="Show times in each task's own zone, not UTC.")
     ] = False,
     verbose: Annotated[
-        bool,
-        typer.Option("-v", "--verbose", help="Also print the warnings (as `check` does)."),
+        bool, typer.Option("-v", "--verbose", help="Also print the warnings (as `check` does).")
     ] = False,
 ) -> None:
     """Show every task with its schedule, next run and guards; then the schedule's errors
@@ -154,14 +140,11 @@ def next_(
     after: Annotated[
         str | None,
         typer.Option(
-            "--after",
-            metavar="TIME",
-            help="Start after this instant (ISO 8601). Default: now.",
+            "--after", metavar="TIME", help="Start after this instant (ISO 8601). Default: now."
         ),
     ] = None,
     cron: Annotated[
-        str | None,
-        typer.Option("--cron", metavar="EXPR", help="An ad-hoc 5-field expression."),
+        str | None, typer.Option("--cron", metavar="EXPR", help="An ad-hoc 5-field expression.")
     ] = None,
     tz: Annotated[
         str,

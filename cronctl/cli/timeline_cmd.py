@@ -59,9 +59,7 @@ def timeline_command(
     svg: Annotated[
         Path | None,
         typer.Option(
-            "--svg",
-            metavar="FILE",
-            help="Also write the picture as SVG to FILE ('-' for stdout).",
+            "--svg", metavar="FILE", help="Also write the picture as SVG to FILE ('-' for stdout)."
         ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the counts as JSON.")] = False,
