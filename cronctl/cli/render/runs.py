@@ -1,8 +1,6 @@
-"""What `run` and `work` print: a line per run, a failure with its output tail, the JSON of a
-run; and the one device every renderer uses to show task output safely (``visible``).
-
-Kept apart from the tables (render/tables.py) so that a `run` with due tasks loads only what it
-prints: the tables' column fitting and schedules in words are for the other commands."""
+"""What `run` and `work` print (a line per run, a failure with its output tail, a run's JSON),
+and ``visible``, which every renderer shows task output through. Apart from render/tables.py
+so that a `run` loads only what it prints."""
 
 from __future__ import annotations
 

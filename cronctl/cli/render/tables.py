@@ -51,16 +51,11 @@ def table(
 ) -> None:
     """A rich table on a terminal; aligned plain columns when piped (easy to grep and cut).
 
-    On a terminal nothing wraps and no name or time is cut: the steps in `drop` are taken in
-    that order until the table fits (cronctl.cli.render.fit: `TIMES` writes the times as
-    `short` gives them, `~NAME` lets a free-text column shrink, a NAME drops the column);
-    then the free-text columns in `shrink` are shortened with an ellipsis. Every cell is made
-    `visible`: what a table shows comes from the state database or the fleet store (a pause
-    reason, a host another machine wrote), untrusted like task output.
-
-    A table with times (`short`) says under it which zone they are in: `whole_times` for
-    the times as given, IN_TASK_ZONES once they are short, so a reader whose terminal
-    narrowed is never left to guess. Piped, the columns are all there is.
+    On a terminal nothing wraps and no name or time is cut: render/fit.py takes the steps in
+    `drop` until the table fits, then shortens the free-text columns in `shrink`. Every cell
+    is made `visible`: a pause reason or a host from the store is untrusted like task output.
+    A table with times (`short`) says under it which zone they are in (`whole_times`, or
+    IN_TASK_ZONES once they are short): a reader whose terminal narrowed never guesses.
     """
     rows = [[visible(cell, one_line=True) for cell in row] for row in rows]
     out = stream or sys.stdout

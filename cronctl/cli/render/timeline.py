@@ -1,8 +1,4 @@
-"""`cronctl timeline` drawn: coloured cells on a terminal, characters when piped, or SVG.
-
-Counts are bucketed into levels on a fixed scale (`Scale`, not relative to the busiest
-hour), so two pictures of two schedules can be compared by eye.
-"""
+"""`cronctl timeline` drawn: coloured cells on a terminal, characters when piped, or SVG."""
 
 from __future__ import annotations
 
@@ -26,10 +22,9 @@ _NAME_WIDTH = 22
 class Scale:
     """Runs in one hour -> levels 0-6, fixed: 0, 1, 2-3, 4-7, 8-15, 16-31, 32 or more.
 
-    The same for every picture (a window's own range would put 72 and 73 runs at opposite
-    ends), doubling from level to level so a quiet hour and a herd both read; every-minute
-    tasks, 60 an hour each, are kept out of the heat map so they do not paint it all.
-    """
+    The same for every picture, so two schedules' pictures compare by eye (a window's own
+    range would put 72 and 73 runs at opposite ends); doubling, so a quiet hour and a herd
+    both read (every-minute tasks, 60 an hour each, are kept out of the heat map)."""
 
     bounds: tuple[int, ...] = (1, 3, 7, 15, 31)  # the top of levels 1-5; level 6 is above
 
