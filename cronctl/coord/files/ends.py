@@ -9,7 +9,6 @@ Each file is written whole and renamed into place, never through a link, and rea
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Set as AbstractSet
 from contextlib import suppress
@@ -32,6 +31,10 @@ _HOST_MAX = 1024
 
 
 def _host_key(host: str) -> str:
+    # Imported here, not at the top: hashlib loads OpenSSL, and only chains write ends; every
+    # `run` imports this module.
+    import hashlib
+
     return hashlib.sha256(host.encode("utf-8", "surrogateescape")).hexdigest()[:16]
 
 
