@@ -28,8 +28,7 @@ from cronctl.cli.render.runs import (
 )
 from cronctl.coord import open_coordinator
 from cronctl.coord.port import Coordinator
-from cronctl.core.model import Schedule, Task, format_utc
-from cronctl.core.opskeys import runs_on
+from cronctl.core.model import Schedule, Task, format_utc, runs_on
 from cronctl.core.runs import FAILED, RunRow
 from cronctl.edge import dirs, dirwarnings, schedentry
 from cronctl.edge.process.stream import printer

@@ -21,8 +21,7 @@ from typing import TypeVar
 from cronctl.commands.schedule import find_task
 from cronctl.coord import open_coordinator, outbox
 from cronctl.coord.port import Coordinator, GroupSlot, HeldLock, HolderInfo
-from cronctl.core.model import Schedule, Task, format_duration
-from cronctl.core.opskeys import runs_on
+from cronctl.core.model import Schedule, Task, format_duration, runs_on
 from cronctl.core.runs import RunRow
 from cronctl.edge.awake import join_awake
 from cronctl.edge.process.procs import alive

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from cronctl.commands.schedule import find_task
 from cronctl.coord.port import Coordinator, PauseInfo
-from cronctl.core.model import Schedule, Task
-from cronctl.core.opskeys import overdue_since, runs_on
+from cronctl.core.model import Schedule, Task, runs_on
+from cronctl.core.opskeys import overdue_since
 from cronctl.core.runs import FAILED, LOG_RETENTION, UNFINISHED, RunRow
 from cronctl.edge.process.logfiles import log_chunks_from, log_file
 from cronctl.edge.safefiles import ensure_private_dir

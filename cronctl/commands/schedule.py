@@ -15,8 +15,8 @@ from cronctl.core.analysis import schedule_warnings
 from cronctl.core.chains import Chains
 from cronctl.core.cronexpr import parse_cron
 from cronctl.core.minutes import minute_floor
-from cronctl.core.model import DEFAULT_MISFIRE, Problem, Schedule, Task, problem_order
-from cronctl.core.opskeys import ops_problems, runs_on
+from cronctl.core.model import DEFAULT_MISFIRE, Problem, Schedule, Task, problem_order, runs_on
+from cronctl.core.opskeys import ops_problems
 from cronctl.core.values import LATEST
 from cronctl.core.warncodes import acknowledge
 from cronctl.core.zones import next_occurrence, parse_zone, walls_at

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from fnmatch import fnmatchcase
 from pathlib import Path
 
 from cronctl.core.cronexpr import CronExpr
@@ -297,3 +298,24 @@ def format_duration(delta: timedelta) -> str:
             parts.append(f"{seconds // size}{unit}")
             seconds %= size
     return "".join(parts) or "0s"
+
+
+def jitter_offset(task: Task, host: str) -> float:
+    """A stable delay in [0, jitter) seconds from host and task name: a hash, not random, so
+    a machine's tasks keep their places minute after minute and machines spread apart."""
+    if task.jitter is None:
+        return 0.0
+    # Imported here, not at the top: hashlib loads OpenSSL, and only a task with jitter
+    # needs it.
+    import hashlib
+
+    digest = hashlib.sha256(f"{host}\0{task.name}".encode()).digest()
+    fraction = int.from_bytes(digest[:8], "big") / 2**64
+    return fraction * task.jitter.total_seconds()
+
+
+def runs_on(task: Task, host: str) -> bool:
+    """Whether the task exists on the machine called `host` (no `hosts`: everywhere)."""
+    if not task.hosts:
+        return True
+    return any(fnmatchcase(host, pattern) for pattern in task.hosts)

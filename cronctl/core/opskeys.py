@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from fnmatch import fnmatchcase
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -298,24 +297,3 @@ def overdue_since(
         return None
     deadline = second + (task.misfire_grace or timedelta(0))
     return deadline if now > deadline else None
-
-
-def jitter_offset(task: Task, host: str) -> float:
-    """A stable delay in [0, jitter) seconds from host and task name: a hash, not random, so
-    a machine's tasks keep their places minute after minute and machines spread apart."""
-    if task.jitter is None:
-        return 0.0
-    # Imported here, not at the top: hashlib loads OpenSSL, and only a task with jitter
-    # needs it.
-    import hashlib
-
-    digest = hashlib.sha256(f"{host}\0{task.name}".encode()).digest()
-    fraction = int.from_bytes(digest[:8], "big") / 2**64
-    return fraction * task.jitter.total_seconds()
-
-
-def runs_on(task: Task, host: str) -> bool:
-    """Whether the task exists on the machine called `host` (no `hosts`: everywhere)."""
-    if not task.hosts:
-        return True
-    return any(fnmatchcase(host, pattern) for pattern in task.hosts)

@@ -12,8 +12,7 @@ from typing import Any
 
 from cronctl.coord.port import HeldLock, StoreUnavailable
 from cronctl.core.due import Plan
-from cronctl.core.model import Task, format_utc
-from cronctl.core.opskeys import jitter_offset
+from cronctl.core.model import Task, format_utc, jitter_offset
 from cronctl.core.runs import RunRow
 from cronctl.edge import secrets
 from cronctl.edge.awake import join_awake

@@ -24,8 +24,8 @@ from cronctl.coord.port import (
 from cronctl.core.calendar import Timeline, build_timeline
 from cronctl.core.chains import Chains
 from cronctl.core.describe import describe, gap_note
-from cronctl.core.model import Schedule, Task, format_utc
-from cronctl.core.opskeys import overdue_since, runs_on
+from cronctl.core.model import Schedule, Task, format_utc, runs_on
+from cronctl.core.opskeys import overdue_since
 from cronctl.core.runs import LOG_RETENTION, NOT_OK, OUTCOMES, RunRow
 from cronctl.edge.process.logfiles import log_chunks, log_file
 from cronctl.errors import CronctlError, UsageError

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from cronctl.core.opskeys import jitter_offset
+from cronctl.core.model import jitter_offset
 from cronctl.run.once import Tracker
 from tests.helpers import Cli, write_schedule
 from tests.run.conftest import Drive
