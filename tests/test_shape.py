@@ -203,7 +203,7 @@ def test_only_the_coordination_package_knows_its_adapters() -> None:
 
 def test_no_adapter_method_only_refuses() -> None:
     """An adapter implements what it has: what only a store keeps is a Protocol of its own
-    (port.FleetHistory), not methods the files adapter has to refuse one by one."""
+    (history.FleetHistory), not methods the files adapter has to refuse one by one."""
     refusing = []
     for path in sorted((PACKAGE / "coord").glob("*/adapter.py")):
         for node in ast.walk(ast.parse(path.read_text())):

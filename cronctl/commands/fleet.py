@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cronctl.commands.operate import HistoryFilter
-from cronctl.coord.port import Coordinator, fleet_history_of
+from cronctl.coord.history import fleet_history_of
+from cronctl.coord.port import Coordinator
 from cronctl.core.model import Schedule
 from cronctl.core.runs import RunRow
 

@@ -12,13 +12,17 @@ from collections.abc import Sequence
 from contextlib import suppress
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from cronctl.coord.port import FleetHistory, StoreUnavailable
+from cronctl.coord.port import StoreUnavailable
 from cronctl.core.runs import NOT_OK, UNFINISHED, RunRow
 from cronctl.edge.process.logfiles import last_bytes
 from cronctl.edge.safefiles import open_nofollow, write_atomic
 from cronctl.edge.state.store import Store
 from cronctl.errors import UnsafeDirectoryError
+
+if TYPE_CHECKING:
+    from cronctl.coord.history import FleetHistory
 
 OUTBOX = "coord-outbox"
 PAUSES = "coord-pauses"

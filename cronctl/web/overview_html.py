@@ -12,7 +12,7 @@ from datetime import datetime
 from urllib.parse import quote
 
 from cronctl.cli.render.runs import visible
-from cronctl.coord.port import TaskLatest
+from cronctl.coord.history import TaskLatest
 from cronctl.core.model import format_utc
 from cronctl.core.runs import OUTCOMES
 from cronctl.core.zones import Zone

@@ -11,16 +11,15 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from cronctl.commands.operate import nothing_ran, reading_store
-from cronctl.coord.outbox import OUTPUT_TAIL_BYTES
-from cronctl.coord.port import (
+from cronctl.coord.history import (
     NAMED_FAILING,
-    Coordinator,
     HostLatest,
-    PauseInfo,
     RunQuery,
     TaskLatest,
     fleet_history_of,
 )
+from cronctl.coord.outbox import OUTPUT_TAIL_BYTES
+from cronctl.coord.port import Coordinator, PauseInfo
 from cronctl.core.calendar import Timeline, build_timeline
 from cronctl.core.chains import Chains
 from cronctl.core.describe import describe, gap_note

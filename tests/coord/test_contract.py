@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from cronctl.coord import open_coordinator
-from cronctl.coord.port import ChainEnd, Coordinator, Overlap, fleet_history_of, redact_url
+from cronctl.coord.history import fleet_history_of
+from cronctl.coord.port import ChainEnd, Coordinator, Overlap, redact_url
 from cronctl.errors import UsageError
 from tests.helpers import wait_for
 

@@ -37,17 +37,14 @@ from contextlib import suppress
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
+from cronctl.coord.history import HostLatest, HostSeen, RunQuery, TaskLatest
 from cronctl.coord.port import (
     ChainEnd,
     Claim,
-    HostLatest,
-    HostSeen,
     Overlap,
     PauseInfo,
-    RunQuery,
     StoreCheck,
     StoreUnavailable,
-    TaskLatest,
     redact_url,
 )
 from cronctl.coord.postgres import fleet, rows, slots
@@ -82,7 +79,7 @@ _RENEW = f"UPDATE cronctl.claims SET expires = now() + make_interval(secs => %(l
 
 class PostgresCoordinator:
     """Claims, locks, pauses and fleet history in one PostgreSQL database: the runtime
-    coordinator and the fleet history both (port.Coordinator, port.FleetHistory)."""
+    coordinator and the fleet history both (port.Coordinator, history.FleetHistory)."""
 
     #: The store is across the network.
     may_be_unreachable = True

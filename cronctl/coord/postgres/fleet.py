@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from cronctl._version import __version__
-from cronctl.coord.port import (
+from cronctl.coord.history import (
     NAMED_FAILING,
     NAMED_NOT_OK,
     HostLatest,

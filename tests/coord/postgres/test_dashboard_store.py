@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from cronctl._version import __version__
+from cronctl.coord.history import RunQuery
 from cronctl.coord.outbox import OUTBOX, OUTPUT_TAIL_BYTES
-from cronctl.coord.port import RunQuery
 from cronctl.coord.postgres import conn, fleet, schema
 from cronctl.coord.postgres.adapter import PostgresCoordinator
 from cronctl.core.runs import RunRow

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from cronctl.coord.port import NAMED_FAILING, NAMED_NOT_OK, HostOutcome, TaskLatest
+from cronctl.coord.history import NAMED_FAILING, NAMED_NOT_OK, HostOutcome, TaskLatest
 from cronctl.coord.postgres import schema
 from cronctl.coord.postgres.adapter import PostgresCoordinator
 from cronctl.core.runs import RunRow
