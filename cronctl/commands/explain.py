@@ -12,9 +12,15 @@ from cronctl.commands.schedule import find_task
 from cronctl.coord.port import Coordinator, PauseInfo, StoreUnavailable
 from cronctl.core.chains import Chains
 from cronctl.core.due import CLAIM_REACH, MISSED_ROWS, identities
-from cronctl.core.groups import DEFAULT_GROUP_WAIT
 from cronctl.core.minutes import MINUTE, minute_floor
-from cronctl.core.model import Schedule, Task, format_duration, format_utc, runs_on
+from cronctl.core.model import (
+    DEFAULT_GROUP_WAIT,
+    Schedule,
+    Task,
+    format_duration,
+    format_utc,
+    runs_on,
+)
 from cronctl.core.runs import FINISHED, UNFINISHED, RunRow
 from cronctl.core.visible import visible
 from cronctl.edge.state.store import Store, TaskState

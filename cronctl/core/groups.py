@@ -6,15 +6,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 
-#: A group name becomes part of a slot's file name and lock key: the task names' characters,
-#: shorter, so that a slot's file name ("NAME.999.slot") always fits.
-GROUP_NAME = r"[A-Za-z0-9][A-Za-z0-9._:-]{0,63}"
+from cronctl.core.model import GROUP_NAME
+
 MAX_RUNNING = 1000
-#: How long a task of a full group waits for a slot when it has no misfire_grace.
-DEFAULT_GROUP_WAIT = timedelta(minutes=5)
 
 _TYPES: dict[str, tuple[type, str]] = {
     "name": (str, 'a string such as "db-heavy"'),

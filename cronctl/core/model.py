@@ -30,6 +30,11 @@ DEFAULT_SHELL = "/bin/sh"
 MAX_PARALLEL = 8
 #: A task past its timeout gets SIGTERM (its whole group), and SIGKILL this many seconds later.
 KILL_GRACE_S = 10
+#: A group name becomes part of a slot's file name and lock key: the task names' characters,
+#: shorter, so that a slot's file name ("NAME.999.slot") always fits.
+GROUP_NAME = r"[A-Za-z0-9][A-Za-z0-9._:-]{0,63}"
+#: How long a task of a full group waits for a slot when it has no misfire_grace.
+DEFAULT_GROUP_WAIT = timedelta(minutes=5)
 
 
 @dataclass(frozen=True, slots=True)

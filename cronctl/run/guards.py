@@ -13,8 +13,7 @@ from datetime import datetime, timedelta
 
 from cronctl.coord import open_coordinator, outbox
 from cronctl.coord.port import Coordinator, HeldLock, StoreUnavailable
-from cronctl.core.groups import DEFAULT_GROUP_WAIT
-from cronctl.core.model import Task, format_duration, format_utc
+from cronctl.core.model import DEFAULT_GROUP_WAIT, Task, format_duration, format_utc
 from cronctl.core.runs import RunRow
 from cronctl.edge.awake import wait_awake
 from cronctl.edge.safefiles import ensure_private_dir

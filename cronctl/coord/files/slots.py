@@ -17,7 +17,7 @@ import re
 from pathlib import Path
 
 from cronctl.coord.files.layout import lock_file, mode_under
-from cronctl.core.groups import GROUP_NAME
+from cronctl.core.model import GROUP_NAME
 from cronctl.edge.safefiles import ensure_private_dir, open_dir
 
 
