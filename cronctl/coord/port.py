@@ -10,8 +10,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Literal, Protocol
 
-from cronctl.coord.redact import redact_text as redact_text
-from cronctl.coord.redact import redact_url as redact_url
 from cronctl.core.process_id import ProcessId
 from cronctl.core.visible import visible
 from cronctl.errors import CronctlError

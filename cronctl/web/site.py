@@ -33,7 +33,8 @@ from cronctl.cli.render.runs import visible
 from cronctl.commands.doctor import SKEW_WARN_S
 from cronctl.commands.exec import Busy
 from cronctl.commands.explain import Explanation, explain_here
-from cronctl.coord.port import StoreUnavailable, redact_text
+from cronctl.coord.port import StoreUnavailable
+from cronctl.coord.redact import redact_text
 from cronctl.core.model import format_utc
 from cronctl.core.runs import OUTCOMES
 from cronctl.core.zones import Zone, parse_zone

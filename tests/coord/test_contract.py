@@ -10,7 +10,8 @@ import pytest
 
 from cronctl.coord import open_coordinator
 from cronctl.coord.history import fleet_history_of
-from cronctl.coord.port import ChainEnd, Coordinator, Overlap, redact_url
+from cronctl.coord.port import ChainEnd, Coordinator, Overlap
+from cronctl.coord.redact import redact_url
 from cronctl.errors import UsageError
 from tests.helpers import wait_for
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from cronctl.coord.port import redact_text, redact_url
+from cronctl.coord.redact import redact_text, redact_url
 from cronctl.web.site import masked
 
 # Each password is Qx9 and Wv7 around a character a URL would encode; neither may show.

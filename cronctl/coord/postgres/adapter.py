@@ -45,7 +45,6 @@ from cronctl.coord.port import (
     PauseInfo,
     StoreCheck,
     StoreUnavailable,
-    redact_url,
 )
 from cronctl.coord.postgres import fleet, rows, slots
 from cronctl.coord.postgres import lock as pg_lock
@@ -60,6 +59,7 @@ from cronctl.coord.postgres.conn import (
 )
 from cronctl.coord.postgres.lock import slow_errors
 from cronctl.coord.postgres.schema import READ_PAUSES, SCHEMA_VERSION, ensure_schema
+from cronctl.coord.redact import redact_url
 from cronctl.core.runs import FAILED, RunRow
 
 T = TypeVar("T")

@@ -9,8 +9,9 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from cronctl.coord.port import UNREACHABLE, HolderInfo, StoreUnavailable, redact_text, redact_url
+from cronctl.coord.port import UNREACHABLE, HolderInfo, StoreUnavailable
 from cronctl.coord.postgres import rows
+from cronctl.coord.redact import redact_text, redact_url
 from cronctl.core.process_id import ProcessId
 from cronctl.errors import CronctlError
 

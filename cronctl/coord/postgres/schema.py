@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from cronctl.coord.port import PauseInfo, redact_url
+from cronctl.coord.port import PauseInfo
 from cronctl.coord.postgres import rows
+from cronctl.coord.redact import redact_url
 from cronctl.errors import CronctlError
 
 #: The columns of a run record (the output tail aside), as ``runs`` and ``latest`` hold them.

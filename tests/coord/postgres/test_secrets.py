@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from cronctl.coord.port import redact_text, redact_url
+from cronctl.coord.redact import redact_text, redact_url
 from tests.coord.postgres.kit import T
 from tests.helpers import Cli, write_schedule
 
