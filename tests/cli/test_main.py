@@ -210,9 +210,13 @@ def test_the_console_script_and_python_m_cronctl_use_entry(tmp_path: Path) -> No
 
 # --- what a run does not import ----------------------------------------------------------------
 
-#: Modules only a bad schedule's messages or other commands need, each a measurable cost:
-#: `run` starts every minute.
-_NOT_ON_THE_RUN_PATH = ("unicodedata", "difflib", "json", "resource", "cronctl.edge.process.limits")
+#: Modules only a bad schedule's messages, other commands or other features need, each a
+#: measurable cost: `run` starts every minute (docs/benchmarks.md).
+_NOT_ON_THE_RUN_PATH = (
+    *("unicodedata", "difflib", "json", "resource", "hashlib", "cronctl.edge.process.limits"),
+    *("cronctl.core.opskeys", "cronctl.core.groups", "cronctl.coord.history"),
+    "cronctl.coord.redact",
+)
 
 
 def test_a_run_that_starts_a_task_imports_nothing_it_does_not_need(tmp_path: Path) -> None:
