@@ -171,8 +171,8 @@ class RunningCommand:
     def _supervise(self) -> CommandResult:
         process = self._process
         if process is None:
-            message = self._failure or "cannot start"
-            return self._finish("error", None, None, _read_tail(self.spec.log_path) or message)
+            tail = _tail_of(self._log_fd) if self._log_fd is not None else ""
+            return self._finish("error", None, None, tail or self._failure or "cannot start")
         timed_out = False
         try:
             _wait_for(process, self._remaining())
@@ -220,31 +220,25 @@ class RunningCommand:
         remaining = self._remaining()
         if remaining is None or not self.spec.pass_fds:
             return False
-        deadline = time.monotonic() + remaining
-        while self._members_alive(process):
-            if time.monotonic() >= deadline:
-                return True
-            time.sleep(min(_LINGER_POLL_S, max(deadline - time.monotonic(), 0.0)))
-        return False
+        return not _wait_until(lambda: not self._members_alive(process), remaining, _LINGER_POLL_S)
 
     def _terminate_group(self, process: subprocess.Popen[bytes]) -> None:
         pgid = process.pid
         self._kill(process, signals.SIGTERM)
-        deadline = time.monotonic() + self.spec.kill_grace
-        while time.monotonic() < deadline:
-            # The leader may exit at once while a grandchild ignores SIGTERM: wait for both.
-            if process.poll() is not None and not self._members_alive(process):
-                return
-            time.sleep(_POLL_S)
+
+        # The leader may exit at once while a grandchild ignores SIGTERM: wait for both.
+        def gone() -> bool:
+            return process.poll() is not None and not self._members_alive(process)
+
+        if _wait_until(gone, self.spec.kill_grace, _POLL_S):
+            return
         self._kill(process, signals.SIGKILL)
         process.wait()
         # Members can outlive the leader; the reaped leader's pid stays reserved as a group id
         # while any member exists, so this cannot hit an unrelated process.
         self._kill(process, signals.SIGKILL)
         _wait_group_gone(pgid)
-        deadline = time.monotonic() + 2.0
-        while self._escaped(process) and time.monotonic() < deadline:
-            time.sleep(0.01)
+        _wait_until(lambda: not self._escaped(process))
 
     def _finish(
         self,
@@ -280,14 +274,14 @@ def start(spec: RunSpec) -> RunningCommand:
     try:
         log_fd = _open_log(spec.log_path, append=not spec.piped)
     except OSError as exc:
-        failure = f"cannot open log file {spec.log_path}: {exc}"
-        return RunningCommand(spec, None, started, t0, failure)
+        return RunningCommand(
+            spec, None, started, t0, f"cannot open log file {spec.log_path}: {exc}"
+        )
     try:
         # Both ends close-on-exec: no other task inherits them.
         pipe = (*os.pipe(), os.dup(log_fd)) if spec.piped else None
     except OSError as exc:
-        os.close(log_fd)
-        return RunningCommand(spec, None, started, t0, f"cannot capture the output: {exc}")
+        return RunningCommand(spec, None, started, t0, f"cannot capture the output: {exc}", log_fd)
     reaper.reaper.ensure()
     caps = _prepare_caps(spec) if spec.capped else None
     try:
@@ -313,11 +307,10 @@ def start(spec: RunSpec) -> RunningCommand:
                 caps.close()
             failure = _start_failure(exc, spec, argv)
             os.write(log_fd, f"cronctl: {failure}\n".encode(errors="replace"))
-            os.close(log_fd)
             if pipe is not None:
                 os.close(pipe[0])
                 os.close(pipe[2])
-            return RunningCommand(spec, None, started, t0, failure)
+            return RunningCommand(spec, None, started, t0, failure, log_fd)
     finally:
         if pipe is not None:
             os.close(pipe[1])
@@ -383,17 +376,6 @@ def _start_failure(exc: OSError | ValueError, spec: RunSpec, argv: list[str]) ->
     return f"cannot start: {what} {program}: {exc.strerror or exc}"
 
 
-def _read_tail(path: Path) -> str:
-    try:
-        fd = open_nofollow(path, os.O_RDONLY)
-    except OSError:
-        return ""
-    try:
-        return _tail_of(fd)
-    finally:
-        os.close(fd)
-
-
 def _tail_of(fd: int, size: int | None = None) -> str:
     try:
         if size is None:
@@ -427,12 +409,20 @@ def _killpg(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
 
 
-def _wait_group_gone(pgid: int, timeout_s: float = 2.0) -> None:
+def _wait_group_gone(pgid: int) -> None:
     # SIGKILL is delivered when each member is next scheduled; waiting a moment means the
     # caller's "timeout" really means "nothing left", which the next run's lock relies on.
+    _wait_until(lambda: not procs.group_alive(pgid))
+
+
+def _wait_until(done: Callable[[], bool], timeout_s: float = 2.0, poll_s: float = 0.01) -> bool:
+    """Poll ``done`` until it holds (True) or ``timeout_s`` has passed (False)."""
     deadline = time.monotonic() + timeout_s
-    while procs.group_alive(pgid) and time.monotonic() < deadline:
-        time.sleep(0.01)
+    while not done():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(min(poll_s, max(deadline - time.monotonic(), 0.0)))
+    return True
 
 
 def _keep_log(path: Path, pgid: int, fd: int) -> tuple[bool, int | None]:
