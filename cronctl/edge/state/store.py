@@ -631,9 +631,9 @@ class Store(_StateReads):
     def close_unfinished(self, run: RunRow, **fields: object) -> bool:
         """Change ``fields`` of ``run`` only if still unfinished and owned by ``run.pid``
         (an owner that recorded its end meanwhile keeps it); whether it was."""
-        unknown = sorted(set(fields) - _UPDATABLE)
-        if unknown or not fields:
-            raise ValueError(f"cannot update run fields {unknown or 'none'}")
+        _check_updatable(fields)
+        if not fields:
+            raise ValueError("no run fields to update")
         condition = f"AND {_UNFINISHED} AND pid IS ?"
         with self.transaction() as txn:
             return txn._update(run.id, fields, condition, run.pid) == 1

@@ -159,7 +159,12 @@ class Kept:
     def take(self, run_id: str) -> dict[str, object] | None:
         if run_id in self._results:
             return self._results[run_id]
-        return take(self._state_dir, run_id)
+        try:
+            fd = open_nofollow(_path(self._state_dir, run_id), os.O_RDONLY)
+        except OSError:
+            return None
+        with os.fdopen(fd, "rb") as file:
+            return _decode(file.read(RESERVE + (1 << 20)))
 
     def done(self) -> None:
         for path in self._spent:
@@ -195,16 +200,6 @@ def _read_slots(path: Path) -> dict[str, dict[str, object]]:
         finally:
             os.close(fd)
     return found
-
-
-def take(state_dir: Path, run_id: str) -> dict[str, object] | None:
-    try:
-        fd = open_nofollow(_path(state_dir, run_id), os.O_RDONLY)
-    except OSError:
-        return None
-    with os.fdopen(fd, "rb") as file:
-        raw = file.read(RESERVE + (1 << 20))
-    return _decode(raw)
 
 
 def forget(state_dir: Path, run_id: str) -> None:
