@@ -27,25 +27,10 @@ _OCTAL_ESCAPE = rb"\\([0-7]{3})"
 # double runs while a wrong "local" only asks the operator to write `lock_dir_shared = true`:
 #   - fuse.sshfs: usually one developer's view of one server, with client-side attribute caches;
 #   - 9p and virtiofs: a host directory shown to its own VMs or WSL, normally one machine.
-_SHARED_FSTYPES = frozenset(
-    {
-        "nfs",
-        "nfs4",
-        "cifs",
-        "smb3",
-        "smbfs",
-        "ceph",
-        "fuse.ceph-fuse",
-        "glusterfs",
-        "fuse.glusterfs",
-        "lustre",
-        "gpfs",
-        "beegfs",
-        # Cluster file systems on shared block devices, with a distributed lock manager.
-        "ocfs2",
-        "gfs2",
-    }
-)
+# ocfs2 and gfs2: cluster file systems on shared block devices, with a distributed lock manager.
+_SHARED_FSTYPES = frozenset({"nfs", "nfs4", "cifs", "smb3", "smbfs", "ceph", "fuse.ceph-fuse",
+                             "glusterfs", "fuse.glusterfs", "lustre", "gpfs", "beegfs", "ocfs2",
+                             "gfs2"})  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
