@@ -24,9 +24,11 @@ from typing import Any
 import _common as c
 
 import cronctl
+from cronctl.coord import open_coordinator
 from cronctl.core.minutes import minute_floor
+from cronctl.edge.process.runner import start as start_command
 from cronctl.edge.schedfiles import load_paths
-from cronctl.run.once import RunContext, real_clock, start_command
+from cronctl.run.context import RunContext, World
 from cronctl.run.work import Worker
 
 REAL_LEAD_S = 0.5  # how long, in real time, each wait for a boundary is cut to
@@ -90,14 +92,14 @@ def measure(root: Path, tasks: int, due: int, ticks: int, date: bool = False) ->
         return stop.wait(REAL_LEAD_S)
 
     (root / "state").mkdir(mode=0o700)
+    locks = root / "state" / "locks"
     ctx = RunContext(
         state_dir=root / "state",
-        lock_dir=root / "state" / "locks",
+        lock_dir=locks,
         host="bench",
-        pid=os.getpid(),
         env=dict(os.environ),
-        clock=real_clock,
-        start=start,
+        coord=open_coordinator(None, locks, host="bench", pid=os.getpid()),
+        world=World(start=start),
     )
     worker = Worker(
         load=lambda: load_paths([path]),

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from datetime import datetime
 
     from cronctl.core.model import Schedule
-    from cronctl.run.once import RunContext
+    from cronctl.run.context import RunContext
     from cronctl.run.planning import Ahead
 
 _T = TypeVar("_T")
@@ -329,19 +329,34 @@ def invoke(
     )
 
 
-def local_context(tmp_path: Path, env: Mapping[str, str] | None = None) -> RunContext:
-    """The RunContext of a `run` or `work` in this process, with state and locks in tmp_path;
-    its tasks get `env` (none by default)."""
-    from cronctl.run.once import RunContext, real_clock
+def local_context(
+    tmp_path: Path, env: Mapping[str, str] | None = None, host: str = "test", **fields: Any
+) -> RunContext:
+    """The RunContext of a `run` or `work` in this process, with state and locks in tmp_path
+    (files in lock_dir coordinate); its tasks get `env` (none by default). `fields` as
+    changed() takes them."""
+    from cronctl.coord import open_coordinator
+    from cronctl.run.context import RunContext
 
-    return RunContext(
-        state_dir=tmp_path / "state",
-        lock_dir=tmp_path / "state" / "locks",
-        host="test",
-        pid=os.getpid(),
-        env=dict(env or {}),
-        clock=real_clock,
-    )
+    locks = tmp_path / "state" / "locks"
+    coord = open_coordinator(None, locks, host=host, pid=os.getpid())
+    ctx = RunContext(state_dir=tmp_path / "state", lock_dir=locks, host=host,
+                     env=dict(env or {}), coord=coord)  # fmt: skip
+    return changed(ctx, **fields)
+
+
+def changed(ctx: RunContext, **fields: Any) -> RunContext:
+    """``ctx`` with `fields` changed: its own, its World's (clock, sleep, start, condition,
+    spawn, warn) and its Listener's (starting, done, output), each by name."""
+    from dataclasses import fields as names
+    from dataclasses import replace
+
+    from cronctl.run.context import Listener, World
+
+    world = {k: fields.pop(k) for k in [f.name for f in names(World)] if k in fields}
+    heard = {k: fields.pop(k) for k in [f.name for f in names(Listener)] if k in fields}
+    ctx = replace(ctx, **fields)
+    return replace(ctx, world=replace(ctx.world, **world), listener=replace(ctx.listener, **heard))
 
 
 def ledger_task(name: str, ledger: Path, schedule: str = "every_minute = true") -> str:

@@ -13,6 +13,7 @@ from cronctl.cli.render.runs import visible
 from cronctl.cli.wiring import fail_on_errors, load_schedule, run_context
 from cronctl.commands.exec import exec_task
 from cronctl.edge.process.stream import printer
+from cronctl.run.context import Listener
 
 
 @shared("file", "state_dir", "lock_dir", "host")
@@ -48,7 +49,7 @@ def exec_(
     fail_on_errors(schedule)
     ctx = run_context(schedule, where.state_dir, where.lock_dir, False, False, host=where.host)
     show = printer()
-    ctx = replace(ctx, output=lambda _task: show)
+    ctx = replace(ctx, listener=Listener(output=lambda _task: show))
     result = exec_task(schedule, name, ctx, wait, chain)
     for run in (result.run, *result.followed):
         if run.outcome != "ok":

@@ -102,9 +102,8 @@ def serve_command(
         # Run now runs as `cronctl exec` would, with what serve resolved once, and the
         # server's environment without the dashboard's token.
         env = {k: v for k, v in os.environ.items() if k != TOKEN_ENV}
-        ctx = RunContext(state_dir=states, lock_dir=locks, host=me, pid=os.getpid(), env=env,
-                         clock=real_clock, max_parallel=schedule.settings.max_parallel,
-                         coord=coord)  # fmt: skip
+        ctx = RunContext(state_dir=states, lock_dir=locks, host=me, env=env, coord=coord,
+                         max_parallel=schedule.settings.max_parallel)  # fmt: skip
         actions = Actions(schedule, ctx)
     app = build_app(dashboard, clock, token, None if token else address.host_headers(), actions)
     print(f"cronctl serve: http://{listen}/ ({coord.describe()})", file=sys.stderr, flush=True)

@@ -35,14 +35,8 @@ from cronctl.edge.process.stream import printer
 from cronctl.edge.schedpaths import schedule_paths
 from cronctl.errors import CronctlError, LockDirNotSharedError
 from cronctl.run import quiet
-from cronctl.run.once import (
-    REHEARSAL_AHEAD,
-    REHEARSAL_DIR,
-    RunContext,
-    Tracker,
-    real_clock,
-    run_once,
-)
+from cronctl.run.context import REHEARSAL_AHEAD, REHEARSAL_DIR, Listener, RunContext, Tracker
+from cronctl.run.once import run_once
 
 __all__ = ["host_name", "parse_instant"]  # the commands take them from here with the rest
 
@@ -119,9 +113,7 @@ def run_context(
         state_dir=states,
         lock_dir=locks,
         host=me,
-        pid=os.getpid(),
         env=dict(os.environ),
-        clock=real_clock,
         dry_run=dry_run,
         max_parallel=schedule.settings.max_parallel,
         coord=open_coordinator(
@@ -151,7 +143,7 @@ def pretended(ctx: RunContext, instant: datetime, dry_run: bool) -> RunContext:
         )
         return replace(ctx, rehearsal=True)
     # A pretended time holds for the whole run: leases and grace are judged by it too.
-    return replace(ctx, clock=lambda: instant)
+    return replace(ctx, world=replace(ctx.world, clock=lambda: instant))
 
 
 def run_command(
@@ -187,7 +179,7 @@ def run_command(
     live = None
     if not dry_run:
         live = LiveReports()
-        ctx = replace(ctx, on_done=live)
+        ctx = replace(ctx, listener=Listener(done=live))
     stop = _StopOnSignal()
     report = run_once(schedule, instant, stop.install(ctx))
     render_run(report, as_json, verbose, live.handled if live else frozenset())
@@ -227,7 +219,8 @@ class _StopOnSignal:
         for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(signum, self._handle)
         # A jitter or retry delay ends at once when told to stop, as under `work`.
-        return replace(ctx, tracker=self._tracker, sleep=self._tracker.pause)
+        world = replace(ctx.world, sleep=self._tracker.pause)
+        return replace(ctx, tracker=self._tracker, world=world)
 
     def _handle(self, signum: int, _frame: object) -> None:
         import threading
@@ -262,13 +255,16 @@ def work_reporting(
     """`work`: failures reported as each task ends (with -v, every outcome); with --output,
     every task's lines on stdout as `TASK | line` (what `journalctl -u cronctl` then shows)."""
     live = LiveReports(lines=verbose)
-    ctx = replace(ctx, on_done=live)
+    listener = Listener(done=live)
     if output:
-        ctx = replace(ctx, output=lambda task: printer(f"{task} | "))
+        listener = replace(listener, output=lambda task: printer(f"{task} | "))
     if verbose:
         # One line as the minute's tasks start, then each outcome as its run ends; what
         # ran nothing (missed, paused), or "nothing due", as its tick ends (render_run).
-        ctx = replace(ctx, starting=lambda now, rows: print(starting_line(now, rows), flush=True))
+        listener = replace(
+            listener, starting=lambda now, rows: print(starting_line(now, rows), flush=True)
+        )
+    ctx = replace(ctx, listener=listener)
 
     def report(result: Any) -> None:
         render_run(result, False, verbose, live.handled, live.shown)
@@ -281,7 +277,7 @@ def work_reporting(
 # otherwise a quick failure waits behind a long sleeper, and cron's mails come late and
 # out of order.
 class LiveReports:
-    """The `on_done` of a run: prints what each ending occurrence calls for."""
+    """A run's `Listener.done`: prints what each ending occurrence calls for."""
 
     def __init__(self, lines: bool = False) -> None:
         """Nothing reported yet; `lines`: print each outcome's `-v` line too (`work -v`)."""

@@ -7,6 +7,7 @@ by hand at once are never what was meant). Recorded as "manual"; its window is l
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import threading
@@ -19,7 +20,7 @@ from types import FrameType
 from typing import TypeVar
 
 from cronctl.commands.schedule import find_task
-from cronctl.coord import open_coordinator, outbox
+from cronctl.coord import outbox
 from cronctl.coord.port import Coordinator, GroupSlot, HeldLock, HolderInfo
 from cronctl.core.model import Schedule, Task, format_duration, runs_on
 from cronctl.core.runs import RunRow
@@ -28,10 +29,10 @@ from cronctl.edge.process.procs import alive
 from cronctl.edge.safefiles import ensure_private_dir
 from cronctl.edge.state.store import Store
 from cronctl.errors import CronctlError, UsageError
-from cronctl.run import attempts, chains, guards
-from cronctl.run.context import RESULT_FIELDS, new_run_id
-from cronctl.run.occurrence import execute, task_env
-from cronctl.run.once import RunContext, Tracker, coordinated
+from cronctl.run import chains, guards
+from cronctl.run.attempts import execute, task_env
+from cronctl.run.context import RunContext, Tracker, new_run_id, result_fields
+from cronctl.run.once import coordinated
 
 WAIT_POLL_S = 0.5
 _T = TypeVar("_T")
@@ -98,12 +99,10 @@ def follow_chain(schedule: Schedule, task: Task, row: RunRow, ctx: RunContext) -
     """What follows ``task``'s ended run ``row``, run as the schedule would (its end recorded,
     each follower under its guards and pauses, and what follows those): their rows."""
     with coordinated(ctx) as ctx, Store.open(ctx.state_dir) as store:
-        followers = chains.RunChains(schedule, guards.paused(ctx).names, {})
-        ctx = replace(ctx, follow=followers)
+        followers = ctx.run.follow = chains.RunChains(schedule, guards.paused(ctx).names, {})
         followers.record(task, row, ctx)
         rows = followers.start(store, task, row, ctx)
-        if ctx.records is not None:
-            ctx.records.finish(store, rows, ctx.state_dir)
+        ctx.run.records.finish(store, rows, ctx.state_dir)
     return rows
 
 
@@ -120,10 +119,12 @@ def begin_exec(schedule: Schedule, name: str, ctx: RunContext, wait: bool) -> Be
         )
     ensure_private_dir(ctx.state_dir)
     ensure_private_dir(ctx.lock_dir)
-    coord = ctx.coord or open_coordinator(None, ctx.lock_dir, host=ctx.host, pid=ctx.pid)
+    coord = ctx.coord
     try:
         if task.paused or task.name in coord.paused_tasks():
-            ctx.warn(f"cronctl: note: task {task.name} is paused; running it anyway, as asked")
+            ctx.world.warn(
+                f"cronctl: note: task {task.name} is paused; running it anyway, as asked"
+            )
         attempt = partial(_lock_attempt, task, coord, ctx)
         lock = _wait_for(attempt, ctx, wait, ("for it to end", "it ends", "for it"))
         try:
@@ -165,14 +166,14 @@ def _in_worker(body: Callable[[], _T]) -> _T:
 
 
 def _pending(task: Task, ctx: RunContext) -> RunRow:
-    now = ctx.clock()
+    now = ctx.world.clock()
     row = RunRow(
         id=new_run_id(now),
         task=task.name,
         occurrence=now.replace(microsecond=0),
         outcome="pending",
         host=ctx.host,
-        pid=ctx.pid,
+        pid=os.getpid(),
         trigger="manual",
     )
     with Store.open(ctx.state_dir) as store, store.transaction() as tx:
@@ -181,22 +182,17 @@ def _pending(task: Task, ctx: RunContext) -> RunRow:
 
 
 def _run_now(task: Task, ctx: RunContext, lock: HeldLock, row: RunRow) -> RunRow:
-    with Store.open(ctx.state_dir) as store:
-        env = task_env(task, row, ctx)
-        if task.reports_outside:
-            result = attempts.execute(store, task, row, env, ctx, lock, execute)
-        else:
-            result = execute(store, task, row, env, ctx, lock)
-        store.update_run(result.id, **{k: getattr(result, k) for k in RESULT_FIELDS})
-        if ctx.coord is not None and ctx.coord.fleet is not None:
-            # Into the fleet history as a scheduled run's record goes: the fleet's dashboard
-            # and `history --fleet` show manual runs too.
-            unsent = outbox.publish(store, ctx.coord.fleet, [result], ctx.state_dir)
-            if unsent is not None:
-                ctx.warn(
-                    f"cronctl: warning: {unsent}; the run's record waits in "
-                    f"{ctx.state_dir / outbox.OUTBOX} and goes with the next run that reaches it"
-                )
+    with coordinated(ctx) as ctx, Store.open(ctx.state_dir) as store:
+        result = execute(store, task, row, task_env(task, row, ctx), ctx, lock)
+        store.update_run(result.id, **result_fields(result))
+        # Into the fleet history as a scheduled run's record goes: the fleet's dashboard
+        # and `history --fleet` show manual runs too.
+        unsent = ctx.run.records.finish(store, [result], ctx.state_dir)
+        if unsent is not None:
+            ctx.world.warn(
+                f"cronctl: warning: {unsent}; the run's record waits in "
+                f"{ctx.state_dir / outbox.OUTBOX} and goes with the next run that reaches it"
+            )
     return result
 
 
@@ -219,7 +215,7 @@ def exit_code_of(run: RunRow) -> int:
 def _lock_attempt(task: Task, coord: Coordinator, ctx: RunContext) -> tuple[HeldLock | None, str]:
     """One attempt at the task's overlap lock, lock_dir (or the store) asked afresh, as each
     attempt of `--wait` is."""
-    now: datetime = ctx.clock()
+    now: datetime = ctx.world.clock()
     try:
         attempt = coord.try_overlap(
             task.name, lease=task.overlap_lease, now=now, timeout=task.timeout
@@ -238,7 +234,7 @@ def _lock_attempt(task: Task, coord: Coordinator, ctx: RunContext) -> tuple[Held
         if attempt.status == "overtaken":
             holder = attempt.holder.describe() if attempt.holder else "an unknown run"
             lease = format_duration(task.overlap_lease) if task.overlap_lease else "?"
-            ctx.warn(
+            ctx.world.warn(
                 f"cronctl: warning: task {task.name}: the run by {holder} has held its "
                 f"overlap lock longer than the {lease} lease; treating it as stuck"
             )
@@ -276,9 +272,9 @@ def _wait_for(
         if not wait:
             raise Busy(f"{why}; nothing was started. Try again when {again}", hint)
         if not said:
-            ctx.warn(f"cronctl: {why}; waiting {waiting}")
+            ctx.world.warn(f"cronctl: {why}; waiting {waiting}")
             said = True
-        ctx.sleep(WAIT_POLL_S)
+        ctx.world.sleep(WAIT_POLL_S)
 
 
 def running_here(store: Store, host: str, name: str) -> HolderInfo | None:

@@ -1,32 +1,48 @@
-"""One occurrence beyond its command (docs/schedule-file.md, "Retries, pings and hooks"):
-retries, the heartbeat ping, the hooks, and what to report when it ends (`notify`).
-
-The single attempt is handed in (`Attempt`): this module wraps whatever starts the command,
-so it sits above run/occurrence.py's workers without importing them.
-"""
+"""One occurrence's command (docs/schedule-file.md, "Retries, pings and hooks"): each attempt
+from its "running" mark to its result, the retries, the heartbeat ping, the hooks, and what
+to report when it ends (`notify`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
-from typing import TypeAlias
 
 from cronctl.coord.port import HeldLock
-from cronctl.core.model import Task
+from cronctl.core.model import Task, format_utc
 from cronctl.core.runs import AFTER_TRIGGER, FAILED, FINISHED, START_TRIGGER, RunRow
-from cronctl.edge.notify import OccurrencePings, RunPings, run_hook
+from cronctl.edge import secrets
+from cronctl.edge.notify import OccurrencePings, run_hook
+from cronctl.edge.process import runner
+from cronctl.edge.safefiles import ensure_private_dir
 from cronctl.edge.state.store import Store
-from cronctl.run.context import RESULT_FIELDS, RunContext, new_run_id
-
-#: One attempt of the command: (store, task, its row, env, ctx, overlap lock) -> the result.
-Attempt: TypeAlias = Callable[
-    [Store, Task, RunRow, dict[str, str], RunContext, HeldLock | None], RunRow
-]
+from cronctl.errors import EnvFileError
+from cronctl.run.context import RunContext, log_path, new_run_id, result_fields, running_fields
+from cronctl.run.outcomes import NOT_STARTED, record_command, result_message
 
 RETRYABLE = FAILED - {"error"}
-#: The runs that retry: not `exec`'s, which an operator watches.
-_RETRIED = ("schedule", START_TRIGGER, AFTER_TRIGGER)
+#: Added to the message of a failed attempt whose retry a stop prevented.
+NOT_RETRIED = "not retried: cronctl was told to stop"
+#: cronctl's own secrets, never handed to a task through the environment it inherits
+#: (docs/guarantees.md): the store's URL (it may carry a password) and `serve`'s token. A
+#: task's `env` table may still set one on purpose. libpq's PGPASSWORD and the like are not
+#: cronctl's: tasks of their own use them.
+SECRET_VARIABLES = ("CRONCTL_COORDINATION", "CRONCTL_SERVE_TOKEN")
+
+
+def task_env(task: Task, row: RunRow, ctx: RunContext) -> dict[str, str]:
+    """The environment of the task's command (and its hooks and conditions): cronctl's
+    without its secrets, the task's, and CRONCTL_*."""
+    env = {k: v for k, v in ctx.env.items() if k not in SECRET_VARIABLES}
+    env.update(task.env)
+    env["CRONCTL_TASK"] = task.name
+    env["CRONCTL_OCCURRENCE"] = format_utc(row.occurrence)
+    env["CRONCTL_RUN_ID"] = row.id
+    # Every attempt, the first too: a script testing it must not meet an unset variable.
+    env["CRONCTL_ATTEMPT"] = str(row.attempt)
+    if task.chained:
+        env["CRONCTL_UPSTREAM"] = row.upstream  # the upstream run ids (docs/chains.md)
+    return env
 
 
 def execute(
@@ -36,83 +52,124 @@ def execute(
     env: dict[str, str],
     ctx: RunContext,
     lock: HeldLock | None,
-    attempt: Attempt,
+    started: Callable[[str], None] | None = None,
 ) -> RunRow:
-    """Run the command (`attempt`), again on failure while retries last; ping and hook around
-    it all.
+    """Run the command, again on failure while retries last; ping and hook around it all.
+    ``started`` hears each attempt's id once its command has started (run_all's first wave).
 
     The overlap lock (`lock`) stays held through the retry delays: the occurrence is not
     over until its last attempt is.
     """
+    if not task.reports_outside:
+        return _attempt(store, task, row, env, ctx, lock, started)
     pinger = None
-    own = None  # the pings of an occurrence run outside run_all (`exec`): waited for here
     if task.ping_url is not None:
-        pings = ctx.pings
-        if pings is None:
-            pings = own = RunPings()
-            if ctx.tracker is not None:
-                ctx.tracker.on_stop(own.stop)
-        pinger = OccurrencePings(task, ctx.state_dir, ctx.warn, pings)
+        pinger = OccurrencePings(task, ctx.state_dir, ctx.world.warn, ctx.run.pings)
         pinger.start(row.id)
-    result = attempt(store, task, row, env, ctx, lock)
+    result = _attempt(store, task, row, env, ctx, lock, started)
     while (delay := retry_delay(task, result, ctx)) is not None:
-        store.update_run(result.id, **{k: getattr(result, k) for k in RESULT_FIELDS})
-        ctx.sleep(delay.total_seconds())
-        if ctx.tracker is not None and ctx.tracker.stopping:
+        store.update_run(result.id, **result_fields(result))
+        ctx.world.sleep(delay.total_seconds())
+        if ctx.tracker.stopping:
             # Told to stop during the delay: the failed attempt is the outcome, and says so.
-            result = replace(result, message=_joined(result.message, NOT_RETRIED))
+            message = f"{result.message}; {NOT_RETRIED}" if result.message else NOT_RETRIED
+            result = replace(result, message=message)
             break
-        row = replace(
-            RunRow(row.id, row.task, row.occurrence, "pending", row.host, row.pid),
-            id=new_run_id(row.occurrence),
-            trigger=row.trigger,
-            attempt=result.attempt + 1,
-            upstream=row.upstream,
-        )
+        row = RunRow(
+            new_run_id(row.occurrence), row.task, row.occurrence, "pending", row.host, row.pid,
+            trigger=row.trigger, attempt=result.attempt + 1, upstream=row.upstream,
+        )  # fmt: skip
         with store.transaction() as tx:
             tx.add_run(row)
         env = {**env, "CRONCTL_RUN_ID": row.id, "CRONCTL_ATTEMPT": str(row.attempt)}
-        result = attempt(store, task, row, env, ctx, lock)
+        result = _attempt(store, task, row, env, ctx, lock, started)
     if pinger is not None:
         pinger.finish(result)  # in the background: the result is recorded without waiting
     if task.on_failure or task.on_success:
-        run_hook(task, result, env, ctx.state_dir, ctx.warn)
-    if own is not None:
-        own.settle()
-        if ctx.tracker is not None:
-            ctx.tracker.forget_stop(own.stop)
+        run_hook(task, result, env, ctx.state_dir, ctx.world.warn)
     return result
 
 
-#: Added to the message of a failed attempt whose retry a stop prevented.
-NOT_RETRIED = "not retried: cronctl was told to stop"
-
-
-def _joined(first: str | None, second: str) -> str:
-    return f"{first}; {second}" if first else second
+def _attempt(
+    store: Store, task: Task, row: RunRow, env: dict[str, str], ctx: RunContext,
+    lock: HeldLock | None, started: Callable[[str], None] | None,
+) -> RunRow:  # fmt: skip
+    """Mark the run "running" (durably), start the command, wait for it: its result row."""
+    mask: tuple[str, ...] = ()
+    if task.has_secrets:
+        try:
+            # Read at each attempt (a rotated secret counts from the next one), for the
+            # command only: conditions and hooks never see them.
+            found = secrets.load(task, ctx.env)
+        except EnvFileError as exc:
+            # Nothing ran: the task's own failure, named by file and line, never by value.
+            message = f"cannot read its secrets: {exc}; it was not started"
+            return replace(row, outcome="error", message=message, started=None)
+        env = {**env, **found.env, **{k: v for k, v in env.items() if k.startswith("CRONCTL_")}}
+        mask = found.values
+    path = log_path(task, row, ctx)
+    ensure_private_dir(path.parent, within=ctx.state_dir)
+    # Recorded before the start (by planning for the first wave): a cronctl killed from here
+    # on leaves "running", which recovery reports as an unknown outcome, never as "did not run".
+    if row.id not in ctx.run.marked:
+        store.update_run(row.id, **running_fields(task, row, ctx))
+    spec = runner.RunSpec(
+        command=task.command,
+        shell=task.shell,
+        workdir=task.workdir,
+        env=env,
+        timeout=task.timeout,
+        log_path=path,
+        pass_fds=(lock.fd,) if lock is not None else (),
+        stream=ctx.listener.output(task.name),
+        mask=mask,
+        max_output=task.max_output or 0,
+        memory_max=task.memory_max,
+        cpu_max=task.cpu_max,
+        nice=task.nice,
+        ionice=task.ionice,
+    )
+    if ctx.tracker.stopping:
+        return replace(row, outcome="interrupted", message=NOT_STARTED, log_path=None)
+    running = ctx.world.start(spec)
+    ctx.tracker.add(running)
+    try:
+        record_command(task, lock, getattr(running, "pid", None), ctx.world.warn)
+        if started is not None:
+            started(row.id)
+        result = running.wait()
+    finally:
+        ctx.tracker.discard(running)
+    return replace(
+        row,
+        outcome=result.outcome,
+        exit_code=result.exit_code,
+        started=result.started,
+        ended=result.ended,
+        duration_s=result.duration_s,
+        log_path=str(path) if getattr(result, "log_kept", True) else None,
+        tail=result.tail,
+        message=result_message(result),
+    )
 
 
 def retry_delay(task: Task, result: RunRow, ctx: RunContext) -> timedelta | None:
     """How long to wait before the next attempt, or None: no retry.
 
-    Only scheduled and start-up runs retry (not `exec`'s), only `failed`/`timeout` (an
-    `error` could not start: trying again changes nothing), and a guarded task stops when
-    the retry would start at or after its next occurrence, which must never find its own
-    retry still running.
+    Only scheduled, start-up and chained runs retry (not `exec`'s, which an operator
+    watches), only `failed`/`timeout` (an `error` could not start: trying again changes
+    nothing), and a guarded task stops when the retry would start at or after its next
+    occurrence, which must never find its own retry still running.
     """
-    if result.outcome not in RETRYABLE or result.trigger not in (
-        "schedule",
-        START_TRIGGER,
-        AFTER_TRIGGER,
-    ):
+    if result.outcome not in RETRYABLE or result.attempt > task.retries:
         return None
-    if result.attempt > task.retries:
+    if result.trigger not in ("schedule", START_TRIGGER, AFTER_TRIGGER):
         return None
     delay = task.retry_delay * (1 << (result.attempt - 1))
     if task.without_overlapping or task.on_one_server:
         following = task.next_run(result.occurrence)
-        if following is not None and ctx.clock() + delay >= following:
-            ctx.warn(
+        if following is not None and ctx.world.clock() + delay >= following:
+            ctx.world.warn(
                 f"cronctl: task {task.name}: not retrying attempt {result.attempt}: the retry "
                 "would reach the next occurrence"
             )
@@ -133,13 +190,6 @@ def earlier(store: Store, result: RunRow) -> list[RunRow]:
     return sorted(found, key=lambda r: r.attempt)
 
 
-def finished(store: Store, task: Task, result: RunRow, ctx: RunContext) -> None:
-    """Tell `ctx.on_done` how the occurrence ended and what to say about it."""
-    if ctx.on_done is None:
-        return
-    ctx.on_done(task, result, report_kind(store, task, result))
-
-
 def report_kind(store: Store, task: Task, result: RunRow) -> str | None:
     """ "failure" (print the report), "recovered" (one line), or None (say nothing).
 
@@ -151,16 +201,13 @@ def report_kind(store: Store, task: Task, result: RunRow) -> str | None:
         return "failure" if failed else None
     if result.outcome not in FINISHED:
         return None
-    before = previous_final(store, result)
+    # The last run of the task before this occurrence that ended ok or failing.
+    before = next(
+        (r for r in store.history(result.task, limit=200)
+         if r.occurrence < result.occurrence and r.outcome in FINISHED),
+        None,
+    )  # fmt: skip
     was_failing = before is not None and before.outcome in FAILED
     if failed:
         return None if was_failing else "failure"
     return "recovered" if was_failing else None
-
-
-def previous_final(store: Store, result: RunRow) -> RunRow | None:
-    """The last run of the task before `result`'s occurrence that ended ok or failing."""
-    for row in store.history(result.task, limit=200):
-        if row.occurrence < result.occurrence and row.outcome in FINISHED:
-            return row
-    return None

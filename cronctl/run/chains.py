@@ -24,7 +24,7 @@ from cronctl.core.model import Schedule, Task, format_utc
 from cronctl.core.runs import AFTER_TRIGGER, FAILED, FINISHED, Outcome, RunRow
 from cronctl.edge.state.store import Store
 from cronctl.run import occurrence
-from cronctl.run.context import RunContext, coord_of
+from cronctl.run.context import RunContext
 from cronctl.run.planning import make_row
 from cronctl.run.recovery import DID_NOT_START
 
@@ -89,16 +89,16 @@ class RunChains:
             return
         # The run's clock, which the catch-up's misfire window is counted by (`--now` too).
         end = ChainEnd(
-            task.name, result.occurrence, result.outcome, result.id, ctx.host, ctx.clock()
+            task.name, result.occurrence, result.outcome, result.id, ctx.host, ctx.world.clock()
         )
         with self._lock:
             self._seen[(end.task, end.occurrence, end.host)] = end
         if ctx.rehearsal:  # a pretended future's ends must not be caught up for real
             return
         try:
-            coord_of(ctx).record_end(end)
+            ctx.coord.record_end(end)
         except (StoreUnavailable, OSError) as exc:
-            ctx.warn(
+            ctx.world.warn(
                 f"cronctl: error: task {task.name}: could not record its end for the tasks "
                 f"that follow it: {exc}; only this run starts them"
             )
@@ -124,9 +124,11 @@ class RunChains:
             ends = [e for key, e in self._seen.items() if key[1] == end.occurrence]
         if len(follower.after) > 1 and not ctx.rehearsal:
             try:
-                read = coord_of(ctx).chain_ends(set(follower.after), end.occurrence)
+                read = ctx.coord.chain_ends(set(follower.after), end.occurrence)
             except (StoreUnavailable, OSError) as exc:
-                ctx.warn(f"cronctl: error: task {follower.name}: {exc}; the next run looks again")
+                ctx.world.warn(
+                    f"cronctl: error: task {follower.name}: {exc}; the next run looks again"
+                )
                 return None
             ends += [e for e in read if e.occurrence == end.occurrence]
         return choose(follower, ends, ctx.host)
@@ -140,9 +142,9 @@ class RunChains:
         upstream = {name for task in self.chained for name in task.after}
         since = minute_floor(now - LOOKBACK)
         try:
-            found = coord_of(ctx).chain_ends(upstream, since)
+            found = ctx.coord.chain_ends(upstream, since)
         except (StoreUnavailable, OSError) as exc:
-            ctx.warn(f"cronctl: error: {exc}; chained tasks are not caught up this minute")
+            ctx.world.warn(f"cronctl: error: {exc}; chained tasks are not caught up this minute")
             return []
         by_occurrence: dict[datetime, list[ChainEnd]] = {}
         for end in found:
@@ -187,8 +189,7 @@ class RunChains:
             if not tx.add_first(row, DID_NOT_START):
                 return []  # another process on this machine dealt with it
         if outcome != "pending":
-            if ctx.records is not None:
-                ctx.records.send([row])
+            ctx.run.records.send([row])
             return [row]
         return occurrence.run_task(store, task, [row], ctx)
 

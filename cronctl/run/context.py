@@ -1,5 +1,7 @@
-"""Where and as whom a run happens (RunContext), what it reports (RunReport), and the
-commands running right now (Tracker)."""
+"""A run in three parts: what it is (RunContext's own fields, read-only), how it reaches the
+world (World: the clock, waits, commands, conditions, threads, warnings; real or fake, with
+the Tracker and the Listener), and what one run owns while it goes (RunState); what a run
+reports (RunReport)."""
 
 from __future__ import annotations
 
@@ -7,14 +9,13 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol, TypedDict
 
-from cronctl.coord import outbox
-from cronctl.coord.port import Coordinator
+from cronctl.coord.port import Coordinator, StoreUnavailable
 from cronctl.core.due import Plan
 from cronctl.core.model import MAX_PARALLEL, Task
 from cronctl.core.runs import FAILED, Outcome, RunRow
@@ -27,62 +28,83 @@ REHEARSAL_AHEAD = timedelta(minutes=5)
 #: Where a rehearsal keeps its windows, history and logs: inside state_dir, apart.
 REHEARSAL_DIR = "rehearsal"
 #: The fields of a run row that its end sets.
-RESULT_FIELDS = (
-    "outcome",
-    "exit_code",
-    "started",
-    "ended",
-    "duration_s",
-    "log_path",
-    "tail",
-    "message",
-)
+RESULT_FIELDS = ("outcome", "exit_code", "started", "ended", "duration_s", "log_path", "tail",
+                 "message")  # fmt: skip
 
 
-def start_command(spec: runner.RunSpec) -> Running:
-    """Start the command (runner.start; tests inject their own through RunContext.start)."""
-    return runner.start(spec)
+def result_fields(row: RunRow) -> dict[str, Any]:
+    """What ``row``'s end sets, for Store.update_run."""
+    return {k: getattr(row, k) for k in RESULT_FIELDS}
 
 
-def check_condition(command: str, **options: Any) -> bool:
-    """Run a `when`/`skip` condition (runner.run_condition; tests inject their own)."""
-    return runner.run_condition(command, **options)
+def real_clock() -> datetime:
+    """The machine's clock, in UTC."""
+    return datetime.now(UTC)
 
 
 class Running(Protocol):
-    """A started command, as runner.start returns it (tests may inject their own)."""
+    """A started command, as runner.start returns it."""
 
-    def wait(self) -> runner.CommandResult:
-        """Block until it ends; its result."""
-        ...
+    def wait(self) -> runner.CommandResult: ...
 
-    def signal(self, sig: int) -> None:
-        """Forward a signal to its process group."""
-        ...
+    def signal(self, sig: int) -> None: ...
 
 
 class Joinable(Protocol):
-    """A started thread, or a job on a pooled one (RunContext.spawn)."""
+    """A started thread, or a job on a pooled one (World.spawn)."""
 
-    def join(self, timeout: float | None = None) -> None:
-        """Wait until it has returned."""
-        ...
+    def join(self, timeout: float | None = None) -> None: ...
 
-    def is_alive(self) -> bool:
-        """Whether it has not returned yet."""
-        ...
+    def is_alive(self) -> bool: ...
 
 
 def new_thread(target: Callable[[], None], name: str) -> Joinable:
-    """A thread of its own for `target`, started (RunContext.spawn's default); a daemon if
-    the calling thread is one, as threads are."""
+    """A thread of its own for `target`, started."""
     thread = threading.Thread(target=target, name=name)
     thread.start()
     return thread
 
 
+def _to_stderr(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
+@dataclass(frozen=True, slots=True)
+class World:
+    """How a run reaches the world, real by default: tests and the soak test pass fakes (a
+    pinned clock and a sleep that moves it, commands that start no process)."""
+
+    clock: Callable[[], datetime] = real_clock
+    # Waits (jitter, retry delays, polls); `run` and `work` end them early when told to stop.
+    sleep: Callable[[float], None] = time.sleep
+    start: Callable[[runner.RunSpec], Running] = runner.start
+    condition: Callable[..., bool] = runner.run_condition
+    # Each worker on a thread of its own (`run`), or on one `work` keeps (run/pool.py).
+    spawn: Callable[[Callable[[], None], str], Joinable] = new_thread
+    warn: Callable[[str], None] = _to_stderr
+
+
+def _hear_nothing(*_args: object) -> None:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Listener:
+    """What the caller hears as a run goes (cli/wiring.py); by default nothing.
+
+    `starting`: a minute's due rows once planned, before any starts (`work -v`); `done`: each
+    occurrence's final row as its task ends, with what to report of it (live failure
+    reports); `output`: where a task's output lines go as they come (`work --output`), None:
+    only to its log."""
+
+    starting: Callable[[datetime, list[RunRow]], None] = _hear_nothing
+    done: Callable[[Task, RunRow, str | None], None] = _hear_nothing
+    output: Callable[[str], Callable[[str], None] | None] = lambda _task: None
+
+
 class Tracker:
-    """The commands running right now, so `work` and `run` can forward a signal to them."""
+    """The commands running right now, so `work` and `run` can forward a signal to them; one
+    never told to stop lets everything run."""
 
     def __init__(self) -> None:
         # Re-entrant: stop() runs in a signal handler, in the main thread, which may hold it.
@@ -90,8 +112,7 @@ class Tracker:
         self._running: set[Running] = set()
         self._stop_signal: int | None = None
         self._stopped = threading.Event()
-        # What else must stop at once (pings in flight), called by stop() outside the lock.
-        self._on_stop: list[Callable[[], None]] = []
+        self._on_stop: list[Callable[[], None]] = []  # called by stop() outside the lock
         self._held = 0  # worker slots in use, by every minute's run of `work` (see hold)
 
     @property
@@ -111,7 +132,7 @@ class Tracker:
         return self.signal_all(sig)
 
     def pause(self, seconds: float) -> None:
-        """Sleep `seconds` (a jitter or a retry delay), or less: until told to stop."""
+        """Sleep `seconds`, or less: until told to stop."""
         self._stopped.wait(seconds)
 
     def on_stop(self, callback: Callable[[], None]) -> None:
@@ -122,13 +143,12 @@ class Tracker:
             callback()
 
     def forget_stop(self, callback: Callable[[], None]) -> None:
-        """No longer call `callback` when told to stop."""
         with self._lock:
             if callback in self._on_stop:
                 self._on_stop.remove(callback)
 
     def hold(self, slots: int) -> int:
-        """Take (``slots`` > 0) or give back worker slots; return how many are in use in this
+        """Take (``slots`` > 0) or give back worker slots; how many are in use in this
         process, also by the runs of earlier minutes that `work` still has going."""
         with self._lock:
             self._held += slots
@@ -143,7 +163,6 @@ class Tracker:
             command.signal(sig)
 
     def discard(self, command: Running) -> None:
-        """Forget a finished command."""
         with self._lock:
             self._running.discard(command)
 
@@ -162,11 +181,41 @@ class Follow(Protocol):
     def record(self, task: Task, result: RunRow, ctx: RunContext) -> None:
         """Record how it ended, before its result is committed (a crash between the two
         leaves the end, which a later run follows)."""
-        ...
 
     def start(self, store: Any, task: Task, result: RunRow, ctx: RunContext) -> list[RunRow]:
         """Run what is ready to follow it now; the rows of those runs."""
-        ...
+
+
+class _NoFollow:
+    """No chains: nothing follows anything."""
+
+    def record(self, task: Task, result: RunRow, ctx: RunContext) -> None:
+        pass
+
+    def start(self, store: Any, task: Task, result: RunRow, ctx: RunContext) -> list[RunRow]:
+        return []
+
+
+class Records(Protocol):
+    """The fleet records of one run (coord/outbox.py's Records)."""
+
+    def send(self, rows: Sequence[RunRow]) -> None: ...
+
+    def finish(
+        self, store: Any, rows: Sequence[RunRow], state_dir: Path
+    ) -> StoreUnavailable | None: ...
+
+
+class _NoRecords:
+    """No fleet store, or a rehearsal: nothing is sent."""
+
+    def send(self, rows: Sequence[RunRow]) -> None:
+        pass
+
+    def finish(
+        self, store: Any, rows: Sequence[RunRow], state_dir: Path
+    ) -> StoreUnavailable | None:
+        return None
 
 
 class Preclaims:
@@ -178,7 +227,6 @@ class Preclaims:
         self._lock = threading.Lock()
 
     def answered(self, won: Mapping[str, bool]) -> None:
-        """Decided: ``won`` by run id."""
         with self._lock:
             self._won.update(won)
 
@@ -188,63 +236,48 @@ class Preclaims:
         with self._lock:
             return self._won.pop(row_id, None)
 
-    def won(self, row_id: str) -> bool:
-        """Whether ``row_id`` is known won."""
-        with self._lock:
-            return self._won.get(row_id) is True
+
+@dataclass(eq=False)
+class RunState:
+    """What one run owns while it goes (once.coordinated makes it), shared by its workers."""
+
+    # Each fleet record sent as its run ends (coord/outbox.py).
+    records: Records = field(default_factory=_NoRecords)
+    # Sent in the background, so a slow endpoint holds neither a worker nor a run's record;
+    # the run waits for them as it ends (once.coordinated).
+    pings: RunPings = field(default_factory=RunPings)
+    # Claims decided with others as slots come free (see guards.claim_some).
+    claimed: Preclaims = field(default_factory=Preclaims)
+    # Rows the planning transaction recorded "running" already (planning._first_mark), so
+    # their workers start them without a commit of their own.
+    marked: set[str] = field(default_factory=set)
+    follow: Follow = field(default_factory=_NoFollow)
+    # The store had not answered with the pauses when the tasks that need no store started
+    # (they went by the pauses last read): guarded tasks look at its own pauses before their
+    # claim (guards.acquire).
+    recheck_pauses: bool = False
 
 
 @dataclass(frozen=True)
 class RunContext:
-    """Where and as whom a run happens, and how to tell the time."""
+    """Where and as whom a run happens (read-only), how it reaches the world, and the state
+    of the run under way."""
 
     state_dir: Path
     lock_dir: Path
     host: str
-    pid: int
     env: Mapping[str, str]
-    clock: Callable[[], datetime]
+    # Claims, overlap locks, pauses, chain ends, fleet records: files in lock_dir or a store.
+    coord: Coordinator
     dry_run: bool = False
     # A --now ahead of the machine's clock (see REHEARSAL_AHEAD): it runs what is due then, but
     # records it apart and takes no claim, so it cannot touch present-day runs or data.
     rehearsal: bool = False
     max_parallel: int = MAX_PARALLEL
-    tracker: Tracker | None = None
-    # The process edge, injectable so the soak test can drive weeks of ticks in process.
-    start: Callable[[runner.RunSpec], Running] = start_command
-    condition: Callable[..., bool] = check_condition
-    warn: Callable[[str], None] = field(default=lambda message: print(message, file=sys.stderr))
-    # Claims, overlap locks, pauses, fleet records (edge/coord); None: files in lock_dir.
-    coord: Coordinator | None = None
-    # Claims decided with others as slots come free, by run id (see guards.claim_some).
-    claimed: Preclaims = field(default_factory=Preclaims)
-    # The store had not answered with the pauses when the tasks that need no store started
-    # (they went by the pauses last read): guarded tasks, which wait for it anyway, look at
-    # its own pauses before their claim (guards.paused).
-    recheck_pauses: bool = False
-    # The fleet records of this run, each sent as its run ends (coord/outbox.py); None: no
-    # fleet store, or a rehearsal.
-    records: outbox.Records | None = None
-    # Rows the planning transaction recorded "running" already (the first wave: see
-    # planning.plan_all), so their workers start them without a commit of their own.
-    marked: set[str] = field(default_factory=set)
-    # Waits (jitter, retry delays) go through `sleep` so tests can pin the clock;
-    # `on_done` hears each occurrence's final row as its task ends (live failure reports);
-    # `output` gives a task's output lines to a sink (`work --output`).
-    sleep: Callable[[float], None] = time.sleep
-    on_done: Callable[[Task, RunRow, str | None], None] | None = None
-    # `starting` hears a minute's due rows once planned, before any starts (`work -v`'s line
-    # for the minute: its outcomes follow, each as its run ends, through `on_done`).
-    starting: Callable[[datetime, list[RunRow]], None] | None = None
-    output: Callable[[str], Callable[[str], None]] | None = None
-    # How run_all starts its worker threads: each a thread of its own (`run`), or a thread
-    # `work` keeps for reuse (run/pool.py), which starts without a new thread's wait.
-    spawn: Callable[[Callable[[], None], str], Joinable] = new_thread
-    # The pings of this run still in flight (run_all sets it when a due task pings): sent in
-    # the background, so a slow endpoint holds neither a worker nor a run's record.
-    pings: RunPings | None = None
-    # What follows a task's ended occurrence (run/chains.py); None: the schedule has no chains.
-    follow: Follow | None = None
+    world: World = World()
+    tracker: Tracker = field(default_factory=Tracker)
+    listener: Listener = Listener()
+    run: RunState = field(default_factory=RunState)
 
 
 @dataclass(frozen=True)
@@ -267,17 +300,15 @@ class RunReport:
         a failure that a retry made good is history, not a failure of this run)."""
         last: dict[tuple[str, datetime], int] = {}
         for r in self.runs:
-            last[_key(r)] = max(last.get(_key(r), 0), r.attempt)
-        return [r for r in self.runs if r.outcome in FAILED and r.attempt == last[_key(r)]]
+            last[r.task, r.occurrence] = max(last.get((r.task, r.occurrence), 0), r.attempt)
+        return [
+            r for r in self.runs if r.outcome in FAILED and r.attempt == last[r.task, r.occurrence]
+        ]
 
     @property
     def interrupted(self) -> list[RunRow]:
         """The runs cronctl stopped (or did not start) because it was told to stop."""
         return [r for r in self.runs if r.outcome == "interrupted"]
-
-
-def _key(row: RunRow) -> tuple[str, datetime]:
-    return row.task, row.occurrence
 
 
 def new_run_id(occurrence: datetime) -> str:
@@ -297,12 +328,6 @@ def log_dir(state_dir: Path, task: str) -> Path:
     return Path(os.path.normpath(f"{state_dir}/logs/{task}"))
 
 
-def log_path(task: Task, row: RunRow, ctx: RunContext) -> Path:
-    """``STATE_DIR/logs/TASK/RUN_ID.log`` (its directory is made by execute, or in
-    `work`'s lead)."""
-    return log_dir(ctx.state_dir, task.name) / f"{row.id}.log"
-
-
 class RunningMark(TypedDict):
     """The fields a run's "running" mark sets."""
 
@@ -311,9 +336,15 @@ class RunningMark(TypedDict):
     log_path: str
 
 
+def log_path(task: Task, row: RunRow, ctx: RunContext) -> Path:
+    """``STATE_DIR/logs/TASK/RUN_ID.log``."""
+    return log_dir(ctx.state_dir, task.name) / f"{row.id}.log"
+
+
 def running_fields(task: Task, row: RunRow, ctx: RunContext) -> RunningMark:
     """What the "running" mark of ``row`` records: when, and where its log goes."""
-    return {"outcome": "running", "started": ctx.clock(), "log_path": str(log_path(task, row, ctx))}
+    started = ctx.world.clock()
+    return {"outcome": "running", "started": started, "log_path": str(log_path(task, row, ctx))}
 
 
 def starts_at_once(task: Task) -> bool:
@@ -322,14 +353,3 @@ def starts_at_once(task: Task) -> bool:
     group whose slot it may wait for."""
     plain = task.jitter is None and not task.when and not task.skip and task.group is None
     return plain and not task.reports_outside
-
-
-def coord_of(ctx: RunContext) -> Coordinator:
-    """The run's coordinator (run_once sets it before anything asks)."""
-    assert ctx.coord is not None, "run_once sets the coordinator"
-    return ctx.coord
-
-
-def real_clock() -> datetime:
-    """The machine's clock, in UTC."""
-    return datetime.now(UTC)

@@ -4,6 +4,7 @@ without_overlapping lock, a slot of the task's group."""
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -14,14 +15,13 @@ from datetime import datetime, timedelta
 from cronctl.coord import open_coordinator, outbox
 from cronctl.coord.port import Coordinator, HeldLock, StoreUnavailable
 from cronctl.core.model import DEFAULT_GROUP_WAIT, Task, format_duration, format_utc
-from cronctl.core.runs import RunRow
+from cronctl.core.runs import START_TRIGGER, RunRow
 from cronctl.edge.awake import wait_awake
 from cronctl.edge.safefiles import ensure_private_dir
 from cronctl.run.context import (
     CONDITION_TIMEOUT_S,
     REHEARSAL_DIR,
     RunContext,
-    coord_of,
     starts_at_once,
 )
 from cronctl.run.outcomes import NOT_STARTED, still_running
@@ -60,7 +60,7 @@ def paused(ctx: RunContext) -> Pauses:
     answers but blocks (a locked table) must not hold back the tasks that need no store. When
     it is unreachable or late, the pauses last read from it hold (guarded tasks then wait for
     it, or fail at their claim or lock; the others run: see docs/fleets-postgresql.md)."""
-    if not coord_of(ctx).may_be_unreachable:
+    if not ctx.coord.may_be_unreachable:
         return _read_pauses(ctx)
     found: list[Pauses] = []
     refused: list[BaseException] = []  # a refusal (a newer schema): raised if in time
@@ -74,7 +74,7 @@ def paused(ctx: RunContext) -> Pauses:
         finally:
             answered.set()
 
-    ctx.spawn(ask, "cronctl-pauses")
+    ctx.world.spawn(ask, "cronctl-pauses")
     deadline = time.monotonic() + PAUSES_WAIT_S
     while not answered.is_set() and (left := deadline - time.monotonic()) > 0:
         wait_awake(answered, left)  # `run`'s main thread: a SIGTERM must wake it (edge/awake)
@@ -87,24 +87,30 @@ def paused(ctx: RunContext) -> Pauses:
 
 def _read_pauses(ctx: RunContext) -> Pauses:
     """The store's pauses, or the ones last read from it, said why, when it is unreachable."""
-    coord = coord_of(ctx)
+    coord = ctx.coord
     try:
         pauses = coord.paused_tasks()
     except StoreUnavailable as exc:
         kept = outbox.remembered_pauses(ctx.state_dir)
         also = f"; the pauses last read from it still hold ({', '.join(kept)})" if kept else ""
-        ctx.warn(f"cronctl: error: {exc}; guarded tasks are not started this minute{also}")
+        ctx.world.warn(f"cronctl: error: {exc}; guarded tasks are not started this minute{also}")
         return Pauses(dict.fromkeys(kept), unreachable=True)
     if coord.may_be_unreachable:
         outbox.remember_pauses(ctx.state_dir, list(pauses))
     return Pauses(pauses)
 
 
-def batched(task: Task, ctx: RunContext) -> bool:
-    """Whether a due row of ``task`` is claimed with others, as a slot comes free (run_all's
-    queue): on_one_server with neither conditions, which may hold on one machine only, nor
-    jitter, after which it claims by itself (docs/guarantees.md). A rehearsal claims apart."""
-    return task.on_one_server and not (task.when or task.skip or task.jitter or ctx.rehearsal)
+def claims(task: Task, row: RunRow) -> bool:
+    """Whether ``row`` takes an on_one_server claim: a start-up run takes none (a start is
+    one machine's own, run/startup.py)."""
+    return task.on_one_server and row.trigger != START_TRIGGER
+
+
+def batched(task: Task, row: RunRow, ctx: RunContext) -> bool:
+    """Whether ``row`` is claimed with others, as a slot comes free (run_all's queue):
+    on_one_server with neither conditions, which may hold on one machine only, nor jitter,
+    after which it claims by itself (docs/guarantees.md). A rehearsal claims apart."""
+    return claims(task, row) and not (task.when or task.skip or task.jitter or ctx.rehearsal)
 
 
 def leased(task: Task) -> bool:
@@ -127,8 +133,14 @@ def claim_some(
     lease = {_key(row) for task, row in rows if leased(task)}
     until = {_key(row): wait_until(task, row) for task, row in rows if not task.chained}
     held: set[tuple[str, datetime]] = set()
-    won = coord_of(ctx).claim(
-        list(keys), now=ctx.clock(), limit=limit, runs=keys, leased=lease, held=held, until=until
+    won = ctx.coord.claim(
+        list(keys),
+        now=ctx.world.clock(),
+        limit=limit,
+        runs=keys,
+        leased=lease,
+        held=held,
+        until=until,
     )
     return {keys[key] for key in won}, {keys[key] for key in held if key in keys}
 
@@ -164,7 +176,7 @@ def claim(task: Task, row: RunRow, ctx: RunContext, now: datetime) -> bool:
             return key in apart.claim([key], now=now)
         finally:
             apart.close()
-    won = ctx.claimed.take(row.id)
+    won = ctx.run.claimed.take(row.id)
     if won is not None:
         return won
     lease = {key} if leased(task) else frozenset()
@@ -174,15 +186,15 @@ def claim(task: Task, row: RunRow, ctx: RunContext, now: datetime) -> bool:
     until = {} if task.chained else {key: wait_until(task, row)}
     while True:
         held: set[tuple[str, datetime]] = set()
-        found = coord_of(ctx).claim(
+        found = ctx.coord.claim(
             [key], now=now, runs={key: row.id}, leased=lease, held=held, until=until
         )
         if key in found:
             return True
         left = (ask_until(task, row) - now).total_seconds() - (time.monotonic() - began)
-        if key not in held or left <= 0 or (ctx.tracker is not None and ctx.tracker.stopping):
+        if key not in held or left <= 0 or ctx.tracker.stopping:
             return False
-        ctx.sleep(min(again, left))  # `work` and `run` end it early when told to stop
+        ctx.world.sleep(min(again, left))  # `work` and `run` end it early when told to stop
         again = ASK_S
 
 
@@ -193,9 +205,9 @@ def fence(task: Task, row: RunRow, ctx: RunContext) -> RunRow | None:
 
     :raises StoreUnavailable: the coordination store could not be asked.
     """
-    if not task.on_one_server or ctx.rehearsal or not leased(task):
+    if not claims(task, row) or ctx.rehearsal or not leased(task):
         return None
-    if coord_of(ctx).keep_claim(_key(row), started=True):
+    if ctx.coord.keep_claim(_key(row), started=True):
         return None
     return replace(row, outcome="skipped: another server", message=TAKEN_OVER)
 
@@ -207,14 +219,14 @@ TAKEN_OVER = "its claim was taken over while this machine did not answer; anothe
 def rehearsal_coordinator(ctx: RunContext) -> Coordinator:
     """The claims of rehearsals, apart from the real ones (see claim); the caller closes it."""
     lock_dir = ensure_private_dir(ctx.lock_dir / REHEARSAL_DIR, within=ctx.lock_dir)
-    return open_coordinator(None, lock_dir, host=ctx.host, pid=ctx.pid)
+    return open_coordinator(None, lock_dir, host=ctx.host, pid=os.getpid())
 
 
 def conditions_pass(task: Task, env: dict[str, str], ctx: RunContext) -> bool:
     """`when` holds and `skip` does not (each run as the task would be)."""
 
     def holds(command: str) -> bool:
-        return ctx.condition(
+        return ctx.world.condition(
             command, shell=task.shell, workdir=task.workdir, env=env, timeout_s=CONDITION_TIMEOUT_S
         )
 
@@ -231,14 +243,17 @@ def acquire(
 
     :raises StoreUnavailable: the coordination store could not be asked.
     """
-    guarded = task.on_one_server or task.without_overlapping
-    if guarded and ctx.recheck_pauses and task.name in coord_of(ctx).paused_tasks():
+    # A start-up run takes the overlap lock whether or not its task sets
+    # without_overlapping, as `cronctl exec` does (run/startup.py).
+    locks = task.without_overlapping or row.trigger == START_TRIGGER
+    claimed = claims(task, row)
+    if (claimed or locks) and ctx.run.recheck_pauses and task.name in ctx.coord.paused_tasks():
         return replace(row, outcome="skipped: paused"), None
-    if task.on_one_server and not claim(task, row, ctx, now):
+    if claimed and not claim(task, row, ctx, now):
         return replace(row, outcome="skipped: another server"), None
-    if not task.without_overlapping:
+    if not locks:
         return None, None
-    attempt = coord_of(ctx).try_overlap(
+    attempt = ctx.coord.try_overlap(
         task.name, lease=task.overlap_lease, now=now, timeout=task.timeout
     )
     if not attempt.may_run:
@@ -246,7 +261,7 @@ def acquire(
     if attempt.status == "overtaken":
         holder = attempt.holder.describe() if attempt.holder else "an unknown run"
         lease = format_duration(task.overlap_lease or timedelta(0))
-        ctx.warn(
+        ctx.world.warn(
             f"cronctl: warning: task {task.name}: the run by {holder} has held its "
             f"overlap lock longer than the {lease} lease; treating it as stuck "
             "and running anyway"
@@ -258,7 +273,7 @@ def release(task: Task, lock: HeldLock, ctx: RunContext) -> None:
     """Let the overlap lock go; a store lock lost while the task ran says so."""
     lock.release()
     if lost := getattr(lock, "lost", None):
-        ctx.warn(f"cronctl: warning: task {task.name}: {lost} while it ran")
+        ctx.world.warn(f"cronctl: warning: task {task.name}: {lost} while it ran")
 
 
 @contextmanager
@@ -274,30 +289,30 @@ def group_slot(task: Task, row: RunRow, ctx: RunContext) -> Iterator[RunRow | No
         yield None
         return
     grace = task.misfire_grace or DEFAULT_GROUP_WAIT
-    began, began_s = ctx.clock(), time.monotonic()
+    began, began_s = ctx.world.clock(), time.monotonic()
     # A chained task's wait counts from its start, when its upstream ended (docs/chains.md).
     since = began if task.chained else row.occurrence
     allowed = (since + grace - began).total_seconds()
-    coord = coord_of(ctx)
+    coord = ctx.coord
     renewed = time.monotonic()
     while (slot := coord.try_group_slot(task.group, task.group_limit)) is None:
-        if ctx.tracker is not None and ctx.tracker.stopping:
+        if ctx.tracker.stopping:
             yield replace(row, outcome="interrupted", message=NOT_STARTED)
             return
-        if task.on_one_server and not ctx.rehearsal and time.monotonic() - renewed > RENEW_S:
+        if claims(task, row) and not ctx.rehearsal and time.monotonic() - renewed > RENEW_S:
             # The claim is a lease while the run waits: renewed, or lost to another machine.
             if not coord.keep_claim(_key(row), started=False):
                 yield replace(row, outcome="skipped: another server", message=TAKEN_OVER)
                 return
             renewed = time.monotonic()
         # Time passes by either clock: `run --now T` pins ctx.clock, a test's sleep moves it.
-        waited = max((ctx.clock() - began).total_seconds(), time.monotonic() - began_s)
+        waited = max((ctx.world.clock() - began).total_seconds(), time.monotonic() - began_s)
         if (left := allowed - waited) <= 0:
             until = format_utc(since + grace)
             full = f"group {task.group} was full (max_running {task.group_limit}) until {until}"
             yield replace(row, outcome="skipped: group full", message=full)
             return
-        ctx.sleep(min(GROUP_POLL_S, left))  # `work` and `run` end it early when told to stop
+        ctx.world.sleep(min(GROUP_POLL_S, left))  # `work` and `run` end it early when told to stop
     try:
         yield None
     finally:

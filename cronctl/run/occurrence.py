@@ -5,37 +5,30 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeAlias
 
-from cronctl.coord.port import HeldLock, StoreUnavailable
-from cronctl.core.due import Plan
-from cronctl.core.model import Task, format_utc, jitter_offset
-from cronctl.core.runs import RunRow
-from cronctl.edge import secrets
+from cronctl.coord.port import StoreUnavailable
+from cronctl.core.model import Task, jitter_offset
+from cronctl.core.runs import START_TRIGGER, RunRow
 from cronctl.edge.awake import join_awake
-from cronctl.edge.notify import RunPings
-from cronctl.edge.process import runner
-from cronctl.edge.safefiles import ensure_private_dir
 from cronctl.edge.state import unsaved
 from cronctl.edge.state.store import Store
-from cronctl.errors import CronctlError, EnvFileError
+from cronctl.errors import CronctlError
 from cronctl.run import attempts, guards
-from cronctl.run.context import (
-    RESULT_FIELDS,
-    RunContext,
-    log_path,
-    running_fields,
-)
-from cronctl.run.outcomes import NOT_STARTED, record_command, result_message
+from cronctl.run.attempts import execute, task_env
+from cronctl.run.context import RunContext, result_fields
+from cronctl.run.outcomes import NOT_STARTED
+
+#: A task and its due rows, which one worker runs one after another.
+Unit: TypeAlias = tuple[Task, list[RunRow]]
 
 
 def run_all(
     store: Store,
-    plans: Mapping[str, Plan],
-    by_task: Mapping[str, list[RunRow]],
+    units: Sequence[Unit],
     ctx: RunContext,
     started: Callable[[], None] | None = None,
 ) -> list[RunRow]:
@@ -45,44 +38,18 @@ def run_all(
     planning marked "running", has started (or ended: a guard refused), or after
     _FIRST_WAVE_S at most."""
     # Room for every result in case the disk fills up, reserved before anything starts.
-    reserved = unsaved.reserve(ctx.state_dir, [r.id for rows in by_task.values() for r in rows])
-    pings = None
-    if any(plans[name].task.ping_url is not None for name in by_task):
-        pings = RunPings()
-        ctx = replace(ctx, pings=pings)
-        if ctx.tracker is not None:
-            ctx.tracker.on_stop(pings.stop)
-    try:
-        return _run_all(store, plans, by_task, ctx, reserved, started)
-    finally:
-        if reserved is not None:
-            reserved.close()
-        if pings is not None:
-            # After every result is recorded: the pings delay the run's end, never a record.
-            pings.settle()
-            if ctx.tracker is not None:
-                ctx.tracker.forget_stop(pings.stop)
-
-
-def _run_all(
-    store: Store,
-    plans: Mapping[str, Plan],
-    by_task: Mapping[str, list[RunRow]],
-    ctx: RunContext,
-    reserved: unsaved.Reservation | None,
-    started: Callable[[], None] | None = None,
-) -> list[RunRow]:
-    queue = _Queue(plans, by_task, ctx)
+    reserved = unsaved.reserve(ctx.state_dir, [r.id for _, rows in units for r in rows])
+    queue = _Queue(units, ctx)
     results: list[RunRow] = []
     guard = threading.Lock()
 
     def worker() -> None:
         while (unit := queue.take()) is not None:
-            name, rows = unit
+            task, rows = unit
             try:
-                done = run_task(store, plans[name].task, rows, ctx, reserved, queue.settled)
+                done = run_task(store, task, rows, ctx, reserved, queue.settled)
             except Exception as exc:
-                ctx.warn(f"cronctl: error: task {name}: could not record its run: {exc}")
+                ctx.world.warn(f"cronctl: error: task {task.name}: could not record its run: {exc}")
                 done = [replace(r, outcome="error", message=str(exc)) for r in rows]
             finally:
                 queue.settled(rows[0].id)
@@ -90,14 +57,18 @@ def _run_all(
             with guard:
                 results.extend(done)
 
-    threads = [ctx.spawn(worker, f"cronctl-run-{i}") for i in range(queue.workers)]
     try:
-        if started is not None:
-            queue.first_wave.wait(_FIRST_WAVE_S)
-            started()
+        threads = [ctx.world.spawn(worker, f"cronctl-run-{i}") for i in range(queue.workers)]
+        try:
+            if started is not None:
+                queue.first_wave.wait(_FIRST_WAVE_S)
+                started()
+        finally:
+            for thread in threads:
+                join_awake(thread)  # in `run`, the main thread: a SIGTERM must wake it
     finally:
-        for thread in threads:
-            join_awake(thread)  # in `run`, the main thread: a SIGTERM must wake it
+        if reserved is not None:
+            reserved.close()
     return results
 
 
@@ -110,13 +81,9 @@ class _Queue:
     """The units of work (a task's due rows) handed to the workers, and the first wave: the
     rows planning marked "running" (``ctx.marked``), until each has started or ended."""
 
-    def __init__(
-        self, plans: Mapping[str, Plan], by_task: Mapping[str, list[RunRow]], ctx: RunContext
-    ) -> None:
-        self._plans = plans
+    def __init__(self, units: Sequence[Unit], ctx: RunContext) -> None:
         self._ctx = ctx
         # The rows claimed as slots come free go last (see take): the others start at once.
-        units = list(by_task.items())
         self._units = [u for u in units if not self._batched(u)]
         self._units += [u for u in units if self._batched(u)]
         self._next = 0
@@ -130,12 +97,12 @@ class _Queue:
         self._held: set[str] = set()
         self._asked = 0.0  # when the last claim was made (time.monotonic)
         self._again_s = guards.FIRST_ASK_S
-        self._began = (ctx.clock(), time.monotonic())
+        self._began = (ctx.world.clock(), time.monotonic())
         self.workers = max(1, min(ctx.max_parallel, len(self._units)))
         # A claim waits (up to _GATHER_S) for this many free slots while others are busy.
         self._batch = -(-self.workers // 4)
         self._gather: float | None = None  # until when the free slots are gathered
-        self._first = set(ctx.marked)
+        self._first = set(ctx.run.marked)
         self.first_wave = threading.Event()
         if not self._first:
             self.first_wave.set()
@@ -147,10 +114,10 @@ class _Queue:
             if not self._first:
                 self.first_wave.set()
 
-    def _batched(self, unit: tuple[str, list[RunRow]]) -> bool:
-        return guards.batched(self._plans[unit[0]].task, self._ctx)
+    def _batched(self, unit: Unit) -> bool:
+        return guards.batched(unit[0], unit[1][0], self._ctx)
 
-    def take(self) -> tuple[str, list[RunRow]] | None:
+    def take(self) -> Unit | None:
         """The next unit, or None when all are taken.
 
         An on_one_server row claimed with others (guards.batched) is handed out once its
@@ -187,7 +154,7 @@ class _Queue:
                 self._claiming = True
                 self._gather = None
                 want = max(1, self._free())
-                left = [(self._plans[n].task, rows[0]) for n, rows in self._units[self._next :]]
+                left = [(task, rows[0]) for task, rows in self._units[self._next :]]
             self._claim(left, want)
 
     def _free(self) -> int:
@@ -226,7 +193,7 @@ class _Queue:
                 now = self._now()
                 held = {r.id for t, r in undecided if r.id in held and now < guards.ask_until(t, r)}
                 decided -= held
-                self._ctx.claimed.answered({i: i in won for i in decided})
+                self._ctx.run.claimed.answered({i: i in won for i in decided})
         with self._lock:
             self._decided |= decided
             self._again_s = guards.ASK_S if held & self._held else guards.FIRST_ASK_S
@@ -253,16 +220,15 @@ class _Queue:
             self._turn.notify_all()  # one gathering slots for a claim counts it
 
     def _hold(self, slots: int) -> int:
-        tracker = self._ctx.tracker
-        return self._busy if tracker is None else tracker.hold(slots)
+        return self._ctx.tracker.hold(slots)
 
     def _stopping(self) -> bool:
-        return self._ctx.tracker is not None and self._ctx.tracker.stopping
+        return self._ctx.tracker.stopping
 
     def _now(self) -> datetime:
         """The run's time: `run --now T` pins ctx.clock, so the time waited counts too."""
         clock, mono = self._began
-        return max(self._ctx.clock(), clock + timedelta(seconds=time.monotonic() - mono))
+        return max(self._ctx.world.clock(), clock + timedelta(seconds=time.monotonic() - mono))
 
 
 #: How long a claim for fewer than a quarter of the workers waits for more to come free.
@@ -300,22 +266,18 @@ def recorded(
     reserved: unsaved.Reservation | None = None,
 ) -> list[RunRow]:
     """Commit ``result`` the moment its run ends, whatever else the run is still doing (or
-    keep it aside: docs/guarantees.md), then report it (``on_done``) and send it to the fleet
-    store: its rows, the earlier attempts of its occurrence first."""
-    if ctx.follow is not None:
-        ctx.follow.record(task, result, ctx)
-    fields = {k: getattr(result, k) for k in RESULT_FIELDS}
+    keep it aside: docs/guarantees.md), then report it and send it to the fleet store: its
+    rows, the earlier attempts of its occurrence first, then what followed it."""
+    ctx.run.follow.record(task, result, ctx)
+    fields = result_fields(result)
     try:
         store.update_run(result.id, **fields)  # a retry's row has its own id
     except CronctlError as exc:
         result = _unsaved(result, fields, exc, ctx, reserved)
     rows = [*attempts.earlier(store, result), result]
-    attempts.finished(store, task, result, ctx)
-    if ctx.records is not None:
-        ctx.records.send(rows)
-    if ctx.follow is not None:
-        return rows + ctx.follow.start(store, task, result, ctx)
-    return rows
+    ctx.listener.done(task, result, attempts.report_kind(store, task, result))
+    ctx.run.records.send(rows)
+    return rows + ctx.run.follow.start(store, task, result, ctx)
 
 
 def _unsaved(
@@ -323,7 +285,7 @@ def _unsaved(
     fields: dict[str, Any],
     exc: CronctlError,
     ctx: RunContext,
-    reserved: unsaved.Reservation | None = None,
+    reserved: unsaved.Reservation | None,
 ) -> RunRow:
     """Report once what is known of a run whose record could not be saved (docs/guarantees.md)."""
     if reserved is not None:
@@ -340,7 +302,7 @@ def _unsaved(
     if result.exit_code is not None:
         ran += f", exit {result.exit_code}"
     note = f"the record could not be saved ({exc}); {later}"
-    ctx.warn(f"cronctl: error: task {result.task}: {ran}; {note}")
+    ctx.world.warn(f"cronctl: error: task {result.task}: {ran}; {note}")
     return replace(result, message="; ".join(filter(None, (result.message, note))))
 
 
@@ -352,26 +314,28 @@ def run_occurrence(
     started: Callable[[str], None] | None = None,
 ) -> RunRow:
     """One occurrence through jitter, misfire grace, conditions and guards to its end
-    (``started``: see execute)."""
-    if task.jitter is not None:
-        ctx.sleep(jitter_offset(task, ctx.host))  # `work` ends it early when told to stop
-    if ctx.tracker is not None and ctx.tracker.stopping:
+    (``started``: see attempts.execute). A start-up run (run/startup.py) has no jitter and no
+    misfire grace: it runs as `work` starts."""
+    scheduled = row.trigger != START_TRIGGER
+    if task.jitter is not None and scheduled:
+        ctx.world.sleep(jitter_offset(task, ctx.host))  # `work` ends it early when told to stop
+    if ctx.tracker.stopping:
         return replace(row, outcome="interrupted", message=NOT_STARTED)
-    now = ctx.clock()
+    now = ctx.world.clock()
     # A chained task's grace counts from its upstream's end, judged by run/chains.py.
     late = task.misfire_grace is not None and now - row.occurrence > task.misfire_grace
-    if late and not task.chained:
+    if late and scheduled and not task.chained:
         return replace(row, outcome="missed", message="older than misfire_grace when it came up")
     env = task_env(task, row, ctx)
     if not guards.conditions_pass(task, env, ctx):
         return replace(row, outcome="skipped: condition")
-    if ctx.tracker is not None and ctx.tracker.stopping:
+    if ctx.tracker.stopping:
         # Told to stop while a condition ran: take no claim that another server could use.
         return replace(row, outcome="interrupted", message=NOT_STARTED)
     try:
         return _guarded(store, task, row, env, ctx, now, started)
     except StoreUnavailable as exc:
-        if ctx.tracker is not None and ctx.tracker.stopping:
+        if ctx.tracker.stopping:
             # The store's answer was cut short by the stop: not started, as any other row.
             return replace(row, outcome="interrupted", message=NOT_STARTED)
         return replace(row, outcome="error", message=str(exc))
@@ -395,103 +359,7 @@ def _guarded(
                 return full
             if (taken := guards.fence(task, row, ctx)) is not None:
                 return taken
-            if task.reports_outside:
-                return attempts.execute(store, task, row, env, ctx, lock, execute)
             return execute(store, task, row, env, ctx, lock, started)
     finally:
         if lock is not None:
             guards.release(task, lock, ctx)
-
-
-def execute(
-    store: Store,
-    task: Task,
-    row: RunRow,
-    env: dict[str, str],
-    ctx: RunContext,
-    lock: HeldLock | None,
-    started: Callable[[str], None] | None = None,
-) -> RunRow:
-    """Mark the run "running" (durably), start the command, wait for it: its result row.
-
-    ``started`` hears the row's id once the command has started (run_all's first wave)."""
-    mask: tuple[str, ...] = ()
-    if task.has_secrets:
-        try:
-            # Read at each attempt (a rotated secret counts from the next one), for the
-            # command only: conditions and hooks never see them.
-            found = secrets.load(task, ctx.env)
-        except EnvFileError as exc:
-            # Nothing ran: the task's own failure, named by file and line, never by value.
-            message = f"cannot read its secrets: {exc}; it was not started"
-            return replace(row, outcome="error", message=message, started=None)
-        env = {**env, **found.env, **{k: v for k, v in env.items() if k.startswith("CRONCTL_")}}
-        mask = found.values
-    path = log_path(task, row, ctx)
-    ensure_private_dir(path.parent, within=ctx.state_dir)
-    # Recorded before the start (by planning for the first wave): a cronctl killed from here
-    # on leaves "running", which recovery reports as an unknown outcome, never as "did not run".
-    if row.id not in ctx.marked:
-        store.update_run(row.id, **running_fields(task, row, ctx))
-    spec = runner.RunSpec(
-        command=task.command,
-        shell=task.shell,
-        workdir=task.workdir,
-        env=env,
-        timeout=task.timeout,
-        log_path=path,
-        pass_fds=(lock.fd,) if lock is not None else (),
-        stream=ctx.output(task.name) if ctx.output is not None else None,
-        mask=mask,
-        max_output=task.max_output or 0,
-        memory_max=task.memory_max,
-        cpu_max=task.cpu_max,
-        nice=task.nice,
-        ionice=task.ionice,
-    )
-    if ctx.tracker is not None and ctx.tracker.stopping:
-        return replace(row, outcome="interrupted", message=NOT_STARTED, log_path=None)
-    running = ctx.start(spec)
-    if ctx.tracker is not None:
-        ctx.tracker.add(running)
-    try:
-        record_command(task, lock, getattr(running, "pid", None), ctx.warn)
-        if started is not None:
-            started(row.id)
-        result = running.wait()
-    finally:
-        if ctx.tracker is not None:
-            ctx.tracker.discard(running)
-    return replace(
-        row,
-        outcome=result.outcome,
-        exit_code=result.exit_code,
-        started=result.started,
-        ended=result.ended,
-        duration_s=result.duration_s,
-        log_path=str(path) if getattr(result, "log_kept", True) else None,
-        tail=result.tail,
-        message=result_message(result),
-    )
-
-
-#: cronctl's own secrets, never handed to a task through the environment it inherits
-#: (docs/guarantees.md): the store's URL (it may carry a password) and `serve`'s token. A
-#: task's `env` table may still set one on purpose. libpq's PGPASSWORD and the like are not
-#: cronctl's: tasks of their own use them.
-SECRET_VARIABLES = ("CRONCTL_COORDINATION", "CRONCTL_SERVE_TOKEN")
-
-
-def task_env(task: Task, row: RunRow, ctx: RunContext) -> dict[str, str]:
-    """The environment of the task's command (and its hooks and conditions): cronctl's
-    without its secrets, the task's, and CRONCTL_*."""
-    env = {k: v for k, v in ctx.env.items() if k not in SECRET_VARIABLES}
-    env.update(task.env)
-    env["CRONCTL_TASK"] = task.name
-    env["CRONCTL_OCCURRENCE"] = format_utc(row.occurrence)
-    env["CRONCTL_RUN_ID"] = row.id
-    # Every attempt, the first too: a script testing it must not meet an unset variable.
-    env["CRONCTL_ATTEMPT"] = str(row.attempt)
-    if task.chained:
-        env["CRONCTL_UPSTREAM"] = row.upstream  # the upstream run ids (docs/chains.md)
-    return env

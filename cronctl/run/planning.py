@@ -4,6 +4,7 @@ tasks start)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
@@ -16,7 +17,6 @@ from cronctl.core.runs import Outcome, RunRow
 from cronctl.edge.state.store import Store, StoredState, TaskState, Txn
 from cronctl.run.context import (
     RunContext,
-    coord_of,
     new_run_id,
     running_fields,
     starts_at_once,
@@ -149,7 +149,7 @@ def _unpaused_counts(
 
 def _warn_behind(task: Task, decided: Plan, now: datetime, ctx: RunContext) -> None:
     if decided.clock_behind and decided.clock_behind > timedelta(minutes=5):
-        ctx.warn(
+        ctx.world.warn(
             f"cronctl: warning: task {task.name}: the clock is "
             f"{format_duration(decided.clock_behind)} behind the last occurrence dealt with "
             f"({format_utc(decided.last_occurrence or now)}); nothing runs twice, so it "
@@ -246,11 +246,11 @@ def advance_quiet(store: Store, ahead: Ahead, ctx: RunContext) -> None:
     ahead.quiet, ahead.fresh = [], []
     try:
         if quiet or fresh:
-            ctx.sleep(QUIET_AFTER_S)
+            ctx.world.sleep(QUIET_AFTER_S)
             with store.transaction() as tx:
                 _write_quiet(tx, quiet, fresh)
     except Exception as exc:  # anything: see the docstring
-        ctx.warn(f"cronctl: warning: the quiet tasks' windows were not advanced: {exc}")
+        ctx.world.warn(f"cronctl: warning: the quiet tasks' windows were not advanced: {exc}")
     finally:
         ahead.spent = None  # the decisions, let go now that the due tasks have started
 
@@ -266,7 +266,7 @@ def _first_mark(task: Task, row: RunRow, ctx: RunContext) -> RunRow:
     """
     if task.on_one_server or not starts_at_once(task):
         return row
-    ctx.marked.add(row.id)
+    ctx.run.marked.add(row.id)
     return replace(row, **running_fields(task, row, ctx))
 
 
@@ -472,7 +472,7 @@ class DryRunRollback(Exception):
 def _claimed(task: Task, row: RunRow, ctx: RunContext) -> bool:
     """Whether another run claimed the occurrence: among rehearsals, for a rehearsal."""
     if not ctx.rehearsal:
-        return coord_of(ctx).claimed(task.name, row.occurrence)
+        return ctx.coord.claimed(task.name, row.occurrence)
     apart = rehearsal_coordinator(ctx)
     try:
         return apart.claimed(task.name, row.occurrence)
@@ -497,7 +497,7 @@ def taken_over(
     have = {(row.task, row.occurrence) for row in planned}
     rows = [
         make_row(ours[name], when, "pending", ctx)
-        for name, when in coord_of(ctx).orphans()
+        for name, when in ctx.coord.orphans()
         if name in ours and not ours[name].paused and name not in paused
         and (name, when) not in have
     ]  # fmt: skip
@@ -515,7 +515,7 @@ def make_row(task: Task, when: datetime, outcome: Outcome, ctx: RunContext) -> R
         occurrence=when,
         outcome=outcome,
         host=ctx.host,
-        pid=ctx.pid,
+        pid=os.getpid(),
     )
 
 
@@ -526,7 +526,7 @@ def dry_outcome(row: RunRow, task: Task, ctx: RunContext) -> RunRow:
     try:
         if task.on_one_server and _claimed(task, row, ctx):
             return replace(row, outcome="skipped: another server")
-        if task.without_overlapping and coord_of(ctx).overlap_held(task.name):
+        if task.without_overlapping and ctx.coord.overlap_held(task.name):
             return replace(row, outcome="skipped: still running")
     except StoreUnavailable as exc:
         return replace(row, outcome="error", message=str(exc))

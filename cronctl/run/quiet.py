@@ -228,7 +228,7 @@ def keep(
         or report.plans is None
         or ctx.dry_run
         or ctx.rehearsal
-        or (ctx.coord is not None and ctx.coord.fleet is not None)  # [cronctl] coordination too
+        or ctx.coord.fleet is not None  # [cronctl] coordination too
         or settings.metrics_file is not None
         or (not settings.lock_dir_shared and any(t.on_one_server for t in schedule.tasks))
         or any(_every_minute(t) for t in schedule.tasks)  # then no minute is ever quiet

@@ -16,7 +16,6 @@ from cronctl.edge.state.store import Store
 from cronctl.run.context import (
     RESULT_FIELDS,
     RunContext,
-    coord_of,
     real_clock,
 )
 
@@ -89,6 +88,6 @@ def _foreign_row_is_old(row: RunRow, schedule: Schedule) -> bool:
 def sweep(store: Store, ctx: RunContext, now: datetime) -> None:
     """Hourly housekeeping: old claims, logs and history rows."""
     with suppress(StoreUnavailable):  # housekeeping waits for the next hour
-        coord_of(ctx).sweep(now)
+        ctx.coord.sweep(now)
     runner.sweep_logs(ctx.state_dir / "logs", now=now, max_age=LOG_RETENTION)
     store.prune(now - HISTORY_RETENTION)

@@ -16,26 +16,17 @@ nor counted missed because of the start-up run.
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Sequence
-from dataclasses import replace
+import os
 from datetime import datetime
 
-from cronctl.coord.port import HeldLock, StoreUnavailable
 from cronctl.core.model import Schedule, Task
 from cronctl.core.runs import START_TRIGGER, RunRow
 from cronctl.edge import metrics
 from cronctl.edge.state.store import Store
-from cronctl.run import attempts, guards
-from cronctl.run.context import (
-    RunContext,
-    RunReport,
-    coord_of,
-    new_run_id,
-)
-from cronctl.run.occurrence import execute, recorded, task_env
+from cronctl.run import guards
+from cronctl.run.context import RunContext, RunReport, new_run_id
+from cronctl.run.occurrence import run_all
 from cronctl.run.once import coordinated
-from cronctl.run.outcomes import NOT_STARTED, still_running
 
 
 def start_tasks(schedule: Schedule) -> list[Task]:
@@ -48,86 +39,27 @@ def run_start_tasks(schedule: Schedule, started: datetime, ctx: RunContext) -> R
     tasks = start_tasks(schedule)
     if not tasks:
         return RunReport(started, [])
-    with coordinated(ctx) as ctx:
-        return _run_all(schedule, tasks, started.replace(microsecond=0), ctx)
-
-
-def _run_all(
-    schedule: Schedule, tasks: Sequence[Task], started: datetime, ctx: RunContext
-) -> RunReport:
-    paused = guards.paused(ctx).names
-    rows = [
-        RunRow(
-            id=new_run_id(started),
-            task=task.name,
-            occurrence=started,
-            outcome="skipped: paused" if task.paused or task.name in paused else "pending",
-            host=ctx.host,
-            pid=ctx.pid,
-            trigger=START_TRIGGER,
-        )
-        for task in tasks
-    ]
-    with Store.open(ctx.state_dir) as store:
+    started = started.replace(microsecond=0)
+    with coordinated(ctx) as ctx, Store.open(ctx.state_dir) as store:
+        paused = guards.paused(ctx).names
+        rows = [
+            RunRow(
+                id=new_run_id(started),
+                task=task.name,
+                occurrence=started,
+                outcome="skipped: paused" if task.paused or task.name in paused else "pending",
+                host=ctx.host,
+                pid=os.getpid(),
+                trigger=START_TRIGGER,
+            )
+            for task in tasks
+        ]
         with store.transaction() as tx:
             tx.add_runs(rows)
-        todo = [(t, r) for t, r in zip(tasks, rows, strict=True) if r.outcome == "pending"]
-        results = {r.id: r for r in rows}
-        guard = threading.Lock()
-
-        def worker() -> None:
-            while True:
-                with guard:
-                    if not todo:
-                        return
-                    task, row = todo.pop(0)
-                result = _run_one(store, task, row, ctx)
-                with guard:
-                    results[row.id] = result
-
-        threads = [
-            ctx.spawn(worker, f"cronctl-start-{i}") for i in range(min(ctx.max_parallel, len(todo)))
-        ]
-        for thread in threads:
-            thread.join()
-        runs = list(results.values())
-        if ctx.records is not None:
-            ctx.records.finish(store, runs, ctx.state_dir)
+        units = [(t, [r]) for t, r in zip(tasks, rows, strict=True) if r.outcome == "pending"]
+        final = {r.task: r for r in run_all(store, units, ctx)}  # each one's last attempt
+        runs = [final.get(r.task, r) for r in rows]
+        ctx.run.records.finish(store, runs, ctx.state_dir)
         if schedule.settings.metrics_file is not None:
-            metrics.write_metrics(schedule, store, ctx.clock(), ctx.state_dir, ctx.warn)
+            metrics.write_metrics(schedule, store, ctx.world.clock(), ctx.state_dir, ctx.world.warn)
     return RunReport(started, runs)
-
-
-def _run_one(store: Store, task: Task, row: RunRow, ctx: RunContext) -> RunRow:
-    """One start-up run through its conditions and overlap lock to its recorded end."""
-    try:
-        result = _guarded(store, task, row, ctx)
-    except StoreUnavailable as exc:
-        result = replace(row, outcome="error", message=str(exc))
-    except Exception as exc:  # anything: recorded as the run's error, never a dead thread
-        result = replace(row, outcome="error", message=f"cronctl: {exc}")
-    return recorded(store, task, result, ctx)[-1]
-
-
-def _guarded(store: Store, task: Task, row: RunRow, ctx: RunContext) -> RunRow:
-    if ctx.tracker is not None and ctx.tracker.stopping:
-        return replace(row, outcome="interrupted", message=NOT_STARTED)
-    env = task_env(task, row, ctx)
-    if not guards.conditions_pass(task, env, ctx):
-        return replace(row, outcome="skipped: condition")
-    now = ctx.clock()
-    attempt = coord_of(ctx).try_overlap(
-        task.name, lease=task.overlap_lease, now=now, timeout=task.timeout
-    )
-    if attempt.lock is None:
-        return still_running(row, attempt.holder, now)
-    lock: HeldLock = attempt.lock
-    try:
-        with guards.group_slot(task, row, ctx) as full:
-            if full is not None:
-                return full
-            if task.reports_outside:
-                return attempts.execute(store, task, row, env, ctx, lock, execute)
-            return execute(store, task, row, env, ctx, lock)
-    finally:
-        guards.release(task, lock, ctx)

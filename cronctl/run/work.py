@@ -24,8 +24,8 @@ from cronctl.edge.safefiles import ensure_private_dir
 from cronctl.edge.state.dbfile import file_id
 from cronctl.edge.state.store import DB_NAME, Store, StoreUnusableError
 from cronctl.errors import CronctlError, UnsafeDirectoryError
-from cronctl.run.context import log_dir
-from cronctl.run.once import RunContext, RunReport, Tracker, run_once
+from cronctl.run.context import RunContext, RunReport, Tracker, log_dir
+from cronctl.run.once import run_once
 from cronctl.run.planning import Ahead, plan_ahead
 from cronctl.run.pool import Job, Pool
 from cronctl.run.startup import run_start_tasks, start_tasks
@@ -84,9 +84,8 @@ class Worker:
         # Each tick and its workers run on threads kept for reuse (run/pool.py).
         self._pool = Pool()
         # A jitter or retry delay ends early when `work` is told to stop; nothing starts after.
-        self._ctx = replace(
-            ctx, tracker=Tracker(), sleep=self._sleep_unless_stopped, spawn=self._pool.spawn
-        )
+        world = replace(ctx.world, sleep=self._sleep_unless_stopped, spawn=self._pool.spawn)
+        self._ctx = replace(ctx, tracker=Tracker(), world=world)
         self._report = report
         self._grace_s = grace_s
         self._stop_signal: int | None = None
@@ -355,7 +354,6 @@ class Worker:
 
     def _shutdown(self) -> int:
         tracker = self._ctx.tracker
-        assert tracker is not None
         sig = self._stop_signal or signal.SIGTERM
         count = tracker.stop(sig)
         busy = any(t.is_alive() for t in self._threads)

@@ -47,8 +47,6 @@ class Actor:
 
 class Actions:
     def __init__(self, schedule: Schedule, ctx: RunContext) -> None:
-        if ctx.coord is None:
-            raise ValueError("the dashboard's actions go through its coordinator")
         self.schedule = schedule
         self.ctx = ctx
         self.coord: Coordinator = ctx.coord
@@ -115,7 +113,7 @@ class Actions:
         try:
             begun.finish()  # recorded in history, as `cronctl exec` records it
         except CronctlError as exc:
-            self.ctx.warn(f"cronctl serve: task {begun.task.name}: {exc}")
+            self.ctx.world.warn(f"cronctl serve: task {begun.task.name}: {exc}")
         finally:
             with self._runs_lock:
                 self._runs.pop(threading.current_thread(), None)

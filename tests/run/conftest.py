@@ -11,8 +11,9 @@ import pytest
 
 from cronctl import load
 from cronctl.core.model import Schedule
-from cronctl.run.once import RunContext, RunReport, run_once
-from tests.helpers import write_schedule
+from cronctl.run.context import RunContext, RunReport
+from cronctl.run.once import run_once
+from tests.helpers import changed, local_context, write_schedule
 
 T0 = datetime(2026, 8, 3, 9, 0, tzinfo=UTC)
 
@@ -47,19 +48,12 @@ class Drive:
         return schedule
 
     def ctx(self, **changes: object) -> RunContext:
-        base = RunContext(
-            state_dir=self.root / "state",
-            lock_dir=self.root / "state" / "locks",
-            host=self.host,
-            pid=os.getpid(),
-            env={"PATH": os.environ["PATH"]},
-            clock=self.clock,
-            sleep=self.clock.sleep,
-            warn=self.warnings.append,
-        )
-        from dataclasses import replace
-
-        return replace(base, **changes)  # type: ignore[arg-type]
+        """Over real processes and the fake clock; `changes` as helpers.changed takes them."""
+        base = local_context(
+            self.root, {"PATH": os.environ["PATH"]}, host=self.host, clock=self.clock,
+            sleep=self.clock.sleep, warn=self.warnings.append,
+        )  # fmt: skip
+        return changed(base, **changes)
 
     def run(self, schedule: Schedule, at: datetime = T0, **changes: object) -> RunReport:
         self.clock.now = at

@@ -18,7 +18,8 @@ from cronctl.coord.port import ChainEnd
 from cronctl.core.model import Schedule
 from cronctl.core.runs import RunRow
 from cronctl.edge.state.store import Store
-from cronctl.run.once import RunReport, run_once
+from cronctl.run.context import RunReport
+from cronctl.run.once import run_once
 from cronctl.run.work import Worker
 from tests.helpers import clean_env, invoke
 from tests.run.conftest import T0, Drive
@@ -93,9 +94,7 @@ def crashed_after_extract(
     drive.run(replace(schedule, tasks=schedule.tasks[:1]), AT_2, **changes)
     drive.host = "web-1"
     (drive.root / "trail.log").unlink()
-    coord = drive.ctx(**changes).coord or open_coordinator(
-        None, drive.root / "state" / "locks", host=host, pid=1
-    )
+    coord = drive.ctx(**changes).coord
     end = ChainEnd("extract", AT_2, "ok", "20260803T0200Z-0123456789abcdef", host,
                    AT_2 + timedelta(seconds=5))  # fmt: skip
     coord.record_end(end)

@@ -4,9 +4,9 @@ still run (docs/fleets-postgresql.md#claims-are-leases)."""
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Sequence
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -16,7 +16,7 @@ from cronctl.coord.files.adapter import FilesCoordinator
 from cronctl.coord.port import Claim
 from cronctl.run.context import Tracker
 from cronctl.run.once import run_once
-from tests.helpers import local_context, wait_for, write_schedule
+from tests.helpers import changed, local_context, wait_for, write_schedule
 
 T0 = datetime(2026, 8, 3, 9, 0, tzinfo=UTC)
 
@@ -42,15 +42,15 @@ def test_a_minute_claims_only_the_slots_earlier_minutes_left_free(tmp_path: Path
               for i in range(4)]  # fmt: skip
     later = load(write_schedule(tmp_path / "b.toml", shared, "[cronctl]\nlock_dir_shared = true\n"))
     assert not earlier.errors and not later.errors
-    ctx = replace(local_context(tmp_path), tracker=Tracker(), max_parallel=4, warn=lambda _: None)
-    first = threading.Thread(target=run_once, args=(earlier, T0, replace(ctx, clock=lambda: T0)))
+    ctx = local_context(tmp_path, tracker=Tracker(), max_parallel=4, warn=lambda _: None)
+    first = threading.Thread(target=run_once, args=(earlier, T0, changed(ctx, clock=lambda: T0)))
     first.start()
     try:
         wait_for((tmp_path / "started").exists, "the earlier minute's task to start")
-        asked = _Asked(ctx.lock_dir, host=ctx.host, pid=ctx.pid)
+        asked = _Asked(ctx.lock_dir, host=ctx.host, pid=os.getpid())
         asked.limits = []
         t1 = T0 + timedelta(minutes=1)
-        report = run_once(later, t1, replace(ctx, clock=lambda: t1, coord=asked))
+        report = run_once(later, t1, changed(ctx, clock=lambda: t1, coord=asked))
     finally:
         (tmp_path / "release").touch()
         first.join(30)

@@ -17,9 +17,9 @@ import pytest
 from cronctl.core.minutes import minute_floor
 from cronctl.edge.schedfiles import load_paths
 from cronctl.edge.state.store import Store
-from cronctl.run.once import RunContext, real_clock
+from cronctl.run.context import RunContext
 from cronctl.run.work import Worker
-from tests.helpers import REPO_ROOT, clean_env, wait_for, write_schedule
+from tests.helpers import REPO_ROOT, clean_env, local_context, wait_for, write_schedule
 
 # Each task records its run id, then outlives the next virtual minute boundary (a virtual
 # minute lasts 0.25 s), so the ticks' store connections overlap inside the `work` process.
@@ -149,14 +149,7 @@ def _fast_worker(
     # In the past, so every tick is a plain present-day run for cronctl.
     state = tmp_path / "state"
     clock = FastClock(minute_floor(datetime.now(UTC)) - timedelta(hours=3), stop, step, state)
-    ctx = RunContext(
-        state_dir=state,
-        lock_dir=state / "locks",
-        host="test",
-        pid=os.getpid(),
-        env=clean_env(tmp_path),
-        clock=real_clock,
-    )
+    ctx = local_context(tmp_path, clean_env(tmp_path))
     worker = Worker(
         load=lambda: load_paths([schedule]),
         paths=lambda: [schedule],
@@ -258,15 +251,7 @@ _EMPTY: Any = _no_tasks()
 
 
 def _ctx(tmp_path: Path, host: str = "test") -> RunContext:
-    state = tmp_path / "state"
-    return RunContext(
-        state_dir=state,
-        lock_dir=state / "locks",
-        host=host,
-        pid=os.getpid(),
-        env=clean_env(tmp_path),
-        clock=real_clock,
-    )
+    return local_context(tmp_path, clean_env(tmp_path), host)
 
 
 def test_recovery_never_overwrites_an_end_its_owner_recorded_meanwhile(
@@ -489,15 +474,7 @@ def test_a_run_whose_record_cannot_be_saved_is_reported_once_as_it_happened(
     )
     schedule = load_paths([path])
     warnings: list[str] = []
-    ctx = RunContext(
-        state_dir=tmp_path / "state",
-        lock_dir=tmp_path / "state" / "locks",
-        host="test",
-        pid=os.getpid(),
-        env=clean_env(tmp_path),
-        clock=real_clock,
-        warn=warnings.append,
-    )
+    ctx = local_context(tmp_path, clean_env(tmp_path), warn=warnings.append)
     holder: list[subprocess.Popen[bytes]] = []
 
     def hold_when_started() -> None:

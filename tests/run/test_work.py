@@ -10,7 +10,7 @@ from pathlib import Path
 
 from cronctl.edge.schedfiles import load_paths
 from cronctl.run.work import Worker
-from tests.helpers import Cli, local_context, wait_for, write_schedule, written
+from tests.helpers import Cli, changed, local_context, wait_for, write_schedule, written
 
 SLOW_TASK = (
     'name = "slow"\nevery_minute = true\n'
@@ -149,7 +149,6 @@ def test_waiting_for_the_boundary_ends_at_once_on_a_stop() -> None:
 def test_a_slow_task_of_the_last_tick_is_not_taken_for_a_crash(tmp_path: Path) -> None:
     # `work` ticks in threads of one process, so last minute's still-running row has our pid.
     import threading
-    from dataclasses import replace
 
     from cronctl.edge.process.runner import CommandResult
     from cronctl.edge.state.store import Store
@@ -179,7 +178,7 @@ def test_a_slow_task_of_the_last_tick_is_not_taken_for_a_crash(tmp_path: Path) -
         def signal(self, sig: int) -> None:
             pass
 
-    ctx = replace(_worker(tmp_path, path)._ctx, start=lambda spec: Blocking())
+    ctx = changed(_worker(tmp_path, path)._ctx, start=lambda spec: Blocking())
     t0 = datetime(2026, 8, 3, 9, 0, tzinfo=UTC)
     first = threading.Thread(target=run_once, args=(schedule, t0, ctx))
     first.start()

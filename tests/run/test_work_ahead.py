@@ -158,7 +158,10 @@ _FIRST_TICK_IMPORTS = textwrap.dedent(
     from datetime import datetime
     from pathlib import Path
     from cronctl.edge.schedfiles import load_paths
-    from cronctl.run.once import RunContext, real_clock, run_once, start_command
+    from cronctl.coord import open_coordinator
+    from cronctl.edge.process.runner import start as start_command
+    from cronctl.run.context import RunContext, World
+    from cronctl.run.once import run_once
     import cronctl.run.work  # what `work` has imported before its first boundary
     schedule_path, state, now = sys.argv[1:]
     seen, compiled, ticking = [], [], []
@@ -175,9 +178,10 @@ _FIRST_TICK_IMPORTS = textwrap.dedent(
         if event == "compile" and ticking:
             compiled.append("compiled:" + repr(args[0])[:60])
 
+    locks = Path(state) / "locks"
     ctx = RunContext(
-        state_dir=Path(state), lock_dir=Path(state) / "locks", host="test", pid=os.getpid(),
-        env={}, clock=real_clock, start=start,
+        state_dir=Path(state), lock_dir=locks, host="test", env={}, world=World(start=start),
+        coord=open_coordinator(None, locks, host="test", pid=os.getpid()),
     )
     schedule = load_paths([Path(schedule_path)])
     before = set(sys.modules)

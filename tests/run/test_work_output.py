@@ -21,7 +21,7 @@ def test_output_lines_are_prefixed_with_the_task_and_logged_byte_for_byte(
         "every_minute = true",
     )
     ctx, report = work_reporting(drive.ctx(), verbose=False, output=True)
-    result = drive.run(schedule, **{"output": ctx.output, "on_done": ctx.on_done})
+    result = drive.run(schedule, listener=ctx.listener)
     report(result)
     out, err = capsys.readouterr()
     lines = out.splitlines()
@@ -41,7 +41,7 @@ def test_without_output_nothing_reaches_stdout(
 ) -> None:
     schedule = drive.schedule('name = "quiet"\ncommand = "echo hidden"\nevery_minute = true')
     ctx, report = work_reporting(drive.ctx(), verbose=False, output=False)
-    report(drive.run(schedule, on_done=ctx.on_done))
+    report(drive.run(schedule, listener=ctx.listener))
     assert capsys.readouterr().out == ""
 
 

@@ -13,7 +13,6 @@ import sys
 import textwrap
 import threading
 from collections.abc import Callable
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -21,14 +20,24 @@ from typing import Any
 import pytest
 
 from cronctl.core.model import Schedule
+from cronctl.edge.process.runner import start as start_command
 from cronctl.edge.safefiles import ensure_private_dir
 from cronctl.edge.schedfiles import load_paths
 from cronctl.edge.state.store import Store
 from cronctl.run import planning
-from cronctl.run.once import RunContext, run_once, start_command
+from cronctl.run.context import RunContext
+from cronctl.run.once import run_once
 from cronctl.run.planning import Ahead
 from cronctl.run.work import Worker
-from tests.helpers import Cli, ledger_task, local_context, plan_ahead_at, wait_for, write_schedule
+from tests.helpers import (
+    Cli,
+    changed,
+    ledger_task,
+    local_context,
+    plan_ahead_at,
+    wait_for,
+    write_schedule,
+)
 
 T0 = datetime(2026, 8, 3, 9, 0, tzinfo=UTC)
 MINUTE = timedelta(minutes=1)
@@ -79,7 +88,7 @@ def test_the_quiet_windows_are_written_once_the_due_task_has_started(tmp_path: P
         waits.append((seconds, _windows(tmp_path)))
 
     ahead = plan_ahead_at(schedule, tmp_path, T0)
-    run_once(schedule, T0, replace(ctx, start=start, sleep=sleep), ahead)
+    run_once(schedule, T0, changed(ctx, start=start, sleep=sleep), ahead)
     # At the start: the due task's window and its "running" mark committed, nothing else.
     assert seen == {
         "windows": {"every": T0, "soon": T0 - MINUTE, "daily": T0 - MINUTE},
@@ -98,9 +107,7 @@ def _windows_at_starts(schedule: Schedule, root: Path, now: datetime) -> list[di
         seen.append(_windows(root))
         return start_command(spec)
 
-    run_once(
-        schedule, now, replace(local_context(root), start=start), plan_ahead_at(schedule, root, now)
-    )
+    run_once(schedule, now, local_context(root, start=start), plan_ahead_at(schedule, root, now))
     return seen
 
 
@@ -149,7 +156,7 @@ def test_run_writes_every_window_in_its_one_transaction(tmp_path: Path) -> None:
         seen.append(_windows(tmp_path))
         return start_command(spec)
 
-    run_once(schedule, T0, replace(ctx, start=start))
+    run_once(schedule, T0, changed(ctx, start=start))
     assert seen == [{"every": T0, "soon": T0, "daily": T0}]
 
 
@@ -197,7 +204,7 @@ def _tick_with_a_run_between(
             others.append(_other_run(cli, other(), now, ctx))
         return start_command(spec)
 
-    run_once(schedule, T0, replace(ctx, start=start), plan_ahead_at(schedule, tmp_path, T0))
+    run_once(schedule, T0, changed(ctx, start=start), plan_ahead_at(schedule, tmp_path, T0))
     assert others[0].returncode == 0, others[0].stderr
     return schedule, ctx
 
@@ -252,13 +259,16 @@ _KILLED_BETWEEN = textwrap.dedent(
     from pathlib import Path
     from cronctl.edge.schedfiles import load_paths
     from cronctl.edge.state.store import Store
-    from cronctl.run.once import RunContext, real_clock, run_once
+    from cronctl.coord import open_coordinator
+    from cronctl.run.context import RunContext
+    from cronctl.run.once import run_once
     from cronctl.run import planning
     schedule_path, root, host, now = sys.argv[1:]
     now = datetime.fromisoformat(now)
+    locks = Path(root) / "state" / "locks"
     ctx = RunContext(
-        state_dir=Path(root) / "state", lock_dir=Path(root) / "state" / "locks",
-        host=host, pid=os.getpid(), env={}, clock=real_clock,
+        state_dir=Path(root) / "state", lock_dir=locks, host=host, env={},
+        coord=open_coordinator(None, locks, host=host, pid=os.getpid()),
     )
     schedule = load_paths([Path(schedule_path)])
     with Store.open(ctx.state_dir) as store:

@@ -5,16 +5,16 @@ WAL in place (Worker._hold_wal, Store.checkpoint)."""
 from __future__ import annotations
 
 import threading
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from cronctl.edge.process.runner import start as start_command
 from cronctl.edge.schedfiles import load_paths
-from cronctl.run.context import new_thread
-from cronctl.run.once import RunContext, run_once, start_command
+from cronctl.run.context import RunContext, new_thread
+from cronctl.run.once import run_once
 from cronctl.run.pool import Pool, _Pooled
 from cronctl.run.work import Worker
 from tests.helpers import ledger_task, local_context, write_schedule
@@ -91,7 +91,7 @@ def test_a_job_that_raises_ends_its_thread_and_the_pool_goes_on(
 
 
 def test_run_starts_each_worker_on_a_thread_of_its_own(tmp_path: Path) -> None:
-    assert local_context(tmp_path).spawn is new_thread
+    assert local_context(tmp_path).world.spawn is new_thread
 
 
 def _every_minute(tmp_path: Path) -> Path:
@@ -111,7 +111,7 @@ def test_a_ticks_workers_start_their_commands_on_threads_the_worker_keeps(
         idents.append(threading.get_ident())
         return start_command(spec)
 
-    ctx = replace(local_context(tmp_path), start=start)
+    ctx = local_context(tmp_path, start=start)
     worker = Worker(lambda: load_paths([path]), lambda: [path], ctx, lambda _r: None)
     schedule = worker.watch().schedule
     worker.check_store()

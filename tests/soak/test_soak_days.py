@@ -16,17 +16,19 @@ import random
 import tempfile
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
+from cronctl.coord import open_coordinator
 from cronctl.coord.files import overlap, pauses
 from cronctl.edge.process.runner import CommandResult, RunSpec
 from cronctl.edge.schedfiles import load_paths
 from cronctl.edge.state.store import Store
-from cronctl.run.once import RunContext, run_once
+from cronctl.run.context import RunContext, World
+from cronctl.run.once import run_once
+from tests.helpers import changed
 from tests.soak.model import MINUTE, Model, SoakTask, utc
 
 # Wednesday 31 December to Sunday 4 January, 01:00 UTC: a month's last day and a month's first,
@@ -334,13 +336,15 @@ def test_four_days_of_ticks_on_two_machines_matches_the_model(fast_dir: Path) ->
             state_dir=fast_dir / f"state-{m}",
             lock_dir=lock_dir,
             host=f"host-{m}",
-            pid=os.getpid(),
             env={"MACHINE": m},
-            clock=lambda: START,
+            coord=open_coordinator(None, lock_dir, host=f"host-{m}", pid=os.getpid()),
             max_parallel=4,
-            start=edge.start,
-            condition=edge.condition,
-            warn=lambda _m: None,
+            world=World(
+                clock=lambda: START,
+                start=edge.start,
+                condition=edge.condition,
+                warn=lambda _m: None,
+            ),
         )
         for m in ("a", "b")
     }
@@ -349,7 +353,7 @@ def test_four_days_of_ticks_on_two_machines_matches_the_model(fast_dir: Path) ->
     for machine, now in ticks(random.Random(1130)):
         _stage_world(lock_dir, now, held)
         ctx = contexts[machine]
-        run_once(schedule, now, replace(ctx, clock=lambda now=now: now))
+        run_once(schedule, now, changed(ctx, clock=lambda now=now: now))
         model.tick(machine, now)
     for lock in held.values():
         lock.release()

@@ -12,7 +12,7 @@ import pytest
 from cronctl.coord.port import ChainEnd
 from cronctl.coord.postgres.adapter import PostgresCoordinator
 from cronctl.core.model import Schedule
-from cronctl.run.once import RunReport
+from cronctl.run.context import RunReport
 from tests.coord.conftest import PgServer
 from tests.coord.postgres.kit import database_of
 from tests.helpers import Cli

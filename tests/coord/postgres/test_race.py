@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Iterator
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -19,8 +18,9 @@ import pytest
 
 from cronctl import load
 from cronctl.coord.postgres.adapter import PostgresCoordinator
-from cronctl.run.once import RunContext, run_once
-from tests.helpers import write_schedule
+from cronctl.run.context import RunContext, World
+from cronctl.run.once import run_once
+from tests.helpers import changed, write_schedule
 
 MACHINES = 8
 OCCURRENCES = 30
@@ -68,18 +68,16 @@ def test_each_occurrence_runs_once_and_guarded_runs_never_overlap(
             state_dir=tmp_path / f"m{i}" / "state",
             lock_dir=tmp_path / f"m{i}" / "locks",
             host=f"m{i}",
-            pid=os.getpid(),
             env={**os.environ, "D": str(tmp_path)},
-            clock=lambda: T0,
             coord=PostgresCoordinator(pg_url, host=f"m{i}", pid=os.getpid()),
-            warn=lambda message: None,
+            world=World(clock=lambda: T0, warn=lambda message: None),
         )
         for i in range(MACHINES)
     ]
     reports: dict[tuple[int, int], list[str]] = {}
 
     def machine(i: int, minute: int, now: datetime) -> None:
-        report = run_once(schedule, now, replace(contexts[i], clock=lambda: now))
+        report = run_once(schedule, now, changed(contexts[i], clock=lambda: now))
         reports[(i, minute)] = [f"{r.task} {r.outcome}" for r in report.runs]
 
     for minute in range(OCCURRENCES):
