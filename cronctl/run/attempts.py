@@ -17,8 +17,14 @@ from cronctl.edge.process import runner
 from cronctl.edge.safefiles import ensure_private_dir
 from cronctl.edge.state.store import Store
 from cronctl.errors import EnvFileError
-from cronctl.run.context import RunContext, log_path, new_run_id, result_fields, running_fields
-from cronctl.run.outcomes import NOT_STARTED, record_command, result_message
+from cronctl.run.context import (
+    NOT_STARTED,
+    RunContext,
+    log_path,
+    new_run_id,
+    result_fields,
+    running_fields,
+)
 
 RETRYABLE = FAILED - {"error"}
 #: Added to the message of a failed attempt whose retry a stop prevented.
@@ -46,20 +52,12 @@ def task_env(task: Task, row: RunRow, ctx: RunContext) -> dict[str, str]:
 
 
 def execute(
-    store: Store,
-    task: Task,
-    row: RunRow,
-    env: dict[str, str],
-    ctx: RunContext,
-    lock: HeldLock | None,
-    started: Callable[[str], None] | None = None,
-) -> RunRow:
-    """Run the command, again on failure while retries last; ping and hook around it all.
-    ``started`` hears each attempt's id once its command has started (run_all's first wave).
-
-    The overlap lock (`lock`) stays held through the retry delays: the occurrence is not
-    over until its last attempt is.
-    """
+    store: Store, task: Task, row: RunRow, env: dict[str, str], ctx: RunContext,
+    lock: HeldLock | None, started: Callable[[str], None] = lambda _id: None,
+) -> RunRow:  # fmt: skip
+    """Run the command, again on failure while retries last (holding `lock` through the
+    delays: the occurrence is not over until its last attempt is); ping and hook around it
+    all. ``started`` hears each attempt's id once its command has started."""
     if not task.reports_outside:
         return _attempt(store, task, row, env, ctx, lock, started)
     pinger = None
@@ -92,7 +90,7 @@ def execute(
 
 def _attempt(
     store: Store, task: Task, row: RunRow, env: dict[str, str], ctx: RunContext,
-    lock: HeldLock | None, started: Callable[[str], None] | None,
+    lock: HeldLock | None, started: Callable[[str], None],
 ) -> RunRow:  # fmt: skip
     """Mark the run "running" (durably), start the command, wait for it: its result row."""
     mask: tuple[str, ...] = ()
@@ -114,53 +112,55 @@ def _attempt(
     if row.id not in ctx.run.marked:
         store.update_run(row.id, **running_fields(task, row, ctx))
     spec = runner.RunSpec(
-        command=task.command,
-        shell=task.shell,
-        workdir=task.workdir,
-        env=env,
-        timeout=task.timeout,
-        log_path=path,
-        pass_fds=(lock.fd,) if lock is not None else (),
-        stream=ctx.listener.output(task.name),
-        mask=mask,
-        max_output=task.max_output or 0,
-        memory_max=task.memory_max,
-        cpu_max=task.cpu_max,
-        nice=task.nice,
-        ionice=task.ionice,
-    )
+        command=task.command, shell=task.shell, workdir=task.workdir, env=env,
+        timeout=task.timeout, log_path=path, pass_fds=(lock.fd,) if lock is not None else (),
+        stream=ctx.listener.output(task.name), mask=mask, max_output=task.max_output or 0,
+        memory_max=task.memory_max, cpu_max=task.cpu_max, nice=task.nice, ionice=task.ionice,
+    )  # fmt: skip
     if ctx.tracker.stopping:
         return replace(row, outcome="interrupted", message=NOT_STARTED, log_path=None)
     running = ctx.world.start(spec)
     ctx.tracker.add(running)
     try:
-        record_command(task, lock, getattr(running, "pid", None), ctx.world.warn)
-        if started is not None:
-            started(row.id)
+        _record_command(task, lock, getattr(running, "pid", None), ctx)
+        started(row.id)
         result = running.wait()
     finally:
         ctx.tracker.discard(running)
     return replace(
-        row,
-        outcome=result.outcome,
-        exit_code=result.exit_code,
-        started=result.started,
-        ended=result.ended,
-        duration_s=result.duration_s,
-        log_path=str(path) if getattr(result, "log_kept", True) else None,
-        tail=result.tail,
-        message=result_message(result),
-    )
+        row, outcome=result.outcome, exit_code=result.exit_code, started=result.started,
+        ended=result.ended, duration_s=result.duration_s,
+        log_path=str(path) if getattr(result, "log_kept", True) else None, tail=result.tail,
+        message=_message(result),
+    )  # fmt: skip
+
+
+def _record_command(task: Task, lock: HeldLock | None, pid: object, ctx: RunContext) -> None:
+    """Name the started command in the overlap lock's holder record; a failure only warns."""
+    if lock is None or not isinstance(pid, int):
+        return
+    try:
+        lock.record_command(pid)
+    except OSError as exc:
+        ctx.world.warn(
+            f"cronctl: warning: task {task.name}: could not record its command in the overlap "
+            f"lock ({exc}); if it closes its descriptors and cronctl dies, a second copy could "
+            "start"
+        )
+
+
+def _message(result: runner.CommandResult) -> str | None:
+    """The result's message, naming the signal that ended it (never "exit None")."""
+    if result.signal is None or result.exit_code is not None:
+        return result.message
+    killed = f"killed by {runner.signal_name(result.signal)}"
+    return f"{killed}; {result.message}" if result.message else killed
 
 
 def retry_delay(task: Task, result: RunRow, ctx: RunContext) -> timedelta | None:
-    """How long to wait before the next attempt, or None: no retry.
-
-    Only scheduled, start-up and chained runs retry (not `exec`'s, which an operator
-    watches), only `failed`/`timeout` (an `error` could not start: trying again changes
-    nothing), and a guarded task stops when the retry would start at or after its next
-    occurrence, which must never find its own retry still running.
-    """
+    """How long to wait before the next attempt, or None: no retry. Not `exec`'s runs (an
+    operator watches), not an `error` (it could not start), and not a guarded task's retry
+    that would reach its next occurrence, which must never find it still running."""
     if result.outcome not in RETRYABLE or result.attempt > task.retries:
         return None
     if result.trigger not in ("schedule", START_TRIGGER, AFTER_TRIGGER):
@@ -191,11 +191,8 @@ def earlier(store: Store, result: RunRow) -> list[RunRow]:
 
 
 def report_kind(store: Store, task: Task, result: RunRow) -> str | None:
-    """ "failure" (print the report), "recovered" (one line), or None (say nothing).
-
-    `notify = "always"`: every failure. `"change"`: a failure only when the run before it
-    did not fail, and one line when a failing task works again.
-    """
+    """ "failure" (print the report), "recovered" (one line), or None (say nothing):
+    `notify = "change"` reports a failure only when the run before it did not fail."""
     failed = result.outcome in FAILED
     if task.notify != "change":
         return "failure" if failed else None

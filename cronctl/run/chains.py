@@ -1,13 +1,7 @@
 """Chains at run time (docs/chains.md): a task that others follow records how each of its
 runs ended through the coordination port, and the run that ends the last upstream run of an
-occurrence starts what follows at once, in the same process; every `run` and `work` tick
-also catches up what a crash left between two links, on any machine sharing the lock_dir or
-store, under the downstream task's own misfire policy.
-
-Which upstream runs count: a downstream task that is not ``on_one_server`` runs on each
-machine that ran its upstream tasks, after that machine's own runs; an ``on_one_server``
-one runs once across the fleet (its claim is keyed by the upstream occurrence), after any
-machine's (this machine's own first, where it ran them).
+occurrence starts what follows at once; every run also catches up what a crash left between
+two links, on any machine, under the downstream task's own misfire policy.
 """
 
 from __future__ import annotations
@@ -24,7 +18,7 @@ from cronctl.core.model import Schedule, Task, format_utc
 from cronctl.core.runs import AFTER_TRIGGER, FAILED, FINISHED, Outcome, RunRow
 from cronctl.edge.state.store import Store
 from cronctl.run import occurrence
-from cronctl.run.context import RunContext
+from cronctl.run.context import Follow, RunContext
 from cronctl.run.planning import make_row
 from cronctl.run.recovery import DID_NOT_START
 
@@ -58,15 +52,14 @@ def choose(task: Task, ends: Iterable[ChainEnd], host: str) -> Picked:
     return picked
 
 
-class RunChains:
+class RunChains(Follow):
     """One run's chains: what follows which task, the ends seen in this process, and the
     downstream occurrences it has dealt with (each once, whichever path comes first)."""
 
     def __init__(
         self, schedule: Schedule, paused: Mapping[str, object], first_seen: Mapping[str, datetime]
     ) -> None:
-        """``paused``: the operator pauses the run goes by; ``first_seen``: each chained task's
-        window start, as far back as its catch-up reaches (planning.decide)."""
+        """``first_seen``: each chained task's window start, as far back as it is caught up."""
         self.chained = [task for task in schedule.tasks if task.chained]
         self.followers: dict[str, list[Task]] = {}
         for task in self.chained:
@@ -165,14 +158,9 @@ class RunChains:
         return rows
 
     def _start(
-        self,
-        store: Store,
-        task: Task,
-        when: datetime,
-        picked: Picked,
-        ctx: RunContext,
+        self, store: Store, task: Task, when: datetime, picked: Picked, ctx: RunContext,
         outcome: Outcome,
-    ) -> list[RunRow]:
+    ) -> list[RunRow]:  # fmt: skip
         """Run (or record as ``missed``) ``task`` for upstream occurrence ``when``, once."""
         with self._lock:
             if (task.name, when) in self._dealt:
@@ -184,7 +172,8 @@ class RunChains:
         row = replace(make_row(task, when, outcome, ctx), trigger=AFTER_TRIGGER, upstream=upstream)
         if outcome == "missed":
             last = max(end.ended for end in picked.values())
-            row = _missed(row, task, last)
+            why = f"its upstream tasks ended at {format_utc(last)}, past its misfire policy"
+            row = replace(row, message=f"{why} ({task.misfire})")
         with store.transaction() as tx:
             if not tx.add_first(row, DID_NOT_START):
                 return []  # another process on this machine dealt with it
@@ -192,11 +181,6 @@ class RunChains:
             ctx.run.records.send([row])
             return [row]
         return occurrence.run_task(store, task, [row], ctx)
-
-
-def _missed(row: RunRow, task: Task, last: datetime) -> RunRow:
-    why = f"its upstream tasks ended at {format_utc(last)}, past its misfire policy"
-    return replace(row, message=f"{why} ({task.misfire})")
 
 
 def _by_policy(

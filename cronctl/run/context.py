@@ -1,7 +1,5 @@
-"""A run in three parts: what it is (RunContext's own fields, read-only), how it reaches the
-world (World: the clock, waits, commands, conditions, threads, warnings; real or fake, with
-the Tracker and the Listener), and what one run owns while it goes (RunState); what a run
-reports (RunReport)."""
+"""A run in three parts: what it is (RunContext's own fields), how it reaches the world (World,
+real or fake, with the Tracker and the Listener), and what it owns while it goes (RunState)."""
 
 from __future__ import annotations
 
@@ -15,19 +13,18 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol, TypedDict
 
-from cronctl.coord.port import Coordinator, StoreUnavailable
+from cronctl.coord.port import Coordinator
 from cronctl.core.due import Plan
 from cronctl.core.model import MAX_PARALLEL, Task
 from cronctl.core.runs import FAILED, Outcome, RunRow
 from cronctl.edge.notify import RunPings
 from cronctl.edge.process import runner
 
-CONDITION_TIMEOUT_S = 30.0
+NOT_STARTED = "not started: cronctl was told to stop"
 #: `run --now T` with T this far ahead of the machine's clock is a rehearsal (RunContext).
 REHEARSAL_AHEAD = timedelta(minutes=5)
 #: Where a rehearsal keeps its windows, history and logs: inside state_dir, apart.
 REHEARSAL_DIR = "rehearsal"
-#: The fields of a run row that its end sets.
 RESULT_FIELDS = ("outcome", "exit_code", "started", "ended", "duration_s", "log_path", "tail",
                  "message")  # fmt: skip
 
@@ -46,7 +43,6 @@ class Running(Protocol):
     """A started command, as runner.start returns it."""
 
     def wait(self) -> runner.CommandResult: ...
-
     def signal(self, sig: int) -> None: ...
 
 
@@ -54,7 +50,6 @@ class Joinable(Protocol):
     """A started thread, or a job on a pooled one (World.spawn)."""
 
     def join(self, timeout: float | None = None) -> None: ...
-
     def is_alive(self) -> bool: ...
 
 
@@ -63,10 +58,6 @@ def new_thread(target: Callable[[], None], name: str) -> Joinable:
     thread = threading.Thread(target=target, name=name)
     thread.start()
     return thread
-
-
-def _to_stderr(message: str) -> None:
-    print(message, file=sys.stderr)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +72,7 @@ class World:
     condition: Callable[..., bool] = runner.run_condition
     # Each worker on a thread of its own (`run`), or on one `work` keeps (run/pool.py).
     spawn: Callable[[Callable[[], None], str], Joinable] = new_thread
-    warn: Callable[[str], None] = _to_stderr
+    warn: Callable[[str], None] = lambda message: print(message, file=sys.stderr)
 
 
 def _hear_nothing(*_args: object) -> None:
@@ -90,12 +81,10 @@ def _hear_nothing(*_args: object) -> None:
 
 @dataclass(frozen=True, slots=True)
 class Listener:
-    """What the caller hears as a run goes (cli/wiring.py); by default nothing.
-
-    `starting`: a minute's due rows once planned, before any starts (`work -v`); `done`: each
-    occurrence's final row as its task ends, with what to report of it (live failure
-    reports); `output`: where a task's output lines go as they come (`work --output`), None:
-    only to its log."""
+    """What the caller hears as a run goes (cli/wiring.py), by default nothing: a minute's due
+    rows before any starts (`work -v`); each occurrence's final row as it ends, with what to
+    report of it (live failure reports); where a task's output lines go as they come (`work
+    --output`; None: only to its log)."""
 
     starting: Callable[[datetime, list[RunRow]], None] = _hear_nothing
     done: Callable[[Task, RunRow, str | None], None] = _hear_nothing
@@ -103,8 +92,7 @@ class Listener:
 
 
 class Tracker:
-    """The commands running right now, so `work` and `run` can forward a signal to them; one
-    never told to stop lets everything run."""
+    """The commands running now, for `work` and `run` to forward a signal to."""
 
     def __init__(self) -> None:
         # Re-entrant: stop() runs in a signal handler, in the main thread, which may hold it.
@@ -121,8 +109,7 @@ class Tracker:
         return self._stop_signal is not None
 
     def stop(self, sig: int) -> int:
-        """Start nothing more, end every wait (pause) and what was handed to on_stop, and
-        forward ``sig`` to every running command; return how many."""
+        """Start nothing more, end every pause and on_stop's waits, forward ``sig``: how many."""
         with self._lock:
             self._stop_signal = sig
             callbacks = list(self._on_stop)
@@ -148,8 +135,7 @@ class Tracker:
                 self._on_stop.remove(callback)
 
     def hold(self, slots: int) -> int:
-        """Take (``slots`` > 0) or give back worker slots; how many are in use in this
-        process, also by the runs of earlier minutes that `work` still has going."""
+        """Take or give back worker slots: how many are in use, by all of `work`'s minutes."""
         with self._lock:
             self._held += slots
             return self._held
@@ -175,8 +161,8 @@ class Tracker:
         return len(running)
 
 
-class Follow(Protocol):
-    """What follows a task's occurrence as it ends (run/chains.py's RunChains)."""
+class Follow:
+    """What follows a task's occurrence as it ends (chains.RunChains); here, nothing."""
 
     def record(self, task: Task, result: RunRow, ctx: RunContext) -> None:
         """Record how it ended, before its result is committed (a crash between the two
@@ -184,15 +170,6 @@ class Follow(Protocol):
 
     def start(self, store: Any, task: Task, result: RunRow, ctx: RunContext) -> list[RunRow]:
         """Run what is ready to follow it now; the rows of those runs."""
-
-
-class _NoFollow:
-    """No chains: nothing follows anything."""
-
-    def record(self, task: Task, result: RunRow, ctx: RunContext) -> None:
-        pass
-
-    def start(self, store: Any, task: Task, result: RunRow, ctx: RunContext) -> list[RunRow]:
         return []
 
 
@@ -200,10 +177,7 @@ class Records(Protocol):
     """The fleet records of one run (coord/outbox.py's Records)."""
 
     def send(self, rows: Sequence[RunRow]) -> None: ...
-
-    def finish(
-        self, store: Any, rows: Sequence[RunRow], state_dir: Path
-    ) -> StoreUnavailable | None: ...
+    def finish(self, store: Any, rows: Sequence[RunRow], state_dir: Path) -> Exception | None: ...
 
 
 class _NoRecords:
@@ -212,29 +186,8 @@ class _NoRecords:
     def send(self, rows: Sequence[RunRow]) -> None:
         pass
 
-    def finish(
-        self, store: Any, rows: Sequence[RunRow], state_dir: Path
-    ) -> StoreUnavailable | None:
+    def finish(self, store: Any, rows: Sequence[RunRow], state_dir: Path) -> Exception | None:
         return None
-
-
-class Preclaims:
-    """The claims run_all's queue decided with others in one round trip (guards.claim_some),
-    by run id, for each row's own claim to take."""
-
-    def __init__(self) -> None:
-        self._won: dict[str, bool] = {}
-        self._lock = threading.Lock()
-
-    def answered(self, won: Mapping[str, bool]) -> None:
-        with self._lock:
-            self._won.update(won)
-
-    def take(self, row_id: str) -> bool | None:
-        """Whether this machine won ``row_id``; None: not decided ahead, the row claims by
-        itself."""
-        with self._lock:
-            return self._won.pop(row_id, None)
 
 
 @dataclass(eq=False)
@@ -246,12 +199,13 @@ class RunState:
     # Sent in the background, so a slow endpoint holds neither a worker nor a run's record;
     # the run waits for them as it ends (once.coordinated).
     pings: RunPings = field(default_factory=RunPings)
-    # Claims decided with others as slots come free (see guards.claim_some).
-    claimed: Preclaims = field(default_factory=Preclaims)
+    # Whether this machine won each row's claim, by run id, decided with others as slots come
+    # free (guards.claim_some), for the row's own claim to take (guards.claim).
+    claimed: dict[str, bool] = field(default_factory=dict)
     # Rows the planning transaction recorded "running" already (planning._first_mark), so
     # their workers start them without a commit of their own.
     marked: set[str] = field(default_factory=set)
-    follow: Follow = field(default_factory=_NoFollow)
+    follow: Follow = field(default_factory=Follow)
     # The store had not answered with the pauses when the tasks that need no store started
     # (they went by the pauses last read): guarded tasks look at its own pauses before their
     # claim (guards.acquire).
@@ -260,8 +214,7 @@ class RunState:
 
 @dataclass(frozen=True)
 class RunContext:
-    """Where and as whom a run happens (read-only), how it reaches the world, and the state
-    of the run under way."""
+    """Where and as whom a run happens, how it reaches the world, and the run's own state."""
 
     state_dir: Path
     lock_dir: Path
@@ -296,8 +249,8 @@ class RunReport:
 
     @property
     def failed(self) -> list[RunRow]:
-        """The runs that failed, timed out or could not start (an occurrence's last attempt:
-        a failure that a retry made good is history, not a failure of this run)."""
+        """The runs that failed, timed out or could not start, each its occurrence's last
+        attempt (a failure that a retry made good is history, not a failure of this run)."""
         last: dict[tuple[str, datetime], int] = {}
         for r in self.runs:
             last[r.task, r.occurrence] = max(last.get((r.task, r.occurrence), 0), r.attempt)
@@ -312,14 +265,8 @@ class RunReport:
 
 
 def new_run_id(occurrence: datetime) -> str:
-    """Sortable and unique: the occurrence's minute and 64 random bits (16 hex digits).
-
-    Ids of one minute must not collide, in one run (state.db's key: a collision fails the
-    whole planning transaction) nor across a fleet (the store's history is keyed by id).
-    Six hex digits, as before, collided in about one run of 100 tasks in 3,400 (n^2 / 2^25;
-    it happened in a benchmark), 3 % of the runs of 1,000, and surely among 50 machines'
-    rows of one minute; with 64 bits, 50,000 ids a minute collide once in ~10^10 minutes.
-    """
+    """Sortable and unique: the occurrence's minute and 64 random bits, so that ids of one
+    minute never collide, in one run (state.db's key) nor across a fleet (the store's)."""
     return f"{occurrence:%Y%m%dT%H%MZ}-{os.urandom(8).hex()}"
 
 

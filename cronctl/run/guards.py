@@ -1,6 +1,7 @@
 """The guards of one due occurrence, in the documented order after `paused`
 (docs/guarantees.md): when/skip conditions, the on_one_server claim, the
-without_overlapping lock, a slot of the task's group."""
+without_overlapping lock, a slot of the task's group. Those that ask the coordination store
+raise StoreUnavailable when it cannot be asked."""
 
 from __future__ import annotations
 
@@ -8,23 +9,19 @@ import os
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from cronctl.coord import open_coordinator, outbox
-from cronctl.coord.port import Coordinator, HeldLock, StoreUnavailable
+from cronctl.coord.port import Coordinator, HeldLock, HolderInfo, StoreUnavailable
 from cronctl.core.model import DEFAULT_GROUP_WAIT, Task, format_duration, format_utc
 from cronctl.core.runs import START_TRIGGER, RunRow
 from cronctl.edge.awake import wait_awake
 from cronctl.edge.safefiles import ensure_private_dir
-from cronctl.run.context import (
-    CONDITION_TIMEOUT_S,
-    REHEARSAL_DIR,
-    RunContext,
-    starts_at_once,
-)
-from cronctl.run.outcomes import NOT_STARTED, still_running
+from cronctl.run.context import NOT_STARTED, REHEARSAL_DIR, RunContext, starts_at_once
+
+CONDITION_TIMEOUT_S = 30.0
 
 #: How long the run waits for a store across the network to answer with the pauses before
 #: the tasks that need no store start by the pauses last read from it (docs/fleets-postgresql.md).
@@ -46,9 +43,8 @@ ASK_FOR = timedelta(seconds=45)
 
 @dataclass(frozen=True, slots=True)
 class Pauses:
-    """The operator pauses a run goes by; ``late``: the store had not answered in time, and
-    ``unreachable``: it could not be asked (the error is said); either way these are the
-    ones last read from it (see RunContext.recheck_pauses)."""
+    """The operator pauses a run goes by: the ones last read from the store when it was
+    ``late`` or ``unreachable`` (the error is said; see RunState.recheck_pauses)."""
 
     names: Mapping[str, object]
     late: bool = False
@@ -56,10 +52,9 @@ class Pauses:
 
 
 def paused(ctx: RunContext) -> Pauses:
-    """The operator pauses. A store across the network is given PAUSES_WAIT_S: a store that
-    answers but blocks (a locked table) must not hold back the tasks that need no store. When
-    it is unreachable or late, the pauses last read from it hold (guarded tasks then wait for
-    it, or fail at their claim or lock; the others run: see docs/fleets-postgresql.md)."""
+    """The operator pauses. A store across the network is given PAUSES_WAIT_S: one that blocks
+    must not hold back the tasks that need no store, which go by the pauses last read from
+    it (docs/fleets-postgresql.md)."""
     if not ctx.coord.may_be_unreachable:
         return _read_pauses(ctx)
     found: list[Pauses] = []
@@ -87,22 +82,21 @@ def paused(ctx: RunContext) -> Pauses:
 
 def _read_pauses(ctx: RunContext) -> Pauses:
     """The store's pauses, or the ones last read from it, said why, when it is unreachable."""
-    coord = ctx.coord
     try:
-        pauses = coord.paused_tasks()
+        pauses = ctx.coord.paused_tasks()
     except StoreUnavailable as exc:
         kept = outbox.remembered_pauses(ctx.state_dir)
         also = f"; the pauses last read from it still hold ({', '.join(kept)})" if kept else ""
         ctx.world.warn(f"cronctl: error: {exc}; guarded tasks are not started this minute{also}")
         return Pauses(dict.fromkeys(kept), unreachable=True)
-    if coord.may_be_unreachable:
+    if ctx.coord.may_be_unreachable:
         outbox.remember_pauses(ctx.state_dir, list(pauses))
     return Pauses(pauses)
 
 
 def claims(task: Task, row: RunRow) -> bool:
     """Whether ``row`` takes an on_one_server claim: a start-up run takes none (a start is
-    one machine's own, run/startup.py)."""
+    one machine's own, once.run_start_tasks)."""
     return task.on_one_server and row.trigger != START_TRIGGER
 
 
@@ -115,9 +109,8 @@ def batched(task: Task, row: RunRow, ctx: RunContext) -> bool:
 
 def leased(task: Task) -> bool:
     """Whether a claim of ``task`` is a lease until its run is marked started (fence): when
-    something may stand between the claim and the start (an overlap lock, a group's slot,
-    retries or hooks). Any other claim is marked started as it is won: its command starts
-    at once (docs/fleets-postgresql.md#claims-are-leases)."""
+    something may stand between the claim and the start; any other is marked started as it
+    is won (docs/fleets-postgresql.md#claims-are-leases)."""
     return task.without_overlapping or not starts_at_once(task)
 
 
@@ -125,23 +118,14 @@ def claim_some(
     rows: Sequence[tuple[Task, RunRow]], ctx: RunContext, limit: int
 ) -> tuple[set[str], set[str]]:
     """Claim the rows in order until ``limit`` are won, in one round trip: the ids won, and
-    those of the rows another machine holds as a lease still (they may yet be taken over).
-
-    :raises StoreUnavailable: the coordination store could not be asked.
-    """
+    those of the rows another machine holds as a lease still (they may yet be taken over)."""
     keys = {_key(row): row.id for _, row in rows}
     lease = {_key(row) for task, row in rows if leased(task)}
     until = {_key(row): wait_until(task, row) for task, row in rows if not task.chained}
     held: set[tuple[str, datetime]] = set()
-    won = ctx.coord.claim(
-        list(keys),
-        now=ctx.world.clock(),
-        limit=limit,
-        runs=keys,
-        leased=lease,
-        held=held,
-        until=until,
-    )
+    now = ctx.world.clock()
+    won = ctx.coord.claim(list(keys), now=now, limit=limit, runs=keys, leased=lease, held=held,
+                          until=until)  # fmt: skip
     return {keys[key] for key in won}, {keys[key] for key in held if key in keys}
 
 
@@ -171,12 +155,9 @@ def claim(task: Task, row: RunRow, ctx: RunContext, now: datetime) -> bool:
         # time comes, look run by another server: rehearsals claim among themselves, apart
         # (machines rehearsing the same future still run each occurrence once), in lock_dir
         # also when a coordination store holds the real claims.
-        apart = rehearsal_coordinator(ctx)
-        try:
+        with closing(rehearsal_coordinator(ctx)) as apart:
             return key in apart.claim([key], now=now)
-        finally:
-            apart.close()
-    won = ctx.run.claimed.take(row.id)
+    won = ctx.run.claimed.pop(row.id, None)
     if won is not None:
         return won
     lease = {key} if leased(task) else frozenset()
@@ -201,10 +182,7 @@ def claim(task: Task, row: RunRow, ctx: RunContext, now: datetime) -> bool:
 def fence(task: Task, row: RunRow, ctx: RunContext) -> RunRow | None:
     """Mark a leased claim's run started before it starts: None, or the row's outcome when
     the claim was taken over meanwhile (this machine froze or lost the store past its lease:
-    another ran it, and this one must not).
-
-    :raises StoreUnavailable: the coordination store could not be asked.
-    """
+    another ran it, and this one must not)."""
     if not claims(task, row) or ctx.rehearsal or not leased(task):
         return None
     if ctx.coord.keep_claim(_key(row), started=True):
@@ -239,12 +217,9 @@ def acquire(
     task: Task, row: RunRow, ctx: RunContext, now: datetime
 ) -> tuple[RunRow | None, HeldLock | None]:
     """Take the claim and the overlap lock: (the row's skip outcome, None) when one is
-    refused, else (None, the lock to hand to the task, or None when it needs none).
-
-    :raises StoreUnavailable: the coordination store could not be asked.
-    """
+    refused, else (None, the lock to hand to the task, or None when it needs none)."""
     # A start-up run takes the overlap lock whether or not its task sets
-    # without_overlapping, as `cronctl exec` does (run/startup.py).
+    # without_overlapping, as `cronctl exec` does (once.run_start_tasks).
     locks = task.without_overlapping or row.trigger == START_TRIGGER
     claimed = claims(task, row)
     if (claimed or locks) and ctx.run.recheck_pauses and task.name in ctx.coord.paused_tasks():
@@ -278,13 +253,9 @@ def release(task: Task, lock: HeldLock, ctx: RunContext) -> None:
 
 @contextmanager
 def group_slot(task: Task, row: RunRow, ctx: RunContext) -> Iterator[RunRow | None]:
-    """Hold a slot of the task's group around the body, which is given None; or, when the
-    group stayed full until ``misfire_grace`` (DEFAULT_GROUP_WAIT without one) after the
-    occurrence, the row's ``skipped: group full`` outcome (``interrupted`` when told to stop
-    while waiting). A task of no group is given None at once.
-
-    :raises StoreUnavailable: the coordination store could not be asked.
-    """
+    """Hold a slot of the task's group (if any) around the body, which is given None; or the
+    row's ``skipped: group full`` outcome when the group stayed full until ``misfire_grace``
+    after the occurrence (``interrupted`` when told to stop while waiting)."""
     if task.group is None:
         yield None
         return
@@ -305,7 +276,7 @@ def group_slot(task: Task, row: RunRow, ctx: RunContext) -> Iterator[RunRow | No
                 yield replace(row, outcome="skipped: another server", message=TAKEN_OVER)
                 return
             renewed = time.monotonic()
-        # Time passes by either clock: `run --now T` pins ctx.clock, a test's sleep moves it.
+        # Time passes by either clock: `run --now T` pins the clock, a test's sleep moves it.
         waited = max((ctx.world.clock() - began).total_seconds(), time.monotonic() - began_s)
         if (left := allowed - waited) <= 0:
             until = format_utc(since + grace)
@@ -317,3 +288,23 @@ def group_slot(task: Task, row: RunRow, ctx: RunContext) -> Iterator[RunRow | No
         yield None
     finally:
         slot.release()
+
+
+#: A holder's own cronctl kills it at its timeout plus the kill grace (10 s): past this much
+#: more, nobody is enforcing it (the holder's cronctl died, or the task escaped the group).
+OVERDUE_SLACK = timedelta(seconds=70)
+
+
+def still_running(row: RunRow, holder: HolderInfo | None, now: datetime) -> RunRow:
+    """The skip for a held lock; a failure when the holder is long past its own timeout."""
+    if holder is None:
+        return replace(row, outcome="skipped: still running", message="holder unknown")
+    if holder.overdue(now, OVERDUE_SLACK):
+        timeout = format_duration(holder.timeout or timedelta(0))
+        message = (
+            f"did not run: the run by {holder.describe()} still holds the overlap lock, "
+            f"long past its {timeout} timeout; stop it (kill the process group) or find "
+            "what keeps it alive"
+        )
+        return replace(row, outcome="error", message=message)
+    return replace(row, outcome="skipped: still running", message=holder.describe())

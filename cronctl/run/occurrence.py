@@ -19,24 +19,18 @@ from cronctl.edge.state.store import Store
 from cronctl.errors import CronctlError
 from cronctl.run import attempts, guards
 from cronctl.run.attempts import execute, task_env
-from cronctl.run.context import RunContext, result_fields
-from cronctl.run.outcomes import NOT_STARTED
+from cronctl.run.context import NOT_STARTED, RunContext, result_fields
 
 #: A task and its due rows, which one worker runs one after another.
 Unit: TypeAlias = tuple[Task, list[RunRow]]
 
 
 def run_all(
-    store: Store,
-    units: Sequence[Unit],
-    ctx: RunContext,
-    started: Callable[[], None] | None = None,
-) -> list[RunRow]:
-    """Each task's occurrences in a worker thread, at most max_parallel at once.
-
-    `started` is called (in this thread, never raising) once the first wave, the rows
-    planning marked "running", has started (or ended: a guard refused), or after
-    _FIRST_WAVE_S at most."""
+    store: Store, units: Sequence[Unit], ctx: RunContext, started: Callable[[], None] | None = None,
+) -> list[RunRow]:  # fmt: skip
+    """Each task's occurrences in a worker thread, at most max_parallel at once; `started` is
+    called (here, never raising) once the rows planning marked "running" have started or
+    ended, or after _FIRST_WAVE_S at most."""
     # Room for every result in case the disk fills up, reserved before anything starts.
     reserved = unsaved.reserve(ctx.state_dir, [r.id for _, rows in units for r in rows])
     queue = _Queue(units, ctx)
@@ -79,7 +73,7 @@ _FIRST_WAVE_S = 2.0
 
 class _Queue:
     """The units of work (a task's due rows) handed to the workers, and the first wave: the
-    rows planning marked "running" (``ctx.marked``), until each has started or ended."""
+    rows planning marked "running" (``ctx.run.marked``), until each has started or ended."""
 
     def __init__(self, units: Sequence[Unit], ctx: RunContext) -> None:
         self._ctx = ctx
@@ -118,17 +112,14 @@ class _Queue:
         return guards.batched(unit[0], unit[1][0], self._ctx)
 
     def take(self) -> Unit | None:
-        """The next unit, or None when all are taken.
+        """The next unit, or None when all are taken (docs/fleets-postgresql.md).
 
-        An on_one_server row claimed with others (guards.batched) is handed out once its
-        claim is decided: the worker that finds the next one undecided claims, in one round
-        trip, as many of those left as there are workers free now (once a quarter of them
-        are, or _GATHER_S after the first: see _gathering), and the rest stay for the other
-        machines until workers are free again (docs/fleets-postgresql.md). The
-        rows won go first; those lost end at once as "skipped: another server". Rows another
-        machine holds as a lease, not started yet, go last and are asked for again, after
-        guards.FIRST_ASK_S and then every guards.ASK_S, until won (its claimer gone),
-        started there, or guards.ask_until: a free worker waits for them."""
+        A batched row (guards.batched) is handed out once its claim is decided: the worker
+        that finds the next one undecided claims, in one round trip, as many of those left as
+        there are workers free (see _gathering); the rows won go first, those lost end as
+        "skipped: another server". Rows another machine holds as a lease, not started yet,
+        go last and are asked for again (guards.FIRST_ASK_S, then every guards.ASK_S) until
+        won, started there, or guards.ask_until."""
         while True:
             with self._lock:
                 while True:
@@ -138,7 +129,7 @@ class _Queue:
                     if not self._batched(unit) or unit[1][0].id in self._decided:
                         self._next += 1
                         self._busy += 1
-                        self._hold(1)
+                        self._ctx.tracker.hold(1)
                         return unit
                     if not self._claiming:
                         # Only held rows left (they go last): ask again when it is time.
@@ -146,7 +137,7 @@ class _Queue:
                             wait = self._asked + self._again_s - time.monotonic()
                         else:
                             wait = self._gathering()
-                        if wait <= 0 or self._stopping():
+                        if wait <= 0 or self._ctx.tracker.stopping:
                             break
                         self._turn.wait(min(wait, _STOP_POLL_S))
                         continue
@@ -159,12 +150,11 @@ class _Queue:
 
     def _free(self) -> int:
         # Slots the runs of earlier minutes still hold (`work`) are not free either.
-        return min(self.workers - self._busy, self._ctx.max_parallel - self._hold(0))
+        return min(self.workers - self._busy, self._ctx.max_parallel - self._ctx.tracker.hold(0))
 
     def _gathering(self) -> float:
-        """How much longer to wait for more slots to come free before claiming: a claim for
-        one slot while others are about to end would cost a round trip each (a batch of
-        runs ends over a fraction of a second); 0: claim now."""
+        """How much longer to wait for more slots to come free before claiming (a batch of runs
+        ends over a fraction of a second: a claim for each would cost a round trip); 0: now."""
         if self._busy == 0 or self._free() >= self._batch:
             return 0.0
         now = time.monotonic()
@@ -179,7 +169,7 @@ class _Queue:
         won: set[str] = set()
         held: set[str] = set()
         decided = {r.id for _, r in undecided}
-        stopping = self._stopping()
+        stopping = self._ctx.tracker.stopping
         try:
             if not stopping:
                 won, held = guards.claim_some(undecided, self._ctx, want)
@@ -193,7 +183,7 @@ class _Queue:
                 now = self._now()
                 held = {r.id for t, r in undecided if r.id in held and now < guards.ask_until(t, r)}
                 decided -= held
-                self._ctx.run.claimed.answered({i: i in won for i in decided})
+                self._ctx.run.claimed.update({i: i in won for i in decided})
         with self._lock:
             self._decided |= decided
             self._again_s = guards.ASK_S if held & self._held else guards.FIRST_ASK_S
@@ -216,17 +206,11 @@ class _Queue:
         """A worker is done with its unit: its slot is free."""
         with self._lock:
             self._busy -= 1
-            self._hold(-1)
+            self._ctx.tracker.hold(-1)
             self._turn.notify_all()  # one gathering slots for a claim counts it
 
-    def _hold(self, slots: int) -> int:
-        return self._ctx.tracker.hold(slots)
-
-    def _stopping(self) -> bool:
-        return self._ctx.tracker.stopping
-
     def _now(self) -> datetime:
-        """The run's time: `run --now T` pins ctx.clock, so the time waited counts too."""
+        """The run's time: `run --now T` pins the clock, so the time waited counts too."""
         clock, mono = self._began
         return max(self._ctx.world.clock(), clock + timedelta(seconds=time.monotonic() - mono))
 
@@ -238,13 +222,9 @@ _STOP_POLL_S = 0.5
 
 
 def run_task(
-    store: Store,
-    task: Task,
-    rows: list[RunRow],
-    ctx: RunContext,
-    reserved: unsaved.Reservation | None = None,
-    started: Callable[[str], None] | None = None,
-) -> list[RunRow]:
+    store: Store, task: Task, rows: list[RunRow], ctx: RunContext,
+    reserved: unsaved.Reservation | None = None, started: Callable[[str], None] = lambda _id: None,
+) -> list[RunRow]:  # fmt: skip
     """The occurrences of one task, oldest first, one at a time (catch-up never overlaps),
     each recorded as it ends (see recorded); ``started`` hears each row whose command has
     started."""
@@ -259,12 +239,9 @@ def run_task(
 
 
 def recorded(
-    store: Store,
-    task: Task,
-    result: RunRow,
-    ctx: RunContext,
+    store: Store, task: Task, result: RunRow, ctx: RunContext,
     reserved: unsaved.Reservation | None = None,
-) -> list[RunRow]:
+) -> list[RunRow]:  # fmt: skip
     """Commit ``result`` the moment its run ends, whatever else the run is still doing (or
     keep it aside: docs/guarantees.md), then report it and send it to the fleet store: its
     rows, the earlier attempts of its occurrence first, then what followed it."""
@@ -281,12 +258,9 @@ def recorded(
 
 
 def _unsaved(
-    result: RunRow,
-    fields: dict[str, Any],
-    exc: CronctlError,
-    ctx: RunContext,
+    result: RunRow, fields: dict[str, Any], exc: CronctlError, ctx: RunContext,
     reserved: unsaved.Reservation | None,
-) -> RunRow:
+) -> RunRow:  # fmt: skip
     """Report once what is known of a run whose record could not be saved (docs/guarantees.md)."""
     if reserved is not None:
         why = reserved.keep(result.id, fields)
@@ -307,14 +281,11 @@ def _unsaved(
 
 
 def run_occurrence(
-    store: Store,
-    task: Task,
-    row: RunRow,
-    ctx: RunContext,
-    started: Callable[[str], None] | None = None,
-) -> RunRow:
+    store: Store, task: Task, row: RunRow, ctx: RunContext,
+    started: Callable[[str], None] = lambda _id: None,
+) -> RunRow:  # fmt: skip
     """One occurrence through jitter, misfire grace, conditions and guards to its end
-    (``started``: see attempts.execute). A start-up run (run/startup.py) has no jitter and no
+    (``started``: see attempts.execute). A start-up run (once.run_start_tasks) has no jitter and no
     misfire grace: it runs as `work` starts."""
     scheduled = row.trigger != START_TRIGGER
     if task.jitter is not None and scheduled:
@@ -342,14 +313,9 @@ def run_occurrence(
 
 
 def _guarded(
-    store: Store,
-    task: Task,
-    row: RunRow,
-    env: dict[str, str],
-    ctx: RunContext,
-    now: datetime,
-    started: Callable[[str], None] | None,
-) -> RunRow:
+    store: Store, task: Task, row: RunRow, env: dict[str, str], ctx: RunContext, now: datetime,
+    started: Callable[[str], None],
+) -> RunRow:  # fmt: skip
     skipped, lock = guards.acquire(task, row, ctx, now)
     if skipped is not None:
         return skipped

@@ -1,5 +1,8 @@
-"""`cronctl run`: plan the window, then for each due occurrence, in this order (docs/guarantees.md):
-paused, when/skip conditions, on_one_server claim, without_overlapping lock, run."""
+"""A run: `cronctl run`'s (and each minute's of `work`): plan the window, then run each due
+occurrence through its guards (docs/guarantees.md). And `work`'s start-up runs
+(docs/schedule-file.md, "Start-up tasks"): each `on_start` task once, through run_all like a
+scheduled run (`"trigger": "start"`), with no claim (a start is one machine's own) and the
+overlap lock always, as `exec` takes it; its schedule window is left alone."""
 
 from __future__ import annotations
 
@@ -11,22 +14,26 @@ from datetime import datetime
 from cronctl.coord import outbox
 from cronctl.core.due import Plan
 from cronctl.core.model import Schedule, Task
-from cronctl.core.runs import RunRow
+from cronctl.core.runs import START_TRIGGER, RunRow
 from cronctl.edge import metrics
 from cronctl.edge.awake import join_awake
 from cronctl.edge.safefiles import ensure_private_dir
 from cronctl.edge.state.store import Store
 from cronctl.run import chains, guards, occurrence, planning, recovery
-from cronctl.run.context import REHEARSAL_DIR, RunContext, RunReport, RunState, real_clock
+from cronctl.run.context import (
+    REHEARSAL_DIR,
+    RunContext,
+    RunReport,
+    RunState,
+    real_clock,
+)
 
 
 def run_once(
     schedule: Schedule, now: datetime, ctx: RunContext, ahead: planning.Ahead | None = None
 ) -> RunReport:
-    """Plan every task's window at `now`, record it, then run what is due.
-
-    `ahead`: decisions worked out before `now` came (`work`); planning checks each is still
-    what it would decide now."""
+    """Plan every task's window at `now`, record it, then run what is due (`ahead`: `work`'s
+    decisions worked out before `now` came; planning checks each is still what it would be)."""
     if ctx.rehearsal:
         ctx = replace(ctx, state_dir=ensure_private_dir(ctx.state_dir) / REHEARSAL_DIR)
     with coordinated(ctx) as ctx:
@@ -117,8 +124,7 @@ def _run_once(
 def _catch_up(
     chained: chains.RunChains, store: Store, now: datetime, ctx: RunContext, into: list[RunRow]
 ) -> None:
-    """The chains' catch-up in its own thread: what it ran goes to ``into``; a failure is
-    said, and the next minute looks again."""
+    """The chains' catch-up, in its own thread; a failure is said, the next minute looks again."""
     try:
         into.extend(chained.catch_up(store, now, ctx))
     except Exception as exc:
@@ -126,9 +132,8 @@ def _catch_up(
 
 
 def _store_failure_said(pauses: guards.Pauses, rows: Iterable[RunRow], ctx: RunContext) -> bool:
-    """Whether the run has already said that the store failed it, or why it did not wait
-    for it (once is enough for cron's mail): at the pauses (also when they came late: the
-    read that failed then said so), in a task's error, or because it was told to stop."""
+    """Whether the run has already said that the store failed it, or why it did not wait for
+    it (once is enough for cron's mail): at the pauses, in a task's error, or told to stop."""
     if pauses.unreachable or pauses.late or ctx.tracker.stopping:
         return True
     where = ctx.coord.describe()
@@ -138,3 +143,33 @@ def _store_failure_said(pauses: guards.Pauses, rows: Iterable[RunRow], ctx: RunC
 def _missed(plans: Mapping[str, Plan]) -> dict[str, tuple[int, datetime | None]]:
     """The missed count and window start of each task that missed something."""
     return {n: (p.missed_count, p.since) for n, p in plans.items() if p.missed}
+
+
+def start_tasks(schedule: Schedule) -> list[Task]:
+    """The tasks `work` runs when it starts."""
+    return [t for t in schedule.tasks if t.on_start]
+
+
+def run_start_tasks(schedule: Schedule, started: datetime, ctx: RunContext) -> RunReport:
+    """Run every on_start task once (at most max_parallel at once); what happened to each."""
+    tasks = start_tasks(schedule)
+    if not tasks:
+        return RunReport(started, [])
+    started = started.replace(microsecond=0)
+    with coordinated(ctx) as ctx, Store.open(ctx.state_dir) as store:
+        paused = guards.paused(ctx).names
+        rows = []
+        for task in tasks:
+            stopped = task.paused or task.name in paused
+            row = planning.make_row(task, started, "skipped: paused" if stopped else "pending", ctx)
+            rows.append(replace(row, trigger=START_TRIGGER))
+        with store.transaction() as tx:
+            tx.add_runs(rows)
+        units = [(t, [r]) for t, r in zip(tasks, rows, strict=True) if r.outcome == "pending"]
+        # Each one's last attempt (run_all gives the earlier ones too).
+        final = {r.task: r for r in occurrence.run_all(store, units, ctx)}
+        runs = [final.get(r.task, r) for r in rows]
+        ctx.run.records.finish(store, runs, ctx.state_dir)
+        if schedule.settings.metrics_file is not None:
+            metrics.write_metrics(schedule, store, ctx.world.clock(), ctx.state_dir, ctx.world.warn)
+    return RunReport(started, runs)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
+from contextlib import closing
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TypeAlias
@@ -15,40 +16,28 @@ from cronctl.core.due import Plan, Previous, plan
 from cronctl.core.model import Schedule, Task, format_duration, format_utc
 from cronctl.core.runs import Outcome, RunRow
 from cronctl.edge.state.store import Store, StoredState, TaskState, Txn
-from cronctl.run.context import (
-    RunContext,
-    new_run_id,
-    running_fields,
-    starts_at_once,
-)
+from cronctl.run.context import RunContext, new_run_id, running_fields, starts_at_once
 from cronctl.run.guards import rehearsal_coordinator
 
 
 def plan_all(
-    store: Store,
-    schedule: Schedule,
-    now: datetime,
-    paused: Mapping[str, object],
-    ctx: RunContext,
+    store: Store, schedule: Schedule, now: datetime, paused: Mapping[str, object], ctx: RunContext,
     ahead: Ahead | None = None,
-) -> tuple[dict[str, Plan], list[RunRow]]:
-    """One transaction: read each task's window, decide, record the decisions.
-
-    `ahead` holds decisions worked out before `now` came (plan_ahead); each is used only for
-    the very task object and stored row it was worked out from, as read here, under the write
-    lock. With `ahead`, when something is due, the quiet tasks' windows (nothing due, only
-    the minute moves; or a recurring task's first, see _first_quiet) are left out of this
-    transaction and kept in `ahead.quiet` and `ahead.fresh`, for advance_quiet to write once
-    the due tasks have started.
-    """
-    if ahead is None:
-        return _plan_now(store, schedule, now, paused, ctx)
+) -> tuple[dict[str, Plan], list[RunRow]]:  # fmt: skip
+    """One transaction: read each task's window, decide, record the decisions. A decision of
+    `ahead` (plan_ahead) is used only for the very task object and stored row it was made
+    from, as read here; the quiet windows are then left to advance_quiet if something is due."""
     rows: list[RunRow] = []
     new_rows: list[RunRow] = []
-    units = 0
-    early = ahead.take(now)
+    units = 0  # tasks with an occurrence to run, in the order run_all's workers take them
+    early = ahead.take(now) if ahead is not None else None
     with store.transaction() as tx:
-        if early is not None and early.covers(schedule) and ahead.unchanged(store, tx):
+        if ahead is None:  # `run`: every window in this one transaction
+            sorted_ = Decisions(schedule, {}, split=False)
+            states = tx.states()
+            for task in schedule.tasks:
+                sorted_.add(task, None, *decide(task, states.get(task.name), now), None)
+        elif early is not None and early.covers(schedule) and ahead.unchanged(store, tx):
             sorted_ = early  # nothing committed since the snapshot: the rows are as read then
         else:
             stored = tx.stored_states()
@@ -63,25 +52,22 @@ def plan_all(
                 units = _record(task, decided, paused, ctx, rows, units, new_rows)
         if ctx.dry_run:
             raise DryRunRollback(sorted_.plans, rows)
-        tx.add_runs(new_rows)
+        tx.add_runs(new_rows)  # one statement for every new row
         tx.put_states(_unpaused_counts(sorted_.changed, sorted_.plans, paused))
-        if units:  # written once the due tasks have started
+        if units and ahead is not None:  # written once the due tasks have started
             ahead.quiet, ahead.fresh = sorted_.quiet, sorted_.fresh
             # Freed then too: letting go of a thousand decisions here would delay the
             # first start after this commit.
             ahead.spent = sorted_
-        else:  # nothing starts: every window in this commit
+        else:  # every window in this commit
             _write_quiet(tx, sorted_.quiet, sorted_.fresh)
     return sorted_.plans, rows
 
 
 def _recheck(
-    tx: Txn,
-    schedule: Schedule,
-    stored: Mapping[str, StoredState],
-    now: datetime,
+    tx: Txn, schedule: Schedule, stored: Mapping[str, StoredState], now: datetime,
     early: Decisions | None,
-) -> Decisions:
+) -> Decisions:  # fmt: skip
     """The decisions at `now` from the rows as stored: one made ahead where its task object
     and stored row are the same, else made now (only the rows that differ are parsed)."""
     known = early.by_task if early is not None else {}
@@ -97,44 +83,11 @@ def _recheck(
     return sorted_
 
 
-def _plan_now(
-    store: Store,
-    schedule: Schedule,
-    now: datetime,
-    paused: Mapping[str, object],
-    ctx: RunContext,
-) -> tuple[dict[str, Plan], list[RunRow]]:
-    """plan_all without decisions made ahead (`run`): every window in one transaction."""
-    plans: dict[str, Plan] = {}
-    rows: list[RunRow] = []
-    new_rows: list[RunRow] = []
-    changed: list[TaskState] = []
-    units = 0  # tasks with an occurrence to run, in the order run_all's workers take them
-    with store.transaction() as tx:
-        states = tx.states()
-        for task in schedule.tasks:
-            decided, new = decide(task, states.get(task.name), now)
-            plans[task.name] = decided
-            if decided.clock_behind:
-                _warn_behind(task, decided, now, ctx)
-            if decided.run or decided.missed:
-                units = _record(task, decided, paused, ctx, rows, units, new_rows)
-            if new is not None:
-                changed.append(new)
-        if ctx.dry_run:
-            raise DryRunRollback(plans, rows)
-        tx.add_runs(new_rows)  # one statement for every new row
-        # One statement for every task's new window.
-        tx.put_states(_unpaused_counts(changed, plans, paused))
-    return plans, rows
-
-
 def _unpaused_counts(
     states: list[TaskState], plans: Mapping[str, Plan], paused: Mapping[str, object]
 ) -> list[TaskState]:
-    """The states to record, with a paused task's dropped occurrences left out of its missed
-    count: they are recorded `skipped: paused` (_record), so `status`'s MISSED stops growing
-    while the task is paused. decide() cannot know it: `work` decides ahead of the pauses."""
+    """The states to record, a paused task's dropped occurrences left out of its missed count
+    (they are recorded `skipped: paused`; `work` decides ahead of the pauses)."""
     out = states
     for index, state in enumerate(states):
         decided = plans.get(state.name)
@@ -158,17 +111,11 @@ def _warn_behind(task: Task, decided: Plan, now: datetime, ctx: RunContext) -> N
 
 
 def _record(
-    task: Task,
-    decided: Plan,
-    paused: Mapping[str, object],
-    ctx: RunContext,
-    rows: list[RunRow],
-    units: int,
-    new_rows: list[RunRow],
-) -> int:
-    """Add `task`'s run and missed rows (to `rows`, and as recorded to `new_rows` unless a dry
-    run, which the caller adds to the store in one statement); the number of units to run so
-    far, this one counted."""
+    task: Task, decided: Plan, paused: Mapping[str, object], ctx: RunContext,
+    rows: list[RunRow], units: int, new_rows: list[RunRow],
+) -> int:  # fmt: skip
+    """Add `task`'s run and missed rows to `rows`, and as recorded to `new_rows` (none for a
+    dry run); the number of units to run so far, this one counted."""
     stopped = task.paused or task.name in paused
     outcome: Outcome = "skipped: paused" if stopped else "pending"
     # What the misfire policy drops while the task is paused is skipped, not missed: nothing
@@ -189,9 +136,9 @@ def _record(
 
 
 def _quiet(state: TaskState | None, decided: Plan, new: TaskState | None) -> bool:
-    """Whether only the window's minute moves: nothing due or missed, the same schedule,
-    count and done flag. The occurrences up to the new minute are then none, so a window
-    left at the old minute (advance_quiet's write lost) is re-scanned to the same answer."""
+    """Whether only the window's minute moves (nothing due or missed, the same schedule,
+    count and done flag): a window left at the old minute, advance_quiet's write lost, is
+    re-scanned to the same answer."""
     return (
         state is not None
         and new is not None
@@ -204,12 +151,9 @@ def _quiet(state: TaskState | None, decided: Plan, new: TaskState | None) -> boo
 
 
 def _first_quiet(task: Task, decided: Plan, new: TaskState | None) -> bool:
-    """Whether a task seen for the first time (no stored row) has nothing due or missed in
-    its first minute, and recurs. A first window left unwritten (advance_quiet's write lost)
-    makes it first seen again at the next tick, whose window then starts after this minute:
-    the same occurrences, if that tick comes on time (if late, those in between are neither
-    run nor counted missed, as for a task added then). A one-shot `at` task is not deferred:
-    first seen again after its instant, it would never run."""
+    """Whether a recurring task seen for the first time has nothing due or missed in its first
+    minute: a first window left unwritten makes it first seen again at the next tick (a
+    one-shot `at` task, first seen again after its instant, would never run)."""
     return (
         new is not None
         and task.at is None
@@ -222,8 +166,8 @@ def _first_quiet(task: Task, decided: Plan, new: TaskState | None) -> bool:
 def _write_quiet(
     tx: Txn, quiet: list[tuple[StoredState, datetime]], fresh: list[TaskState]
 ) -> None:
-    """The quiet windows: each stored row moved only if still as read, each first window
-    inserted only where the task still has no row (neither overwrites another's write)."""
+    """Each stored row moved only if still as read, each first window inserted only where the
+    task still has no row: neither overwrites another's write."""
     tx.advance_states(quiet)
     tx.add_states(fresh)
 
@@ -235,13 +179,9 @@ QUIET_AFTER_S = 0.03
 
 
 def advance_quiet(store: Store, ahead: Ahead, ctx: RunContext) -> None:
-    """Write the quiet tasks' windows that plan_all left out (`ahead.quiet`, `ahead.fresh`),
-    after the due tasks have started (QUIET_AFTER_S after): each moves only if its row is
-    still as plan_all read it; each first window is written only if its task still has no row.
-
-    Never raises: a window not moved is simply re-scanned at the next minute (there was
-    nothing due in between), a first one not written is first seen again (see _first_quiet);
-    the store's problem, if lasting, is met by the next tick."""
+    """Write the quiet windows that plan_all left out, QUIET_AFTER_S after the due tasks have
+    started. Never raises: a window not moved is re-scanned at the next minute, a first one
+    not written is first seen again (see _first_quiet)."""
     quiet, fresh = ahead.quiet, ahead.fresh
     ahead.quiet, ahead.fresh = [], []
     try:
@@ -257,13 +197,8 @@ def advance_quiet(store: Store, ahead: Ahead, ctx: RunContext) -> None:
 
 def _first_mark(task: Task, row: RunRow, ctx: RunContext) -> RunRow:
     """A pending first-wave row as recorded: already "running" when nothing but the overlap
-    lock stands before its start (a worker takes it at once), so that its mark is durable
-    with the plan and costs no commit of its own; else as it is.
-
-    A crash between this commit and the start says "outcome unknown" (it may have started),
-    never "did not run", and never runs it again; a guard that then refuses records its skip.
-    An `on_one_server` row waits for its claim, taken after this transaction.
-    """
+    lock stands before its start, so its mark costs no commit of its own (a crash before the
+    start says "outcome unknown", never "did not run"); not a row that waits for its claim."""
     if task.on_one_server or not starts_at_once(task):
         return row
     ctx.run.marked.add(row.id)
@@ -282,43 +217,30 @@ def decide(task: Task, state: TaskState | None, now: datetime) -> tuple[Plan, Ta
     if decided.last_occurrence is None:
         return decided, None
     missed_total = state.missed_total if state and not decided.restarted else 0
+    missed_total += decided.missed_count
     new = TaskState(
-        task.name,
-        task.fingerprint,
-        decided.last_occurrence,
-        missed_total + decided.missed_count,
-        decided.done,
+        task.name, task.fingerprint, decided.last_occurrence, missed_total, decided.done
     )
     return decided, (None if new == state else new)
 
 
-#: One task's decision: the task object and its stored row (None: never seen) it was made
-#: from, the plan, the state to record (None: the same as before), the state parsed from the row.
+#: One task's decision: the task and stored row (None: never seen) it was made from, the plan,
+#: the state to record (None: the same as before), the state parsed from the row.
 Decision: TypeAlias = "tuple[Task, StoredState | None, Plan, TaskState | None, TaskState | None]"
 
 
 class Decisions:
-    """Every task's decision at one instant, sorted for plan_all: the plans by task name; the
-    tasks with something to record (due, missed, or a clock behind), in schedule order; the
-    states to record with the rows; and the quiet windows (nothing due), as moves of their
-    stored rows (only the minute moves, see _quiet) and as first windows (`fresh`, see
-    _first_quiet). `by_task` keeps what each was decided
-    from (the task object, its stored row) for a check at the boundary."""
+    """Every task's decision at one instant, sorted for plan_all: the plans, the tasks with
+    something to record, the states to record (`changed`; with `split`, the quiet windows
+    apart: see _quiet and _first_quiet), and what each was decided from (`by_task`)."""
 
-    __slots__ = (
-        "active",
-        "by_task",
-        "changed",
-        "complete",
-        "fresh",
-        "plans",
-        "quiet",
-        "schedule",
-        "stored",
-    )
+    __slots__ = ("active", "by_task", "changed", "complete", "fresh", "plans", "quiet",
+                 "schedule", "split", "stored")  # fmt: skip
 
-    def __init__(self, schedule: Schedule, stored: Mapping[str, StoredState]) -> None:
-        """Empty, for decisions made from `stored`, the rows as read, for `schedule`."""
+    def __init__(
+        self, schedule: Schedule, stored: Mapping[str, StoredState], split: bool = True
+    ) -> None:
+        self.split = split
         self.schedule = schedule
         self.stored = stored
         self.plans: dict[str, Plan] = {}
@@ -335,13 +257,9 @@ class Decisions:
         return self.complete and schedule is self.schedule
 
     def add(
-        self,
-        task: Task,
-        row: StoredState | None,
-        decided: Plan,
-        new: TaskState | None,
+        self, task: Task, row: StoredState | None, decided: Plan, new: TaskState | None,
         state: TaskState | None,
-    ) -> None:
+    ) -> None:  # fmt: skip
         """`task`'s decision from its stored `row` (`state` parsed from it)."""
         self.plans[task.name] = decided
         self.by_task[task.name] = (task, row, decided, new, state)
@@ -349,7 +267,9 @@ class Decisions:
             self.active.append((task, decided))
         if new is None:
             return
-        if row is None:
+        if not self.split:
+            self.changed.append(new)
+        elif row is None:
             (self.fresh if _first_quiet(task, decided, new) else self.changed).append(new)
         elif _quiet(state, decided, new):
             self.quiet.append((row, new.last_occurrence))
@@ -358,22 +278,12 @@ class Decisions:
 
 
 class Ahead:
-    """Decisions worked out before their minute came (`work`, just before the boundary), from
-    a snapshot of the stored states read outside any transaction; the store they were read
-    from, kept open for the tick; and, once plan_all has used them, the quiet windows it
-    left for advance_quiet (moves of stored rows, and first windows)."""
+    """Decisions worked out before their minute came (`work`'s lead) from a snapshot of the
+    stored states; the store it was read from, kept open for the tick; and the quiet windows
+    plan_all left for advance_quiet."""
 
-    __slots__ = (
-        "_handed",
-        "_opened",
-        "decisions",
-        "fresh",
-        "now",
-        "quiet",
-        "spent",
-        "store",
-        "version",
-    )
+    __slots__ = ("_handed", "_opened", "decisions", "fresh", "now", "quiet", "spent", "store",
+                 "version")  # fmt: skip
 
     def __init__(self, now: datetime, decisions: Decisions | None) -> None:
         """The decisions for `now` (see plan_ahead); None: cut short, every task is decided
@@ -390,8 +300,7 @@ class Ahead:
 
     @property
     def decided(self) -> dict[str, Decision]:
-        """By task name: the task object and stored row each decision was made from, the
-        plan, the state to record (None: the same as before), and the state it read."""
+        """Each Decision, by task name."""
         return self.decisions.by_task if self.decisions is not None else {}
 
     def take(self, now: datetime) -> Decisions | None:
@@ -401,9 +310,8 @@ class Ahead:
         return decisions if now == self.now else None
 
     def keep(self, store: Store, version: int, opened: tuple[int, int]) -> None:
-        """Keep `store` (on the file `opened`, see Store.file_id) for the tick: the decisions
-        were made from its snapshot at data `version`. It spares the tick its own open and,
-        when nothing was committed since, the rows' read."""
+        """Keep `store` (on the file `opened`), whose snapshot at data `version` the decisions
+        were made from, for the tick: it spares the tick an open and, often, the rows' read."""
         self.store, self.version, self._opened = store, version, opened
 
     def open_store(self) -> Store | None:
@@ -424,31 +332,26 @@ class Ahead:
         return None
 
     def close(self) -> None:
-        """Close the kept store if no tick took it."""
         if self.store is not None and not self._handed:
             self._handed = True
             self.store.close()
 
     def unchanged(self, store: Store, tx: Txn) -> bool:
-        """Whether `tx`, on the kept `store`, sees what its snapshot saw: no other connection
-        has committed since (the store's own commits before planning, recovery's, touch only
-        run rows)."""
+        """Whether `tx`, on the kept `store`, sees what its snapshot saw (recovery's commits
+        touch only run rows)."""
         if self.version is None or store is not self.store:
             return False
         return tx.data_version() == self.version
 
 
 def plan_ahead(
-    schedule: Schedule,
-    stored: Mapping[str, StoredState],
-    parse: Callable[[StoredState], TaskState],
-    now: datetime,
+    schedule: Schedule, stored: Mapping[str, StoredState],
+    parse: Callable[[StoredState], TaskState], now: datetime,
     stop: Callable[[], bool] = lambda: False,
-) -> Ahead:
+) -> Ahead:  # fmt: skip
     """Every task's decision at `now` from the `stored` rows (`parse` reads one), worked out
-    before `now` comes (due.plan is pure, so only the rows can differ by then; plan_all
-    compares them). It ends early, with the tasks decided so far, once `stop()` says so
-    (checked every 100 tasks)."""
+    before `now` comes (only the rows can differ by then: plan_all compares them); cut short
+    once `stop()` says so (asked every 100 tasks)."""
     decisions = Decisions(schedule, stored)
     for i, task in enumerate(schedule.tasks):
         if i % 100 == 0 and stop():
@@ -473,20 +376,14 @@ def _claimed(task: Task, row: RunRow, ctx: RunContext) -> bool:
     """Whether another run claimed the occurrence: among rehearsals, for a rehearsal."""
     if not ctx.rehearsal:
         return ctx.coord.claimed(task.name, row.occurrence)
-    apart = rehearsal_coordinator(ctx)
-    try:
+    with closing(rehearsal_coordinator(ctx)) as apart:
         return apart.claimed(task.name, row.occurrence)
-    finally:
-        apart.close()
 
 
 def taken_over(
-    store: Store,
-    schedule: Schedule,
-    paused: Mapping[str, object],
-    planned: list[RunRow],
+    store: Store, schedule: Schedule, paused: Mapping[str, object], planned: list[RunRow],
     ctx: RunContext,
-) -> list[RunRow]:
+) -> list[RunRow]:  # fmt: skip
     """New rows, recorded, for the claims a claimer that is gone left unstarted while their
     run may still start (coord.orphans, read with the pauses), of this machine's unpaused
     on_one_server tasks: each is claimed as the minute's others are, and run here when this
@@ -510,13 +407,9 @@ def taken_over(
 def make_row(task: Task, when: datetime, outcome: Outcome, ctx: RunContext) -> RunRow:
     """A new run row of `task`'s occurrence `when`, owned by this process."""
     return RunRow(
-        id=new_run_id(when),
-        task=task.name,
-        occurrence=when,
-        outcome=outcome,
-        host=ctx.host,
+        id=new_run_id(when), task=task.name, occurrence=when, outcome=outcome, host=ctx.host,
         pid=os.getpid(),
-    )
+    )  # fmt: skip
 
 
 def dry_outcome(row: RunRow, task: Task, ctx: RunContext) -> RunRow:

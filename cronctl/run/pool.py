@@ -1,13 +1,7 @@
 """Threads kept for reuse by `work`: its tick and its workers start on a thread that already
-exists, woken, instead of one created at the minute boundary.
-
-`Thread.start()` returns only once the new thread has run, and a new thread is scheduled
-after those already waiting for a CPU (Linux gives a new task the back of the queue), so on
-a busy machine each one created at the boundary cost its creator a wait of up to a time
-slice (a few ms), and a tick created six of them (the tick, five workers) before its last
-start. An existing thread that is woken runs at once. `run` starts once a minute, with
-nothing to reuse, and keeps creating its threads (context.new_thread).
-"""
+exists, woken, instead of one created at the minute boundary, where each new thread waited
+behind those already queued for a CPU (up to a time slice each, on a busy machine). `run`
+starts once a minute, with nothing to reuse, and keeps creating its threads."""
 
 from __future__ import annotations
 
@@ -21,41 +15,25 @@ _KEEP_IDLE = 16
 class Job:
     """A function handed to a pooled thread: join() waits for it to return."""
 
-    __slots__ = ("_done", "_target", "name")
+    __slots__ = ("done", "name", "target")
 
     def __init__(self, target: Callable[[], None], name: str) -> None:
-        """`target` to run, as thread `name`."""
-        self._target = target
+        self.target = target
         self.name = name
-        self._done = threading.Event()
-
-    def run(self) -> None:
-        """Call the target (in the pooled thread)."""
-        self._target()
-
-    def finish(self) -> None:
-        """Mark the job done (its thread is back in the pool by then, or ending)."""
-        self._done.set()
+        self.done = threading.Event()
 
     def join(self, timeout: float | None = None) -> None:
-        """Wait until the target has returned, or `timeout` seconds."""
-        self._done.wait(timeout)
+        self.done.wait(timeout)
 
     def is_alive(self) -> bool:
-        """Whether the target has not returned yet."""
-        return not self._done.is_set()
+        return not self.done.is_set()
 
 
 class Pool:
-    """Daemon threads that run one Job at a time and then wait, idle, for the next.
-
-    Daemon, so an idle one never holds the process up: `work`'s own tick threads were
-    daemons, and the workers a tick starts inherit that; Worker._shutdown waits for the
-    ticks as it did.
-    """
+    """Daemon threads (an idle one never holds the process up; Worker._shutdown waits for
+    the ticks) that run one Job at a time and then wait, idle, for the next."""
 
     def __init__(self) -> None:
-        """No threads yet: each is created when a job finds none idle."""
         self._lock = threading.Lock()
         self._idle: list[_Pooled] = []
 
@@ -64,12 +42,11 @@ class Pool:
         job = Job(target, name)
         with self._lock:
             pooled = self._idle.pop() if self._idle else None
-        if pooled is None:
-            pooled = _Pooled(self)
-            pooled.hand(job)
+        fresh = pooled is None
+        pooled = pooled or _Pooled(self)
+        pooled.hand(job)
+        if fresh:
             pooled.start()
-        else:
-            pooled.hand(job)
         return job
 
     def warm(self, count: int) -> None:
@@ -115,14 +92,14 @@ class _Pooled(threading.Thread):
                 job, self._job = self._job, None
             self.name = job.name
             try:
-                job.run()
+                job.target()
             except BaseException:
                 self._pool._done(self, reuse=False)
-                job.finish()
+                job.done.set()
                 raise  # the thread ends, as a thread of its own would
             self.name = "cronctl-pool"
             # Idle before the job is done: whoever joined it finds the thread free.
             reuse = self._pool._done(self, reuse=True)
-            job.finish()
+            job.done.set()
             if not reuse:
                 return

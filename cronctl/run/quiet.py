@@ -1,38 +1,18 @@
-"""A minute with nothing due, dealt with from what the last planned minute worked out.
+"""A minute with nothing due, dealt with from what the last planned minute worked out
+(docs/commands.md#a-quiet-minute).
 
-Most of `run`'s 1,440 starts a day find nothing due: they read every task's window, find no
-occurrence in it, move it to this minute and exit. Doing that with the schedule model costs
-its imports (the model, the cron and zone code, `zoneinfo`, the run machinery), more
-than the rest of the run. A run that planned keeps a *hint* beside its schedule's cache entry
-(edge/schedcache.py, under the same key: these very files' bytes, the same working directory,
-`$HOME` and cronctl code); a later run uses it to move the windows itself, with the store
-alone, when the hint proves that planning would do nothing else.
-
-The hint holds, for every task of this host: its name and fingerprint, ``since`` (the start
-of the window that run scanned and found empty, or M itself for a task that had occurrences
-at M) and ``next`` (its first occurrence after that run's minute M): so no occurrence lies in
+Most of `run`'s starts find nothing due; doing that with the schedule model costs its imports,
+more than the rest of the run. A run that planned keeps a *hint* beside its schedule's cache
+entry (edge/schedcache.py, same key): for every task of this host its name, fingerprint,
+``since`` (the start of the window that run found empty, or its minute M for a task that had
+occurrences at M) and ``next`` (its first occurrence after M), so no occurrence lies in
 ``(since, next)``. A run at minute N then knows, for a task whose stored window ends at L with
-``since <= L < N < next``, that due.plan would find no occurrence in ``(L, N]`` and only move
-the window to N (a one-shot task already done needs only ``L < N``). It writes exactly that
-(Txn.advance_states, as planning does, under the same write lock) when every task's row says
-so; anything else, and the run plans as usual:
-
-- no hint for this key, or the hint's paths no longer resolve as they did, a zone file's
-  bytes changed (a tzdata update), another Python, ``$PYTHONTZPATH`` or host name;
-- a row missing (first sight), of another fingerprint, a window at or past N (the clock
-  went back), a task whose next occurrence has come, a run still pending or running;
-- minute 0 (the hourly sweep), ``--now`` ahead of the clock (a rehearsal), ``--dry-run``,
-  ``--json``, a coordination store, a metrics file, on_one_server tasks whose lock_dir
-  is not declared shared (the warning `run` prints about it), or a chained task (whose
-  catch-up may be owed in any minute: run/chains.py).
-
-A run that plans after a hint was missing, spent or did not fit the rows keeps a new one
-once it has run what was due; after minute 0, an unfinished run or a rehearsal the hint still
-holds and is kept as it is.
-
-What the shortcut skips is what a quiet minute does not need: reading the pauses (nothing
-starts), the recovery of unfinished rows (there are none), and the signal handlers (nothing
-to forward to: a SIGTERM ends the process and the transaction rolls back).
+``since <= L < N < next``, that planning would only move the window to N: it writes exactly
+that (Txn.advance_states, under the same write lock) when every row says so, and plans as usual
+for anything else (a changed zone file, Python or host; a row missing or of another
+fingerprint; a window at or past N; an unfinished run; minute 0; a rehearsal, --dry-run,
+--json, a coordination store, a metrics file, unshared on_one_server claims or a chain).
+What it skips a quiet minute does not need: the pauses, recovery, the signal handlers.
 """
 
 from __future__ import annotations
@@ -73,20 +53,12 @@ class _Declined(Exception):
 
 
 def deal(
-    look: Lookup,
-    env: Mapping[str, str],
-    *,
-    instant: datetime,
-    pretended: bool,
-    host: str,
-    state_dir: Path | None,
-    lock_dir: Path | None,
-    coordination: str | None,
-) -> str:
+    look: Lookup, env: Mapping[str, str], *, instant: datetime, pretended: bool, host: str,
+    state_dir: Path | None, lock_dir: Path | None, coordination: str | None,
+) -> str:  # fmt: skip
     """Move every window to the minute of `instant` (`pretended`: given by --now) if the hint
-    proves nothing else is due (DONE); else SPENT or DECLINED, having changed nothing. `host`
-    is this machine's name. Errors `run` would meet anyway (an unsafe directory, a foreign
-    database) are raised as `run` raises them."""
+    proves nothing else is due (DONE); else SPENT or DECLINED, having changed nothing. Errors
+    `run` would meet anyway (an unsafe directory, a foreign database) are raised as it would."""
     hint: Any = look.read(KIND)
     if not _well_formed(hint):
         return SPENT
@@ -112,26 +84,18 @@ def deal(
 
 
 def _move_windows(
-    env: Mapping[str, str],
-    dirs: tuple[str | None, str | None, str | None],
-    state_flag: Path | None,
-    lock_flag: Path | None,
-    tasks: Any,
-    minute: int,
-) -> str:
+    env: Mapping[str, str], dirs: tuple[str | None, str | None, str | None],
+    state_flag: Path | None, lock_flag: Path | None, tasks: Any, minute: int,
+) -> str:  # fmt: skip
     """Move each task's window to `minute` in one transaction if every row allows it (DONE);
-    else SPENT (a row differs: planning keeps a new hint), or DECLINED (a run is unfinished:
-    the hint still holds for the minutes after it)."""
+    else SPENT (a row differs), or DECLINED (a run is unfinished: the hint still holds)."""
     file_state, file_lock, project = dirs
     state, lock = resolve_dirs(
-        flag_state=state_flag,
-        flag_lock=lock_flag,
-        env=env,
+        flag_state=state_flag, flag_lock=lock_flag, env=env,
         file_state=None if file_state is None else Path(file_state),
-        file_lock=None if file_lock is None else Path(file_lock),
-        is_root=os.geteuid() == 0,
+        file_lock=None if file_lock is None else Path(file_lock), is_root=os.geteuid() == 0,
         project=project,
-    )
+    )  # fmt: skip
     ensure_private_dir(state)
     ensure_private_dir(lock)
     when = datetime.fromtimestamp(minute, UTC)
@@ -168,8 +132,7 @@ def _window_end(text: str) -> int | None:
 
 
 def _well_formed(hint: Any) -> bool:
-    """Whether the hint has the layout keep() writes (it is our own file, in a directory only
-    we can write; this is for a damaged one, which must never fail a run)."""
+    """Whether the hint has the layout keep() writes (a damaged one must never fail a run)."""
     try:
         fmt, python, tz_env, tzpath, zones, only_host, dirs, resolved, tasks = hint
         return (
@@ -208,20 +171,13 @@ def _zones_as_kept(tzpath: Any, zones: Any) -> bool:
 
 
 def keep(
-    look: Lookup,
-    everything: Schedule,
-    schedule: Schedule,
-    report: RunReport,
-    ctx: RunContext,
+    look: Lookup, everything: Schedule, schedule: Schedule, report: RunReport, ctx: RunContext,
     env: Mapping[str, str],
-) -> None:
-    """After a run that planned (`deal` said SPENT) and ran what was due: keep a new hint if
-    the shortcut could serve this schedule. `everything` is the schedule before the tasks of
-    other hosts were left out (`schedule`). Any failure just keeps none.
-
-    A task that had occurrences this minute (run, skipped or missed) has dealt with every
-    one up to this minute, so its empty window starts here; any other's starts where the
-    window planning found empty did."""
+) -> None:  # fmt: skip
+    """After a run that planned (`deal` said SPENT): keep a new hint if the shortcut could
+    serve this schedule (`everything`: before the tasks of other hosts were left out). A task
+    that had occurrences this minute has dealt with every one up to it, so its empty window
+    starts here; any other's starts where the one planning found empty did."""
     settings = schedule.settings
     if (
         look.resolved is None
@@ -231,9 +187,8 @@ def keep(
         or ctx.coord.fleet is not None  # [cronctl] coordination too
         or settings.metrics_file is not None
         or (not settings.lock_dir_shared and any(t.on_one_server for t in schedule.tasks))
-        or any(_every_minute(t) for t in schedule.tasks)  # then no minute is ever quiet
-        # A chain's catch-up is looked for every minute (run/chains.py): none is quiet.
-        or any(t.chained for t in schedule.tasks)
+        # Then no minute is ever quiet; a chain's catch-up is looked for every minute.
+        or any(_every_minute(t) or t.chained for t in schedule.tasks)
     ):
         return
     minute = report.now.replace(second=0, microsecond=0)

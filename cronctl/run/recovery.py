@@ -13,11 +13,7 @@ from cronctl.core.runs import HISTORY_RETENTION, LOG_RETENTION, RunRow
 from cronctl.edge.process import procs, runner
 from cronctl.edge.state import unsaved
 from cronctl.edge.state.store import Store
-from cronctl.run.context import (
-    RESULT_FIELDS,
-    RunContext,
-    real_clock,
-)
+from cronctl.run.context import RESULT_FIELDS, RunContext, real_clock
 
 #: A row left open under another host name is judged only after this long (or the longest
 #: task timeout, if longer): state_dir belongs to one machine, so such a row was left by this
@@ -30,10 +26,8 @@ DID_NOT_START = "cronctl died before starting this run; it did not run"
 
 
 def recover(store: Store, ctx: RunContext, schedule: Schedule) -> list[RunRow]:
-    """Rows left pending/running by a cronctl process that died are closed honestly.
-
-    They are reported as errors of this run, so cron's mail says what was interrupted.
-    """
+    """Close the rows a cronctl that died left pending or running, as errors of this run:
+    cron's mail says what was interrupted."""
     unfinished = store.unfinished_runs(None)
     if not unfinished:
         # A kept result or a crashed run's reservation always comes with an unfinished row.
@@ -57,13 +51,9 @@ def recover(store: Store, ctx: RunContext, schedule: Schedule) -> list[RunRow]:
         # Conditional: an owner that recorded its end since the read above keeps it.
         if store.close_unfinished(row, outcome="error", message=message):
             closed.append(replace(row, outcome="error", message=message))
-        _forget_unsaved(ctx, row)
+        unsaved.forget(ctx.state_dir, row.id)  # the reservation a crash left behind
     kept.done()  # only now: a store that failed above leaves them for the next run
     return closed
-
-
-def _forget_unsaved(ctx: RunContext, row: RunRow) -> None:
-    unsaved.forget(ctx.state_dir, row.id)  # the reservation a crash left behind
 
 
 def _apply_unsaved(store: Store, row: RunRow, ctx: RunContext, kept: unsaved.Kept) -> bool:

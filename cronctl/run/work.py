@@ -25,10 +25,9 @@ from cronctl.edge.state.dbfile import file_id
 from cronctl.edge.state.store import DB_NAME, Store, StoreUnusableError
 from cronctl.errors import CronctlError, UnsafeDirectoryError
 from cronctl.run.context import RunContext, RunReport, Tracker, log_dir
-from cronctl.run.once import run_once
+from cronctl.run.once import run_once, run_start_tasks, start_tasks
 from cronctl.run.planning import Ahead, plan_ahead
 from cronctl.run.pool import Job, Pool
-from cronctl.run.startup import run_start_tasks, start_tasks
 
 _MINUTE = timedelta(minutes=1)
 # How long before a boundary the loop wakes to reload a changed schedule and work out every
@@ -56,10 +55,9 @@ def file_stamps(paths: Sequence[Path]) -> dict[Path, tuple[int, int]]:
     for path in paths:
         try:
             info = path.stat()
+            stamps[path] = (info.st_mtime_ns, info.st_size)
         except OSError:
             stamps[path] = (-1, -1)
-            continue
-        stamps[path] = (info.st_mtime_ns, info.st_size)
     return stamps
 
 
@@ -67,17 +65,11 @@ class Worker:
     """The loop: sleep to the boundary, reload if changed, start `run` in the background."""
 
     def __init__(
-        self,
-        load: Callable[[], Schedule],
-        paths: Callable[[], list[Path]],
-        ctx: RunContext,
-        report: Callable[[RunReport], None],
-        grace_s: float = 30.0,
-        clock: Callable[[], datetime] | None = None,
-        wait: Callable[[float], bool] | None = None,
-        health: Address | None = None,
-        health_file: Path | None = None,
-    ) -> None:
+        self, load: Callable[[], Schedule], paths: Callable[[], list[Path]], ctx: RunContext,
+        report: Callable[[RunReport], None], grace_s: float = 30.0,
+        clock: Callable[[], datetime] | None = None, wait: Callable[[float], bool] | None = None,
+        health: Address | None = None, health_file: Path | None = None,
+    ) -> None:  # fmt: skip
         self._load = load
         self._paths = paths
         self._stop = threading.Event()
@@ -91,14 +83,12 @@ class Worker:
         self._stop_signal: int | None = None
         self._threads: list[Job] = []
         self._exit_code = 0
-        # The clock and the sleep between ticks, injectable so a test can drive many minutes
-        # in seconds; `wait` returns True when a stop was requested.
+        # The loop's clock and its sleep between ticks (True: told to stop): a test's drive
+        # many minutes in seconds.
         self._clock = clock or (lambda: datetime.now(UTC))
         self._wait = wait or functools.partial(wait_awake, self._stop)  # see edge/awake
         self._said: str | None = None  # the last reload warning, so it is said once
         self._wal_holder: tuple[Store, tuple[int, int]] | None = None  # see _hold_wal
-        # --health and --health-file (edge/health.py): what the loop is waiting for, and the
-        # schedule in force, which /metrics reads.
         self._health = health
         self._health_file = HealthFile(health_file, _say) if health_file is not None else None
         self._server: HealthServer | None = None
@@ -153,7 +143,8 @@ class Worker:
         return self._shutdown()
 
     def _start_health(self) -> None:
-        """--health and --health-file, before anything runs: a bad one stops `work` (exit 2)."""
+        """--health and --health-file (edge/health.py), before anything runs: a bad one stops
+        `work` (exit 2)."""
         if self._health_file is not None:
             self._health_file.start()
         if self._health is None:
@@ -186,7 +177,7 @@ class Worker:
         return True, f"ok: next minute {due:%Y-%m-%dT%H:%M:%SZ}"
 
     def _samples(self) -> list[Sample]:
-        """The metrics of `metrics_file`, read now from the state database."""
+        """/metrics: those of `metrics_file`, read now from the state database."""
         watched = self._watched
         if watched is None:
             return []
@@ -197,9 +188,8 @@ class Worker:
         return wait_until(instant, self._clock, self._wait, self._stop.is_set)
 
     def _plan_ahead(self, schedule: Schedule, boundary: datetime) -> Ahead | None:
-        """Every task's decision at `boundary` from the states as they are now (see Ahead),
-        with the store they were read from kept open for the tick; None if the states cannot
-        be read: the tick then plans, and meets and reports the problem itself."""
+        """Every task's decision at `boundary` from the states as they are now (see Ahead);
+        None if they cannot be read: the tick then meets and reports the problem itself."""
         if self._ctx.rehearsal or self._ctx.dry_run:
             return None
 
@@ -230,9 +220,7 @@ class Worker:
 
     @staticmethod
     def _make_log_dirs(state_dir: Path, ahead: Ahead) -> None:
-        """The log directories of the tasks due at the boundary, made now if they do not exist
-        yet (a task's first run): made at the boundary, each would delay its worker's
-        start. Only made here; the start checks its directory as always."""
+        """The log directories of the tasks due at the boundary, made now, not at its start."""
         if ahead.decisions is None:
             return
         for task, decided in ahead.decisions.active:
@@ -241,12 +229,9 @@ class Worker:
                     ensure_private_dir(log_dir(state_dir, task.name), within=state_dir)
 
     def _hold_wal(self, state_dir: Path, opened: tuple[int, int]) -> None:
-        """Keep a connection to state.db (the file `opened`) open between ticks, idle: the
-        last connection to close deletes the WAL, and the next tick's first commit, the
-        "running" marks that its starts wait for, then wrote a new file (its fsync also
-        writes the file's new size and blocks, far longer than a write in place after a
-        checkpoint, see Store.checkpoint). Never used for reads or writes; closed,
-        and opened on the new file, when state.db is another file than at the last lead."""
+        """Keep an idle connection to state.db (the file `opened`) between ticks: the last one
+        to close deletes the WAL, and the next tick's first commit, which its starts wait for,
+        then wrote a new file (its fsync blocks far longer than a write in place)."""
         if self._wal_holder is not None and self._wal_holder[1] == opened:
             return
         self._release_wal()
@@ -275,16 +260,12 @@ class Worker:
         return _Watched(schedule, file_stamps(self._paths()))
 
     def check_store(self) -> None:
-        """Open the state database once before the first tick: an unusable one stops `work`
-        now (exit 2), not at the next minute."""
+        """An unusable state database stops `work` now (exit 2), not at the next minute."""
         Store.open(ensure_private_dir(self._ctx.state_dir)).close()
 
     def refresh(self, watched: _Watched) -> _Watched:
-        """A changed file is read again; a broken edit is reported and the old schedule kept.
-
-        Whatever a load raises, `work` keeps the last good schedule: one bad edit must not
-        stop every task on the machine. Each problem is said once, not every minute.
-        """
+        """A changed file is read again. Whatever a load raises, `work` keeps the last good
+        schedule (one bad edit must not stop every task on the machine), and says so once."""
         try:
             stamps = file_stamps(self._paths())
         except Exception as exc:  # anything: see the docstring
@@ -317,36 +298,29 @@ class Worker:
 
     def _start(self, schedule: Schedule, boundary: datetime, ahead: Ahead | None = None) -> None:
         self._threads = [t for t in self._threads if t.is_alive()]
-
-        def tick() -> None:
-            self._reporting(lambda: run_once(schedule, boundary, self._ctx, ahead), boundary)
-
-        self._threads.append(self._pool.spawn(tick, f"tick-{boundary:%H%M}"))
+        tick = f"tick-{boundary:%H%M}"
+        self._spawn(lambda: run_once(schedule, boundary, self._ctx, ahead), boundary, tick)
 
     def _start_up(self, schedule: Schedule) -> None:
-        """The on_start tasks, once, beside the minute loop (see run/startup.py)."""
+        """The on_start tasks, once, beside the minute loop (see run/once.py)."""
         started = self._clock()
+        self._spawn(lambda: run_start_tasks(schedule, started, self._ctx), started, "start-up")
 
-        def start_up() -> None:
-            self._reporting(lambda: run_start_tasks(schedule, started, self._ctx), started)
-
-        self._threads.append(self._pool.spawn(start_up, "start-up"))
-
-    def _reporting(self, body: Callable[[], RunReport], at: datetime) -> None:
+    def _spawn(self, body: Callable[[], RunReport], at: datetime, name: str) -> None:
         """Run a tick (or the start-up runs) and report it; an error is said, not raised."""
-        try:
-            self._report(body())
-        except (StoreUnusableError, UnsafeDirectoryError) as exc:
-            self._fail(f"cronctl work: stopping: {exc}")
-        except CronctlError as exc:
-            _say(f"cronctl work: error at {at:%H:%M}: {exc}")
-        except OSError as exc:
-            # A full disk or a vanished directory: say so, keep ticking, no traceback.
-            _say(f"cronctl work: error at {at:%H:%M}: {exc}")
+
+        def reporting() -> None:
+            try:
+                self._report(body())
+            except (StoreUnusableError, UnsafeDirectoryError) as exc:
+                self._fail(f"cronctl work: stopping: {exc}")
+            except (CronctlError, OSError) as exc:  # a full disk: say so, keep ticking
+                _say(f"cronctl work: error at {at:%H:%M}: {exc}")
+
+        self._threads.append(self._pool.spawn(reporting, name))
 
     def _fail(self, message: str) -> None:
-        """A state database no retry can fix: say it once and exit 2 so a supervisor notices,
-        rather than print the same error every minute forever."""
+        """A state database no retry can fix: say it once and exit 2 (a supervisor notices)."""
         if not self._stop.is_set():
             _say(message)
         self._exit_code = 2
@@ -383,21 +357,12 @@ class Worker:
 
 
 def wait_until(
-    instant: datetime,
-    clock: Callable[[], datetime],
-    wait: Callable[[float], bool],
+    instant: datetime, clock: Callable[[], datetime], wait: Callable[[float], bool],
     stopped: Callable[[], bool],
-) -> bool:
-    """Sleep until `clock` reads `instant`; True when a stop was requested (`wait` returned
-    True, or `stopped()` says so).
-
-    Never returns a hair early, whatever the timer does: `work` passes the boundary itself to
-    `run` as "now", so the minute would be named right anyway, but its tasks would start
-    before their minute. Each sleep is computed from the clock, never a fixed 60 s, which
-    would drift, and lasts _LONGEST_SLEEP_S at most: a clock stepped forward is noticed
-    within that, so the boundary it jumped past is not left waiting (nor read as a stall by
-    --health) for up to a minute.
-    """
+) -> bool:  # fmt: skip
+    """Sleep until `clock` reads `instant` (never a hair early), each sleep computed from the
+    clock and at most _LONGEST_SLEEP_S (a clock stepped forward is noticed soon); True when
+    a stop was requested (`wait` returned True, or `stopped()` says so)."""
     while not stopped():
         left = (instant - clock()).total_seconds()
         if left <= 0:

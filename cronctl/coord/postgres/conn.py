@@ -167,7 +167,7 @@ def holder_from_row(
 
     ``command``: the command's identity, once named (checked only on the holder's own
     machine); ``timeout`` lets a contender see a holder long past its own timeout
-    (outcomes.still_running)."""
+    (guards.still_running)."""
     seconds = rows.seconds(timeout_s, "timeout_s")
     timeout = timedelta(seconds=seconds) if seconds is not None else None
     return HolderInfo(
