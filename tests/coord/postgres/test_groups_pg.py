@@ -9,12 +9,17 @@ import os
 import signal
 import subprocess
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
+from cronctl.coord.postgres.adapter import PostgresCoordinator
+from cronctl.edge.schedfiles import load_paths
+from cronctl.run import guards
+from cronctl.run.once import run_start_tasks
 from tests.coord.postgres.kit import T1, T
-from tests.helpers import mark_spans, most_at_once, wait_for, write_schedule
+from tests.helpers import local_context, mark_spans, most_at_once, wait_for, write_schedule
 
 MACHINES = 6
 
@@ -114,3 +119,29 @@ def test_an_unreachable_store_starts_no_task_of_a_group(
     assert not (tmp_path / "ran").exists()
     assert "unreachable" in result.stderr  # type: ignore[attr-defined]
     assert history(machine, "m1") == ["error"]
+
+
+def test_a_start_up_run_waiting_for_its_groups_slot_is_never_taken_over(
+    pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A start-up run takes no on_one_server claim: waiting for its group's slot past the time
+    # a claim's lease is renewed, it has none that another server could have taken over.
+    monkeypatch.setattr(guards, "RENEW_S", 0.0)
+    path = write_schedule(
+        tmp_path / "s.toml",
+        ['name = "warm"\non_start = true\non_one_server = true\ngroup = "g"\ncommand = "true"'],
+        '[[group]]\nname = "g"\nmax_running = 1\n',
+    )
+    coord = PostgresCoordinator(pg_url, host="m1", pid=os.getpid())
+    held = coord.try_group_slot("g", 1)  # another run holds the only slot
+    assert held is not None
+    freed: list[bool] = []
+
+    def sleep(_seconds: float) -> None:  # the run waits for the slot: it comes free
+        if not freed:
+            held.release()
+            freed.append(True)
+
+    ctx = local_context(tmp_path, {"PATH": os.environ["PATH"]}, coord=coord, sleep=sleep)
+    report = run_start_tasks(load_paths([path]), datetime.now(UTC), ctx)
+    assert [(r.task, r.outcome, r.trigger) for r in report.runs] == [("warm", "ok", "start")]
