@@ -167,7 +167,7 @@ def run_start_tasks(schedule: Schedule, started: datetime, ctx: RunContext) -> R
             tx.add_runs(rows)
         units = [(t, [r]) for t, r in zip(tasks, rows, strict=True) if r.outcome == "pending"]
         # Each one's last attempt (run_all gives the earlier ones too).
-        final = {r.task: r for r in occurrence.run_all(store, units, ctx)}
+        final = {r.task: r for r in (occurrence.run_all(store, units, ctx) if units else [])}
         runs = [final.get(r.task, r) for r in rows]
         ctx.run.records.finish(store, runs, ctx.state_dir)
         if schedule.settings.metrics_file is not None:
