@@ -112,7 +112,7 @@ def _leave_in_child(
     """Run ``body`` then ``leave`` in a fresh interpreter, as the console script does."""
     script = tmp_path / "child.py"
     script.write_text(
-        "import atexit, sys, threading, time\n"
+        "import atexit, sys, threading\n"
         "from pathlib import Path\n"
         "from cronctl.cli.main import entry, leave\n" + textwrap.dedent(body)
     )
@@ -154,7 +154,9 @@ def test_leave_waits_like_a_normal_exit_while_a_thread_that_is_not_a_daemon_live
         started = threading.Event()
         def work():
             started.set()
-            time.sleep(0.3)  # what is tested: leave() waits for this thread's end
+            # Still running when leave() is called: it ends only once the main thread has
+            # begun the interpreter's exit, which then waits for it (os._exit would not).
+            threading.main_thread().join()
             Path({str(done)!r}).write_text("finished")
         threading.Thread(target=work).start()
         started.wait()

@@ -12,12 +12,23 @@ import ctypes
 import signal
 from pathlib import Path
 
-from tests.helpers import FILE_STATE, Cli, history, wait_for, write_schedule, written
+from tests.helpers import (
+    FILE_STATE,
+    Cli,
+    command_recorded,
+    history,
+    wait_for,
+    write_schedule,
+    written,
+)
 from tests.run.test_faults_processes import STATE, at
 from tests.run.test_faults_runtime import _start_work as start_work
 
 _LIBC = ctypes.CDLL(None, use_errno=True)
-SLOW = 'name = "slow"\nevery_minute = true\ncommand = "date +%s > started; sleep 30"'
+SLOW = (
+    'name = "slow"\nevery_minute = true\nwithout_overlapping = true\n'
+    'command = "date +%s > started; sleep 30"'
+)
 
 
 def _signal_a_worker_thread(pid: int, sig: int) -> int:
@@ -58,6 +69,8 @@ def test_work_acts_on_a_sigterm_another_thread_received(cli: Cli, tmp_path: Path
     work = start_work(cli, tmp_path, "5")
     try:
         wait_for(lambda: written(tmp_path / "started"), "started to be written")
+        # Past the moment `work` notes the command as running: a stop before it counts none.
+        wait_for(lambda: command_recorded(tmp_path, "slow"), "the holder record to name it")
         _signal_a_worker_thread(work.pid, signal.SIGTERM)
         # Before: the main thread slept until a second before the next minute (~58 s).
         _, err = work.communicate(timeout=30)

@@ -10,10 +10,18 @@ from pathlib import Path
 
 from cronctl.edge.schedfiles import load_paths
 from cronctl.run.work import Worker
-from tests.helpers import Cli, changed, local_context, wait_for, write_schedule, written
+from tests.helpers import (
+    Cli,
+    changed,
+    command_recorded,
+    local_context,
+    wait_for,
+    write_schedule,
+    written,
+)
 
 SLOW_TASK = (
-    'name = "slow"\nevery_minute = true\n'
+    'name = "slow"\nevery_minute = true\nwithout_overlapping = true\n'
     "command = \"trap 'echo term > got-term; exit 0' TERM; echo $CRONCTL_OCCURRENCE >> started; "
     'sleep 120 & wait"'
 )
@@ -60,13 +68,19 @@ def test_work_starts_tasks_at_the_boundary_and_forwards_sigterm(cli: Cli, tmp_pa
     worker = cli.popen_code(NEAR_BOUNDARY, "work", "--grace", "10")
     try:
         wait_for(lambda: written(tmp_path / "started"), "the task to set its trap")
-        # The tick ran the minute that began at the (shifted) boundary, and only that one.
+        # Past the moment `work` notes the command as running (the holder record comes just
+        # after): a SIGTERM before it counted no task ("no task running, finishing").
+        wait_for(lambda: command_recorded(tmp_path, "slow"), "the holder record to name it")
+        # The tick ran the minute that began at the (shifted) boundary, and only that one:
+        # the boundary after `work`'s first clock reading, which came after the launch and
+        # before now, however slowly it started.
         (occurrence,) = (tmp_path / "started").read_text().split()
         at = datetime.fromisoformat(occurrence)
         assert at.second == 0 and at.microsecond == 0
-        assert launched < at <= launched + timedelta(minutes=1, seconds=30)
+        assert launched < at <= datetime.now(UTC) + timedelta(minutes=1)
         worker.send_signal(signal.SIGTERM)
-        _, err = worker.communicate(timeout=20)
+        # A bound against hanging: unforwarded, the task would outlive the 10 s grace.
+        _, err = worker.communicate(timeout=60)
     finally:
         if worker.poll() is None:
             worker.kill()

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from tests.helpers import Cli, history, stop_worker, wait_for, write_schedule
+from tests.helpers import Cli, command_recorded, history, stop_worker, wait_for, write_schedule
 from tests.run.test_work import NEAR_BOUNDARY, clock_from
 
 WARM = 'name = "warm"\non_start = true\ncommand = "echo $CRONCTL_OCCURRENCE >> warm-marks"'
@@ -48,7 +47,8 @@ def test_work_started_twice_runs_the_start_task_exactly_twice(cli: Cli, tmp_path
         worker = cli.popen("work", "--grace", "5")
         _wait_lines(tmp_path / "warm-marks", starts)
         _settled(cli, "warm", starts)
-        time.sleep(0.5)  # long enough for a second start-up run, if there were one
+        # No wait for a second start-up run: one begun before the stop is a row of its own,
+        # which the outcomes below would show.
         _stop(worker)
         assert len(_lines(tmp_path / "warm-marks")) == starts
     runs = [r for r in history(cli, "--limit", "100") if r["task"] == "warm"]
@@ -70,11 +70,14 @@ def test_a_start_task_runs_once_per_start_and_never_at_a_minute(cli: Cli, tmp_pa
     try:
         # The start-up run of `both`, then its run at the (shifted) minute boundary.
         _wait_lines(tmp_path / "both-marks", 2)
+        # The tick that ran `both` planned every task due at its minute before it started
+        # any: a warm it ran again would be a row of that tick, interrupted or not.
         _settled(cli, "both", 2)
-        time.sleep(0.5)  # a repeat of warm, had the tick run it, would start in this time
     finally:
         _stop(worker)
     assert len(_lines(tmp_path / "warm-marks")) == 1  # the tick did not run it again
+    warm = [r["trigger"] for r in history(cli, "--limit", "100") if r["task"] == "warm"]
+    assert warm == ["start"]
     both = {r["trigger"]: r for r in history(cli, "--limit", "100") if r["task"] == "both"}
     assert set(both) == {"start", "schedule"}
     scheduled = datetime.fromisoformat(str(both["schedule"]["occurrence"]))
@@ -110,6 +113,8 @@ def test_a_start_run_holds_the_overlap_lock_against_a_scheduled_run(
     worker = cli.popen_code(AFTER_BOUNDARY, "work", "--grace", "5")
     try:
         _wait_lines(tmp_path / "slow-marks", 1)
+        # Past the moment `work` notes the command as running: a stop before it counts none.
+        wait_for(lambda: command_recorded(tmp_path, "slow"), "the holder record to name it")
         ran = cli("run", "--now", "2026-08-03T09:00:00Z", "--json")
         assert ran.returncode == 0, ran.stderr
         (run,) = json.loads(ran.stdout)["runs"]
