@@ -87,6 +87,14 @@ class Cli:
         )
 
 
+def patched_cronctl(patch: str) -> str:
+    """`python -c` code (for Cli.popen_code) that runs ``patch``, such as a limit of cronctl's
+    raised far past any test's bound, then cronctl's command line with the given arguments."""
+    return f"{patch}\nimport sys\nsys.argv = ['cronctl', *sys.argv[1:]]\n" + (
+        "from cronctl.cli.main import main\nmain()\n"
+    )
+
+
 #: Pass as ``env=`` to read state_dir from the schedule file: None removes the variable.
 FILE_STATE: Mapping[str, str | None] = {"CRONCTL_STATE_DIR": None}
 

@@ -20,11 +20,22 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import FILE_STATE, Cli, history, wait_for, write_schedule, written
+from tests.helpers import (
+    FILE_STATE,
+    Cli,
+    history,
+    patched_cronctl,
+    wait_for,
+    write_schedule,
+    written,
+)
 from tests.run.test_faults_processes import STATE, at
 from tests.run.test_work import NEAR_BOUNDARY
 
 SECRET = "9d1f-drip-secret"  # noqa: S105 (the ping key whose leak the tests look for)
+# A ping's 10 s limit raised to ten minutes: a stop must cut the drip short, and a bound
+# far under ten minutes, yet far over what a loaded machine needs, tells the two apart.
+SLOW_PINGS = "from cronctl.edge import notify\nnotify.LIMIT_S = 600.0\n"
 
 
 @dataclass
@@ -84,10 +95,11 @@ def _outcomes_by_task(cli: Cli) -> dict[str, list[str]]:
     return found
 
 
-def _start_work(cli: Cli, tmp_path: Path, grace: str) -> subprocess.Popen[str]:
-    """A real `cronctl work` whose clock is shifted to just before a minute boundary."""
+def _start_work(cli: Cli, tmp_path: Path, grace: str, patch: str = "") -> subprocess.Popen[str]:
+    """A real `cronctl work` whose clock is shifted to just before a minute boundary, after
+    the code ``patch``."""
     return subprocess.Popen(
-        [sys.executable, "-c", NEAR_BOUNDARY, "work", "--grace", grace],
+        [sys.executable, "-c", patch + NEAR_BOUNDARY, "work", "--grace", grace],
         cwd=tmp_path,
         env={k: v for k, v in cli.env.items() if k != "CRONCTL_STATE_DIR"},
         stdout=subprocess.PIPE,
@@ -114,13 +126,13 @@ def test_sigterm_to_run_is_acted_on_while_a_ping_drips(
     cli: Cli, tmp_path: Path, dripper: Dripper
 ) -> None:
     write_schedule(tmp_path / "schedules.toml", [_pinging("beat", dripper.url)], header=STATE)
-    run = cli.popen("run", "--now", at(0), env=FILE_STATE)
+    run = cli.popen_code(patched_cronctl(SLOW_PINGS), "run", "--now", at(0), env=FILE_STATE)
     try:
         _wait_for_row(cli, "beat")  # its signal handlers are in place
         run.send_signal(signal.SIGTERM)  # while the start ping drips
         # Before: the signal was caught but never acted on (alive 15 minutes later). The
-        # bound is under the 10 s a ping may take: acted on during the drip, not after it.
-        _, err = run.communicate(timeout=8)
+        # bound is under the ping's limit (ten minutes here): acted on during the drip.
+        _, err = run.communicate(timeout=60)
     finally:
         if run.poll() is None:
             run.kill()
@@ -141,14 +153,14 @@ def test_dripping_pings_under_work_hold_no_worker_and_sigterm_stops_it(
         ],
         header=STATE + "max_parallel = 2\n",
     )
-    work = _start_work(cli, tmp_path, "5")
+    work = _start_work(cli, tmp_path, "5", SLOW_PINGS)
     try:
         assert dripper.arrived.wait(30), "no ping came"
         # The two pinging tasks took both workers first; their pings drip in the
         # background, so the plain task runs at once. Before: it waited for minutes.
         wait_for(lambda: written(tmp_path / "plain-ran"), "plain-ran to be written")
         work.send_signal(signal.SIGTERM)
-        _, err = work.communicate(timeout=10)  # before: ignored while the pings dripped
+        _, err = work.communicate(timeout=60)  # before: ignored while the pings dripped
     finally:
         if work.poll() is None:
             work.kill()

@@ -21,7 +21,7 @@ import pytest
 from cronctl.coord.postgres.adapter import PostgresCoordinator
 from cronctl.coord.postgres.schema import _MIGRATE_KEY
 from tests.coord.postgres.kit import T
-from tests.helpers import Cli, history, wait_for, write_schedule
+from tests.helpers import Cli, history, patched_cronctl, wait_for, write_schedule
 from tests.run.test_work import NEAR_BOUNDARY
 
 SECRET = "hunter2-pw"  # noqa: S105  (a test password, to check it is never shown)
@@ -39,7 +39,6 @@ BOUND_S = 30
 # and 10 s, and the connect timeout): such a wait ends when the test ends it, or a stop does,
 # so what goes on meanwhile is seen without a bet on how soon a loaded machine starts a task.
 PATIENT = """
-import sys
 from cronctl.coord.postgres import conn
 for name, seconds in (("lock", conn.LOCK_TIMEOUT_S), ("statement", conn.STATEMENT_TIMEOUT_S)):
     setting = f"{name}_timeout={seconds * 1000}"
@@ -47,14 +46,7 @@ for name, seconds in (("lock", conn.LOCK_TIMEOUT_S), ("statement", conn.STATEMEN
     conn._SESSION_OPTIONS = conn._SESSION_OPTIONS.replace(setting, f"{name}_timeout=600000")
 conn.connect.__kwdefaults__["timeout"] = 600
 """
-PATIENT_CRONCTL = (
-    PATIENT
-    + """
-sys.argv = ["cronctl", *sys.argv[1:]]
-from cronctl.cli.main import main
-main()
-"""
-)
+PATIENT_CRONCTL = patched_cronctl(PATIENT)
 
 
 def _with_password(url: str) -> str:
