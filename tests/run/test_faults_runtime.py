@@ -217,10 +217,11 @@ def _wait_for_row(cli: Cli, task: str, timeout: float = 20.0) -> None:
 
 
 def _stop_run(run: subprocess.Popen[str]) -> str:
-    """SIGTERM `run`, wait (far less than the delay it sits in), return its stderr."""
+    """SIGTERM `run`, wait (a minute: far less than the half hour it sits in), return its
+    stderr."""
     run.send_signal(signal.SIGTERM)
     try:
-        _, err = run.communicate(timeout=10)
+        _, err = run.communicate(timeout=60)
     finally:
         if run.poll() is None:
             run.kill()
@@ -229,15 +230,15 @@ def _stop_run(run: subprocess.Popen[str]) -> str:
 
 
 def test_sigterm_to_run_ends_a_jitter_delay_at_once(cli: Cli, tmp_path: Path) -> None:
-    # On host web-1 the task "spread" draws ~31 s of its 50 s jitter (a hash, stable).
+    # On host web-1 the task "spread" draws ~31 min of its 50 min jitter (a hash, stable).
     write_schedule(
         tmp_path / "schedules.toml",
-        ['name = "spread"\nevery_minute = true\njitter = "50s"\ncommand = "touch ran"'],
+        ['name = "spread"\nhourly = true\njitter = "50m"\ncommand = "touch ran"'],
         header=STATE,
     )
     run = cli.popen("run", "--now", at(0), "--host", "web-1", env=FILE_STATE)
     _wait_for_row(cli, "spread")
-    # Before (a plain sleep): the signal was acted on only when the ~31 s delay ended.
+    # Before (a plain sleep): the signal was acted on only when the ~31 min delay ended.
     err = _stop_run(run)
     assert run.returncode == 143, err
     assert not (tmp_path / "ran").exists(), "the command started after the stop"
@@ -249,7 +250,7 @@ def test_sigterm_to_run_ends_a_retry_delay_at_once(cli: Cli, tmp_path: Path) -> 
     write_schedule(
         tmp_path / "schedules.toml",
         [
-            'name = "flaky"\nevery_minute = true\nretries = 1\nretry_delay = "50s"\n'
+            'name = "flaky"\nhourly = true\nretries = 1\nretry_delay = "50m"\n'
             'command = "echo x >> tries; false"'
         ],
         header=STATE,
@@ -259,7 +260,7 @@ def test_sigterm_to_run_ends_a_retry_delay_at_once(cli: Cli, tmp_path: Path) -> 
         lambda: [r["outcome"] for r in history(cli, env=FILE_STATE)] == ["failed"],
         "the first attempt's record",
     )
-    # Before (a plain sleep): `run` slept the whole 50 s delay through the signal.
+    # Before (a plain sleep): `run` slept the whole 50 min delay through the signal.
     err = _stop_run(run)
     assert run.returncode == 143, err
     assert (tmp_path / "tries").read_text() == "x\n", "retried after the stop"

@@ -27,7 +27,7 @@ from tests.run.test_faults_runtime import _start_work as start_work
 _LIBC = ctypes.CDLL(None, use_errno=True)
 SLOW = (
     'name = "slow"\nevery_minute = true\nwithout_overlapping = true\n'
-    'command = "date +%s > started; sleep 30"'
+    'command = "date +%s > started; sleep 300"'
 )
 
 
@@ -54,8 +54,8 @@ def test_run_acts_on_a_sigterm_another_thread_received(cli: Cli, tmp_path: Path)
     try:
         wait_for(lambda: written(tmp_path / "started"), "started to be written")
         _signal_a_worker_thread(run.pid, signal.SIGTERM)
-        # Before: the main thread slept in join() until `sleep 30` ended by itself.
-        _, err = run.communicate(timeout=20)
+        # Before: the main thread slept in join() until `sleep 300` ended by itself.
+        _, err = run.communicate(timeout=60)
     finally:
         if run.poll() is None:
             run.kill()
