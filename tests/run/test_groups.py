@@ -16,11 +16,17 @@ T = "2026-08-03T09:00:00Z"
 T1 = "2026-08-03T09:01:00Z"
 
 
-def group_schedule(tmp_path: Path, count: int, *, sleep: float, grace: str, limit: int) -> None:
-    """``count`` every-minute tasks of group ``db``, each marking its start and end."""
+def group_schedule(
+    tmp_path: Path, count: int, *, sleep: float | str, grace: str, limit: int
+) -> None:
+    """``count`` every-minute tasks of group ``db``, each marking its start and end; between
+    them each sleeps ``sleep`` seconds, or waits for the file ``sleep`` names to appear."""
     marks = tmp_path / "marks"
+    hold = f"sleep {sleep}"
+    if isinstance(sleep, str):
+        hold = f"while [ ! -e {sleep} ]; do sleep 0.05; done"
     command = (
-        f'echo "start $CRONCTL_TASK $(date +%s.%N)" >> {marks}; sleep {sleep}; '
+        f'echo "start $CRONCTL_TASK $(date +%s.%N)" >> {marks}; {hold}; '
         f'echo "end $CRONCTL_TASK $(date +%s.%N)" >> {marks}'
     )
     tasks = [
@@ -32,6 +38,10 @@ def group_schedule(tmp_path: Path, count: int, *, sleep: float, grace: str, limi
         f'[defaults]\ngroup = "db"\nmisfire_grace = "{grace}"\n'
     )
     write_schedule(tmp_path / "schedules.toml", tasks, header)
+
+
+def _lines(path: Path) -> int:
+    return len(path.read_text().splitlines()) if path.exists() else 0
 
 
 def outcomes(cli: Cli) -> dict[str, list[str]]:
@@ -58,9 +68,21 @@ def test_five_tasks_of_a_group_of_two_run_two_at_a_time_within_their_grace(
 def test_a_task_still_waiting_when_its_grace_ends_is_skipped_group_full(
     cli: Cli, tmp_path: Path
 ) -> None:
-    group_schedule(tmp_path, 5, sleep=3, grace="1s", limit=2)
-    result = cli("run", "--now", T)
-    assert result.returncode == 0, result.stderr
+    gate = tmp_path / "gate"
+    group_schedule(tmp_path, 5, sleep=str(gate), grace="1s", limit=2)
+    run = cli.popen("run", "--now", T)
+    try:
+        # The two tasks that took the slots hold them until the three others gave up their
+        # wait. Before, a `sleep 3` held them: a waiter starved that long took a freed slot.
+        wait_for(lambda: _lines(tmp_path / "marks") >= 2, "two tasks to start")
+        wait_for(
+            lambda: sum(o == ["skipped: group full"] for o in outcomes(cli).values()) == 3,
+            "three tasks to give up",
+        )
+    finally:
+        gate.touch()
+    _, err = run.communicate(timeout=60)
+    assert run.returncode == 0, err
     found = mark_spans(tmp_path / "marks")
     assert len(found) == 2 and most_at_once(found) == 2
     ran = {task for _, _, task in found}
