@@ -89,8 +89,8 @@ def test_exec_refuses_while_the_task_runs_and_waits_with_wait(cli: Cli, tmp_path
     assert waiting.stderr is not None
     assert "task slow is running" in waiting.stderr.readline()  # it found the lock held
     (tmp_path / "release").touch()
-    first.communicate(timeout=15)
-    waiting.communicate(timeout=15)
+    first.communicate(timeout=60)
+    waiting.communicate(timeout=60)
     assert (first.returncode, waiting.returncode) == (0, 0)
     assert len(list(tmp_path.glob("started.*"))) == 2
     runs = history(cli)
@@ -114,7 +114,7 @@ def test_exec_under_another_host_name_refuses_a_task_whose_exec_was_killed(
     # Past the instant the lock's holder record names the command (docs/guarantees.md's limit).
     wait_for(lambda: command_recorded(tmp_path, "t"), "the holder record to name the task")
     first.kill()
-    first.communicate(timeout=15)
+    first.communicate(timeout=60)
     try:
         second = cli("exec", "t", env={"CRONCTL_HOST": "box-alias"})
         assert second.returncode == 2, second.stderr
@@ -174,7 +174,7 @@ def test_exec_refuses_while_a_scheduled_run_of_an_unguarded_task_is_running(
     refused = cli("exec", "free")
     (tmp_path / "release").touch()
     with scheduled:
-        scheduled.communicate(timeout=15)
+        scheduled.communicate(timeout=60)
     assert refused.returncode == 2 and "task free is running (pid" in refused.stderr
 
 
@@ -200,7 +200,7 @@ def test_sigterm_to_exec_reaches_the_task_which_is_then_recorded(cli: Cli, tmp_p
     _wait_started(process, tmp_path)
     process.send_signal(signal.SIGTERM)
     with process:
-        out, _ = process.communicate(timeout=15)
+        out, _ = process.communicate(timeout=60)
     assert process.returncode == 5 and "got-term" in out
     [run] = history(cli)
     assert (run["outcome"], run["exit_code"], run["trigger"]) == ("interrupted", 5, "manual")
@@ -227,7 +227,7 @@ def test_sighup_to_exec_is_ignored_and_the_task_completes_and_is_recorded(
         # The task runs in its own session: were exec gone, it would wait for `go` for ever.
         (tmp_path / "go").touch()
     with process:
-        out, err = process.communicate(timeout=15)
+        out, err = process.communicate(timeout=60)
     assert process.returncode == 0, err
     assert "finished" in out
     [run] = history(cli)

@@ -319,7 +319,7 @@ def test_lease_lets_a_stuck_run_be_overtaken_with_a_warning(cli: Cli, tmp_path: 
     assert "longer than the 2m lease" in overtaking.stderr
     assert "pid" in overtaking.stderr
     (tmp_path / f"hold-{at(0)}").unlink()
-    first.communicate(timeout=15)
+    first.communicate(timeout=60)
 
 
 def test_lock_dir_warning_is_printed_once_a_day_not_every_minute(cli: Cli, tmp_path: Path) -> None:
