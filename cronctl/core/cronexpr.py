@@ -7,6 +7,7 @@ tests can hand it to croniter unchanged."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from dataclasses import field as _record_field
 from datetime import date, datetime
@@ -339,10 +340,18 @@ def _unsupported(what: str, spec: str, field: _Field) -> None:
 
 def _compress(values: list[int]) -> str:
     """1,2,3,5 -> '1-3,5'; never 'N-N' (croniter would read that as the whole field)."""
+    return ",".join(ranges(values, str, "-"))
+
+
+def ranges(values: list[int], word: Callable[[int], str], sep: str, least: int = 3) -> list[str]:
+    """Sorted values in words, each run of at least `least` as FIRST{sep}LAST."""
     parts: list[str] = []
     for first, last in spans(values):
-        parts += [f"{first}-{last}"] if last - first >= 2 else map(str, range(first, last + 1))
-    return ",".join(parts)
+        if last - first + 1 >= least:
+            parts.append(f"{word(first)}{sep}{word(last)}")
+        else:
+            parts += map(word, range(first, last + 1))
+    return parts
 
 
 def spans(values: list[int]) -> list[tuple[int, int]]:

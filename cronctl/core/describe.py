@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import lru_cache
 
-from cronctl.core.cronexpr import CronExpr, spans
+from cronctl.core.cronexpr import CronExpr, ranges, spans
 from cronctl.core.model import Task, format_utc
 from cronctl.core.values import DAYS
 
@@ -24,22 +24,14 @@ def _join(words: list[str], last: str = "and") -> str:
 
 
 def _named(values: list[int], names: tuple[str, ...], base: int) -> str:
-    parts = []
-    for first, last in spans(values):
-        if last - first >= 2:
-            parts.append(f"{names[first - base]} through {names[last - base]}")
-        else:
-            parts += [names[v - base] for v in range(first, last + 1)]
-    return _join(parts)
+    return _join(ranges(values, lambda v: names[v - base], " through "))
 
 
 def _numbers(values: list[int]) -> str:
     step = values[1] - values[0] if len(values) >= 3 else 0
     if step > 1 and values == list(range(values[0], values[-1] + 1, step)):
         return f"{values[0]}, {values[1]}, ..., {values[-1]}"
-    return _join(
-        [str(first) if first == last else f"{first}-{last}" for first, last in spans(values)]
-    )
+    return _join(ranges(values, str, "-", 2))
 
 
 def _time(cron: CronExpr) -> str:

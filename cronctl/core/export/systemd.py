@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from cronctl.core.chains import Chains
-from cronctl.core.cronexpr import CronExpr, spans
+from cronctl.core.cronexpr import CronExpr, ranges
 from cronctl.core.export.common import (
     Exported,
     common_limits,
@@ -34,21 +34,13 @@ def calendar_field(values: frozenset[int], low: int, high: int) -> str:
         step = ordered[1] - ordered[0]
         if step > 1 and ordered == list(range(ordered[0], high + 1, step)):
             return f"{ordered[0]:02d}/{step}"
-    return ",".join(
-        f"{first:02d}"
-        if first == last
-        else f"{first:02d}{',' if last == first + 1 else '..'}{last:02d}"
-        for first, last in spans(ordered)
-    )
+    return ",".join(ranges(ordered, "{:02d}".format, ".."))
 
 
 def weekday_field(weekdays: frozenset[int]) -> str:
     """Cron's 0-6 (Sunday 0) as systemd's names: 'Mon..Fri', 'Sat,Sun'."""
     monday_first = sorted((d - 1) % 7 for d in weekdays)
-    return ",".join(
-        _WEEKDAYS[first] if first == last else f"{_WEEKDAYS[first]}..{_WEEKDAYS[last]}"
-        for first, last in spans(monday_first)
-    )
+    return ",".join(ranges(monday_first, _WEEKDAYS.__getitem__, "..", 2))
 
 
 def on_calendar(cron: CronExpr, zone: str) -> list[str]:
