@@ -158,42 +158,32 @@ class Chains:
         return found
 
     def _link_problems(self, task: Task, display: dict[Path, str]) -> list[Problem]:
-        def problem(code: str, message: str) -> Problem:
-            return _at(task, display, code, message)
-
         ups = [self.tasks[up] for up in self.upstream(task.name)]
+        times = {up.name: self._timings(up.name) for up in ups}
         if starts := [up.name for up in ups if up.start_only]:
-            return [
-                problem(
-                    "after-start-only",
-                    f"{', '.join(starts)} {'has' if len(starts) == 1 else 'have'} no "
-                    "occurrences to follow: on_start only, it runs when cronctl work "
-                    "starts; give it a schedule key, or remove it from 'after'",
-                )
-            ]
-        if self._depth[task.name] == MAX_DEPTH + 1:
-            return [
-                problem(
-                    "after-depth",
-                    f"the chain above this task is {MAX_DEPTH + 1} "
-                    f"links deep, and at most {MAX_DEPTH} are allowed; start part of "
-                    "it from a schedule of its own",
-                )
-            ]
-        timings = {up.name: self._timings(up.name) for up in ups}
-        if any(len(t) != 1 for t in timings.values()):  # an upstream has its own error
+            code = "after-start-only"
+            message = (
+                f"{', '.join(starts)} {'has' if len(starts) == 1 else 'have'} no occurrences "
+                "to follow: on_start only, it runs when cronctl work starts; give it a "
+                "schedule key, or remove it from 'after'"
+            )
+        elif self._depth[task.name] == MAX_DEPTH + 1:
+            code = "after-depth"
+            message = (
+                f"the chain above this task is {MAX_DEPTH + 1} links deep, and at most "
+                f"{MAX_DEPTH} are allowed; start part of it from a schedule of its own"
+            )
+        # An upstream with several timings has its own error.
+        elif len(set().union(*times.values())) > 1 and all(len(t) == 1 for t in times.values()):
+            code = "after-schedules"
+            message = (
+                f"its upstream tasks run on different schedules: "
+                f"{', '.join(self._runs(up) for up in times)}; a chained task runs once per "
+                "occurrence they share: give them one schedule, or split the task"
+            )
+        else:
             return []
-        if len({t for found in timings.values() for t in found}) > 1:
-            each = ", ".join(self._runs(up) for up in timings)
-            return [
-                problem(
-                    "after-schedules",
-                    f"its upstream tasks run on different "
-                    f"schedules: {each}; a chained task runs once per occurrence "
-                    "they share: give them one schedule, or split the task",
-                )
-            ]
-        return []
+        return [_at(task, display, code, message)]
 
     def _timings(self, name: str) -> set[tuple[object, object]]:
         return {timing(self.tasks[root]) for root in self.roots(name)}
