@@ -4,7 +4,7 @@ checks, their values on a Task, and the calendar checks `check` adds for them.""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
@@ -133,52 +133,44 @@ MAX_RETRY_DELAY = timedelta(hours=1)
 def shortest_period(task: Task, now: datetime, below: timedelta | None = None) -> timedelta | None:
     """The shortest gap between consecutive occurrences over the next year (sampled), or None
     for a one-shot task. Stops early once a gap is `below` or shorter (enough to reject)."""
-    return None if task.cron is None else _PeriodWalk(task, now).shortest(below)
+    return None if task.cron is None else _shortest(([], _new_lows(task, now)), below)
 
 
-class _PeriodWalk:
-    """One task's occurrences from `now`, walked only as far as the questions asked need.
+#: A walk of one task's occurrences: each gap met that is shorter than all before it, in
+#: order, and the walk that finds more. Tasks that fire at the same instants
+#: (Task.firing_key) share one, walked only as far as the questions asked need.
+_Walk = tuple[list[timedelta], Iterator[timedelta]]
 
-    Tasks that fire at the same instants (Task.firing_key) share one walk. It keeps each new
-    shortest gap in the order met, so a second question with another bound gets what its own
-    walk would have stopped at.
-    """
 
-    __slots__ = ("_done", "_horizon", "_lows", "_occurrences", "_previous", "_steps")
+def _new_lows(task: Task, now: datetime) -> Iterator[timedelta]:
+    assert task.cron is not None
+    occurrences = occurrences_after(task.cron, task.zone, now)
+    previous = next(occurrences)
+    horizon = now + timedelta(days=366)
+    low: timedelta | None = None
+    for _ in range(_PERIOD_SAMPLE):
+        if previous > horizon:
+            return
+        current = next(occurrences)
+        gap, previous = current - previous, current
+        if low is None or gap < low:
+            low = gap
+            yield gap
+            if gap <= _MINUTE:  # no gap is shorter than a minute
+                return
 
-    def __init__(self, task: Task, now: datetime) -> None:
-        assert task.cron is not None
-        self._occurrences = occurrences_after(task.cron, task.zone, now)
-        self._previous = next(self._occurrences)
-        self._horizon = now + timedelta(days=366)
-        self._steps = 0
-        self._lows: list[timedelta] = []  # each gap shorter than all before it, in order
-        self._done = False
 
-    def shortest(self, below: timedelta | None) -> timedelta | None:
-        """The first gap met that is `below` or shorter, else the shortest of the sample."""
-        for low in self._lows:
-            if _enough(low, below):
-                return low
-        while not self._done:
-            if self._step() and _enough(self._lows[-1], below):
-                return self._lows[-1]
-        return self._lows[-1] if self._lows else None
-
-    def _step(self) -> bool:
-        """One more gap; whether it is shorter than all before it."""
-        if self._steps >= _PERIOD_SAMPLE or self._previous > self._horizon:
-            self._done = True
-            return False
-        current = next(self._occurrences)
-        self._steps += 1
-        gap = current - self._previous
-        self._previous = current
-        if self._lows and gap >= self._lows[-1]:
-            return False
-        self._lows.append(gap)
-        self._done = gap <= _MINUTE  # no gap is shorter than a minute
-        return True
+def _shortest(walk: _Walk, below: timedelta | None) -> timedelta | None:
+    """The first gap met that is `below` or shorter, else the shortest of the sample."""
+    lows, more = walk
+    for low in lows:
+        if _enough(low, below):
+            return low
+    for low in more:
+        lows.append(low)
+        if _enough(low, below):
+            return low
+    return lows[-1] if lows else None
 
 
 def _enough(gap: timedelta, below: timedelta | None) -> bool:
@@ -211,7 +203,7 @@ def ops_problems(schedule: Schedule, now: datetime) -> list[Problem]:
     the task's shortest period (an error: one run would be pushed past the next), and retries
     of an unguarded task that can outlast it (a warning)."""
     found: list[Problem] = []
-    walks: dict[object, _PeriodWalk] = {}
+    walks: dict[object, _Walk] = {}
     spreads: dict[str, timedelta] = {}
 
     def shortest(task: Task, below: timedelta) -> timedelta | None:
@@ -226,8 +218,8 @@ def ops_problems(schedule: Schedule, now: datetime) -> list[Problem]:
             return None
         walk = walks.get(task.firing_key)
         if walk is None:
-            walk = walks[task.firing_key] = _PeriodWalk(task, now)
-        return walk.shortest(below)
+            walk = walks[task.firing_key] = ([], _new_lows(task, now))
+        return _shortest(walk, below)
 
     graph = Chains(schedule.tasks) if any(task.chained for task in schedule.tasks) else None
     for task in schedule.tasks:
