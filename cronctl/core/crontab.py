@@ -377,20 +377,11 @@ def _extra_fields_message(tokens: list[re.Match[str]]) -> str:
 
 def _unescape_percent(command: str) -> tuple[str, int | None]:
     """Vixie cron: `\\%` is a literal '%'; a bare '%' ends the command. (text, index of cut)."""
-    out: list[str] = []
-    escaped = False
-    for index, ch in enumerate(command):
-        if escaped:
-            escaped = False
-            if ch == "%":
-                out[-1] = "%"
-                continue
-        elif ch == "\\":
-            escaped = True
-        elif ch == "%":
-            return "".join(out), index
-        out.append(ch)
-    return "".join(out), None
+    # A backslash escapes the character after it: in `\\%` the second one, and '%' cuts.
+    kept = re.match(r"(?:\\.|[^\\%])*\\?", command, re.DOTALL)
+    assert kept is not None  # it matches the empty string
+    cut = kept.end() if kept.end() < len(command) else None
+    return kept.group().replace("\\%", "%"), cut
 
 
 def _common(settings: Iterator[dict[str, Any]]) -> dict[str, Any]:
