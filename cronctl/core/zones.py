@@ -372,19 +372,11 @@ def _settled(name: str, day: datetime) -> bool:
 @lru_cache(maxsize=4096)
 def _iana_segment_cached(name: str, key: datetime) -> tuple[datetime | None, datetime | None]:
     """The (start, end) change instants around `key`, searched a few years each way."""
-    start: datetime | None = None
-    for year in range(key.year, key.year - _HORIZON_YEARS, -1):
-        earlier = [c[0] for c in _year_changes(name, year) if c[0] <= key]
-        if earlier:
-            start = earlier[-1]
-            break
-    end: datetime | None = None
-    for year in range(key.year, key.year + _HORIZON_YEARS):
-        later = [c[0] for c in _year_changes(name, year) if c[0] > key]
-        if later:
-            end = later[0]
-            break
-    return start, end
+    back = range(key.year, key.year - _HORIZON_YEARS, -1)
+    ahead = range(key.year, key.year + _HORIZON_YEARS)
+    earlier = (c[0] for year in back for c in reversed(_year_changes(name, year)) if c[0] <= key)
+    later = (c[0] for year in ahead for c in _year_changes(name, year) if c[0] > key)
+    return next(earlier, None), next(later, None)
 
 
 def _iana_segment(name: str, instant: datetime) -> Segment:

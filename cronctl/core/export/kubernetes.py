@@ -11,7 +11,6 @@ import json
 import re
 from datetime import date, datetime, timedelta
 
-from cronctl.core.cronexpr import CronExpr
 from cronctl.core.cronwalk import shortest_wall_gap
 from cronctl.core.export.common import (
     Exported,
@@ -95,13 +94,6 @@ _ANCHOR = date(2024, 1, 1)  # a fixed start: the same schedule exports the same 
 _YEARS = 8  # two leap days, every weekday on every day of the month
 
 
-def shortest_gap(cron: CronExpr) -> int | None:
-    """The shortest interval between two runs of `cron`, in seconds of wall time, over 8
-    years from a fixed day (the same schedule exports the same deadline on any day)."""
-    gap = shortest_wall_gap(cron, _ANCHOR, _YEARS * 366)
-    return gap * 60 if gap is not None else None
-
-
 def deadline(task: Task) -> tuple[int, str | None]:
     """startingDeadlineSeconds for the task, and what it loses (or None): 60 s for `skip`;
     else `misfire_grace`, cut to 90 intervals; without one, 90 intervals (fewer than 100
@@ -109,9 +101,9 @@ def deadline(task: Task) -> tuple[int, str | None]:
     if task.misfire == "skip":
         return 60, None
     assert task.cron is not None
-    gap = shortest_gap(task.cron)
+    gap = shortest_wall_gap(task.cron, _ANCHOR, _YEARS * 366)
     # 90, not 100: a DST change shortens one interval a year by up to an hour.
-    limit = (MISSED_LIMIT - 10) * gap if gap else None
+    limit = (MISSED_LIMIT - 10) * gap * 60 if gap else None
     if task.misfire_grace:
         grace = int(task.misfire_grace.total_seconds())
         if limit is not None and grace > limit:
