@@ -10,15 +10,8 @@ from cronctl.core.values import instant_problem, parse_day_of_week, parse_time_o
 from cronctl.errors import CronSyntaxError
 
 # Keys whose cron has a '*' day-of-week that weekdays/weekends/days may restrict.
-TIME_OF_DAY_KEYS = (
-    "every_minute",
-    "every_minutes",
-    "hourly",
-    "hourly_at",
-    "daily",
-    "daily_at",
-    "twice_daily",
-)
+TIME_OF_DAY_KEYS: tuple[str, ...] = ("every_minute", "every_minutes", "hourly", "hourly_at")
+TIME_OF_DAY_KEYS += ("daily", "daily_at", "twice_daily")
 _DIVISORS_OF_60 = (1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30)
 _FIXED = {
     "every_minute": "* * * * *",
@@ -33,7 +26,6 @@ _FIXED = {
 class ScheduleProblem(Exception):
     def __init__(self, message: str, code: str = "bad-value", key: str | None = None) -> None:
         super().__init__(message)
-        self.message = message
         self.code = code
         self.key = key
 

@@ -148,11 +148,16 @@ def parse_document(doc: dict[str, Any], lines: LineIndex, result: FileResult) ->
     base = result.path.parent
     settings = doc.get("cronctl", {})
     if _table_ok(settings, "cronctl", lines, result):
-        _parse_settings(settings, base, lines, result)
+        for key, (value, line) in _good(settings, "cronctl", lines, result).items():
+            if key == "max_output":
+                value = parse_size(value)
+            elif key in _PATH_SETTINGS:
+                value = _resolve(result, key, base, value)
+            result.settings[key] = (value, line)
     defaults = doc.get("defaults", {})
     good_defaults: dict[str, Any] = {}
     if _table_ok(defaults, "defaults", lines, result):
-        good_defaults = _parse_defaults(defaults, lines, result)
+        good_defaults = {k: v for k, (v, _) in _good(defaults, "defaults", lines, result).items()}
     if "group" in doc:
         add = lambda line, code, message: result.add(line, None, code, message)  # noqa: E731
         where = lambda i, key: lines.group_line(i, key) or lines.table_line("", "group")  # noqa: E731
@@ -203,21 +208,25 @@ def _describe(value: object) -> str:
     return f"a {type(value).__name__}"
 
 
-def _parse_settings(
-    table: dict[str, Any], base: Path, lines: LineIndex, result: FileResult
-) -> None:
+def _good(
+    table: dict[str, Any], name: str, lines: LineIndex, result: FileResult
+) -> dict[str, tuple[Any, int | None]]:
+    """The [cronctl] or [defaults] keys of the right type and value, with their lines; the
+    others are reported."""
+    keys, check = _TABLES[name]
+    good = {}
     for key, value in table.items():
-        line = lines.table_line("cronctl", key)
-        if key not in SETTINGS_KEYS:
-            hint = did_you_mean(key, list(SETTINGS_KEYS))
-            result.add(line, None, "unknown-key", f"unknown key {key!r} in [cronctl]{hint}")
-        elif problem := _check_type(key, value, SETTINGS_KEYS) or _setting_problem(key, value):
+        line = lines.table_line(name, key)
+        if key not in keys:
+            hint = did_you_mean(key, list(keys))
+            if name == "defaults" and key in TASK_KEYS:
+                hint += " (it belongs in each [[task]])"
+            result.add(line, None, "unknown-key", f"unknown key {key!r} in [{name}]{hint}")
+        elif problem := _check_type(key, value, keys) or check(key, value):
             result.add(line, None, problem[1], problem[0])
-        elif key == "max_output":
-            result.settings[key] = (parse_size(value), line)
         else:
-            path = key in _PATH_SETTINGS
-            result.settings[key] = (_resolve(result, key, base, value) if path else value, line)
+            good[key] = (value, line)
+    return good
 
 
 def _setting_problem(key: str, value: Any) -> tuple[str, str] | None:
@@ -242,22 +251,6 @@ def _setting_problem(key: str, value: Any) -> tuple[str, str] | None:
     if key in _PATH_SETTINGS and not value:
         return f"{key!r} must not be empty", "bad-value"
     return None
-
-
-def _parse_defaults(table: dict[str, Any], lines: LineIndex, result: FileResult) -> dict[str, Any]:
-    good: dict[str, Any] = {}
-    for key, value in table.items():
-        line = lines.table_line("defaults", key)
-        if key not in DEFAULTS_KEYS:
-            hint = did_you_mean(key, list(DEFAULTS_KEYS))
-            where = " (it belongs in each [[task]])" if key in TASK_KEYS else ""
-            message = f"unknown key {key!r} in [defaults]{hint}{where}"
-            result.add(line, None, "unknown-key", message)
-        elif problem := _check_type(key, value, DEFAULTS_KEYS) or _check_value(key, value):
-            result.add(line, None, problem[1], problem[0])
-        else:
-            good[key] = value
-    return good
 
 
 def _check_value(key: str, value: Any, own: object = None) -> tuple[str, str] | None:
@@ -299,6 +292,9 @@ def _check_value(key: str, value: Any, own: object = None) -> tuple[str, str] | 
     except ZoneError as exc:
         return str(exc), "bad-timezone"
     return None
+
+
+_TABLES = {"cronctl": (SETTINGS_KEYS, _setting_problem), "defaults": (DEFAULTS_KEYS, _check_value)}
 
 
 def _text_problem(key: str, value: Any) -> str | None:
@@ -406,7 +402,7 @@ def _parse_task(
             cron_text, at = schedules.to_cron(key, raw[key], raw)
             cron = parse_cron(cron_text) if cron_text is not None else None
         except schedules.ScheduleProblem as exc:
-            report(exc.key or key, exc.code, exc.message)
+            report(exc.key or key, exc.code, str(exc))
             return None
         except CronSyntaxError as exc:
             report(key, exc.code, str(exc))
