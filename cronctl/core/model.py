@@ -12,7 +12,7 @@ from cronctl.core.cronexpr import CronExpr
 from cronctl.core.envkeys import DEFAULT_MAX_OUTPUT
 from cronctl.core.minutes import minute_floor
 from cronctl.core.values import LATEST
-from cronctl.core.zones import Zone, fires_at, next_occurrence, walls_at
+from cronctl.core.zones import Zone, next_occurrence, walls_at
 
 MISFIRE_POLICIES = ("coalesce", "catch-up", "skip")
 DEFAULT_MISFIRE = MISFIRE_POLICIES[0]
@@ -198,10 +198,7 @@ class Task:
 
     def fires_at(self, minute: datetime) -> bool:
         """Whether the task has an occurrence at this UTC minute."""
-        minute = minute_floor(minute)
-        if self.cron is None:
-            return self.at == minute
-        return fires_at(self.cron, self.zone, minute)
+        return bool(self.walls_at(minute))
 
     def walls_at(self, instant: datetime) -> tuple[datetime, ...]:
         """The wall times (naive, in the task's zone) whose occurrence is this UTC minute
