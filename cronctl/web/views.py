@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -27,6 +27,7 @@ from cronctl.core.model import Schedule, Task, format_utc, runs_on
 from cronctl.core.opskeys import overdue_since
 from cronctl.core.runs import LOG_RETENTION, NOT_OK, OUTCOMES, RunRow
 from cronctl.edge.process.logfiles import log_chunks, log_file
+from cronctl.edge.state.store import TaskFacts
 from cronctl.errors import CronctlError, UsageError
 
 #: How much of a run's log the run page shows: the end of it, where failures say why.
@@ -143,19 +144,14 @@ class HistoryQuery(RunQuery):
             raise UsageError(f"limit must be 1 to 1000, got {self.limit}")
 
 
-class _NextRuns:
+class _NextRuns(dict[tuple[object, datetime], "datetime | None"]):
     """``Task.next_run``, each answer kept: tasks that fire alike (``firing_key``) share it."""
-
-    def __init__(self) -> None:
-        self._seen: dict[tuple[object, datetime], datetime | None] = {}
 
     def after(self, task: Task, at: datetime) -> datetime | None:
         key = (task.firing_key, at)
-        try:
-            return self._seen[key]
-        except KeyError:
-            found = self._seen[key] = task.next_run(at)
-            return found
+        if key not in self:
+            self[key] = task.next_run(at)
+        return self[key]
 
 
 class Dashboard:
@@ -170,7 +166,7 @@ class Dashboard:
         self.fleet = coord.fleet is not None
 
     def overview(self, now: datetime, filters: Filters = Filters()) -> Overview:
-        rows = self._fleet_rows(now, host=filters.host) if self.fleet else self._local_rows(now)
+        rows = self._rows(now, host=filters.host)
         hosts = {r.host for row in rows for r in (*row.last, *row.running)}
         hosts.update(h.host for row in rows if row.hosts is not None for h in row.hosts.not_ok)
         if self.fleet:  # most hosts are counted, not named: the check-ins name them
@@ -182,70 +178,58 @@ class Dashboard:
         fresh = not self.fleet and nothing_ran(self.state_dir)
         return Overview(kept, sorted(hosts), len(rows), self.state_dir if fresh else None)
 
-    def _local_rows(self, now: datetime, tasks: Sequence[Task] | None = None) -> list[TaskSummary]:
-        """What `cronctl status` says of each task (of ``tasks``, else every one), asked of
-        the store in a few statements for all of them, with each next run searched once per
-        expression, zone and instant (docs/dashboard.md#speed)."""
-        tasks = self.schedule.tasks if tasks is None else tasks
-        pauses = self.coord.paused_tasks()
-        with reading_store(self.state_dir) as store:
-            facts = store.latest_facts([t.name for t in tasks])
-            running = _running(store.unfinished_runs(None))
-        nexts = _NextRuns()
-        rows = []
-        for task in tasks:
-            pause = pauses.get(task.name)
-            paused = task.paused or pause is not None
-            fact = facts.get(task.name)
-            here = runs_on(task, self.host)
-            overdue = None
-            if here and not paused and fact is not None:
-                overdue = overdue_since(task, fact.anchor, None, now, nexts.after)
-            rows.append(TaskSummary(
-                task=task, words=describe(task), paused=paused, pause=pause,
-                pause_reason=_reason(task, pause), running=tuple(running.get(task.name, [])),
-                next_run=nexts.after(task, now) if here and not paused else None,
-                last=(fact.last_run,) if fact is not None and fact.last_run else (),
-                failures=fact.consecutive_failures if fact is not None else 0, overdue=overdue,
-            ))  # fmt: skip
-        return rows
-
-    def _fleet_rows(
+    def _rows(
         self, now: datetime, tasks: Sequence[Task] | None = None, host: str | None = None
     ) -> list[TaskSummary]:
-        """Every task's row (of ``tasks``, else every one) from the store's latest runs:
-        one task's, or one host's, in full; the whole overview from the summary, whose
-        hosts are counted rather than read (docs/dashboard.md#speed)."""
-        fleet = fleet_history_of(self.coord)
+        """Every task's row (of ``tasks``, else every one), asked of the store in a few
+        statements for all of them, each next run searched once per expression, zone and
+        instant. This machine's say what `cronctl status` says; a fleet's come from the
+        store's latest runs: one task's, or one host's, in full; the whole overview from the
+        summary, whose hosts are counted rather than read (docs/dashboard.md#speed)."""
+        facts: dict[str, TaskFacts] = {}
         latest: dict[str, list[RunRow]] = {}
         counted: dict[str, TaskLatest] = {}
-        if tasks is not None and len(tasks) == 1:
-            latest[tasks[0].name] = fleet.fleet_latest(task=tasks[0].name)
-        elif host is not None:
-            latest = _grouped(fleet.fleet_latest(host=host), "task")
+        if not self.fleet:
+            with reading_store(self.state_dir) as store:
+                facts = store.latest_facts([t.name for t in tasks or self.schedule.tasks])
+                running = _running(store.unfinished_runs(None))
         else:
-            counted = {s.task: s for s in fleet.fleet_summary(sorted(NOT_OK))}
-        running = _running(fleet.fleet_history(None, None, FLEET_WINDOW))
+            fleet = fleet_history_of(self.coord)
+            if tasks is not None and len(tasks) == 1:
+                latest[tasks[0].name] = fleet.fleet_latest(task=tasks[0].name)
+            elif host is not None:
+                latest = _grouped(fleet.fleet_latest(host=host), "task")
+            else:
+                counted = {s.task: s for s in fleet.fleet_summary(sorted(NOT_OK))}
+            running = _running(fleet.fleet_history(None, None, FLEET_WINDOW))
         pauses = self.coord.paused_tasks()
         nexts = _NextRuns()
         rows = []
         for task in self.schedule.tasks if tasks is None else tasks:
             pause = pauses.get(task.name)
             paused = task.paused or pause is not None
+            due = not paused and (self.fleet or runs_on(task, self.host))
+            fact = facts.get(task.name)
             last = tuple(sorted(latest.get(task.name, []), key=lambda r: r.host))
-            hosts = counted.get(task.name)
-            failures = hosts.failing_hosts if hosts else sum(r.outcome in NOT_OK for r in last)
+            if fact is not None and fact.last_run:
+                last = (fact.last_run,)
+            failures = fact.consecutive_failures if fact else sum(r.outcome in NOT_OK for r in last)
+            if (hosts := counted.get(task.name)) is not None:
+                failures = hosts.failing_hosts
+            overdue = None
+            if due and fact is not None:
+                overdue = overdue_since(task, fact.anchor, None, now, nexts.after)
             rows.append(TaskSummary(
                 task=task, words=describe(task), paused=paused, pause=pause,
                 pause_reason=_reason(task, pause), running=tuple(running.get(task.name, [])),
-                next_run=None if paused else nexts.after(task, now), last=last,
-                failures=failures, overdue=None, hosts=hosts,
+                next_run=nexts.after(task, now) if due else None, last=last,
+                failures=failures, overdue=overdue, hosts=hosts,
             ))  # fmt: skip
         return rows
 
     def task_page(self, name: str, now: datetime, query: HistoryQuery) -> TaskPage:
         task = self._task(name)
-        (summary,) = self._fleet_rows(now, [task]) if self.fleet else self._local_rows(now, [task])
+        (summary,) = self._rows(now, [task])
         chained = task.chained or bool(self.schedule.followers(name))
         graph = Chains(self.schedule.tasks) if chained else None
         # A chained task's upcoming runs are its chain's root's occurrences (docs/chains.md).
@@ -266,17 +250,13 @@ class Dashboard:
             raise NotFound(f"no task named {name!r} in the schedule") from None
 
     def history(self, query: HistoryQuery) -> HistoryPage:
-        if self.fleet:  # one more than a page: whether there is a next one
-            runs = fleet_history_of(self.coord).fleet_page(
-                RunQuery(query.task, query.host, query.outcome, query.trigger, query.before,
-                         query.limit + 1)
-            )  # fmt: skip
+        # One more than a page: whether there is a next one.
+        asked = RunQuery(**asdict(query) | {"limit": query.limit + 1})
+        if self.fleet:
+            runs = fleet_history_of(self.coord).fleet_page(asked)
         else:
             with reading_store(self.state_dir) as store:
-                runs = store.history_page(
-                    task=query.task, host=query.host, outcome=query.outcome,
-                    trigger=query.trigger, before=query.before, limit=query.limit + 1,
-                )  # fmt: skip
+                runs = store.history_page(**asdict(asked))
         more = len(runs) > query.limit
         runs = runs[: query.limit]
         after = (runs[-1].occurrence, runs[-1].id) if more and runs else None
@@ -314,18 +294,17 @@ class Dashboard:
         """A run of this machine from the store, with the log its local record names: the
         store keeps no log path, and the whole log is better than the published tail."""
         try:
-            with reading_store(self.state_dir) as store:
-                local = store.get_run(run.id)
+            local = self._stored(run.id)
         except CronctlError:  # no local state (or none usable) on the machine serving
             return run
         return replace(run, log_path=local.log_path) if local is not None else run
 
+    def _stored(self, run_id: str) -> RunRow | None:
+        with reading_store(self.state_dir) as store:
+            return store.get_run(run_id)
+
     def _find_run(self, run_id: str) -> RunRow:
-        if not self.fleet:
-            with reading_store(self.state_dir) as store:
-                run = store.get_run(run_id)
-        else:
-            run = fleet_history_of(self.coord).fleet_run(run_id)
+        run = fleet_history_of(self.coord).fleet_run(run_id) if self.fleet else self._stored(run_id)
         if run is None:
             raise NotFound(f"no run {run_id!r}")
         return run
@@ -340,14 +319,11 @@ class Dashboard:
             rows = []
             for host in sorted(by_host.keys() | check_ins.keys()):
                 ran = by_host.get(host) or HostLatest(host, check_ins[host].seen, 0, [], 0)
-                if (check_in := check_ins.get(host)) is None:
-                    rows.append(
-                        HostRow(host, ran.last_seen, ran.tasks, ran.failing, ran.failing_total)
-                    )
-                    continue
-                last = max(ran.last_seen, check_in.seen)
-                rows.append(HostRow(host, last, ran.tasks, ran.failing, ran.failing_total,
-                                    check_in.version, check_in.skew_s))  # fmt: skip
+                row = HostRow(host, ran.last_seen, ran.tasks, ran.failing, ran.failing_total)
+                if (ins := check_ins.get(host)) is not None:
+                    last = max(ran.last_seen, ins.seen)
+                    row = replace(row, last_seen=last, version=ins.version, clock_skew_s=ins.skew_s)
+                rows.append(row)
             return rows
         with reading_store(self.state_dir) as store:
             facts = store.latest_facts([t.name for t in self.schedule.tasks])
