@@ -11,6 +11,8 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 from urllib.parse import quote
 
+from markupsafe import escape
+
 from cronctl.cli.render.runs import visible
 from cronctl.coord.history import TaskLatest
 from cronctl.core.model import format_utc
@@ -45,26 +47,11 @@ def text(value: object) -> str:
     shown = value if isinstance(value, str) else str(value)
     if not shown.isprintable():  # every character visible() rewrites is unprintable
         shown = visible(shown)
-    return _escape(shown)
-
-
-def _escape(shown: str) -> str:
-    # markupsafe's escaping: its characters and entities (Jinja2's autoescaping).
-    if "&" in shown:
-        shown = shown.replace("&", "&amp;")
-    return (
-        shown.replace("<", "&lt;").replace(">", "&gt;").replace('"', "&#34;").replace("'", "&#39;")
-    )
+    return str(escape(shown))
 
 
 def url_part(value: str) -> str:
-    if _UNQUOTED.fullmatch(value):
-        return value
-    return _escape(quote(value, safe="/"))
-
-
-def outcome_class(outcome: str) -> str:
-    return OUTCOME_CLASS.get(outcome) or text(outcome.replace(":", "").replace(" ", "-"))
+    return value if _UNQUOTED.fullmatch(value) else str(escape(quote(value, safe="/")))
 
 
 def overview_rows(rows: Iterable[TaskSummary], now: datetime) -> str:
@@ -77,9 +64,7 @@ def overview_rows(rows: Iterable[TaskSummary], now: datetime) -> str:
         zone = task.zone
         state = once(row.state)
         name = task.name
-        notes = []
-        if task.description:
-            notes.append(f'\n<div class="muted">{text(task.description)}</div>')
+        note = f'\n<div class="muted">{text(task.description)}</div>' if task.description else ""
         status = [f'<span class="badge {state}">{state}</span>']
         if row.failures:
             status.append(f'<div class="muted">{row.failures} failing</div>')
@@ -99,7 +84,7 @@ def overview_rows(rows: Iterable[TaskSummary], now: datetime) -> str:
         )
         out.append(
             f'<tr class="state-{state}">\n'
-            f'<td><a href="/tasks/{url_part(name)}">{text(name)}</a>{"".join(notes)}</td>\n'
+            f'<td><a href="/tasks/{url_part(name)}">{text(name)}</a>{note}</td>\n'
             f"<td>{_NEWLINE.join(status)}</td>\n"
             f'<td>{once(row.words)} <span class="muted">{once(zone.name)}</span></td>\n'
             f"<td>{times(row.next_run, zone)}</td>\n"
@@ -110,9 +95,9 @@ def overview_rows(rows: Iterable[TaskSummary], now: datetime) -> str:
 
 
 def _outcome(outcome: str, run_id: str, host: str, once: Callable[[str], str]) -> str:
+    css = OUTCOME_CLASS.get(outcome) or text(outcome.replace(":", "").replace(" ", "-"))
     return (
-        f'<a class="outcome {outcome_class(outcome)}" href="/runs/{url_part(run_id)}">'
-        f"{once(outcome)}</a> {once(host)}"
+        f'<a class="outcome {css}" href="/runs/{url_part(run_id)}">{once(outcome)}</a> {once(host)}'
     )
 
 
