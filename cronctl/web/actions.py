@@ -11,6 +11,7 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from datetime import datetime
+from functools import partial
 from typing import TypeVar
 
 from cronctl.commands.exec import Begun, begin_exec
@@ -60,54 +61,39 @@ class Actions:
     def do(
         self, kind: str, name: str, actor: Actor, fields: Mapping[str, str], now: datetime
     ) -> dict[str, bool | str]:
-        """One of ACTIONS; what the API answers."""
+        """One of ACTIONS, recorded; what the API answers. Run now is `cronctl exec NAME` in a
+        thread of the server: Busy when it runs (on any machine) or its group is full; a
+        UsageError wherever `cronctl exec` refuses."""
         if kind == "pause":
-            self.pause(name, fields.get("reason", ""), actor, now)
+            reason = fields.get("reason", "").strip()
+            if (problem := _reason_problem(reason)) is not None:
+                self.record("pause", name, actor, now, f"refused: {problem}", reason[:MAX_REASON])
+                raise UsageError(problem)
+            paused = partial(pause, self.schedule, self.coord, name, reason, now, actor.describe())
+            self._audited("pause", name, actor, now, reason, paused)
             return {"paused": True}
         if kind == "resume":
-            return {"resumed": self.resume(name, actor, now)}
-        return {"started": True, "run": self.run_now(name, actor, now)}
-
-    def refuse(self, kind: str, name: str, actor: Actor, now: datetime, problem: str) -> None:
-        """Record an action refused at the door (refused all the same when the record cannot
-        be written, which stops every action)."""
-        with contextlib.suppress(CronctlError):
-            self.record(kind, name, actor, now, f"refused: {problem}")
-
-    def pause(self, name: str, reason: str, actor: Actor, now: datetime) -> None:
-        reason = reason.strip()
-        problem = _reason_problem(reason)
-        if problem is not None:
-            self.record("pause", name, actor, now, f"refused: {problem}", reason[:MAX_REASON])
-            raise UsageError(problem)
-        self._audited(
-            "pause", name, actor, now, reason,
-            lambda: pause(self.schedule, self.coord, name, reason, now, actor.describe()),
-        )  # fmt: skip
-
-    def resume(self, name: str, actor: Actor, now: datetime) -> bool:
-        return self._audited(
-            "resume", name, actor, now, None, lambda: resume(self.schedule, self.coord, name)
-        )
-
-    def run_now(self, name: str, actor: Actor, now: datetime) -> str:
-        """`cronctl exec NAME` in a thread of the server; the run's id. Busy when it runs (on
-        any machine) or its group is full; a UsageError wherever `cronctl exec` refuses."""
+            resumed = partial(resume, self.schedule, self.coord, name)
+            return {"resumed": self._audited("resume", name, actor, now, None, resumed)}
         if self.schedule.errors:
             count = len(self.schedule.errors)
             raise UsageError(
                 f"{count} error{'s' * (count != 1)} in the schedule; nothing was run. See "
                 "`cronctl check`, fix the schedule and restart the dashboard"
             )
-        begun = self._audited(
-            "run", name, actor, now, None,
-            lambda: begin_exec(self.schedule, name, self.ctx, wait=False),
-        )  # fmt: skip
+        begin = partial(begin_exec, self.schedule, name, self.ctx, wait=False)
+        begun = self._audited("run", name, actor, now, None, begin)
         worker = threading.Thread(target=self._finish, args=(begun,), name=f"exec-{name}")
         with self._runs_lock:
             self._runs[worker] = begun
         worker.start()
-        return begun.row.id
+        return {"started": True, "run": begun.row.id}
+
+    def refuse(self, kind: str, name: str, actor: Actor, now: datetime, problem: str) -> None:
+        """Record an action refused at the door (refused all the same when the record cannot
+        be written, which stops every action)."""
+        with contextlib.suppress(CronctlError):
+            self.record(kind, name, actor, now, f"refused: {problem}")
 
     def _finish(self, begun: Begun) -> None:
         try:
