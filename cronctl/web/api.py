@@ -25,10 +25,7 @@ def tasks(site: Site, request: Request) -> Response:
 
     def answer() -> bytes:
         view = site.dashboard.overview(site.clock())
-        body = {"tasks": [summary_json(r) for r in view.tasks]}
-        # As JSONResponse writes it.
-        return json.dumps(body, ensure_ascii=False, allow_nan=False, separators=(",", ":")
-                          ).encode()  # fmt: skip
+        return bytes(JSONResponse({"tasks": [summary_json(r) for r in view.tasks]}).body)
 
     return typed(site.shared.get("/api/tasks", answer), "application/json")
 
@@ -109,14 +106,13 @@ def _json(data: bytes) -> dict[str, str]:
 
 
 def summary_json(row: TaskSummary) -> dict[str, Any]:
-    hosts: dict[str, Any] | None = None
-    if (counted := row.hosts) is not None:
-        hosts = {
-            "ok": counted.ok_hosts,
-            "not_ok": counted.not_ok_hosts,
-            "failing": counted.failing_hosts,
-            "not_ok_named": [asdict(h) for h in counted.not_ok],
-        }
+    counted = row.hosts
+    hosts = counted and {
+        "ok": counted.ok_hosts,
+        "not_ok": counted.not_ok_hosts,
+        "failing": counted.failing_hosts,
+        "not_ok_named": [asdict(h) for h in counted.not_ok],
+    }
     return {
         "name": row.task.name,
         "paused": row.paused,

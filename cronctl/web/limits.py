@@ -6,6 +6,7 @@ import asyncio
 import resource
 
 import h11
+from starlette.responses import PlainTextResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
@@ -41,7 +42,7 @@ class BodyLimit:
             return
         length = dict(scope["headers"]).get(b"content-length", b"0")
         if not length.isdigit() or int(length) > MAX_BODY:
-            await self._too_large(send)
+            await self._too_large(scope, receive, send)
             return
         seen = 0
         started = False
@@ -63,15 +64,12 @@ class BodyLimit:
             await self.app(scope, bounded, watched)
         except _TooLarge:
             if not started:
-                await self._too_large(send)
+                await self._too_large(scope, receive, send)
 
-    async def _too_large(self, send: Send) -> None:
-        body = f"the request body is over {MAX_BODY} bytes\n".encode()
-        headers = {**self.headers, "content-type": "text/plain; charset=utf-8",
-                   "content-length": str(len(body)), "connection": "close"}  # fmt: skip
-        raw = [(k.lower().encode(), v.encode()) for k, v in headers.items()]
-        await send({"type": "http.response.start", "status": 413, "headers": raw})
-        await send({"type": "http.response.body", "body": body})
+    async def _too_large(self, scope: Scope, receive: Receive, send: Send) -> None:
+        said = f"the request body is over {MAX_BODY} bytes\n"
+        headers = {**self.headers, "connection": "close"}
+        await PlainTextResponse(said, 413, headers)(scope, receive, send)
 
 
 class _TooLarge(Exception):

@@ -94,11 +94,9 @@ def durations(site: Site, request: Request) -> Response:
 @read_route("/runs/{id}")
 def run(site: Site, request: Request) -> Response:
     view = site.dashboard.run_page(request.path_params["id"])
-    try:  # the task's zone for the run's exact times (UTC: no longer in the schedule)
-        zone = site.dashboard.schedule.task(view.run.task).zone
-    except KeyError:
-        zone = parse_zone("UTC")
-    return site.page("run.html", view=view, zone=zone)
+    # The task's zone for the run's exact times (UTC: no longer in the schedule).
+    zones = {t.name: t.zone for t in site.dashboard.schedule.tasks}
+    return site.page("run.html", view=view, zone=zones.get(view.run.task, parse_zone("UTC")))
 
 
 @read_route("/fleet")
