@@ -79,7 +79,10 @@ def explain_here(
         previous = _previous(timed, minute)
         upcoming = timed.next_run(minute)
         occurrence = minute if due else previous
-        pause = _pauses(coord).get(task.name)
+        try:
+            pause = coord.paused_tasks().get(task.name)
+        except StoreUnavailable:
+            pause = None
         lead = _due_line(task, at, due, previous, upcoming)
         rows: tuple[RunRow, ...] = ()
         instead = None
@@ -124,13 +127,6 @@ def explain_here(
             runs=rows,
             instead=instead,
         )
-
-
-def _pauses(coord: Coordinator) -> dict[str, PauseInfo]:
-    try:
-        return coord.paused_tasks()
-    except StoreUnavailable:
-        return {}
 
 
 def _previous(task: Task, minute: datetime) -> datetime | None:
@@ -265,38 +261,35 @@ def _verdict(
 
 
 def _row_verdict(task: Task, row: RunRow, pause: PauseInfo | None) -> tuple[str, tuple[str, ...]]:
-    outcome = row.outcome
-    if outcome == "skipped: paused":
-        return "paused", (f"skipped on {row.host}: the task was paused", _pause_line(task, pause))
-    if outcome == "skipped: condition":
-        conds = []
-        if task.when:
-            conds.append(f"when = {task.when!r} (must exit 0)")
-        if task.skip:
-            conds.append(f"skip = {task.skip!r} (must not exit 0)")
-        return "condition", (f"skipped on {row.host}: a condition was false: {'; '.join(conds)}",)
-    if outcome == "skipped: another server":
-        return "another-server", (
-            f"skipped on {row.host}: another machine claimed this occurrence first "
-            "(on_one_server = true: one machine of those sharing the lock directory or "
-            "coordination store runs it)",
-        )
-    if outcome == "skipped: still running":
-        holder = f" ({row.message})" if row.message else ""
-        return "still-running", (
-            f"skipped on {row.host}: the previous run still held the overlap lock{holder} "
-            "(without_overlapping = true)",
-        )
-    if outcome == "skipped: group full":
-        full = row.message or f"group {task.group} was full"
-        return "group-full", (
-            f"skipped on {row.host}: group full: {full}; a task of a full group waits for a "
-            f"slot until its misfire_grace ({format_duration(DEFAULT_GROUP_WAIT)} without one) "
-            "after the occurrence",
-        )
-    if outcome in UNFINISHED:
-        return "running", (f"{outcome} on {row.host} since {_when(row.started)}",)
-    return "ran", (_ran_line(row),)
+    if row.outcome in UNFINISHED:
+        return "running", (f"{row.outcome} on {row.host} since {_when(row.started)}",)
+    if not row.outcome.startswith("skipped: "):
+        return "ran", (_ran_line(row),)
+    conds = [f"when = {task.when!r} (must exit 0)"] if task.when else []
+    conds += [f"skip = {task.skip!r} (must not exit 0)"] if task.skip else []
+    holder = f" ({row.message})" if row.message else ""
+    wait = format_duration(DEFAULT_GROUP_WAIT)
+    fate, why = {
+        "skipped: paused": ("paused", "the task was paused"),
+        "skipped: condition": ("condition", f"a condition was false: {'; '.join(conds)}"),
+        "skipped: another server": (
+            "another-server",
+            "another machine claimed this occurrence first (on_one_server = true: one machine "
+            "of those sharing the lock directory or coordination store runs it)",
+        ),
+        "skipped: still running": (
+            "still-running",
+            f"the previous run still held the overlap lock{holder} (without_overlapping = true)",
+        ),
+        "skipped: group full": (
+            "group-full",
+            f"group full: {row.message or f'group {task.group} was full'}; a task of a full "
+            f"group waits for a slot until its misfire_grace ({wait} without one) after the "
+            "occurrence",
+        ),
+    }[row.outcome]
+    paused = (_pause_line(task, pause),) if fate == "paused" else ()
+    return fate, (f"skipped on {row.host}: {why}", *paused)
 
 
 def _ran_line(row: RunRow) -> str:
@@ -345,11 +338,10 @@ def _unrecorded(
 ) -> tuple[str, tuple[str, ...], RunRow | None]:
     """No row for the occurrence: still ahead, not yet dealt with, or dealt with silently."""
     if occurrence > now:
-        lines = [f"{format_utc(occurrence)} is still ahead"]
+        ahead = f"{format_utc(occurrence)} is still ahead"
         if task.paused or pause is not None:
-            lines.append("it would be skipped: " + _pause_line(task, pause))
-            return "paused", tuple(lines), None
-        return "not-yet", tuple(lines), None
+            return "paused", (ahead, "it would be skipped: " + _pause_line(task, pause)), None
+        return "not-yet", (ahead,), None
     if state is None or state.last_occurrence < occurrence:
         dealt = format_utc(state.last_occurrence) if state else "never"
         why = (
