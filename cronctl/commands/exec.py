@@ -10,9 +10,9 @@ from __future__ import annotations
 import os
 import re
 import signal
-import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from concurrent import futures
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import partial
@@ -24,7 +24,7 @@ from cronctl.coord import outbox
 from cronctl.coord.port import Coordinator, GroupSlot, HeldLock, HolderInfo
 from cronctl.core.model import Schedule, Task, format_duration, runs_on
 from cronctl.core.runs import RunRow
-from cronctl.edge.awake import join_awake
+from cronctl.edge.awake import AWAKE_S
 from cronctl.edge.process.procs import alive
 from cronctl.edge.safefiles import ensure_private_dir
 from cronctl.edge.state.store import Store
@@ -120,27 +120,22 @@ def begin_exec(schedule: Schedule, name: str, ctx: RunContext, wait: bool) -> Be
     ensure_private_dir(ctx.state_dir)
     ensure_private_dir(ctx.lock_dir)
     coord = ctx.coord
-    try:
-        if task.paused or task.name in coord.paused_tasks():
-            ctx.world.warn(
-                f"cronctl: note: task {task.name} is paused; running it anyway, as asked"
-            )
-        attempt = partial(_lock_attempt, task, coord, ctx)
-        lock = _wait_for(attempt, ctx, wait, ("for it to end", "it ends", "for it"))
+    with ExitStack() as undo:  # let go of the lock and the slot if what follows fails
         try:
+            if task.paused or task.name in coord.paused_tasks():
+                ctx.world.warn(
+                    f"cronctl: note: task {task.name} is paused; running it anyway, as asked"
+                )
+            attempt = partial(_lock_attempt, task, coord, ctx)
+            lock = _wait_for(attempt, ctx, wait, ("for it to end", "it ends", "for it"))
+            undo.callback(lock.release)
             slot = _take_slot(task, coord, ctx, wait)
-        except BaseException:
-            lock.release()
-            raise
-    finally:
-        coord.close()  # the run's connection only: a store lock keeps its own session
-    try:
+            if slot is not None:
+                undo.callback(slot.release)
+        finally:
+            coord.close()  # the run's connection only: a store lock keeps its own session
         row = _pending(task, ctx)
-    except BaseException:
-        if slot is not None:
-            slot.release()
-        lock.release()
-        raise
+        undo.pop_all()
     tracker = Tracker()
     return Begun(task, replace(ctx, tracker=tracker), tracker, lock, slot, row)
 
@@ -148,21 +143,11 @@ def begin_exec(schedule: Schedule, name: str, ctx: RunContext, wait: bool) -> Be
 def _in_worker(body: Callable[[], _T]) -> _T:
     """Run `body` in a thread while the main thread waits: a signal handler (which Python
     runs in the main thread) then never interrupts the body inside a lock it holds."""
-    outcome: list[_T] = []
-    failure: list[BaseException] = []
-
-    def target() -> None:
-        try:
-            outcome.append(body())
-        except BaseException as exc:
-            failure.append(exc)
-
-    worker = threading.Thread(target=target, name="cronctl-exec")
-    worker.start()
-    join_awake(worker)
-    if failure:
-        raise failure[0]
-    return outcome[0]
+    with futures.ThreadPoolExecutor(1, thread_name_prefix="cronctl-exec") as pool:
+        future = pool.submit(body)
+        while not futures.wait((future,), AWAKE_S).done:
+            pass  # short waits: a SIGTERM must wake the main thread (edge/awake.py)
+        return future.result()
 
 
 def _pending(task: Task, ctx: RunContext) -> RunRow:
@@ -222,25 +207,22 @@ def _lock_attempt(task: Task, coord: Coordinator, ctx: RunContext) -> tuple[Held
         )
     finally:
         coord.close()  # files: lock_dir checked again at the next attempt
-    busy = None
+    holder = attempt.holder
     if attempt.lock is not None:
         with Store.open(ctx.state_dir) as store:
-            busy = running_here(store, ctx.host, task.name)
-    if busy is not None and attempt.lock is not None:
-        # An unguarded task's scheduled runs take no lock; history still shows them.
-        attempt.lock.release()
-        attempt = replace(attempt, lock=None, holder=busy)
-    if attempt.lock is not None:
-        if attempt.status == "overtaken":
-            holder = attempt.holder.describe() if attempt.holder else "an unknown run"
-            lease = format_duration(task.overlap_lease) if task.overlap_lease else "?"
-            ctx.world.warn(
-                f"cronctl: warning: task {task.name}: the run by {holder} has held its "
-                f"overlap lock longer than the {lease} lease; treating it as stuck"
-            )
-        return attempt.lock, ""
-    holder = f" ({attempt.holder.describe()})" if attempt.holder else ""
-    return None, f"task {task.name} is running{holder}"
+            holder = running_here(store, ctx.host, task.name)
+        if holder is None:
+            if attempt.status == "overtaken":
+                stuck = attempt.holder.describe() if attempt.holder else "an unknown run"
+                lease = format_duration(task.overlap_lease) if task.overlap_lease else "?"
+                ctx.world.warn(
+                    f"cronctl: warning: task {task.name}: the run by {stuck} has held its "
+                    f"overlap lock longer than the {lease} lease; treating it as stuck"
+                )
+            return attempt.lock, ""
+        attempt.lock.release()  # an unguarded task's scheduled runs take no lock
+    said = f" ({holder.describe()})" if holder else ""
+    return None, f"task {task.name} is running{said}"
 
 
 def _take_slot(task: Task, coord: Coordinator, ctx: RunContext, wait: bool) -> GroupSlot | None:
@@ -250,11 +232,8 @@ def _take_slot(task: Task, coord: Coordinator, ctx: RunContext, wait: bool) -> G
     if group is None:
         return None
     full = f"task {task.name}: group {group} is full ({limit} of its tasks are running)"
-
-    def attempt() -> tuple[GroupSlot | None, str]:
-        return coord.try_group_slot(group, limit), full
-
-    return _wait_for(attempt, ctx, wait, ("for a slot", "one ends", "for a slot"))
+    words = ("for a slot", "one ends", "for a slot")
+    return _wait_for(lambda: (coord.try_group_slot(group, limit), full), ctx, wait, words)
 
 
 def _wait_for(
@@ -300,10 +279,7 @@ def _signals_forwarded(tracker: Tracker) -> Iterator[None]:
     def forward(signum: int, _frame: FrameType | None) -> None:
         tracker.stop(signum)  # a task registered after this is signalled as it starts
 
-    def ignore(_signum: int, _frame: FrameType | None) -> None:
-        return None
-
-    handlers = {signal.SIGINT: forward, signal.SIGTERM: forward, signal.SIGHUP: ignore}
+    handlers = {signal.SIGINT: forward, signal.SIGTERM: forward, signal.SIGHUP: lambda *_: None}
     previous = {signum: signal.signal(signum, handler) for signum, handler in handlers.items()}
     try:
         yield
