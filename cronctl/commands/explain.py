@@ -99,12 +99,10 @@ def explain_here(
             rows = tuple(_rows(store, task.name, occurrence))
             if task.chained:
                 fate, why = _chained(schedule, store, coord, task, occurrence, rows, pause, host)
+            elif rows:
+                fate, why, instead = _verdict(task, occurrence, rows, store, pause)
             else:
-                fate, why, instead = (
-                    _verdict(task, occurrence, rows, store, pause)
-                    if rows
-                    else _unrecorded(task, occurrence, state, store, now, pause)
-                )
+                fate, why = _unrecorded(task, occurrence, state, store, now, pause)
             if not due:
                 why = (f"its previous occurrence, {format_utc(occurrence)}: {why[0]}", *why[1:])
         dst = None if occurrence is None else dst_rule(task, occurrence)
@@ -335,13 +333,13 @@ def _unrecorded(
     store: Store,
     now: datetime,
     pause: PauseInfo | None,
-) -> tuple[str, tuple[str, ...], RunRow | None]:
+) -> tuple[str, tuple[str, ...]]:
     """No row for the occurrence: still ahead, not yet dealt with, or dealt with silently."""
     if occurrence > now:
         ahead = f"{format_utc(occurrence)} is still ahead"
         if task.paused or pause is not None:
-            return "paused", (ahead, "it would be skipped: " + _pause_line(task, pause)), None
-        return "not-yet", (ahead,), None
+            return "paused", (ahead, "it would be skipped: " + _pause_line(task, pause))
+        return "not-yet", (ahead,)
     if state is None or state.last_occurrence < occurrence:
         dealt = format_utc(state.last_occurrence) if state else "never"
         why = (
@@ -349,7 +347,7 @@ def _unrecorded(
             f"{dealt}): is the crontab line or `cronctl work` running here, with this state "
             "directory?"
         )
-        return "not-dealt-with", (why,), None
+        return "not-dealt-with", (why,)
     first = store.first_occurrence(task.name)
     if first is None or first > occurrence:
         why = (
@@ -357,7 +355,7 @@ def _unrecorded(
             "(occurrences before a task is first seen, or before its schedule last changed, "
             "never count)"
         )
-        return "before-first-seen", (why,), None
+        return "before-first-seen", (why,)
     beyond = ""
     if state.missed_total:
         beyond = (
@@ -368,7 +366,7 @@ def _unrecorded(
         "nothing was recorded for it: the task's schedule changed after it (earlier "
         f"occurrences never count){beyond}"
     )
-    return "not-counted", (why,), None
+    return "not-counted", (why,)
 
 
 def _ran_instead(store: Store, task: str, occurrence: datetime) -> RunRow | None:
