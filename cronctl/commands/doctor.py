@@ -198,8 +198,7 @@ def _sharing(lock_problems: list[Problem], url: str | None) -> Finding:
                        "coordination store; lock_dir need not be shared")  # fmt: skip
     if not lock_problems:
         return Finding("ok", "lock_dir sharing", "shared, or no task needs it to be")
-    warning = lock_problems[0]
-    return Finding("problem", "lock_dir sharing", warning.message,
+    return Finding("problem", "lock_dir sharing", lock_problems[0].message,
                    "mount a shared lock_dir, or set coordination to a PostgreSQL URL")  # fmt: skip
 
 
@@ -221,12 +220,10 @@ def _store(url: str, lock_dir: Path) -> list[Finding]:
     connect, round_trip = check.connect_s * 1000, check.round_trip_s * 1000
     timing = f"connect {connect:.0f} ms, round trip {round_trip:.1f} ms"
     schema = f"schema version {check.version} of {check.latest}"
-    findings = [Finding("ok", subject, f"reachable ({timing}), {schema}")]
+    reachable = Finding("ok", subject, f"reachable ({timing}), {schema}")
     skew = (check.local_now - check.server_now).total_seconds()
-    if abs(skew) > SKEW_WARN_S:
-        advice = "run an NTP client (chrony, systemd-timesyncd): leases are judged by the clock"
-        message = f"this machine's clock is {skew:+.1f} s off the store's now()"
-        findings.append(Finding("warning", "clock", message, advice))
-    else:
-        findings.append(Finding("ok", "clock", f"{skew:+.3f} s off the store's now()"))
-    return findings
+    if abs(skew) <= SKEW_WARN_S:
+        return [reachable, Finding("ok", "clock", f"{skew:+.3f} s off the store's now()")]
+    advice = "run an NTP client (chrony, systemd-timesyncd): leases are judged by the clock"
+    message = f"this machine's clock is {skew:+.1f} s off the store's now()"
+    return [reachable, Finding("warning", "clock", message, advice)]

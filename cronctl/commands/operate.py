@@ -201,7 +201,6 @@ class LogResult:
         """
         if self.path is None:
             return
-
         try:
             yield from log_chunks_from(self.path, last_lines)
         except FileNotFoundError:
@@ -237,9 +236,7 @@ def logs(
             if not with_logs:
                 raise UsageError(f"task {task!r} has no recorded output on this machine yet")
             run = with_logs[0]
-    if run.log_path is None:
-        return LogResult(run, None)
-    return LogResult(run, checked_log(state_dir, run))
+    return LogResult(run, None if run.log_path is None else checked_log(state_dir, run))
 
 
 def checked_log(state_dir: Path, run: RunRow) -> Path:
