@@ -1,29 +1,9 @@
-"""The PostgreSQL adapter of the coordination port (docs/fleets-postgresql.md), on psycopg2 (libpq).
+"""The PostgreSQL adapter of the coordination port (docs/fleets-postgresql.md), on psycopg2:
+the cheapest driver to import (docs/architecture.md#dependencies-and-why), and as a libpq
+wrapper it reads passwords and URL parameters as ``psql`` does.
 
-Why psycopg2: it is the cheapest driver to import (psycopg 3 imports every adapter and
-``logging`` eagerly; docs/architecture.md#dependencies-and-why), and as a libpq wrapper it
-reads passwords from libpq's usual places (PGPASSFILE, PGPASSWORD, a service file) and
-passes ``sslmode`` and every other URL parameter straight through.
-
-Everything lives in schema ``cronctl`` (:mod:`cronctl.coord.postgres.schema`):
-
-- claims: one row per (task, occurrence); ``cronctl.claim_some`` takes, in one round trip,
-  as many as the run can start, committed (durable) before anything runs; a claim is a lease
-  (the run's session, and a lease time) until its run is marked started;
-- overlap locks: a session advisory lock on a connection of its own, whose socket the task's
-  processes inherit (``pass_fds``), so the lock lives exactly as long as they do, also when
-  cronctl is killed; TCP keepalives on both ends release it when a machine dies; a row in
-  ``holders`` says who holds it and is kept fresh while cronctl waits (:mod:`.lock`);
-- pauses and fleet history: plain rows.
-
-A ``[cronctl] project`` keeps each project's rows apart in one store: every task is stored
-as ``PROJECT/TASK`` (a task name never holds a ``/``), so two projects' ``backup`` tasks
-never share a claim, a lock (its key is the stored name's hash), a pause or fleet history;
-a schedule without a project sees only the rows without a ``/`` (docs/fleets-postgresql.md).
-
-One connection per run for everything but locks (:mod:`.conn`), opened on first use with a 5 s
-timeout; after one failure every call raises :class:`StoreUnavailable` at once (one timeout per
-run).
+One connection per run for everything but locks and slots, opened on first use; after one
+failure every call raises :class:`StoreUnavailable` at once (one timeout per run).
 """
 
 from __future__ import annotations
@@ -53,11 +33,11 @@ from cronctl.coord.postgres.conn import (
     driver,
     failure_message,
     first_line,
+    slow_errors,
     stop_waiting,
     unreachable,
     utc,
 )
-from cronctl.coord.postgres.lock import slow_errors
 from cronctl.coord.postgres.schema import READ_PAUSES, SCHEMA_VERSION, ensure_schema
 from cronctl.coord.redact import redact_url
 from cronctl.core.runs import FAILED, RunRow
@@ -78,10 +58,8 @@ _RENEW = f"UPDATE cronctl.claims SET expires = now() + make_interval(secs => %(l
 
 
 class PostgresCoordinator:
-    """Claims, locks, pauses and fleet history in one PostgreSQL database: the runtime
-    coordinator and the fleet history both (port.Coordinator, history.FleetHistory)."""
+    """port.Coordinator and history.FleetHistory in one PostgreSQL database."""
 
-    #: The store is across the network.
     may_be_unreachable = True
 
     def __init__(
@@ -93,9 +71,7 @@ class PostgresCoordinator:
         project: str | None = None,
         clock: Callable[[], datetime] | None = None,
     ) -> None:
-        """Use the store at ``url`` as ``pid`` on ``host``, for ``project``'s tasks (None: the
-        tasks of no project); nothing connects until the first call. ``clock``: this
-        machine's wall clock, which the host's check-in records (default: the real one)."""
+        """Nothing connects until the first call; ``clock`` is what the check-in records."""
         self.url = url
         self.clock = clock or (lambda: datetime.now(UTC))
         self.host = host
@@ -107,7 +83,6 @@ class PostgresCoordinator:
         self._orphans: list[rows.Orphan] = []  # read with the pauses (orphans())
         self._mutex = threading.Lock()  # worker threads share the run's connection
         self._idle: list[Any] = []  # connections that tried a group's slots and hold none
-        #: The rows of the store this process could not read and left out (rows.py).
         self.skipped = rows.Skipped()
         # This process's liveness in its claims: a session advisory lock key, held by the
         # run's connection (_liveness) for as long as a claim of it is open (``_open``, the
@@ -119,19 +94,14 @@ class PostgresCoordinator:
 
     @property
     def fleet(self) -> PostgresCoordinator:
-        """Every machine's records go to the store: this coordinator keeps the fleet history."""
         return self
 
     @property
     def skipped_rows(self) -> int:
-        """How many rows of the store this process has left out as unreadable."""
         return self.skipped.count
 
     def describe(self) -> str:
-        """The URL with its password as ``***``."""
         return redact_url(self.url)
-
-    # --- the connection -------------------------------------------------------------------
 
     def _call(self, work: Callable[[Any], T]) -> T:
         """Run ``work(cursor)`` on the run's connection; a lost store becomes StoreUnavailable."""
@@ -194,17 +164,12 @@ class PostgresCoordinator:
                 conn.close()
 
     def stop_waiting(self) -> None:
-        """Every wait on the store, of any of this process's connections, ends within
-        STOP_WAIT_S from now on (see conn._wait)."""
         stop_waiting()
 
     def close(self) -> None:
-        """End a run's use of the store (locks and held slots have their own sessions): its
-        failure is forgotten, so `cronctl work` tries the store again every minute, and the
-        pauses are read afresh. The run's connection is closed the first time; a coordinator
-        closed again is a process's that lives on (`work`'s minutes) and keeps its session
-        from then on, so a minute costs its statements and no connection (a session lost
-        meanwhile is replaced at the next call: _call)."""
+        """The run's connection is closed the first time only: a coordinator closed again is
+        `work`'s, which keeps its session, so a minute costs no connection (a session lost
+        meanwhile is replaced by _call)."""
         with self._mutex:
             if not (self._open or self._kept):  # open claims: their session is the liveness
                 self._drop()
@@ -218,8 +183,6 @@ class PostgresCoordinator:
                 conn.close()
 
     def check(self) -> StoreCheck:
-        """Connect (creating or checking the schema), then read the store's clock."""
-
         def version(cur: Any) -> int:
             cur.execute("SELECT version FROM cronctl.meta")
             return int(cur.fetchone()[0])
@@ -238,8 +201,6 @@ class PostgresCoordinator:
         local = datetime.fromtimestamp((before + after) / 2, UTC)
         return StoreCheck(connected, after - before, server, local, found, SCHEMA_VERSION)
 
-    # --- claims ---------------------------------------------------------------------------
-
     def claim(
         self,
         claims: Sequence[Claim],
@@ -251,18 +212,9 @@ class PostgresCoordinator:
         held: set[Claim] | None = None,
         until: Mapping[Claim, datetime] | None = None,
     ) -> set[Claim]:
-        """Claim in the order given until ``limit`` are won (cronctl.claim_some), in one round
-        trip; a leased claim (``leased``) is taken over from a claimer that is gone, until
-        its ``until`` (by this run's clock, as ``now``; none: at once). The
-        same statement reads which of them another machine held as a lease when it began
-        (``held``, less those won: taken over from a claimer that was gone).
-
-        An occurrence older than CLAIM_HORIZON before ``now`` (this run's time) is never won:
-        its claim may have been swept (after CLAIM_RETENTION), so winning it could run it twice.
-        The same round trip records the started runs of claimers that are gone
-        (cronctl.settle_gone) and this host's check-in: a machine that only ever loses its claims
-        publishes nothing, and is still seen.
-        """
+        """One round trip (cronctl.claim_some). An occurrence older than CLAIM_HORIZON is
+        never won: its claim may have been swept, so winning it could run it twice. The
+        check-in rides along: a machine that only ever loses its claims is still seen."""
         if not claims or limit == 0:
             return set()
         runs, until = runs or {}, until or {}
@@ -304,9 +256,6 @@ class PostgresCoordinator:
         return self._call(insert)
 
     def keep_claim(self, claim: Claim, *, started: bool) -> bool:
-        """Renew this machine's lease on a claim whose run has not started, or mark its run
-        started (the fence: only while the claim is still this machine's); False: it is not
-        (another machine took it over)."""
         task, when = claim
 
         def update(cur: Any) -> bool:
@@ -323,23 +272,18 @@ class PostgresCoordinator:
         return self._call(update)
 
     def orphans(self) -> list[Claim]:
-        """The claims of this scope that a claimer gone left unstarted while their run may
-        still start, as the last read of the pauses found them (no round trip, nor a wait
-        for one that is late: the list is replaced whole)."""
+        """As the last read of the pauses found them: no round trip."""
         return [(self.scope.name(task), when) for task, when in self._orphans]
 
     def _liveness(self, cur: Any) -> bytes:
-        """The statement that makes this connection's session hold the lease key, when it
-        does not yet (a claim's liveness is that session: cronctl.lease_lives), else
-        nothing."""
+        """The statement that makes this session hold the lease key (a claim's liveness:
+        cronctl.lease_lives) when it does not yet."""
         if self._lease_conn is self._conn:
             return b""
         self._lease_conn = self._conn
         return bytes(cur.mogrify("SELECT pg_advisory_lock(%s); ", (self._lease,)))
 
     def claimed(self, task: str, occurrence: datetime) -> bool:
-        """Whether the claim row exists."""
-
         def query(cur: Any) -> bool:
             cur.execute(
                 "SELECT 1 FROM cronctl.claims WHERE task = %s AND occurrence = %s",
@@ -349,10 +293,7 @@ class PostgresCoordinator:
 
         return self._call(query)
 
-    # --- chains ---------------------------------------------------------------------------
-
     def record_end(self, end: ChainEnd) -> None:
-        """Upsert the end's row (committed: the store runs in autocommit)."""
         self._call(
             lambda cur: cur.execute(
                 "INSERT INTO cronctl.chain_ends (task, occurrence, host, outcome, run_id, ended) "
@@ -364,7 +305,6 @@ class PostgresCoordinator:
         )  # fmt: skip
 
     def chain_ends(self, tasks: AbstractSet[str], since: datetime) -> list[ChainEnd]:
-        """One query on the table's key; a row no reader can use is skipped (rows.py)."""
         if not tasks:
             return []
 
@@ -383,12 +323,9 @@ class PostgresCoordinator:
 
         return self._call(query)
 
-    # --- overlap locks --------------------------------------------------------------------
-
     def try_overlap(
         self, task: str, *, lease: timedelta | None, now: datetime, timeout: timedelta | None = None
     ) -> Overlap:
-        """A session advisory lock on a dedicated connection (see :mod:`.lock`)."""
         # The run's connection first: it creates the schema and fails fast when unreachable.
         self._call(lambda cur: None)
         try:
@@ -403,13 +340,10 @@ class PostgresCoordinator:
                 timeout=timeout,
             )
         except StoreUnavailable as exc:
-            with self._mutex:
-                self._failure = str(exc)
-            raise
+            raise self._lost(str(exc)) from None
 
     def try_group_slot(self, group: str, size: int) -> slots.PgSlot | None:
-        """A two-key session advisory lock on a connection of its own (see :mod:`.slots`);
-        a connection that found every slot held is kept for the next try."""
+        """A connection that found every slot held is kept for the next try."""
         psycopg2 = driver(self.url)
         self._call(lambda cur: None)  # the schema, and a store already lost fails at once
         with self._mutex:
@@ -422,25 +356,21 @@ class PostgresCoordinator:
             if conn is not None:
                 with suppress(Exception):
                     conn.close()
-            if isinstance(exc, StoreUnavailable):
-                message = str(exc)
-            else:
-                message = failure_message(self.url, exc)
-            with self._mutex:
-                self._failure = message
-            raise StoreUnavailable(message) from None
+            unavailable = isinstance(exc, StoreUnavailable)
+            raise self._lost(str(exc) if unavailable else failure_message(self.url, exc)) from None
         if number is None:
             with self._mutex:
                 self._idle.append(conn)
             return None
         return slots.PgSlot(conn, number)
 
-    def overlap_held(self, task: str) -> bool:
-        """Whether some session holds the task's advisory lock (pg_locks), or a command of
-        this machine named in its holder row still runs; takes nothing."""
-        return self._call(lambda cur: pg_lock.is_held(cur, self.scope.key(task), self.skipped))
+    def _lost(self, message: str) -> StoreUnavailable:
+        with self._mutex:
+            self._failure = message
+        return StoreUnavailable(message)
 
-    # --- pauses ---------------------------------------------------------------------------
+    def overlap_held(self, task: str) -> bool:
+        return self._call(lambda cur: pg_lock.is_held(cur, self.scope.key(task), self.skipped))
 
     def paused_tasks(self) -> dict[str, PauseInfo]:
         """Read with the schema check when the run connects: no extra round trip."""
@@ -456,7 +386,6 @@ class PostgresCoordinator:
         return self._call(query)
 
     def set_pause(self, task: str, *, reason: str | None, now: datetime, user: str) -> None:
-        """Upsert the pause row."""
         self._call(
             lambda cur: cur.execute(
                 "INSERT INTO cronctl.pauses (task, reason, since, host, usr) "
@@ -469,8 +398,6 @@ class PostgresCoordinator:
         self._pauses = None  # read afresh after the change
 
     def clear_pause(self, task: str) -> bool:
-        """Delete the pause row."""
-
         def delete(cur: Any) -> bool:
             cur.execute("DELETE FROM cronctl.pauses WHERE task = %s", (self.scope.key(task),))
             return bool(cur.rowcount)
@@ -479,10 +406,7 @@ class PostgresCoordinator:
         self._pauses = None  # read afresh after the change
         return cleared
 
-    # --- fleet history --------------------------------------------------------------------
-
     def publish(self, rows: Sequence[RunRow]) -> None:
-        """Upsert every record by run id in one statement: sending one twice is harmless."""
         if not rows:
             return
         stored = [self.scope.stored(row) for row in rows]
@@ -493,15 +417,12 @@ class PostgresCoordinator:
         return fleet.check_in(cur, self.scope, self.host, self.clock())
 
     def fleet_latest(self, task: str | None = None, host: str | None = None) -> list[RunRow]:
-        """The latest finished run of every (task, host), from the ``latest`` table."""
         return self._call(lambda cur: fleet.latest(cur, self.scope, self.skipped, task, host))
 
     def fleet_summary(self, failing: Sequence[str]) -> list[TaskLatest]:
-        """Every task's last runs, counted in one statement (fleet.summary)."""
         return self._call(lambda cur: fleet.summary(cur, self.scope, self.skipped, failing))
 
     def fleet_host_summary(self, failing: Sequence[str]) -> list[HostLatest]:
-        """Every host's last runs, aggregated in one statement (fleet.host_summary)."""
         return self._call(lambda cur: fleet.host_summary(cur, self.scope, self.skipped, failing))
 
     def fleet_history(
@@ -513,30 +434,20 @@ class PostgresCoordinator:
         failed: bool = False,
         since: datetime | None = None,
     ) -> list[RunRow]:
-        """Fleet history, newest first."""
-        outcomes = sorted(FAILED) if failed else None
-        return self._call(
-            lambda cur: fleet.history(
-                cur, self.scope, self.skipped, task, host, limit, outcomes, since
-            )
-        )
+        args = (task, host, limit, sorted(FAILED) if failed else None, since)
+        return self._call(lambda cur: fleet.history(cur, self.scope, self.skipped, *args))
 
     def fleet_page(self, query: RunQuery) -> list[RunRow]:
-        """One page, filtered and keyset-paged in SQL."""
         return self._call(lambda cur: fleet.page(cur, self.scope, self.skipped, query))
 
     def fleet_run(self, run_id: str) -> RunRow | None:
-        """One record by id, with its published output."""
         return self._call(lambda cur: fleet.one(cur, self.scope, self.skipped, run_id))
 
     def fleet_hosts(self) -> list[HostSeen]:
-        """The hosts' check-ins of this project (or of no project)."""
         return self._call(lambda cur: fleet.hosts(cur, self.scope, self.skipped))
 
     def sweep(self, now: datetime) -> None:
-        """Claims past their retention, fleet history past 90 days (and the latest runs of
-        the pairs that ran none since), output tails past OUTPUT_RETENTION_DAYS; and claims
-        and records of an occurrence no reader can use (infinity, year 20000: rows.py),
+        """Also the rows of an occurrence no reader can use (infinity, year 20000: rows.py),
         which no age would ever reach."""
         self._call(
             lambda cur: cur.execute(

@@ -1,5 +1,4 @@
-"""Connections to the coordination store, for the run's queries (adapter.py) and for each
-overlap lock's own session (lock.py): the driver, keepalives, and the rows both read."""
+"""Connections to the coordination store: the driver, its waits, keepalives and timeouts."""
 
 from __future__ import annotations
 
@@ -21,39 +20,32 @@ CONNECT_TIMEOUT_S = 5
 #: transaction) is a store that did not answer, handled as unreachable for this run.
 LOCK_TIMEOUT_S = 5
 STATEMENT_TIMEOUT_S = 10
-# Server side: a dead client's session (and its advisory lock) ends after
-# idle + interval * count = 30 + 10 * 6 = 90 s, inside the two minutes that
-# docs/fleets-postgresql.md promises. The timeouts are set per session too, so no role or
-# database setting is needed.
+# Server side: a dead client's session (and its advisory lock) ends after 30 + 10 * 6 = 90 s
+# (docs/fleets-postgresql.md). Set per session: no role or database setting is needed.
 _SESSION_OPTIONS = (
     "-c tcp_keepalives_idle=30 -c tcp_keepalives_interval=10 -c tcp_keepalives_count=6 "
     f"-c lock_timeout={LOCK_TIMEOUT_S * 1000} -c statement_timeout={STATEMENT_TIMEOUT_S * 1000} "
     f"-c idle_in_transaction_session_timeout={STATEMENT_TIMEOUT_S * 3 * 1000}"
 )
 
-
 #: Once cronctl is told to stop, no answer of the store is waited for longer than this.
 STOP_WAIT_S = 0.5
-#: How often a wait on the store looks at the clock (the connect timeout, a stop).
-_TICK_S = 0.1
+_TICK_S = 0.1  # how often a wait looks at the clock
 _connecting = threading.local()  # .deadline: the monotonic time a connect in progress gives up
 _stopped_at: list[float] = []  # when cronctl was told to stop (monotonic), once it was
 NOT_WAITED = "not waited for: cronctl was told to stop"
 
 
 def stop_waiting() -> None:
-    """Told to stop: from now on every wait on the store, of any connection of this process,
-    ends after STOP_WAIT_S (a statement is cancelled, a connect abandoned). Called from a
-    signal handler: it only appends to a list."""
+    """Called from a signal handler: it only appends to a list."""
     if not _stopped_at:
         _stopped_at.append(time.monotonic())
 
 
 def _wait(conn: Any) -> None:
-    """psycopg2's wait callback: libpq's waits done here, in Python, rather than inside the
-    driver, so that a signal is handled at once (SIGTERM to a `run` that waits for a locked
-    table: docs/fleets-postgresql.md), a connect keeps its timeout (libpq leaves that to the
-    caller of an asynchronous connect) and a stop cuts a wait short."""
+    """psycopg2's wait callback: libpq's waits done in Python, so that a signal is handled at
+    once (SIGTERM to a `run` that waits for a locked table), a connect keeps its timeout
+    (libpq leaves that to the caller of an asynchronous connect) and a stop cuts a wait short."""
     import psycopg2
     import psycopg2.extensions as ext
 
@@ -79,10 +71,7 @@ def _wait(conn: Any) -> None:
 
 
 def connect(url: str, *, timeout: int = CONNECT_TIMEOUT_S) -> Any:
-    """An autocommit psycopg2 connection with keepalives on both ends.
-
-    Raises :class:`StoreUnavailable` (password-free message) when it cannot connect.
-    """
+    """An autocommit connection with keepalives on both ends, or StoreUnavailable."""
     psycopg2 = driver(url)
 
     _connecting.deadline = time.monotonic() + timeout
@@ -107,8 +96,7 @@ def connect(url: str, *, timeout: int = CONNECT_TIMEOUT_S) -> Any:
 
 
 def driver(url: str) -> Any:
-    """The psycopg2 module, its waits made by :func:`_wait` (for every connection of the
-    process), or a clear error when the extra is not installed."""
+    """The psycopg2 module, its waits made by :func:`_wait`."""
     try:
         import psycopg2  # here, not at the top: without the extra, this clear error
         import psycopg2.extensions
@@ -130,18 +118,13 @@ def first_line(url: str, exc: BaseException) -> str:
 
 
 def unreachable(url: str, exc: BaseException) -> str:
-    """The message for a store that could not be reached: the URL without its password."""
     return f"{UNREACHABLE} ({redact_url(url)}): {first_line(url, exc)}"
 
 
 def failure_message(url: str, exc: BaseException) -> str:
-    """The message for a store that could not be reached, or answered too late, or with an
-    error; never with the URL's password."""
-    import psycopg2.errors
-
     if _stopped_at:
         return f"{UNREACHABLE} ({redact_url(url)}): {NOT_WAITED}"
-    if isinstance(exc, psycopg2.errors.LockNotAvailable | psycopg2.errors.QueryCanceled):
+    if isinstance(exc, slow_errors()):
         return (
             f"{UNREACHABLE} ({redact_url(url)}): it did not answer in time "
             f"({first_line(url, exc)}); a lock on cronctl's tables held by another session "
@@ -150,8 +133,14 @@ def failure_message(url: str, exc: BaseException) -> str:
     return unreachable(url, exc)
 
 
+def slow_errors() -> tuple[type[BaseException], ...]:
+    """A session that lives but waited too long (statement or lock timeout)."""
+    import psycopg2.errors
+
+    return (psycopg2.errors.QueryCanceled, psycopg2.errors.LockNotAvailable)
+
+
 def utc(value: datetime | None) -> datetime | None:
-    """A time read from the store, in UTC."""
     return value.astimezone(UTC) if value is not None else None
 
 
@@ -162,12 +151,8 @@ def holder_from_row(
     timeout_s: object = None,
     command: ProcessId | None = None,
 ) -> HolderInfo:
-    """A HolderInfo from a ``holders`` row; :class:`rows.BadRow` when a value cannot be
-    used (the caller skips the row: the advisory lock is the evidence that counts).
-
-    ``command``: the command's identity, once named (checked only on the holder's own
-    machine); ``timeout`` lets a contender see a holder long past its own timeout
-    (guards.still_running)."""
+    """:class:`rows.BadRow` when a value cannot be used (the caller skips the row: the
+    advisory lock is the evidence that counts)."""
     seconds = rows.seconds(timeout_s, "timeout_s")
     timeout = timedelta(seconds=seconds) if seconds is not None else None
     return HolderInfo(

@@ -1,5 +1,4 @@
-"""Fleet history in the coordination store: every machine's run records, the published
-output tails, and each host's latest check-in (docs/fleets-postgresql.md)."""
+"""Fleet history in the coordination store: run records, output tails, hosts' check-ins."""
 
 from __future__ import annotations
 
@@ -28,19 +27,16 @@ _SELECT = ", ".join(_COLUMNS)
 _ORDER = "ORDER BY occurrence DESC, started DESC NULLS LAST, id DESC"
 #: The keyset of the dashboard's pages, served by the runs_page indexes (schema.py).
 _PAGE_ORDER = "ORDER BY occurrence DESC, id DESC"
-#: What a record publishes beside RUN_COLUMNS: its output tail (``tail``) and a chained
-#: run's upstream run ids.
+#: What a record publishes beside RUN_COLUMNS: its ``tail`` and a chained run's upstream.
 PUBLISHED_EXTRA: tuple[str, ...] = ("output", "upstream")
-#: The published output tail is kept this long, as each machine keeps its logs; the run
-#: records themselves for 90 days (adapter.sweep).
+#: The published output tail is kept this long, as each machine keeps its logs.
 OUTPUT_RETENTION_DAYS = 14
 T = TypeVar("T")
 
 
 def publish(cur: Any, rows: Sequence[RunRow], checked_in: bytes) -> None:
-    """Upsert the records by id in one statement (a record sent twice stays one row), after
-    the host's check-in (:func:`check_in`), in the same round trip. A row's ``tail`` is its
-    published output (the outbox bounds it); an empty one is stored as none."""
+    """Upsert by id (a record sent twice stays one row) after the host's check-in, in one
+    round trip. An empty ``tail`` is stored as none."""
     extra = PUBLISHED_EXTRA
     values = b",".join(
         cur.mogrify(
@@ -59,14 +55,11 @@ def publish(cur: Any, rows: Sequence[RunRow], checked_in: bytes) -> None:
 
 
 def _extra(row: RunRow, column: str) -> str | None:
-    """A record's value of a PUBLISHED_EXTRA column (an empty output tail: none)."""
     return row.tail or None if column == "output" else row.upstream
 
 
 def check_in(cur: Any, scope: Scope, host: str, clock: datetime) -> bytes:
-    """The statement that records this host's cronctl version and its clock beside the
-    store's now() (for the fleet page's clock skew); sent ahead of a run's claims or records,
-    in their round trip."""
+    """This host's cronctl version and clock beside the store's now() (the clock skew)."""
     return bytes(
         cur.mogrify(
             "INSERT INTO cronctl.hosts (project, host, version, clock) VALUES (%s, %s, %s, %s) "
@@ -78,8 +71,7 @@ def check_in(cur: Any, scope: Scope, host: str, clock: datetime) -> bytes:
 
 
 def _run(row: Sequence[Any], scope: Scope) -> RunRow:
-    """A record from a row of _COLUMNS, built by position (the overview of a large fleet
-    builds tens of thousands: docs/dashboard.md#speed), each value checked (rows.py)."""
+    """Built by position: the overview of a large fleet builds tens of thousands."""
     rows.check_run(row)
     rid, task, occurrence, host, pid, outcome, exit_code, started, ended, *rest = row
     duration_s, message, trigger, attempt = rest
@@ -90,50 +82,38 @@ def _run(row: Sequence[Any], scope: Scope) -> RunRow:
 
 
 def _runs(cur: Any, scope: Scope, skipped: rows.Skipped, table: str = "runs") -> list[RunRow]:
-    """The records of the rows just fetched, those that cannot be read skipped."""
     return skipped.keep(cur.fetchall(), lambda row: _run(row, scope), table, lambda row: row[0])
 
 
 @dataclass(frozen=True, slots=True)
 class Scope:
-    """One project's rows in the store: its tasks are stored as ``PROJECT/TASK``; those of no
-    project (``project`` None) as ``TASK``, which never holds a ``/`` (a task name cannot)."""
+    """Tasks stored as ``PROJECT/TASK``; those of no project as ``TASK`` (never a ``/``)."""
 
     project: str | None
 
     @property
     def prefix(self) -> str:
-        """What every stored name of the project starts with (empty for no project)."""
         return f"{self.project}/" if self.project else ""
 
     def key(self, task: str) -> str:
-        """The stored name of ``task``."""
         return self.prefix + task
 
     def name(self, key: str) -> str:
-        """The task name of a stored name of this scope."""
         return key[len(self.prefix) :]
 
     def owns(self, key: str) -> bool:
-        """Whether a stored name is one of this scope's."""
         return key.startswith(self.prefix) if self.project else "/" not in key
 
     def ours(self, by_key: dict[str, T]) -> dict[str, T]:
-        """This scope's entries of a mapping by stored name, by task name."""
         return {self.name(k): v for k, v in by_key.items() if self.owns(k)}
 
     def stored(self, row: RunRow) -> RunRow:
-        """A record as the store keeps it."""
         return replace(row, task=self.key(row.task)) if self.project else row
 
     def sql(self) -> tuple[str, dict[str, str]]:
-        """The condition (and its parameter) that keeps a query to this scope's rows.
-
-        LIKE, with ``%``, ``_`` and ``\\`` of a project name escaped, rather than a function
-        of ``task``: the planner estimates a pattern from the column's statistics, where it
-        takes a function's result to match one row in 200. With that guess, a page of 50
-        looked like all there was, and the history pages were read whole and sorted
-        instead of walked on their index."""
+        """The condition (and its parameter) that keeps a query to this scope's rows: LIKE
+        rather than a function of ``task``, which the planner takes to match one row in 200,
+        so that history pages were read whole and sorted instead of walked on their index."""
         if self.project:
             escaped = re.sub(r"([\\%_])", r"\\\1", self.prefix)
             return "task LIKE %(prefix)s", {"prefix": escaped + "%"}
@@ -150,7 +130,6 @@ def history(
     outcomes: Sequence[str] | None = None,
     since: datetime | None = None,
 ) -> list[RunRow]:
-    """Newest first, optionally one task's and one host's, of some outcomes, since a time."""
     mine, params = scope.sql()
     cur.execute(
         f"SELECT {_SELECT} FROM cronctl.runs WHERE {mine} "  # noqa: S608  (constant names)
@@ -169,8 +148,7 @@ def history(
 def latest(
     cur: Any, scope: Scope, skipped: rows.Skipped, task: str | None, host: str | None
 ) -> list[RunRow]:
-    """The newest finished record of every (task, host), optionally of one task or host: the
-    rows of ``latest``, which the runs_keep_latest trigger keeps (schema.py)."""
+    """The rows of ``latest``, which the runs_keep_latest trigger keeps (schema.py)."""
     mine, params = scope.sql()
     cur.execute(
         f"SELECT {_SELECT} FROM cronctl.latest WHERE {mine} "  # noqa: S608  (constant names)
@@ -184,10 +162,9 @@ def latest(
 def summary(
     cur: Any, scope: Scope, skipped: rows.Skipped, failing: Sequence[str]
 ) -> list[TaskLatest]:
-    """Every task's last runs, in one statement on ``latest``: each task's hosts counted by
-    outcome (one pass, hashed), and the first NAMED_NOT_OK of those not ok, by host, from
-    the latest_not_ok index alone. Reading a row per host not ok instead made the overview
-    of a large fleet slow, and slower the more pairs fail (docs/dashboard.md#speed)."""
+    """One statement on ``latest``: hosts counted by outcome, and the first NAMED_NOT_OK not
+    ok from the latest_not_ok index alone. A row per host not ok instead made a large fleet's
+    overview slow, and slower the more pairs fail (docs/dashboard.md#speed)."""
     mine, params = scope.sql()
     cur.execute(
         "SELECT task, count(*) FILTER (WHERE outcome = 'ok'), "  # noqa: S608  (constant names)
@@ -220,12 +197,9 @@ def summary(
 def host_summary(
     cur: Any, scope: Scope, skipped: rows.Skipped, failing: Sequence[str]
 ) -> list[HostLatest]:
-    """Each host's last runs counted on ``latest`` (one pass, hashed by host), and the tasks
-    whose last run there had one of the ``failing`` outcomes (never ``ok``), counted and the
-    first NAMED_FAILING named, from the latest_not_ok index: the fleet page's rows without
-    reading a row per task and host, and bounded when every task fails everywhere. (One
-    pass for both would walk ``latest`` in host order through the heap, much slower
-    on a large fleet.)"""
+    """Each host's runs counted on ``latest``, and its ``failing`` tasks counted and the
+    first NAMED_FAILING named, from the latest_not_ok index: no row per task and host. (One
+    pass for both would walk ``latest`` in host order through the heap, much slower.)"""
     mine, params = scope.sql()
     cur.execute(
         "SELECT a.host, a.seen, a.tasks, coalesce(b.failed, '{}'), "  # noqa: S608
@@ -251,9 +225,8 @@ def _host(row: Sequence[Any], scope: Scope) -> HostLatest:
 
 
 def page(cur: Any, scope: Scope, skipped: rows.Skipped, query: RunQuery) -> list[RunRow]:
-    """One page of the dashboard's history: every filter and the keyset cursor in SQL, on
-    the runs_page index that fits (schema.py), so a page deep in the history costs what the
-    first does."""
+    """Every filter and the keyset cursor in SQL, on the runs_page index that fits, so a page
+    deep in the history costs what the first does."""
     mine, params = scope.sql()
     terms = [mine]
     values: dict[str, Any] = {**params, "limit": query.limit}
@@ -275,8 +248,6 @@ def page(cur: Any, scope: Scope, skipped: rows.Skipped, query: RunQuery) -> list
 
 
 def one(cur: Any, scope: Scope, skipped: rows.Skipped, run_id: str) -> RunRow | None:
-    """One record by id, with its published output as its ``tail``; None when the store has
-    no such record of this scope."""
     mine, params = scope.sql()
     cur.execute(
         f"SELECT {_SELECT}, output FROM cronctl.runs WHERE id = %(id)s AND {mine}",  # noqa: S608
@@ -292,7 +263,6 @@ def one(cur: Any, scope: Scope, skipped: rows.Skipped, run_id: str) -> RunRow | 
 
 
 def hosts(cur: Any, scope: Scope, skipped: rows.Skipped) -> list[HostSeen]:
-    """Each host's latest check-in in this scope, by host."""
     cur.execute(
         "SELECT host, version, clock, seen FROM cronctl.hosts WHERE project = %s ORDER BY host",
         (scope.project or "",),

@@ -1,36 +1,16 @@
-"""Fleet-wide ``without_overlapping`` on PostgreSQL (docs/fleets-postgresql.md).
+"""Fleet-wide ``without_overlapping`` on PostgreSQL (docs/fleets-postgresql.md): a session
+advisory lock on a connection of its own, whose socket the task inherits (``pass_fds``).
 
-The lock is a session advisory lock on a connection of its own. Its socket is handed to the
-task (``pass_fds``), so the session, and the lock, lives as long as any of the task's
-processes holds the descriptor, also after cronctl is ``kill -9``ed; when the last one exits
-the server sees the socket close and frees the lock. A dead machine's session ends through
-the server-side TCP keepalives set on the connection (90 s).
-
-A session can also end under a live task: the server restarted, an operator ran
-``pg_terminate_backend``, a network cut. Then the advisory lock is gone while the task runs.
-Two things keep a contender out meanwhile:
-
-- the row in ``cronctl.holders`` (host, pid, start, backend, ``seen``): the holder's cronctl
-  refreshes ``seen`` every few seconds while it waits for the task, and watches the socket;
-  when the session is lost it takes the lock again on a new connection;
-- a contender that gets the advisory lock but finds a holder row seen within FRESH_S, or seen
-  before a server restart that happened less than RESTART_GRACE_S ago (however long the server
-  was down), treats the lock as held: the holder is given that long to take its lock back.
-  On the holder's own machine the row's process identities decide instead (coord/liveness.py):
-  held while the command lives (also when it closed its descriptors and its cronctl died),
-  or, before the command is named, while the holder's cronctl lives and the row is fresh; a
-  row whose processes are gone holds nothing, however fresh. "Own machine" is the row's
-  boot id with its pid namespace, never its host name (``CRONCTL_HOST`` may give a machine
-  two). A row of an older cronctl has a bare boot id, which cannot say which namespace its
-  pids count in: it is judged as another machine's, by the advisory lock and its freshness.
+A session can end under a live task (a server restart, ``pg_terminate_backend``, a network
+cut). Then the row in ``cronctl.holders``, whose ``seen`` the holder's watcher refreshes,
+keeps contenders out (FRESH_S, RESTART_GRACE_S) while the watcher takes the lock back. On
+the holder's own machine (its boot id with its pid namespace, never its host name) the row's
+process identities decide instead (coord/liveness.py); a row of an older cronctl has a bare
+boot id and is judged as another machine's.
 
 The watcher is the only reader of the socket between queries, and every query on the lock's
-connection goes through one mutex: a reply to a query of the run's own thread (naming the
-command) is never taken for the session's end. A readable socket is checked with the
-heartbeat itself; only a connection that is really gone is taken back.
-
-What remains: a lost session while cronctl itself is dead (two faults at once) leaves the task
-unguarded; see README "Fleets without a shared file system".
+connection goes through one mutex: a reply to the run's own query is never taken for the
+session's end.
 """
 
 from __future__ import annotations
@@ -47,7 +27,7 @@ from typing import Any
 from cronctl.coord.liveness import command_lives
 from cronctl.coord.port import HolderInfo, Overlap, StoreUnavailable
 from cronctl.coord.postgres import rows
-from cronctl.coord.postgres.conn import connect, failure_message, holder_from_row
+from cronctl.coord.postgres.conn import connect, failure_message, holder_from_row, slow_errors
 from cronctl.core.process_id import ProcessId
 from cronctl.edge.process import procs
 
@@ -55,8 +35,7 @@ HEARTBEAT_S = 5.0
 FRESH_S = 15
 RESTART_GRACE_S = 30
 RETRY_S = 1.0
-#: While our own cut session is still letting go of the lock, look again this often, on one
-#: connection, for at most DYING_S; then every RETRY_S.
+#: While our own cut session still lets go of the lock: look this often for DYING_S.
 DYING_POLL_S = 0.1
 DYING_S = 2.0
 
@@ -93,22 +72,20 @@ AND classid = %(hi)s::oid AND objid = %(lo)s::oid AND objsubid = 1"""
 
 
 def lock_key(task: str) -> int:
-    """A signed 64-bit advisory lock key for the task (sha256: collisions are negligible)."""
     digest = hashlib.sha256(b"cronctl overlap\0" + task.encode()).digest()
     return int.from_bytes(digest[:8], "big", signed=True)
 
 
-def _key_parts(key: int) -> dict[str, int]:
+def _holders_of(cur: Any, key: int) -> list[int]:
+    """The sessions that hold the advisory lock ``key``."""
     unsigned = key & 0xFFFFFFFFFFFFFFFF
-    return {"hi": unsigned >> 32, "lo": unsigned & 0xFFFFFFFF}
+    cur.execute(_HOLDERS_OF, {"hi": unsigned >> 32, "lo": unsigned & 0xFFFFFFFF})
+    return [pid for (pid,) in cur.fetchall()]
 
 
 def is_held(cur: Any, task: str, skipped: rows.Skipped) -> bool:
-    """Whether any session holds the task's advisory lock now, or the holder row names a
-    command of this machine that still runs (it closed the lock's socket and its cronctl
-    died): what a real contender here would find (:func:`_attempt`)."""
-    cur.execute(_HOLDERS_OF, _key_parts(lock_key(task)))
-    if cur.fetchone() is not None:
+    """What a real contender here would find (:func:`_attempt`), taking nothing."""
+    if _holders_of(cur, lock_key(task)):
         return True
     cur.execute(_HOLDER_ROW, {"task": task})
     row = cur.fetchone()
@@ -137,8 +114,8 @@ def try_lock(
     skipped: rows.Skipped,
     timeout: timedelta | None = None,
 ) -> Overlap:
-    """Take the task's lock on a new connection, without waiting; a holder row that cannot
-    be read is skipped (named once), as if there were none: the advisory lock decides."""
+    """A holder row that cannot be read is skipped, as if there were none: the advisory lock
+    decides."""
     import psycopg2
 
     me = procs.identify(pid)
@@ -192,17 +169,15 @@ def _attempt(
 
 
 def _command(pid: Any, start: Any, boot: Any) -> ProcessId | None:
-    """The holder row's command, once it is named (its pid checked: a contender looks it up)."""
     if not (pid and start is not None and boot):
         return None
     return ProcessId(rows.pid(pid, "command_pid") or 0, int(start), str(boot))
 
 
 def _lives_here(holder: HolderInfo, pid_start: int | None, fresh: bool) -> bool:
-    """A holder of this machine counts as holding while its command lives (whatever the
-    row's age: the task may have closed the lock's socket and its cronctl died), or, before
-    the command is named, while its cronctl lives and the row is fresh. Processes that are
-    gone hold nothing (a row a store restart left behind: docs/faults.md)."""
+    """Held while the command lives, whatever the row's age (the task may have closed the
+    socket and its cronctl died); before it is named, while its cronctl lives and the row is
+    fresh. Processes that are gone hold nothing (docs/faults.md)."""
     if holder.command is not None:
         return command_lives(holder)
     boot = procs.boot_id()
@@ -212,14 +187,10 @@ def _lives_here(holder: HolderInfo, pid_start: int | None, fresh: bool) -> bool:
 
 
 def _overtake(conn: Any, cur: Any, url: str, params: dict[str, Any], holder: HolderInfo) -> Overlap:
-    """The holder ran past its lease: end its session (its processes keep running, as with a
-    file lock's orphaned inode) and take the lock.
-
-    The holder row is made ours first: the stuck holder's watcher takes its lock back only
-    while the row still names it, so it cannot win the lock back in the gap."""
+    """End the session of a holder past its lease and take the lock. The holder row is made
+    ours first: the holder's watcher takes its lock back only while the row names it."""
     cur.execute(_RECORD, params)
-    cur.execute(_HOLDERS_OF, _key_parts(params["key"]))
-    for (backend,) in cur.fetchall():
+    for backend in _holders_of(cur, params["key"]):
         cur.execute("SELECT pg_terminate_backend(%s, 5000)", (backend,))
     cur.execute("SELECT pg_try_advisory_lock(%(key)s)", params)
     if not cur.fetchone()[0]:
@@ -233,7 +204,6 @@ class PgLock:
     """A held advisory lock; :attr:`fd` is its connection's socket, for ``pass_fds``."""
 
     def __init__(self, conn: Any, url: str, params: dict[str, Any]) -> None:
-        """Keep ``conn`` (holding the lock) fresh in a watcher thread until released."""
         self._conn = conn
         self._fd: int = conn.fileno()
         self._url = url
@@ -248,14 +218,10 @@ class PgLock:
 
     @property
     def fd(self) -> int:
-        """The socket whose session holds the lock."""
         return self._fd
 
     def record_command(self, pid: int) -> None:
-        """Note the command's identity in the holder row (pid, start time; the row has the
-        boot), so that a contender on this machine sees it alive even when the task closed
-        the lock's socket and cronctl died. Best effort: the row is a second line of
-        defence, never a reason to stop the run."""
+        """Best effort: the row is a second line of defence, never a reason to stop the run."""
         who = procs.identify(pid)
         with suppress(Exception), self._io, self._conn.cursor() as cur:
             cur.execute(
@@ -265,11 +231,8 @@ class PgLock:
             )
 
     def release(self) -> None:
-        """Forget the holder row and drop cronctl's reference to the socket, idempotently.
-
-        The socket is first replaced by /dev/null (dup2), so closing the connection sends its
-        goodbye nowhere: a process of the task still holding the socket keeps the session.
-        """
+        """The socket becomes /dev/null before the close (_close_quietly): the goodbye goes
+        nowhere, and a process of the task still holding the socket keeps the session."""
         if self._released:
             return
         self._released = True
@@ -286,13 +249,11 @@ class PgLock:
         _close_quietly(self._conn)
 
     def _watch(self) -> None:
-        """Refresh ``seen`` every HEARTBEAT_S; when the socket turns readable, ask the
-        session (the heartbeat) whether it is gone, and only then take the lock back.
+        """Refresh ``seen`` every HEARTBEAT_S; a readable socket is checked with the heartbeat.
 
-        A stop is only ever seen through the select (the wake pipe), with the socket looked
-        at in the same call: a stop that lands while the loop pauses after a spurious wake
-        would otherwise end the watcher without noticing a session cut just before it (and
-        a stolen lock would go unreported)."""
+        A stop is only seen through the select, with the socket in the same call: a stop
+        landing while the loop pauses after a spurious wake would otherwise miss a session
+        cut just before it (and a stolen lock would go unreported)."""
         while True:
             try:
                 readable, _, _ = select.select([self._fd, self._wake_r], [], [], HEARTBEAT_S)
@@ -311,10 +272,8 @@ class PgLock:
                 self._stop.wait(RETRY_S / 5)
 
     def _beat(self) -> str:
-        """ "ok": the session lives and the row names it; "busy": the session lives but the
-        store did not answer in time (a lock on ``holders``: the advisory lock is still
-        ours); "gone": the connection is lost, or the row names another run (an overtaker,
-        which ends this session next)."""
+        """ "busy": the store did not answer in time (the advisory lock is still ours);
+        "gone": the connection is lost, or the row names another run (an overtaker)."""
         import psycopg2
 
         with self._io:
@@ -323,20 +282,15 @@ class PgLock:
                     cur.execute(_BEAT, self._params)
                     return "ok" if cur.rowcount else "gone"
             except psycopg2.Error as exc:
-                if self._conn.closed or not isinstance(exc, slow_errors()):
-                    return "gone"
-                return "busy"
+                slow = isinstance(exc, slow_errors()) and not self._conn.closed
+                return "busy" if slow else "gone"
             except Exception:
                 return "gone"
 
     def _retake(self) -> None:
-        """The session is gone: take the lock back on a new connection, trying again until
-        it is ours, another run has it, or (released meanwhile) once.
-
-        One connection is kept while the old session is still letting go of the lock
-        (pg_terminate_backend returns before the backend has): looked at every DYING_POLL_S
-        for DYING_S, then every RETRY_S, never a connection a try.
-        """
+        """Take the lock back on a new connection until it is ours, another run has it, or
+        (released meanwhile) once. One connection is kept while the old session still lets
+        go of the lock (pg_terminate_backend returns before the backend has)."""
         old = self._conn
         old_backend = _backend_pid(old)
         conn: Any = None
@@ -379,15 +333,7 @@ class PgLock:
         self.lost = self.lost or "the overlap lock's session was lost"
 
 
-def slow_errors() -> tuple[type[BaseException], ...]:
-    """The errors of a session that lives but waited too long (statement or lock timeout)."""
-    import psycopg2.errors
-
-    return (psycopg2.errors.QueryCanceled, psycopg2.errors.LockNotAvailable)
-
-
 def _backend_pid(conn: Any) -> int | None:
-    """The server process of ``conn``'s session, as libpq remembers it (no round trip)."""
     try:
         return int(conn.get_backend_pid())
     except Exception:
@@ -395,12 +341,7 @@ def _backend_pid(conn: Any) -> int | None:
 
 
 def _held_only_by(cur: Any, key: int, backend: int | None) -> bool:
-    """Whether the advisory lock ``key`` is held by ``backend`` alone (or by nobody any more)."""
-    if backend is None:
-        return False
-    cur.execute(_HOLDERS_OF, _key_parts(key))
-    holders = {pid for (pid,) in cur.fetchall()}
-    return holders <= {backend}
+    return backend is not None and set(_holders_of(cur, key)) <= {backend}
 
 
 def _close_quietly(conn: Any) -> None:

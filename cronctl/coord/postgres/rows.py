@@ -1,13 +1,8 @@
 """Rows read from the store are untrusted input (docs/guarantees.md#what-the-store-holds):
 any fleet member, an older cronctl or a person with ``psql`` can write whatever a column
-allows. Every reader builds its values through the checks here, and a row that fails one is
-skipped, named once on stderr by its table and key, and counted (the dashboard shows the
-count); it never stops a run, a ``work`` tick, a plain task, another project or a view.
-
-Instants are read by :func:`register`'s caster, which never raises: ``infinity``, year
-20000 or a year before 1 arrive as :class:`Unreadable` (the driver's own caster raises
-while fetching, which lost every row of the answer with the bad one). Text is kept as
-written; views show it as task output (core/visible.py).
+allows. A row that fails a check here is skipped, named once and counted; it never stops a
+run, a ``work`` tick, another project or a view. Text is kept as written; views show it as
+task output (core/visible.py).
 """
 
 from __future__ import annotations
@@ -27,14 +22,13 @@ from cronctl.core.visible import visible
 
 T = TypeVar("T")
 U = TypeVar("U")
-#: The longest name (task, host, user, version, outcome) and free text (a reason, a run's
-#: message, its published output tail) a row may hold: far beyond what cronctl writes.
+#: The longest name (task, host, outcome...) and free text a row may hold: far beyond
+#: what cronctl writes.
 NAME_MAX = 1024
 TEXT_MAX = 64 * 1024
-#: What a run id may look like (cronctl writes ``20260803T0900Z-<16 hex digits>``): it is
-#: a part of the dashboard's addresses, so never a ``/`` or a ``..``.
 #: The condition (SQL) of an instant within years 1 to 9999, which Python can hold.
 IN_RANGE = "BETWEEN '0001-01-01 00:00:00+00' AND '9999-12-31 23:59:59.999999+00'"
+#: A run id is a part of the dashboard's addresses, so never a ``/`` or a ``..``.
 _RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:+-]{0,127}")
 
 
@@ -57,7 +51,8 @@ class BadRow(ValueError):
 
 def register(conn: Any) -> None:
     """Make ``conn`` read every ``timestamptz`` in UTC, an out-of-range one as
-    :class:`Unreadable` rather than an error."""
+    :class:`Unreadable`: the driver's own caster raises while fetching, which lost every row
+    of the answer with the bad one."""
     import psycopg2.extensions as ext
 
     default = ext.PYDATETIMETZ
@@ -78,19 +73,17 @@ def register(conn: Any) -> None:
 
 
 def instant(value: object, column: str) -> datetime:
-    """A time of a NOT NULL column."""
     if not isinstance(value, datetime):
         raise BadRow(column, value)
     return value
 
 
 def maybe_instant(value: object, column: str) -> datetime | None:
-    """A time, or None."""
     return None if value is None else instant(value, column)
 
 
 def iso_instant(value: object, column: str) -> datetime | None:
-    """A time the store sent as JSON text (``json_build_array``), or None."""
+    """A time the store sent as JSON text, or None."""
     if value is None:
         return None
     try:
@@ -100,7 +93,6 @@ def iso_instant(value: object, column: str) -> datetime | None:
 
 
 def number(value: object, column: str) -> float | None:
-    """A finite number, or None."""
     if value is None:
         return None
     if not isinstance(value, int | float) or not math.isfinite(value):
@@ -109,7 +101,7 @@ def number(value: object, column: str) -> float | None:
 
 
 def seconds(value: object, column: str) -> float | None:
-    """A length of time (0 to about 30 years), or None."""
+    """0 to about 30 years, or None."""
     found = number(value, column)
     if found is not None and not 0 <= found <= 10**9:
         raise BadRow(column, value)
@@ -117,31 +109,27 @@ def seconds(value: object, column: str) -> float | None:
 
 
 def name(value: object, column: str) -> str:
-    """A short text of a NOT NULL column (a task, a host)."""
     return text(value, column, NAME_MAX)
 
 
 def text(value: object, column: str, limit: int = TEXT_MAX) -> str:
-    """A text within ``limit`` characters."""
     if not isinstance(value, str) or len(value) > limit:
         raise BadRow(column, value)
     return value
 
 
 def maybe_text(value: object, column: str, limit: int = TEXT_MAX) -> str | None:
-    """A text within ``limit`` characters, or None."""
     return None if value is None else text(value, column, limit)
 
 
 def run_id(value: object, column: str = "id") -> str:
-    """A run id, which the dashboard puts in its addresses."""
     if not isinstance(value, str) or not _RUN_ID.fullmatch(value) or ".." in value:
         raise BadRow(column, value)
     return value
 
 
 def pid(value: object, column: str) -> int | None:
-    """A process id (positive), or None: a reader may signal or look up what it names."""
+    """Positive, or None: a reader may signal or look up what it names."""
     if value is None:
         return None
     if not isinstance(value, int) or not 0 < value < 2**31:
@@ -150,11 +138,8 @@ def pid(value: object, column: str) -> int | None:
 
 
 def check_run(row: Sequence[Any]) -> None:
-    """Raise :class:`BadRow` for the first value of a ``runs`` or ``latest`` row (in the
-    order of schema.RUN_COLUMNS) that no reader can use.
-
-    One test of the whole row first, without a call per value: the fleet overview reads
-    thousands of rows per page, and nearly all of them are fine."""
+    """:class:`BadRow` for the first bad value of a row of schema.RUN_COLUMNS. One test of
+    the whole row first: the fleet overview reads thousands per page, nearly all fine."""
     rid, task, occurrence, host, _pid, outcome, _code, started, ended, *rest = row
     duration_s, message, trigger, _attempt = rest
     if (
@@ -180,8 +165,7 @@ def check_run(row: Sequence[Any]) -> None:
 
 
 def chain_end(row: Sequence[Any], task: str) -> ChainEnd:
-    """A ``chain_ends`` row (task, occurrence, host, outcome, run_id, ended), checked; the
-    stored task name already made the task's (``task``)."""
+    """A ``chain_ends`` row, its stored task name already made the task's (``task``)."""
     _task, occurrence, host, outcome, rid, ended = row
     if outcome not in FINISHED:
         raise BadRow("outcome", outcome)
@@ -198,11 +182,9 @@ def chain_end(row: Sequence[Any], task: str) -> ChainEnd:
 def pauses(
     found: Iterable[Sequence[Any]], skipped: Skipped, owns: Callable[[str], bool]
 ) -> dict[str, PauseInfo]:
-    """Stored task name -> its pause, of the rows of (task, reason, since as JSON text, host,
-    user) that ``owns`` keeps: another project's row is none of this run's business, and
-    naming it would put a warning in every other project's cron mail each minute. A pause
-    with a value that cannot be read still pauses its task (a pause that vanished would run
-    what an operator stopped): the value is left out, the row named."""
+    """Stored task name -> its pause, of the rows ``owns`` keeps (another project's bad row
+    would put a warning in its cron mail each minute). A pause with a value that cannot be
+    read still pauses its task (a pause that vanished would run what an operator stopped)."""
     paused = {}
     for task, *values in found:
         if not owns(str(task)):
@@ -219,16 +201,14 @@ def pauses(
     return paused
 
 
-#: A claim left unstarted by a claimer that is gone: (stored task name, occurrence).
 Orphan = tuple[str, datetime]
 
 
 def orphans(
     found: Iterable[Sequence[Any]], skipped: Skipped, owns: Callable[[str], bool]
 ) -> list[Orphan]:
-    """The orphaned claims that ``owns`` keeps, of the rows of (task, occurrence as JSON
-    text); one that cannot be read is skipped: taking it over would run what no reader can
-    name."""
+    """The orphaned claims ``owns`` keeps; one that cannot be read is skipped: taking it
+    over would run what no reader can name."""
     kept = []
     for task, when in found:
         if not owns(str(task)):
@@ -253,12 +233,11 @@ class Skipped:
 
     @property
     def count(self) -> int:
-        """How many distinct rows were skipped so far."""
         return len(self._named)
 
     def skip(self, table: str, key: str, problem: BadRow, kept: str | None = None) -> None:
-        """Name a bad row, the first time only (a ``work`` loop reads it every minute);
-        ``kept`` says what of it is still used when the row is not skipped whole."""
+        """Named the first time only (``work`` reads it every minute); ``kept``: what of it
+        is still used when the row is not skipped whole."""
         with self._mutex:
             if (table, key) in self._named:
                 return
@@ -279,7 +258,6 @@ class Skipped:
     def keep(
         self, rows: Iterable[T], build: Callable[[T], U], table: str, key: Callable[[T], object]
     ) -> list[U]:
-        """``build(row)`` of every row that can be read; the others skipped by ``key(row)``."""
         built = []
         for row in rows:
             try:

@@ -28,8 +28,7 @@ _NEW = ", ".join(f"NEW.{c}" for c in RUN_COLUMNS)
 _SET = ", ".join(f"{c} = EXCLUDED.{c}" for c in RUN_COLUMNS)
 _IS_NEWER = """(EXCLUDED.occurrence, coalesce(EXCLUDED.started, '-infinity'), EXCLUDED.id)
             > (latest.occurrence, coalesce(latest.started, '-infinity'), latest.id)"""
-#: Picks a (task, host)'s row of ``latest`` again from ``runs``, when the record it held
-#: (``gone``) is no longer one it may hold.
+#: Picks a (task, host)'s row of ``latest`` again when the record it held (``gone``) may not.
 _PICK_LATEST = f"""CREATE FUNCTION cronctl.pick_latest(pair_task text, pair_host text, gone text)
 RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
@@ -42,11 +41,7 @@ BEGIN
         ON CONFLICT (task, host) DO UPDATE SET {_SET} WHERE {_IS_NEWER};
     END IF;
 END $$"""  # noqa: S608  (constant names)
-#: Keeps ``latest`` as ``runs`` changes (docs/fleets-postgresql.md): a finished record
-#: replaces its pair's row when it is newer, or when it is the same record published again
-#: (in place); a record that held its pair's row and is published again unfinished, or under
-#: another pair, has that pair picked again. Deletes do not fire it: the sweep trims
-#: ``latest`` itself (adapter.sweep).
+#: Keeps ``latest`` as ``runs`` changes. Deletes do not fire it: the sweep trims ``latest``.
 _KEEP_LATEST = f"""CREATE FUNCTION cronctl.keep_latest() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
@@ -62,7 +57,6 @@ BEGIN
     RETURN NULL;
 END $$"""  # noqa: S608  (constant names)
 
-#: Fills ``latest`` from the history already there, as the trigger would have.
 _BACKFILL = (
     f"INSERT INTO cronctl.latest ({_RUN_LIST}) SELECT DISTINCT ON (task, host) {_RUN_LIST} "  # noqa: S608
     f"FROM cronctl.runs WHERE {FINISHED} ORDER BY task, host, {NEWEST_FIRST}"
@@ -73,10 +67,8 @@ LANGUAGE sql STABLE AS $$
     SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted
         AND classid = (key >> 32)::oid AND objid = (key & 4294967295)::oid AND objsubid = 1)
 $$"""
-#: Claims the occurrences in the order given, skipping those another machine holds, until
-#: ``want`` are won (NULL: all): a machine claims what it can start, in one round trip. A
-#: claim still leased (its run not started) whose claimer is gone (its session ended, or its
-#: lease ran out) is taken over; a started one never is.
+#: Claims in the order given until ``want`` are won (NULL: all). A claim still leased whose
+#: claimer is gone (its session ended, or its lease ran out) is taken over; a started one never.
 _CLAIM_SOME = """CREATE FUNCTION cronctl.claim_some(tasks text[], whens timestamptz[],
     leased boolean[], runs text[], want integer, who text, who_pid integer, who_lease bigint,
     lease_s double precision, oldest timestamptz)
@@ -111,8 +103,7 @@ BEGIN
     END LOOP;
 END $$"""
 #: claim_some as of schema 8: each claim also says until when its run may still start
-#: (``waits``: seconds from now, by the store's clock), as long as its claimer may wait (a
-#: group's slot): a claimer gone before then leaves it to the others (_ORPHANS).
+#: (``waits``: seconds from now); a claimer gone before then leaves it to the others.
 _CLAIM_SOME_8 = (
     _CLAIM_SOME.replace("lease_s double precision,", "lease_s double precision, waits float8[],")
     .replace("expires, started)", "expires, started, wait_until)")
@@ -125,19 +116,16 @@ _CLAIM_SOME_8 = (
         "started = EXCLUDED.started, wait_until = EXCLUDED.wait_until,",
     )
 )  # fmt: skip
-#: The unstarted claims whose claimer is gone (its session ended, or its lease ran out) while
-#: their run may still start (``wait_until``): read by every machine each minute, with the
-#: pauses, and taken over by the first that claims one (docs/fleets-postgresql.md).
+#: The unstarted claims whose claimer is gone while their run may still start: read by every
+#: machine each minute, with the pauses, and taken over by the first that claims one.
 _ORPHANS = """CREATE FUNCTION cronctl.orphans() RETURNS json LANGUAGE sql STABLE AS $$
     SELECT coalesce(json_agg(json_build_array(task, occurrence) ORDER BY occurrence, task),
         '[]'::json) FROM cronctl.claims WHERE state = 'leased' AND wait_until > now()
         AND (expires < now() OR lease IS NULL OR NOT cronctl.lease_lives(lease))
 $$"""
-#: Records, as of unknown outcome, the runs that started on a machine whose session ended
-#: before it published their records (called in every claim's round trip and every read of
-#: the pauses, so the machines still running say it within a minute of the store noticing:
-#: its keepalives, 90 s at most). cronctl.runs is written only when there is something to
-#: say: a run's round trip never waits for a lock on it otherwise.
+#: Records, as of unknown outcome, the started runs of a machine whose session ended before
+#: it published them. cronctl.runs is written only when there is something to say: a run's
+#: round trip never waits for a lock on it otherwise.
 _SETTLE_GONE = """CREATE FUNCTION cronctl.settle_gone() RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
     IF EXISTS (SELECT 1 FROM cronctl.claims WHERE state = 'started'
@@ -152,8 +140,7 @@ BEGIN
         FROM gone WHERE run_id IS NOT NULL ON CONFLICT (id) DO NOTHING;
     END IF;
 END $$"""
-#: A claim whose run's record reached the store is over (published by its machine, or said
-#: unknown by the others).
+#: A claim whose run's record reached the store is over.
 _CLAIM_DONE = """CREATE FUNCTION cronctl.claim_done() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     UPDATE cronctl.claims SET state = 'done' WHERE run_id = NEW.id AND state <> 'done';
@@ -186,17 +173,13 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX runs_by_task_host ON cronctl.runs (task, host, occurrence DESC)",
         "CREATE INDEX runs_by_occurrence ON cronctl.runs (occurrence DESC)",
     ),
-    # Who holds a lock, for good: the holder's cronctl and its command as (pid, start time
-    # in ticks since boot, boot id), so that a contender on the holder's own machine can
-    # tell a live holder from a gone one (coord/liveness.py).
+    # The holder's cronctl and command as (pid, start ticks, boot id): coord/liveness.py.
     (
         "ALTER TABLE cronctl.holders ADD COLUMN boot text, ADD COLUMN pid_start bigint, "
         "ADD COLUMN command_start bigint",
     ),
-    # The dashboard's fleet views (docs/dashboard.md): a run's trigger and attempt and, for
-    # a run that did not end well, the last 8 KB of its (masked) output; history pages
-    # keyset-paged on (occurrence, id) under every filter; each host's cronctl version and
-    # clock at its latest record, beside the store's own now(), for the clock skew.
+    # The dashboard's fleet views (docs/dashboard.md): trigger, attempt, output tail; pages
+    # keyset-paged on (occurrence, id) under every filter; the hosts' check-ins.
     (
         "ALTER TABLE cronctl.runs ADD COLUMN trigger text NOT NULL DEFAULT 'schedule', "
         "ADD COLUMN attempt integer NOT NULL DEFAULT 1, ADD COLUMN output text",
@@ -215,9 +198,7 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             clock timestamptz NOT NULL, seen timestamptz NOT NULL DEFAULT now(),
             PRIMARY KEY (project, host))""",
     ),
-    # The fleet overview (docs/dashboard.md#speed): the newest finished run of every
-    # (task, host), kept by a trigger as runs are published, so that the overview reads one
-    # row per pair instead of picking them out of the whole history at every request.
+    # The newest finished run of every (task, host) for the overview (docs/dashboard.md#speed).
     # The trigger is made before the table is filled: it locks runs against writers until
     # the migration commits, so no record published meanwhile is missed.
     (
@@ -232,19 +213,15 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "FOR EACH ROW EXECUTE FUNCTION cronctl.keep_latest()",
         _BACKFILL,
     ),
-    # The overview counts each task's hosts and names the first few whose last run was not
-    # ok (fleet.summary): those few it reads from this index alone. It no longer looks for
-    # each task's newest ok run.
+    # fleet.summary reads the first few pairs not ok from this index alone.
     (
         "DROP INDEX cronctl.latest_ok",
         "CREATE INDEX latest_not_ok ON cronctl.latest (task, host) INCLUDE (outcome, id) "
         "WHERE outcome <> 'ok'",
     ),
-    # A claim is a lease until its run starts (docs/fleets-postgresql.md#claims-are-leases):
-    # ``state`` leased / started / done (its run's record is in the store), the run's id,
-    # and the claimer's liveness (``lease``, a session advisory lock key; ``expires``,
-    # renewed while it waits). Claims made before are over: done. Only open claims are
-    # indexed, so the survivors' look for a dead host's started runs reads a handful of rows.
+    # A claim is a lease until its run starts (docs/fleets-postgresql.md#claims-are-leases).
+    # Claims made before are over: done. Only open claims are indexed, so the survivors'
+    # look for a dead host's started runs reads a handful of rows.
     (
         "ALTER TABLE cronctl.claims ADD COLUMN state text NOT NULL DEFAULT 'done', "
         "ADD COLUMN run_id text, ADD COLUMN lease bigint, ADD COLUMN expires timestamptz, "
@@ -257,9 +234,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE TRIGGER runs_settle_claims AFTER INSERT OR UPDATE OF outcome ON cronctl.runs "
         "FOR EACH ROW EXECUTE FUNCTION cronctl.claim_done()",
     ),
-    # Chains (docs/chains.md): how each run that other tasks follow ended, per (task,
-    # occurrence, host), read by every machine to start what follows or catch it up; and a
-    # chained run's upstream run ids in its record.
+    # Chains (docs/chains.md): how each run that other tasks follow ended; a chained run's
+    # upstream run ids.
     (
         """CREATE TABLE cronctl.chain_ends (
             task text NOT NULL, occurrence timestamptz NOT NULL, host text NOT NULL,
@@ -267,10 +243,8 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
             PRIMARY KEY (task, occurrence, host))""",
         "ALTER TABLE cronctl.runs ADD COLUMN upstream text NOT NULL DEFAULT ''",
     ),
-    # An unstarted claim whose claimer is gone is taken over until its run may no longer
-    # start (docs/fleets-postgresql.md#claims-are-leases), not only while others still ask
-    # for it: each claim says until when (``wait_until``), and every machine's read of the
-    # pauses lists those left so (cronctl.orphans), from an index of the leased claims alone.
+    # An orphaned claim is taken over until its run may no longer start, not only while
+    # others still ask for it (docs/fleets-postgresql.md#claims-are-leases).
     (
         "ALTER TABLE cronctl.claims ADD COLUMN wait_until timestamptz",
         "CREATE INDEX claims_leased ON cronctl.claims (wait_until) WHERE state = 'leased'",
@@ -287,11 +261,8 @@ _MIGRATE_KEY = 0x63726F6E6D696772
 #: Every pause, as JSON: its time as text, which rows.pauses checks.
 PAUSES = """SELECT coalesce(json_agg(json_build_array(task, reason, since, host, usr)),
     '[]'::json) FROM cronctl.pauses"""
-#: The pauses, the unstarted claims of claimers that are gone (cronctl.orphans), and the
-#: started runs of those recorded (cronctl.settle_gone): every run and `work` tick reads the
-#: pauses, so the survivors take over the former within a minute and record the latter
-#: within the liveness window even when none of them claims anything, at no round trip of
-#: its own.
+#: Every run and `work` tick reads the pauses: with them, the survivors take over orphaned
+#: claims and record gone machines' runs even when none of them claims anything.
 READ_PAUSES = f"SELECT ({PAUSES}), cronctl.orphans(), cronctl.settle_gone()"
 _STARTUP = f"SELECT version, ({PAUSES}), cronctl.orphans(), cronctl.settle_gone() FROM cronctl.meta"  # noqa: S608
 
@@ -303,9 +274,8 @@ class SchemaTooNew(CronctlError):
 def ensure_schema(
     conn: Any, url: str, skipped: rows.Skipped, owns: Callable[[str], bool]
 ) -> tuple[dict[str, PauseInfo], list[rows.Orphan]]:
-    """Check (and if needed create or migrate) the schema; return the pauses and the orphaned
-    claims ``owns`` keeps (by stored name), read in the same round trip as the version
-    check, so a run's start costs one query."""
+    """Check (and if needed create or migrate) the schema; the pauses and orphaned claims
+    ``owns`` keeps, read in the same round trip, so a run's start costs one query."""
     import psycopg2.errors
 
     try:
@@ -338,15 +308,14 @@ def _refuse_newer(version: int | None, url: str) -> None:
 
 
 def _migrate(conn: Any, url: str) -> None:
-    """Create or upgrade under a transaction-scoped advisory lock, so machines starting at
-    once migrate one at a time; each re-reads the version after taking the lock."""
+    """Under a transaction-scoped advisory lock: machines starting at once migrate one at a
+    time, each re-reading the version after taking the lock."""
     conn.autocommit = False
     try:
         with conn.cursor() as cur:
             cur.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATE_KEY,))
-            # Indexing a large fleet history takes longer than any one run's statement may
-            # (conn.STATEMENT_TIMEOUT_S): a migration cut short would be tried, and cut
-            # short, by every run. This once, it may take as long as it needs.
+            # Indexing a large history takes longer than a run's statement may: a migration
+            # cut short would be tried, and cut short, by every run.
             cur.execute("SET LOCAL statement_timeout = 0")
             # CREATE SCHEMA checks the right to create schemas even with IF NOT EXISTS; a role
             # given only its own schema (README) must never need it.
