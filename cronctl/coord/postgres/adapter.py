@@ -17,27 +17,10 @@ from contextlib import suppress
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
-from cronctl.coord.history import HostLatest, HostSeen, RunQuery, TaskLatest
-from cronctl.coord.port import (
-    ChainEnd,
-    Claim,
-    Overlap,
-    PauseInfo,
-    StoreCheck,
-    StoreUnavailable,
-)
+from cronctl.coord import history, port
+from cronctl.coord.postgres import conn as pgconn
 from cronctl.coord.postgres import fleet, rows, slots
 from cronctl.coord.postgres import lock as pg_lock
-from cronctl.coord.postgres.conn import (
-    connect,
-    driver,
-    failure_message,
-    first_line,
-    slow_errors,
-    stop_waiting,
-    unreachable,
-    utc,
-)
 from cronctl.coord.postgres.schema import READ_PAUSES, SCHEMA_VERSION, ensure_schema
 from cronctl.coord.redact import redact_url
 from cronctl.core.runs import FAILED, RunRow
@@ -79,14 +62,13 @@ class PostgresCoordinator:
         self.scope = fleet.Scope(project)
         self._conn: Any = None
         self._failure: str | None = None
-        self._pauses: dict[str, PauseInfo] | None = None
+        self._pauses: dict[str, port.PauseInfo] | None = None
         self._orphans: list[rows.Orphan] = []  # read with the pauses (orphans())
         self._mutex = threading.Lock()  # worker threads share the run's connection
         self._idle: list[Any] = []  # connections that tried a group's slots and hold none
         self.skipped = rows.Skipped()
-        # This process's liveness in its claims: a session advisory lock key, held by the
-        # run's connection (_liveness) for as long as a claim of it is open (``_open``, the
-        # run ids not yet published): close() keeps that connection meanwhile.
+        # Liveness of this process's claims: a session advisory lock key held by the run's
+        # connection while a claim is open (run ids not yet published): close() keeps it.
         self._lease = secrets.randbits(62) or 1
         self._lease_conn: Any = None
         self._open: set[str] = set()
@@ -105,18 +87,18 @@ class PostgresCoordinator:
 
     def _call(self, work: Callable[[Any], T]) -> T:
         """Run ``work(cursor)`` on the run's connection; a lost store becomes StoreUnavailable."""
-        psycopg2 = driver(self.url)
+        psycopg2 = pgconn.driver(self.url)
 
         with self._mutex:
             if self._failure is not None:
-                raise StoreUnavailable(self._failure)
+                raise port.StoreUnavailable(self._failure)
             # A connection that worked before may have been cut (a server restart, a network
             # blip) while the tasks ran: one fresh connection is tried before giving up.
             retry = self._conn is not None
             while True:
                 try:
                     if self._conn is None:
-                        self._conn = connect(self.url)
+                        self._conn = pgconn.connect(self.url)
                         if self._open:
                             # A new session after a lost one: the open claims' liveness,
                             # before the schema check records gone claimers' runs.
@@ -127,15 +109,15 @@ class PostgresCoordinator:
                         )
                     with self._conn.cursor() as cur:
                         return work(cur)
-                except StoreUnavailable as exc:
+                except port.StoreUnavailable as exc:
                     self._failure = str(exc)
                     raise
                 except psycopg2.Error as exc:
-                    if isinstance(exc, slow_errors()):
+                    if isinstance(exc, pgconn.slow_errors()):
                         # Answering but blocked past the lock or statement timeout: another
                         # try would wait as long again. Unreachable for this run.
-                        self._failure = failure_message(self.url, exc)
-                        raise StoreUnavailable(self._failure) from None
+                        self._failure = pgconn.failure_message(self.url, exc)
+                        raise port.StoreUnavailable(self._failure) from None
                     # A lost server shows as OperationalError, or as a bare DatabaseError
                     # ("server closed the connection unexpectedly") with the connection closed.
                     lost = isinstance(exc, psycopg2.OperationalError | psycopg2.InterfaceError)
@@ -143,19 +125,19 @@ class PostgresCoordinator:
                     if not lost and not (self._conn is None or self._conn.closed):
                         # Reachable but refusing (permissions, a damaged schema): the same
                         # handling as unreachable, with what the server said.
-                        first = first_line(self.url, exc)
+                        first = pgconn.first_line(self.url, exc)
                         self._failure = f"coordination store error ({self.describe()}): {first}"
                         # A kept session (close()) is not reused: the next run's connect
                         # checks the schema afresh (another machine may have migrated it).
                         if not self._open:
                             self._drop()
-                        raise StoreUnavailable(self._failure) from None
+                        raise port.StoreUnavailable(self._failure) from None
                     self._drop()
                     if retry:
                         retry = False
                         continue
-                    self._failure = unreachable(self.url, exc)
-                    raise StoreUnavailable(self._failure) from None
+                    self._failure = pgconn.unreachable(self.url, exc)
+                    raise port.StoreUnavailable(self._failure) from None
 
     def _drop(self) -> None:
         conn, self._conn = self._conn, None
@@ -164,7 +146,7 @@ class PostgresCoordinator:
                 conn.close()
 
     def stop_waiting(self) -> None:
-        stop_waiting()
+        pgconn.stop_waiting()
 
     def close(self) -> None:
         """The run's connection is closed the first time only: a coordinator closed again is
@@ -182,36 +164,37 @@ class PostgresCoordinator:
             with suppress(Exception):
                 conn.close()
 
-    def check(self) -> StoreCheck:
-        def version(cur: Any) -> int:
-            cur.execute("SELECT version FROM cronctl.meta")
-            return int(cur.fetchone()[0])
+    def _one(self, sql: str, params: Any = None) -> Any:
+        """The first row of one query's answer, or None."""
 
-        def server_now(cur: Any) -> datetime:
-            cur.execute("SELECT now()")
-            return utc(cur.fetchone()[0]) or datetime.now(UTC)
+        def fetch(cur: Any) -> Any:
+            cur.execute(sql, params)
+            return cur.fetchone()
 
-        driver(self.url)  # imported first, so "connect" times the connection only
+        return self._call(fetch)
+
+    def check(self) -> port.StoreCheck:
+        pgconn.driver(self.url)  # imported first, so "connect" times the connection only
         start = time.perf_counter()
-        found = self._call(version)  # connects, creates or checks the schema
+        found = int(self._one("SELECT version FROM cronctl.meta")[0])  # connects, migrates
         connected = time.perf_counter() - start
         before = time.time()
-        server = self._call(server_now)
+        server = pgconn.utc(self._one("SELECT now()")[0]) or datetime.now(UTC)
         after = time.time()
         local = datetime.fromtimestamp((before + after) / 2, UTC)
-        return StoreCheck(connected, after - before, server, local, found, SCHEMA_VERSION)
+        return port.StoreCheck(connected, after - before, server, local, found, SCHEMA_VERSION)
 
     def claim(
         self,
-        claims: Sequence[Claim],
+        claims: Sequence[port.Claim],
         *,
         now: datetime,
         limit: int | None = None,
-        runs: Mapping[Claim, str] | None = None,
-        leased: AbstractSet[Claim] = frozenset(),
-        held: set[Claim] | None = None,
-        until: Mapping[Claim, datetime] | None = None,
-    ) -> set[Claim]:
+        runs: Mapping[port.Claim, str] | None = None,
+        leased: AbstractSet[port.Claim] = frozenset(),
+        held: set[port.Claim] | None = None,
+        until: Mapping[port.Claim, datetime] | None = None,
+    ) -> set[port.Claim]:
         """One round trip (cronctl.claim_some). An occurrence older than CLAIM_HORIZON is
         never won: its claim may have been swept, so winning it could run it twice. The
         check-in rides along: a machine that only ever loses its claims is still seen."""
@@ -221,7 +204,7 @@ class PostgresCoordinator:
         tasks = [self.scope.key(task) for task, _ in claims]
         whens = [when.astimezone(UTC) for _, when in claims]
 
-        def insert(cur: Any) -> set[Claim]:
+        def insert(cur: Any) -> set[port.Claim]:
             cur.execute(
                 self._check_in(cur)
                 + b"; "
@@ -245,7 +228,9 @@ class PostgresCoordinator:
                      "waits": [(until.get(c, now) - now).total_seconds() for c in claims]},
                 )
             )  # fmt: skip
-            found = [(self.scope.name(t), utc(w) or w, mine) for t, w, mine in cur.fetchall()]
+            found = [
+                (self.scope.name(t), pgconn.utc(w) or w, mine) for t, w, mine in cur.fetchall()
+            ]
             won = {(task, when) for task, when, mine in found if mine}
             if held is not None:
                 held.update((task, when) for task, when, mine in found if not mine)
@@ -255,7 +240,7 @@ class PostgresCoordinator:
 
         return self._call(insert)
 
-    def keep_claim(self, claim: Claim, *, started: bool) -> bool:
+    def keep_claim(self, claim: port.Claim, *, started: bool) -> bool:
         task, when = claim
 
         def update(cur: Any) -> bool:
@@ -271,7 +256,7 @@ class PostgresCoordinator:
 
         return self._call(update)
 
-    def orphans(self) -> list[Claim]:
+    def orphans(self) -> list[port.Claim]:
         """As the last read of the pauses found them: no round trip."""
         return [(self.scope.name(task), when) for task, when in self._orphans]
 
@@ -284,16 +269,10 @@ class PostgresCoordinator:
         return bytes(cur.mogrify("SELECT pg_advisory_lock(%s); ", (self._lease,)))
 
     def claimed(self, task: str, occurrence: datetime) -> bool:
-        def query(cur: Any) -> bool:
-            cur.execute(
-                "SELECT 1 FROM cronctl.claims WHERE task = %s AND occurrence = %s",
-                (self.scope.key(task), occurrence),
-            )
-            return cur.fetchone() is not None
+        sql = "SELECT 1 FROM cronctl.claims WHERE task = %s AND occurrence = %s"
+        return self._one(sql, (self.scope.key(task), occurrence)) is not None
 
-        return self._call(query)
-
-    def record_end(self, end: ChainEnd) -> None:
+    def record_end(self, end: port.ChainEnd) -> None:
         self._call(
             lambda cur: cur.execute(
                 "INSERT INTO cronctl.chain_ends (task, occurrence, host, outcome, run_id, ended) "
@@ -304,11 +283,11 @@ class PostgresCoordinator:
             )
         )  # fmt: skip
 
-    def chain_ends(self, tasks: AbstractSet[str], since: datetime) -> list[ChainEnd]:
+    def chain_ends(self, tasks: AbstractSet[str], since: datetime) -> list[port.ChainEnd]:
         if not tasks:
             return []
 
-        def query(cur: Any) -> list[ChainEnd]:
+        def query(cur: Any) -> list[port.ChainEnd]:
             cur.execute(
                 "SELECT task, occurrence, host, outcome, run_id, ended FROM cronctl.chain_ends "
                 "WHERE task = ANY(%s) AND occurrence >= %s ORDER BY occurrence, ended, task, host",
@@ -325,7 +304,7 @@ class PostgresCoordinator:
 
     def try_overlap(
         self, task: str, *, lease: timedelta | None, now: datetime, timeout: timedelta | None = None
-    ) -> Overlap:
+    ) -> port.Overlap:
         # The run's connection first: it creates the schema and fails fast when unreachable.
         self._call(lambda cur: None)
         try:
@@ -339,43 +318,43 @@ class PostgresCoordinator:
                 skipped=self.skipped,
                 timeout=timeout,
             )
-        except StoreUnavailable as exc:
+        except port.StoreUnavailable as exc:
             raise self._lost(str(exc)) from None
 
     def try_group_slot(self, group: str, size: int) -> slots.PgSlot | None:
         """A connection that found every slot held is kept for the next try."""
-        psycopg2 = driver(self.url)
+        psycopg2 = pgconn.driver(self.url)
         self._call(lambda cur: None)  # the schema, and a store already lost fails at once
         with self._mutex:
             conn = self._idle.pop() if self._idle else None
         try:
             if conn is None:
-                conn = connect(self.url)
+                conn = pgconn.connect(self.url)
             number = slots.take(conn, self.scope.key(group), size)
-        except (StoreUnavailable, psycopg2.Error) as exc:
+        except (port.StoreUnavailable, psycopg2.Error) as exc:
             if conn is not None:
                 with suppress(Exception):
                     conn.close()
-            unavailable = isinstance(exc, StoreUnavailable)
-            raise self._lost(str(exc) if unavailable else failure_message(self.url, exc)) from None
+            said = isinstance(exc, port.StoreUnavailable)
+            raise self._lost(str(exc) if said else pgconn.failure_message(self.url, exc)) from None
         if number is None:
             with self._mutex:
                 self._idle.append(conn)
             return None
         return slots.PgSlot(conn, number)
 
-    def _lost(self, message: str) -> StoreUnavailable:
+    def _lost(self, message: str) -> port.StoreUnavailable:
         with self._mutex:
             self._failure = message
-        return StoreUnavailable(message)
+        return port.StoreUnavailable(message)
 
     def overlap_held(self, task: str) -> bool:
         return self._call(lambda cur: pg_lock.is_held(cur, self.scope.key(task), self.skipped))
 
-    def paused_tasks(self) -> dict[str, PauseInfo]:
+    def paused_tasks(self) -> dict[str, port.PauseInfo]:
         """Read with the schema check when the run connects: no extra round trip."""
 
-        def query(cur: Any) -> dict[str, PauseInfo]:
+        def query(cur: Any) -> dict[str, port.PauseInfo]:
             if self._pauses is not None:
                 return self.scope.ours(self._pauses)
             cur.execute(READ_PAUSES)
@@ -419,10 +398,10 @@ class PostgresCoordinator:
     def fleet_latest(self, task: str | None = None, host: str | None = None) -> list[RunRow]:
         return self._call(lambda cur: fleet.latest(cur, self.scope, self.skipped, task, host))
 
-    def fleet_summary(self, failing: Sequence[str]) -> list[TaskLatest]:
+    def fleet_summary(self, failing: Sequence[str]) -> list[history.TaskLatest]:
         return self._call(lambda cur: fleet.summary(cur, self.scope, self.skipped, failing))
 
-    def fleet_host_summary(self, failing: Sequence[str]) -> list[HostLatest]:
+    def fleet_host_summary(self, failing: Sequence[str]) -> list[history.HostLatest]:
         return self._call(lambda cur: fleet.host_summary(cur, self.scope, self.skipped, failing))
 
     def fleet_history(
@@ -437,13 +416,13 @@ class PostgresCoordinator:
         args = (task, host, limit, sorted(FAILED) if failed else None, since)
         return self._call(lambda cur: fleet.history(cur, self.scope, self.skipped, *args))
 
-    def fleet_page(self, query: RunQuery) -> list[RunRow]:
+    def fleet_page(self, query: history.RunQuery) -> list[RunRow]:
         return self._call(lambda cur: fleet.page(cur, self.scope, self.skipped, query))
 
     def fleet_run(self, run_id: str) -> RunRow | None:
         return self._call(lambda cur: fleet.one(cur, self.scope, self.skipped, run_id))
 
-    def fleet_hosts(self) -> list[HostSeen]:
+    def fleet_hosts(self) -> list[history.HostSeen]:
         return self._call(lambda cur: fleet.hosts(cur, self.scope, self.skipped))
 
     def sweep(self, now: datetime) -> None:

@@ -5,13 +5,12 @@ from __future__ import annotations
 import select
 import threading
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
-from cronctl.coord.port import UNREACHABLE, HolderInfo, StoreUnavailable
+from cronctl.coord.port import UNREACHABLE, StoreUnavailable
 from cronctl.coord.postgres import rows
 from cronctl.coord.redact import redact_text, redact_url
-from cronctl.core.process_id import ProcessId
 from cronctl.errors import CronctlError
 
 CONNECT_TIMEOUT_S = 5
@@ -142,23 +141,3 @@ def slow_errors() -> tuple[type[BaseException], ...]:
 
 def utc(value: datetime | None) -> datetime | None:
     return value.astimezone(UTC) if value is not None else None
-
-
-def holder_from_row(
-    host: object,
-    pid: object,
-    started: object,
-    timeout_s: object = None,
-    command: ProcessId | None = None,
-) -> HolderInfo:
-    """:class:`rows.BadRow` when a value cannot be used (the caller skips the row: the
-    advisory lock is the evidence that counts)."""
-    seconds = rows.seconds(timeout_s, "timeout_s")
-    timeout = timedelta(seconds=seconds) if seconds is not None else None
-    return HolderInfo(
-        rows.name(host, "host"),
-        rows.pid(pid, "pid") or 0,
-        rows.instant(started, "started"),
-        command,
-        timeout,
-    )

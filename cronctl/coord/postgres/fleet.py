@@ -163,8 +163,7 @@ def summary(
     cur: Any, scope: Scope, skipped: rows.Skipped, failing: Sequence[str]
 ) -> list[TaskLatest]:
     """One statement on ``latest``: hosts counted by outcome, and the first NAMED_NOT_OK not
-    ok from the latest_not_ok index alone. A row per host not ok instead made a large fleet's
-    overview slow, and slower the more pairs fail (docs/dashboard.md#speed)."""
+    ok from the latest_not_ok index alone, never a row per host (docs/dashboard.md#speed)."""
     mine, params = scope.sql()
     cur.execute(
         "SELECT task, count(*) FILTER (WHERE outcome = 'ok'), "  # noqa: S608  (constant names)

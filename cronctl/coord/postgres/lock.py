@@ -1,12 +1,8 @@
 """Fleet-wide ``without_overlapping`` on PostgreSQL (docs/fleets-postgresql.md): a session
-advisory lock on a connection of its own, whose socket the task inherits (``pass_fds``).
-
-A session can end under a live task (a server restart, ``pg_terminate_backend``, a network
-cut). Then the row in ``cronctl.holders``, whose ``seen`` the holder's watcher refreshes,
-keeps contenders out (FRESH_S, RESTART_GRACE_S) while the watcher takes the lock back. On
-the holder's own machine (its boot id with its pid namespace, never its host name) the row's
-process identities decide instead (coord/liveness.py); a row of an older cronctl has a bare
-boot id and is judged as another machine's.
+advisory lock on a connection of its own, whose socket the task inherits (``pass_fds``). When
+the session ends under a live task, the ``holders`` row keeps contenders out while the watcher
+takes the lock back; on the holder's own machine (boot id with pid namespace, never its host
+name) the row's process identities decide instead (coord/liveness.py).
 
 The watcher is the only reader of the socket between queries, and every query on the lock's
 connection goes through one mutex: a reply to the run's own query is never taken for the
@@ -27,7 +23,7 @@ from typing import Any
 from cronctl.coord.liveness import command_lives
 from cronctl.coord.port import HolderInfo, Overlap, StoreUnavailable
 from cronctl.coord.postgres import rows
-from cronctl.coord.postgres.conn import connect, failure_message, holder_from_row, slow_errors
+from cronctl.coord.postgres.conn import connect, failure_message, slow_errors
 from cronctl.core.process_id import ProcessId
 from cronctl.edge.process import procs
 
@@ -88,19 +84,11 @@ def is_held(cur: Any, task: str, skipped: rows.Skipped) -> bool:
     if _holders_of(cur, lock_key(task)):
         return True
     cur.execute(_HOLDER_ROW, {"task": task})
-    row = cur.fetchone()
-    if row is None:
-        return False
-    host, pid, started, command_pid, command_start, boot = row
+    host, pid, started, command_pid, command_start, boot = cur.fetchone() or (None,) * 6
     if not (command_pid and command_start is not None and boot):
         return False
-    try:
-        command = _command(command_pid, command_start, boot)
-        holder = holder_from_row(host, pid, started, None, command)
-    except rows.BadRow as problem:
-        skipped.skip("holders", task, problem)
-        return False
-    return command_lives(holder)
+    holder = _holder(task, skipped, (host, pid, started, None, command_pid, command_start, boot))
+    return holder is not None and command_lives(holder)
 
 
 def try_lock(
@@ -155,23 +143,37 @@ def _attempt(
     ok, host, pid, started, timeout_s, boot, pid_start, command_pid, command_start, fresh, other = (
         cur.fetchone()
     )
-    if host is None:
+    values = (host, pid, started, timeout_s, command_pid, command_start, boot)
+    holder = None if host is None else _holder(params["task"], skipped, values)
+    if holder is None:
         return bool(ok), None, False
-    try:
-        command = _command(command_pid, command_start, boot)
-        holder = holder_from_row(host, pid, started, timeout_s, command)
-    except rows.BadRow as problem:
-        skipped.skip("holders", params["task"], problem)
-        return bool(ok), None, False
-    if other and boot and boot == procs.boot_id():  # this machine, whatever its host name
+    # This machine, whatever its host name; an older cronctl's bare boot id never matches.
+    if other and boot and boot == procs.boot_id():
         fresh = _lives_here(holder, pid_start, bool(fresh))
     return bool(ok), holder, bool(fresh)
 
 
-def _command(pid: Any, start: Any, boot: Any) -> ProcessId | None:
-    if not (pid and start is not None and boot):
+def _holder(task: str, skipped: rows.Skipped, values: tuple[Any, ...]) -> HolderInfo | None:
+    """The holder of a row's (host, pid, started, timeout_s, command_pid, command_start,
+    boot); None when a value cannot be used (named once: the advisory lock decides)."""
+    host, pid, started, timeout_s, command_pid, command_start, boot = values
+    try:
+        command = None
+        if command_pid and command_start is not None and boot:  # named once it started
+            command = ProcessId(
+                rows.pid(command_pid, "command_pid") or 0, int(command_start), str(boot)
+            )
+        seconds = rows.seconds(timeout_s, "timeout_s")
+        return HolderInfo(
+            rows.name(host, "host"),
+            rows.pid(pid, "pid") or 0,
+            rows.instant(started, "started"),
+            command,
+            timedelta(seconds=seconds) if seconds is not None else None,
+        )
+    except rows.BadRow as problem:
+        skipped.skip("holders", task, problem)
         return None
-    return ProcessId(rows.pid(pid, "command_pid") or 0, int(start), str(boot))
 
 
 def _lives_here(holder: HolderInfo, pid_start: int | None, fresh: bool) -> bool:

@@ -209,18 +209,16 @@ def orphans(
 ) -> list[Orphan]:
     """The orphaned claims ``owns`` keeps; one that cannot be read is skipped: taking it
     over would run what no reader can name."""
-    kept = []
-    for task, when in found:
-        if not owns(str(task)):
-            continue
-        try:
-            occurrence = iso_instant(when, "occurrence")
-            if occurrence is None:
-                raise BadRow("occurrence", when)
-            kept.append((name(task, "task"), occurrence))
-        except BadRow as problem:
-            skipped.skip("claims", f"{task} {when}", problem)
-    return kept
+    ours = [(task, when) for task, when in found if owns(str(task))]
+    return skipped.keep(ours, _orphan, "claims", lambda row: f"{row[0]} {row[1]}")
+
+
+def _orphan(row: tuple[Any, Any]) -> Orphan:
+    task, when = row
+    occurrence = iso_instant(when, "occurrence")
+    if occurrence is None:
+        raise BadRow("occurrence", when)
+    return name(task, "task"), occurrence
 
 
 class Skipped:
