@@ -1,9 +1,8 @@
 """The PostgreSQL adapter of the coordination port (docs/fleets-postgresql.md), on psycopg2:
 the cheapest driver to import (docs/architecture.md#dependencies-and-why), and as a libpq
-wrapper it reads passwords and URL parameters as ``psql`` does.
-
-One connection per run for everything but locks and slots, opened on first use; after one
-failure every call raises :class:`StoreUnavailable` at once (one timeout per run).
+wrapper it reads passwords and URL parameters as ``psql`` does. One connection per run for
+everything but locks and slots, opened on first use; after one failure every call raises
+:class:`StoreUnavailable` at once (one timeout per run).
 """
 
 from __future__ import annotations
@@ -149,9 +148,8 @@ class PostgresCoordinator:
         pgconn.stop_waiting()
 
     def close(self) -> None:
-        """The run's connection is closed the first time only: a coordinator closed again is
-        `work`'s, which keeps its session, so a minute costs no connection (a session lost
-        meanwhile is replaced by _call)."""
+        """Closes the run's connection the first time only: `work`'s coordinator keeps its
+        session, so a minute costs no connection (one lost meanwhile is replaced by _call)."""
         with self._mutex:
             if not (self._open or self._kept):  # open claims: their session is the liveness
                 self._drop()
@@ -261,8 +259,7 @@ class PostgresCoordinator:
         return [(self.scope.name(task), when) for task, when in self._orphans]
 
     def _liveness(self, cur: Any) -> bytes:
-        """The statement that makes this session hold the lease key (a claim's liveness:
-        cronctl.lease_lives) when it does not yet."""
+        """The statement that makes this session hold the lease key, if it does not yet."""
         if self._lease_conn is self._conn:
             return b""
         self._lease_conn = self._conn
@@ -308,16 +305,8 @@ class PostgresCoordinator:
         # The run's connection first: it creates the schema and fails fast when unreachable.
         self._call(lambda cur: None)
         try:
-            return pg_lock.try_lock(
-                self.url,
-                self.scope.key(task),
-                lease=lease,
-                now=now,
-                host=self.host,
-                pid=self.pid,
-                skipped=self.skipped,
-                timeout=timeout,
-            )
+            mine = (self.url, self.scope.key(task), self.host, self.pid, self.skipped)
+            return pg_lock.try_lock(*mine, lease=lease, now=now, timeout=timeout)
         except port.StoreUnavailable as exc:
             raise self._lost(str(exc)) from None
 

@@ -110,8 +110,7 @@ def driver(url: str) -> Any:
 
 
 def first_line(url: str, exc: BaseException) -> str:
-    """The first line of a driver's error, without the URL's password (libpq echoes a URL
-    it cannot parse, or the pieces it misread)."""
+    """The first line of a driver's error, without the URL's password (libpq may echo it)."""
     first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
     return redact_text(first, url)
 

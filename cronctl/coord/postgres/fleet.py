@@ -22,8 +22,7 @@ from cronctl.coord.postgres import rows
 from cronctl.coord.postgres.schema import RUN_COLUMNS
 from cronctl.core.runs import RunRow
 
-_COLUMNS = RUN_COLUMNS
-_SELECT = ", ".join(_COLUMNS)
+_SELECT = ", ".join(RUN_COLUMNS)
 _ORDER = "ORDER BY occurrence DESC, started DESC NULLS LAST, id DESC"
 #: The keyset of the dashboard's pages, served by the runs_page indexes (schema.py).
 _PAGE_ORDER = "ORDER BY occurrence DESC, id DESC"
@@ -40,12 +39,12 @@ def publish(cur: Any, rows: Sequence[RunRow], checked_in: bytes) -> None:
     extra = PUBLISHED_EXTRA
     values = b",".join(
         cur.mogrify(
-            f"({', '.join(['%s'] * (len(_COLUMNS) + len(extra)))})",
-            (*(getattr(row, c) for c in _COLUMNS), *(_extra(row, c) for c in extra)),
+            f"({', '.join(['%s'] * (len(RUN_COLUMNS) + len(extra)))})",
+            (*(getattr(row, c) for c in RUN_COLUMNS), *(_extra(row, c) for c in extra)),
         )
         for row in rows
     )
-    updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in (*_COLUMNS[1:], *extra))
+    updates = ", ".join(f"{c} = EXCLUDED.{c}" for c in (*RUN_COLUMNS[1:], *extra))
     cur.execute(
         checked_in
         + f"; INSERT INTO cronctl.runs ({_SELECT}, {', '.join(extra)}) VALUES ".encode()  # noqa: S608

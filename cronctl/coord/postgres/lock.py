@@ -94,16 +94,15 @@ def is_held(cur: Any, task: str, skipped: rows.Skipped) -> bool:
 def try_lock(
     url: str,
     task: str,
-    *,
-    lease: timedelta | None,
-    now: datetime,
     host: str,
     pid: int,
     skipped: rows.Skipped,
+    *,
+    lease: timedelta | None,
+    now: datetime,
     timeout: timedelta | None = None,
 ) -> Overlap:
-    """A holder row that cannot be read is skipped, as if there were none: the advisory lock
-    decides."""
+    """A holder row that cannot be read is skipped: the advisory lock decides."""
     import psycopg2
 
     me = procs.identify(pid)
@@ -154,8 +153,7 @@ def _attempt(
 
 
 def _holder(task: str, skipped: rows.Skipped, values: tuple[Any, ...]) -> HolderInfo | None:
-    """The holder of a row's (host, pid, started, timeout_s, command_pid, command_start,
-    boot); None when a value cannot be used (named once: the advisory lock decides)."""
+    """None when a value of the row cannot be used (named once: the advisory lock decides)."""
     host, pid, started, timeout_s, command_pid, command_start, boot = values
     try:
         command = None
@@ -293,8 +291,9 @@ class PgLock:
         """Take the lock back on a new connection until it is ours, another run has it, or
         (released meanwhile) once. One connection is kept while the old session still lets
         go of the lock (pg_terminate_backend returns before the backend has)."""
-        old = self._conn
-        old_backend = _backend_pid(old)
+        old, old_backend = self._conn, None
+        with suppress(Exception):  # as libpq remembers it: no round trip
+            old_backend = int(old.get_backend_pid())
         conn: Any = None
         tried = False
         dying_until: float | None = None
@@ -333,13 +332,6 @@ class PgLock:
             _close_quietly(conn)
         self._stop.set()
         self.lost = self.lost or "the overlap lock's session was lost"
-
-
-def _backend_pid(conn: Any) -> int | None:
-    try:
-        return int(conn.get_backend_pid())
-    except Exception:
-        return None
 
 
 def _held_only_by(cur: Any, key: int, backend: int | None) -> bool:

@@ -207,8 +207,7 @@ Orphan = tuple[str, datetime]
 def orphans(
     found: Iterable[Sequence[Any]], skipped: Skipped, owns: Callable[[str], bool]
 ) -> list[Orphan]:
-    """The orphaned claims ``owns`` keeps; one that cannot be read is skipped: taking it
-    over would run what no reader can name."""
+    """One that cannot be read is skipped: taking it over would run what no reader can name."""
     ours = [(task, when) for task, when in found if owns(str(task))]
     return skipped.keep(ours, _orphan, "claims", lambda row: f"{row[0]} {row[1]}")
 

@@ -308,8 +308,8 @@ def _refuse_newer(version: int | None, url: str) -> None:
 
 
 def _migrate(conn: Any, url: str) -> None:
-    """Under a transaction-scoped advisory lock: machines starting at once migrate one at a
-    time, each re-reading the version after taking the lock."""
+    """Machines starting at once migrate one at a time (an advisory lock), each re-reading
+    the version after taking the lock."""
     conn.autocommit = False
     try:
         with conn.cursor() as cur:

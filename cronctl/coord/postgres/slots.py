@@ -11,9 +11,8 @@ import hashlib
 from contextlib import suppress
 from typing import Any
 
-# Slots are tried in order and the first free one is kept: the scan stops at the first row
-# the condition lets through (LIMIT over a plain function scan, no ORDER BY or join that
-# would make PostgreSQL evaluate the condition on more rows than it returns).
+# The first free slot: LIMIT over a plain function scan stops at the first row the condition
+# lets through (an ORDER BY or join would make PostgreSQL try the locks on more rows).
 _TAKE = """
 SELECT s FROM generate_series(0, %(size)s - 1) AS s
 WHERE pg_try_advisory_lock(%(key)s, s) LIMIT 1"""
