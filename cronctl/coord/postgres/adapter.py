@@ -163,8 +163,6 @@ class PostgresCoordinator:
                 conn.close()
 
     def _one(self, sql: str, params: Any = None) -> Any:
-        """The first row of one query's answer, or None."""
-
         def fetch(cur: Any) -> Any:
             cur.execute(sql, params)
             return cur.fetchone()

@@ -2,11 +2,9 @@
 advisory lock on a connection of its own, whose socket the task inherits (``pass_fds``). When
 the session ends under a live task, the ``holders`` row keeps contenders out while the watcher
 takes the lock back; on the holder's own machine (boot id with pid namespace, never its host
-name) the row's process identities decide instead (coord/liveness.py).
-
-The watcher is the only reader of the socket between queries, and every query on the lock's
-connection goes through one mutex: a reply to the run's own query is never taken for the
-session's end.
+name) the row's process identities decide instead (coord/liveness.py). The watcher is the
+only reader of the socket between queries, and every query on the lock's connection goes
+through one mutex: a reply to the run's own query is never taken for the session's end.
 """
 
 from __future__ import annotations
@@ -180,10 +178,10 @@ def _lives_here(holder: HolderInfo, pid_start: int | None, fresh: bool) -> bool:
     fresh. Processes that are gone hold nothing (docs/faults.md)."""
     if holder.command is not None:
         return command_lives(holder)
-    boot = procs.boot_id()
     if pid_start is None or not holder.pid:
         return fresh
-    return fresh and procs.same_process_alive(ProcessId(holder.pid, int(pid_start), boot))
+    me = ProcessId(holder.pid, int(pid_start), procs.boot_id())
+    return fresh and procs.same_process_alive(me)
 
 
 def _overtake(conn: Any, cur: Any, url: str, params: dict[str, Any], holder: HolderInfo) -> Overlap:
@@ -250,7 +248,6 @@ class PgLock:
 
     def _watch(self) -> None:
         """Refresh ``seen`` every HEARTBEAT_S; a readable socket is checked with the heartbeat.
-
         A stop is only seen through the select, with the socket in the same call: a stop
         landing while the loop pauses after a spurious wake would otherwise miss a session
         cut just before it (and a stolen lock would go unreported)."""

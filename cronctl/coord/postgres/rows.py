@@ -233,8 +233,7 @@ class Skipped:
         return len(self._named)
 
     def skip(self, table: str, key: str, problem: BadRow, kept: str | None = None) -> None:
-        """Named the first time only (``work`` reads it every minute); ``kept``: what of it
-        is still used when the row is not skipped whole."""
+        """Named the first time only (``work`` reads it every minute); ``kept``: what is used."""
         with self._mutex:
             if (table, key) in self._named:
                 return
