@@ -285,9 +285,8 @@ class PgLock:
                 return "gone"
 
     def _retake(self) -> None:
-        """Take the lock back on a new connection until it is ours, another run has it, or
-        (released meanwhile) once. One connection is kept while the old session still lets
-        go of the lock (pg_terminate_backend returns before the backend has)."""
+        """Take the lock back until it is ours, another run has it, or (released meanwhile)
+        once; one connection is kept while the old session lets go (pg_terminate_backend)."""
         old, old_backend = self._conn, None
         with suppress(Exception):  # as libpq remembers it: no round trip
             old_backend = int(old.get_backend_pid())

@@ -50,9 +50,8 @@ class BadRow(ValueError):
 
 
 def register(conn: Any) -> None:
-    """Make ``conn`` read every ``timestamptz`` in UTC, an out-of-range one as
-    :class:`Unreadable`: the driver's own caster raises while fetching, which lost every row
-    of the answer with the bad one."""
+    """``timestamptz`` in UTC, an out-of-range one as :class:`Unreadable`: the driver's caster
+    raises while fetching, which lost every row of the answer with the bad one."""
     import psycopg2.extensions as ext
 
     default = ext.PYDATETIMETZ

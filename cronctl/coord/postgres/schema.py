@@ -274,8 +274,7 @@ class SchemaTooNew(CronctlError):
 def ensure_schema(
     conn: Any, url: str, skipped: rows.Skipped, owns: Callable[[str], bool]
 ) -> tuple[dict[str, PauseInfo], list[rows.Orphan]]:
-    """Check (and if needed create or migrate) the schema; the pauses and orphaned claims
-    ``owns`` keeps, read in the same round trip, so a run's start costs one query."""
+    """Check (create, migrate) the schema; in the same query, the pauses and orphans of ``owns``."""
     import psycopg2.errors
 
     try:
