@@ -384,6 +384,18 @@ def plan_ahead_at(schedule: Schedule, tmp_path: Path, now: datetime) -> Ahead:
     return plan_ahead(schedule, stored, store.parse_state, now)
 
 
+@contextlib.contextmanager
+def reaped(process: subprocess.Popen[str]) -> Iterator[subprocess.Popen[str]]:
+    """The process, killed and waited for on the way out if it still runs (a failed assert
+    must not leave it behind)."""
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+
+
 def stop_worker(worker: subprocess.Popen[str]) -> str:
     """SIGTERM (after SIGCONT, for a stopped one) to a `work` started with popen; its stderr,
     once it has exited (killed after 30 s), with no traceback in it."""

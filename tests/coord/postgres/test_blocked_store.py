@@ -21,7 +21,7 @@ import pytest
 from cronctl.coord.postgres.adapter import PostgresCoordinator
 from cronctl.coord.postgres.schema import _MIGRATE_KEY
 from tests.coord.postgres.kit import T
-from tests.helpers import Cli, history, patched_cronctl, wait_for, write_schedule
+from tests.helpers import Cli, history, patched_cronctl, reaped, wait_for, write_schedule
 from tests.run.test_work import NEAR_BOUNDARY
 
 SECRET = "hunter2-pw"  # noqa: S105  (a test password, to check it is never shown)
@@ -149,14 +149,10 @@ def _run_while(cli: Cli, tmp_path: Path, url: str, statement: str) -> tuple[Bloc
     to its end), its stdout and stderr."""
     with locked(url, statement):
         run = cli.popen("run", "--json", "--now", T, env=_env(tmp_path, url))
-        blocked = Blocked(run, url)
-        blocked.watch()
-        try:
+        with reaped(run):
+            blocked = Blocked(run, url)
+            blocked.watch()
             out, err = run.communicate(timeout=BOUND_S)
-        finally:
-            if run.poll() is None:
-                run.kill()
-                run.communicate()
     assert "Traceback" not in err, err
     return blocked, out, err
 
@@ -259,18 +255,14 @@ def test_sigterm_is_acted_on_while_run_waits_for_a_locked_table(
         run = cli.popen_code(
             PATIENT_CRONCTL, "run", "--json", "--now", T, env=_env(tmp_path, store)
         )
-        blocked = Blocked(run, store)
-        blocked.watch(until=lambda: blocked.since is not None)
-        try:
+        with reaped(run):
+            blocked = Blocked(run, store)
+            blocked.watch(until=lambda: blocked.since is not None)
             assert blocked.since is not None, "cronctl never waited on the lock"
             run.send_signal(signal.SIGTERM)
             # Before: the signal waited for the lock timeout (here ten minutes), then `run`
             # went on: it ends here with the lock still held, or the bound fails it.
             out, err = run.communicate(timeout=BOUND_S)
-        finally:
-            if run.poll() is None:
-                run.kill()
-                run.communicate()
     assert "Traceback" not in err, err
     assert run.returncode == 143, err
     outcomes = {r["task"]: r["outcome"] for r in json.loads(out)["runs"]}
@@ -403,17 +395,12 @@ def test_a_plain_task_starts_while_the_connect_to_a_silent_store_waits(
     write_schedule(tmp_path / "schedules.toml", TASKS)
     url = f"postgresql://postgres:{SECRET}@127.0.0.1:{silent_port}/db?sslmode=disable"
     env = {**_env(tmp_path, url), "CRONCTL_COORDINATION": url}
-    run = cli.popen_code(PATIENT_CRONCTL, "run", "--json", "--now", T, env=env)
-    try:
+    with reaped(cli.popen_code(PATIENT_CRONCTL, "run", "--json", "--now", T, env=env)) as run:
         # The plain task waits PAUSES_WAIT_S for the store, not the connect (ten minutes here).
         wait_for(lambda: _mark(tmp_path, "plain") or run.poll() is not None, "plain", BOUND_S)
         assert run.poll() is None, run.communicate()  # the connect still waits
         run.send_signal(signal.SIGTERM)
         out, err = run.communicate(timeout=BOUND_S)
-    finally:
-        if run.poll() is None:
-            run.kill()
-            run.communicate()
     assert run.returncode == 143, err
     outcomes = {r["task"]: r["outcome"] for r in json.loads(out)["runs"]}
     assert outcomes["plain"] == "ok" and SECRET not in err, err
