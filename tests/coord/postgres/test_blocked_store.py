@@ -107,6 +107,17 @@ def _mark(tmp_path: Path, task: str) -> float | None:
     return float(text) if text else None
 
 
+def _children(pid: int) -> list[str]:
+    """The processes ``pid`` started that have not been reaped yet."""
+    found = []
+    for thread in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            found += (thread / "children").read_text().split()
+        except OSError:  # that thread ended meanwhile
+            continue
+    return found
+
+
 def _waiting_since(url: str) -> float | None:
     """When the oldest statement of cronctl that waits for a lock began (epoch), if any."""
     import psycopg2
@@ -398,6 +409,8 @@ def test_a_plain_task_starts_while_the_connect_to_a_silent_store_waits(
     with reaped(cli.popen_code(PATIENT_CRONCTL, "run", "--json", "--now", T, env=env)) as run:
         # The plain task waits PAUSES_WAIT_S for the store, not the connect (ten minutes here).
         wait_for(lambda: _mark(tmp_path, "plain") or run.poll() is not None, "plain", BOUND_S)
+        # The mark is written before the task's shell exits: a signal then would interrupt it.
+        wait_for(lambda: run.poll() is not None or not _children(run.pid), "plain's end", BOUND_S)
         assert run.poll() is None, run.communicate()  # the connect still waits
         run.send_signal(signal.SIGTERM)
         out, err = run.communicate(timeout=BOUND_S)
