@@ -1,10 +1,5 @@
-"""The composition root: what the commands share to load a schedule and build a run's
-context, with no typer import.
-
-cronctl.cli.main serves a plain `cronctl run ...` from here (after cronctl.cli.fastpath found
-the minute is not quiet); the typer commands use the same functions, so both paths behave
-the same.
-"""
+"""The composition root, with no typer import: loading a schedule and building a run's
+context, for the typer commands and for cli/main.py's plain `run` alike."""
 
 from __future__ import annotations
 
@@ -42,16 +37,13 @@ __all__ = ["host_name", "parse_instant"]  # the commands take them from here wit
 
 
 def load_schedule(files: list[Path] | None) -> Schedule:
-    """Read the schedule files the flags (or CRONCTL_FILE, or the default) name (`run` and
-    `list` read them through the schedule cache instead: see load_cached)."""
-
+    """Read the schedule files --file (or CRONCTL_FILE, or the default) names."""
     return schedentry.load_uncached(schedule_paths(files, os.environ))
 
 
 def load_cached(files: list[Path] | None) -> Schedule:
-    """The schedule `list` shows: from `run`'s cache entry when nothing the parse read has
-    changed (the very values parsing gives), else parsed and kept when it has no errors.
-    `check` never uses it: it is the gate a schedule passes before it is deployed."""
+    """`list`'s schedule, from `run`'s cache entry when its files did not change (never for
+    `check`: the gate a schedule passes before it is deployed)."""
     return schedentry.load(schedule_paths(files, os.environ), os.environ)
 
 
@@ -61,8 +53,8 @@ def coordinator(
     flag: str | None,
     host: Callable[[], str] = lambda: os.uname().nodename,
 ) -> Coordinator:
-    """The coordination store when one is configured, else files in lock_dir; ``host``: this
-    machine's name, asked once the URL is known (only a pause writes it)."""
+    """The coordination store if one is configured, else files in lock_dir; ``host`` is asked
+    once the URL is known (only a pause writes it)."""
     url = dirs.coordination_url(schedule, flag, os.environ)
     project = schedule.settings.project
     return open_coordinator(url, locks, host=host(), pid=os.getpid(), project=project)
@@ -90,20 +82,16 @@ def run_context(
     coordination: str | None = None,
 ) -> RunContext:
     """Where the run's data lives and how it behaves; refuses a local lock_dir if asked."""
-
     states, locks = dirs.data_dirs(schedule, state_dir, lock_dir, os.environ)
     url = dirs.coordination_url(schedule, coordination, os.environ)
     # With a coordination store, claims do not live in lock_dir: whether it is shared is moot.
     warning = None if url else dirwarnings.lock_dir_warning(schedule, locks)
     if warning is not None:
-        production = os.environ.get("CRONCTL_ENV") == "production"
-        if strict or production:
+        if strict or os.environ.get("CRONCTL_ENV") == "production":
             why = "--strict" if strict else "CRONCTL_ENV=production"
             raise LockDirNotSharedError(f"refusing to run ({why}): {warning.message}")
-        # Once a day, not every minute: cron mails whatever `run` prints. -v too: a `run -v`
-        # every minute (a crontab line, a watch loop) repeated it under every line, and the
-        # warning's news does not change within a day; `check` and `doctor` show it any time.
-        # `work` (`at_start`) says it as it starts: once a process, never every minute.
+        # Once a day (-v too), not every minute: cron mails whatever `run` prints, and
+        # `check` and `doctor` show it any time. `work` (`at_start`) says it as it starts.
         if at_start:
             print(f"cronctl: warning: {warning.message}", file=sys.stderr)
         elif dirwarnings.daily_notice(states, "lock-dir-not-shared"):
@@ -116,19 +104,15 @@ def run_context(
         env=dict(os.environ),
         dry_run=dry_run,
         max_parallel=schedule.settings.max_parallel,
-        coord=open_coordinator(
-            url, locks, host=me, pid=os.getpid(), project=schedule.settings.project
-        ),
+        coord=coordinator(schedule, locks, coordination, lambda: me),
     )
 
 
 def pretended(ctx: RunContext, instant: datetime, dry_run: bool) -> RunContext:
-    """The context of `run --now TIME`: a time ahead of the clock is a rehearsal
-    (docs/commands.md)."""
+    """The context of `run --now TIME`; ahead of the clock, a rehearsal (docs/commands.md)."""
     if instant - datetime.now(UTC) > REHEARSAL_AHEAD:
-        # A dry run ahead of the clock reads the rehearsal's state too: it then says what the
-        # rehearsal at the same --now would run, not hundreds of occurrences "missed" between
-        # the real state's last minute and a pretended future.
+        # A dry run reads the rehearsal's state too: it says what the rehearsal would run, not
+        # hundreds of occurrences "missed" between the real state and a pretended future.
         what = (
             "shows what a rehearsal would run then, from the rehearsal's state in "
             f"{ctx.state_dir / REHEARSAL_DIR}, and changes nothing"
@@ -159,12 +143,9 @@ def run_command(
     coordination: str | None = None,
     minute: Minute | None = None,
 ) -> int:
-    """`cronctl run`: the exit code (0, or 1 when a task failed).
-
-    A minute with nothing due is dealt with by cronctl.run.quiet when the last planned
-    minute left it the proof (`minute`: that check, already made by cronctl.cli.main);
-    otherwise the schedule is loaded (from its cache entry if the files did not change),
-    planned and run, and a new proof is kept."""
+    """`cronctl run`: the exit code (0, or 1 when a task failed). A quiet minute ends in
+    cronctl.run.quiet (`minute`: that check, if cli/main.py made it already); otherwise the
+    schedule is loaded (cached), planned and run, and a new proof is kept."""
     if minute is None:
         minute = quiet_minute(files, now, dry_run, as_json, state_dir, lock_dir, host, coordination)
     if minute.status == quiet.DONE:
@@ -176,9 +157,8 @@ def run_command(
     if now is not None:
         ctx = pretended(ctx, instant, dry_run)
     schedule = this_host(everything, ctx.host)
-    live = None
-    if not dry_run:
-        live = LiveReports()
+    live = None if dry_run else LiveReports()
+    if live is not None:
         ctx = replace(ctx, listener=Listener(done=live))
     stop = _StopOnSignal()
     report = run_once(schedule, instant, stop.install(ctx))
@@ -191,29 +171,18 @@ def run_command(
     return 1 if report.failed else 0
 
 
-#: How long `run` waits, once told to stop, for its tasks to end before killing them
-#: (docs/guarantees.md).
-STOP_GRACE_S = 30.0
-
-
 class _StopOnSignal:
     """SIGTERM/SIGINT/SIGHUP to `run`: stop starting tasks, forward the signal, SIGKILL after
-    the grace.
+    the grace (docs/commands.md, Signals). The handler only sets flags and sends signals:
+    the main thread still waits for the tasks and records every outcome before `run` exits."""
 
-    The handler only sets flags and sends signals, so the main thread carries on waiting for
-    the tasks and records every outcome (``interrupted``) before `run` exits 143 / 130 / 129.
-    """
-
-    def __init__(self, grace_s: float = STOP_GRACE_S) -> None:
+    def __init__(self, grace_s: float = 30.0) -> None:
         self.signum: int | None = None
         self._grace_s = grace_s
-        self._tracker: Tracker | None = None
+        self._tracker = Tracker()
 
     def install(self, ctx: RunContext) -> RunContext:
-        """Handle SIGTERM, SIGINT and SIGHUP from now on; return ``ctx`` with a tracker to
-        signal."""
-
-        self._tracker = Tracker()
+        """Handle the signals from now on; ``ctx`` with a tracker to signal."""
         # SIGHUP too, as under `work`: its default action killed `run` outright, leaving the
         # running task unsignalled and its row "running" (docs/commands.md, Signals).
         for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
@@ -223,25 +192,19 @@ class _StopOnSignal:
         return replace(ctx, tracker=self._tracker, world=world)
 
     def _handle(self, signum: int, _frame: object) -> None:
-        import threading
-
-        tracker = self._tracker
-        assert tracker is not None
         first = self.signum is None
         self.signum = signum
-        tracker.stop(signum)
+        self._tracker.stop(signum)
         if first:
-            timer = threading.Timer(self._grace_s, tracker.signal_all, (signal.SIGKILL,))
+            timer = threading.Timer(self._grace_s, self._tracker.signal_all, (signal.SIGKILL,))
             timer.daemon = True
             timer.start()
 
 
 def this_host(schedule: Schedule, host: str) -> Schedule:
-    """The schedule without the tasks whose `hosts` leave this machine out
-    (docs/schedule-file.md)."""
+    """The schedule without the tasks whose `hosts` leave this machine out."""
     if not any(task.hosts for task in schedule.tasks):
         return schedule
-
     kept = tuple(t for t in schedule.tasks if runs_on(t, host))
     # A follower left out here may run on another machine after a task that runs here.
     here = {t.name for t in kept}
@@ -259,8 +222,7 @@ def work_reporting(
     if output:
         listener = replace(listener, output=lambda task: printer(f"{task} | "))
     if verbose:
-        # One line as the minute's tasks start, then each outcome as its run ends; what
-        # ran nothing (missed, paused), or "nothing due", as its tick ends (render_run).
+        # A line as the minute's tasks start; what ran nothing as its tick ends (render_run).
         listener = replace(
             listener, starting=lambda now, rows: print(starting_line(now, rows), flush=True)
         )
@@ -273,22 +235,18 @@ def work_reporting(
     return ctx, report
 
 
-# Failure reports printed as each task ends, not when the slowest task of the minute ends:
-# otherwise a quick failure waits behind a long sleeper, and cron's mails come late and
-# out of order.
 class LiveReports:
-    """A run's `Listener.done`: prints what each ending occurrence calls for."""
+    """A run's `Listener.done`: what each ending occurrence calls for, printed as it ends (not
+    behind the minute's slowest task: cron's mails would come late and out of order);
+    `lines`: each outcome's `-v` line too (`work -v`)."""
 
     def __init__(self, lines: bool = False) -> None:
-        """Nothing reported yet; `lines`: print each outcome's `-v` line too (`work -v`)."""
         self._lock = threading.Lock()
         self._lines = lines
         self.handled: set[str] = set()  # run ids already dealt with (printed or silenced)
         self.shown: set[str] = set()  # run ids whose -v line is printed
 
     def __call__(self, task: Task, result: RunRow, kind: str | None) -> None:
-        """Print `result`'s -v line (with `lines`), and a failure report or a recovery line
-        for it (`kind`), or nothing."""
         with self._lock:
             if self._lines:
                 print(run_line(result), flush=True)
@@ -305,7 +263,6 @@ class LiveReports:
                 )
 
     def forget(self, run_ids: Iterable[str]) -> None:
-        """Drop ids whose tick has been rendered."""
         with self._lock:
             ids = set(run_ids)
             self.handled -= ids

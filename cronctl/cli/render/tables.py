@@ -1,7 +1,5 @@
-"""Result dataclasses -> a rich table on a terminal, plain text when piped, or JSON.
-
-One renderer per result, so `--json` and the human output cannot disagree.
-"""
+"""Result dataclasses -> a rich table on a terminal, plain text when piped, or JSON: one
+renderer per result, so `--json` and the human output cannot disagree."""
 
 from __future__ import annotations
 
@@ -49,14 +47,10 @@ def table(
     floors: Mapping[str, int] | None = None,
     whole_times: str = IN_UTC,
 ) -> None:
-    """A rich table on a terminal; aligned plain columns when piped (easy to grep and cut).
-
-    On a terminal nothing wraps and no name or time is cut: render/fit.py takes the steps in
-    `drop` until the table fits, then shortens the free-text columns in `shrink`. Every cell
-    is made `visible`: a pause reason or a host from the store is untrusted like task output.
-    A table with times (`short`) says under it which zone they are in (`whole_times`, or
-    IN_TASK_ZONES once they are short): a reader whose terminal narrowed never guesses.
-    """
+    """A rich table on a terminal, fitted by render/fit.py (`drop`, `shrink`); aligned plain
+    columns when piped. Every cell is made `visible`: a pause reason or a host from the store
+    is untrusted like task output. A table with times (`short`) says under it which zone they
+    are in (`whole_times`, or IN_TASK_ZONES once they are short)."""
     rows = [[visible(cell, one_line=True) for cell in row] for row in rows]
     out = stream or sys.stdout
     if out.isatty():
@@ -93,9 +87,8 @@ def table(
     out.write(plain_table(headers, rows))
 
 
-#: From this many rows on, a terminal table that fits is printed line by line: a rich Table
-#: lays out each cell on its own, which makes a long `list` slow to draw
-#: (docs/architecture.md#devices-kept-for-speed).
+#: From this many rows on, a terminal table is printed line by line: a rich Table lays out
+#: each cell on its own, slow for a long `list` (docs/architecture.md#devices-kept-for-speed).
 LONG_TABLE_ROWS = 500
 
 
@@ -106,10 +99,9 @@ def _print_lines(
     keep: Sequence[int],
     widths: Sequence[int],
 ) -> None:
-    """What a rich Table prints, line by line: each cell cropped with an ellipsis and padded
-    to its width (widths fixed by render/fit.py: no cell wraps) as the Table crops it, tabs
-    expanded as it expands them, columns two spaces apart, the header bold. Only the escape
-    codes are grouped differently (the header's gaps are one bold run)."""
+    """What a rich Table prints, line by line: cells cropped and padded as it does, tabs
+    expanded, columns two spaces apart, the header bold (only the escape codes group
+    differently)."""
     from rich.text import Text
 
     def line(cells: Sequence[str], header: bool) -> Text:
@@ -127,9 +119,8 @@ def _print_lines(
 
 
 def plain_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """The lines of a table for a pipe: columns left-aligned, two spaces apart, no trailing
-    blanks. One `%` format a row (`%-Ns` pads as `ljust` does), cheap even at 10,000 rows."""
-    # strict: each row has one cell a column (a ValueError otherwise).
+    """A table for a pipe: columns left-aligned, two spaces apart, no trailing blanks. One
+    `%` format a row, cheap even at 10,000 rows; a row of the wrong length is a ValueError."""
     columns = list(zip(*rows, strict=True)) or [()] * len(headers)
     widths = [
         max(len(h), max(map(len, column), default=0))
@@ -205,8 +196,7 @@ def local_time(when: datetime, zone: Zone) -> str:
 def render_list(
     result: ListResult, as_json: bool, now: datetime, local: bool = False, verbose: bool = False
 ) -> None:
-    """`list`: one row per task, then its errors, and with `verbose` its warnings (`local`:
-    times in each task's zone)."""
+    """`list`: a row per task, then its errors (`verbose`: and warnings)."""
     if as_json:
         emit_json(
             {
@@ -230,10 +220,8 @@ def render_list(
             }
         )
         return
-    # Tasks of one schedule and zone share their next run and their words: each is
-    # formatted once (a large schedule has far fewer such pairs than tasks).
-    # (By the zone's and expression's identities: parse_zone and parse_cron hand out one
-    # object per text, and an identity needs no hashing of the fields.)
+    # Tasks of one schedule and zone share their words: each said once, keyed by identities
+    # (parse_zone and parse_cron hand out one object per text: no hashing of fields).
     words: dict[tuple[object, ...], str] = {}
 
     def cells(shown: Callable[[datetime, Zone], str]) -> list[list[str]]:
@@ -339,7 +327,7 @@ def render_due(result: DueResult, as_json: bool) -> None:
 
 
 def _memo(shown: Callable[[datetime, Zone], str]) -> Callable[[datetime, Zone], str]:
-    """`shown`, each instant and zone formatted once (by the zone's identity, as above)."""
+    """`shown`, each instant and zone formatted once (by the zone's identity)."""
     done: dict[tuple[datetime, int], str] = {}
 
     def once(when: datetime, zone: Zone) -> str:
@@ -443,8 +431,7 @@ def _next_cell(row: Any, shown: Callable[[datetime, Zone], str]) -> str:
 
 
 def after_json(task: Task | None) -> dict[str, Any]:
-    """A task's chain in JSON: the names it runs after (none: []) and the outcome it waits
-    for (null for a task with times of its own, or none in the schedule)."""
+    """A task's chain in JSON: what it runs after, and the outcome it waits for (or null)."""
     chained = task is not None and task.chained
     return {
         "after": list(task.after) if task is not None else [],
@@ -453,8 +440,7 @@ def after_json(task: Task | None) -> dict[str, Any]:
 
 
 def _pause_note(row: Any, shown: Callable[[datetime, Zone], str]) -> str:
-    """`paused by alice on web-1 since 2026-08-03T09:00:00Z: db migration` (what is known);
-    the reason is made visible by `table` like every cell."""
+    """`paused by alice on web-1 since 2026-08-03T09:00:00Z: db migration` (what is known)."""
     pause = row.pause
     if pause is None:
         return row.pause_reason or "paused"
@@ -479,11 +465,8 @@ def render_history(
     zones: Mapping[str, Zone] | None = None,
     hosts: bool = False,
 ) -> None:
-    """`history`: one row per run, newest first (`hosts`: --fleet, with a HOST column and no
-    TRIGGER: the coordination store keeps neither trigger nor attempt).
-
-    `zones` names each task's zone, for the short times of a narrow terminal (UTC for a task
-    it lacks)."""
+    """`history`: one row per run, newest first (`hosts`: --fleet's HOST column, no TRIGGER);
+    `zones`: each task's zone, for a narrow terminal's short times (else UTC)."""
     if as_json:
         emit_json({"runs": [run_json(r) for r in runs]})
         return
@@ -535,21 +518,17 @@ def render_fleet_status(result: Sequence[Any], as_json: bool) -> None:
             }
         )
         return
-    rows = []
-    for row in result:
-        last = row.last_run
-        rows.append(
-            [
-                row.task,
-                row.host or "-",
-                format_utc(last.occurrence) if last else "-",
-                last.outcome if last else "-",
-                f"{last.duration_s:.1f}s" if last and last.duration_s is not None else "-",
-                "paused" + (f" ({row.pause_reason})" if row.pause_reason else "")
-                if row.paused
-                else "",
-            ]
-        )
+    rows = [
+        [
+            row.task,
+            row.host or "-",
+            format_utc(last.occurrence) if (last := row.last_run) else "-",
+            last.outcome if last else "-",
+            f"{last.duration_s:.1f}s" if last and last.duration_s is not None else "-",
+            "paused" + (f" ({row.pause_reason})" if row.pause_reason else "") if row.paused else "",
+        ]
+        for row in result
+    ]
     table(["TASK", "HOST", "LAST RUN", "OUTCOME", "DURATION", "PAUSED"], rows)
 
 

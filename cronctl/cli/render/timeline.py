@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 import textwrap
+from bisect import bisect_left
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import TextIO
 from xml.sax.saxutils import escape
 
@@ -18,35 +18,24 @@ COLOURS = ("#ebedf0", "#c6e48b", "#9bd47e", "#6cc06a", "#3f9e4d", "#23753a", "#0
 _NAME_WIDTH = 22
 
 
-@dataclass(frozen=True)
-class Scale:
-    """Runs in one hour -> levels 0-6, fixed: 0, 1, 2-3, 4-7, 8-15, 16-31, 32 or more.
-
-    The same for every picture, so two schedules' pictures compare by eye (a window's own
-    range would put 72 and 73 runs at opposite ends); doubling, so a quiet hour and a herd
-    both read (every-minute tasks, 60 an hour each, are kept out of the heat map)."""
-
-    bounds: tuple[int, ...] = (1, 3, 7, 15, 31)  # the top of levels 1-5; level 6 is above
-
-    def level(self, count: int) -> int:
-        """0 for no run, else 1-6."""
-        if count <= 0:
-            return 0
-        for index, bound in enumerate(self.bounds):
-            if count <= bound:
-                return index + 1
-        return len(self.bounds) + 1
-
-    def samples(self) -> list[tuple[int, str]]:
-        """For every level, its lowest count and what it means: (0, "0"), (1, "1"), (2, "2-3")."""
-        found, low = [(0, "0")], 1
-        for bound in self.bounds:
-            found.append((low, str(bound) if bound == low else f"{low}-{bound}"))
-            low = bound + 1
-        return [*found, (low, f"{low}+")]
+#: Runs in one hour -> levels 0-6: 0, 1, 2-3, 4-7, 8-15, 16-31, 32 or more (these are the tops
+#: of levels 1-5). Fixed, so two schedules' pictures compare by eye (a window's own range would
+#: put 72 and 73 runs at opposite ends); doubling, so a quiet hour and a herd both read.
+_BOUNDS = (1, 3, 7, 15, 31)
 
 
-SCALE = Scale()
+def level(count: int) -> int:
+    """0 for no run, else 1-6."""
+    return 0 if count <= 0 else bisect_left(_BOUNDS, count) + 1
+
+
+def samples() -> list[tuple[int, str]]:
+    """For every level, its lowest count and what it means: (0, "0"), (1, "1"), (2, "2-3")."""
+    found, low = [(0, "0")], 1
+    for bound in _BOUNDS:
+        found.append((low, str(bound) if bound == low else f"{low}-{bound}"))
+        low = bound + 1
+    return [*found, (low, f"{low}+")]
 
 
 def _short(name: str, width: int) -> str:
@@ -92,16 +81,16 @@ def render_timeline_text(timeline: Timeline, out: TextIO, colour: bool) -> None:
     coloured on a terminal (`colour`), characters when piped."""
 
     def cells(counts: Iterable[int], width: int = 2) -> list[tuple[str, str]]:
-        levels = [SCALE.level(count) for count in counts]
+        levels = [level(count) for count in counts]
         if colour:
-            return [("  ", f"on {COLOURS[level]}") for level in levels]
-        return [("".join(GLYPHS[level] * width for level in levels), "")]
+            return [("  ", f"on {COLOURS[n]}") for n in levels]
+        return [("".join(GLYPHS[n] * width for n in levels), "")]
 
     lines = [[(_title(timeline), "bold")], [(_hour_ruler(11), "dim")]]
     for index, row in enumerate(timeline.heat()):
         lines.append([(f"{timeline.day(index):%a %m-%d}  ", ""), *cells(row)])
     # A count of each level (0, 1, 2, 4, ...) paints its cell in the legend.
-    legend = [[*cells([bound], 1), (f" {text}  ", "")] for bound, text in SCALE.samples()]
+    legend = [[*cells([bound], 1), (f" {text}  ", "")] for bound, text in samples()]
     lines.append([("runs in an hour: ", ""), *(piece for part in legend for piece in part)])
     note = left_out(timeline)  # wrapped: the picture is 80 columns wide, names are unbounded
     lines += [[(line, "dim")] for line in textwrap.wrap(note or "", 80, subsequent_indent="  ")]
@@ -155,7 +144,7 @@ def timeline_svg(timeline: Timeline) -> str:
         parts.append(f"<text x='16' y='42' fill='#57606a'>{escape(note)}</text>")
     parts += _svg_heat(timeline)
     parts += _svg_lanes(timeline, lanes_top, plot_w)
-    parts += _svg_legend(height - 34, SCALE)
+    parts += _svg_legend(height - 34)
     parts.append("</svg>")
     return "\n".join(parts) + "\n"
 
@@ -177,7 +166,7 @@ def _svg_heat(timeline: Timeline) -> list[str]:
         )
         for hour, count in enumerate(row):
             x = _LEFT + hour * _CELL_W
-            lvl = SCALE.level(count)
+            lvl = level(count)
             parts.append(
                 f"<rect class='hour' x='{x + 1}' y='{y + 1}' width='{_CELL_W - 2}' "
                 f"height='{_CELL_H - 2}' rx='3' fill='{COLOURS[lvl]}' data-runs='{count}'>"
@@ -229,7 +218,7 @@ def _svg_lanes(timeline: Timeline, top: int, plot_w: int) -> list[str]:
                 x = _LEFT + hour * step
                 parts.append(
                     f"<rect class='run' x='{x:.2f}' y='{y + 2}' width='{max(step, 1.5):.2f}' "
-                    f"height='{_LANE_H - 4}' fill='{COLOURS[SCALE.level(count)]}' "
+                    f"height='{_LANE_H - 4}' fill='{COLOURS[level(count)]}' "
                     f"data-runs='{count}'/>"
                 )
         parts.append(
@@ -238,11 +227,11 @@ def _svg_lanes(timeline: Timeline, top: int, plot_w: int) -> list[str]:
     return parts
 
 
-def _svg_legend(y: int, scale: Scale) -> list[str]:
+def _svg_legend(y: int) -> list[str]:
     parts = [f"<text x='16' y='{y + 13}' fill='#57606a'>runs in an hour:</text>"]
     x = _LEFT
-    for low, text in scale.samples():
-        colour = COLOURS[scale.level(low)]
+    for low, text in samples():
+        colour = COLOURS[level(low)]
         parts.append(f"<rect x='{x}' y='{y}' width='18' height='18' rx='3' fill='{colour}'/>")
         parts.append(f"<text x='{x + 24}' y='{y + 13}' fill='#57606a'>{text}</text>")
         x += 24 + 8 * len(text) + 20
@@ -256,7 +245,7 @@ def timeline_json(timeline: Timeline) -> dict[str, object]:
         "timezone": timeline.zone.name,
         "first_day": f"{timeline.first:%Y-%m-%d}",
         "days": timeline.days,
-        "scale": [text for _, text in SCALE.samples()],
+        "scale": [text for _, text in samples()],
         "heat": timeline.heat(),
         "tasks": [
             {
