@@ -6,8 +6,8 @@ import os
 
 import typer
 
-from cronctl.cli.options import NowOpt, Where, shared
-from cronctl.cli.wiring import host_name, parse_instant
+from cronctl.cli.options import NowOpt, shared
+from cronctl.cli.wiring import Where, host_name, parse_instant
 from cronctl.commands.doctor import doctor as run_doctor
 from cronctl.edge import dirs, dirwarnings
 

@@ -8,9 +8,9 @@ from typing import Annotated
 
 import typer
 
-from cronctl.cli.options import NameArg, Where, shared
+from cronctl.cli.options import NameArg, shared
 from cronctl.cli.render.runs import visible
-from cronctl.cli.wiring import fail_on_errors, load_schedule, run_context
+from cronctl.cli.wiring import Where, fail_on_errors, load_schedule, run_context
 from cronctl.commands.exec import exec_task
 from cronctl.edge.process.stream import printer
 from cronctl.run.context import Listener
@@ -45,9 +45,8 @@ def exec_(
       cronctl exec backup --wait
       cronctl exec extract --chain
     """
-    schedule = load_schedule(where.file)
-    fail_on_errors(schedule)
-    ctx = run_context(schedule, where.state_dir, where.lock_dir, False, False, host=where.host)
+    schedule = fail_on_errors(load_schedule(where.file))
+    ctx = run_context(schedule, where, False, False)
     show = printer()
     ctx = replace(ctx, listener=Listener(output=lambda _task: show))
     result = exec_task(schedule, name, ctx, wait, chain)

@@ -9,9 +9,9 @@ from typing import Annotated, Any
 
 import typer
 
-from cronctl.cli.options import NameArg, Where, shared
+from cronctl.cli.options import NameArg, shared
 from cronctl.cli.render.tables import pause_json
-from cronctl.cli.wiring import fail_on_errors, host_name, load_schedule, parse_instant
+from cronctl.cli.wiring import Where, fail_on_errors, host_name, load_schedule, parse_instant
 from cronctl.commands.explain import Explanation, explain_here
 from cronctl.coord.port import PauseInfo
 from cronctl.core.model import format_utc
@@ -47,8 +47,7 @@ def explain_(
     """
     if output not in ("text", "json"):
         raise UsageError(f"--format {output!r}: give text or json")
-    schedule = load_schedule(where.file)
-    fail_on_errors(schedule)
+    schedule = fail_on_errors(load_schedule(where.file))
     instant = parse_instant(at, "--at")
     states, locks = where.dirs(schedule)
     me = host_name(where.host)

@@ -85,8 +85,7 @@ def export_command(
             )
         if (why := systemd.check_user(user)) is not None:
             raise UsageError(f"--user {user!r}: {why}")
-    schedule = load_schedule(file)
-    fail_on_errors(schedule)
+    schedule = fail_on_errors(load_schedule(file))
     instant = parse_instant(now)
     if to == "systemd":  # a chained task's unit is started by its upstream's: all at once
         results = systemd.export_schedule(schedule.tasks, instant, user or "")

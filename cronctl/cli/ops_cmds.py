@@ -19,12 +19,11 @@ from cronctl.cli.options import (
     MaybeNameArg,
     NameArg,
     NowOpt,
-    Where,
     shared,
 )
 from cronctl.cli.render.runs import render_problems, visible
 from cronctl.cli.render.tables import render_fleet_status, render_history, render_status
-from cronctl.cli.wiring import host_name, parse_instant
+from cronctl.cli.wiring import Where, host_name, parse_instant
 from cronctl.commands import logfollow, operate
 from cronctl.commands.fleet import fleet_history, fleet_status
 from cronctl.core.runs import UNFINISHED

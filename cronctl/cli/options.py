@@ -5,18 +5,13 @@ from __future__ import annotations
 
 import functools
 import inspect
-import os
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from cronctl.cli.wiring import coordinator, host_name, load_schedule
-from cronctl.coord.port import Coordinator
-from cronctl.core.model import Schedule
-from cronctl.edge import dirs
+from cronctl.cli.wiring import Where, load_schedule
 
 
 def task_names(ctx: typer.Context, incomplete: str) -> list[str]:
@@ -116,31 +111,6 @@ AllOpt = Annotated[
 FleetOpt = Annotated[
     bool, typer.Option("--fleet", help="Every machine's, from the coordination store.")
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class Where:
-    """The schedule files and the state and lock directories, coordination store and host
-    name a command was given (what it was not offered stays None: the default)."""
-
-    file: list[Path] | None = None
-    state_dir: Path | None = None
-    lock_dir: Path | None = None
-    host: str | None = None
-    coordination: str | None = None
-
-    def load(self) -> tuple[Schedule, Path, Path]:
-        """The schedule, and its state and lock directories."""
-        schedule = load_schedule(self.file)
-        return (schedule, *self.dirs(schedule))
-
-    def dirs(self, schedule: Schedule) -> tuple[Path, Path]:
-        """The state and lock directories."""
-        return dirs.data_dirs(schedule, self.state_dir, self.lock_dir, os.environ)
-
-    def coordinator(self, schedule: Schedule, locks: Path) -> Coordinator:
-        """The coordination store, or files in `locks`."""
-        return coordinator(schedule, locks, self.coordination, lambda: host_name(self.host))
 
 
 #: What `shared` offers, by name: the field of Where each sets, and its option.

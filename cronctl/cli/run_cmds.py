@@ -8,8 +8,9 @@ from typing import Annotated
 
 import typer
 
-from cronctl.cli.options import JsonOpt, NowOpt, StrictOpt, VerboseOpt, Where, shared
+from cronctl.cli.options import JsonOpt, NowOpt, StrictOpt, VerboseOpt, shared
 from cronctl.cli.wiring import (
+    Where,
     fail_on_errors,
     load_schedule,
     run_command,
@@ -92,18 +93,7 @@ def work(
     address = parse_address(health) if health is not None else None
     if health_file is not None and not str(health_file).strip():
         raise UsageError("--health-file is empty; give a file path")
-    schedule = load_schedule(where.file)
-    fail_on_errors(schedule)
-    ctx = run_context(
-        schedule,
-        where.state_dir,
-        where.lock_dir,
-        strict,
-        False,
-        True,
-        host=where.host,
-        coordination=where.coordination,
-    )
+    ctx = run_context(fail_on_errors(load_schedule(where.file)), where, strict, False, True)
 
     def paths() -> list[Path]:
         return schedule_paths(where.file, os.environ)

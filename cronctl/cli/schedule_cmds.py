@@ -10,11 +10,11 @@ from typing import Annotated
 
 import typer
 
-from cronctl.cli.options import FileOpt, JsonOpt, MaybeNameArg, NowOpt, Where, shared
+from cronctl.cli.options import FileOpt, JsonOpt, MaybeNameArg, NowOpt, shared
 from cronctl.cli.render.diff import diff_github, diff_json, diff_text
 from cronctl.cli.render.runs import emit_json
 from cronctl.cli.render.tables import check_json, render_check, render_due, render_list, render_next
-from cronctl.cli.wiring import host_name, load_cached, load_schedule, parse_instant
+from cronctl.cli.wiring import Where, host_name, load_cached, load_schedule, parse_instant
 from cronctl.commands import schedule as service
 from cronctl.commands.review import UnreadableRevision, diff_against
 from cronctl.commands.schedule import CheckResult

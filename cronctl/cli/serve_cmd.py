@@ -13,8 +13,8 @@ from urllib.parse import unquote, urlsplit
 
 import typer
 
-from cronctl.cli.options import NowOpt, Where, shared
-from cronctl.cli.wiring import host_name, parse_instant
+from cronctl.cli.options import NowOpt, shared
+from cronctl.cli.wiring import Where, host_name, parse_instant
 from cronctl.errors import UsageError
 from cronctl.run.context import RunContext, real_clock
 from cronctl.web.actions import Actions

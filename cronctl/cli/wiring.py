@@ -8,7 +8,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Iterable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -47,21 +47,35 @@ def load_cached(files: list[Path] | None) -> Schedule:
     return schedentry.load(schedule_paths(files, os.environ), os.environ)
 
 
-def coordinator(
-    schedule: Schedule,
-    locks: Path,
-    flag: str | None,
-    host: Callable[[], str] = lambda: os.uname().nodename,
-) -> Coordinator:
-    """The coordination store if one is configured, else files in lock_dir; ``host`` is asked
-    once the URL is known (only a pause writes it)."""
-    url = dirs.coordination_url(schedule, flag, os.environ)
-    project = schedule.settings.project
-    return open_coordinator(url, locks, host=host(), pid=os.getpid(), project=project)
+@dataclass(frozen=True, slots=True)
+class Where:
+    """The schedule files and the state and lock directories, coordination store and host
+    name a command was given (what it was not offered stays None: the default)."""
+
+    file: list[Path] | None = None
+    state_dir: Path | None = None
+    lock_dir: Path | None = None
+    host: str | None = None
+    coordination: str | None = None
+
+    def load(self) -> tuple[Schedule, Path, Path]:
+        """The schedule, and its state and lock directories."""
+        schedule = load_schedule(self.file)
+        return (schedule, *self.dirs(schedule))
+
+    def dirs(self, schedule: Schedule) -> tuple[Path, Path]:
+        """The state and lock directories."""
+        return dirs.data_dirs(schedule, self.state_dir, self.lock_dir, os.environ)
+
+    def coordinator(self, schedule: Schedule, locks: Path) -> Coordinator:
+        """The coordination store if one is configured, else files in `locks`."""
+        url = dirs.coordination_url(schedule, self.coordination, os.environ)
+        me, project = host_name(self.host), schedule.settings.project
+        return open_coordinator(url, locks, host=me, pid=os.getpid(), project=project)
 
 
-def fail_on_errors(schedule: Schedule) -> None:
-    """For run/list/work: a schedule with errors stops the command (exit 2) after saying why."""
+def fail_on_errors(schedule: Schedule) -> Schedule:
+    """`schedule`; one with errors stops the command (exit 2) after saying why."""
     if schedule.errors:
         render_problems(schedule.errors)
         count = len(schedule.errors)
@@ -69,21 +83,15 @@ def fail_on_errors(schedule: Schedule) -> None:
             f"{count} error{'s' * (count != 1)} in the schedule; nothing was run. "
             f"Fix {'them' if count != 1 else 'it'} (see `cronctl check`) and try again"
         )
+    return schedule
 
 
 def run_context(
-    schedule: Schedule,
-    state_dir: Path | None,
-    lock_dir: Path | None,
-    strict: bool,
-    dry_run: bool,
-    at_start: bool = False,
-    host: str | None = None,
-    coordination: str | None = None,
+    schedule: Schedule, where: Where, strict: bool, dry_run: bool, at_start: bool = False
 ) -> RunContext:
     """Where the run's data lives and how it behaves; refuses a local lock_dir if asked."""
-    states, locks = dirs.data_dirs(schedule, state_dir, lock_dir, os.environ)
-    url = dirs.coordination_url(schedule, coordination, os.environ)
+    states, locks = where.dirs(schedule)
+    url = dirs.coordination_url(schedule, where.coordination, os.environ)
     # With a coordination store, claims do not live in lock_dir: whether it is shared is moot.
     warning = None if url else dirwarnings.lock_dir_warning(schedule, locks)
     if warning is not None:
@@ -96,15 +104,14 @@ def run_context(
             print(f"cronctl: warning: {warning.message}", file=sys.stderr)
         elif dirwarnings.daily_notice(states, "lock-dir-not-shared"):
             print(f"cronctl: warning: {warning.message} (repeated once a day)", file=sys.stderr)
-    me = host_name(host)
     return RunContext(
         state_dir=states,
         lock_dir=locks,
-        host=me,
+        host=host_name(where.host),
         env=dict(os.environ),
         dry_run=dry_run,
         max_parallel=schedule.settings.max_parallel,
-        coord=coordinator(schedule, locks, coordination, lambda: me),
+        coord=where.coordinator(schedule, locks),
     )
 
 
@@ -151,9 +158,9 @@ def run_command(
     if minute.status == quiet.DONE:
         return quiet_exit(minute, verbose)
     look, instant = minute.look, minute.instant
-    everything = schedentry.load(look.paths, os.environ, look)
-    fail_on_errors(everything)
-    ctx = run_context(everything, state_dir, lock_dir, strict, dry_run, False, host, coordination)
+    everything = fail_on_errors(schedentry.load(look.paths, os.environ, look))
+    where = Where(files, state_dir, lock_dir, host, coordination)
+    ctx = run_context(everything, where, strict, dry_run)
     if now is not None:
         ctx = pretended(ctx, instant, dry_run)
     schedule = this_host(everything, ctx.host)
