@@ -135,9 +135,8 @@ def history(
 
 
 def _say_if_nothing_ran(states: Path, then: str = "") -> bool:
-    """One line naming the state dir when nothing has run with it (and True): every task shows
-    as never ran, and a wrong --state-dir looks the same
-    (docs/commands.md#cronctl-status-history-logs)."""
+    """Say so (and True) when nothing has run with the state dir: a wrong --state-dir looks
+    the same (docs/commands.md#cronctl-status-history-logs)."""
     if not operate.nothing_ran(states):
         return False
     print(f"cronctl: nothing has run with state dir {states} yet{then}", file=sys.stderr)
@@ -201,8 +200,7 @@ def logs(
 
 def _copy_out(chunks: Iterator[bytes], flush: bool) -> bool:
     """`chunks` to stdout: escapes shown, not obeyed, on a terminal (docs/guarantees.md), the
-    exact bytes to a pipe; each chunk flushed at once when `flush` (a follower reads it).
-    False when the reader closed the pipe first."""
+    exact bytes to a pipe; False when the reader closed the pipe first."""
     decoder = codecs.getincrementaldecoder("utf-8")("replace") if sys.stdout.isatty() else None
     try:
         for chunk in chunks:  # streamed: a huge log never sits in memory whole
@@ -214,8 +212,8 @@ def _copy_out(chunks: Iterator[bytes], flush: bool) -> bool:
                 sys.stdout.flush()  # its buffer too
         sys.stdout.flush()
     except BrokenPipeError:
-        # `cronctl logs NAME | head` closed the pipe: done, like cat. Point stdout at
-        # /dev/null so the interpreter's final flush does not fail on it again.
+        # `cronctl logs NAME | head`: done, like cat; stdout to /dev/null, or the final flush
+        # fails on it again.
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
@@ -224,7 +222,6 @@ def _copy_out(chunks: Iterator[bytes], flush: bool) -> bool:
 
 
 def _ending(follower: logfollow.Follow) -> str:
-    """How a followed run ended, for the line after its output."""
     run = follower.run
     if follower.owner_gone:
         return (
@@ -259,8 +256,7 @@ def pause(
 
 
 def account(uid: int) -> str:
-    """The name of account `uid`, or the bare number of one with none (a container's
-    --user 12345)."""
+    """The name of account `uid`, or the number of one with none (a container's --user 12345)."""
     try:
         return pwd.getpwuid(uid).pw_name
     except KeyError:

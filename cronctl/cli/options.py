@@ -1,5 +1,5 @@
-"""The options and arguments the commands share (typer's Annotated types), each declared once,
-and `shared`, which hands a command those naming its schedule and directories as one `Where`."""
+"""The options and arguments the commands share, each declared once, and `shared`, which
+hands a command those naming its schedule and directories as one `Where`."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from cronctl.cli.wiring import Where, load_schedule
 
 
 def task_names(ctx: typer.Context, incomplete: str) -> list[str]:
-    """Shell completion (`cronctl next <TAB>`): the task names of the files --file names that
-    start with `incomplete`; nothing (never an error) if they are unreadable."""
+    """Shell completion: the task names that start with `incomplete` (none, never an error,
+    when the files are unreadable)."""
     files = ctx.params.get("file")
     try:
         schedule = load_schedule([Path(f) for f in files] if files else None)
@@ -126,8 +126,7 @@ Command = Callable[..., None]
 
 
 def shared(*names: str) -> Callable[[Command], Command]:
-    """Offer a command the options `names` (of _SHARED) where its parameter `where: Where`
-    stands, and call it with them as that."""
+    """Offer a command the options `names` (of _SHARED) in place of its `where: Where`."""
     chosen = [_SHARED[name] for name in names]
 
     def wrap(command: Command) -> Command:

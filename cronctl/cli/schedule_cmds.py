@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import sys
-from datetime import datetime
 from pathlib import Path
 from typing import Annotated
 
@@ -17,7 +16,6 @@ from cronctl.cli.render.tables import check_json, render_check, render_due, rend
 from cronctl.cli.wiring import Where, host_name, load_cached, load_schedule, parse_instant
 from cronctl.commands import schedule as service
 from cronctl.commands.review import UnreadableRevision, diff_against
-from cronctl.commands.schedule import CheckResult
 from cronctl.coord.port import StoreUnavailable
 from cronctl.core.model import DEFAULT_MISFIRE, MISFIRE_POLICIES, Schedule
 from cronctl.core.warncodes import TASK_WARNINGS
@@ -78,11 +76,26 @@ def check(
     schedule = load_schedule(where.file)
     extra = dirwarnings.lock_dir_problems(schedule, where.state_dir, where.lock_dir, os.environ)
     extra += dirwarnings.metrics_file_problems(schedule)
-    result = service.check(schedule, parse_instant(now), extra, strict)
+    instant = parse_instant(now)
+    result = service.check(schedule, instant, extra, strict)
+    said: dict[str, object] = {}
+    lines: list[str] = []
     if diff is not None:
-        check_with_diff(result, schedule, where.file, diff, parse_instant(now), fmt)
+        try:
+            changes = diff_against(diff, where.file, schedule, instant)
+        except UnreadableRevision as exc:
+            # The work tree is checked as usual and its exit status stands: a broken old file
+            # must not block the change that fixes it. Only the diff is refused, and said so.
+            said, lines = {"diff": None, "diff_error": str(exc)}, [str(exc)]
+        else:
+            said = {"diff": diff_json(changes, diff)}
+            lines = diff_github(changes) if fmt == "github" else diff_text(changes, diff)
+    if fmt == "json":
+        emit_json({**check_json(result), **said})
     else:
         render_check(result, fmt, schedule.tables, len(schedule.files))
+        for line in lines:
+            print(line)
     warned = any(p.severity == "warning" and p.code in TASK_WARNINGS for p in result.problems)
     if fmt == "text" and not result.ok and warned:
         # --strict failed on warnings: say how to accept the ones read, or CI fails for ever.
@@ -186,7 +199,7 @@ def next_(
 
 
 def _say_if_paused(where: Where, schedule: Schedule, name: str) -> None:
-    """`next` lists the times a paused task would run; say on stderr that it will not."""
+    """Say that a paused task runs at none of the times `next` lists."""
     task = schedule.task(name)
     if task.paused:
         how = f"paused = true at {task.source}:{task.line}"
@@ -198,8 +211,8 @@ def _say_if_paused(where: Where, schedule: Schedule, name: str) -> None:
 
 
 def _operator_pauses(where: Where, schedule: Schedule, locks: Path) -> set[str]:
-    """The tasks paused by `cronctl pause`, wherever the pauses are kept (lock_dir or the
-    coordination store); none when the store cannot be asked: these views only inform."""
+    """The tasks paused by `cronctl pause`; none when the store cannot be asked: these views
+    only inform."""
     coord = where.coordinator(schedule, locks)
     try:
         return set(coord.paused_tasks())
@@ -238,31 +251,3 @@ def init(
     """
     written = service.init(path, force)
     print(f"wrote {written}; check it with: cronctl check -f {written}", file=sys.stderr)
-
-
-def check_with_diff(
-    result: CheckResult,
-    schedule: Schedule,
-    given: list[Path] | None,
-    ref: str,
-    now: datetime,
-    fmt: str,
-) -> None:
-    """`check --diff REF`: the problems as usual, then what the change does to the schedule."""
-    why = ""
-    try:
-        diff = diff_against(ref, given, schedule, now)
-    except UnreadableRevision as exc:
-        # The work tree is checked as usual and its exit status stands: a broken old file
-        # must not block the change that fixes it. Only the diff is refused, and said so.
-        diff, why = None, str(exc)
-    if fmt == "json":
-        said = {"diff": None, "diff_error": why} if diff is None else {"diff": diff_json(diff, ref)}
-        emit_json({**check_json(result), **said})
-        return
-    render_check(result, fmt, schedule.tables, len(schedule.files))
-    if diff is None:
-        print(why)
-        return
-    for line in diff_github(diff) if fmt == "github" else diff_text(diff, ref):
-        print(line)

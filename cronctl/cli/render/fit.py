@@ -1,11 +1,7 @@
-"""How a table gives way on a narrow terminal, never cutting a task name or a time (an
-operator cannot act on `nightly-backup-of-the-m…`). Each table names, least useful first, what
-it may give up (docs/commands.md, "Tables that fit"); an empty free-text column goes first,
-then each step is taken while the table is still too wide: ``TIMES`` writes every time short
-(:func:`short_time`), ``"~NAME"`` lets free-text column NAME shrink to ``FREE_TEXT_FLOOR``,
-``"NAME"`` drops column NAME. Last, the free-text columns shrink to 8 characters (or their
-floor); a table still too wide is printed wider than the terminal.
-"""
+"""How a table gives way on a narrow terminal, never cutting a task name or a time
+(docs/commands.md, "Tables that fit"). Each step is taken while it is too wide: ``TIMES``
+writes every time short, ``"~NAME"`` lets free-text column NAME shrink to
+``FREE_TEXT_FLOOR``, ``"NAME"`` drops column NAME."""
 
 from __future__ import annotations
 
@@ -26,8 +22,7 @@ _GAP = 2  # spaces between columns
 
 @dataclass(frozen=True, slots=True)
 class Layout:
-    """The cells to print, the columns kept, each column's width, and whether the times
-    are written short (in each task's zone)."""
+    """The cells to print, the columns kept, their widths, and whether times are short."""
 
     rows: Sequence[Sequence[str]]
     keep: list[int]
@@ -45,9 +40,9 @@ def fit(
     short: Callable[[], Sequence[Sequence[str]]] | None = None,
     floors: Mapping[str, int] | None = None,
 ) -> Layout:
-    """The layout on a terminal `width` columns wide. `short` gives the rows with their times
-    short (asked only when needed: at 10,000 rows it costs); `floors` the width below which a
-    free-text column holding a time may not shrink."""
+    """The layout on a terminal `width` columns wide. `short` gives the rows with short times
+    (asked only when needed: at 10,000 rows it costs); `floors`: a free-text column's least
+    width (one holding a time)."""
     names = list(headers)
     full = _natural(headers, rows)
     kept = list(range(len(headers)))
@@ -95,8 +90,7 @@ def _total(widths: Sequence[int], kept: Sequence[int]) -> int:
 
 
 def _widths(full: list[int], kept: list[int], limit: dict[int, int], width: int) -> list[int]:
-    """Natural widths, with the kept free-text columns shrunk (left to right) as far as
-    needed and allowed."""
+    """Natural widths, the kept free-text columns shrunk (left to right) as needed and allowed."""
     widths = list(full)
     for index in [i for i in kept if i in limit]:
         excess = _total(widths, kept) - width
@@ -107,13 +101,8 @@ def _widths(full: list[int], kept: list[int], limit: dict[int, int], width: int)
 
 
 def short_time(when: datetime, zone: Zone, now: datetime) -> str:
-    """`09:00Z`, `12-24 09:00+01`, `2027-01-04 09:00-05`: `when` in `zone`, short but whole.
-
-    The date goes for a time on the same day as `now` (in that zone), and its year for a
-    time in the same year (a weekday would be ambiguous: last Monday or next?); seconds are
-    shown only when not zero; the offset is `Z` for UTC, and whole hours are written without
-    minutes (`+05:30` keeps them).
-    """
+    """`09:00Z`, `12-24 09:00+01`, `2027-01-04 09:00-05`: `when` in `zone`, short but whole
+    (the date goes on `now`'s day, the year in its year: a weekday would be ambiguous)."""
     wall = when.astimezone(zone.tz)
     today = now.astimezone(zone.tz).date()
     clock = f"{wall:%H:%M:%S}" if wall.second else f"{wall:%H:%M}"

@@ -1,6 +1,5 @@
-"""What `run` and `work` print (a line per run, a failure with its output tail, a run's JSON),
-and ``visible``, which every renderer shows task output through. Apart from render/tables.py
-so that a `run` loads only what it prints."""
+"""What `run` and `work` print, and ``visible``, which every renderer shows task output
+through; apart from render/tables.py so that a `run` loads only what it prints."""
 
 from __future__ import annotations
 
@@ -57,11 +56,9 @@ def render_run(
     handled: Collection[str] = frozenset(),
     shown: Collection[str] = frozenset(),
 ) -> None:
-    """`run`: quiet on success; failures with their output tail on stderr (what cron mails).
-
-    Failures in `handled` were dealt with as their task ended, and the `-v` lines of the runs
-    in `shown` printed then (cli/wiring.py, LiveReports).
-    """
+    """`run`: quiet on success; failures with their output tail on stderr (what cron mails),
+    but for those in `handled`, and the `-v` lines but those in `shown` (printed as their
+    task ended: LiveReports)."""
     if as_json:
         runs = [run_json(r, report.dry_run) for r in report.runs]
         emit_json({"now": format_utc(report.now), "runs": runs})
@@ -75,9 +72,8 @@ def render_run(
 
 
 def run_lines(report: Any, shown: Collection[str] = frozenset()) -> list[str]:
-    """One line per occurrence not in `shown`, except that a task's missed occurrences (a run
-    after a pause of hours, or a --now far from the last minute dealt with) make one line with
-    their count and the jump: hundreds of `missed` lines hid what would run."""
+    """One line per occurrence not in `shown`; a task's missed occurrences make one line with
+    their count and the jump (hundreds of `missed` lines hid what would run)."""
     lines: list[str] = []
     missed: dict[str, list[Any]] = {}
     for row in report.runs:
@@ -108,9 +104,8 @@ def run_lines(report: Any, shown: Collection[str] = frozenset()) -> list[str]:
 
 
 def idle_line(report: Any) -> str:
-    """`run -v`'s one line when no occurrence was dealt with: nothing was due, or this
-    minute was dealt with already (no window scanned, every recurring task's already ends at
-    this minute: an earlier `run` or `work` got there first)."""
+    """`run -v`'s line when no occurrence was dealt with: nothing was due, or an earlier
+    `run` or `work` dealt with this minute (every live window already ends at it)."""
     minute = report.now.replace(second=0, microsecond=0)
     plans = list((report.plans or {}).values())
     live = [p for p in plans if not p.done]
@@ -124,8 +119,7 @@ def idle_line(report: Any) -> str:
 
 
 def starting_line(now: datetime, rows: Sequence[Any]) -> str:
-    """`work -v` as a minute's due tasks start: `2026-08-03T09:00:00Z  starting: a, b x2`
-    (a task's count when a catch-up starts it more than once)."""
+    """`work -v` as a minute's due tasks start: `2026-08-03T09:00:00Z  starting: a, b x2`."""
     counts: dict[str, int] = {}
     for row in rows:
         counts[row.task] = counts.get(row.task, 0) + 1
@@ -165,8 +159,7 @@ def render_failure(row: Any) -> None:
 
 
 def run_kind(row: Any) -> str:
-    """How a run came about, as `history`'s TRIGGER says it: ``schedule`` or ``manual``
-    (`cronctl exec`), then ``attempt N`` for a retry (the names of RUN's JSON keys)."""
+    """`history`'s TRIGGER: ``schedule`` or ``manual``, then ``attempt N`` for a retry."""
     kind = getattr(row, "trigger", "schedule")
     attempt = getattr(row, "attempt", 1)
     return f"{kind}, attempt {attempt}" if attempt > 1 else kind

@@ -164,10 +164,7 @@ def check_json(result: CheckResult) -> dict[str, Any]:
 
 
 def render_check(result: CheckResult, fmt: str, task_count: int, file_count: int) -> None:
-    """`check` in text, json or github form."""
-    if fmt == "json":
-        emit_json(check_json(result))
-        return
+    """`check` in text or github form."""
     for p in result.problems:
         if fmt == "text":
             print(p.describe())
