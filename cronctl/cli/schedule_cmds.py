@@ -195,7 +195,7 @@ def next_(
         schedule = load_schedule(file)
         result = service.next_for_task(schedule, name, start, count)
         _say_if_paused(Where(file), schedule, name)
-    render_next(result, as_json, local=True)
+    render_next(result, as_json)
 
 
 def _say_if_paused(where: Where, schedule: Schedule, name: str) -> None:

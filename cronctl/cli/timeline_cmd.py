@@ -11,12 +11,7 @@ import typer
 
 from cronctl.cli.options import FileOpt, NowOpt, task_names
 from cronctl.cli.render.runs import emit_json, render_problems
-from cronctl.cli.render.timeline import (
-    render_timeline_text,
-    timeline_json,
-    timeline_svg,
-    use_colour,
-)
+from cronctl.cli.render.timeline import render_timeline_text, timeline_json, timeline_svg
 from cronctl.cli.wiring import load_schedule, parse_instant
 from cronctl.core.calendar import build_timeline
 from cronctl.core.chains import Chains
@@ -93,7 +88,7 @@ def timeline_command(
     if as_json:
         emit_json(timeline_json(timeline))
     elif svg is None:
-        render_timeline_text(timeline, sys.stdout, use_colour(sys.stdout))
+        render_timeline_text(timeline, sys.stdout)
     if schedule.errors:
         render_problems(schedule.errors)
         raise typer.Exit(2)

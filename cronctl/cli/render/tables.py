@@ -256,7 +256,7 @@ def render_list(
     render_problems([p for p in result.problems if verbose or p.severity == "error"])
 
 
-def render_next(result: NextResult, as_json: bool, local: bool) -> None:
+def render_next(result: NextResult, as_json: bool) -> None:
     """`next`: one UTC instant per line (with the zone's wall time beside it)."""
     if as_json:
         emit_json(
@@ -287,9 +287,8 @@ def render_next(result: NextResult, as_json: bool, local: bool) -> None:
         return
     zone = parse_zone(result.timezone)
     for i, when in enumerate(result.occurrences):
-        line = format_utc(when)
-        if local:  # UTC too: the weekday is what a reader checks a schedule against
-            line += f"  {zone.wall(when):%a %Y-%m-%d %H:%M} {result.timezone}"
+        # The wall time, for UTC too: the weekday is what a reader checks a schedule against.
+        line = f"{format_utc(when)}  {zone.wall(when):%a %Y-%m-%d %H:%M} {result.timezone}"
         detail = _next_detail(result, i) if i < len(result.carried) else None
         if detail and detail["dst_skipped"]:
             moved, walls = [w[-5:] for w in detail["dst_skipped"]], detail["wall_times"]

@@ -67,18 +67,10 @@ def left_out(timeline: Timeline) -> str | None:
     )
 
 
-def _task_header(timeline: Timeline) -> str:
-    when = f"WHEN IT RUNS (hour of day, {timeline.zone.name})"
-    return f"{'TASK':<{_NAME_WIDTH}} {when:<48}  RUNS"
-
-
-def _hour_ruler(indent: int) -> str:
-    return " " * indent + "".join(f"{h:02d}    " for h in range(0, 24, 3)).rstrip()
-
-
-def render_timeline_text(timeline: Timeline, out: TextIO, colour: bool) -> None:
+def render_timeline_text(timeline: Timeline, out: TextIO) -> None:
     """The heat map (a row per day) and a row per task (runs per hour of day, all days): cells
-    coloured on a terminal (`colour`), characters when piped."""
+    coloured on a terminal (never under NO_COLOR), characters when piped."""
+    colour = out.isatty() and "NO_COLOR" not in os.environ
 
     def cells(counts: Iterable[int], width: int = 2) -> list[tuple[str, str]]:
         levels = [level(count) for count in counts]
@@ -86,7 +78,8 @@ def render_timeline_text(timeline: Timeline, out: TextIO, colour: bool) -> None:
             return [("  ", f"on {COLOURS[n]}") for n in levels]
         return [("".join(GLYPHS[n] * width for n in levels), "")]
 
-    lines = [[(_title(timeline), "bold")], [(_hour_ruler(11), "dim")]]
+    ruler = " " * 11 + "".join(f"{h:02d}    " for h in range(0, 24, 3)).rstrip()
+    lines = [[(_title(timeline), "bold")], [(ruler, "dim")]]
     for index, row in enumerate(timeline.heat()):
         lines.append([(f"{timeline.day(index):%a %m-%d}  ", ""), *cells(row)])
     # A count of each level (0, 1, 2, 4, ...) paints its cell in the legend.
@@ -94,7 +87,8 @@ def render_timeline_text(timeline: Timeline, out: TextIO, colour: bool) -> None:
     lines.append([("runs in an hour: ", ""), *(piece for part in legend for piece in part)])
     note = left_out(timeline)  # wrapped: the picture is 80 columns wide, names are unbounded
     lines += [[(line, "dim")] for line in textwrap.wrap(note or "", 80, subsequent_indent="  ")]
-    lines += [[], [(_task_header(timeline), "bold")]]
+    when = f"WHEN IT RUNS (hour of day, {timeline.zone.name})"
+    lines += [[], [(f"{'TASK':<{_NAME_WIDTH}} {when:<48}  RUNS", "bold")]]
     for lane in timeline.lanes:
         name = (f"{_short(lane.task.name, _NAME_WIDTH):<{_NAME_WIDTH}} ", "")
         if lane.task.paused:
@@ -110,11 +104,6 @@ def render_timeline_text(timeline: Timeline, out: TextIO, colour: bool) -> None:
     console = Console(file=out, highlight=False)
     for line in lines:
         console.print(Text.assemble(*line))
-
-
-def use_colour(out: TextIO) -> bool:
-    """Colour only on a terminal, and never under NO_COLOR."""
-    return out.isatty() and "NO_COLOR" not in os.environ
 
 
 # SVG geometry, in pixels.
