@@ -195,27 +195,23 @@ def render_list(
 ) -> None:
     """`list`: a row per task, then its errors (`verbose`: and warnings)."""
     if as_json:
-        emit_json(
+        tasks = [
             {
-                "tasks": [
-                    {
-                        "name": row.task.name,
-                        "schedule": row.task.schedule,
-                        "schedule_words": describe(row.task),
-                        "timezone": row.task.zone.name,
-                        "next_run": utc(row.next_run),
-                        **after_json(row.task),
-                        "guards": row.task.guards,
-                        "paused": row.paused,
-                        "last_run": row.last_run and run_json(row.last_run),
-                        "hosts": list(row.task.hosts),
-                        "other_hosts": row.other_hosts,
-                    }
-                    for row in result.rows
-                ],
-                "problems": [problem_json(p) for p in result.problems],
+                "name": row.task.name,
+                "schedule": row.task.schedule,
+                "schedule_words": describe(row.task),
+                "timezone": row.task.zone.name,
+                "next_run": utc(row.next_run),
+                **after_json(row.task),
+                "guards": row.task.guards,
+                "paused": row.paused,
+                "last_run": row.last_run and run_json(row.last_run),
+                "hosts": list(row.task.hosts),
+                "other_hosts": row.other_hosts,
             }
-        )
+            for row in result.rows
+        ]
+        emit_json({"tasks": tasks, "problems": [problem_json(p) for p in result.problems]})
         return
     # Tasks of one schedule and zone share their words: each said once, keyed by identities
     # (parse_zone and parse_cron hand out one object per text: no hashing of fields).
@@ -352,30 +348,27 @@ def pause_json(info: Any) -> dict[str, Any] | None:
 def render_status(result: Any, as_json: bool, now: datetime) -> None:
     """`status`: one row per task."""
     if as_json:
-        emit_json(
+        tasks = [
             {
-                "tasks": [
-                    {
-                        "name": row.name,
-                        "in_schedule": row.task is not None,
-                        "paused": row.paused,
-                        "pause_reason": row.pause_reason,
-                        "pause": pause_json(row.pause),
-                        "next_run": utc(row.next_run),
-                        **after_json(row.task),
-                        "last_run": row.last_run and run_json(row.last_run),
-                        "consecutive_failures": row.consecutive_failures,
-                        "missed": row.missed,
-                        "note": row.note,
-                        "overdue": row.overdue is not None,
-                        "overdue_since": utc(row.overdue),
-                        "other_hosts": row.other_hosts,
-                        "host": getattr(result, "host", None),
-                    }
-                    for row in [*result.rows, *result.unscheduled]
-                ]
+                "name": row.name,
+                "in_schedule": row.task is not None,
+                "paused": row.paused,
+                "pause_reason": row.pause_reason,
+                "pause": pause_json(row.pause),
+                "next_run": utc(row.next_run),
+                **after_json(row.task),
+                "last_run": row.last_run and run_json(row.last_run),
+                "consecutive_failures": row.consecutive_failures,
+                "missed": row.missed,
+                "note": row.note,
+                "overdue": row.overdue is not None,
+                "overdue_since": utc(row.overdue),
+                "other_hosts": row.other_hosts,
+                "host": getattr(result, "host", None),
             }
-        )
+            for row in [*result.rows, *result.unscheduled]
+        ]
+        emit_json({"tasks": tasks})
         return
 
     def cells(shown: Callable[[datetime, Zone], str]) -> list[list[str]]:
@@ -499,20 +492,17 @@ def render_history(
 def render_fleet_status(result: Sequence[Any], as_json: bool) -> None:
     """`status --fleet`: one row per task and machine, with a HOST column."""
     if as_json:
-        emit_json(
+        tasks = [
             {
-                "tasks": [
-                    {
-                        "name": row.task,
-                        "host": row.host,
-                        "paused": row.paused,
-                        "pause_reason": row.pause_reason,
-                        "last_run": row.last_run and run_json(row.last_run),
-                    }
-                    for row in result
-                ]
+                "name": row.task,
+                "host": row.host,
+                "paused": row.paused,
+                "pause_reason": row.pause_reason,
+                "last_run": row.last_run and run_json(row.last_run),
             }
-        )
+            for row in result
+        ]
+        emit_json({"tasks": tasks})
         return
     rows = [
         [
