@@ -12,7 +12,6 @@ import typer
 from cronctl.cli.options import FileOpt, ForceOpt, NowOpt
 from cronctl.cli.wiring import fail_on_errors, load_schedule, parse_instant
 from cronctl.core.export import kubernetes, systemd
-from cronctl.core.export.common import Exported
 from cronctl.errors import UsageError
 
 _T = TypeVar("_T", str, Path)
@@ -98,7 +97,12 @@ def export_command(
         sys.stdout.write("\n".join(f"# --- {name}\n{text}" for name, text in files.items()))
     else:
         sys.stdout.write("---\n".join(files.values()))
-    _report(results, to)
+    for result in results:
+        verdict = "NOT EXPORTED" if result.skipped else "not expressed"
+        for item in result.lost:
+            print(f"cronctl: export {to}: task {result.task}: {verdict}: {item}", file=sys.stderr)
+    if skipped := sum(r.skipped for r in results):
+        print(f"cronctl: {skipped} task(s) not exported (see above)", file=sys.stderr)
 
 
 def _one(what: str, argument: _T | None, option: _T | None, flag: str) -> _T | None:
@@ -127,13 +131,3 @@ def _write_all(directory: Path, files: dict[str, str], force: bool) -> None:
         except OSError as exc:
             raise UsageError(f"cannot write {directory / name}: {exc.strerror or exc}") from None
     print(f"wrote {len(files)} file{'s' * (len(files) != 1)} to {directory}", file=sys.stderr)
-
-
-def _report(results: list[Exported], to: str) -> None:
-    for result in results:
-        verdict = "NOT EXPORTED" if result.skipped else "not expressed"
-        for item in result.lost:
-            print(f"cronctl: export {to}: task {result.task}: {verdict}: {item}", file=sys.stderr)
-    skipped = sum(r.skipped for r in results)
-    if skipped:
-        print(f"cronctl: {skipped} task(s) not exported (see above)", file=sys.stderr)

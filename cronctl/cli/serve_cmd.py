@@ -23,9 +23,8 @@ from cronctl.web.views import Dashboard
 
 
 def install_hint() -> str:
-    """How to add the web extra to this cronctl: from an index by name, from a checkout by
-    its path (as pip recorded it, PEP 610), or the three packages when cronctl runs from
-    source without being installed."""
+    """How to add the web extra: by name, by the checkout's path pip recorded (PEP 610), or
+    the three packages when cronctl runs from source without being installed."""
     pip = f"{shlex.quote(sys.executable)} -m pip install"
     try:
         recorded = metadata.distribution("cronctl").read_text("direct_url.json")
@@ -68,10 +67,9 @@ def serve_command(
     (pip install 'cronctl[web]', or 'PATH[web]' for a checkout at PATH).
 
     With CRONCTL_SERVE_TOKEN set, every request must bring the token (a login form, or an
-    `Authorization: Bearer` header for the API). With --allow-actions (which needs the
-    token) the task page offers pause, resume and run now, and the API takes
-    POST /api/tasks/NAME/pause|resume|run; each action is checked for its origin and CSRF
-    token and recorded with who and from where.
+    `Authorization: Bearer` header for the API). --allow-actions (which needs the token)
+    offers pause, resume and run now on the task page and the API, each checked for its
+    origin and CSRF token and recorded with who and from where (docs/dashboard.md).
 
     \b
     Example:

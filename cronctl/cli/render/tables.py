@@ -132,12 +132,9 @@ def plain_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-_OUTCOME_COLUMNS = ("OUTCOME", "LAST RUN")
-
-
 def outcome_style(header: str, value: str) -> str:
     """ok green; failed, timeout, error, interrupted red; skipped and missed yellow."""
-    if header not in _OUTCOME_COLUMNS or not value:
+    if header not in ("OUTCOME", "LAST RUN") or not value:
         return ""
     # "ok (manual)", "failed (attempt 2)": the outcome is before the parenthesis.
     word = value.split()[-1] if header == "LAST RUN" else value.partition(" (")[0]
@@ -421,10 +418,9 @@ def _next_cell(row: Any, shown: Callable[[datetime, Zone], str]) -> str:
 
 def after_json(task: Task | None) -> dict[str, Any]:
     """A task's chain in JSON: what it runs after, and the outcome it waits for (or null)."""
-    chained = task is not None and task.chained
     return {
         "after": list(task.after) if task is not None else [],
-        "after_outcome": task.after_outcome if task is not None and chained else None,
+        "after_outcome": task.after_outcome if task is not None and task.chained else None,
     }
 
 
