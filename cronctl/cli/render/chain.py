@@ -1,9 +1,6 @@
 """A task's chain (`after`) as a small SVG for the dashboard's task page: the tasks above and
-below it in columns by depth, each a link to its page, an arrow per link of the chain.
-
-Plain markup, no script (the dashboard's pages hold none): names are escaped although the
-name rule leaves nothing to escape, and links are percent-encoded.
-"""
+below it in columns by depth, each a link to its page. Plain markup, no script (the pages
+hold none): names are escaped although the name rule leaves nothing to escape."""
 
 from __future__ import annotations
 

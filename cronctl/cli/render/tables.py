@@ -147,13 +147,6 @@ def outcome_style(header: str, value: str) -> str:
     return ""
 
 
-def summary(problems: Sequence[Problem]) -> str:
-    """'2 errors, 1 warning' style counts."""
-    errors = sum(p.severity == "error" for p in problems)
-    warnings = len(problems) - errors
-    return f"{errors} error{'s' * (errors != 1)}, {warnings} warning{'s' * (warnings != 1)}"
-
-
 def check_json(result: CheckResult) -> dict[str, Any]:
     """`check --format json` as docs/commands.md shows it (`--diff` adds its members)."""
     problems = [problem_json(p) for p in result.problems]
@@ -173,9 +166,12 @@ def render_check(result: CheckResult, fmt: str, task_count: int, file_count: int
         print(f"::notice title=cronctl::{acknowledged(result.acknowledged)}")
     if fmt == "text":
         verdict = "ok" if result.ok else "failed"
+        errors = sum(p.severity == "error" for p in result.problems)
+        warnings = len(result.problems) - errors
         print(
             f"{verdict}: {task_count} task{'s' * (task_count != 1)} in {file_count} "
-            f"file{'s' * (file_count != 1)}; {summary(result.problems)}"
+            f"file{'s' * (file_count != 1)}; {errors} error{'s' * (errors != 1)}, "
+            f"{warnings} warning{'s' * (warnings != 1)}"
             f"{', ' + acknowledged(result.acknowledged) if result.acknowledged else ''}"
         )
 
