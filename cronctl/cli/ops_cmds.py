@@ -12,15 +12,7 @@ from typing import Annotated
 
 import typer
 
-from cronctl.cli.options import (
-    AllOpt,
-    FleetOpt,
-    JsonOpt,
-    MaybeNameArg,
-    NameArg,
-    NowOpt,
-    shared,
-)
+from cronctl.cli.options import AllOpt, FleetOpt, JsonOpt, MaybeNameArg, NameArg, NowOpt, shared
 from cronctl.cli.render.runs import render_problems, visible
 from cronctl.cli.render.tables import render_fleet_status, render_history, render_status
 from cronctl.cli.wiring import Where, host_name, parse_instant
