@@ -62,9 +62,7 @@ def fit(
     for step in steps:
         if _total(widths, kept) <= width:
             break
-        if step == TIMES:
-            if short is None:
-                continue
+        if step == TIMES and short is not None:
             rows, short_times = short(), True
             full = _natural(headers, rows)
             limit = {i: min(limit[i], full[i]) for i in limit}
