@@ -1,17 +1,5 @@
-"""Errors raised by cronctl::
-
-    CronctlError                    anything cronctl reports instead of doing its job (exit 2)
-    ├── ScheduleFileError           a schedule file is missing, unreadable or has errors
-    ├── CronSyntaxError             an expression is outside cronctl's cron language (ValueError)
-    ├── ZoneError                   a time zone cronctl cannot use (ValueError)
-    ├── DurationError               a duration such as "1h30m" that does not parse (ValueError)
-    ├── UnsafeDirectoryError        a state or lock dir others could tamper with (PermissionError)
-    ├── LockDirNotSharedError       on_one_server over a local lock_dir where that is refused
-    ├── EnvFileError                a secret file that is missing, unsafe or breaks its format
-    └── UsageError                  flags or arguments that do not make sense together
-
-Every error carries where it came from, so the CLI can say it without a traceback.
-"""
+"""What cronctl reports instead of doing its job (exit 2), each with where it came from, so
+the CLI can say it without a traceback."""
 
 from __future__ import annotations
 
@@ -49,7 +37,8 @@ class UnsafeDirectoryError(CronctlError, PermissionError):
         self.path = path
 
 
-class LockDirNotSharedError(CronctlError): ...
+class LockDirNotSharedError(CronctlError):
+    """on_one_server over a local lock_dir where that is refused."""
 
 
 class UsageError(CronctlError): ...

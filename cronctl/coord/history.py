@@ -1,6 +1,5 @@
-"""The optional fleet history (:class:`FleetHistory`): every machine's run records, kept by
-a store, and the values its readers get. Apart from the runtime port (port.py): only the
-``--fleet`` views and the dashboard read it, and every `run` imports the port."""
+"""The optional fleet history (:class:`FleetHistory`) and its values: apart from port.py,
+which every `run` imports, as only the ``--fleet`` views and the dashboard read it."""
 
 from __future__ import annotations
 
@@ -18,8 +17,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, slots=True)
 class RunQuery:
-    """One page of history: every filter optional, newest first by (occurrence, id),
-    strictly before the keyset cursor ``before``."""
+    """One page, newest first by (occurrence, id), strictly before the keyset ``before``."""
 
     task: str | None = None
     host: str | None = None
@@ -31,8 +29,7 @@ class RunQuery:
 
 @dataclass(frozen=True, slots=True)
 class HostSeen:
-    """A host's latest check-in: its cronctl ``version``, its ``clock`` and the store's
-    now() ``seen`` at that moment."""
+    """A host's latest check-in: its ``clock``, and the store's now() then as ``seen``."""
 
     host: str
     version: str
@@ -41,16 +38,14 @@ class HostSeen:
 
     @property
     def skew_s(self) -> float:
-        """The host's clock ahead of the store's (negative: behind), the statement's network
-        delay included."""
+        """Ahead of the store's clock (negative: behind), network delay included."""
         return (self.clock - self.seen).total_seconds()
 
 
 @dataclass(frozen=True, slots=True)
 class HostLatest:
-    """A host's last runs for the fleet page: when its newest ended (or started, or was
-    due), how many tasks it ran, how many last ran there with a failing outcome asked for,
-    and the first NAMED_FAILING of those, by name."""
+    """A host on the fleet page: its newest run's end (or start, or due time), tasks run,
+    those whose last run there failed (as asked): counted, the first NAMED_FAILING named."""
 
     host: str
     last_seen: datetime
@@ -72,9 +67,8 @@ NAMED_FAILING = 20
 
 @dataclass(frozen=True, slots=True)
 class TaskLatest:
-    """How a task last went across the fleet: hosts whose last run was ok, not ok, failing
-    (an outcome asked for), and the first NAMED_NOT_OK of the not ok, by host. Counted, not
-    listed: a fleet in an outage costs what a quiet one does (docs/dashboard.md#speed)."""
+    """How a task last went across the fleet, counted by host (the first NAMED_NOT_OK not ok
+    named): an outage costs what a quiet fleet does (docs/dashboard.md#speed)."""
 
     task: str
     ok_hosts: int
@@ -84,15 +78,13 @@ class TaskLatest:
 
 
 class FleetHistory(Protocol):
-    """Every machine's run records, kept by a store: published as runs end, read by the
-    ``--fleet`` views and the dashboard. Every method may raise :class:`StoreUnavailable`."""
+    """Every machine's run records in a store. Any method may raise StoreUnavailable."""
 
     def publish(self, rows: Sequence[RunRow]) -> None:
         """Send run records (idempotent by run id)."""
 
     def fleet_latest(self, task: str | None = None, host: str | None = None) -> list[RunRow]:
-        """The latest finished run of every (task, host), by task and host; one task's, or
-        one host's, when given."""
+        """The latest finished run of every (task, host), by task and host; filtered if given."""
 
     def fleet_summary(self, failing: Sequence[str]) -> list[TaskLatest]:
         """Every task's :class:`TaskLatest` (``failing``: the outcomes that count), by task."""
@@ -109,22 +101,20 @@ class FleetHistory(Protocol):
         failed: bool = False,
         since: datetime | None = None,
     ) -> list[RunRow]:
-        """Newest first, optionally one task's and one host's, only the failures, only
-        occurrences at or after ``since``."""
+        """Newest first, filtered if given; ``since``: occurrences at or after."""
 
     def fleet_page(self, query: RunQuery) -> list[RunRow]:
-        """One page, filtered and keyset-paged by the store."""
+        """Filtered and keyset-paged by the store."""
 
     def fleet_run(self, run_id: str) -> RunRow | None:
-        """One record with its published output tail as ``tail``."""
+        """With its published output tail as ``tail``."""
 
     def fleet_hosts(self) -> list[HostSeen]:
         """Every host's latest check-in, by host."""
 
 
 def fleet_history_of(coord: Coordinator) -> FleetHistory:
-    """The coordinator's fleet history; a UsageError saying how to configure a store when
-    there is none."""
+    """A UsageError saying how to configure a store when there is none."""
     if coord.fleet is None:
         raise UsageError(
             "--fleet reads the coordination store, and none is configured: set coordination "

@@ -1,6 +1,5 @@
-"""The coordination port: claims, overlap locks, group slots and pauses (:class:`Coordinator`)
-and the values that cross it; the optional fleet history is history.py's. Two adapters,
-``files`` and ``postgres``; :func:`cronctl.coord.open_coordinator` chooses one."""
+"""The coordination port (:class:`Coordinator`) and the values that cross it; adapters:
+``files`` and ``postgres`` (:func:`cronctl.coord.open_coordinator` chooses)."""
 
 from __future__ import annotations
 
@@ -20,8 +19,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, slots=True)
 class HolderInfo:
-    """Who holds an overlap lock: machine, cronctl pid and start; ``command`` is the task's
-    own process (its group leader) once started, ``timeout`` the task's then."""
+    """Who holds an overlap lock; ``command``: the task's process group leader, once started."""
 
     host: str
     pid: int
@@ -30,8 +28,7 @@ class HolderInfo:
     timeout: timedelta | None = None
 
     def describe(self) -> str:
-        """``pid 42 on web-1 since 2026-08-03T09:00:00Z``: the command's pid when known (the
-        process an operator would look at); the host shown as task output is."""
+        """``pid 42 on web-1 since 2026-08-03T09:00:00Z``, the command's pid when known."""
         pid = self.command.pid if self.command is not None else self.pid
         since = self.started.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         return f"pid {pid} on {visible(self.host, one_line=True)} since {since}"
@@ -42,7 +39,7 @@ class HolderInfo:
 
 @dataclass(frozen=True, slots=True)
 class PauseInfo:
-    """An operator pause: why, since when, and who set it from where (None when unknown)."""
+    """An operator pause; None: unknown."""
 
     reason: str | None
     since: datetime | None
@@ -55,15 +52,14 @@ UNREACHABLE = "coordination store unreachable"
 
 
 class StoreUnavailable(CronctlError):
-    """The coordination store cannot be reached (or answered with an error) during this run."""
+    """The coordination store cannot be reached, or answered with an error."""
 
 
 class HeldLock(Protocol):
     """A held overlap lock whose descriptor the task's processes inherit (``pass_fds``)."""
 
     @property
-    def fd(self) -> int:
-        """The descriptor that keeps the lock alive while any process holds it."""
+    def fd(self) -> int: ...
 
     def release(self) -> None:
         """Drop cronctl's own reference; processes still holding the descriptor keep the lock."""
@@ -73,18 +69,17 @@ class HeldLock(Protocol):
 
 
 class GroupSlot(Protocol):
-    """One held slot of a ``[[group]]``: cronctl holds it while the task runs (never the
-    task's processes: a task that closes the descriptors it inherited must not free it)."""
+    """A held ``[[group]]`` slot: cronctl's, never the task's (closing its descriptors must
+    not free it)."""
 
     def release(self) -> None:
-        """Free the slot; idempotent."""
+        """Idempotent."""
 
 
 @dataclass(frozen=True, slots=True)
 class Overlap:
-    """:meth:`Coordinator.try_overlap`'s answer: ``acquired`` (``lock`` ours), ``held``
-    (``holder`` says who when known; no ``lock``) or ``overtaken`` (the holder ran past the
-    lease: ``lock`` ours, ``holder`` the stuck run for the warning)."""
+    """``acquired`` (``lock`` ours), ``held`` (``holder``: who, when known) or ``overtaken``
+    (past its lease: ``lock`` ours, ``holder`` the stuck run)."""
 
     status: Literal["acquired", "held", "overtaken"]
     lock: HeldLock | None
@@ -100,9 +95,8 @@ Claim = tuple[str, datetime]
 
 @dataclass(frozen=True, slots=True)
 class ChainEnd:
-    """How a run of a task that others follow ended (its last attempt), durable for every
-    machine sharing the lock_dir or store (docs/chains.md). One per (task, occurrence, host);
-    recording it again replaces it."""
+    """How a followed task's run ended (its last attempt; docs/chains.md). One per (task,
+    occurrence, host): recording it again replaces it."""
 
     task: str
     occurrence: datetime
@@ -114,9 +108,8 @@ class ChainEnd:
 
 @dataclass(frozen=True, slots=True)
 class StoreCheck:
-    """What :meth:`Coordinator.check` measured (`cronctl doctor`): connecting with the schema
-    check, one query's round trip, the store's clock then and this machine's (mid-trip), the
-    store's schema ``version`` and the ``latest`` this cronctl writes."""
+    """`cronctl doctor`'s measures: connect (with the schema check), one round trip, both
+    clocks (local mid-trip), the schema ``version`` and the ``latest`` this cronctl writes."""
 
     connect_s: float
     round_trip_s: float
@@ -127,26 +120,23 @@ class StoreCheck:
 
 
 class Coordinator(Protocol):
-    """What `run`, `work` and `exec` need from coordination, for one machine and process:
-    the host and pid it was opened with name this run in every claim, lock and pause.
-    Every method may raise :class:`StoreUnavailable` (files raise OSError-based errors)."""
+    """Coordination for one machine and process (its host and pid name every claim, lock and
+    pause). Any method may raise :class:`StoreUnavailable` (files: OSError-based errors)."""
 
     @property
     def fleet(self) -> FleetHistory | None:
-        """Every machine's runs (None: history stays on each machine); read it through
-        :func:`fleet_history_of`."""
+        """Every machine's runs (None: each machine keeps its own); see fleet_history_of."""
 
     @property
     def may_be_unreachable(self) -> bool:
-        """Whether the store may be out of reach a while: a run then keeps the pauses it last
-        read (coord/outbox.py)."""
+        """Whether a run should keep the pauses it last read (coord/outbox.py)."""
 
     @property
     def skipped_rows(self) -> int:
-        """Rows of the store this process left out as unusable (docs/faults.md)."""
+        """Store rows this process left out as unusable (docs/faults.md)."""
 
     def describe(self) -> str:
-        """Where coordination happens, safe to print (no password)."""
+        """Where coordination happens, without a password."""
 
     def claim(
         self,
@@ -159,65 +149,60 @@ class Coordinator(Protocol):
         held: set[Claim] | None = None,
         until: Mapping[Claim, datetime] | None = None,
     ) -> set[Claim]:
-        """Claim the (task, occurrence)s in the order given until ``limit`` are won (None:
-        every one); return those won. Every claim before the last one won was decided; when
-        fewer than ``limit`` were won, all were.
+        """Claim in order until ``limit`` are won (None: all); return those won. Every claim
+        before the last won was decided; all were when fewer than ``limit`` were won.
 
-        ``runs`` names each claim's run (its record's id). A claim in ``leased`` is a lease
-        until :meth:`keep_claim` marks its run started, and is taken over from a claimer that
-        is gone before that; any other is started as it is won
-        (docs/fleets-postgresql.md#claims-are-leases). ``held`` is given the claims not won
-        that another machine holds as a lease still: asked again, they may yet be taken over
-        (never by files: nothing in a shared directory tells a dead machine from a slow one)."""
+        ``runs``: each claim's run id. A claim in ``leased`` is a lease, taken over from a
+        claimer gone before :meth:`keep_claim` marks it started; others start as won
+        (docs/fleets-postgresql.md#claims-are-leases). ``held`` gets those not won that another
+        machine holds as a lease still (never by files: a dead machine looks like a slow one)."""
 
     def orphans(self) -> list[Claim]:
-        """Leased claims whose claimer is gone before ``until`` (given at its claim), read
-        with the pauses: a machine that runs the task claims them to take them over."""
+        """Leased claims whose claimer went before ``until`` (read with the pauses), for a
+        machine that runs the task to take over."""
 
     def keep_claim(self, claim: Claim, *, started: bool) -> bool:
-        """Renew the lease of a claim won in ``leased``, or (``started``) mark its run started,
-        which it must before the run starts: False when the claim is no longer this machine's
-        (taken over while it did not answer); the run must not start."""
+        """Renew a lease won in ``leased``, or (``started``) mark its run started, as it must
+        before it starts. False: taken over meanwhile, and the run must not start."""
 
     def claimed(self, task: str, occurrence: datetime) -> bool:
-        """Whether some machine holds this claim (dry run; takes nothing)."""
+        """Whether some machine holds this claim; takes nothing."""
 
     def record_end(self, end: ChainEnd) -> None:
-        """Record, durably, how a run of a task that others follow ended."""
+        """Durably."""
 
     def chain_ends(self, tasks: AbstractSet[str], since: datetime) -> list[ChainEnd]:
-        """The ends of these tasks of occurrences at or after ``since``, oldest first (a
-        record no reader can use left out)."""
+        """Ends of occurrences at or after ``since``, oldest first; unusable records left out."""
 
     def try_overlap(
         self, task: str, *, lease: timedelta | None, now: datetime, timeout: timedelta | None = None
     ) -> Overlap:
-        """Try, without waiting, to take the task's overlap lock (``timeout``: the task's)."""
+        """Without waiting (``timeout``: the task's)."""
 
     def overlap_held(self, task: str) -> bool:
-        """Whether the task's overlap lock is held right now (dry run; takes nothing)."""
+        """Whether the task's overlap lock is held now; takes nothing."""
 
     def try_group_slot(self, group: str, size: int) -> GroupSlot | None:
-        """Try, without waiting, to take one of the ``size`` slots of ``group`` (shared by
-        every machine of this lock_dir or store, per project); None: all are held."""
+        """Without waiting, one of ``group``'s ``size`` slots (shared by every machine, per
+        project); None: all are held."""
 
     def paused_tasks(self) -> dict[str, PauseInfo]: ...
 
     def set_pause(self, task: str, *, reason: str | None, now: datetime, user: str) -> None:
-        """Pause a task as ``user`` on this host (again: replaces the reason and time)."""
+        """As ``user`` on this host; again: replaces the reason and time."""
 
     def clear_pause(self, task: str) -> bool:
-        """Resume a task; False when it was not paused."""
+        """False when it was not paused."""
 
     def check(self) -> StoreCheck | None:
-        """Reach the store and measure it; None when there is no store to reach."""
+        """None when there is no store."""
 
     def sweep(self, now: datetime) -> None:
-        """Housekeeping: claims and chain ends older than any catch-up can reach."""
+        """Drop claims and chain ends older than any catch-up reaches."""
 
     def stop_waiting(self) -> None:
-        """Told to stop (SIGTERM): cut short what waits for the store, now and from now on,
-        so the run can record its rows and end. Safe to call from a signal handler."""
+        """SIGTERM: cut short every wait for the store, now and later, so the run can record
+        its rows and end. Safe in a signal handler."""
 
     def close(self) -> None:
         """Close connections; idempotent."""

@@ -11,12 +11,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Protocol, TypedDict
+from typing import Any, Protocol
 
 from cronctl.coord.port import Coordinator
 from cronctl.core.due import Plan
 from cronctl.core.model import MAX_PARALLEL, Task
-from cronctl.core.runs import FAILED, Outcome, RunRow
+from cronctl.core.runs import FAILED, RunRow
 from cronctl.edge.notify import RunPings
 from cronctl.edge.process import runner
 
@@ -35,12 +35,11 @@ def result_fields(row: RunRow) -> dict[str, Any]:
 
 
 def real_clock() -> datetime:
-    """The machine's clock, in UTC."""
     return datetime.now(UTC)
 
 
 class Running(Protocol):
-    """A started command, as runner.start returns it."""
+    """As runner.start returns it."""
 
     def wait(self) -> runner.CommandResult: ...
     def signal(self, sig: int) -> None: ...
@@ -54,7 +53,6 @@ class Joinable(Protocol):
 
 
 def new_thread(target: Callable[[], None], name: str) -> Joinable:
-    """A thread of its own for `target`, started."""
     thread = threading.Thread(target=target, name=name)
     thread.start()
     return thread
@@ -165,16 +163,14 @@ class Follow:
     """What follows a task's occurrence as it ends (chains.RunChains); here, nothing."""
 
     def record(self, task: Task, result: RunRow, ctx: RunContext) -> None:
-        """Record how it ended, before its result is committed (a crash between the two
-        leaves the end, which a later run follows)."""
+        pass
 
     def start(self, store: Any, task: Task, result: RunRow, ctx: RunContext) -> list[RunRow]:
-        """Run what is ready to follow it now; the rows of those runs."""
         return []
 
 
 class Records(Protocol):
-    """The fleet records of one run (coord/outbox.py's Records)."""
+    """coord/outbox.py's Records."""
 
     def send(self, rows: Sequence[RunRow]) -> None: ...
     def finish(self, store: Any, rows: Sequence[RunRow], state_dir: Path) -> Exception | None: ...
@@ -194,37 +190,29 @@ class _NoRecords:
 class RunState:
     """What one run owns while it goes (once.coordinated makes it), shared by its workers."""
 
-    # Each fleet record sent as its run ends (coord/outbox.py).
     records: Records = field(default_factory=_NoRecords)
-    # Sent in the background, so a slow endpoint holds neither a worker nor a run's record;
-    # the run waits for them as it ends (once.coordinated).
+    # In the background: a slow endpoint holds neither a worker nor a record.
     pings: RunPings = field(default_factory=RunPings)
-    # Whether this machine won each row's claim, by run id, decided with others as slots come
-    # free (guards.claim_some), for the row's own claim to take (guards.claim).
+    # By run id: whether this machine won the row's claim (guards.claim_some, guards.claim).
     claimed: dict[str, bool] = field(default_factory=dict)
-    # Rows the planning transaction recorded "running" already (planning._first_mark), so
-    # their workers start them without a commit of their own.
+    # Rows planning recorded "running" already: their workers need no commit of their own.
     marked: set[str] = field(default_factory=set)
     follow: Follow = field(default_factory=Follow)
-    # The store had not answered with the pauses when the tasks that need no store started
-    # (they went by the pauses last read): guarded tasks look at its own pauses before their
-    # claim (guards.acquire).
+    # The pauses were not read in time (tasks that need no store went by the last ones):
+    # guarded tasks read them before their claim (guards.acquire).
     recheck_pauses: bool = False
 
 
 @dataclass(frozen=True)
 class RunContext:
-    """Where and as whom a run happens, how it reaches the world, and the run's own state."""
-
     state_dir: Path
     lock_dir: Path
     host: str
     env: Mapping[str, str]
-    # Claims, overlap locks, pauses, chain ends, fleet records: files in lock_dir or a store.
     coord: Coordinator
     dry_run: bool = False
-    # A --now ahead of the machine's clock (see REHEARSAL_AHEAD): it runs what is due then, but
-    # records it apart and takes no claim, so it cannot touch present-day runs or data.
+    # A --now ahead of the clock (REHEARSAL_AHEAD): recorded apart, no claim, so it cannot
+    # touch present-day runs or data.
     rehearsal: bool = False
     max_parallel: int = MAX_PARALLEL
     world: World = World()
@@ -240,11 +228,9 @@ class RunReport:
     now: datetime
     runs: list[RunRow]
     dry_run: bool = False
-    # Every task's decision, by name (not for a dry run): what a quiet minute's hint is made
-    # from (run/quiet.py).
+    # Every task's decision, by name (not for a dry run), for run/quiet.py's hint.
     plans: Mapping[str, Plan] | None = None
-    # By task, for the tasks that missed occurrences: how many (recorded one by one up to 100)
-    # and where the window started, so the text output can say it in one line.
+    # By task that missed occurrences: how many, and where the window started.
     missed: Mapping[str, tuple[int, datetime | None]] = field(default_factory=dict)
 
     @property
@@ -260,7 +246,6 @@ class RunReport:
 
     @property
     def interrupted(self) -> list[RunRow]:
-        """The runs cronctl stopped (or did not start) because it was told to stop."""
         return [r for r in self.runs if r.outcome == "interrupted"]
 
 
@@ -271,24 +256,14 @@ def new_run_id(occurrence: datetime) -> str:
 
 
 def log_dir(state_dir: Path, task: str) -> Path:
-    """``STATE_DIR/logs/TASK``: where the logs of task ``task`` go."""
     return Path(os.path.normpath(f"{state_dir}/logs/{task}"))
 
 
-class RunningMark(TypedDict):
-    """The fields a run's "running" mark sets."""
-
-    outcome: Outcome
-    started: datetime
-    log_path: str
-
-
 def log_path(task: Task, row: RunRow, ctx: RunContext) -> Path:
-    """``STATE_DIR/logs/TASK/RUN_ID.log``."""
     return log_dir(ctx.state_dir, task.name) / f"{row.id}.log"
 
 
-def running_fields(task: Task, row: RunRow, ctx: RunContext) -> RunningMark:
+def running_fields(task: Task, row: RunRow, ctx: RunContext) -> dict[str, Any]:
     """What the "running" mark of ``row`` records: when, and where its log goes."""
     started = ctx.world.clock()
     return {"outcome": "running", "started": started, "log_path": str(log_path(task, row, ctx))}

@@ -1,8 +1,6 @@
-"""A run: `cronctl run`'s (and each minute's of `work`): plan the window, then run each due
-occurrence through its guards (docs/guarantees.md). And `work`'s start-up runs
-(docs/schedule-file.md, "Start-up tasks"): each `on_start` task once, through run_all like a
-scheduled run (`"trigger": "start"`), with no claim (a start is one machine's own) and the
-overlap lock always, as `exec` takes it; its schedule window is left alone."""
+"""A run (`cronctl run`, each minute of `work`): plan the windows, then run each due
+occurrence through its guards (docs/guarantees.md); and `work`'s start-up runs
+(docs/schedule-file.md, "Start-up tasks"), which leave the windows alone."""
 
 from __future__ import annotations
 
@@ -20,20 +18,14 @@ from cronctl.edge.awake import join_awake
 from cronctl.edge.safefiles import ensure_private_dir
 from cronctl.edge.state.store import Store
 from cronctl.run import chains, guards, occurrence, planning, recovery
-from cronctl.run.context import (
-    REHEARSAL_DIR,
-    RunContext,
-    RunReport,
-    RunState,
-    real_clock,
-)
+from cronctl.run.context import REHEARSAL_DIR, RunContext, RunReport, RunState, real_clock
 
 
 def run_once(
     schedule: Schedule, now: datetime, ctx: RunContext, ahead: planning.Ahead | None = None
 ) -> RunReport:
     """Plan every task's window at `now`, record it, then run what is due (`ahead`: `work`'s
-    decisions worked out before `now` came; planning checks each is still what it would be)."""
+    decisions worked out early, which planning checks)."""
     if ctx.rehearsal:
         ctx = replace(ctx, state_dir=ensure_private_dir(ctx.state_dir) / REHEARSAL_DIR)
     with coordinated(ctx) as ctx:
@@ -42,8 +34,8 @@ def run_once(
 
 @contextmanager
 def coordinated(ctx: RunContext) -> Iterator[RunContext]:
-    """`ctx` ready for a run, with a state of its own: its directories made, its coordinator
-    woken from a wait on the store by a stop and closed at the end, its pings waited for."""
+    """`ctx` with a state of its own: directories made, the coordinator woken by a stop and
+    closed at the end, pings waited for."""
     ensure_private_dir(ctx.state_dir)
     ensure_private_dir(ctx.lock_dir)
     fleet = ctx.coord.fleet
@@ -124,7 +116,7 @@ def _run_once(
 def _catch_up(
     chained: chains.RunChains, store: Store, now: datetime, ctx: RunContext, into: list[RunRow]
 ) -> None:
-    """The chains' catch-up, in its own thread; a failure is said, the next minute looks again."""
+    """In its own thread; a failure is said, the next minute looks again."""
     try:
         into.extend(chained.catch_up(store, now, ctx))
     except Exception as exc:
@@ -141,17 +133,16 @@ def _store_failure_said(pauses: guards.Pauses, rows: Iterable[RunRow], ctx: RunC
 
 
 def _missed(plans: Mapping[str, Plan]) -> dict[str, tuple[int, datetime | None]]:
-    """The missed count and window start of each task that missed something."""
     return {n: (p.missed_count, p.since) for n, p in plans.items() if p.missed}
 
 
 def start_tasks(schedule: Schedule) -> list[Task]:
-    """The tasks `work` runs when it starts."""
     return [t for t in schedule.tasks if t.on_start]
 
 
 def run_start_tasks(schedule: Schedule, started: datetime, ctx: RunContext) -> RunReport:
-    """Run every on_start task once (at most max_parallel at once); what happened to each."""
+    """Each on_start task once (``"trigger": "start"``): no claim (a start is one machine's
+    own), the overlap lock always, as `exec` takes it."""
     tasks = start_tasks(schedule)
     if not tasks:
         return RunReport(started, [])

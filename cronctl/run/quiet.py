@@ -1,19 +1,8 @@
-"""A minute with nothing due, dealt with from what the last planned minute worked out
-(docs/commands.md#a-quiet-minute).
-
-Most of `run`'s starts find nothing due; doing that with the schedule model costs its imports,
-more than the rest of the run. A run that planned keeps a *hint* beside its schedule's cache
-entry (edge/schedcache.py, same key): for every task of this host its name, fingerprint,
-``since`` (the start of the window that run found empty, or its minute M for a task that had
-occurrences at M) and ``next`` (its first occurrence after M), so no occurrence lies in
-``(since, next)``. A run at minute N then knows, for a task whose stored window ends at L with
-``since <= L < N < next``, that planning would only move the window to N: it writes exactly
-that (Txn.advance_states, under the same write lock) when every row says so, and plans as usual
-for anything else (a changed zone file, Python or host; a row missing or of another
-fingerprint; a window at or past N; an unfinished run; minute 0; a rehearsal, --dry-run,
---json, a coordination store, a metrics file, unshared on_one_server claims or a chain).
-What it skips a quiet minute does not need: the pauses, recovery, the signal handlers.
-"""
+"""A minute with nothing due, dealt with without the schedule model from the hint the last
+planning run kept beside its cache entry (docs/commands.md#a-quiet-minute). For each task the
+hint holds ``since`` and ``next``, with no occurrence in ``(since, next)``: a stored window
+ending at L with ``since <= L < N < next`` only moves to N, which is written (under the store's
+write lock) when every row says so; anything else plans as usual."""
 
 from __future__ import annotations
 
@@ -37,15 +26,12 @@ if TYPE_CHECKING:  # types only: a quiet minute never imports the model (docs/ar
 KIND = "quiet"
 FORMAT = 2  # 2: the project joined the [cronctl] directories
 
-#: What deal() says: the minute was dealt with; the hint is missing, spent or does not fit the
-#: rows (plan, then keep a new one if the minute is quiet); or it holds but this run is not
-#: one it can serve.
+#: deal()'s answers: dealt with; plan and keep a new hint; plan (the hint still holds).
 DONE, SPENT, DECLINED = "done", "spent", "declined"
 
 
 class _Declined(Exception):
-    """The rows are not what the hint covers: roll back, plan as usual, and say what then
-    (`status`: SPENT when planning should keep a new hint, as after a row that differs)."""
+    """The rows are not what the hint covers: roll back, and answer `status`."""
 
     def __init__(self, status: str = SPENT) -> None:
         super().__init__(status)
