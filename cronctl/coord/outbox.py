@@ -36,25 +36,6 @@ OUTPUT_TAIL_BYTES = 8 * 1024
 _UTF8_CONTINUATION = bytes(range(0x80, 0xC0))
 
 
-def publish(
-    store: Store, fleet: FleetHistory, rows: Sequence[RunRow], state_dir: Path
-) -> StoreUnavailable | None:
-    """Send ``rows`` and any left waiting; keep in the outbox what did not go (returning why)."""
-    waiting = _read(state_dir / OUTBOX)
-    stored = [store.get_run(run_id) for run_id in waiting]
-    todo = {r.id: r for r in [*stored, *rows] if r is not None and r.outcome not in _NOT_PUBLISHED}
-    if not todo:
-        return None
-    try:
-        fleet.publish([published(row) for row in todo.values()])
-    except StoreUnavailable as exc:
-        _write(state_dir / OUTBOX, list(todo)[-MAX_WAITING:])
-        return exc
-    if waiting:
-        _write(state_dir / OUTBOX, [])
-    return None
-
-
 class Records:
     """The fleet records of one `run` (or `work` tick), each sent by a sender thread within
     GATHER_S of its run's end with those of the runs that end meanwhile (a wave of runs ending
@@ -95,14 +76,26 @@ class Records:
     def finish(
         self, store: Store, rows: Sequence[RunRow], state_dir: Path
     ) -> StoreUnavailable | None:
+        """Send the rest and any left waiting; keep in the outbox what did not go (saying why)."""
         self._now.set()
         with self._lock:
             sender = self._sender
         if sender is not None:
             sender.join()
+        waiting = [store.get_run(run_id) for run_id in _read(state_dir / OUTBOX)]
         with self._lock:
-            unsent = [r for r in rows if r.id not in self._sent]
-        return publish(store, self._fleet, unsent, state_dir)
+            unsent = [*waiting, *(r for r in rows if r.id not in self._sent)]
+        todo = {r.id: r for r in unsent if r is not None and r.outcome not in _NOT_PUBLISHED}
+        if not todo:
+            return None
+        try:
+            self._fleet.publish([published(row) for row in todo.values()])
+        except StoreUnavailable as exc:
+            _write(state_dir / OUTBOX, list(todo)[-MAX_WAITING:])
+            return exc
+        if waiting:
+            _write(state_dir / OUTBOX, [])
+        return None
 
 
 #: How long the records of runs ending together are gathered before they are sent

@@ -1,6 +1,5 @@
-"""One occurrence's command (docs/schedule-file.md, "Retries, pings and hooks"): each attempt
-from its "running" mark to its result, the retries, the heartbeat ping, the hooks, and what
-to report when it ends (`notify`)."""
+"""One occurrence's command: its attempts, retries, pings and hooks, and what to report when
+it ends (docs/schedule-file.md, "Retries, pings and hooks")."""
 
 from __future__ import annotations
 
@@ -29,10 +28,8 @@ from cronctl.run.context import (
 RETRYABLE = FAILED - {"error"}
 #: Added to the message of a failed attempt whose retry a stop prevented.
 NOT_RETRIED = "not retried: cronctl was told to stop"
-#: cronctl's own secrets, never handed to a task through the environment it inherits
-#: (docs/guarantees.md): the store's URL (it may carry a password) and `serve`'s token. A
-#: task's `env` table may still set one on purpose. libpq's PGPASSWORD and the like are not
-#: cronctl's: tasks of their own use them.
+#: cronctl's own secrets, never inherited by a task (docs/guarantees.md); its `env` may set one.
+#: libpq's PGPASSWORD and the like are the tasks' own.
 SECRET_VARIABLES = ("CRONCTL_COORDINATION", "CRONCTL_SERVE_TOKEN")
 
 
@@ -56,8 +53,8 @@ def execute(
     lock: HeldLock | None, started: Callable[[str], None] = lambda _id: None,
 ) -> RunRow:  # fmt: skip
     """Run the command, again on failure while retries last (holding `lock` through the
-    delays: the occurrence is not over until its last attempt is); ping and hook around it
-    all. ``started`` hears each attempt's id once its command has started."""
+    delays: the occurrence lasts until its last attempt ends), pings and hooks around it;
+    ``started`` hears each attempt's id once its command started."""
     if not task.reports_outside:
         return _attempt(store, task, row, env, ctx, lock, started)
     pinger = None
@@ -136,7 +133,6 @@ def _attempt(
 
 
 def _record_command(task: Task, lock: HeldLock | None, pid: object, ctx: RunContext) -> None:
-    """Name the started command in the overlap lock's holder record; a failure only warns."""
     if lock is None or not isinstance(pid, int):
         return
     try:
@@ -158,9 +154,8 @@ def _message(result: runner.CommandResult) -> str | None:
 
 
 def retry_delay(task: Task, result: RunRow, ctx: RunContext) -> timedelta | None:
-    """How long to wait before the next attempt, or None: no retry. Not `exec`'s runs (an
-    operator watches), not an `error` (it could not start), and not a guarded task's retry
-    that would reach its next occurrence, which must never find it still running."""
+    """The wait before the next attempt; None: no retry (`exec`'s: an operator watches; an
+    `error` never started; a guarded task's next occurrence must not find it running)."""
     if result.outcome not in RETRYABLE or result.attempt > task.retries:
         return None
     if result.trigger not in ("schedule", START_TRIGGER, AFTER_TRIGGER):
@@ -178,7 +173,7 @@ def retry_delay(task: Task, result: RunRow, ctx: RunContext) -> timedelta | None
 
 
 def earlier(store: Store, result: RunRow) -> list[RunRow]:
-    """The attempts before `result` of its occurrence, as recorded (oldest first)."""
+    """The attempts of `result`'s occurrence before it, oldest first."""
     if result.attempt <= 1:
         return []
     rows = store.history(result.task, limit=result.attempt + 50)

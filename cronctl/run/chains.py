@@ -1,8 +1,6 @@
-"""Chains at run time (docs/chains.md): a task that others follow records how each of its
-runs ended through the coordination port, and the run that ends the last upstream run of an
-occurrence starts what follows at once; every run also catches up what a crash left between
-two links, on any machine, under the downstream task's own misfire policy.
-"""
+"""Chains at run time (docs/chains.md): a followed task records its runs' ends through the
+port, the run ending an occurrence's last upstream run starts what follows, and every run
+catches up what a crash left between two links, under the follower's misfire policy."""
 
 from __future__ import annotations
 
@@ -30,8 +28,7 @@ Picked = Mapping[str, ChainEnd]
 
 
 def ready(task: Task, picked: Picked) -> bool:
-    """Whether ``task`` runs after these ends: every upstream task has ended, as its
-    ``after_outcome`` asks (``failed``: any of them failed, timed out or could not start)."""
+    """Whether every upstream task of ``task`` ended as its ``after_outcome`` asks."""
     if any(name not in picked for name in task.after):
         return False
     outcomes = [picked[name].outcome for name in task.after]
@@ -53,8 +50,8 @@ def choose(task: Task, ends: Iterable[ChainEnd], host: str) -> Picked:
 
 
 class RunChains(Follow):
-    """One run's chains: what follows which task, the ends seen in this process, and the
-    downstream occurrences it has dealt with (each once, whichever path comes first)."""
+    """One run's chains: followers, the ends seen here, and the downstream occurrences dealt
+    with (each once, whichever path comes first)."""
 
     def __init__(
         self, schedule: Schedule, paused: Mapping[str, object], first_seen: Mapping[str, datetime]
@@ -75,9 +72,8 @@ class RunChains(Follow):
         self._seen: dict[tuple[str, datetime, str], ChainEnd] = {}
 
     def record(self, task: Task, result: RunRow, ctx: RunContext) -> None:
-        """Record, durably, how ``task``'s occurrence ended (its last attempt) when others
-        follow it: before its result is committed, so a crash between the two leaves an end
-        that the next run follows."""
+        """Record durably how a followed task's occurrence ended, before its result is
+        committed: a crash between the two leaves an end the next run follows."""
         if task.name not in self.followers or result.outcome not in FINISHED:
             return
         # The run's clock, which the catch-up's misfire window is counted by (`--now` too).
@@ -97,8 +93,7 @@ class RunChains(Follow):
             )
 
     def start(self, store: Store, task: Task, result: RunRow, ctx: RunContext) -> list[RunRow]:
-        """Run each follower of ``task`` that its ended occurrence (recorded) makes ready;
-        the rows of those runs, and of what followed them."""
+        """Run each follower that this recorded end makes ready; the rows of all that ran."""
         with self._lock:
             end = self._seen.get((task.name, result.occurrence, ctx.host))
         if end is None or end.run_id != result.id:
@@ -111,8 +106,8 @@ class RunChains(Follow):
         return rows
 
     def _known(self, follower: Task, end: ChainEnd, ctx: RunContext) -> Picked | None:
-        """The upstream ends of ``follower`` for ``end``'s occurrence: read from the store
-        only when it follows more than one task; None when they cannot be read."""
+        """``follower``'s upstream ends for ``end``'s occurrence, read from the store only when
+        it follows more than one task; None when they cannot be read."""
         with self._lock:
             ends = [e for key, e in self._seen.items() if key[1] == end.occurrence]
         if len(follower.after) > 1 and not ctx.rehearsal:
@@ -127,9 +122,8 @@ class RunChains(Follow):
         return choose(follower, ends, ctx.host)
 
     def catch_up(self, store: Store, now: datetime, ctx: RunContext) -> list[RunRow]:
-        """Start the chained tasks whose upstream tasks ended for an occurrence that this
-        machine has not dealt with (a crash between two links, here or on another machine),
-        under each one's misfire policy, counted from the moment its upstream ended."""
+        """Start what a crash between two links (on any machine) left owed here, under each
+        follower's misfire policy, counted from when its upstream ended."""
         if not self.chained or ctx.dry_run or ctx.rehearsal:
             return []
         upstream = {name for task in self.chained for name in task.after}
@@ -186,10 +180,9 @@ class RunChains(Follow):
 def _by_policy(
     task: Task, owed: list[tuple[datetime, Picked, datetime]], now: datetime
 ) -> list[tuple[datetime, Picked, Outcome]]:
-    """What the downstream task's misfire policy makes of the occurrences it owes, oldest
-    first, each counted from the moment its last upstream run ended: ``skip`` runs only one
-    whose upstream ended this minute, ``coalesce`` the latest, ``catch-up`` each (at most
-    CATCH_UP_LIMIT); ``misfire_grace`` drops one that ended longer ago. The rest: missed."""
+    """The misfire policy over the owed occurrences, oldest first, each from when its last
+    upstream ended: ``skip`` runs one that ended this minute, ``coalesce`` the latest,
+    ``catch-up`` each (at most CATCH_UP_LIMIT), within ``misfire_grace``. The rest: missed."""
     grace = task.misfire_grace
     keep: list[int] = []
     for index, (_, _, last) in enumerate(owed):

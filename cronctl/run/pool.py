@@ -7,20 +7,19 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 #: Idle threads kept at most; more, after a burst of long tasks, end.
 _KEEP_IDLE = 16
 
 
+@dataclass(slots=True, eq=False)
 class Job:
     """A function handed to a pooled thread: join() waits for it to return."""
 
-    __slots__ = ("done", "name", "target")
-
-    def __init__(self, target: Callable[[], None], name: str) -> None:
-        self.target = target
-        self.name = name
-        self.done = threading.Event()
+    target: Callable[[], None]
+    name: str
+    done: threading.Event = field(default_factory=threading.Event)
 
     def join(self, timeout: float | None = None) -> None:
         self.done.wait(timeout)

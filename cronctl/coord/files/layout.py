@@ -78,12 +78,6 @@ def dumps(record: Mapping[str, object]) -> bytes:
     return json.dumps(record).encode()
 
 
-def _loads(text: str) -> object:
-    import json  # only where a record is read, likewise (tests/cli/test_main.py)
-
-    return json.loads(text)
-
-
 def read_record(path: Path | str, dir_fd: int | None = None) -> dict[str, object] | None:
     """A small JSON record written here; None when missing or unreadable."""
     try:
@@ -100,8 +94,10 @@ def read_record(path: Path | str, dir_fd: int | None = None) -> dict[str, object
 
 
 def parse_record(raw: bytes) -> dict[str, object] | None:
+    import json  # only where a record is read, likewise (tests/cli/test_main.py)
+
     try:
-        record = _loads(raw.decode("utf-8", errors="replace"))
+        record = json.loads(raw.decode("utf-8", errors="replace"))
     except (ValueError, RecursionError):  # RecursionError: nesting thousands deep
         return None
     return record if isinstance(record, dict) else None

@@ -1,6 +1,5 @@
 """Overlap locks as files in ``LOCK_DIR/overlap`` (layout.py): a flock held for the whole
-run, a holder record beside it, and a guard that serialises trying the one and reading or
-writing the other."""
+run, a holder record beside it, and a guard serialising the two."""
 
 from __future__ import annotations
 
@@ -24,9 +23,8 @@ _GUARD_WAIT_S = 5.0
 
 
 class OverlapDir:
-    """``LOCK_DIR/overlap``, checked and opened once for a run's many locks: each lock's
-    files are opened relative to this descriptor (``openat``), so the directories above are
-    neither walked nor checked again, nor swapped under a run once checked."""
+    """``LOCK_DIR/overlap``, checked and opened once for a run's many locks, whose files are
+    opened relative to it: the directories above are not walked again, nor swapped."""
 
     __slots__ = ("fd", "mode", "path")
 
@@ -36,13 +34,9 @@ class OverlapDir:
         self.fd: int | None = fd
         self.mode = layout.mode_under(st.st_mode)
 
-    def file(self, stem: str, suffix: str, task: str) -> str:
-        """A lock's file as text (opened by name through :attr:`dir_fd`; the rest is for
-        messages; no pathlib: a guarded run asks three)."""
-        name = stem + suffix
-        if "/" in name or name in (".", ".."):  # the name pattern excludes these already
-            raise ValueError(f"task {task!r} does not map to a file inside {self.path}")
-        return f"{self.path}/{name}"
+    def file(self, stem: str, suffix: str) -> str:
+        """As text (opened by name through :attr:`dir_fd`; the rest is for messages)."""
+        return f"{self.path}/{stem}{suffix}"
 
     @property
     def dir_fd(self) -> int:
@@ -57,13 +51,9 @@ class OverlapDir:
 
 
 class OverlapLock:
-    """A held overlap lock: an open descriptor carrying a ``flock``.
-
-    Not ``filelock.FileLock``: the lock must outlive cronctl while the task runs
-    (docs/guarantees.md), so the child inherits the descriptor (``pass_fds``); FileLock
-    closes its descriptor in forked children and unlocks the shared description on release.
-    Start the child with ``start_new_session=True`` and ``pass_fds=(lock.fd,)``, never
-    ``preexec_fn`` (which would run at-fork hooks)."""
+    """A held overlap lock: a descriptor carrying a ``flock``, which the task inherits
+    (``pass_fds``, never ``preexec_fn``) so the lock outlives cronctl (docs/guarantees.md).
+    Not ``filelock``: it closes its descriptor in children and unlocks on release."""
 
     __slots__ = ("_fd", "_holder", "_holder_fd", "path")
 
@@ -74,9 +64,8 @@ class OverlapLock:
         self._holder_fd: int | None = None  # the holder record, rewritten in place
 
     def record_command(self, pid: int) -> None:
-        """Add the started command's identity to the holder record: a task may close the
-        descriptor it inherited, and if cronctl then dies, the record (pid, start time, boot)
-        still tells the next contender that the task lives on."""
+        """Add the command's identity to the holder record: if the task closes its descriptor
+        and cronctl dies, the record still tells a contender that the task lives on."""
         who = procs.identify(pid)
         if who is None or self._holder is None or self._holder_fd is None:
             return
@@ -113,31 +102,29 @@ def try_overlap_lock(
     timeout: timedelta | None = None,
     directory: OverlapDir | None = None,
 ) -> Overlap:
-    """Try, without waiting, to take ``task``'s overlap lock in ``lock_dir`` (``directory``:
-    its overlap directory, already open; else opened for this call).
-
-    A lock whose holder started more than ``lease`` (None: never) before ``now`` is overtaken:
-    its file is unlinked (the stuck holder keeps the orphaned inode) and a fresh one locked.
-    The attempt and the ``.holder`` record happen under a short guard lock, so a contender
-    never reads the previous holder's record between the new holder's flock and its write
-    (yesterday's start would make a fresh run look stuck). A free flock whose last holder's
-    command, or its process group, still runs on this boot counts as held: the task closed
-    the descriptor it was given."""
+    """Try, without waiting, to take ``task``'s lock (``directory``: already open, else opened
+    for this call). A holder that started more than ``lease`` before ``now`` is overtaken: its
+    file unlinked (it keeps the orphaned inode) and a fresh one locked. The guard keeps a
+    contender from reading the previous holder's record between a new holder's flock and its
+    write (an old start would look stuck). A free flock whose last holder's command (or
+    group) still runs on this boot counts as held: the task closed its descriptor."""
     with ExitStack() as opened:
         if directory is None:
             directory = opened.enter_context(closing(OverlapDir(lock_dir)))
         dir_fd, mode = directory.dir_fd, directory.mode
         stem = layout.file_stem(task)  # the name check, once
-        lock_path = directory.file(stem, ".lock", task)
-        holder_path = directory.file(stem, ".holder", task)
+        lock_path, holder_path = directory.file(stem, ".lock"), directory.file(stem, ".holder")
         me = HolderInfo(host=host, pid=pid, started=layout.utc(now), timeout=timeout)
-        with _guard(directory.file(stem, ".guard", task), mode=mode, dir_fd=dir_fd) as guarded:
+        with _guard(directory.file(stem, ".guard"), mode=mode, dir_fd=dir_fd) as guarded:
             lock = _lock_file(lock_path, mode, dir_fd)
             if lock is not None:
                 # One descriptor of the holder record: the previous holder's is read through it
                 # and ours written through it (see _record_holder).
                 fd = _open_holder(lock, holder_path, mode, dir_fd)
-                old = _pread_all(fd)
+                try:
+                    old = os.pread(fd, layout.MAX_RECORD_BYTES, 0)
+                except OSError:
+                    old = b""
                 # Without the guard the record may be stale, so it is not evidence either way.
                 previous = _holder_from(layout.parse_record(old)) if guarded and old else None
                 if previous is None or not command_lives(previous):
@@ -214,21 +201,10 @@ def _open_holder(lock: OverlapLock, holder_path: str, mode: int, dir_fd: int) ->
         raise
 
 
-def _pread_all(fd: int) -> bytes:
-    try:
-        return os.pread(fd, layout.MAX_RECORD_BYTES, 0)
-    except OSError:
-        return b""
-
-
 def _record_holder(lock: OverlapLock, fd: int, me: HolderInfo, old_size: int | None) -> OverlapLock:
-    """Write ``me`` (under the guard) on ``fd``, ``old_size`` bytes long (None: unknown),
-    kept in ``lock`` for :meth:`OverlapLock.record_command`.
-
-    Rewritten in place, not renamed (two renames a run cost more than the rest of the
-    guard): every reader that acts on it holds the guard, as this write does; a read torn
-    by the unguarded second write parses as no record, which only a flock holder could see.
-    """
+    """Write ``me`` under the guard on ``fd``, ``old_size`` bytes long (None: unknown). In
+    place, not renamed (cheaper): every reader that acts on it holds the guard; a read torn by
+    record_command's unguarded write parses as no record, which only a flock holder sees."""
     lock._holder, lock._holder_fd = me, fd
     try:
         _write_holder(fd, me, truncate=old_size is None or old_size > _HOLDER_WIDTH)
@@ -276,14 +252,10 @@ def _holder_from(record: dict[str, object] | None) -> HolderInfo | None:
     timeout = None
     if isinstance(timeout_s, int | float) and 0 <= timeout_s < 10**9:
         timeout = timedelta(seconds=timeout_s)
-    return HolderInfo(host, pid, started, _read_command(record.get("command")), timeout)
-
-
-def _read_command(value: object) -> ProcessId | None:
-    if not isinstance(value, dict):
-        return None
-    pid, start, boot = value.get("pid"), value.get("start"), value.get("boot")
-    if not isinstance(pid, int) or not isinstance(start, int) or not isinstance(boot, str):
-        return None
-    # Linux pids never exceed 2**22 (PID_MAX_LIMIT); a larger one is a damaged record.
-    return ProcessId(pid, start, boot) if 0 < pid <= 2**22 else None
+    command, value = None, record.get("command")
+    if isinstance(value, dict):
+        cpid, start, boot = value.get("pid"), value.get("start"), value.get("boot")
+        # Linux pids never exceed 2**22 (PID_MAX_LIMIT); a larger one is a damaged record.
+        if isinstance(cpid, int) and isinstance(start, int) and isinstance(boot, str):
+            command = ProcessId(cpid, start, boot) if 0 < cpid <= 2**22 else None
+    return HolderInfo(host, pid, started, command, timeout)

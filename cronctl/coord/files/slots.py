@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from cronctl.coord.files.layout import lock_file, mode_under
@@ -21,12 +22,10 @@ from cronctl.core.model import GROUP_NAME
 from cronctl.edge.safefiles import ensure_private_dir, open_dir
 
 
+@dataclass(slots=True)
 class FileSlot:
-    __slots__ = ("_fd", "path")
-
-    def __init__(self, fd: int, path: str) -> None:
-        self._fd: int | None = fd
-        self.path = path
+    _fd: int | None
+    path: str
 
     def release(self) -> None:
         fd, self._fd = self._fd, None
