@@ -31,11 +31,7 @@ DONE, SPENT, DECLINED = "done", "spent", "declined"
 
 
 class _Declined(Exception):
-    """The rows are not what the hint covers: roll back, and answer `status`."""
-
-    def __init__(self, status: str = SPENT) -> None:
-        super().__init__(status)
-        self.status = status
+    """The rows are not what the hint covers: roll back, and answer its message."""
 
 
 def deal(
@@ -94,17 +90,17 @@ def _move_windows(
             for name, fingerprint, since, nxt, one_shot in tasks:
                 row = rows.get(name)
                 if row is None or row[1] != fingerprint:
-                    raise _Declined
+                    raise _Declined(SPENT)
                 last = _window_end(row[2])
                 if last is None or last >= minute:
-                    raise _Declined  # not as cronctl writes it, or the clock went back
+                    raise _Declined(SPENT)  # not as cronctl writes it, or the clock went back
                 if not row[4] and (last < since or (one_shot if nxt is None else nxt <= minute)):
-                    raise _Declined
+                    raise _Declined(SPENT)
                 moves.append((row, when))
             if tx.advance_states(moves) != len(moves):
-                raise _Declined
+                raise _Declined(SPENT)
     except _Declined as declined:
-        return declined.status
+        return str(declined)
     return DONE
 
 

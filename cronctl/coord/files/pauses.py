@@ -36,18 +36,15 @@ def paused_tasks(lock_dir: Path) -> dict[str, PauseInfo]:
     for entry in layout.entries(lock_dir / "paused"):
         stem, dot, suffix = entry.name.rpartition(".")
         task = layout.task_from_stem(stem) if dot and suffix == "pause" else None
-        if task is not None:
-            paused[task] = _pause_from_record(layout.read_record(Path(entry.path)))
+        if task is None:
+            continue
+        # The marker's presence is the pause; a damaged record still pauses, saying nothing.
+        record = layout.read_record(Path(entry.path)) or {}
+        reason, host, user = record.get("reason"), record.get("host"), record.get("user")
+        paused[task] = PauseInfo(
+            reason if isinstance(reason, str) else None,
+            layout.parse_time(record.get("since")),
+            host if isinstance(host, str) else None,
+            user if isinstance(user, str) else None,
+        )
     return paused
-
-
-def _pause_from_record(record: dict[str, object] | None) -> PauseInfo:
-    # The marker's presence is the pause; a damaged record still pauses, with nothing to say.
-    record = record or {}
-    reason, host, user = record.get("reason"), record.get("host"), record.get("user")
-    return PauseInfo(
-        reason=reason if isinstance(reason, str) else None,
-        since=layout.parse_time(record.get("since")),
-        host=host if isinstance(host, str) else None,
-        user=user if isinstance(user, str) else None,
-    )
