@@ -33,14 +33,21 @@ def recover(store: Store, ctx: RunContext, schedule: Schedule) -> list[RunRow]:
         # A kept result or a crashed run's reservation always comes with an unfinished row.
         return []
     kept = unsaved.Kept(ctx.state_dir)  # the results earlier runs could not save
+    foreign_age = max([FOREIGN_HOST_AGE, *(t.timeout for t in schedule.tasks if t.timeout)])
     closed: list[RunRow] = []
     for row in unfinished:
-        if _apply_unsaved(store, row, ctx, kept):
-            continue  # ended and reported when it ran; now recorded, not reported again
+        if (fields := kept.take(row.id)) is not None:
+            try:
+                store.close_unfinished(row, **{k: fields[k] for k in RESULT_FIELDS if k in fields})
+            except (ValueError, TypeError):
+                pass  # not a result cronctl wrote: recover the row as usual
+            else:
+                unsaved.forget(ctx.state_dir, row.id)
+                continue  # ended and reported when it ran; now recorded, not reported again
+        if row.host != ctx.host and real_clock() - (row.started or row.occurrence) <= foreign_age:
+            continue
         # A live owner is still at work: another `run`, or this very process (`work` ticks
         # in threads, so a slow task from the last minute shares our pid).
-        if row.host != ctx.host and not _foreign_row_is_old(row, schedule):
-            continue
         if row.pid is not None and procs.alive(row.pid):
             continue
         message = "cronctl died before this run finished; its outcome is unknown"
@@ -54,25 +61,6 @@ def recover(store: Store, ctx: RunContext, schedule: Schedule) -> list[RunRow]:
         unsaved.forget(ctx.state_dir, row.id)  # the reservation a crash left behind
     kept.done()  # only now: a store that failed above leaves them for the next run
     return closed
-
-
-def _apply_unsaved(store: Store, row: RunRow, ctx: RunContext, kept: unsaved.Kept) -> bool:
-    fields = kept.take(row.id)
-    if fields is None:
-        return False
-    fields = {k: v for k, v in fields.items() if k in RESULT_FIELDS}
-    try:
-        store.close_unfinished(row, **fields)
-    except (ValueError, TypeError):
-        return False  # not a result cronctl wrote: recover the row as usual
-    unsaved.forget(ctx.state_dir, row.id)
-    return True
-
-
-def _foreign_row_is_old(row: RunRow, schedule: Schedule) -> bool:
-    longest = max((t.timeout for t in schedule.tasks if t.timeout), default=timedelta(0))
-    since = row.started or row.occurrence
-    return real_clock() - since > max(FOREIGN_HOST_AGE, longest)
 
 
 def sweep(store: Store, ctx: RunContext, now: datetime) -> None:
