@@ -1,7 +1,6 @@
-"""Whether an overlap lock's holder still runs, by the process identity both adapters keep
-beside the lock: a task may close the descriptor that carries the lock, and its cronctl may
-die. "This machine" is the boot the identity names, not the host name (`--host` may give
-one machine two names, and they must still never run one task twice)."""
+"""Whether an overlap lock's holder still runs, by the process identity kept beside it (a
+task may close the lock's descriptor, its cronctl die). "This machine" is the identity's
+boot, not the host name (`--host` may give one machine two names)."""
 
 from __future__ import annotations
 
@@ -10,9 +9,8 @@ from cronctl.edge.process import procs
 
 
 def command_lives(holder: HolderInfo) -> bool:
-    """Whether the holder's command (or its process group) still runs on this boot. A pid
-    now another process's was recycled: the kernel only hands out a number no process group
-    uses, so the old group is gone too."""
+    """Whether the holder's command (or group) still runs on this boot. A recycled pid means
+    the old group is gone too: the kernel hands out no number a process group uses."""
     command = holder.command
     if command is None or command.boot != procs.boot_id():
         return False

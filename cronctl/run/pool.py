@@ -1,7 +1,5 @@
-"""Threads kept for reuse by `work`: its tick and its workers start on a thread that already
-exists, woken, instead of one created at the minute boundary, where each new thread waited
-behind those already queued for a CPU (up to a time slice each, on a busy machine). `run`
-starts once a minute, with nothing to reuse, and keeps creating its threads."""
+"""Threads `work` reuses: its tick and workers wake one that exists instead of creating one
+at the minute boundary, behind every thread queued for a CPU on a busy machine."""
 
 from __future__ import annotations
 
@@ -29,15 +27,15 @@ class Job:
 
 
 class Pool:
-    """Daemon threads (an idle one never holds the process up; Worker._shutdown waits for
-    the ticks) that run one Job at a time and then wait, idle, for the next."""
+    """Threads running one Job at a time; daemons, as an idle one must not hold the process
+    up (Worker._shutdown waits for the ticks)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._idle: list[_Pooled] = []
 
     def spawn(self, target: Callable[[], None], name: str) -> Job:
-        """Run `target` on an idle thread (a new one if none is idle); its Job."""
+        """Run `target` on an idle thread, or a new one."""
         job = Job(target, name)
         with self._lock:
             pooled = self._idle.pop() if self._idle else None
@@ -68,7 +66,7 @@ class Pool:
 
 
 class _Pooled(threading.Thread):
-    """One pooled thread: runs the job it is handed, then offers itself to the pool."""
+    """Runs the job it is handed, then offers itself to the pool."""
 
     def __init__(self, pool: Pool) -> None:
         super().__init__(name="cronctl-pool", daemon=True)
@@ -77,13 +75,11 @@ class _Pooled(threading.Thread):
         self._job: Job | None = None
 
     def hand(self, job: Job) -> None:
-        """Give the thread its next job (it is idle, or not started yet)."""
         with self._ready:
             self._job = job
             self._ready.notify()
 
     def run(self) -> None:
-        """Jobs, one after another, until the pool keeps enough idle threads."""
         while True:
             with self._ready:
                 while self._job is None:

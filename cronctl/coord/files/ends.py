@@ -1,11 +1,6 @@
-"""How runs that other tasks follow ended, as files in ``lock_dir`` (docs/chains.md)::
-
-    LOCK_DIR/ends/TASK@YYYYMMDDTHHMM[SS]Z~HOST.end    one per (task, occurrence, host)
-
-``HOST`` is 16 hex digits of the host name's SHA-256 (a host name may hold any character).
-Each file is written whole and renamed into place, never through a link, and read with
-``O_NOFOLLOW``, checked field by field: any machine sharing the directory writes them.
-"""
+"""Chain ends as ``LOCK_DIR/ends/TASK@YYYYMMDDTHHMM[SS]Z~HOST.end`` (docs/chains.md), HOST
+16 hex digits of the host name's SHA-256. Renamed into place, read ``O_NOFOLLOW`` and checked
+field by field: any machine sharing the directory writes them."""
 
 from __future__ import annotations
 
@@ -31,8 +26,7 @@ _HOST_MAX = 1024
 
 
 def _host_key(host: str) -> str:
-    # Imported here, not at the top: hashlib loads OpenSSL, and only chains write ends; every
-    # `run` imports this module.
+    # Here: hashlib loads OpenSSL, which only chains need, and every `run` imports this module.
     import hashlib
 
     return hashlib.sha256(host.encode("utf-8", "surrogateescape")).hexdigest()[:16]

@@ -1,14 +1,7 @@
-"""The slots of a ``[[group]]`` as files in ``lock_dir`` (docs/guarantees.md)::
-
-    LOCK_DIR/groups/GROUP.N.slot    N = 0 .. max_running - 1; a flock held by a cronctl
-                                    process for the whole run of one task of the group
-
-A run takes the first free slot. The flock is on cronctl's own descriptor, close-on-exec and
-never handed to the task: a task that closes every descriptor it inherited cannot free its
-group's slot under it, and the slot is freed when its cronctl lets go or dies (the kernel
-drops the flock of a dead process at once). The slot number is the last dotted part before
-``.slot``, so two group names never share a file (a name may hold dots, a number cannot).
-"""
+"""A ``[[group]]``'s slots as ``LOCK_DIR/groups/GROUP.N.slot`` (N < max_running), each a
+flock on cronctl's own close-on-exec descriptor for one task's run (docs/guarantees.md): a
+task closing its descriptors cannot free it; its cronctl's exit does. N is the last dotted
+part, so two group names never share a file."""
 
 from __future__ import annotations
 
