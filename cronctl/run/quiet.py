@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -59,7 +59,8 @@ def deal(
         or tz_env != env.get("PYTHONTZPATH")
         or (only_host is not None and only_host != host)
         or not still_resolved(resolved)
-        or not _zones_as_kept(tzpath, zones)
+        # Every IANA zone read from the same file, holding the same bytes.
+        or _zone_files(tzpath, [zone[0] for zone in zones]) != tuple(map(tuple, zones))
     ):
         return SPENT
     return _move_windows(env, dirs, state_dir, lock_dir, tasks, minute)
@@ -140,18 +141,6 @@ def _all(kinds: type | tuple[type, ...], *groups: Any) -> bool:
     return all(type(v) in kinds for group in groups for v in group)
 
 
-def _zones_as_kept(tzpath: Any, zones: Any) -> bool:
-    """Whether every IANA zone would be read from the same file, holding the same bytes."""
-    for name, path, data in zones:
-        found = _zone_file(tzpath, name)
-        try:
-            if found is None or str(found) != path or found.read_bytes() != data:
-                return False
-        except OSError:
-            return False
-    return True
-
-
 def keep(
     look: Lookup, everything: Schedule, schedule: Schedule, report: RunReport, ctx: RunContext,
     env: Mapping[str, str],
@@ -188,10 +177,12 @@ def keep(
         tasks.append((
             task.name, fingerprint, int(since.timestamp()), nexts[fingerprint], task.at is not None
         ))  # fmt: skip
-    zones = _zone_files({t.zone.name for t in schedule.tasks if not t.zone.fixed})
-    if zones is None:
+    import zoneinfo  # only here: a quiet minute never needs it
+
+    names = sorted({t.zone.name for t in schedule.tasks if not t.zone.fixed})
+    tzpath = tuple(zoneinfo.TZPATH) if names else ()
+    if (files := _zone_files(tzpath, names)) is None:
         return
-    tzpath, files = zones
     only_host = ctx.host if any(t.hosts for t in everything.tasks) else None
     places = (settings.state_dir, settings.lock_dir, settings.project)
     dirs = tuple(None if d is None else str(d) for d in places)
@@ -210,16 +201,11 @@ def _every_minute(task: Task) -> bool:
     )
 
 
-def _zone_files(names: set[str]) -> tuple[tuple[str, ...], tuple[Any, ...]] | None:
-    """The time zone search path and, for each IANA zone, the file it is read from and its
-    bytes; None when a zone does not come from a file on the path (the tzdata package)."""
-    if not names:
-        return (), ()
-    import zoneinfo
-
-    tzpath = tuple(zoneinfo.TZPATH)
+def _zone_files(tzpath: Any, names: Iterable[str]) -> tuple[Any, ...] | None:
+    """For each IANA zone, the file on `tzpath` it is read from and its bytes; None when one
+    does not come from a file there (the tzdata package), or cannot be read."""
     files = []
-    for name in sorted(names):
+    for name in names:
         path = _zone_file(tzpath, name)
         if path is None:
             return None
@@ -227,7 +213,7 @@ def _zone_files(names: set[str]) -> tuple[tuple[str, ...], tuple[Any, ...]] | No
             files.append((name, str(path), path.read_bytes()))
         except OSError:
             return None
-    return tzpath, tuple(files)
+    return tuple(files)
 
 
 def _zone_file(tzpath: Any, name: str) -> Path | None:
