@@ -1,8 +1,6 @@
-"""What a machine keeps of the store locally (docs/fleets-postgresql.md): the ids of fleet
-records not yet published (``STATE_DIR/coord-outbox``), sent again, read afresh from the
-local history, by the next run that reaches the store (its upsert by id makes a repeat
-harmless); and the pauses last read (``STATE_DIR/coord-pauses``), which hold while the
-store is unreachable."""
+"""What a machine keeps of the store (docs/fleets-postgresql.md): the ids of records not yet
+published (``STATE_DIR/coord-outbox``), sent by the next run that reaches it (an upsert by
+id: a repeat is harmless), and the last pauses read (``STATE_DIR/coord-pauses``)."""
 
 from __future__ import annotations
 

@@ -60,8 +60,7 @@ def new_thread(target: Callable[[], None], name: str) -> Joinable:
 
 @dataclass(frozen=True, slots=True)
 class World:
-    """How a run reaches the world, real by default: tests and the soak test pass fakes (a
-    pinned clock and a sleep that moves it, commands that start no process)."""
+    """How a run reaches the world, real by default; tests pass fakes."""
 
     clock: Callable[[], datetime] = real_clock
     # Waits (jitter, retry delays, polls); `run` and `work` end them early when told to stop.
@@ -79,9 +78,8 @@ def _hear_nothing(*_args: object) -> None:
 
 @dataclass(frozen=True, slots=True)
 class Listener:
-    """What the caller hears as a run goes (cli/wiring.py), by default nothing: a minute's due
-    rows before any starts (`work -v`); each occurrence's final row as it ends, with what to
-    report of it (live failure reports); where a task's output lines go as they come (`work
+    """What the caller hears as a run goes (cli/wiring.py), by default nothing: the due rows
+    (`work -v`), each final row with what to report, where each task's output lines go (`work
     --output`; None: only to its log)."""
 
     starting: Callable[[datetime, list[RunRow]], None] = _hear_nothing

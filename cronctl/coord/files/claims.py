@@ -1,7 +1,5 @@
-"""Occurrence claims as files in ``LOCK_DIR/claims`` (layout.py): one ``O_EXCL`` file per
-(task, occurrence), so exactly one machine sharing the directory wins it; a leased claim's
-start mark beside it (docs/guarantees.md).
-"""
+"""Occurrence claims as ``O_EXCL`` files in ``LOCK_DIR/claims`` (layout.py), one per (task,
+occurrence), and a leased claim's start mark beside it (docs/guarantees.md)."""
 
 from __future__ import annotations
 
@@ -28,8 +26,6 @@ def _claim_stamp(occurrence: datetime) -> str:
     moment = layout.utc(occurrence)
     if moment.microsecond:
         raise ValueError(f"occurrence {moment.isoformat()} is not on a whole second")
-    # A whole minute keeps the short stamp. Seconds tell apart the several occurrences
-    # the first minute after a DST gap carries (cronctl.core.due): TASK@YYYYMMDDTHHMMSSZ.
     return moment.strftime(_CLAIM_STAMP_SECONDS if moment.second else _CLAIM_STAMP)
 
 
@@ -45,11 +41,10 @@ def claim_occurrence(
 ) -> bool:
     """Claim one occurrence of ``task`` for this machine; False if someone already has.
 
-    ``claims/TASK@YYYYMMDDTHHMMZ``, keyed by the occurrence (not this machine's clock), is
-    created ``O_EXCL|O_NOFOLLOW`` so exactly one contender wins (anything at that name, even
-    a symlink, counts as taken), filled and fsynced, and never released: swept after a week.
-    A ``leased`` claim names its cronctl for good (pid start time, boot) and is taken over
-    when that cronctl is provably gone before :func:`mark_started`."""
+    Keyed by the occurrence (not this machine's clock), created ``O_EXCL|O_NOFOLLOW`` so one
+    contender wins (anything at the name, even a symlink, is taken), fsynced, never released
+    (swept after a week). A ``leased`` claim names its cronctl (pid start time, boot) and is
+    taken over when that cronctl is provably gone before :func:`mark_started`."""
     directory = ensure_private_dir(lock_dir / "claims", within=lock_dir)
     path = layout.task_path(directory, task, "@" + _claim_stamp(occurrence))
     record: dict[str, object] = {"host": host, "pid": pid, "claimed": layout.iso(now),

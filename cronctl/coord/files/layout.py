@@ -119,10 +119,8 @@ _CONTENDED = frozenset((errno.EACCES, errno.EAGAIN, errno.EWOULDBLOCK))
 
 
 def flock_nonblocking(fd: int) -> bool:
-    """Take the flock on ``fd`` without waiting; False when another description holds it."""
-    # flock(LOCK_EX|LOCK_NB) on our own O_NOFOLLOW descriptor, as filelock's lock_descriptor
-    # does; taken directly because importing filelock would slow every guarded `run`'s
-    # start (docs/architecture.md#dependencies-and-why).
+    """Take the flock on ``fd`` without waiting; False when another description holds it.
+    Not filelock: importing it slows every guarded `run` (docs/architecture.md)."""
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as exc:
