@@ -115,7 +115,7 @@ def try_overlap_lock(
         stem = layout.file_stem(task)  # the name check, once
         lock_path, holder_path = directory.file(stem, ".lock"), directory.file(stem, ".holder")
         me = HolderInfo(host=host, pid=pid, started=layout.utc(now), timeout=timeout)
-        with _guard(directory.file(stem, ".guard"), mode=mode, dir_fd=dir_fd) as guarded:
+        with _guard(directory.file(stem, ".guard"), mode, dir_fd) as guarded:
             lock = _lock_file(lock_path, mode, dir_fd)
             if lock is not None:
                 # One descriptor of the holder record: the previous holder's is read through it
@@ -154,7 +154,7 @@ def overlap_held(lock_dir: Path, task: str) -> bool:
     guard instead of mistaking the probe for a run."""
     directory = lock_dir / "overlap"
     try:
-        with _guard(layout.task_path(directory, task, ".guard"), create=False) as guarded:
+        with _guard(layout.task_path(directory, task, ".guard")) as guarded:
             fd = open_nofollow(layout.task_path(directory, task, ".lock"), os.O_RDONLY)
             try:
                 if not guarded or not layout.flock_nonblocking(fd):
@@ -168,13 +168,10 @@ def overlap_held(lock_dir: Path, task: str) -> bool:
 
 
 @contextmanager
-def _guard(
-    path: Path | str, *, create: bool = True, mode: int | None = None, dir_fd: int | None = None
-) -> Iterator[bool]:
-    flags = os.O_RDONLY | (os.O_CREAT if create else 0)
-    if mode is None:
-        mode = layout.file_mode(Path(path).parent) if create else 0o600
-    fd = open_nofollow(path, flags, mode, dir_fd=dir_fd)
+def _guard(path: Path | str, mode: int | None = None, dir_fd: int | None = None) -> Iterator[bool]:
+    """Whether the guard was taken within _GUARD_WAIT_S; made with ``mode``, if given."""
+    flags = os.O_RDONLY if mode is None else os.O_RDONLY | os.O_CREAT
+    fd = open_nofollow(path, flags, mode or 0o600, dir_fd=dir_fd)
     try:
         deadline = time.monotonic() + _GUARD_WAIT_S
         while not (got := layout.flock_nonblocking(fd)) and time.monotonic() < deadline:
