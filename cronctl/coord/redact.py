@@ -1,9 +1,7 @@
 """Passwords out of every message about the coordination store (docs/fleets-postgresql.md).
-
-libpq echoes a URL it cannot parse, or the piece it misread, and a password written without
-percent-encoding (holding ``/``, ``?``, ``@``, ``&``) is cut into such pieces. So the
-password is found by position in the URL, as a person meant it, and every quoted piece of a
-driver's error that overlaps it is hidden, however short."""
+libpq echoes the pieces of a URL it misread, and cuts an unencoded password (``/``, ``?``,
+``@``, ``&``) into such pieces: so the password is found by position, as a person meant it,
+and every quoted piece of a driver's error that overlaps it is hidden, however short."""
 
 from __future__ import annotations
 

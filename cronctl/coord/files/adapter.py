@@ -1,5 +1,4 @@
-"""The file adapter of the coordination port: a thin wrapper over the modules beside it
-(files keep no fleet history)."""
+"""The file adapter of the coordination port, over the modules beside it."""
 
 from __future__ import annotations
 
@@ -28,8 +27,7 @@ class FilesCoordinator:
         self.lock_dir = lock_dir
         self.host = host
         self.pid = pid
-        # overlap/, checked and opened at the first overlap lock, used by every later one
-        # until close(): a run of 100 guarded tasks walked and checked it 100 times.
+        # overlap/, checked and opened once at the first overlap lock, until close().
         self._overlap: overlap.OverlapDir | None = None
         self._overlap_lock = threading.Lock()
         self._overlap_users = 0  # attempts in flight: close() never pulls the fd from under one
@@ -66,8 +64,7 @@ class FilesCoordinator:
         return mark_started(self.lock_dir, task, when, host=self.host, pid=self.pid)
 
     def orphans(self) -> list[Claim]:
-        """None: a claim is taken over only by a run that asks for its occurrence
-        (docs/fleets-postgresql.md#claims-are-leases)."""
+        """None: only a run asking for its occurrence takes a claim over."""
         return []
 
     def claimed(self, task: str, occurrence: datetime) -> bool:
