@@ -144,8 +144,6 @@ def run_start_tasks(schedule: Schedule, started: datetime, ctx: RunContext) -> R
     """Each on_start task once (``"trigger": "start"``): no claim (a start is one machine's
     own), the overlap lock always, as `exec` takes it."""
     tasks = start_tasks(schedule)
-    if not tasks:
-        return RunReport(started, [])
     started = started.replace(microsecond=0)
     with coordinated(ctx) as ctx, Store.open(ctx.state_dir) as store:
         paused = guards.paused(ctx).names

@@ -35,14 +35,8 @@ class OverlapDir:
         self.mode = layout.mode_under(st.st_mode)
 
     def file(self, stem: str, suffix: str) -> str:
-        """As text (opened by name through :attr:`dir_fd`; the rest is for messages)."""
+        """As text (opened by name through :attr:`fd`; the rest is for messages)."""
         return f"{self.path}/{stem}{suffix}"
-
-    @property
-    def dir_fd(self) -> int:
-        if self.fd is None:
-            raise ValueError(f"{self.path} was closed")
-        return self.fd
 
     def close(self) -> None:
         fd, self.fd = self.fd, None
@@ -111,7 +105,8 @@ def try_overlap_lock(
     with ExitStack() as opened:
         if directory is None:
             directory = opened.enter_context(closing(OverlapDir(lock_dir)))
-        dir_fd, mode = directory.dir_fd, directory.mode
+        dir_fd, mode = directory.fd, directory.mode
+        assert dir_fd is not None  # closed only with no attempt in flight (FilesCoordinator)
         stem = layout.file_stem(task)  # the name check, once
         lock_path, holder_path = directory.file(stem, ".lock"), directory.file(stem, ".holder")
         me = HolderInfo(host=host, pid=pid, started=layout.utc(now), timeout=timeout)
