@@ -92,9 +92,12 @@ def _move_windows(
                 row = rows.get(name)
                 if row is None or row[1] != fingerprint:
                     raise _Declined(SPENT)
-                last = _window_end(row[2])
-                if last is None or last >= minute:
-                    raise _Declined(SPENT)  # not as cronctl writes it, or the clock went back
+                try:
+                    last = int(parse_time(row[2]).timestamp())
+                except (TypeError, ValueError):
+                    last = minute  # not a time cronctl wrote: planning says what is wrong
+                if last >= minute:
+                    raise _Declined(SPENT)  # or the clock went back
                 if not row[4] and (last < since or (one_shot if nxt is None else nxt <= minute)):
                     raise _Declined(SPENT)
                 moves.append((row, when))
@@ -103,15 +106,6 @@ def _move_windows(
     except _Declined as declined:
         return str(declined)
     return DONE
-
-
-def _window_end(text: str) -> int | None:
-    """A stored last_occurrence as a Unix time; None when it is not a time cronctl wrote (then
-    planning reads it, and says what is wrong)."""
-    try:
-        return int(parse_time(text).timestamp())
-    except (TypeError, ValueError):
-        return None
 
 
 def _well_formed(hint: Any) -> bool:
