@@ -14,7 +14,6 @@ from collections.abc import Callable, Iterator
 from concurrent import futures
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
-from datetime import datetime
 from functools import partial
 from types import FrameType
 from typing import TypeVar
@@ -41,10 +40,8 @@ _Words = tuple[str, str, str]
 
 @dataclass(frozen=True)
 class ExecResult:
-    """How the run ended, and the exit code `cronctl exec` passes on."""
-
     run: RunRow
-    exit_code: int
+    exit_code: int  # what `cronctl exec` exits with
     followed: tuple[RunRow, ...] = ()  # `--chain`: the runs of what followed, in order
 
 
@@ -70,7 +67,6 @@ class Begun:
     row: RunRow
 
     def finish(self) -> ExecResult:
-        """Run the task to its end, record it and let go of its lock and slot."""
         try:
             result = _in_worker(lambda: _run_now(self.task, self.ctx, self.lock, self.row))
         finally:
@@ -107,9 +103,8 @@ def follow_chain(schedule: Schedule, task: Task, row: RunRow, ctx: RunContext) -
 
 
 def begin_exec(schedule: Schedule, name: str, ctx: RunContext, wait: bool) -> Begun:
-    """Take `name`'s overlap lock (and its group's slot) and record the run "pending".
-
-    :raises Busy: it is running (or its group is full) and `wait` is False."""
+    """Take `name`'s overlap lock (and its group's slot) and record the run "pending"; Busy
+    when it is running (or its group is full) and `wait` is False."""
     task = find_task(schedule, name)
     if not runs_on(task, ctx.host):
         patterns = ", ".join(task.hosts)
@@ -152,15 +147,8 @@ def _in_worker(body: Callable[[], _T]) -> _T:
 
 def _pending(task: Task, ctx: RunContext) -> RunRow:
     now = ctx.world.clock()
-    row = RunRow(
-        id=new_run_id(now),
-        task=task.name,
-        occurrence=now.replace(microsecond=0),
-        outcome="pending",
-        host=ctx.host,
-        pid=os.getpid(),
-        trigger="manual",
-    )
+    at = now.replace(microsecond=0)
+    row = RunRow(new_run_id(now), task.name, at, "pending", ctx.host, os.getpid(), trigger="manual")
     with Store.open(ctx.state_dir) as store, store.transaction() as tx:
         tx.add_run(row)
     return row
@@ -198,12 +186,10 @@ def exit_code_of(run: RunRow) -> int:
 
 
 def _lock_attempt(task: Task, coord: Coordinator, ctx: RunContext) -> tuple[HeldLock | None, str]:
-    """One attempt at the task's overlap lock, lock_dir (or the store) asked afresh, as each
-    attempt of `--wait` is."""
-    now: datetime = ctx.world.clock()
+    """One attempt at the task's overlap lock, lock_dir (or the store) asked afresh."""
     try:
         attempt = coord.try_overlap(
-            task.name, lease=task.overlap_lease, now=now, timeout=task.timeout
+            task.name, lease=task.overlap_lease, now=ctx.world.clock(), timeout=task.timeout
         )
     finally:
         coord.close()  # files: lock_dir checked again at the next attempt
@@ -226,8 +212,7 @@ def _lock_attempt(task: Task, coord: Coordinator, ctx: RunContext) -> tuple[Held
 
 
 def _take_slot(task: Task, coord: Coordinator, ctx: RunContext, wait: bool) -> GroupSlot | None:
-    """A slot of the task's group (None: it has none); refused, or waited for with --wait,
-    while the group is full."""
+    """A slot of the task's group (None: it has none), waited for with --wait."""
     group, limit = task.group, task.group_limit
     if group is None:
         return None

@@ -67,9 +67,8 @@ def explain_here(
     host: str,
     now: datetime,
 ) -> Explanation:
-    """The explanation of task `name` at `at` (`now`: the real clock, to tell a time still
-    ahead), from this machine's store in `state_dir`, opened for reading only: none is created
-    for the question."""
+    """Task `name` at `at` (`now`: the real clock, to tell a time still ahead), from this
+    machine's store, opened for reading only: none is created for the question."""
     with reading_store(state_dir) as store:
         task = find_task(schedule, name)
         minute = minute_floor(at)
@@ -181,7 +180,7 @@ def _upstream_ends(
     store: Store, coord: Coordinator, task: Task, occurrence: datetime, host: str
 ) -> dict[str, RunRow]:
     """Each upstream task's run that ended for ``occurrence``: this machine's last attempt,
-    else the end another machine recorded (as a row: task, outcome, run id, host)."""
+    else the end another machine recorded."""
     found: dict[str, RunRow] = {}
     for name in task.after:
         ended = [r for r in _rows(store, name, occurrence) if r.outcome in FINISHED]
@@ -370,7 +369,6 @@ def _unrecorded(
 
 
 def _ran_instead(store: Store, task: str, occurrence: datetime) -> RunRow | None:
-    """The run that dealt with the same window: the first non-missed row after `occurrence`."""
     later = store.runs_between(task, occurrence + timedelta(seconds=1), occurrence + CLAIM_REACH)
     settled = [r for r in later if r.outcome != "missed"]
     return min(settled, key=_row_key) if settled else None
@@ -398,11 +396,8 @@ def _missed_line(task: Task, occurrence: datetime, instead: RunRow | None) -> st
 
 
 def dst_rule(task: Task, occurrence: datetime) -> str | None:
-    """The daylight-saving rule that applied to the occurrence, in words (None: none did).
-
-    The rules (docs/dst-debian-cron.md): a fixed-time task's times swallowed by a spring-
-    forward gap run at the first minute after it; after a fall back a fixed-time task runs
-    at the first pass only, a wildcard one in both."""
+    """The daylight-saving rule that applied to the occurrence, in words (None: none did;
+    the rules: docs/dst-debian-cron.md)."""
     if task.cron is None or task.zone.fixed:
         return None
     minute = minute_floor(occurrence)

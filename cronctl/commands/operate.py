@@ -40,8 +40,7 @@ class StatusRow:
 
 @dataclass(frozen=True)
 class StatusResult:
-    """`cronctl status`: every task of the schedule, as this machine has seen it (and with
-    --all, in `unscheduled`, the tasks its history knows that the schedule does not have)."""
+    """`cronctl status`; with --all, `unscheduled` holds the tasks only history knows."""
 
     rows: list[StatusRow]
     host: str | None = None
@@ -54,9 +53,8 @@ class StatusResult:
 
 
 def reading_store(state_dir: Path) -> Store:
-    """The store, for reading; where nothing has run yet, an empty one in memory (every task
-    never ran). A reading command never creates a directory or a file: a typo'd --state-dir
-    must not leave an empty store behind (the CLI names the directory instead)."""
+    """The store, for reading (where nothing has run yet, an empty one in memory): a typo'd
+    --state-dir must not leave a directory or an empty store behind."""
     if os.path.lexists(state_dir):
         state_dir = ensure_private_dir(state_dir)  # it exists: only checked
         if os.path.lexists(state_dir / DB_NAME):
@@ -65,8 +63,7 @@ def reading_store(state_dir: Path) -> Store:
 
 
 def nothing_ran(state_dir: Path) -> bool:
-    """Whether nothing has run with this state dir yet (it holds no state database): the
-    reading commands then say which directory they read, so a wrong one is easy to spot."""
+    """No state database yet: the reading commands then name the directory they read."""
     return not os.path.lexists(state_dir / DB_NAME)
 
 
@@ -111,8 +108,7 @@ def status(
                     store.consecutive_failures(task.name),
                     state.missed_total if state else 0,
                     paused=is_paused,
-                    pause_reason=(marker.reason if marker else None)
-                    or ("paused = true in the schedule file" if task.paused else None),
+                    pause_reason=pause_reason(task, marker),
                     next_run=None if idle else task.next_run(now),
                     note=_note(task, state, last),
                     overdue=None if idle else _overdue(store, task, now),
@@ -134,6 +130,11 @@ def status(
             for name in names
         ]
     return StatusResult(rows, host, others)
+
+
+def pause_reason(task: Task, pause: PauseInfo | None) -> str | None:
+    given = pause.reason if pause is not None else None
+    return given or ("paused = true in the schedule file" if task.paused else None)
 
 
 def _overdue(store: Store, task: Task, now: datetime) -> datetime | None:
@@ -194,11 +195,8 @@ class LogResult:
     path: Path | None  # None: the run printed nothing, so no log file was kept
 
     def chunks(self, last_lines: int | None = None) -> Iterator[bytes]:
-        """The output in chunks (only its last lines, with `last_lines`): a log of any size
-        is shown in constant memory.
-
-        :raises UsageError: the log was swept (kept 14 days) after `logs` found it.
-        """
+        """The output in chunks, in constant memory (only its last lines, with `last_lines`);
+        a UsageError if the log was swept after `logs` found it."""
         if self.path is None:
             return
         try:
@@ -240,10 +238,7 @@ def logs(
 
 
 def checked_log(state_dir: Path, run: RunRow) -> Path:
-    """Where the log of `run` (which names one) is, checked (edge.process.logfiles.log_file).
-
-    :raises UsageError: it cannot be there, or is gone.
-    """
+    """Where the log of `run` (which names one) is, checked; a UsageError if it is gone."""
     assert run.log_path is not None
     path = log_file(state_dir, run.task, run.log_path)
     if path is None or not os.path.lexists(path):
@@ -254,16 +249,14 @@ def checked_log(state_dir: Path, run: RunRow) -> Path:
 def _gone(run: RunRow) -> UsageError:
     return UsageError(
         f"the log of run {run.id} ({run.log_path}) is gone (logs are kept "
-        f"{LOG_RETENTION.days} days); "
-        f"its last lines were:\n{run.tail}"
+        f"{LOG_RETENTION.days} days); its last lines were:\n{run.tail}"
     )
 
 
 def pause(
     schedule: Schedule, coord: Coordinator, name: str, reason: str | None, now: datetime, user: str
 ) -> None:
-    """Mark a task paused in lock_dir (or the coordination store), so every machine sharing
-    it skips the task."""
+    """Pause a task for every machine sharing lock_dir (or the coordination store)."""
     find_task(schedule, name)
     coord.set_pause(name, reason=reason, now=now, user=user)
 

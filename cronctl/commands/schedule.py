@@ -35,14 +35,11 @@ class CheckResult:
 
     @property
     def ok(self) -> bool:
-        """No errors (and, under --strict, no warnings either)."""
         return not any(self.strict or p.severity == "error" for p in self.problems)
 
 
 @dataclass(frozen=True, slots=True)
 class TaskRow:
-    """One row of `cronctl list`."""
-
     task: Task
     next_run: datetime | None
     paused: bool
@@ -52,8 +49,6 @@ class TaskRow:
 
 @dataclass(frozen=True)
 class ListResult:
-    """`cronctl list`: the good tasks and then the problems."""
-
     rows: list[TaskRow]
     problems: list[Problem]
 
@@ -115,24 +110,28 @@ def list_tasks(
     paused: frozenset[str] = frozenset(),
     host: str | None = None,
 ) -> ListResult:
-    """Every good task with its next run and last run; then the problems.
-
-    With `host`, a task whose `hosts` leave that machine out is marked as for other hosts.
-    """
+    """Every good task with its next run and last run (with `host`, whether its `hosts`
+    leave that machine out); then the problems."""
     last_runs = last_runs or {}
-    # Tasks sharing a schedule and zone share the next run: each pair is searched once.
-    next_runs: dict[object, datetime | None] = {}
+    nexts = NextRuns()
     rows = []
     for t in schedule.tasks:
-        key = t.firing_key
-        if key not in next_runs:
-            next_runs[key] = t.next_run(now)
         paused_now = t.paused or t.name in paused
         other_hosts = host is not None and not runs_on(t, host)
-        rows.append(TaskRow(t, next_runs[key], paused_now, last_runs.get(t.name), other_hosts))
+        rows.append(TaskRow(t, nexts.after(t, now), paused_now, last_runs.get(t.name), other_hosts))
     problems = list(schedule.problems) + schedule_warnings(schedule, now) + extra
     problems = sorted(acknowledge(problems, schedule.tasks)[0], key=problem_order)
     return ListResult(rows, problems)
+
+
+class NextRuns(dict[tuple[object, datetime], "datetime | None"]):
+    """``Task.next_run``, each answer kept: tasks that fire alike (``firing_key``) share it."""
+
+    def after(self, task: Task, at: datetime) -> datetime | None:
+        key = (task.firing_key, at)
+        if key not in self:
+            self[key] = task.next_run(at)
+        return self[key]
 
 
 def find_task(schedule: Schedule, name: str) -> Task:
@@ -147,7 +146,6 @@ def find_task(schedule: Schedule, name: str) -> Task:
 
 
 def next_for_task(schedule: Schedule, name: str, after: datetime, count: int) -> NextResult:
-    """The next `count` runs of a task from the schedule."""
     task = find_task(schedule, name)
     if task.chained:
         graph = Chains(schedule.tasks)

@@ -15,7 +15,6 @@ from cronctl.cli.render.runs import run_json
 from cronctl.core.model import format_utc
 from cronctl.errors import CronctlError
 from cronctl.web.auth import actor_of, bearer, origin_problem
-from cronctl.web.overview_html import when
 from cronctl.web.site import HEADERS, Site, failure, query_of, read_route, site_of, typed
 from cronctl.web.views import HistoryQuery, TaskSummary, cursor
 
@@ -57,10 +56,10 @@ def runs(site: Site, request: Request) -> Response:
 
 @read_route("/api/hosts")
 def hosts(site: Site, request: Request) -> Response:
-    rows = [
-        asdict(h) | {"last_seen": when(h.last_seen), "clock_skew_s": _rounded(h.clock_skew_s)}
-        for h in site.machines.get("hosts", site.dashboard.hosts)
-    ]
+    rows = []
+    for h in site.machines.get("hosts", site.dashboard.hosts):
+        skew = None if h.clock_skew_s is None else round(h.clock_skew_s, 3)
+        rows.append(asdict(h) | {"last_seen": format_utc(h.last_seen), "clock_skew_s": skew})
     return JSONResponse({"hosts": rows}, headers=HEADERS)
 
 
@@ -117,7 +116,7 @@ def summary_json(row: TaskSummary) -> dict[str, Any]:
         "name": row.task.name,
         "paused": row.paused,
         "pause_reason": row.pause_reason,
-        "next_run": when(row.next_run) if row.next_run else None,
+        "next_run": format_utc(row.next_run) if row.next_run else None,
         # None: on several hosts, never, or counted (a fleet's overview: ``last`` empty).
         "last_run": run_json(row.last[0]) if len(row.last) == 1 else None,
         "last_runs": [run_json(r) for r in row.last],
@@ -125,10 +124,6 @@ def summary_json(row: TaskSummary) -> dict[str, Any]:
         "running": [run_json(r) for r in row.running],
         "consecutive_failures": row.failures,
         "overdue": row.overdue is not None,
-        "overdue_since": when(row.overdue) if row.overdue else None,
+        "overdue_since": format_utc(row.overdue) if row.overdue else None,
         "state": row.state,
     }
-
-
-def _rounded(seconds: float | None) -> float | None:
-    return None if seconds is None else round(seconds, 3)

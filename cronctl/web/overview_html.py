@@ -29,10 +29,6 @@ _NEVER = '<span class="muted">never ran</span>'
 OUTCOME_CLASS: dict[str, str] = {o: o.replace(":", "").replace(" ", "-") for o in OUTCOMES}
 
 
-def when(value: datetime | None) -> str:
-    return format_utc(value) if value is not None else "-"
-
-
 def time_tag(at: datetime | None, now: datetime, zone: Zone) -> str:
     """Words from ``now``, the UTC instant for machines, the wall time in ``zone`` on hover."""
     if at is None:

@@ -10,7 +10,8 @@ from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from cronctl.commands.operate import nothing_ran, reading_store
+from cronctl.commands.operate import nothing_ran, pause_reason, reading_store
+from cronctl.commands.schedule import NextRuns
 from cronctl.coord.history import (
     NAMED_FAILING,
     HostLatest,
@@ -144,16 +145,6 @@ class HistoryQuery(RunQuery):
             raise UsageError(f"limit must be 1 to 1000, got {self.limit}")
 
 
-class _NextRuns(dict[tuple[object, datetime], "datetime | None"]):
-    """``Task.next_run``, each answer kept: tasks that fire alike (``firing_key``) share it."""
-
-    def after(self, task: Task, at: datetime) -> datetime | None:
-        key = (task.firing_key, at)
-        if key not in self:
-            self[key] = task.next_run(at)
-        return self[key]
-
-
 class Dashboard:
     """The views over one schedule, its state directory and its coordination: the fleet's
     with a store that keeps every machine's runs, else this machine's."""
@@ -203,7 +194,7 @@ class Dashboard:
                 counted = {s.task: s for s in fleet.fleet_summary(sorted(NOT_OK))}
             running = _running(fleet.fleet_history(None, None, FLEET_WINDOW))
         pauses = self.coord.paused_tasks()
-        nexts = _NextRuns()
+        nexts = NextRuns()
         rows = []
         for task in self.schedule.tasks if tasks is None else tasks:
             pause = pauses.get(task.name)
@@ -221,7 +212,7 @@ class Dashboard:
                 overdue = overdue_since(task, fact.anchor, None, now, nexts.after)
             rows.append(TaskSummary(
                 task=task, words=describe(task), paused=paused, pause=pause,
-                pause_reason=_reason(task, pause), running=tuple(running.get(task.name, [])),
+                pause_reason=pause_reason(task, pause), running=tuple(running.get(task.name, [])),
                 next_run=nexts.after(task, now) if due else None, last=last,
                 failures=failures, overdue=overdue, hosts=hosts,
             ))  # fmt: skip
@@ -345,11 +336,6 @@ def _grouped(runs: Iterable[RunRow], by: str) -> dict[str, list[RunRow]]:
 
 def _running(runs: Iterable[RunRow]) -> dict[str, list[RunRow]]:
     return _grouped((r for r in runs if r.outcome == "running"), "task")
-
-
-def _reason(task: Task, pause: PauseInfo | None) -> str | None:
-    given = pause.reason if pause is not None else None
-    return given or ("paused = true in the schedule file" if task.paused else None)
 
 
 def _dst_note(task: Task, at: datetime) -> str | None:
