@@ -41,13 +41,10 @@ class Finding:
 
 @dataclass(frozen=True)
 class DoctorResult:
-    """Every finding, in the order checked."""
-
     findings: list[Finding] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        """True when nothing needs attention (exit 0)."""
         return all(f.level in ("ok", "note") for f in self.findings)
 
 
@@ -101,8 +98,7 @@ def _schedule(schedule: Schedule, now: datetime) -> list[Finding]:
 
 
 def _metrics(schedule: Schedule) -> list[Finding]:
-    """Whether `metrics_file` is safe to write, judged as `run` judges it before each write
-    (edge/dirwarnings.metrics_file_problems, which `check` gives too)."""
+    """Whether `metrics_file` is safe to write, judged as `run` (and `check`) judge it."""
     path = schedule.settings.metrics_file
     if path is None:
         return []
@@ -115,9 +111,8 @@ def _metrics(schedule: Schedule) -> list[Finding]:
 
 
 def _callers(env: Mapping[str, str]) -> Finding:
-    """Whether anything starts cronctl: a schedule nothing runs is a quiet failure. Only a
-    note when nothing is found: a CI runner or a laptop checking a schedule has no caller, and
-    places this user cannot read may hold one."""
+    """Whether anything starts cronctl; a note only when nothing is found: a CI runner has no
+    caller, and places this user cannot read may hold one."""
     found = find_callers(env)
     if not found:
         return Finding("note", "callers", "no crontab line or systemd unit found that runs "

@@ -24,8 +24,7 @@ class FleetRow:
 
 
 def fleet_status(schedule: Schedule, coord: Coordinator) -> list[FleetRow]:
-    """`status --fleet`: every task of the schedule, one row per machine that ran it (its
-    latest run there, from the store), with the store's pauses."""
+    """`status --fleet`: every task, one row per machine that ran it (its latest run)."""
     latest = fleet_history_of(coord).fleet_latest()  # first: without a store, nothing else is read
     pauses = coord.paused_tasks()
     by_task: dict[str, list[RunRow]] = {}

@@ -27,7 +27,6 @@ class ImportResult:
 
     @property
     def exit_status(self) -> int:
-        """0 when everything converted, 1 when something was left out."""
         return 1 if self.left_out else 0
 
 
@@ -39,11 +38,8 @@ def import_crontab(
     run_as: str = "root",
     skip_other_users: bool = False,
 ) -> ImportResult:
-    """Convert a crontab; `source_name` names it in the header and in the report lines.
-
-    `run_as`: the user cronctl will run the file as; a system line for another user keeps
-    its user through `runuser`, or is left out with `skip_other_users` (core/crontab.py).
-    """
+    """Convert a crontab named `source_name`, for cronctl running as `run_as` (a system
+    line for another user: core/crontab.py)."""
     converted = parse_crontab(text, system=system, run_as=run_as, skip_other_users=skip_other_users)
     document: dict[str, Any] = {}
     if converted.defaults:
@@ -63,7 +59,6 @@ def import_crontab(
 
 
 def _header(converted: CrontabImport, run_as: str | None, source: str) -> str:
-    """The file's opening comment; `run_as` for a system crontab (None for a user's)."""
     system = run_as is not None
     lines = [
         f"Imported by `cronctl import{' --system' if system else ''}` from {source}.",

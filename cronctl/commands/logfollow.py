@@ -36,15 +36,13 @@ class Follow:
         return self.result.run
 
     def chunks(self) -> Iterator[bytes]:
-        """The log's bytes, as they come, until the run is over."""
         if self.run.outcome not in UNFINISHED:
             yield from self.result.chunks(self.last_lines)
             return
         fd: int | None = None
         try:
             while True:
-                if fd is None:
-                    fd = self._open()
+                fd = self._open() if fd is None else fd
                 if fd is not None:
                     got = False
                     for chunk in read_on(fd):
@@ -53,8 +51,7 @@ class Follow:
                     if got:
                         continue
                 if self._over():
-                    if fd is None:
-                        fd = self._open()  # a run that ended before its log was seen
+                    fd = self._open() if fd is None else fd  # ended before its log was seen
                     if fd is not None:
                         yield from read_on(fd)  # what came between the last read and the end
                     return
@@ -85,7 +82,6 @@ class Follow:
         return fd
 
     def _over(self) -> bool:
-        """Whether the run has ended (its row read again), or its cronctl is gone."""
         with reading_store(self.state_dir) as store:
             now = store.get_run(self.run.id)
         if now is None:  # removed from the history under us: nothing more will come

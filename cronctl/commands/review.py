@@ -36,11 +36,8 @@ class UnreadableRevision(Exception):
 
 
 def diff_against(ref: str, given: list[Path] | None, new: Schedule, now: datetime) -> ScheduleDiff:
-    """Compare the work tree's schedule `new` with the same files at `ref`.
-
-    :raises UnreadableRevision: a file at `ref` has an error (a syntax error empties it, an
-        invalid task drops it): the old side is not what ran, so no diff is made.
-    """
+    """Compare the work tree's schedule `new` with the same files at `ref`; refused when a
+    file at `ref` has an error (the old side would not be what ran)."""
     anchor = new.files[0].parent if new.files else Path.cwd()
     git.verify_ref(anchor, ref)
     old = schedule_at(ref, given, list(new.files))

@@ -1,6 +1,5 @@
-"""The dashboard's data: the overview, task, run and fleet views as plain values (no HTTP,
-no HTML), read from this machine's state or, when the coordination store keeps every
-machine's runs, from the store."""
+"""The dashboard's data as plain values (no HTTP, no HTML): from this machine's state or,
+when the coordination store keeps every machine's runs, from the store."""
 
 from __future__ import annotations
 
@@ -39,7 +38,7 @@ _LOG_GONE = f"the log is gone (kept {LOG_RETENTION.days} days); its tail"
 
 
 class NotFound(UsageError):
-    """The dashboard answers 404."""
+    """404."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,8 +133,6 @@ class HostRow(HostLatest):
 
 @dataclass(frozen=True, slots=True)
 class HistoryQuery(RunQuery):
-    """The history filters a URL asked for, checked."""
-
     def __post_init__(self) -> None:
         if self.outcome is not None and self.outcome not in OUTCOMES:
             raise UsageError(f"unknown outcome {self.outcome!r}; one of {sorted(OUTCOMES)}")
@@ -146,9 +143,6 @@ class HistoryQuery(RunQuery):
 
 
 class Dashboard:
-    """The views over one schedule, its state directory and its coordination: the fleet's
-    with a store that keeps every machine's runs, else this machine's."""
-
     def __init__(self, schedule: Schedule, state_dir: Path, coord: Coordinator, host: str) -> None:
         self.schedule = schedule
         self.state_dir = state_dir
@@ -172,11 +166,9 @@ class Dashboard:
     def _rows(
         self, now: datetime, tasks: Sequence[Task] | None = None, host: str | None = None
     ) -> list[TaskSummary]:
-        """Every task's row (of ``tasks``, else every one), asked of the store in a few
-        statements for all of them, each next run searched once per expression, zone and
-        instant. This machine's say what `cronctl status` says; a fleet's come from the
-        store's latest runs: one task's, or one host's, in full; the whole overview from the
-        summary, whose hosts are counted rather than read (docs/dashboard.md#speed)."""
+        """Every task's row (of ``tasks``, else every one), in a few statements for all of
+        them (docs/dashboard.md#speed). A fleet's come from the store's latest runs: one
+        task's, or one host's, in full; the whole overview's hosts are counted, not read."""
         facts: dict[str, TaskFacts] = {}
         latest: dict[str, list[RunRow]] = {}
         counted: dict[str, TaskLatest] = {}
@@ -282,8 +274,7 @@ class Dashboard:
         return "only runs that did not end well publish their output to the store"
 
     def _local_log_path(self, run: RunRow) -> RunRow:
-        """A run of this machine from the store, with the log its local record names: the
-        store keeps no log path, and the whole log is better than the published tail."""
+        """With the log path its local record names: the store keeps none."""
         try:
             local = self._stored(run.id)
         except CronctlError:  # no local state (or none usable) on the machine serving
@@ -301,8 +292,7 @@ class Dashboard:
         return run
 
     def hosts(self) -> list[HostRow]:
-        """Each host that ran a task (or, in a fleet, checked in): last seen, failing tasks
-        (by their latest runs), and a fleet's hosts' version and clock skew at check-in."""
+        """Each host that ran a task (or, in a fleet, checked in), by its latest runs."""
         if self.fleet:
             fleet = fleet_history_of(self.coord)
             by_host = {h.host: h for h in fleet.fleet_host_summary(sorted(NOT_OK))}
