@@ -60,8 +60,7 @@ class Begun:
     :meth:`finish` runs it (the dashboard answers in between, docs/dashboard.md)."""
 
     task: Task
-    ctx: RunContext  # with `tracker` below set
-    tracker: Tracker  # the run's commands, to pass Ctrl-C or SIGTERM on to
+    ctx: RunContext  # its tracker: the run's commands, to pass Ctrl-C or SIGTERM on to
     lock: HeldLock
     slot: GroupSlot | None
     row: RunRow
@@ -82,7 +81,7 @@ def exec_task(
     """Run `name` now under its overlap lock; refuse (or wait) while it is running. With
     `chain`, then what follows it; the exit code is 1 when one of those did not end ok."""
     begun = begin_exec(schedule, name, ctx, wait)
-    with _signals_forwarded(begun.tracker):
+    with _signals_forwarded(begun.ctx.tracker):
         done = begun.finish()
         if not chain:
             return done
@@ -131,8 +130,7 @@ def begin_exec(schedule: Schedule, name: str, ctx: RunContext, wait: bool) -> Be
             coord.close()  # the run's connection only: a store lock keeps its own session
         row = _pending(task, ctx)
         undo.pop_all()
-    tracker = Tracker()
-    return Begun(task, replace(ctx, tracker=tracker), tracker, lock, slot, row)
+    return Begun(task, replace(ctx, tracker=Tracker()), lock, slot, row)
 
 
 def _in_worker(body: Callable[[], _T]) -> _T:

@@ -3,6 +3,7 @@ at T, and why it ran or did not. A pure reading: nothing is written, no lock or 
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -78,19 +79,16 @@ def explain_here(
         previous = _previous(timed, minute)
         upcoming = timed.next_run(minute)
         occurrence = minute if due else previous
-        try:
+        pause: PauseInfo | None = None
+        with contextlib.suppress(StoreUnavailable):
             pause = coord.paused_tasks().get(task.name)
-        except StoreUnavailable:
-            pause = None
         lead = _due_line(task, at, due, previous, upcoming)
         rows: tuple[RunRow, ...] = ()
         instead = None
+        why: tuple[str, ...]
         if not runs_on(task, host):
-            hosts = ", ".join(task.hosts)
-            fate = "host-not-matched"
-            why: tuple[str, ...] = (
-                f"hosts = [{hosts}] leaves this machine ({host}) out: it never runs here",
-            )
+            said = f"hosts = [{', '.join(task.hosts)}] leaves this machine ({host}) out"
+            fate, why = "host-not-matched", (f"{said}: it never runs here",)
         elif occurrence is None:
             fate, why = "not-due", ()
         else:

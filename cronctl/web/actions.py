@@ -90,8 +90,7 @@ class Actions:
         return {"started": True, "run": begun.row.id}
 
     def refuse(self, kind: str, name: str, actor: Actor, now: datetime, problem: str) -> None:
-        """Record an action refused at the door (refused all the same when the record cannot
-        be written, which stops every action)."""
+        """Record an action refused at the door (refused even if the record fails)."""
         with contextlib.suppress(CronctlError):
             self.record(kind, name, actor, now, f"refused: {problem}")
 
@@ -109,7 +108,7 @@ class Actions:
         with self._runs_lock:
             runs = list(self._runs.items())
         for _worker, begun in runs:
-            begun.tracker.stop(signum)
+            begun.ctx.tracker.stop(signum)
         for worker, _begun in runs:
             worker.join()
 
@@ -124,8 +123,7 @@ class Actions:
 
     def record(self, action: str, name: str, actor: Actor, now: datetime, result: str,
                reason: str | None = None) -> None:  # fmt: skip
-        """One line of the audit record (edge/audit.py): "accepted", "refused: WHY" or
-        "failed: WHY"."""
+        """One line of the audit record (edge/audit.py)."""
         line = {"at": format_utc(now), "action": action, "task": name, "reason": reason}
         line |= {"result": result, **asdict(actor), "host": self.ctx.host}
         append_record(self.ctx.state_dir, line)

@@ -1,8 +1,5 @@
-"""The dashboard's ASGI app and the server that runs it (docs/dashboard.md): every route (the
-read routes as their handlers name them), the body limit, and uvicorn with web/limits.py.
-
-cli/serve_cmd.py imports this module only when `serve` starts: with it come Starlette,
-Jinja2 and uvicorn (the `web` extra), which nothing else in cronctl loads."""
+"""The dashboard's ASGI app and its server (docs/dashboard.md). Only `serve` imports it:
+Starlette, Jinja2 and uvicorn (the `web` extra) come with it, and nothing else loads them."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""Who may use the dashboard and who a request comes from (docs/dashboard.md, "Security"):
-the token, login sessions, CSRF tokens, the same-origin check and an action's actor. Plain
-values in and out (headers as a mapping), so each rule reads and tests alone."""
+"""Who may use the dashboard and who a request comes from (docs/dashboard.md, "Security"),
+as plain values (headers as a mapping), so each rule reads and tests alone."""
 
 from __future__ import annotations
 

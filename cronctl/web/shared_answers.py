@@ -1,6 +1,5 @@
-"""One computation for the requests that ask the same question at the same time: an
-overview of 10,000 tasks costs a few hundred milliseconds of CPU, fifty viewers at once
-fifty of them. Nothing is kept once answered (the next request computes anew)."""
+"""One computation for the requests that ask the same question at the same time (fifty
+viewers of an overview cost one); nothing is kept once answered."""
 
 from __future__ import annotations
 

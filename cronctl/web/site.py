@@ -67,8 +67,7 @@ READ_ROUTES: list[Route] = []
 
 
 def masked(command: str | Sequence[str]) -> str:
-    """A task's command as shown: an array as a shell line, passwords as ``***``, controls
-    visible."""
+    """A task's command as shown: a shell line, passwords as ``***``, controls visible."""
     if isinstance(command, str):
         return visible(redact_text(command, None))
     return shlex.join(masked(word) for word in command)
