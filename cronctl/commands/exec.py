@@ -1,9 +1,6 @@
-"""`cronctl exec NAME [--wait] [--chain]`: run one task now, outside its schedule
-(docs/commands.md), as a scheduled run would: its command, environment, timeout, the pauses
-and its group's slot through the run's coordinator. No claim and no conditions (the operator
-asked for it); the overlap lock whether or not the task sets `without_overlapping` (two runs
-by hand at once are never what was meant). Recorded as "manual"; its window is left alone.
-"""
+"""`cronctl exec NAME [--wait] [--chain]`: run one task now as a scheduled run would
+(docs/commands.md), but with no claim and no conditions, and under the overlap lock even
+without `without_overlapping` (two runs by hand at once are never what was meant)."""
 
 from __future__ import annotations
 
@@ -91,8 +88,7 @@ def exec_task(
 
 
 def follow_chain(schedule: Schedule, task: Task, row: RunRow, ctx: RunContext) -> list[RunRow]:
-    """What follows ``task``'s ended run ``row``, run as the schedule would (its end recorded,
-    each follower under its guards and pauses, and what follows those): their rows."""
+    """What follows ``task``'s ended run ``row``, run as the schedule would: their rows."""
     with coordinated(ctx) as ctx, Store.open(ctx.state_dir) as store:
         followers = ctx.run.follow = chains.RunChains(schedule, guards.paused(ctx).names, {})
         followers.record(task, row, ctx)
@@ -222,9 +218,8 @@ def _take_slot(task: Task, coord: Coordinator, ctx: RunContext, wait: bool) -> G
 def _wait_for(
     attempt: Callable[[], tuple[_T | None, str]], ctx: RunContext, wait: bool, words: _Words
 ) -> _T:
-    """What `attempt` takes, tried again every WAIT_POLL_S with --wait (said once); without
-    it, Busy with the reason `attempt` gave. `words`: waiting for what, try again when, and
-    the --wait hint."""
+    """What `attempt` takes, tried every WAIT_POLL_S with --wait, else Busy with its reason.
+    `words`: waiting for what, try again when, and the --wait hint."""
     waiting, again, hint = words
     said = False
     while True:
@@ -251,13 +246,9 @@ def running_here(store: Store, host: str, name: str) -> HolderInfo | None:
 
 @contextmanager
 def _signals_forwarded(tracker: Tracker) -> Iterator[None]:
-    """Ctrl-C or SIGTERM reach the task (its own process group), which then ends and is
-    recorded; cronctl itself waits for it rather than leaving it running unrecorded.
-
-    SIGHUP is ignored: an operator's ssh session that drops must not stop a manual run
-    midway (the task, in a session of its own, never sees the hangup). A handler that does
-    nothing rather than SIG_IGN, which the task would inherit through exec.
-    """
+    """Ctrl-C or SIGTERM reach the task, which then ends and is recorded (cronctl waits for
+    it). SIGHUP is ignored, so a dropped ssh session does not stop a manual run midway: by a
+    handler that does nothing, as the task would inherit SIG_IGN through exec."""
 
     def forward(signum: int, _frame: FrameType | None) -> None:
         tracker.stop(signum)  # a task registered after this is signalled as it starts

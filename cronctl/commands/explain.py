@@ -228,8 +228,7 @@ def _due_line(
 
 
 def _rows(store: Store, task: str, occurrence: datetime) -> list[RunRow]:
-    """The rows of the occurrence's minute (after a DST gap it carries several identities),
-    oldest attempt first."""
+    """The rows of the occurrence's minute (several after a DST gap), oldest attempt first."""
     start = minute_floor(occurrence)
     return sorted(store.runs_between(task, start, start + MINUTE), key=_row_key)
 
@@ -248,8 +247,10 @@ def _verdict(
     # A manual run (`cronctl exec`) in the same minute is not the scheduled occurrence's.
     scheduled = [r for r in rows if r.trigger == "schedule"] or list(rows)
     settled = [r for r in scheduled if r.outcome != "missed"]
-    if not settled:
-        instead = _ran_instead(store, task.name, occurrence)
+    if not settled:  # the run that dealt with the same window: the first settled one after
+        reach = (occurrence + timedelta(seconds=1), occurrence + CLAIM_REACH)
+        later = [r for r in store.runs_between(task.name, *reach) if r.outcome != "missed"]
+        instead = min(later, key=_row_key, default=None)
         return "missed", (_missed_line(task, occurrence, instead),), instead
     last = max(settled, key=_row_key)
     return (*_row_verdict(task, last, pause), None)
@@ -364,12 +365,6 @@ def _unrecorded(
         f"occurrences never count){beyond}"
     )
     return "not-counted", (why,)
-
-
-def _ran_instead(store: Store, task: str, occurrence: datetime) -> RunRow | None:
-    later = store.runs_between(task, occurrence + timedelta(seconds=1), occurrence + CLAIM_REACH)
-    settled = [r for r in later if r.outcome != "missed"]
-    return min(settled, key=_row_key) if settled else None
 
 
 def _missed_line(task: Task, occurrence: datetime, instead: RunRow | None) -> str:

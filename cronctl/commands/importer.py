@@ -11,7 +11,7 @@ from typing import Any
 import tomli_w
 
 from cronctl.core.assemble import build_schedule
-from cronctl.core.crontab import CrontabImport, ReportLine, parse_crontab
+from cronctl.core.crontab import CrontabImport, parse_crontab
 from cronctl.core.schema import FileResult, parse_document
 from cronctl.core.tomllines import index_lines
 
@@ -52,7 +52,7 @@ def import_crontab(
     _verify(toml)
     return ImportResult(
         toml=toml,
-        report=tuple(_format(source_name, r) for r in converted.report),
+        report=tuple(f"{_where(source_name, r.line)}: {r.message}" for r in converted.report),
         tasks=len(converted.tasks),
         left_out=converted.left_out,
     )
@@ -98,9 +98,8 @@ def _verify(toml: str) -> None:
         )
 
 
-def _format(source: str, report: ReportLine) -> str:
-    where = source if report.line is None else f"{source}:{report.line}"
-    return f"{where}: {report.message}"
+def _where(source: str, line: int | None) -> str:
+    return source if line is None else f"{source}:{line}"
 
 
 def _printable(text: str) -> str:

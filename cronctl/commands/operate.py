@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
@@ -87,60 +87,48 @@ def status(
     host: str | None = None,
     everything: bool = False,
 ) -> StatusResult:
-    """Last run, outcome, next run, pause (from ``coord``), failures in a row and missed
-    count, per task of the schedule (and with `everything`, per task only history knows)."""
+    """Each task of the schedule (with `everything`, also those only history knows)."""
     paused = coord.paused_tasks()
-    rows: list[StatusRow] = []
     with reading_store(state_dir) as store:
         states = store.states()
-        for task in schedule.tasks:
-            marker = paused.get(task.name)
-            is_paused = task.paused or marker is not None
-            elsewhere = host is not None and not runs_on(task, host)
-            idle = is_paused or elsewhere  # nothing next, and never overdue
-            state = states.get(task.name)
-            last = store.last_run(task.name)
-            rows.append(
-                StatusRow(
-                    task.name,
-                    task,
-                    last,
-                    store.consecutive_failures(task.name),
-                    state.missed_total if state else 0,
-                    paused=is_paused,
-                    pause_reason=pause_reason(task, marker),
-                    next_run=None if idle else task.next_run(now),
-                    note=_note(task, state, last),
-                    overdue=None if idle else _overdue(store, task, now),
-                    other_hosts=elsewhere,
-                    pause=marker,
-                )
-            )
         known = {t.name for t in schedule.tasks}
         names = sorted((set(states) | set(store.task_names())) - known) if everything else []
-        others = [
-            StatusRow(
-                name,
-                None,
-                store.last_run(name),
-                store.consecutive_failures(name),
-                states[name].missed_total if name in states else 0,
-                note="not in the loaded schedule",
+        facts = store.latest_facts([*known, *names])
+    recorded: dict[str, StatusRow] = {}
+    for name in [*known, *names]:
+        fact, state = facts.get(name), states.get(name)
+        last, failures = (fact.last_run, fact.consecutive_failures) if fact else (None, 0)
+        missed = state.missed_total if state else 0
+        recorded[name] = StatusRow(name, None, last, failures, missed)
+    rows: list[StatusRow] = []
+    for task in schedule.tasks:
+        marker = paused.get(task.name)
+        is_paused = task.paused or marker is not None
+        elsewhere = host is not None and not runs_on(task, host)
+        idle = is_paused or elsewhere  # nothing next, and never overdue
+        row = recorded[task.name]
+        fact = facts.get(task.name)
+        anchor = None if idle or fact is None else fact.anchor
+        rows.append(
+            replace(
+                row,
+                task=task,
+                paused=is_paused,
+                pause_reason=pause_reason(task, marker),
+                next_run=None if idle else task.next_run(now),
+                other_hosts=elsewhere,
+                pause=marker,
+                note=_note(task, states.get(task.name), row.last_run),
+                overdue=overdue_since(task, anchor, None, now),
             )
-            for name in names
-        ]
+        )
+    others = [replace(recorded[n], note="not in the loaded schedule") for n in names]
     return StatusResult(rows, host, others)
 
 
 def pause_reason(task: Task, pause: PauseInfo | None) -> str | None:
     given = pause.reason if pause is not None else None
     return given or ("paused = true in the schedule file" if task.paused else None)
-
-
-def _overdue(store: Store, task: Task, now: datetime) -> datetime | None:
-    ok = store.last_ok(task.name)
-    first = store.first_occurrence(task.name)
-    return overdue_since(task, ok.occurrence if ok else None, first, now)
 
 
 def _note(task: Task, state: TaskState | None, last: RunRow | None) -> str | None:
@@ -153,9 +141,7 @@ def _note(task: Task, state: TaskState | None, last: RunRow | None) -> str | Non
 
 @dataclass(frozen=True, slots=True)
 class HistoryFilter:
-    """What `history` shows, its filters combined: one task's runs (else every task of the
-    loaded schedule, or of any with `everything`), one host's, failures only, occurrences
-    at or after `since` (docs/commands.md)."""
+    """What `history` shows, its filters combined (docs/commands.md)."""
 
     task: str | None = None
     everything: bool = False
@@ -171,8 +157,7 @@ def history(
     which: HistoryFilter = HistoryFilter(),
 ) -> list[RunRow]:
     """Past runs, newest first, as `which` filters them: of the schedule's tasks only unless
-    `which.everything` (the runs of tasks since removed, or of another schedule sharing the
-    state directory)."""
+    `which.everything` (tasks since removed, or another schedule's sharing the state dir)."""
     among = None if which.everything or schedule is None else [t.name for t in schedule.tasks]
     with reading_store(state_dir) as store:
         if which.task is not None:

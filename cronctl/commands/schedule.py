@@ -55,9 +55,8 @@ class ListResult:
 
 @dataclass(frozen=True)
 class NextResult:
-    """`cronctl next`: the next occurrences of a task or an ad-hoc expression; per occurrence
-    the wall times it stands for (several after a DST gap: `misfire` says how many run). A
-    chained task's are those of the timed tasks atop its chain (`roots`)."""
+    """`cronctl next`; per occurrence the wall times it stands for (several after a DST gap).
+    A chained task's are those of the timed tasks atop its chain (`roots`)."""
 
     task: str | None
     expression: str

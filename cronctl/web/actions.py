@@ -62,8 +62,7 @@ class Actions:
         self, kind: str, name: str, actor: Actor, fields: Mapping[str, str], now: datetime
     ) -> dict[str, bool | str]:
         """One of ACTIONS, recorded; what the API answers. Run now is `cronctl exec NAME` in a
-        thread of the server: Busy when it runs (on any machine) or its group is full; a
-        UsageError wherever `cronctl exec` refuses."""
+        thread of the server, refused as `cronctl exec` refuses."""
         if kind == "pause":
             reason = fields.get("reason", "").strip()
             if (problem := _reason_problem(reason)) is not None:

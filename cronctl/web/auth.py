@@ -148,18 +148,17 @@ def actor_of(client: str | None, headers: Mapping[str, str], via: str) -> Actor:
     return Actor(
         forwarded_user=visible(user, one_line=True)[:_MAX_USER] or None,
         client=peer,
-        forwarded_for=last if _address(last) else None,
+        forwarded_for=last if _ip(last) is not None else None,
         via=via,
     )
 
 
-def _address(text: str) -> bool:
+def _ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
     try:
-        ipaddress.ip_address(text)
+        return ipaddress.ip_address(text)
     except ValueError:
-        return False
-    return True
+        return None
 
 
 def _loopback(text: str) -> bool:
-    return _address(text) and ipaddress.ip_address(text).is_loopback
+    return (ip := _ip(text)) is not None and ip.is_loopback

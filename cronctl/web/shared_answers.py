@@ -12,8 +12,7 @@ T = TypeVar("T")
 
 
 class SharedAnswers(Generic[T]):
-    """``get(key, compute)``: compute's answer, shared with every concurrent caller of the
-    same key (its exception too)."""
+    """``get(key, compute)``: its answer (or exception), shared by concurrent callers."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()

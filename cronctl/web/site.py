@@ -152,9 +152,8 @@ def failure(exc: CronctlError) -> tuple[int, str]:
 
 
 def read_route(path: str) -> Callable[[View], View]:
-    """Serve the view at ``path`` behind the checks of every route but the posts: the Host
-    header, no NUL in the address, the token; in a worker thread, a CronctlError as an error
-    page."""
+    """Serve the view at ``path`` in a worker thread, behind the checks of every route but
+    the posts: the Host header, no NUL in the address, the token."""
 
     def register(view: View) -> View:
         READ_ROUTES.append(Route(path, functools.partial(_read, view)))

@@ -166,9 +166,8 @@ class Dashboard:
     def _rows(
         self, now: datetime, tasks: Sequence[Task] | None = None, host: str | None = None
     ) -> list[TaskSummary]:
-        """Every task's row (of ``tasks``, else every one), in a few statements for all of
-        them (docs/dashboard.md#speed). A fleet's come from the store's latest runs: one
-        task's, or one host's, in full; the whole overview's hosts are counted, not read."""
+        """Every task's row (of ``tasks``, else every one), in a few statements for all
+        (docs/dashboard.md#speed); the fleet's whole overview counts hosts rather than read."""
         facts: dict[str, TaskFacts] = {}
         latest: dict[str, list[RunRow]] = {}
         counted: dict[str, TaskLatest] = {}
