@@ -86,8 +86,7 @@ def _schedule(schedule: Schedule, now: datetime) -> list[Finding]:
         level: Literal["problem", "warning"] = "problem" if p.severity == "error" else "warning"
         said = "accept" if level == "warning" and p.code in TASK_WARNINGS else p.severity
         findings.append(Finding(level, subject, p.describe(), advice[said]))
-    # Acknowledged warnings are neither shown nor counted (a probe must be able to pass),
-    # only said, as `check` says them.
+    # Acknowledged warnings are only said, as `check` says them: a probe must be able to pass.
     if checked.acknowledged:
         findings.append(Finding("note", subject, acknowledged(checked.acknowledged)))
     if not any(f.level != "note" for f in findings):

@@ -152,8 +152,7 @@ def _run_now(task: Task, ctx: RunContext, lock: HeldLock, row: RunRow) -> RunRow
     with coordinated(ctx) as ctx, Store.open(ctx.state_dir) as store:
         result = execute(store, task, row, task_env(task, row, ctx), ctx, lock)
         store.update_run(result.id, **result_fields(result))
-        # Into the fleet history as a scheduled run's record goes: the fleet's dashboard
-        # and `history --fleet` show manual runs too.
+        # Into the fleet history too: the fleet's views show manual runs.
         unsent = ctx.run.records.finish(store, [result], ctx.state_dir)
         if unsent is not None:
             ctx.world.warn(
@@ -171,8 +170,7 @@ def exit_code_of(run: RunRow) -> int:
     if run.outcome == "timeout":
         return 124
     if run.outcome == "failed":
-        # A failed run without an exit code was killed by a signal, which its message names
-        # when the runner says which (the row keeps no signal column).
+        # Killed by a signal, which the runner's message names (a row has no signal column).
         words = re.findall(r"\bSIG[A-Z0-9]+\b", run.message or "")
         named = [signal.Signals[w] for w in words if w in signal.Signals.__members__]
         return 128 + int(named[0]) if named else 1

@@ -24,10 +24,11 @@ from cronctl.core.model import (
 )
 from cronctl.core.runs import FINISHED, UNFINISHED, RunRow
 from cronctl.core.visible import visible
-from cronctl.edge.state.store import Store, TaskState
+from cronctl.edge.state.store import Store
 
 #: How far back the previous occurrence is looked for (a yearly task's is within this).
 _LOOK_BACK = (timedelta(days=2), timedelta(days=40), timedelta(days=400), timedelta(days=3000))
+_Rows = tuple[RunRow, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,14 +93,13 @@ def explain_here(
         elif occurrence is None:
             fate, why = "not-due", ()
         else:
-            state = store.states().get(task.name)
             rows = tuple(_rows(store, task.name, occurrence))
             if task.chained:
                 fate, why = _chained(schedule, store, coord, task, occurrence, rows, pause, host)
             elif rows:
                 fate, why, instead = _verdict(task, occurrence, rows, store, pause)
             else:
-                fate, why = _unrecorded(task, occurrence, state, store, now, pause)
+                fate, why = _unrecorded(task, occurrence, store, now, pause)
             if not due:
                 why = (f"its previous occurrence, {format_utc(occurrence)}: {why[0]}", *why[1:])
         dst = None if occurrence is None else dst_rule(task, occurrence)
@@ -238,11 +238,7 @@ def _row_key(row: RunRow) -> tuple[datetime, int]:
 
 
 def _verdict(
-    task: Task,
-    occurrence: datetime,
-    rows: tuple[RunRow, ...],
-    store: Store,
-    pause: PauseInfo | None,
+    task: Task, occurrence: datetime, rows: _Rows, store: Store, pause: PauseInfo | None
 ) -> tuple[str, tuple[str, ...], RunRow | None]:
     # A manual run (`cronctl exec`) in the same minute is not the scheduled occurrence's.
     scheduled = [r for r in rows if r.trigger == "schedule"] or list(rows)
@@ -325,14 +321,10 @@ def _pause_line(task: Task, pause: PauseInfo | None) -> str:
 
 
 def _unrecorded(
-    task: Task,
-    occurrence: datetime,
-    state: TaskState | None,
-    store: Store,
-    now: datetime,
-    pause: PauseInfo | None,
+    task: Task, occurrence: datetime, store: Store, now: datetime, pause: PauseInfo | None
 ) -> tuple[str, tuple[str, ...]]:
     """No row for the occurrence: still ahead, not yet dealt with, or dealt with silently."""
+    state = store.states().get(task.name)
     if occurrence > now:
         ahead = f"{format_utc(occurrence)} is still ahead"
         if task.paused or pause is not None:

@@ -27,18 +27,15 @@ def fleet_status(schedule: Schedule, coord: Coordinator) -> list[FleetRow]:
     """`status --fleet`: every task, one row per machine that ran it (its latest run)."""
     latest = fleet_history_of(coord).fleet_latest()  # first: without a store, nothing else is read
     pauses = coord.paused_tasks()
-    by_task: dict[str, list[RunRow]] = {}
-    for run in latest:
+    by_task: dict[str, list[RunRow | None]] = {}
+    for run in sorted(latest, key=lambda r: r.host):
         by_task.setdefault(run.task, []).append(run)
     rows: list[FleetRow] = []
     for task in schedule.tasks:
         pause = pauses.get(task.name)
-        paused = task.paused or pause is not None
-        reason = pause.reason if pause else None
-        runs = sorted(by_task.get(task.name, []), key=lambda r: r.host)
-        if not runs:
-            rows.append(FleetRow(task.name, None, None, paused, reason))
-        rows.extend(FleetRow(task.name, r.host, r, paused, reason) for r in runs)
+        paused, reason = task.paused or pause is not None, pause.reason if pause else None
+        for r in by_task.get(task.name) or [None]:  # one row even where it never ran
+            rows.append(FleetRow(task.name, r.host if r else None, r, paused, reason))
     return rows
 
 

@@ -61,10 +61,8 @@ def serve(app: Starlette, where: Listen) -> None:
     uvicorn.run(
         app, host=where.host, port=where.port, log_level="warning", server_header=False,
         date_header=False,
-        # The peer stays the peer: which forwarded headers count is the dashboard's
-        # rule (web/auth.py), not uvicorn's.
+        # Which forwarded headers count is web/auth.py's rule, not uvicorn's.
         proxy_headers=False,
-        # A request's head at most 16 KB, a request within seconds, a connection cap
-        # under which slow clients give way (docs/dashboard.md#limits).
+        # A head of 16 KB, a request within seconds, a cap (docs/dashboard.md#limits).
         http=limited_protocol(cap), backlog=backlog, h11_max_incomplete_event_size=MAX_BODY,
     )  # fmt: skip

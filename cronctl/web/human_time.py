@@ -50,8 +50,7 @@ def exact(at: datetime, zone: Zone) -> str:
         wall = at.astimezone(zone.tz)
     except OverflowError:  # a record's instant at the very end of datetime's range
         wall, zone = at.astimezone(UTC), parse_zone("UTC")
-    # isoformat, not strftime: far cheaper for an overview's many instants, and a year
-    # before 1000 keeps its zeros.
+    # isoformat: far cheaper than strftime, and a year before 1000 keeps its zeros.
     shown = wall.isoformat(" ", "seconds")[: 19 if wall.second else 16]
     shown += f" {wall.tzname()}"
     return shown if zone.fixed else f"{shown} ({zone.name})"

@@ -54,8 +54,7 @@ CSP = (
 HEADERS = {
     "Content-Security-Policy": CSP,
     "X-Content-Type-Options": "nosniff",
-    # Same-origin: a form post then carries its Origin (with no-referrer it says "null"),
-    # and no address of the dashboard reaches another site.
+    # A form post carries its Origin (no-referrer says "null"); no address leaks elsewhere.
     "Referrer-Policy": "same-origin",
     "X-Frame-Options": "DENY",
     "Cache-Control": "no-store",
@@ -175,14 +174,12 @@ async def _read(view: View, request: Request) -> Response:
             return JSONResponse({"error": "token required"}, 401, headers=HEADERS)
         return RedirectResponse("/login", 303, headers=HEADERS)
     try:
-        # In a worker thread: the loop goes on answering (a run page need not wait for an
-        # overview of 10,000 tasks), and SQLite works without the GIL meanwhile.
+        # In a worker thread: a run page need not wait behind an overview of 10,000 tasks.
         return await run_in_threadpool(view, site, request)
     except CronctlError as exc:
         status = 404 if isinstance(exc, NotFound) else 400
         if isinstance(exc, StoreUnavailable):
-            # A coordinator gives up on a store for the rest of a run; serve's "run" is every
-            # request from now on, so the next one tries the store afresh.
+            # A coordinator gives up on a store for the rest of a run: the next request retries.
             site.dashboard.coord.close()
             status = 503
         if path.startswith("/api/"):
