@@ -55,8 +55,7 @@ def doctor(
     url: str | None,
     now: datetime,
 ) -> DoctorResult:
-    """Run every check; never raises for what it finds. `lock_problems`: `check`'s verdict on
-    lock_dir (edge/dirwarnings.lock_dir_problems)."""
+    """Run every check, never raising for what it finds (`lock_problems`: `check`'s)."""
     state_dir, lock_dir = dirs
     findings = _schedule(schedule, now)
     findings += [*_directory("state_dir", state_dir), *_directory("lock_dir", lock_dir)]
@@ -143,8 +142,7 @@ def _cache(env: Mapping[str, str]) -> Finding:
                        f"schedule files: {message}", "fix it as the message says, point "
                        "CRONCTL_CACHE_DIR elsewhere, or set CRONCTL_CACHE_DIR=off")  # fmt: skip
     try:
-        names = os.listdir(fd)  # noqa: PTH208  (the checked descriptor, not the path)
-        entries = sum(1 for name in names if name.startswith("schedule-"))
+        entries = sum(n.startswith("schedule-") for n in os.listdir(fd))  # noqa: PTH208 (an fd)
     finally:
         os.close(fd)
     return Finding("ok", subject, f"usable, {entries} entr{'y' if entries == 1 else 'ies'}")
@@ -171,19 +169,13 @@ def _directory(name: str, path: Path) -> list[Finding]:
         findings.append(
             Finding("problem", subject, f"is writable by others ({mode})", f"chmod o-w {path}")
         )
-    findings.append(_free_space(subject, path))
-    return findings
-
-
-def _free_space(subject: str, path: Path) -> Finding:
     vfs = os.statvfs(path)
-    free = vfs.f_bavail * vfs.f_frsize
-    total = vfs.f_blocks * vfs.f_frsize or 1
+    free, total = vfs.f_bavail * vfs.f_frsize, vfs.f_blocks * vfs.f_frsize or 1
     text = f"{free / 2**20:.0f} MiB free ({100 * free / total:.0f}%)"
     if free < MIN_FREE_BYTES or free / total < MIN_FREE_RATIO:
-        return Finding("problem", subject, f"only {text}",
-                       "free some space: a full disk stops history and logs")  # fmt: skip
-    return Finding("ok", subject, f"owner and mode fine, {text}")
+        advice = "free some space: a full disk stops history and logs"
+        return [*findings, Finding("problem", subject, f"only {text}", advice)]
+    return [*findings, Finding("ok", subject, f"owner and mode fine, {text}")]
 
 
 def _sharing(lock_problems: list[Problem], url: str | None) -> Finding:

@@ -43,8 +43,7 @@ class ExecResult:
 
 
 class Busy(CronctlError):
-    """The task is running already, or its group is full: nothing was started (the
-    dashboard answers 409, with `said`: it has no --wait to offer)."""
+    """Running already, or its group full: nothing started (`said`: without the --wait hint)."""
 
     def __init__(self, said: str, wait: str) -> None:
         super().__init__(f"{said}, or pass --wait to wait {wait}")
@@ -53,8 +52,7 @@ class Busy(CronctlError):
 
 @dataclass(frozen=True)
 class Begun:
-    """A manual run that holds its lock (and its group's slot) and is recorded "pending":
-    :meth:`finish` runs it (the dashboard answers in between, docs/dashboard.md)."""
+    """A manual run holding its lock (and slot), recorded "pending"; :meth:`finish` runs it."""
 
     task: Task
     ctx: RunContext  # its tracker: the run's commands, to pass Ctrl-C or SIGTERM on to
@@ -233,8 +231,7 @@ def _wait_for(
 
 
 def running_here(store: Store, host: str, name: str) -> HolderInfo | None:
-    """A run of task `name` this machine's history shows running, by a cronctl still alive
-    (an unguarded task's scheduled run holds no lock)."""
+    """A live run of `name` this machine's history shows (an unguarded task's holds no lock)."""
     for row in store.unfinished_runs(host):
         mine = row.task == name and row.outcome == "running"
         if mine and row.pid is not None and alive(row.pid):

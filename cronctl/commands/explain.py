@@ -33,12 +33,10 @@ _Rows = tuple[RunRow, ...]
 
 @dataclass(frozen=True, slots=True)
 class Explanation:
-    """Why task `task` did (or did not, or will not) run at `at`, as seen by `host`.
-
-    `occurrence` is the one at `at`'s minute when the task is due then, else the latest one
-    before `at`. `verdict` is "not-due" when `at` is no occurrence, else `fate`: what became of
-    `occurrence` (docs/commands.md lists them); `reasons` back it, in the order they apply.
-    """
+    """Why task `task` did (or did not, or will not) run at `at`, as seen by `host`:
+    `occurrence` is `at`'s minute when due, else the latest one before; `verdict` is "not-due"
+    when `at` is no occurrence, else `fate`, what became of `occurrence` (docs/commands.md),
+    which `reasons` back in the order they apply."""
 
     # In the order of its JSON (cli/explain_cmd.py, as_dict).
     task: str
@@ -145,8 +143,7 @@ def _chained(
     pause: PauseInfo | None,
     host: str,
 ) -> tuple[str, tuple[str, ...]]:
-    """A chained task's fate at an upstream occurrence: how each upstream run ended (this
-    machine's history, else the ends other machines recorded), and what followed it."""
+    """A chained task's fate at an upstream occurrence: how each upstream run ended, and after."""
     ends = _upstream_ends(store, coord, task, occurrence, host)
     said = []
     for name in task.after:
@@ -177,8 +174,7 @@ def _chained(
 def _upstream_ends(
     store: Store, coord: Coordinator, task: Task, occurrence: datetime, host: str
 ) -> dict[str, RunRow]:
-    """Each upstream task's run that ended for ``occurrence``: this machine's last attempt,
-    else the end another machine recorded."""
+    """Each upstream task's run ended for ``occurrence``: this machine's, else another's."""
     found: dict[str, RunRow] = {}
     for name in task.after:
         ended = [r for r in _rows(store, name, occurrence) if r.outcome in FINISHED]

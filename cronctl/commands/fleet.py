@@ -40,8 +40,7 @@ def fleet_status(schedule: Schedule, coord: Coordinator) -> list[FleetRow]:
 
 
 def fleet_history(coord: Coordinator, which: HistoryFilter, limit: int) -> list[RunRow]:
-    """Every machine's runs from the store, newest first, filtered as `history` filters its
-    own (the schedule's tasks are not a filter here: the store holds every machine's)."""
+    """Every machine's runs from the store, newest first, filtered as `history` filters."""
     return fleet_history_of(coord).fleet_history(
         which.task, which.host, limit, failed=which.failed, since=which.since
     )

@@ -6,7 +6,6 @@ from __future__ import annotations
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import tomli_w
 
@@ -41,21 +40,13 @@ def import_crontab(
     """Convert a crontab named `source_name`, for cronctl running as `run_as` (a system
     line for another user: core/crontab.py)."""
     converted = parse_crontab(text, system=system, run_as=run_as, skip_other_users=skip_other_users)
-    document: dict[str, Any] = {}
-    if converted.defaults:
-        document["defaults"] = converted.defaults
-    if converted.tasks:
-        document["task"] = list(converted.tasks)
-    body = tomli_w.dumps(document)
+    parts = {"defaults": converted.defaults, "task": list(converted.tasks)}
+    body = tomli_w.dumps({key: value for key, value in parts.items() if value})
     header = _header(converted, run_as if system else None, _printable(source_name))
     toml = header + ("\n" + body if body else "")
     _verify(toml)
-    return ImportResult(
-        toml=toml,
-        report=tuple(f"{_where(source_name, r.line)}: {r.message}" for r in converted.report),
-        tasks=len(converted.tasks),
-        left_out=converted.left_out,
-    )
+    report = tuple(f"{_where(source_name, r.line)}: {r.message}" for r in converted.report)
+    return ImportResult(toml, report, len(converted.tasks), converted.left_out)
 
 
 def _header(converted: CrontabImport, run_as: str | None, source: str) -> str:

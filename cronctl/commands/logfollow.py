@@ -61,8 +61,7 @@ class Follow:
                 os.close(fd)
 
     def _open(self) -> int | None:
-        """The log's descriptor, at the start of what is to be shown; None while the run has
-        not created it yet (a run that is waiting to start, or just starting)."""
+        """The log's descriptor at what is to be shown; None while the run has not created it."""
         run = self.run
         if run.log_path is None:
             return None

@@ -14,8 +14,7 @@ from cronctl.edge.schedfiles import parse_files
 
 
 def schedule_at(ref: str, given: list[Path] | None, current: list[Path]) -> Schedule:
-    """The schedule files as they were at `ref` (a directory's as they were there); files the
-    revision lacks are left out."""
+    """The schedule files (a directory's too) as they were at `ref`, where it has them."""
     paths = list(current)
     env = os.environ.get("CRONCTL_FILE") or ""
     for candidate in given or [Path(p) for p in env.split(os.pathsep) if p]:

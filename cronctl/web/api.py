@@ -21,7 +21,6 @@ from cronctl.web.views import HistoryQuery, TaskSummary, cursor
 
 @read_route("/api/tasks")
 def tasks(site: Site, request: Request) -> Response:
-
     def answer() -> bytes:
         view = site.dashboard.overview(site.clock())
         return bytes(JSONResponse({"tasks": [summary_json(r) for r in view.tasks]}).body)

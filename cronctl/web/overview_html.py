@@ -1,7 +1,6 @@
-"""The overview's table rows as HTML, in Python for speed alone: Jinja2 yields ~40 pieces
-a row through the page's blocks (docs/dashboard.md#speed). Every value goes through
-:func:`text` (controls made visible, then escaped as Jinja2 does) or :func:`url_part`, but
-an instant's UTC digits and words (letters, digits, spaces)."""
+"""The overview's rows as HTML, in Python for speed (docs/architecture.md, "Devices kept
+for speed"): every value goes through :func:`text` (controls made visible, then escaped as
+Jinja2 does) or :func:`url_part`, but an instant's UTC digits and words."""
 
 from __future__ import annotations
 

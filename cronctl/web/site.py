@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from jinja2 import Environment, FileSystemLoader, pass_context, select_autoescape
 from jinja2.runtime import Context
@@ -132,8 +132,7 @@ class Site:
 
 
 def site_of(request: Request) -> Site:
-    site: Site = request.app.state.site
-    return site
+    return cast(Site, request.app.state.site)
 
 
 def typed(body: str | bytes, content_type: str) -> Response:

@@ -3,6 +3,7 @@ when the coordination store keeps every machine's runs, from the store."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
@@ -156,9 +157,8 @@ class Dashboard:
         hosts.update(h.host for row in rows if row.hosts is not None for h in row.hosts.not_ok)
         if self.fleet:  # most hosts are counted, not named: the check-ins name them
             hosts.update(h.host for h in fleet_history_of(self.coord).fleet_hosts())
-        rank = {s: i for i, s in enumerate(STATES)}
         kept = sorted(
-            (r for r in rows if filters.keep(r)), key=lambda r: (rank[r.state], r.task.name)
+            filter(filters.keep, rows), key=lambda r: (STATES.index(r.state), r.task.name)
         )
         fresh = not self.fleet and nothing_ran(self.state_dir)
         return Overview(kept, sorted(hosts), len(rows), self.state_dir if fresh else None)
@@ -245,16 +245,20 @@ class Dashboard:
         return HistoryPage(runs, after)
 
     def run_page(self, run_id: str) -> RunPage:
-        run = self._find_run(run_id)
+        run = fleet_history_of(self.coord).fleet_run(run_id) if self.fleet else self._stored(run_id)
+        if run is None:
+            raise NotFound(f"no run {run_id!r}")
         if self.fleet and run.host == self.host:
-            run = self._local_log_path(run)
+            # The store keeps no log path: this machine's record names it, if one is usable.
+            with contextlib.suppress(CronctlError):
+                if (local := self._stored(run.id)) is not None:
+                    run = replace(run, log_path=local.log_path)
         if run.host != self.host or run.log_path is None:
             return RunPage(run, run.tail, False, self._tail_source(run))
         path = log_file(self.state_dir, run.task, run.log_path)
         if path is None or not os.path.lexists(path):
             return RunPage(run, run.tail, False, _LOG_GONE)
-        data = b""
-        truncated = False
+        data, truncated = b"", False
         try:
             for chunk in log_chunks(path):
                 data = (data + chunk)[-OUTPUT_BYTES:]
@@ -272,23 +276,9 @@ class Dashboard:
             return "no output was published"
         return "only runs that did not end well publish their output to the store"
 
-    def _local_log_path(self, run: RunRow) -> RunRow:
-        """With the log path its local record names: the store keeps none."""
-        try:
-            local = self._stored(run.id)
-        except CronctlError:  # no local state (or none usable) on the machine serving
-            return run
-        return replace(run, log_path=local.log_path) if local is not None else run
-
     def _stored(self, run_id: str) -> RunRow | None:
         with reading_store(self.state_dir) as store:
             return store.get_run(run_id)
-
-    def _find_run(self, run_id: str) -> RunRow:
-        run = fleet_history_of(self.coord).fleet_run(run_id) if self.fleet else self._stored(run_id)
-        if run is None:
-            raise NotFound(f"no run {run_id!r}")
-        return run
 
     def hosts(self) -> list[HostRow]:
         """Each host that ran a task (or, in a fleet, checked in), by its latest runs."""
