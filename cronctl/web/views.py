@@ -39,7 +39,7 @@ _LOG_GONE = f"the log is gone (kept {LOG_RETENTION.days} days); its tail"
 
 
 class NotFound(UsageError):
-    """404."""
+    """The dashboard answers 404."""
 
 
 @dataclass(frozen=True, slots=True)
