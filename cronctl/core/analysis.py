@@ -1,11 +1,6 @@
 """Warnings about schedules: day-or-day, DST gaps and overlaps, past one-shots, herds, and
-the Vixie corners an accepted expression relies on.
-
-The corners: lists led by '*' (`*/100,1-7`: Debian cron ANDs such a day field with the other
-one) and day-of-week steps from a start value, which count up to 7 (Sunday again): valid
-cron, kept with Debian's reading, and worth a sentence each. So are minute and hour steps
-that do not divide the field (`*/7` minutes: :56 then :00), which cron restarts every hour.
-"""
+the Vixie corners an accepted expression relies on (lists led by '*', day-of-week steps that
+reach 7, steps that do not divide the field), valid cron worth a sentence each."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""Occurrences counted hour by hour: the arithmetic behind timeline, herds and check --diff.
-
-A UTC hour whose wall clock is plain (one offset, a whole number of hours, no DST seam in
-it) is answered from the expression's sets at once; only the few hours around a seam are
-tested minute by minute with the exact rule.
-"""
+"""Occurrences counted hour by hour (timeline, herds, check --diff): a plain hour from the
+expression's sets at once, only the hours around a DST seam minute by minute."""
 
 from __future__ import annotations
 

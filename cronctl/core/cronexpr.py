@@ -1,8 +1,5 @@
-"""The cron language cronctl accepts: five fields validated, normalized and matched.
-
-The normalized text is still what croniter reads the same way (its dialect differs: ``N-N``
-is the whole field, reversed ranges wrap, ``R`` is random), so exports and the property
-tests can hand it to croniter unchanged."""
+"""The cron language cronctl accepts: five fields validated, normalized (into text croniter
+reads the same way: never ``N-N``, no reversed range, no ``R``) and matched."""
 
 from __future__ import annotations
 
@@ -107,8 +104,17 @@ class CronExpr:
 def parse_cron(source: str) -> CronExpr:
     """Validate `source` and return it normalized; raise CronSyntaxError naming field and value."""
     text = source.strip()
+    if text.lower() == "@reboot":
+        raise CronSyntaxError(
+            "'@reboot' is not supported as a schedule: for a task that runs when cronctl work "
+            "starts, use on_start = true instead of a schedule key",
+            code="cron-unsupported",
+        )
     if text.startswith("@"):
-        text = _expand_macro(text)
+        if not text.isascii() or text.lower() not in MACROS:
+            message = f"unknown macro {text!r}; known: {' '.join(MACROS)}"
+            raise CronSyntaxError(message, code="cron-unsupported")
+        text = MACROS[text.lower()]
     # Only ASCII blanks separate fields: a no-break space must not pass for one.
     fields = [f for f in re.split(r"[ \t]+", text) if f]
     stray = [n for n, f in enumerate(fields, start=1) if f.upper() == "L"]
@@ -163,41 +169,32 @@ def parse_cron(source: str) -> CronExpr:
     return expr
 
 
-def _reject_non_ascii(spec: str, field: _Field) -> None:
-    for ch in spec:
-        if not ch.isascii():
-            import unicodedata  # only to name a bad character: a valid schedule never loads it
-
-            name = unicodedata.name(ch, "unknown character")
-            raise CronSyntaxError(
-                f"non-ASCII character {ch!r} (U+{ord(ch):04X} {name}) in the {field.name} "
-                f"field ({spec!r}); retype it with plain ASCII letters, digits and '-'"
-            )
-
-
-def _expand_macro(text: str) -> str:
-    macro = text.lower()
-    if macro == "@reboot":
-        raise CronSyntaxError(
-            "'@reboot' is not supported as a schedule: for a task that runs when cronctl work "
-            "starts, use on_start = true instead of a schedule key",
-            code="cron-unsupported",
-        )
-    if not macro.isascii() or macro not in MACROS:
-        known = " ".join(MACROS)
-        raise CronSyntaxError(f"unknown macro {text!r}; known: {known}", code="cron-unsupported")
-    return MACROS[macro]
-
-
 def _parse_field(spec: str, field: _Field) -> tuple[frozenset[int], str]:
-    _reject_non_ascii(spec, field)
+    if not spec.isascii():
+        import unicodedata  # only to name a bad character: a valid schedule never loads it
+
+        ch = next(ch for ch in spec if not ch.isascii())
+        name = unicodedata.name(ch, "unknown character")
+        raise CronSyntaxError(
+            f"non-ASCII character {ch!r} (U+{ord(ch):04X} {name}) in the {field.name} "
+            f"field ({spec!r}); retype it with plain ASCII letters, digits and '-'"
+        )
     for mark in "?#":
         if mark in spec:
             what = "'?' (no specific value)" if mark == "?" else "'#' (nth weekday)"
             _unsupported(what, spec, field)
     items = spec.split(",")
     star_list = len(items) > 1 and items[0].startswith("*")
-    _reject_late_star(items, spec, field)
+    # Debian cron reads a field's AND/OR (and wildcard) flag from its first character
+    # only: `1-7,*/100` names the same days as `*/100,1-7` but ORs them with the day of
+    # week. Only the first item of a list may be a '*' item, where it means what it says.
+    for item in items[1:]:
+        if item.startswith("*"):
+            raise CronSyntaxError(
+                f"'*' later in a list in the {field.name} field ({spec!r}); cron reads a "
+                "'*' item as a wildcard marker only at the start of a field: move it first "
+                f"(e.g. {','.join([item, *(i for i in items if i != item)])!r}) or drop it"
+            )
     values: set[int] = set()
     for position, item in enumerate(items):
         values |= _parse_item(item, spec, field, any_step=star_list and position == 0)
@@ -211,19 +208,6 @@ def _parse_field(spec: str, field: _Field) -> tuple[frozenset[int], str]:
         # day fields' AND/OR rule from a leading '*'.
         return frozen, spec
     return frozen, _compress(sorted(frozen))
-
-
-def _reject_late_star(items: list[str], spec: str, field: _Field) -> None:
-    # Debian cron reads a field's AND/OR (and wildcard) flag from its first character
-    # only: `1-7,*/100` names the same days as `*/100,1-7` but ORs them with the day of
-    # week. Only the first item of a list may be a '*' item, where it means what it says.
-    for item in items[1:]:
-        if item.startswith("*"):
-            raise CronSyntaxError(
-                f"'*' later in a list in the {field.name} field ({spec!r}); cron reads a "
-                "'*' item as a wildcard marker only at the start of a field: move it first "
-                f"(e.g. {','.join([item, *(i for i in items if i != item)])!r}) or drop it"
-            )
 
 
 def _star_list_text(values: frozenset[int], field: _Field) -> str:

@@ -1,10 +1,5 @@
-"""Crontab text (a user's, or with ``system=True`` one with a user field) -> plain dicts
-ready for tomli-w, and a report. Nothing is approximated: a line cronctl cannot run the way
-cron ran it is left out and reported with its line number.
-
-Cron's own reading rules are kept: an environment line applies to the lines after it, ``%``
-ends the command (the rest is stdin) and ``\\%`` is a literal ``%``, a day field that
-starts with ``*`` makes the day match AND, not OR.
+"""Crontab text -> plain dicts for tomli-w, and a report, by cron's own reading rules: a line
+cronctl cannot run the way cron ran it is left out and reported (docs/commands.md, import).
 """
 
 from __future__ import annotations
@@ -161,9 +156,17 @@ class _Builder:
         tokens = list(re.finditer(r"\S+", line))
         fields = 1 if line.startswith("@") else 5
         if fields == 5:
-            count = _time_fields(tokens)
+            # How many leading tokens (up to 7) can only be time fields.
+            count = len(list(takewhile(lambda t: _TIME_FIELD.match(t.group()), tokens[:7])))
             if count > 5:
-                self.say(number, _extra_fields_message(tokens[:count]))
+                written = " ".join(t.group() for t in tokens[:count])
+                what = "a seconds or a year field" if count == 6 else "seconds and year fields"
+                self.say(
+                    number,
+                    f"left out: {written!r} has {count} time fields ({what}); cronctl reads five "
+                    "(minute hour day-of-month month day-of-week) and is woken once a minute, so "
+                    "it cannot run this schedule",
+                )
                 return
             if count < len(tokens) and count < 5 and tokens[count].group()[0] in "/.~$":
                 self.say(
@@ -358,21 +361,6 @@ def _env_value(raw: str) -> str | None:
             return None
         return raw[1:end]
     return raw
-
-
-def _time_fields(tokens: list[re.Match[str]]) -> int:
-    """How many leading tokens (up to 7) can only be time fields."""
-    return len(list(takewhile(lambda token: _TIME_FIELD.match(token.group()), tokens[:7])))
-
-
-def _extra_fields_message(tokens: list[re.Match[str]]) -> str:
-    written = " ".join(t.group() for t in tokens)
-    what = "a seconds or a year field" if len(tokens) == 6 else "seconds and year fields"
-    return (
-        f"left out: {written!r} has {len(tokens)} time fields ({what}); cronctl reads five "
-        "(minute hour day-of-month month day-of-week) and is woken once a minute, so it "
-        "cannot run this schedule"
-    )
 
 
 def _unescape_percent(command: str) -> tuple[str, int | None]:

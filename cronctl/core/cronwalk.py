@@ -1,8 +1,5 @@
-"""Calendar search over an expression's value sets: the next minute it names, or all in a range.
-
-`next_wall` answers what croniter's `get_next` answered (with `implement_cron_bug`, on the
-normalized text), walking the named months, then days, then the sorted hours and minutes.
-"""
+"""Calendar search over an expression's value sets: the next minute it names (croniter's
+`get_next` with `implement_cron_bug`, on the normalized text), or all in a range."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""A schedule in words, for `list`: "at 03:00, Monday through Friday".
-
-Not cron-descriptor's: it reads the day rule differently (`0 0 */2 * 1` as "every 2 days,
-or on Monday", where cron runs on Mondays that are odd days of the month).
-"""
+"""A schedule in words, for `list`: "at 03:00, Monday through Friday" (not cron-descriptor's,
+which reads `0 0 */2 * 1` as "every 2 days, or on Monday")."""
 
 from __future__ import annotations
 

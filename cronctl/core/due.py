@@ -1,10 +1,7 @@
 """What a run at time T must deal with: the occurrences in (last, T] and the misfire policy.
 
-The first minute after a spring-forward gap may carry several occurrences of a fixed-time
-task (one per swallowed wall time, then its own): they are told apart by seconds, the minute
-plus 0, 1, 2 ... in wall-time order, so claims, history rows and CRONCTL_OCCURRENCE stay
-distinct and the same on every machine, while windows still advance by whole minutes.
-"""
+The occurrences one minute carries after a DST gap are the minute plus 0, 1, 2 ... seconds,
+in wall-time order: distinct claims and history rows, the same on every machine."""
 
 from __future__ import annotations
 

@@ -130,12 +130,6 @@ MAX_ONE_SHOT_JITTER = timedelta(hours=1)
 MAX_RETRY_DELAY = timedelta(hours=1)
 
 
-def shortest_period(task: Task, now: datetime, below: timedelta | None = None) -> timedelta | None:
-    """The shortest gap between consecutive occurrences over the next year (sampled), or None
-    for a one-shot task. Stops early once a gap is `below` or shorter (enough to reject)."""
-    return None if task.cron is None else _shortest(([], _new_lows(task, now)), below)
-
-
 #: A walk of one task's occurrences: each gap met that is shorter than all before it, in
 #: order, and the walk that finds more. Tasks that fire at the same instants
 #: (Task.firing_key) share one, walked only as far as the questions asked need.

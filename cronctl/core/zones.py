@@ -1,15 +1,5 @@
-"""Time zones and the mapping of a task's wall-clock schedule onto UTC instants.
-
-A zone's timeline is cut into *segments*: stretches of UTC time with one UTC
-offset. Inside a segment, wall time is UTC plus the offset, so the calendar search
-(core/cronwalk.py) runs over naive wall times. At the seams cronctl applies Debian cron's rule:
-
-- spring forward (a gap of wall times that never happen): each time of a
-  fixed-time task that falls in the gap is an occurrence at the first minute
-  after it (the misfire policy decides how many of them run); a wildcard task
-  has no occurrences in the gap;
-- fall back (wall times that happen twice): a fixed-time task runs at the
-  first pass only; a wildcard task runs in both passes.
+"""Time zones and a task's wall-clock schedule mapped onto UTC instants: one offset per
+segment of UTC time, Debian cron's rule at the seams (docs/schedule-file.md, daylight saving).
 """
 
 from __future__ import annotations
@@ -215,12 +205,9 @@ def fires_at(expr: CronExpr, zone: Zone, minute: datetime) -> bool:
 
 
 def walls_at(expr: CronExpr, zone: Zone, minute: datetime) -> tuple[datetime, ...]:
-    """The naive wall times whose occurrence is the UTC `minute`, oldest first (empty: none).
-
-    Usually the minute's own wall time alone. At the first minute after a spring-forward
-    gap, a fixed-time expression also carries each wall time of the gap it names, before
-    its own (Debian cron runs each of them there). At most MAX_PER_INSTANT, the newest kept.
-    """
+    """The naive wall times whose occurrence is the UTC `minute`, oldest first: its own, and
+    after a spring-forward gap a fixed-time expression's swallowed ones before it (Debian
+    cron runs each). At most MAX_PER_INSTANT, the newest kept."""
     minute = _require_aware(minute).astimezone(UTC)
     day = minute.replace(hour=0, minute=0, second=0, microsecond=0)
     if not zone.fixed and _settled(zone.name, day):
@@ -353,13 +340,10 @@ def _year_changes(name: str, year: int) -> tuple[tuple[datetime, timedelta, time
 
 @lru_cache(maxsize=4096)
 def _settled(name: str, day: datetime) -> bool:
-    """Whether _year_changes finds no offset change in the 48 hours before any minute of `day`.
-
-    A segment's start matters to walls_at only that close: a fall back repeats the wall times
-    of the last prev_offset - offset (under 48 hours, as |offset| < 24 h) after it, and a gap
-    is carried at its first minute. _year_changes finds a change between two UTC midnights
-    whose offsets differ; so when the midnights from 3 days before `day` (UTC midnight) to
-    the next have one offset, none of its changes falls in that window.
+    """Whether no offset change lies in the 48 hours before any minute of `day`: a segment's
+    start matters to walls_at only that close (a fall back repeats under 48 hours, a gap is
+    carried at its first minute). _year_changes finds changes between UTC midnights whose
+    offsets differ, so one offset at the midnights from 3 days before to the next rules one out.
     """
     tz = _iana(name)
     try:

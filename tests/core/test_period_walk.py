@@ -16,7 +16,7 @@ import pytest
 from cronctl.core import zones
 from cronctl.core.cronexpr import parse_cron
 from cronctl.core.model import Schedule, Settings, Task, format_duration
-from cronctl.core.opskeys import ops_problems, shortest_period
+from cronctl.core.opskeys import _new_lows, _shortest, ops_problems
 from cronctl.core.zones import next_occurrence, occurrences_after, parse_zone
 from tests.core.test_calendar import make_task
 
@@ -47,6 +47,11 @@ ZONES = [
 NOWS = [datetime(2026, 3, 28, 23, 0, tzinfo=UTC), datetime(2026, 10, 24, 12, 0, tzinfo=UTC)]
 # No bound (the whole sample), and one a seam's 23-hour day stops at.
 BELOWS = [None, timedelta(hours=23)]
+
+
+def shortest_period(task: Task, now: datetime, below: timedelta | None) -> timedelta | None:
+    """The walk ops_problems shares between tasks, for one task alone."""
+    return None if task.cron is None else _shortest(([], _new_lows(task, now)), below)
 
 
 def _old_shortest_period(

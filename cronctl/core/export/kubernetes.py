@@ -1,9 +1,5 @@
-"""A task as a Kubernetes CronJob manifest (`cronctl export --to kubernetes --image IMAGE`).
-
-Written by hand: every string is a JSON string, which YAML 1.2 reads as the same
-double-quoted scalar, with what YAML reads as line breaks or refuses escaped too, and
-comments made one line, so no value can add a line or a document.
-"""
+"""A task as a Kubernetes CronJob manifest, written by hand: every string a JSON string (the
+same scalar to YAML 1.2, line breaks escaped), so no value can add a line or a document."""
 
 from __future__ import annotations
 
@@ -22,12 +18,6 @@ from cronctl.core.export.common import (
 from cronctl.core.model import Task, format_duration
 
 _DNS = re.compile(r"[^a-z0-9-]+")
-
-
-def resource_name(name: str) -> str:
-    """A task name as a CronJob name: lower case, '-' for other characters, at most 52."""
-    # 52: Kubernetes appends an 11-character suffix to name each Job.
-    return _DNS.sub("-", name.lower()).strip("-")[:52].rstrip("-") or "task"
 
 
 # JSON leaves these raw; YAML reads NEL and LS/PS as line breaks and refuses DEL, C1 and
@@ -165,25 +155,26 @@ def manifest(
 def export_task(task: Task, now: datetime, image: str) -> Exported:
     """The CronJob for one task, or the reason it cannot be exported."""
     result = Exported(task.name)
+    zone = whole_hour_zone(task)
     if task.start_only:
-        result.lost.append("on_start only: a CronJob has no start-up run; not exported")
-        return result
-    if task.chained:
-        result.lost.append(
+        refused = "on_start only: a CronJob has no start-up run; not exported"
+    elif task.chained:
+        refused = (
             f"after {', '.join(task.after)}: Kubernetes starts no CronJob when another ends; "
             "not exported (run the chain as one Job's commands, or use a workflow engine)"
         )
+    elif task.cron is None:
+        refused = "one-shot `at` task: a CronJob repeats; not exported (use a Job)"
+    elif zone is None:
+        refused = f"timezone {task.zone.name}: no IANA zone has that fixed offset; not exported"
+    else:
+        refused = ""
+    if refused or zone is None:
+        result.lost.append(refused)
         return result
-    if task.cron is None:
-        result.lost.append("one-shot `at` task: a CronJob repeats; not exported (use a Job)")
-        return result
-    zone = whole_hour_zone(task)
-    if zone is None:
-        result.lost.append(
-            f"timezone {task.zone.name}: no IANA zone has that fixed offset; not exported"
-        )
-        return result
-    name = resource_name(task.name)
+    # Lower case, '-' for other characters, at most 52: Kubernetes appends an 11-character
+    # suffix to name each Job.
+    name = _DNS.sub("-", task.name.lower()).strip("-")[:52].rstrip("-") or "task"
     result.lost += _limits(task, now)
     starting_deadline, cut = deadline(task)
     if cut is not None:

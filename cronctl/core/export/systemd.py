@@ -1,8 +1,5 @@
-"""A task as a systemd `.service` and `.timer` pair (`cronctl export systemd --user NAME`).
-
-`OnCalendar=` is written from cronctl's normalized value sets, so what systemd parses is
-exactly what cronctl would run; the test suite checks it with `systemd-analyze calendar`.
-"""
+"""A task as a systemd `.service` and `.timer` pair; `OnCalendar=` is written from cronctl's
+value sets, so systemd parses exactly what cronctl would run."""
 
 from __future__ import annotations
 
@@ -58,16 +55,12 @@ def on_calendar(cron: CronExpr, zone: str) -> list[str]:
     return [f"{prefix}*-{months}-{days} {time} {zone}"]
 
 
-def _c_escape(char: str) -> str:
-    # systemd's C escapes: \xNN is a byte, so a character past ASCII is written \uNNNN.
-    code = ord(char)
-    return f"\\x{code:02x}" if code < 0x80 else f"\\u{code:04x}"
-
-
 def _quote(arg: str, dollars: bool = True) -> str:
     """One word for ExecStart=/Environment=: quoted, C-escaped, so no value adds a line."""
     text = arg.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%")
-    text = "".join(_c_escape(c) if control_char(c) else c for c in text)
+    # systemd's C escapes: \xNN is a byte, so a character past ASCII is written \uNNNN.
+    escaped = (f"\\x{ord(c):02x}" if ord(c) < 0x80 else f"\\u{ord(c):04x}" for c in text)
+    text = "".join(e if control_char(c) else c for c, e in zip(text, escaped, strict=True))
     return '"' + (text.replace("$", "$$") if dollars else text) + '"'
 
 
@@ -164,17 +157,6 @@ def _limits(task: Task, now: datetime) -> list[str]:
     return lost
 
 
-def _chain_limits(task: Task) -> list[str]:
-    """What a chained task's service, started by its upstream unit, does not keep."""
-    lost = [
-        f"after {task.after[0]}: the service has no timer; {task.after[0]}'s unit starts it "
-        "(OnSuccess=/OnFailure=, systemd 249 or later), also when that unit is started by hand"
-    ]
-    if task.jitter:
-        lost.append("jitter: a unit started by another starts at once")
-    return lost
-
-
 def _unwritable(task: Task) -> str | None:
     """Why the task's paths cannot be written as systemd values (never unescaped)."""
     for key, value in (("workdir", str(task.workdir)), ("shell", task.shell)):
@@ -267,7 +249,13 @@ def export_task(
         result.lost.append(refused)
         return result
     if task.chained:
-        result.lost += _limits(task, now) + _chain_limits(task)
+        result.lost += _limits(task, now)
+        result.lost.append(
+            f"after {task.after[0]}: the service has no timer; {task.after[0]}'s unit starts it "
+            "(OnSuccess=/OnFailure=, systemd 249 or later), also when that unit is started by hand"
+        )
+        if task.jitter:
+            result.lost.append("jitter: a unit started by another starts at once")
         result.files[f"{unit}.service"] = _service(task, unit, user, result.lost, starts)
         return result
     if task.on_start:
