@@ -45,9 +45,32 @@ def build_schedule(results: list[FileResult]) -> Schedule:
                 "names must be unique across all files (they key locks and claims)"
             )
             problems.append(_error(result.display, line, name, "duplicate-name", message))
-    tasks = _join_groups(results, tasks, problems)
+    # Each task's group limit from the [[group]] tables of every file (names unique across
+    # files, as task names are); a task naming no group defined anywhere is an error.
+    groups: dict[str, tuple[Group, str]] = {}
+    for result in results:
+        for group in result.groups:
+            if (defined_at := groups.get(group.name)) is None:
+                groups[group.name] = (group, result.display)
+                continue
+            where = f"{defined_at[1]}:{defined_at[0].line}"
+            message = f"group {group.name!r} is already defined at {where}; define each once"
+            problems.append(_error(result.display, group.line, None, "duplicate-group", message))
+    shown = {r.path: r.display for r in results}
+    joined: list[Task] = []
+    for task in tasks:
+        found = groups.get(task.group) if task.group else None
+        if task.group and found is None:
+            known = ", ".join(sorted(groups)) or "none is defined"
+            message = (
+                f"group = {task.group!r} names no [[group]] table (groups: {known}); add a "
+                f"[[group]] with name = '{task.group}' and max_running = N, or fix the name"
+            )
+            file = shown.get(task.source, str(task.source))
+            problems.append(_error(file, task.line, task.name, "unknown-group", message))
+        joined.append(task if found is None else replace(task, group_limit=found[0].max_running))
+    tasks = joined
     if any(task.chained for task in tasks):
-        shown = {r.path: r.display for r in results}
         problems += unknown_problems(tasks, list(seen), shown)
         problems += Chains(tasks).problems(shown)
     # One order everywhere (check, list, run): errors first, then by file and line.
@@ -64,36 +87,6 @@ def build_schedule(results: list[FileResult]) -> Schedule:
         duplicates=tuple(duplicates),
         tables=sum(r.tables for r in results),
     )
-
-
-def _join_groups(
-    results: list[FileResult], tasks: list[Task], problems: list[Problem]
-) -> list[Task]:
-    """Each task's group limit from the [[group]] tables of every file (names unique across
-    files, as task names are); a task naming no group defined anywhere is an error."""
-    groups: dict[str, tuple[Group, str]] = {}
-    for result in results:
-        for group in result.groups:
-            if (first := groups.get(group.name)) is None:
-                groups[group.name] = (group, result.display)
-                continue
-            where = f"{first[1]}:{first[0].line}"
-            message = f"group {group.name!r} is already defined at {where}; define each once"
-            problems.append(_error(result.display, group.line, None, "duplicate-group", message))
-    shown = {r.path: r.display for r in results}
-    joined: list[Task] = []
-    for task in tasks:
-        found = groups.get(task.group) if task.group else None
-        if task.group and found is None:
-            known = ", ".join(sorted(groups)) or "none is defined"
-            message = (
-                f"group = {task.group!r} names no [[group]] table (groups: {known}); add a "
-                f"[[group]] with name = '{task.group}' and max_running = N, or fix the name"
-            )
-            file = shown.get(task.source, str(task.source))
-            problems.append(_error(file, task.line, task.name, "unknown-group", message))
-        joined.append(task if found is None else replace(task, group_limit=found[0].max_running))
-    return joined
 
 
 def _error(file: str, line: int | None, task: str | None, code: str, message: str) -> Problem:

@@ -70,42 +70,29 @@ def plan(task: Task, previous: Previous | None, now: datetime) -> Plan:
     if done:
         return Plan(task, last_occurrence=minute, done=True, restarted=restarted)
     found, count = occurrences(task, last, minute)
-    to_run, missed = _apply_policy(task, found, now)
-    missed_count = count - len(to_run)
+    if task.misfire == "skip":
+        keep = [t for t in found if minute_floor(t) == minute][:1]
+    elif task.misfire == "catch-up":
+        keep = found[-CATCH_UP_LIMIT:]
+    else:  # the latest instant, once: its first identity (the whole minute)
+        keep = [t for t in found if minute_floor(t) == minute_floor(found[-1])][:1]
+    if task.misfire_grace is not None:
+        # Older than the grace when its run would start: that start is now.
+        keep = [t for t in keep if now - t <= task.misfire_grace]
+    if task.on_one_server:
+        keep = [t for t in keep if now - t <= CLAIM_REACH]
+    kept = set(keep)
+    missed = [t for t in found if t not in kept]
     return Plan(
         task,
-        run=to_run,
+        run=keep,
         missed=missed[-MISSED_ROWS:],
-        missed_count=missed_count,
+        missed_count=count - len(keep),
         last_occurrence=minute,
         done=task.at is not None and task.at <= minute,
         restarted=restarted,
         since=last,
     )
-
-
-def _apply_policy(
-    task: Task, found: list[datetime], now: datetime
-) -> tuple[list[datetime], list[datetime]]:
-    if not found:
-        return [], []
-    minute = minute_floor(now)
-    grace = task.misfire_grace
-    if task.misfire == "skip":
-        keep = [t for t in found if minute_floor(t) == minute][:1]
-    elif task.misfire == "catch-up":
-        keep = found[-CATCH_UP_LIMIT:]
-    else:
-        # The latest instant, once: its first identity (the whole minute).
-        latest = minute_floor(found[-1])
-        keep = [next(t for t in found if minute_floor(t) == latest)]
-    if grace is not None:
-        # Older than the grace when its run would start: that start is now.
-        keep = [t for t in keep if now - t <= grace]
-    if task.on_one_server:
-        keep = [t for t in keep if now - t <= CLAIM_REACH]
-    kept = set(keep)
-    return keep, [t for t in found if t not in kept]
 
 
 def occurrences(task: Task, last: datetime, minute: datetime) -> tuple[list[datetime], int]:

@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from cronctl.core import schedules
 from cronctl.core.capkeys import CAP_KEYS, cap_fields, cap_value_problem
 from cronctl.core.chains import outcome_problem, read_after
-from cronctl.core.cronexpr import CronExpr, parse_cron
+from cronctl.core.cronexpr import parse_cron
 from cronctl.core.envkeys import ENV_KEYS, env_value_problem, parse_size, secret_names
 from cronctl.core.groups import Group, name_problem, parse_groups
 from cronctl.core.model import (
@@ -360,8 +358,29 @@ def _parse_task(
     start_only = not keys and not chained and raw.get("on_start") is True
     day_key = next((k for k in DAY_KEYS if k in raw), None)
     if chained:
+        # A chained task's keys that ask for times of its own: a time key, a day key, on_start.
         key = CHAINED
-        _chain_conflicts(raw, keys, day_key, report)
+        if keys:
+            report(
+                keys[0],
+                "schedule-conflict",
+                f"task has both 'after' and {keys[0]!r}: a chained task runs after its upstream "
+                f"tasks, never at times of its own; keep one of them",
+            )
+        if day_key:
+            report(
+                day_key,
+                "schedule-conflict",
+                f"{day_key!r} restricts a schedule, and a chained task has none (it runs after "
+                "its upstream tasks); remove it, or put it on the task at the top of the chain",
+            )
+        if raw.get("on_start"):
+            report(
+                "on_start",
+                "schedule-conflict",
+                "on_start and 'after' are two ways to start a task: a chained task runs only "
+                "after its upstream tasks; remove on_start",
+            )
     elif "after_outcome" in raw:
         report(
             "after_outcome",
@@ -439,56 +458,6 @@ def _parse_task(
                 "only the scheduled occurrences; make the start-up command idempotent",
             )
         )
-    return _make_task(name, raw, key, cron, at, settings, base, result, header)
-
-
-def _chain_conflicts(
-    raw: dict[str, Any], keys: list[str], day_key: str | None, report: Callable[..., None]
-) -> None:
-    """A chained task's keys that ask for times of its own: a time key, a day key, on_start."""
-    if keys:
-        report(
-            keys[0],
-            "schedule-conflict",
-            f"task has both 'after' and {keys[0]!r}: a chained task runs after its upstream "
-            f"tasks, never at times of its own; keep one of them",
-        )
-    if day_key:
-        report(
-            day_key,
-            "schedule-conflict",
-            f"{day_key!r} restricts a schedule, and a chained task has none (it runs after "
-            "its upstream tasks); remove it, or put it on the task at the top of the chain",
-        )
-    if raw.get("on_start"):
-        report(
-            "on_start",
-            "schedule-conflict",
-            "on_start and 'after' are two ways to start a task: a chained task runs only "
-            "after its upstream tasks; remove on_start",
-        )
-
-
-def _resolve(result: FileResult, kind: str, base: Path, text: str) -> Path:
-    """A path from the file, read against the file's directory, noted in `result`; tasks
-    share a few, so each is resolved once per file."""
-    key = (kind, str(base), text)
-    if key not in result.resolved:
-        result.resolved[key] = resolve_path(kind, base, text)
-    return result.resolved[key]
-
-
-def _make_task(
-    name: str,
-    raw: dict[str, Any],
-    key: str,
-    cron: CronExpr | None,
-    at: datetime | None,
-    settings: dict[str, Any],
-    base: Path,
-    result: FileResult,
-    header: int | None,
-) -> Task:
     overlap = settings.get("without_overlapping", False)
     timeout = settings.get("timeout")
     grace = settings.get("misfire_grace")
@@ -517,3 +486,12 @@ def _make_task(
         **ops_fields(settings),
         **cap_fields(settings),
     )
+
+
+def _resolve(result: FileResult, kind: str, base: Path, text: str) -> Path:
+    """A path from the file, read against the file's directory, noted in `result`; tasks
+    share a few, so each is resolved once per file."""
+    key = (kind, str(base), text)
+    if key not in result.resolved:
+        result.resolved[key] = resolve_path(kind, base, text)
+    return result.resolved[key]
