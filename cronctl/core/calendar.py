@@ -124,12 +124,9 @@ def build_timeline(
     every_minute_counted: bool = False,
     graph: Chains | None = None,
 ) -> Timeline:
-    """Count each task's runs per wall hour of `zone` (default UTC) for `days` days from
-    the local midnight of `start`; every-minute tasks stay out of the heat map unless
-    `every_minute_counted`. A fall-back day's repeated hour adds both passes to its cell; a
-    spring-forward day's missing hour stays empty. A chained task counts at its chain's root
-    times unless a pause in the file stops it: `graph` holds the whole schedule's chains
-    when `tasks` are some of them."""
+    """Each task's runs per wall hour of `zone` for `days` days from the local midnight of
+    `start` (a fall back's repeated hour holds both passes); a chained task at its root's
+    times. `graph`: the whole schedule's chains when `tasks` are some of them."""
     zone = zone or parse_zone("UTC")
     first = zone.wall(start).replace(hour=0, minute=0, second=0, microsecond=0)
     origin = _instant(zone, first)

@@ -76,10 +76,8 @@ _SAT_SUN = frozenset({0, 6})
 def parse_crontab(
     text: str, *, system: bool, run_as: str = "root", skip_other_users: bool = False
 ) -> CrontabImport:
-    """Convert a crontab's text. `run_as` is the user cronctl will run the file as. A system
-    line for another user keeps its user: its command runs through `runuser -u USER --`
-    (which needs root), or with `skip_other_users` it is left out. Who runs a job never
-    changes silently."""
+    """Convert a crontab's text for cronctl running as `run_as`. A system line for another
+    user keeps its user (`runuser -u USER --`), or `skip_other_users` leaves it out."""
     builder = _Builder(system, run_as, skip_other_users)
     # Cron splits lines on "\n" only; rstrip drops CRLF's "\r" and trailing blanks.
     for number, raw in enumerate(text.removeprefix("\ufeff").split("\n"), start=1):
@@ -137,7 +135,10 @@ class _Builder:
                 "it does not close (or has text after it)",
             )
             return
-        problem = check_env({name: value}) or _one_line_setting(name, value)
+        problem = check_env({name: value})
+        if problem is None and name in _ONE_LINE and (bad := check_line(_ONE_LINE[name], value)):
+            # The schema's own check of the one-line key the variable would set.
+            problem = f"{name} would set {_ONE_LINE[name]}, but {bad}"
         if problem is not None:
             self.say(number, f"left out: {problem}")
             return
@@ -326,7 +327,14 @@ class _Builder:
             self.say(lines[0], f"note: {which}; {what}")
         if self.last_entry == 0:
             self.say(None, "note: the crontab holds no scheduled lines")
-        common = _common(p.settings for p in self.pending)
+        # [defaults]: each setting every task has (a default would reach a task that lacks
+        # it), at its most common value (first on a tie).
+        every = [p.settings for p in self.pending]
+        common: dict[str, Any] = {}
+        for key in every[0] if every else ():
+            if all(key in s for s in every):
+                values = [s[key] for s in every]
+                common[key] = max(values, key=values.count)
         tasks = tuple(
             {
                 "name": p.name,
@@ -346,13 +354,6 @@ class _Builder:
 _ONE_LINE = {"SHELL": "shell", "HOME": "workdir"}
 
 
-def _one_line_setting(name: str, value: str) -> str | None:
-    """Why ``name=value`` cannot become its one-line key (the schema's own check)."""
-    key = _ONE_LINE.get(name)
-    problem = None if key is None else check_line(key, value)
-    return None if problem is None else f"{name} would set {key}, but {problem}"
-
-
 def _env_value(raw: str) -> str | None:
     """Cron's value rules: quotes around the whole value are removed; None if malformed."""
     if raw[:1] in ("'", '"'):
@@ -370,18 +371,6 @@ def _unescape_percent(command: str) -> tuple[str, int | None]:
     assert kept is not None  # it matches the empty string
     cut = kept.end() if kept.end() < len(command) else None
     return kept.group().replace("\\%", "%"), cut
-
-
-def _common(settings: Iterator[dict[str, Any]]) -> dict[str, Any]:
-    """[defaults]: each setting every task has (a default would reach a task that lacks
-    it), at its most common value (first on a tie)."""
-    every = list(settings)
-    common: dict[str, Any] = {}
-    for key in every[0] if every else ():
-        if all(key in s for s in every):
-            values = [s[key] for s in every]
-            common[key] = max(values, key=values.count)
-    return common
 
 
 def _nest(flat: dict[str, Any]) -> dict[str, Any]:

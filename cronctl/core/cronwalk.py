@@ -27,14 +27,6 @@ def day_named(expr: CronExpr, day: date) -> bool:
     return day.month in expr.months and expr.matches_day(day)
 
 
-def next_day(expr: CronExpr, day: date) -> date:
-    """The first calendar day strictly after `day` that `expr` names."""
-    found = _next_day_until(expr, day, date(min(day.year + _CYCLE_YEARS, 9999), 12, 31))
-    if found is None:
-        raise ValueError(f"{expr.text!r} names no day in {_CYCLE_YEARS} years after {day}")
-    return found
-
-
 def _next_day_until(expr: CronExpr, day: date, until: date) -> date | None:
     """The first day in (day, until] that `expr` names, or None."""
     while day < until:
@@ -42,20 +34,16 @@ def _next_day_until(expr: CronExpr, day: date, until: date) -> date | None:
         if day.month not in expr.months:
             if (day.year, day.month) == (until.year, until.month):
                 return None
-            day = _next_month_start(expr, day) - _DAY
+            year, month = day.year, day.month
+            for _ in range(12):  # to the first day of the next month named
+                year, month = (year + 1, 1) if month == 12 else (year, month + 1)
+                if month in expr.months:
+                    break
+            day = date(year, month, 1) - _DAY
             continue
         if expr.matches_day(day):
             return day
     return None
-
-
-def _next_month_start(expr: CronExpr, day: date) -> date:
-    year, month = day.year, day.month
-    for _ in range(12):
-        year, month = (year + 1, 1) if month == 12 else (year, month + 1)
-        if month in expr.months:
-            break
-    return date(year, month, 1)
 
 
 def next_wall(expr: CronExpr, wall: datetime) -> datetime:
@@ -67,8 +55,10 @@ def next_wall(expr: CronExpr, wall: datetime) -> datetime:
         found = _time_at_or_after(hours, minutes, start.hour, start.minute)
         if found is not None:
             return datetime(day.year, day.month, day.day, found[0], found[1])
-    day = next_day(expr, day)
-    return datetime(day.year, day.month, day.day, hours[0], minutes[0])
+    named = _next_day_until(expr, day, date(min(day.year + _CYCLE_YEARS, 9999), 12, 31))
+    if named is None:
+        raise ValueError(f"{expr.text!r} names no day in {_CYCLE_YEARS} years after {day}")
+    return datetime(named.year, named.month, named.day, hours[0], minutes[0])
 
 
 def _time_at_or_after(
@@ -113,10 +103,8 @@ _DAYS_APART_KEPT = 4096
 
 
 def shortest_wall_gap(expr: CronExpr, first: date, days: int) -> int | None:
-    """The shortest interval, in minutes of wall time, between two wall minutes `expr` names
-    one after the other, on the `days` days from `first` (None: no two there): every day it
-    names has the same times, so the closest two times of a day, or the last of a day to the
-    first of the next day named."""
+    """The shortest gap, in wall minutes, between consecutive minutes `expr` names on the
+    `days` days from `first` (None: no two there), from one day's times and the days apart."""
     hours, minutes = _times(expr)
     times = [h * 60 + m for h in hours for m in minutes]
     gaps = [b - a for a, b in pairwise(times)]

@@ -61,21 +61,6 @@ def changed_keys(old: Task, new: Task) -> tuple[str, ...]:
     return tuple(dict.fromkeys(keys))
 
 
-def _moved(old: Task, new: Task, start: datetime, end: datetime) -> dict[str, object]:
-    if old.fingerprint == new.fingerprint and old.paused == new.paused:
-        return {}
-    before = set() if old.paused else set(occurrences(old, start, end))
-    after = set() if new.paused else set(occurrences(new, start, end))
-    gained = sorted(after - before)
-    lost = sorted(before - after)
-    return {
-        "gained": tuple(gained[:SHOWN]),
-        "lost": tuple(lost[:SHOWN]),
-        "gained_count": len(gained),
-        "lost_count": len(lost),
-    }
-
-
 def diff_schedules(old: Schedule, new: Schedule, now: datetime) -> ScheduleDiff:
     """Compare `old` (e.g. the base branch) with `new` over the 14 days after `now`."""
     end = now + DIFF_WINDOW
@@ -92,8 +77,16 @@ def diff_schedules(old: Schedule, new: Schedule, now: datetime) -> ScheduleDiff:
             removed.remove(twin)
     changed = []
     for name, task in after.items():
-        if (was := before.get(name)) is not None and (keys := changed_keys(was, task)):
-            changed.append(TaskChange(was, task, keys, **_moved(was, task, now, end)))  # type: ignore[arg-type]
+        if (was := before.get(name)) is None or not (keys := changed_keys(was, task)):
+            continue
+        if was.fingerprint == task.fingerprint and was.paused == task.paused:
+            changed.append(TaskChange(was, task, keys))
+            continue
+        old_runs = set() if was.paused else set(occurrences(was, now, end))
+        new_runs = set() if task.paused else set(occurrences(task, now, end))
+        gained, lost = sorted(new_runs - old_runs), sorted(old_runs - new_runs)
+        shown = tuple(gained[:SHOWN]), tuple(lost[:SHOWN])
+        changed.append(TaskChange(was, task, keys, *shown, len(gained), len(lost)))
     return ScheduleDiff(tuple(added), tuple(removed), tuple(renamed), tuple(changed), now, end)
 
 

@@ -47,11 +47,8 @@ def parse_env_file(data: bytes, path: str) -> dict[str, str]:
 
 
 class Masker:
-    """Replaces each secret value by `***` in a stream fed in arbitrary chunks.
-
-    A value split across two chunks is still masked: the last len(longest) - 1 bytes are held
-    back until the next chunk (or `flush`) decides them. Empty values are not masked.
-    """
+    """Replaces each non-empty secret value by `***` in a stream fed in arbitrary chunks,
+    holding back the last len(longest) - 1 bytes so that a value split across two is masked."""
 
     __slots__ = ("_held", "_longest", "_pattern")
 

@@ -47,13 +47,8 @@ def parse_size(text: str, minimum: int = MIN_MAX_OUTPUT, least: str = "4KB") -> 
     return size
 
 
-def env_value_problem(key: str, value: Any) -> tuple[str, str] | None:
-    """Value checks of a key of ENV_KEYS whose type is right: (message, code) or None."""
-    problem = _env_problem(key, value)
-    return None if problem is None else (problem, "bad-value")
-
-
-def _env_problem(key: str, value: Any) -> str | None:
+def env_problem(key: str, value: Any) -> str | None:
+    """What is wrong with the value of a key of ENV_KEYS whose type is right."""
     if key == "max_output":
         try:
             parse_size(value)

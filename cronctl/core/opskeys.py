@@ -181,10 +181,8 @@ _BOUND_LONGEST = 30 * 1440
 
 
 def _apart_beyond(task: Task, now: datetime, below: timedelta, spread: timedelta) -> bool:
-    """Whether every gap the walk could meet is longer than `below`, known without walking:
-    the shortest wall gap of a fixed-time expression, less the spread of the zone's offsets,
-    is a floor under every real one. (A wildcard task runs both passes of a fall back, which
-    this floor does not bound.)"""
+    """Whether every gap the walk could meet is longer than `below`, without walking: a
+    fixed-time expression's shortest wall gap less the zone's offset spread is a floor."""
     cron = task.cron
     if cron is None or not cron.fixed_time:
         return False
@@ -270,9 +268,7 @@ def overdue_since(
     next_run: Callable[[Task, datetime], datetime | None] | None = None,
 ) -> datetime | None:
     """When the task became overdue (README, Overdue), or None: the second occurrence after
-    its last `ok` run (else the first occurrence this machine saw), plus its misfire grace,
-    has passed. Counted on the schedule: a weekdays task is not overdue over a weekend; a
-    one-shot task never is. `next_run` answers as ``task.next_run`` would."""
+    its last `ok` run (else its first seen) plus its misfire grace; never for a one-shot."""
     anchor = last_ok or first_seen
     if task.cron is None or anchor is None:
         return None

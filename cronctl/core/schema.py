@@ -11,7 +11,7 @@ from cronctl.core import schedules
 from cronctl.core.capkeys import CAP_KEYS, cap_fields, cap_value_problem
 from cronctl.core.chains import outcome_problem, read_after
 from cronctl.core.cronexpr import parse_cron
-from cronctl.core.envkeys import ENV_KEYS, env_value_problem, parse_size, secret_names
+from cronctl.core.envkeys import ENV_KEYS, env_problem, parse_size, secret_names
 from cronctl.core.groups import Group, name_problem, parse_groups
 from cronctl.core.model import (
     CHAINED,
@@ -241,7 +241,7 @@ def _setting_problem(key: str, value: Any) -> tuple[str, str] | None:
             "bad-value",
         )
     if key == "max_output":
-        return env_value_problem(key, value)
+        return (bad, "bad-value") if (bad := env_problem(key, value)) else None
     # A NUL or an escape in `coordination` would reach stderr (cron mail) raw in every
     # store message.
     if key in ("coordination", *_PATH_SETTINGS) and (bad := check_line(key, value)):
@@ -259,7 +259,7 @@ def _check_value(key: str, value: Any, own: object = None) -> tuple[str, str] | 
     if key in CAP_KEYS:
         return cap_value_problem(key, value)
     if key in ENV_KEYS:
-        return env_value_problem(key, value)
+        return (bad, "bad-value") if (bad := env_problem(key, value)) else None
     if key == "after":
         after = read_after(value, own)
         return (after.problem, "bad-value") if after.problem else None

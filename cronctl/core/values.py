@@ -97,6 +97,7 @@ def check_text(key: str, value: str) -> str | None:
     return None
 
 
+_CONTROL = "[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]"
 #: Keys whose value is one line of text: a control character there is never meant, and
 #: would reach a terminal, a log line or an exported unit as a new line or an escape.
 ONE_LINE_KEYS = frozenset(
@@ -107,11 +108,8 @@ ONE_LINE_KEYS = frozenset(
 def control_char(value: str) -> str | None:
     """The first control character in `value` (C0, DEL, C1, or a Unicode line break). A tab is
     not one: it adds no line and moves no cursor (`import` keeps crontab lines' tabs)."""
-    return next((char for char in value if _is_control(ord(char))), None)
-
-
-def _is_control(code: int) -> bool:
-    return (code < 0x20 and code != 9) or 0x7F <= code <= 0x9F or code in (0x2028, 0x2029)
+    found = re.search(_CONTROL, value)
+    return found.group() if found else None
 
 
 def escape_controls(text: str) -> str:

@@ -47,12 +47,8 @@ def dst_limits(task: Task, now: datetime) -> list[str]:
 
 
 def common_limits(task: Task) -> list[str]:
-    """What no export target has: hosts, pings, hooks, notify, secrets, caps (`on_one_server`
-    only systemd loses: a CronJob runs once per occurrence in its cluster).
-
-    Secrets from files are never exported: no target reads them the way cronctl does
-    (systemd's EnvironmentFile= takes quotes and escapes, LoadCredential= gives a file and
-    not a variable), and an export must not carry a value. The paths are named."""
+    """What no export target has: hosts, pings, hooks, notify, secrets, caps. Secrets from
+    files are never exported (an export must not carry a value): their paths are named."""
     keys = ("hosts", "ping_url", "on_failure", "on_success")
     lost = [
         f"{key}: not exported; the target has no such setting" for key in keys if getattr(task, key)
