@@ -131,7 +131,18 @@ def build_timeline(
     first = zone.wall(start).replace(hour=0, minute=0, second=0, microsecond=0)
     origin = _instant(zone, first)
     end = _instant(zone, first + timedelta(days=days))
-    hours = _wall_hours(zone, hour_floor(origin), end)
+    # Each UTC hour of the window, with its wall hour when it is one whole wall hour.
+    hours: list[_Hour] = []
+    hour = hour_floor(origin)
+    while hour < end:
+        seg = zone.segment_at(hour)
+        whole = (
+            seg.offset % HOUR == timedelta(0)
+            and (seg.start is None or seg.start <= hour)
+            and (seg.end is None or seg.end >= hour + HOUR)
+        )
+        hours.append((hour, seg.wall(hour) if whole else None))
+        hour += HOUR
     lanes = []
     same: dict[object, tuple[int, ...]] = {}  # tasks with one schedule and zone count once
     if graph is None and any(task.chained for task in tasks):
@@ -146,21 +157,6 @@ def build_timeline(
         counted = every_minute_counted or not every_minute(timed)
         lanes.append(TaskLane(task, counts, counted))
     return Timeline(first, days, tuple(lanes), zone)
-
-
-def _wall_hours(zone: Zone, hour: datetime, end: datetime) -> list[_Hour]:
-    """Each UTC hour in [hour, end), with its wall hour when it is one whole wall hour."""
-    found = []
-    while hour < end:
-        seg = zone.segment_at(hour)
-        whole = (
-            seg.offset % HOUR == timedelta(0)
-            and (seg.start is None or seg.start <= hour)
-            and (seg.end is None or seg.end >= hour + HOUR)
-        )
-        found.append((hour, seg.wall(hour) if whole else None))
-        hour += HOUR
-    return found
 
 
 def _count(

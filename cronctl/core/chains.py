@@ -159,7 +159,7 @@ class Chains:
 
     def _link_problems(self, task: Task, display: dict[Path, str]) -> list[Problem]:
         ups = [self.tasks[up] for up in self.upstream(task.name)]
-        times = {up.name: self._timings(up.name) for up in ups}
+        times = {up.name: {timing(self.tasks[r]) for r in self.roots(up.name)} for up in ups}
         if starts := [up.name for up in ups if up.start_only]:
             code = "after-start-only"
             message = (
@@ -184,9 +184,6 @@ class Chains:
         else:
             return []
         return [_at(task, display, code, message)]
-
-    def _timings(self, name: str) -> set[tuple[object, object]]:
-        return {timing(self.tasks[root]) for root in self.roots(name)}
 
     def _runs(self, name: str) -> str:
         """'extract at "0 2 * * *" UTC', or 'load (after extract) at ...' for a chained task."""

@@ -201,25 +201,17 @@ def _parse_field(spec: str, field: _Field) -> tuple[frozenset[int], str]:
     if field.name == "day-of-week" and 7 in values:
         values = (values - {7}) | {0}
     frozen = frozenset(values)
+    span = field.high - field.low + 1
     if star_list:
-        return frozen, _star_list_text(frozen, field)
+        # `*/100,1-7` -> `*/31,1-7`: a leading '*' item croniter reads as the first value only
+        # (a list led by '*' always holds it); every value of the field -> '*'.
+        every = len(frozen) == span - (field.name == "day-of-week")  # 7 is 0 again
+        return frozen, "*" if every else f"*/{span}," + _compress(sorted(frozen))
     if spec.startswith("*"):
         # Kept as written: croniter (implement_cron_bug) and Debian cron read the
         # day fields' AND/OR rule from a leading '*'.
         return frozen, spec
     return frozen, _compress(sorted(frozen))
-
-
-def _star_list_text(values: frozenset[int], field: _Field) -> str:
-    """`*/100,1-7` -> `*/31,1-7`: a leading '*' item croniter reads as the first value only
-    (a list led by '*' always holds it)."""
-    span = field.high - field.low + 1
-    full = set(range(field.low, field.high + 1))
-    if field.name == "day-of-week":
-        full = (full - {7}) | {0}
-    if values >= full:
-        return "*"
-    return f"*/{span}," + _compress(sorted(values))
 
 
 def _parse_item(item: str, spec: str, field: _Field, any_step: bool = False) -> set[int]:
@@ -231,11 +223,20 @@ def _parse_item(item: str, spec: str, field: _Field, any_step: bool = False) -> 
             f"allowed: {field.low}-{field.high}"
         )
     base, slash, step_text = item.partition("/")
-    step = 1
+    step, span = 1, field.high - field.low + 1
+    if slash and not _is_number(step_text):
+        message = f"step {step_text!r} in the {field.name} field ({spec!r}) is not a number"
+        raise CronSyntaxError(message)
     if slash:
+        step = _bounded_int(step_text)
         # Vixie cron: a '*/S' item leading a list may step past the field (`*/100,1-7`:
         # only the first value), the classic way to mark a day field '*'.
-        step = _parse_step(step_text, spec, field, any_size=any_step and base == "*")
+        any_size = any_step and base == "*" and step > 0 and len(step_text) <= 4
+        if not any_size and (step == 0 or step > span):
+            raise CronSyntaxError(
+                f"step {_shown(step_text)} in the {field.name} field ({spec!r}) must be "
+                f"between 1 and {span}"
+            )
     if base == "*":
         low, high = field.low, field.high
     elif "-" in base:
@@ -253,20 +254,6 @@ def _parse_item(item: str, spec: str, field: _Field, any_step: bool = False) -> 
         # Vixie cron: N/S means N-max/S.
         high = field.high if slash else low
     return set(range(low, high + 1, step))
-
-
-def _parse_step(text: str, spec: str, field: _Field, any_size: bool = False) -> int:
-    if not _is_number(text):
-        raise CronSyntaxError(f"step {text!r} in the {field.name} field ({spec!r}) is not a number")
-    step = _bounded_int(text)
-    span = field.high - field.low + 1
-    if any_size and step > 0 and len(text) <= 4:
-        return step
-    if step == 0 or step > span:
-        raise CronSyntaxError(
-            f"step {_shown(text)} in the {field.name} field ({spec!r}) must be between 1 and {span}"
-        )
-    return step
 
 
 def _is_number(text: str) -> bool:

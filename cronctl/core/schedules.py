@@ -42,7 +42,15 @@ def to_cron(key: str, value: Any, task: dict[str, Any]) -> tuple[str | None, dat
             key=day_keys[0],
         )
     if key == "at":
-        return None, _at(value)
+        if value.tzinfo is None:
+            raise ScheduleProblem(
+                f"at = {value.isoformat()} has no offset; add Z or +HH:MM so it names one instant"
+            )
+        if value.second or value.microsecond:
+            raise ScheduleProblem("'at' must be on a whole minute; cronctl is woken once a minute")
+        if problem := instant_problem(value):
+            raise ScheduleProblem(f"at = {value.isoformat()} {problem}")
+        return None, value.astimezone(UTC)
     cron = _FIXED.get(key) if value is True else None
     if cron is None:
         cron = _valued(key, value)
@@ -73,7 +81,12 @@ def _valued(key: str, value: Any) -> str:
             raise ScheduleProblem(str(exc)) from None
         return f"{minute} {hour} * * *"
     if key == "twice_daily":
-        return _twice_daily(value)
+        hours = [h for h in value if isinstance(h, int) and not isinstance(h, bool)]
+        if len(value) != 2 or len(hours) != 2:
+            raise ScheduleProblem("twice_daily must be two hours, e.g. [1, 13]", code="bad-type")
+        if any(not 0 <= h <= 23 for h in hours) or hours[0] == hours[1]:
+            raise ScheduleProblem(f"twice_daily = {value} needs two different hours 0-23")
+        return f"0 {','.join(str(h) for h in sorted(hours))} * * *"
     if key == "weekly_on":
         day, (hour, minute) = _pair(value, "weekly_on", '[1, "09:00"]', parse_day_of_week)
         return f"{minute} {hour} * * {day}"
@@ -81,15 +94,6 @@ def _valued(key: str, value: Any) -> str:
         day, (hour, minute) = _pair(value, "monthly_on", '[15, "00:00"]', _day_of_month)
         return f"{minute} {hour} {day} * *"
     raise ScheduleProblem(f"{key!r} is not a schedule key")  # pragma: no cover - guarded by schema
-
-
-def _twice_daily(value: list[Any]) -> str:
-    hours = [h for h in value if isinstance(h, int) and not isinstance(h, bool)]
-    if len(value) != 2 or len(hours) != 2:
-        raise ScheduleProblem("twice_daily must be two hours, e.g. [1, 13]", code="bad-type")
-    if any(not 0 <= h <= 23 for h in hours) or hours[0] == hours[1]:
-        raise ScheduleProblem(f"twice_daily = {value} needs two different hours 0-23")
-    return f"0 {','.join(str(h) for h in sorted(hours))} * * *"
 
 
 def _day_of_month(value: object) -> int:
@@ -130,18 +134,6 @@ def _restrict_days(cron: str, task: dict[str, Any], day_keys: list[str]) -> str:
     fields = cron.split()
     fields[4] = days
     return " ".join(fields)
-
-
-def _at(value: datetime) -> datetime:
-    if value.tzinfo is None:
-        raise ScheduleProblem(
-            f"at = {value.isoformat()} has no offset; add Z or +HH:MM so it names one instant"
-        )
-    if value.second or value.microsecond:
-        raise ScheduleProblem("'at' must be on a whole minute; cronctl is woken once a minute")
-    if problem := instant_problem(value):
-        raise ScheduleProblem(f"at = {value.isoformat()} {problem}")
-    return value.astimezone(UTC)
 
 
 def describe_value(value: Any) -> str:

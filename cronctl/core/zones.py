@@ -78,7 +78,9 @@ class Zone:
             offset = self.tz.utcoffset(None)
             assert offset is not None
             return Segment(None, None, offset, None)
-        return _iana_segment(self.name, instant)
+        start, end = _iana_segment_cached(self.name, instant.replace(second=0, microsecond=0))
+        prev = _offset(self.tz, start - timedelta(seconds=1)) if start is not None else None
+        return Segment(start, end, _offset(self.tz, instant), prev)
 
     def wall(self, instant: datetime) -> datetime:
         return self.segment_at(instant).wall(instant)
@@ -361,11 +363,3 @@ def _iana_segment_cached(name: str, key: datetime) -> tuple[datetime | None, dat
     earlier = (c[0] for year in back for c in reversed(_year_changes(name, year)) if c[0] <= key)
     later = (c[0] for year in ahead for c in _year_changes(name, year) if c[0] > key)
     return next(earlier, None), next(later, None)
-
-
-def _iana_segment(name: str, instant: datetime) -> Segment:
-    start, end = _iana_segment_cached(name, instant.replace(second=0, microsecond=0))
-    tz = _iana(name)
-    offset = _offset(tz, instant)
-    prev = _offset(tz, start - timedelta(seconds=1)) if start is not None else None
-    return Segment(start, end, offset, prev)
