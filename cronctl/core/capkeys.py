@@ -78,12 +78,8 @@ def cap_value_problem(key: str, value: Any) -> tuple[str, str] | None:
     return None
 
 
-def cap_fields(settings: dict[str, Any]) -> dict[str, Any]:
-    """The Task fields of the caps, from a task's merged, validated settings."""
-    return {key: conv(settings[key]) for key, conv in _CAP_FIELDS.items() if key in settings}
-
-
-_CAP_FIELDS: dict[str, Callable[[Any], Any]] = {
+#: The Task field of each cap from its validated value.
+CAP_FIELDS: dict[str, Callable[[Any], Any]] = {
     "memory_max": lambda value: parse_size(value, MIN_MEMORY),
     "cpu_max": parse_percent,
     "nice": int,

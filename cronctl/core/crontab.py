@@ -127,7 +127,11 @@ class _Builder:
         self.report.append(ReportLine(line, message, message.startswith("left out: ")))
 
     def env_line(self, number: int, name: str, raw: str) -> None:
-        value = _env_value(raw)
+        # Cron's value rules: quotes around the whole value are removed.
+        value: str | None = raw
+        if raw[:1] in ("'", '"'):
+            end = raw.find(raw[0], 1)
+            value = None if end == -1 or raw[end + 1 :].strip() else raw[1:end]
         if value is None:
             self.say(
                 number,
@@ -211,8 +215,12 @@ class _Builder:
     def add_task(
         self, number: int, line: str, schedule: dict[str, Any], user: str | None, raw: str
     ) -> None:
-        command, cut = _unescape_percent(raw)
-        if cut is not None:
+        # Vixie cron: `\%` is a literal '%', a bare '%' ends the command (a backslash escapes
+        # the character after it: in `\\%` the second one, and '%' cuts).
+        kept = re.match(r"(?:\\.|[^\\%])*\\?", raw, re.DOTALL)
+        assert kept is not None  # it matches the empty string
+        command = kept.group().replace("\\%", "%")
+        if kept.end() < len(raw):
             self.say(
                 number,
                 "left out: unescaped '%' in the command: cron ends the command there and "
@@ -352,25 +360,6 @@ class _Builder:
 #: Variables whose value becomes a key that holds one line of text (cron starts commands
 #: in $HOME).
 _ONE_LINE = {"SHELL": "shell", "HOME": "workdir"}
-
-
-def _env_value(raw: str) -> str | None:
-    """Cron's value rules: quotes around the whole value are removed; None if malformed."""
-    if raw[:1] in ("'", '"'):
-        end = raw.find(raw[0], 1)
-        if end == -1 or raw[end + 1 :].strip():
-            return None
-        return raw[1:end]
-    return raw
-
-
-def _unescape_percent(command: str) -> tuple[str, int | None]:
-    """Vixie cron: `\\%` is a literal '%'; a bare '%' ends the command. (text, index of cut)."""
-    # A backslash escapes the character after it: in `\\%` the second one, and '%' cuts.
-    kept = re.match(r"(?:\\.|[^\\%])*\\?", command, re.DOTALL)
-    assert kept is not None  # it matches the empty string
-    cut = kept.end() if kept.end() < len(command) else None
-    return kept.group().replace("\\%", "%"), cut
 
 
 def _nest(flat: dict[str, Any]) -> dict[str, Any]:

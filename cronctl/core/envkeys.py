@@ -89,11 +89,3 @@ def secret_path(text: str, base: Path, credentials: str | None) -> Path:
     if path.is_absolute():
         return path
     return Path(os.path.normpath(Path(credentials or base) / path))
-
-
-def secret_names(env_from_file: dict[str, str], env: dict[str, str]) -> str | None:
-    """A name set both by `env` and by `env_from_file` (which would win is not obvious)."""
-    both = sorted(set(env_from_file) & set(env))
-    if not both:
-        return None
-    return f"{both[0]!r} is set by both 'env' and 'env_from_file'; keep one"

@@ -109,12 +109,8 @@ def _hosts_problem(patterns: list[str]) -> str | None:
     return None
 
 
-def ops_fields(settings: dict[str, Any]) -> dict[str, Any]:
-    """The Task fields of the operating keys, from a task's merged, validated settings."""
-    return {key: conv(settings[key]) for key, conv in _OPS_FIELDS.items() if key in settings}
-
-
-_OPS_FIELDS: dict[str, Callable[[Any], Any]] = {
+#: The Task field of each operating key from its validated value.
+OPS_FIELDS: dict[str, Callable[[Any], Any]] = {
     **dict.fromkeys(("hosts", "ignore_warnings"), tuple),
     **dict.fromkeys(("retry_delay", "jitter"), parse_duration),
     **dict.fromkeys(("retries", "ping_url", "on_failure", "on_success", "notify"), lambda v: v),

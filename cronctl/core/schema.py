@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from cronctl.core import schedules
-from cronctl.core.capkeys import CAP_KEYS, cap_fields, cap_value_problem
+from cronctl.core.capkeys import CAP_FIELDS, CAP_KEYS, cap_value_problem
 from cronctl.core.chains import outcome_problem, read_after
 from cronctl.core.cronexpr import parse_cron
-from cronctl.core.envkeys import ENV_KEYS, env_problem, parse_size, secret_names
+from cronctl.core.envkeys import ENV_KEYS, env_problem, parse_size
 from cronctl.core.groups import Group, name_problem, parse_groups
 from cronctl.core.model import (
     CHAINED,
@@ -21,7 +21,7 @@ from cronctl.core.model import (
     Problem,
     Task,
 )
-from cronctl.core.opskeys import OPS_KEYS, ops_fields, ops_value_problem
+from cronctl.core.opskeys import OPS_FIELDS, OPS_KEYS, ops_value_problem
 from cronctl.core.tomllines import LineIndex
 from cronctl.core.values import (
     KINDS,
@@ -438,10 +438,12 @@ def _parse_task(
         own = raw.get(joined, ())
         items = [*defaults.get(joined, ()), *(own if isinstance(own, list) else ())]
         settings[joined] = tuple(dict.fromkeys(items))
+    # A name set both by `env` and by `env_from_file`: which would win is not obvious.
     if isinstance(raw.get("env_from_file"), dict) and (
-        both := secret_names(raw["env_from_file"], settings["env"])
+        both := sorted(set(raw["env_from_file"]) & set(settings["env"]))
     ):
-        report("env_from_file", "bad-value", both)
+        message = f"{both[0]!r} is set by both 'env' and 'env_from_file'; keep one"
+        report("env_from_file", "bad-value", message)
     if not ok:
         return None
     assert isinstance(name, str)
@@ -483,8 +485,7 @@ def _parse_task(
         env_from_file=dict(raw.get("env_from_file", {})),
         max_output=parse_size(settings["max_output"]) if "max_output" in settings else None,
         **{key: settings[key] for key in _AS_WRITTEN if key in settings},
-        **ops_fields(settings),
-        **cap_fields(settings),
+        **{k: conv(settings[k]) for k, conv in (OPS_FIELDS | CAP_FIELDS).items() if k in settings},
     )
 
 

@@ -113,7 +113,11 @@ def _program_words(words: list[str], depth: int) -> list[str]:
     if program in _SHELLS and "-c" in rest and depth == 0:
         index = rest.index("-c")
         if index + 1 < len(rest):
-            return _name_words(_unquote(rest[index + 1]), depth + 1)
+            try:
+                inner = " ".join(shlex.split(rest[index + 1]))
+            except ValueError:
+                inner = rest[index + 1].strip("'\"")
+            return _name_words(inner, depth + 1)
     if _INTERPRETER.match(program):
         if _is_guard(words):
             return [program]  # inline code: the interpreter is all there is to name
@@ -153,10 +157,3 @@ def _base(word: str) -> str:
 
 def _stem(word: str) -> str:
     return _STEM_SUFFIX.sub("", _base(word))
-
-
-def _unquote(word: str) -> str:
-    try:
-        return " ".join(shlex.split(word))
-    except ValueError:
-        return word.strip("'\"")

@@ -37,18 +37,10 @@ def whole_hour_zone(task: Task) -> str | None:
     return "UTC" if hours == 0 else f"Etc/GMT{-hours:+d}"
 
 
-def dst_limits(task: Task, now: datetime) -> list[str]:
-    """The task's DST gaps and overlaps in the next 12 months (each target has its own rule)."""
-    return [
-        f"DST rule ({w.code}): {w.message}; the target applies its own rule on that day"
-        for w in task_warnings(task, now)
-        if w.code in ("dst-gap", "dst-overlap")
-    ]
-
-
-def common_limits(task: Task) -> list[str]:
-    """What no export target has: hosts, pings, hooks, notify, secrets, caps. Secrets from
-    files are never exported (an export must not carry a value): their paths are named."""
+def common_limits(task: Task, now: datetime) -> list[str]:
+    """What no export target has: hosts, pings, hooks, notify, secrets, caps, and the DST
+    rule of the next 12 months. Secrets from files are never exported (an export must not
+    carry a value): their paths are named."""
     keys = ("hosts", "ping_url", "on_failure", "on_success")
     lost = [
         f"{key}: not exported; the target has no such setting" for key in keys if getattr(task, key)
@@ -68,7 +60,11 @@ def common_limits(task: Task) -> list[str]:
             f"{', '.join(caps)}: not exported; set the target's own (systemd MemoryMax=, "
             "CPUQuota=, Nice=, IOSchedulingClass=; Kubernetes resources.limits)"
         )
-    return lost
+    return lost + [
+        f"DST rule ({w.code}): {w.message}; the target applies its own rule on that day"
+        for w in task_warnings(task, now)
+        if w.code in ("dst-gap", "dst-overlap")
+    ]
 
 
 def one_line(text: str) -> str:

@@ -11,7 +11,6 @@ from cronctl.core.cronwalk import shortest_wall_gap
 from cronctl.core.export.common import (
     Exported,
     common_limits,
-    dst_limits,
     one_line,
     whole_hour_zone,
 )
@@ -41,7 +40,7 @@ def _literal(text: str) -> str:
 
 
 def _limits(task: Task, now: datetime) -> list[str]:
-    lost = common_limits(task) + dst_limits(task, now)
+    lost = common_limits(task, now)
     for key in ("when", "skip"):
         if getattr(task, key):
             lost.append(f"{key} condition: a CronJob has none; the job runs without it")

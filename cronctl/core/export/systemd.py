@@ -12,7 +12,6 @@ from cronctl.core.cronexpr import CronExpr, ranges
 from cronctl.core.export.common import (
     Exported,
     common_limits,
-    dst_limits,
     one_line,
     whole_hour_zone,
 )
@@ -134,7 +133,7 @@ def _timer(task: Task, unit: str, calendars: list[str]) -> str:
 
 
 def _limits(task: Task, now: datetime) -> list[str]:
-    lost = common_limits(task) + dst_limits(task, now)
+    lost = common_limits(task, now)
     if task.on_one_server:
         lost.insert(
             0,
