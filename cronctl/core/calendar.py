@@ -165,20 +165,15 @@ def _count(
     counts = [0] * (days * 24)
     for hour, wall in hours:
         minutes = hour_minutes(task, hour)
-        if not minutes:
-            continue
-        if wall is not None:
-            _add(counts, first, wall, len(minutes))
-            continue
-        for minute in minutes:  # a seam or a half-hour offset: minute by minute
-            _add(counts, first, zone.wall(hour + minute * MINUTE), 1)
+        if wall is not None and minutes:
+            runs = [(wall, len(minutes))]
+        else:  # a seam or a half-hour offset: minute by minute
+            runs = [(zone.wall(hour + minute * MINUTE), 1) for minute in minutes]
+        for at, count in runs:
+            index = (at - first).days * 24 + at.hour
+            if 0 <= index < len(counts):
+                counts[index] += count
     return tuple(counts)
-
-
-def _add(counts: list[int], first: datetime, wall: datetime, runs: int) -> None:
-    index = (wall - first).days * 24 + wall.hour
-    if 0 <= index < len(counts):
-        counts[index] += runs
 
 
 @dataclass(frozen=True)

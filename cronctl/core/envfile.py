@@ -27,22 +27,17 @@ def parse_env_file(data: bytes, path: str) -> dict[str, str]:
             continue
         key, sep, value = line.partition("=")
         if not sep:
-            raise EnvFileError("expected KEY=VALUE (the line has no '=')", path, number)
-        if not re.match(_KEY, key, re.ASCII):
-            raise EnvFileError(
-                "the key must be letters, digits and _ (not first a digit), with no spaces",
-                path,
-                number,
-            )
-        if "\0" in value or "\r" in value:
-            raise EnvFileError(
-                f"{key}: the value holds a NUL or carriage return (CRLF line ends?)",
-                path,
-                number,
-            )
-        if key in found:
-            raise EnvFileError(f"{key} is set twice in this file", path, number)
-        found[key] = value
+            problem = "expected KEY=VALUE (the line has no '=')"
+        elif not re.match(_KEY, key, re.ASCII):
+            problem = "the key must be letters, digits and _ (not first a digit), with no spaces"
+        elif "\0" in value or "\r" in value:
+            problem = f"{key}: the value holds a NUL or carriage return (CRLF line ends?)"
+        elif key in found:
+            problem = f"{key} is set twice in this file"
+        else:
+            found[key] = value
+            continue
+        raise EnvFileError(problem, path, number)
     return found
 
 

@@ -23,8 +23,7 @@ CHAINED = "after"
 #: What a chained task waits for, the default first.
 AFTER_OUTCOMES = ("ok", "failed", "any")
 NOTIFY_MODES = ("always", "change")
-#: A task's name keys locks, claims, logs and history: safe as a file name. (A string,
-#: compiled on first use by re's cache: a run that checks no name pays nothing.)
+#: A task's name keys locks, claims, logs, history: a safe file name (compiled on first use).
 TASK_NAME = r"[A-Za-z0-9][A-Za-z0-9._:-]{0,99}"
 DEFAULT_SHELL = "/bin/sh"
 MAX_PARALLEL = 8
@@ -170,9 +169,8 @@ class Task:
 
     @property
     def firing_key(self) -> object:
-        """Equal for tasks that fire at the same instants, to search their occurrences once.
-        parse_cron and parse_zone hand out one object per text, so identities group the tasks
-        without hashing each expression and zone. Valid while the tasks live."""
+        """Equal for tasks that fire at the same instants (parse_cron and parse_zone hand out
+        one object per text: no hashing). Valid while the tasks live."""
         return (id(self.cron), id(self.zone)) if self.cron is not None else self.at
 
     @property
@@ -201,8 +199,7 @@ class Task:
         return bool(self.walls_at(minute))
 
     def walls_at(self, instant: datetime) -> tuple[datetime, ...]:
-        """The wall times (naive, in the task's zone) whose occurrence is this UTC minute
-        (core/zones.py, walls_at)."""
+        """The naive wall times whose occurrence is this UTC minute (zones.walls_at)."""
         minute = minute_floor(instant)
         if self.cron is None:
             return (self.zone.wall(minute),) if self.at == minute else ()
@@ -307,9 +304,7 @@ def jitter_offset(task: Task, host: str) -> float:
     a machine's tasks keep their places minute after minute and machines spread apart."""
     if task.jitter is None:
         return 0.0
-    # Imported here, not at the top: hashlib loads OpenSSL, and only a task with jitter
-    # needs it.
-    import hashlib
+    import hashlib  # here: it loads OpenSSL, which only a task with jitter needs
 
     digest = hashlib.sha256(f"{host}\0{task.name}".encode()).digest()
     fraction = int.from_bytes(digest[:8], "big") / 2**64

@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 
 from cronctl.core.chains import Chains
 from cronctl.core.cronwalk import shortest_wall_gap
+from cronctl.core.minutes import MINUTE
 from cronctl.core.model import NOTIFY_MODES, Problem, Schedule, Task, format_duration
 from cronctl.core.values import Check, check_text, parse_duration
 from cronctl.core.warncodes import ignore_problem
@@ -118,7 +119,6 @@ OPS_FIELDS: dict[str, Callable[[Any], Any]] = {
 
 # At most this many occurrences are walked to find a task's shortest period.
 _PERIOD_SAMPLE = 1500
-_MINUTE = timedelta(minutes=1)
 
 # A one-shot task has no period to bound its jitter, and a retry delay is slept inside one
 # `run`: past these limits a mistyped unit ("3650d") would keep a process waiting for days.
@@ -146,7 +146,7 @@ def _new_lows(task: Task, now: datetime) -> Iterator[timedelta]:
         if low is None or gap < low:
             low = gap
             yield gap
-            if gap <= _MINUTE:  # no gap is shorter than a minute
+            if gap <= MINUTE:  # no gap is shorter than a minute
                 return
 
 
@@ -164,7 +164,7 @@ def _shortest(walk: _Walk, below: timedelta | None) -> timedelta | None:
 
 
 def _enough(gap: timedelta, below: timedelta | None) -> bool:
-    return (below is not None and gap <= below) or gap <= _MINUTE
+    return (below is not None and gap <= below) or gap <= MINUTE
 
 
 # The calendar days the bound below covers: from before `now`'s date in any zone to well

@@ -136,13 +136,12 @@ def parse_document(doc: dict[str, Any], lines: LineIndex, result: FileResult) ->
     """Validate one decoded file into `result`."""
     for key in doc:
         if key not in TOP_KEYS:
-            result.add(
-                lines.table_line(key) or lines.table_line("", key) or 1,
-                None,
-                "unknown-key",
+            message = (
                 f"unknown table or key {key!r}{did_you_mean(key, TOP_KEYS)}; "
-                "a schedule file has [cronctl], [defaults], [[group]] and [[task]] tables",
+                "a schedule file has [cronctl], [defaults], [[group]] and [[task]] tables"
             )
+            at = lines.table_line(key) or lines.table_line("", key) or 1
+            result.add(at, None, "unknown-key", message)
     base = result.path.parent
     settings = doc.get("cronctl", {})
     if _table_ok(settings, "cronctl", lines, result):
@@ -162,12 +161,8 @@ def parse_document(doc: dict[str, Any], lines: LineIndex, result: FileResult) ->
         result.groups = parse_groups(doc["group"], where, add)
     tasks = doc.get("task", [])
     if not isinstance(tasks, list):
-        result.add(
-            lines.table_line("", "task") or 1,
-            None,
-            "bad-type",
-            "'task' must be an array of tables: write each task under [[task]]",
-        )
+        message = "'task' must be an array of tables: write each task under [[task]]"
+        result.add(lines.table_line("", "task") or 1, None, "bad-type", message)
         return
     result.tables = len(tasks)
     for index, raw in enumerate(tasks):
@@ -449,16 +444,13 @@ def _parse_task(
     assert isinstance(name, str)
     if raw.get("on_start") and settings.get("on_one_server"):
         # A claim is keyed by an occurrence; a start has none that machines share.
+        message = (
+            "on_start runs on every machine whose cronctl work starts: on_one_server covers "
+            "only the scheduled occurrences; make the start-up command idempotent"
+        )
+        where = lines.task_line(index, "on_start")
         result.problems.append(
-            Problem(
-                result.display,
-                lines.task_line(index, "on_start"),
-                name,
-                "warning",
-                "on-start-every-server",
-                "on_start runs on every machine whose cronctl work starts: on_one_server covers "
-                "only the scheduled occurrences; make the start-up command idempotent",
-            )
+            Problem(result.display, where, name, "warning", "on-start-every-server", message)
         )
     overlap = settings.get("without_overlapping", False)
     timeout = settings.get("timeout")

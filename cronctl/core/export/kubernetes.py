@@ -85,8 +85,7 @@ _YEARS = 8  # two leap days, every weekday on every day of the month
 
 def deadline(task: Task) -> tuple[int, str | None]:
     """startingDeadlineSeconds for the task, and what it loses (or None): 60 s for `skip`;
-    else `misfire_grace`, cut to 90 intervals; without one, 90 intervals (fewer than 100
-    runs, in which Kubernetes starts the latest missed one, as coalesce does)."""
+    else `misfire_grace` cut to (or without one) 90 intervals, where Kubernetes coalesces."""
     if task.misfire == "skip":
         return 60, None
     assert task.cron is not None

@@ -113,25 +113,6 @@ def _service(task: Task, unit: str, user: str, lost: list[str], starts: Sequence
     return "\n".join(lines) + "\n"
 
 
-def _timer(task: Task, unit: str, calendars: list[str]) -> str:
-    persistent = "false" if task.misfire == "skip" else "true"
-    lines = [
-        f"# Exported by cronctl from {_plain(str(task.source))}:{task.line} (task {task.name}).",
-        "[Unit]",
-        f"Description=Timer for cronctl task {task.name}",
-        "",
-        "[Timer]",
-        *(f"OnCalendar={c}" for c in calendars),
-        f"Persistent={persistent}",
-        "AccuracySec=1s",  # systemd's default of 1 min would start runs up to a minute late
-    ]
-    if task.jitter:  # a stable delay per machine and unit, like cronctl's
-        delay = int(task.jitter.total_seconds())
-        lines += [f"RandomizedDelaySec={delay}", "FixedRandomDelay=true"]
-    lines += [f"Unit={unit}.service", "", "[Install]", "WantedBy=timers.target"]
-    return "\n".join(lines) + "\n"
-
-
 def _limits(task: Task, now: datetime) -> list[str]:
     lost = common_limits(task, now)
     if task.on_one_server:
@@ -268,5 +249,18 @@ def export_task(
         calendars = [f"{task.at:%Y-%m-%d %H:%M:%S} UTC"]
     result.lost += _limits(task, now)
     result.files[f"{unit}.service"] = _service(task, unit, user, result.lost, starts)
-    result.files[f"{unit}.timer"] = _timer(task, unit, calendars)
+    timer = [
+        f"# Exported by cronctl from {_plain(str(task.source))}:{task.line} (task {task.name}).",
+        "[Unit]",
+        f"Description=Timer for cronctl task {task.name}",
+        "",
+        "[Timer]",
+        *(f"OnCalendar={c}" for c in calendars),
+        f"Persistent={'false' if task.misfire == 'skip' else 'true'}",
+        "AccuracySec=1s",  # systemd's default of 1 min would start runs up to a minute late
+    ]
+    if task.jitter:  # a stable delay per machine and unit, like cronctl's
+        timer += [f"RandomizedDelaySec={int(task.jitter.total_seconds())}", "FixedRandomDelay=true"]
+    timer += [f"Unit={unit}.service", "", "[Install]", "WantedBy=timers.target"]
+    result.files[f"{unit}.timer"] = "\n".join(timer) + "\n"
     return result
