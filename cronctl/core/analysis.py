@@ -21,9 +21,8 @@ DST_WINDOW = timedelta(days=366)
 def schedule_warnings(schedule: Schedule, now: datetime) -> list[Problem]:
     """Every warning about the schedule's tasks as of `now`."""
     found: list[Problem] = []
-    # Tasks with the same expression, zone, policy and instant get the same notes. parse_cron
-    # and parse_zone hand out one object per text, so the objects' identities group the
-    # tasks without hashing each task's expression and zone.
+    # Tasks with the same expression, zone, policy and instant share notes (by identity, as
+    # Task.firing_key groups them).
     said: dict[tuple[int, int, str, datetime | None], list[tuple[str, str]]] = {}
     for task in schedule.tasks:
         key = (id(task.cron), id(task.zone), task.misfire, task.at)

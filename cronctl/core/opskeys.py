@@ -15,7 +15,7 @@ from cronctl.core.minutes import MINUTE
 from cronctl.core.model import NOTIFY_MODES, Problem, Schedule, Task, format_duration
 from cronctl.core.values import Check, check_text, parse_duration
 from cronctl.core.warncodes import ignore_problem
-from cronctl.core.zones import occurrences_after, offset_spread
+from cronctl.core.zones import occurrences_after, transitions
 from cronctl.errors import DurationError
 
 MAX_RETRIES = 10
@@ -200,8 +200,11 @@ def ops_problems(schedule: Schedule, now: datetime) -> list[Problem]:
             return None
         spread = spreads.get(task.zone.name)
         if spread is None:
-            end = now + timedelta(days=_BOUND_DAYS)
-            spread = spreads[task.zone.name] = offset_spread(task.zone, now, end)
+            # How far apart the zone's offsets lie: two instants are never nearer than
+            # their wall times less this much.
+            seams = transitions(task.zone, now, now + timedelta(days=_BOUND_DAYS))
+            offsets = [task.zone.segment_at(now).offset, *(s.offset for s in seams)]
+            spread = spreads[task.zone.name] = max(offsets) - min(offsets)
         if _apart_beyond(task, now, below, spread):
             return None
         walk = walks.get(task.firing_key)

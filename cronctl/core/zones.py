@@ -142,8 +142,7 @@ _DAILY_UNTIL = datetime(9999, 12, 29, tzinfo=UTC)
 @lru_cache(maxsize=4096)
 def _daily_times(expr: CronExpr) -> tuple[int, ...] | None:
     """The minutes of the day `expr` names, sorted, if it names the same ones every day
-    (every month, every day of the month and of the week: `*/5 * * * *`, `0 3 * * *`);
-    else None."""
+    (`*/5 * * * *`, `0 3 * * *`); else None."""
     if len(expr.months) < 12 or len(expr.days) < 31 or len(expr.weekdays) < 7:
         return None
     return tuple(sorted(h * 60 + m for h in expr.hours for m in expr.minutes))
@@ -287,13 +286,6 @@ def transitions(zone: Zone, start: datetime, end: datetime) -> list[Segment]:
         seg = zone.segment_at(seg.end)
         found.append(seg)
     return found
-
-
-def offset_spread(zone: Zone, start: datetime, end: datetime) -> timedelta:
-    """How far apart the UTC offsets `zone` has between `start` and `end` lie: two instants
-    are never nearer than their wall times less this much."""
-    offsets = [zone.segment_at(start).offset, *(s.offset for s in transitions(zone, start, end))]
-    return max(offsets) - min(offsets)
 
 
 def _require_aware(instant: datetime) -> datetime:
