@@ -143,8 +143,6 @@ def _gap_policy(cron: CronExpr, zone: Zone, misfire: str, seg: Segment, swallowe
 def _corner_notes(cron: CronExpr, fields: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
     """(code, sentence) for each corner `cron` uses. `fields` (as written) is part of the
     key: the notes quote them, and CronExpr leaves them out of its equality."""
-    if len(fields) != 5:
-        return ()
     sets = [cron.minutes, cron.hours, cron.days, cron.months, cron.weekdays]
     notes: list[tuple[str, str]] = []
     for index, (spec, field) in enumerate(zip(fields, _FIELDS, strict=True)):
