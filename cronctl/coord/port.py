@@ -91,6 +91,8 @@ class Overlap:
 
 
 Claim = tuple[str, datetime]
+#: A claim left unstarted by a claimer that is gone, and how long its run may still start.
+Orphan = tuple[str, datetime, timedelta]
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,9 +159,9 @@ class Coordinator(Protocol):
         (docs/fleets-postgresql.md#claims-are-leases). ``held`` gets those not won that another
         machine holds as a lease still (never by files: a dead machine looks like a slow one)."""
 
-    def orphans(self) -> list[Claim]:
-        """Leased claims whose claimer went before ``until`` (read with the pauses), for a
-        machine that runs the task to take over."""
+    def orphans(self) -> list[Orphan]:
+        """Leased claims whose claimer went before ``until`` (read with the pauses), with how
+        long each may still start, for a machine that runs the task to take over."""
 
     def keep_claim(self, claim: Claim, *, started: bool) -> bool:
         """Renew a lease won in ``leased``, or (``started``) mark its run started, as it must

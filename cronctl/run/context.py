@@ -193,6 +193,8 @@ class RunState:
     pings: RunPings = field(default_factory=RunPings)
     # By run id: whether this machine won the row's claim (guards.claim_some, guards.claim).
     claimed: dict[str, bool] = field(default_factory=dict)
+    # By run id: until when the row's run may still start (guards.wait_until).
+    deadlines: dict[str, datetime] = field(default_factory=dict)
     # Rows planning recorded "running" already: their workers need no commit of their own.
     marked: set[str] = field(default_factory=set)
     follow: Follow = field(default_factory=Follow)
@@ -213,6 +215,9 @@ class RunContext:
     # touch present-day runs or data.
     rehearsal: bool = False
     max_parallel: int = MAX_PARALLEL
+    # `work`, whose process outlives its minute: it asks for a claim held elsewhere for as
+    # long as that claim's run may start, not only in its minute (guards.ask_until).
+    lives_on: bool = False
     world: World = World()
     tracker: Tracker = field(default_factory=Tracker)
     listener: Listener = Listener()

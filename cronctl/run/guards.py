@@ -34,10 +34,12 @@ RENEW_S = 5.0
 #: soon at first (most such claims are marked started within milliseconds), then every few
 #: seconds while it waits (a group's slot), up to ASK_FOR after the occurrence: with the
 #: store's 20 s lease, a claimer that dies in the minute's first 20 s is taken over, and a
-#: `run` from cron never waits into the next minute for work a live machine holds
-#: (docs/fleets-postgresql.md#claims-are-leases).
+#: `run` from cron never waits into the next minute for work a live machine holds. `work`
+#: asks on, every LATE_ASK_S, until the claim's run may no longer start: a claimer frozen
+#: later is taken over within its lease and LATE_ASK_S (docs/fleets-postgresql.md).
 FIRST_ASK_S = 0.5
 ASK_S = 5.0
+LATE_ASK_S = 10.0
 ASK_FOR = timedelta(seconds=45)
 
 
@@ -121,7 +123,7 @@ def claim_some(
     those of the rows another machine holds as a lease still (they may yet be taken over)."""
     keys = {_key(row): row.id for _, row in rows}
     lease = {_key(row) for task, row in rows if leased(task)}
-    until = {_key(row): wait_until(task, row) for task, row in rows if not task.chained}
+    until = {_key(row): wait_until(task, row, ctx) for task, row in rows}
     held: set[tuple[str, datetime]] = set()
     now = ctx.world.clock()
     won = ctx.coord.claim(list(keys), now=now, limit=limit, runs=keys, leased=lease, held=held,
@@ -133,17 +135,28 @@ def _key(row: RunRow) -> tuple[str, datetime]:
     return row.task, row.occurrence
 
 
-def ask_until(task: Task, row: RunRow) -> datetime:
-    """Until when an occurrence held elsewhere as a lease is asked for again: ASK_FOR after
-    it, or its wait_until if sooner. Past that, a claimer gone is found by every machine's
-    next minute instead (the store's orphans, read with the pauses)."""
-    return min(wait_until(task, row), row.occurrence + ASK_FOR)
+def ask_until(task: Task, row: RunRow, ctx: RunContext) -> datetime:
+    """Until when an occurrence held elsewhere as a lease is asked for again: its
+    wait_until under `work`; under `run`, ASK_FOR after it if sooner. Past that, a claimer
+    gone is found by every machine's next minute instead (the store's orphans)."""
+    until = wait_until(task, row, ctx)
+    return until if ctx.lives_on else min(until, row.occurrence + ASK_FOR)
 
 
-def wait_until(task: Task, row: RunRow) -> datetime:
-    """Until when a claim's run may still start: its misfire_grace after the occurrence, as
-    long as its claimer may wait for a group's slot (DEFAULT_GROUP_WAIT without one)."""
-    return row.occurrence + (task.misfire_grace or DEFAULT_GROUP_WAIT)
+def ask_again(row: RunRow, now: datetime, first: bool) -> float:
+    """How long until an occurrence held elsewhere is asked for again (see ASK_S)."""
+    if first:
+        return FIRST_ASK_S
+    return ASK_S if now < row.occurrence + ASK_FOR else LATE_ASK_S
+
+
+def wait_until(task: Task, row: RunRow, ctx: RunContext) -> datetime:
+    """Until when a claim's run may still start: as long as it may wait for a group's slot,
+    misfire_grace (DEFAULT_GROUP_WAIT without one) after the occurrence, or for a chained
+    task after its start, when its upstream ended (docs/chains.md); a claim taken over
+    keeps its claimer's (planning.taken_over)."""
+    since = ctx.world.clock() if task.chained else row.occurrence
+    return ctx.run.deadlines.setdefault(row.id, since + (task.misfire_grace or DEFAULT_GROUP_WAIT))
 
 
 def claim(task: Task, row: RunRow, ctx: RunContext, now: datetime) -> bool:
@@ -161,10 +174,8 @@ def claim(task: Task, row: RunRow, ctx: RunContext, now: datetime) -> bool:
     if won is not None:
         return won
     lease = {key} if leased(task) else frozenset()
-    began, again = time.monotonic(), FIRST_ASK_S
-    # A chained run is never taken over in a later minute: its wait counts from its
-    # upstream's end, which the others do not know (docs/fleets-postgresql.md).
-    until = {} if task.chained else {key: wait_until(task, row)}
+    began, first = time.monotonic(), True
+    until = {key: wait_until(task, row, ctx)}
     while True:
         held: set[tuple[str, datetime]] = set()
         found = ctx.coord.claim(
@@ -172,11 +183,14 @@ def claim(task: Task, row: RunRow, ctx: RunContext, now: datetime) -> bool:
         )
         if key in found:
             return True
-        left = (ask_until(task, row) - now).total_seconds() - (time.monotonic() - began)
-        if key not in held or left <= 0 or ctx.tracker.stopping:
+        asked = now + timedelta(seconds=time.monotonic() - began)
+        left = (ask_until(task, row, ctx) - asked).total_seconds()
+        if key not in held or left <= 0:
             return False
-        ctx.world.sleep(min(again, left))  # `work` and `run` end it early when told to stop
-        again = ASK_S
+        ctx.world.sleep(min(ask_again(row, asked, first), left))  # ended early by a stop
+        first = False
+        if ctx.tracker.stopping:
+            return False
 
 
 def fence(task: Task, row: RunRow, ctx: RunContext) -> RunRow | None:
@@ -259,11 +273,9 @@ def group_slot(task: Task, row: RunRow, ctx: RunContext) -> Iterator[RunRow | No
     if task.group is None:
         yield None
         return
-    grace = task.misfire_grace or DEFAULT_GROUP_WAIT
+    deadline = wait_until(task, row, ctx)
     began, began_s = ctx.world.clock(), time.monotonic()
-    # A chained task's wait counts from its start, when its upstream ended (docs/chains.md).
-    since = began if task.chained else row.occurrence
-    allowed = (since + grace - began).total_seconds()
+    allowed = (deadline - began).total_seconds()
     coord = ctx.coord
     renewed = time.monotonic()
     while (slot := coord.try_group_slot(task.group, task.group_limit)) is None:
@@ -279,7 +291,7 @@ def group_slot(task: Task, row: RunRow, ctx: RunContext) -> Iterator[RunRow | No
         # Time passes by either clock: `run --now T` pins the clock, a test's sleep moves it.
         waited = max((ctx.world.clock() - began).total_seconds(), time.monotonic() - began_s)
         if (left := allowed - waited) <= 0:
-            until = format_utc(since + grace)
+            until = format_utc(deadline)
             full = f"group {task.group} was full (max_running {task.group_limit}) until {until}"
             yield replace(row, outcome="skipped: group full", message=full)
             return

@@ -87,7 +87,7 @@ class _Queue:
         self._claiming = False
         self._decided: set[str] = set()  # batched rows whose claim is decided (or failed)
         # Rows another machine holds as a lease, not started: asked again (see take) until
-        # won, started there, or over (guards.ask_until); first soon, as most start at once.
+        # won, started there, or over (guards.ask_until), after guards.ask_again.
         self._held: set[str] = set()
         self._asked = 0.0  # when the last claim was made (time.monotonic)
         self._again_s = guards.FIRST_ASK_S
@@ -118,8 +118,8 @@ class _Queue:
         that finds the next one undecided claims, in one round trip, as many of those left as
         there are workers free (see _gathering); the rows won go first, those lost end as
         "skipped: another server". Rows another machine holds as a lease, not started yet,
-        go last and are asked for again (guards.FIRST_ASK_S, then every guards.ASK_S) until
-        won, started there, or guards.ask_until."""
+        go last and are asked for again (guards.ask_again) until won, started there, or
+        guards.ask_until: `work` asks on while its next minutes start beside."""
         while True:
             with self._lock:
                 while True:
@@ -168,6 +168,7 @@ class _Queue:
         undecided = [(t, r) for t, r in left if r.id not in self._decided]
         won: set[str] = set()
         held: set[str] = set()
+        again = guards.FIRST_ASK_S
         decided = {r.id for _, r in undecided}
         stopping = self._ctx.tracker.stopping
         try:
@@ -181,12 +182,19 @@ class _Queue:
                     last = max(i for i, (_, r) in enumerate(undecided) if r.id in won)
                     decided = {r.id for _, r in undecided[: last + 1]}
                 now = self._now()
-                held = {r.id for t, r in undecided if r.id in held and now < guards.ask_until(t, r)}
+                ctx = self._ctx
+                asked = [
+                    r for t, r in undecided if r.id in held and now < guards.ask_until(t, r, ctx)
+                ]
+                held = {r.id for r in asked}
                 decided -= held
+                # The soonest that any of them is due to be asked for again.
+                asks = [guards.ask_again(r, now, r.id not in self._held) for r in asked]
+                again = min(asks, default=again)
                 self._ctx.run.claimed.update({i: i in won for i in decided})
         with self._lock:
             self._decided |= decided
-            self._again_s = guards.ASK_S if held & self._held else guards.FIRST_ASK_S
+            self._again_s = again
             self._held = held
             self._asked = time.monotonic()
             rest = self._units[self._next :]

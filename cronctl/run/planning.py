@@ -14,7 +14,7 @@ from typing import TypeAlias
 from cronctl.coord.port import StoreUnavailable
 from cronctl.core.due import Plan, Previous, plan
 from cronctl.core.model import Schedule, Task, format_duration, format_utc
-from cronctl.core.runs import Outcome, RunRow
+from cronctl.core.runs import AFTER_TRIGGER, Outcome, RunRow
 from cronctl.edge.state.store import Store, StoredState, TaskState, Txn
 from cronctl.run.context import RunContext, new_run_id, running_fields, starts_at_once
 from cronctl.run.guards import rehearsal_coordinator
@@ -390,14 +390,17 @@ def taken_over(
     machine's claim takes it over first (docs/fleets-postgresql.md#claims-are-leases)."""
     if ctx.rehearsal or ctx.dry_run:
         return []
-    ours = {t.name: t for t in schedule.tasks if t.on_one_server and not t.chained}
+    ours = {t.name: t for t in schedule.tasks if t.on_one_server}
     have = {(row.task, row.occurrence) for row in planned}
-    rows = [
-        make_row(ours[name], when, "pending", ctx)
-        for name, when in ctx.coord.orphans()
-        if name in ours and not ours[name].paused and name not in paused
-        and (name, when) not in have
-    ]  # fmt: skip
+    rows = []
+    for name, when, left in ctx.coord.orphans():
+        task = ours.get(name)
+        if task is None or task.paused or name in paused or (name, when) in have:
+            continue
+        row = make_row(task, when, "pending", ctx)
+        # Its claimer's deadline (guards.wait_until); a chained run as its catch-up's would be.
+        ctx.run.deadlines[row.id] = ctx.world.clock() + left
+        rows.append(replace(row, trigger=AFTER_TRIGGER) if task.chained else row)
     if rows:
         with store.transaction() as tx:
             tx.add_runs(rows)

@@ -77,7 +77,7 @@ class Worker:
         self._pool = Pool()
         # A jitter or retry delay ends early when `work` is told to stop; nothing starts after.
         world = replace(ctx.world, sleep=self._sleep_unless_stopped, spawn=self._pool.spawn)
-        self._ctx = replace(ctx, tracker=Tracker(), world=world)
+        self._ctx = replace(ctx, tracker=Tracker(), world=world, lives_on=True)
         self._report = report
         self._grace_s = grace_s
         self._stop_signal: int | None = None

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from cronctl.coord.files import ends, overlap, pauses, slots
 from cronctl.coord.files.claims import claim_exists, claim_occurrence, mark_started, sweep_claims
-from cronctl.coord.port import ChainEnd, Claim, Overlap, PauseInfo, StoreCheck
+from cronctl.coord.port import ChainEnd, Claim, Orphan, Overlap, PauseInfo, StoreCheck
 from cronctl.core.due import CLAIM_SWEEP_AGE
 from cronctl.edge.safefiles import ensure_private_dir, verify_dir
 
@@ -63,7 +63,7 @@ class FilesCoordinator:
         task, when = claim
         return mark_started(self.lock_dir, task, when, host=self.host, pid=self.pid)
 
-    def orphans(self) -> list[Claim]:
+    def orphans(self) -> list[Orphan]:
         """None: only a run asking for its occurrence takes a claim over."""
         return []
 

@@ -62,7 +62,7 @@ class PostgresCoordinator:
         self._conn: Any = None
         self._failure: str | None = None
         self._pauses: dict[str, port.PauseInfo] | None = None
-        self._orphans: list[rows.Orphan] = []  # read with the pauses (orphans())
+        self._orphans: list[port.Orphan] = []  # read with the pauses (orphans())
         self._mutex = threading.Lock()  # worker threads share the run's connection
         self._idle: list[Any] = []  # connections that tried a group's slots and hold none
         self.skipped = rows.Skipped()
@@ -252,9 +252,9 @@ class PostgresCoordinator:
 
         return self._call(update)
 
-    def orphans(self) -> list[port.Claim]:
+    def orphans(self) -> list[port.Orphan]:
         """As the last read of the pauses found them: no round trip."""
-        return [(self.scope.name(task), when) for task, when in self._orphans]
+        return [(self.scope.name(t), when, left) for t, when, left in self._orphans]
 
     def _liveness(self, cur: Any) -> bytes:
         """The statement that makes this session hold the lease key, if it does not yet."""

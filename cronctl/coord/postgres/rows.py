@@ -13,10 +13,10 @@ import sys
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
-from cronctl.coord.port import ChainEnd, PauseInfo
+from cronctl.coord.port import ChainEnd, Orphan, PauseInfo
 from cronctl.core.runs import FINISHED
 from cronctl.core.visible import visible
 
@@ -200,23 +200,22 @@ def pauses(
     return paused
 
 
-Orphan = tuple[str, datetime]
-
-
 def orphans(
     found: Iterable[Sequence[Any]], skipped: Skipped, owns: Callable[[str], bool]
 ) -> list[Orphan]:
     """One that cannot be read is skipped: taking it over would run what no reader can name."""
-    ours = [(task, when) for task, when in found if owns(str(task))]
+    ours = [row for row in found if owns(str(row[0]))]
     return skipped.keep(ours, _orphan, "claims", lambda row: f"{row[0]} {row[1]}")
 
 
-def _orphan(row: tuple[Any, Any]) -> Orphan:
-    task, when = row
+def _orphan(row: Sequence[Any]) -> Orphan:
+    task, when, left = row
     occurrence = iso_instant(when, "occurrence")
     if occurrence is None:
         raise BadRow("occurrence", when)
-    return name(task, "task"), occurrence
+    if not isinstance(left, int | float) or left <= 0:
+        raise BadRow("wait_until", left)
+    return name(task, "task"), occurrence, timedelta(seconds=left)
 
 
 class Skipped:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from cronctl.coord.port import PauseInfo
+from cronctl.coord.port import Orphan, PauseInfo
 from cronctl.coord.postgres import rows
 from cronctl.coord.redact import redact_url
 from cronctl.errors import CronctlError
@@ -253,6 +253,14 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         _CLAIM_SOME_8,
         _ORPHANS,
     ),
+    # Each orphan says how long its run may still start: a chained task's deadline counts
+    # from its upstream's end, which only its claimer saw (docs/fleets-postgresql.md).
+    (
+        _ORPHANS.replace("CREATE", "CREATE OR REPLACE").replace(
+            "occurrence)",
+            "occurrence, extract(epoch FROM least(wait_until, now() + interval '1 year') - now()))",
+        ),
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 # An arbitrary constant: "cronctl migrate" as one bigint advisory lock key.
@@ -273,7 +281,7 @@ class SchemaTooNew(CronctlError):
 
 def ensure_schema(
     conn: Any, url: str, skipped: rows.Skipped, owns: Callable[[str], bool]
-) -> tuple[dict[str, PauseInfo], list[rows.Orphan]]:
+) -> tuple[dict[str, PauseInfo], list[Orphan]]:
     """Check (create, migrate) the schema; in the same query, the pauses and orphans of ``owns``."""
     import psycopg2.errors
 

@@ -21,7 +21,7 @@ from cronctl.coord.postgres.adapter import PostgresCoordinator
 from tests.coord.conftest import PgServer
 from tests.coord.postgres.kit import T1, T, database_of, outcomes
 from tests.helpers import Cli, wait_for, write_schedule
-from tests.run.test_work import NEAR_BOUNDARY
+from tests.run.test_work import NEAR_BOUNDARY, clock_from
 
 Machine = Callable[..., object]
 #: Appends TASK HOST to `ran` once `release` exists (the test decides when tasks end).
@@ -266,6 +266,33 @@ def test_a_machine_frozen_past_its_lease_starts_nothing_it_lost(
     assert _ran(tmp_path) == [("g", "b")]
 
 
+def _b_env(pg_url: str, tmp_path: Path) -> dict[str, str]:
+    """The environment of b's `work`: its host name, the store, its own state dir."""
+    b = {"CRONCTL_HOST": "b", "CRONCTL_COORDINATION": pg_url}
+    return {**b, "CRONCTL_STATE_DIR": str(tmp_path / "b")}
+
+
+def _let_go(
+    holder: PostgresCoordinator, slot: object, worker: subprocess.Popen[str] | None
+) -> None:
+    """The group's slot freed, its holder closed, and b's `work`, if started, stopped."""
+    slot.release()  # type: ignore[attr-defined]
+    holder.close()
+    if worker is not None:
+        worker.terminate()
+        _, err = worker.communicate(timeout=30)
+        assert "Traceback" not in err, err
+
+
+def _killed_claimer(machine: Machine, pg_server: PgServer, pg_url: str, now: str) -> None:
+    """a's `run --now NOW`, killed once it holds its claim of `g` (which waits for the slot)."""
+    a = machine("a", "run", "--json", "--now", now, background=True)
+    assert isinstance(a, subprocess.Popen)
+    wait_for(lambda: _claims(pg_server, pg_url) == [("g", "a", "leased")], "a's claim")
+    a.kill()
+    a.communicate(timeout=30)
+
+
 #: 50 s into T's minute: past the 45 s in which the other machines ask for a held claim.
 T_LATE = T.replace(":00Z", ":50Z")
 
@@ -281,11 +308,7 @@ def test_a_claim_killed_while_waiting_past_45s_is_taken_over_at_the_next_minute_
     _group_schedule(tmp_path, before_claim, cron="0 9 * * *")
     holder, slot = _slot_held_elsewhere(pg_url)
     try:
-        a = machine("a", "run", "--json", "--now", T_LATE, background=True)
-        assert isinstance(a, subprocess.Popen)
-        wait_for(lambda: _claims(pg_server, pg_url) == [("g", "a", "leased")], "a's claim")
-        a.kill()
-        a.communicate(timeout=30)
+        _killed_claimer(machine, pg_server, pg_url, T_LATE)
         later = [machine(h, "run", "--json", "--now", T1, background=True) for h in "bc"]
         wait_for(lambda: _claims(pg_server, pg_url)[0][1] != "a", "the take-over")
         slot.release()  # type: ignore[attr-defined]
@@ -360,8 +383,6 @@ def test_a_work_minute_takes_over_a_claim_killed_while_waiting_past_45s(
     )
     minute = datetime.now(UTC).replace(second=0, microsecond=0)
     holder, slot = _slot_held_elsewhere(pg_url)
-    env = {"CRONCTL_HOST": "b", "CRONCTL_COORDINATION": pg_url,
-           "CRONCTL_STATE_DIR": str(tmp_path / "b")}  # fmt: skip
     worker = None
     try:
         late = (minute + timedelta(seconds=50)).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -370,17 +391,100 @@ def test_a_work_minute_takes_over_a_claim_killed_while_waiting_past_45s(
         wait_for(lambda: _claims(pg_server, pg_url) == [("g", "a", "leased")], "a's claim")
         a.kill()
         a.communicate(timeout=30)
-        worker = cli.popen_code(NEAR_BOUNDARY, "work", "--grace", "10", env=env)
+        worker = cli.popen_code(
+            NEAR_BOUNDARY, "work", "--grace", "10", env=_b_env(pg_url, tmp_path)
+        )
         wait_for(lambda: _claims(pg_server, pg_url)[0][1] == "b", "the take-over")
         slot.release()  # type: ignore[attr-defined]
         wait_for(lambda: len(_ran(tmp_path)) == 2, "both of b's runs")
     finally:
-        slot.release()  # type: ignore[attr-defined]
-        holder.close()
-        if worker is not None:
-            worker.terminate()
-            _, err = worker.communicate(timeout=30)
-            assert "Traceback" not in err, err
+        _let_go(holder, slot, worker)
     ran = (tmp_path / "ran").read_text().split("\n")
     assert ran[0] == f"g b {minute.strftime('%Y-%m-%dT%H:%M:%SZ')}"  # once, first
     assert [line.split()[:2] for line in ran if line] == [["g", "b"]] * 2
+
+
+#: `work` as b whose minute T comes half a second after it starts, with its runs' clock 50 s
+#: ahead of its loop's: its minute's claims are asked for 50 s into T's minute, past the 45 s
+#: in which a `run` asks.
+_WORK_LATE = clock_from("datetime(2026, 8, 3, 8, 59, 59, 500000, tzinfo=UTC)").replace(
+    "    real(self, *args, **kwargs)\n",
+    "    real(self, *args, **kwargs)\n"
+    "    from dataclasses import replace\n"
+    "    late = replace(self._ctx.world, clock=lambda: clock() + timedelta(seconds=50))\n"
+    "    self._ctx = replace(self._ctx, world=late)\n",
+)
+
+
+@pytest.mark.parametrize("gone", ["killed", "frozen"])
+def test_work_asks_on_past_45s_and_takes_over_a_claimer_gone_late_within_30s(
+    machine: Machine, cli: Cli, pg_url: str, pg_server: PgServer, tmp_path: Path, gone: str
+) -> None:
+    """b's `work` finds g's occurrence held by a, which waits for the group's slot, 50 s
+    into its minute: it asks again until the claim's run may no longer start (not only for
+    45 s, as a `run` does), so when a is killed, or frozen past its lease, b takes it over
+    within 30 s, not at its next minute; a frozen a, resumed, starts nothing."""
+    _group_schedule(tmp_path, cron="0 9 * * *")
+    database = database_of(pg_url)
+    holder, slot = _slot_held_elsewhere(pg_url)
+    a = machine("a", "run", "--json", "--now", T, background=True)
+    assert isinstance(a, subprocess.Popen)
+    worker = None
+    try:
+        wait_for(lambda: _claims(pg_server, pg_url) == [("g", "a", "leased")], "a's claim")
+        worker = cli.popen_code(_WORK_LATE, "work", "--grace", "10", env=_b_env(pg_url, tmp_path))
+        seen = "SELECT host FROM cronctl.hosts WHERE host = 'b'"
+        wait_for(lambda: bool(pg_server.sql(seen, database)), "b to ask")
+        if gone == "killed":
+            ((gone_at,),) = pg_server.sql("SELECT now()", database)
+            a.kill()
+            a.communicate(timeout=30)
+        else:
+            a.send_signal(signal.SIGSTOP)
+            # Frozen, it cannot renew its lease: the store's clock is moved past it, not waited.
+            ((gone_at,),) = pg_server.sql(
+                "UPDATE cronctl.claims SET expires = now() - interval '1 second' RETURNING now()",
+                database,
+            )
+        taken = "SELECT claimed_at FROM cronctl.claims WHERE host = 'b'"
+        ((taken_at,),) = wait_for(lambda: pg_server.sql(taken, database), "the take-over")
+        # The store's instants: b asks every 10 s; at its next minute, 60 s on, it is too late.
+        assert taken_at - gone_at < timedelta(seconds=30)  # type: ignore[operator]
+        slot.release()  # type: ignore[attr-defined]
+        wait_for(lambda: _ran(tmp_path), "b's run")
+    finally:
+        if gone == "frozen":
+            a.send_signal(signal.SIGCONT)
+        _let_go(holder, slot, worker)
+    if gone == "frozen":
+        out, err = a.communicate(timeout=60)
+        assert [r["outcome"] for r in json.loads(out)["runs"]] == ["skipped: another server"], err
+    assert _ran(tmp_path) == [("g", "b")]
+    assert _claims(pg_server, pg_url) == [("g", "b", "done")]
+
+
+def test_a_chained_claim_killed_while_waiting_is_taken_over_at_the_next_minute_once(
+    machine: Machine, pg_server: PgServer, pg_url: str, tmp_path: Path
+) -> None:
+    """a runs `up`, then claims `g`, which follows it, and waits for the group's slot when
+    it is killed: the claim says until when g may start, counted from up's end, so b's next
+    minute (its first: it has no catch-up of its own to make) takes it over and runs it once."""
+    up = 'name = "up"\ncron = "0 9 * * *"\ncommand = "true"\n'
+    g = _task("g", QUICK, 'group = "g"\nafter = ["up"]\n').replace('cron = "* * * * *"\n', "")
+    write_schedule(
+        tmp_path / "schedules.toml",
+        [up, g],
+        '[[group]]\nname = "g"\nmax_running = 1\n\n[defaults]\nmisfire_grace = "10m"\n',
+    )
+    holder, slot = _slot_held_elsewhere(pg_url)
+    try:
+        _killed_claimer(machine, pg_server, pg_url, T)
+        b = machine("b", "run", "--json", "--now", T1, background=True)
+        wait_for(lambda: _claims(pg_server, pg_url)[0][1] == "b", "the take-over")
+        slot.release()  # type: ignore[attr-defined]
+        assert _finish(b) == {"g": "ok"}
+    finally:
+        _let_go(holder, slot, None)
+    assert _ran(tmp_path) == [("g", "b")]
+    trigger = "SELECT trigger FROM cronctl.runs WHERE task = 'g' AND host = 'b'"
+    assert pg_server.sql(trigger, database_of(pg_url)) == [("after",)]
