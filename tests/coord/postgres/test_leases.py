@@ -488,3 +488,31 @@ def test_a_chained_claim_killed_while_waiting_is_taken_over_at_the_next_minute_o
     assert _ran(tmp_path) == [("g", "b")]
     trigger = "SELECT trigger FROM cronctl.runs WHERE task = 'g' AND host = 'b'"
     assert pg_server.sql(trigger, database_of(pg_url)) == [("after",)]
+
+
+def test_a_work_told_to_stop_stops_asking_for_a_held_claim(
+    machine: Machine, cli: Cli, pg_url: str, pg_server: PgServer, tmp_path: Path
+) -> None:
+    """b's `work` asks for a's claim for up to its 10 minutes of grace; a SIGTERM ends that
+    within its grace (it did not have to kill its minute), its row not started, and a
+    still runs the occurrence."""
+    _group_schedule(tmp_path, cron="0 9 * * *")
+    holder, slot = _slot_held_elsewhere(pg_url)
+    a = machine("a", "run", "--json", "--now", T, background=True)
+    try:
+        wait_for(lambda: _claims(pg_server, pg_url) == [("g", "a", "leased")], "a's claim")
+        worker = cli.popen_code(_WORK_LATE, "work", "--grace", "10", env=_b_env(pg_url, tmp_path))
+        seen = "SELECT host FROM cronctl.hosts WHERE host = 'b'"
+        wait_for(lambda: bool(pg_server.sql(seen, database_of(pg_url))), "b to ask")
+        worker.terminate()
+        _, err = worker.communicate(timeout=60)
+        assert worker.returncode == 0, err
+        assert "grace period over" not in err, err
+        assert _claims(pg_server, pg_url) == [("g", "a", "leased")]
+        slot.release()  # type: ignore[attr-defined]
+        assert _finish(a) == {"g": "ok"}
+    finally:
+        _let_go(holder, slot, None)
+    assert _ran(tmp_path) == [("g", "a")]
+    rows = "SELECT outcome FROM cronctl.runs WHERE host = 'b'"
+    assert pg_server.sql(rows, database_of(pg_url)) == [("interrupted",)]
