@@ -207,16 +207,10 @@ class PostgresCoordinator:
                 + self._liveness(cur)
                 + b"SELECT cronctl.settle_gone(); "
                 + cur.mogrify(
-                    "WITH won AS (SELECT won_task, won_occurrence FROM cronctl.claim_some("
-                    "%(tasks)s::text[], %(whens)s::timestamptz[], %(leased)s::boolean[], "
-                    "%(runs)s::text[], %(limit)s, %(host)s, %(pid)s, %(lease)s, %(lease_s)s, "
-                    "%(waits)s::float8[], "
-                    "%(now)s::timestamptz - %(horizon)s::interval)) "
-                    "SELECT won_task, won_occurrence, true FROM won UNION ALL "
-                    "SELECT c.task, c.occurrence, false FROM cronctl.claims c JOIN "
-                    "unnest(%(tasks)s::text[], %(whens)s::timestamptz[]) AS u(t, o) "
-                    "ON c.task = u.t AND c.occurrence = u.o "
-                    "WHERE c.state = 'leased' AND c.lease IS DISTINCT FROM %(lease)s",
+                    "SELECT * FROM cronctl.claim_some(%(tasks)s::text[], "
+                    "%(whens)s::timestamptz[], %(leased)s::boolean[], %(runs)s::text[], "
+                    "%(limit)s, %(host)s, %(pid)s, %(lease)s, %(lease_s)s, %(waits)s::float8[], "
+                    "%(now)s::timestamptz - %(horizon)s::interval)",
                     {"tasks": tasks, "whens": whens, "leased": [c in leased for c in claims],
                      "runs": [runs.get(c) for c in claims], "limit": limit, "host": self.host,
                      "pid": self.pid, "lease": self._lease, "lease_s": CLAIM_LEASE_S,
@@ -230,7 +224,6 @@ class PostgresCoordinator:
             won = {(task, when) for task, when, mine in found if mine}
             if held is not None:
                 held.update((task, when) for task, when, mine in found if not mine)
-                held.difference_update(won)
             self._open.update(runs[c] for c in won if c in runs)
             return won
 

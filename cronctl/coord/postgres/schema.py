@@ -116,6 +116,20 @@ _CLAIM_SOME_8 = (
         "started = EXCLUDED.started, wait_until = EXCLUDED.wait_until,",
     )
 )  # fmt: skip
+#: claim_some as of schema 9: it also returns the claims not won that another machine holds
+#: as a lease (``mine`` false), read after the insert waited for a claim made meanwhile: a
+#: query of the statement's own snapshot missed those, and they were never asked for again.
+_CLAIM_SOME_9 = (
+    _CLAIM_SOME_8.replace("timestamptz) LANGUAGE", "timestamptz, mine boolean) LANGUAGE")
+    .replace(
+        "            RETURN NEXT;\n        END IF;",
+        "            mine := true;\n            RETURN NEXT;\n"
+        "        ELSIF EXISTS (SELECT FROM cronctl.claims WHERE task = tasks[i] AND state = "
+        "'leased'\n                AND occurrence = whens[i] AND lease IS DISTINCT FROM who_lease) "
+        "THEN\n            won_task := tasks[i];\n            won_occurrence := whens[i];\n"
+        "            mine := false;\n            RETURN NEXT;\n        END IF;",
+    )
+)  # fmt: skip
 #: The unstarted claims whose claimer is gone while their run may still start: read by every
 #: machine each minute, with the pauses, and taken over by the first that claims one.
 _ORPHANS = """CREATE FUNCTION cronctl.orphans() RETURNS json LANGUAGE sql STABLE AS $$
@@ -253,9 +267,12 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         _CLAIM_SOME_8,
         _ORPHANS,
     ),
-    # Each orphan says how long its run may still start: a chained task's deadline counts
-    # from its upstream's end, which only its claimer saw (docs/fleets-postgresql.md).
+    # claim_some says which claims another machine holds, also ones made meanwhile; each
+    # orphan says how long its run may still start: a chained task's deadline counts from
+    # its upstream's end, which only its claimer saw (docs/fleets-postgresql.md).
     (
+        "DROP FUNCTION cronctl.claim_some",
+        _CLAIM_SOME_9,
         _ORPHANS.replace("CREATE", "CREATE OR REPLACE").replace(
             "occurrence)",
             "occurrence, extract(epoch FROM least(wait_until, now() + interval '1 year') - now()))",

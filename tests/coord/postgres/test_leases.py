@@ -10,11 +10,13 @@ import json
 import os
 import signal
 import subprocess
+import threading
 from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import psycopg2
 import pytest
 
 from cronctl.coord.postgres.adapter import PostgresCoordinator
@@ -516,3 +518,38 @@ def test_a_work_told_to_stop_stops_asking_for_a_held_claim(
     assert _ran(tmp_path) == [("g", "a")]
     rows = "SELECT outcome FROM cronctl.runs WHERE host = 'b'"
     assert pg_server.sql(rows, database_of(pg_url)) == [("interrupted",)]
+
+
+def test_a_claim_committed_while_another_machine_claims_is_seen_held_there(
+    pg_url: str, pg_server: PgServer
+) -> None:
+    """Machines claim a minute's occurrences at the same instant: b's claim waits for a's,
+    made meanwhile, and is told it is held (so b asks again, and takes it over when a
+    dies), not passed over as if it had started."""
+    when = datetime(2026, 8, 3, 9, tzinfo=UTC)
+    a = psycopg2.connect(pg_url)
+    b = PostgresCoordinator(pg_url, host="b", pid=2)
+    try:
+        cur = a.cursor()
+        cur.execute("SELECT pg_advisory_lock(1)")  # a's liveness, as a claimer's session holds
+        cur.execute(
+            "INSERT INTO cronctl.claims (task, occurrence, host, state, lease, expires) "
+            "VALUES ('g', %s, 'a', 'leased', 1, now() + interval '1 minute')",
+            (when,),
+        )
+        held: set[tuple[str, datetime]] = set()
+        found: list[set[tuple[str, datetime]]] = []
+        claim = [("g", when)]
+        asking = threading.Thread(
+            target=lambda: found.append(b.claim(claim, now=when, leased=set(claim), held=held))
+        )
+        asking.start()
+        waits = "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+        wait_for(lambda: pg_server.sql(waits, database_of(pg_url)), "b's claim to wait for a's")
+        a.commit()
+        asking.join(timeout=30)
+    finally:
+        a.close()
+        b.close()
+    assert found == [set()]
+    assert held == {("g", when)}
