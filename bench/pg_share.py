@@ -19,14 +19,21 @@ start time) to a marks file, then sleeps: who ran what comes from the jobs, not 
    idle_work (only when asked: real minutes): the same with H `cronctl work` processes.
 5. work (only when asked: it takes real minutes): as 1 (or 3, with --work-jobs and
    --work-parallel) with H `cronctl work` processes, latency from the minute boundary.
-6. aps (only when asked): as 5 with H APScheduler 4 processes (bench/pg_share_aps.py) on
+6. groupkill (only when asked: real minutes): H `cronctl work` machines (max_parallel 2)
+   and --group-jobs jobs of one minute in a group of one slot, which the bench holds: the
+   claims wait for it. 50 s into the minute one claimer is killed (`kill -9`, its cronctl
+   and tasks), another frozen (SIGSTOP, resumed once taken over); then the slot is freed.
+   Lost and doubled jobs, and for each victim's claims the seconds from the kill (freeze)
+   to the take-over (the store's claimed_at of the taker's claim).
+7. aps (only when asked): as 5 with H APScheduler 4 processes (bench/pg_share_aps.py) on
    the same server, each job the same shell command; skipped, with a note, when the Python
    given by --apscheduler-python cannot import apscheduler, sqlalchemy and asyncpg (never
    cronctl's dependencies: install them in a venv of their own).
 
     python bench/pg_share.py [--hosts 4] [--jobs 20] [--sleep 2] [--minutes 3]
                              [--big-jobs 1000] [--big-parallel 100] [--big-minutes 2]
-                             [--work-minutes 3] [--only share,kill,big,idle,work,aps,idle_work]
+                             [--work-minutes 3] [--group-jobs 4]
+                             [--only share,kill,big,idle,work,aps,idle_work,groupkill]
                              [--apscheduler-python PYTHON]
 """
 
@@ -54,6 +61,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "coord"))
 
 from conftest import PgServer, _bindir  # noqa: E402  (the tests' server, reused)
+
+sys.path.insert(0, str(ROOT))
+from cronctl.coord.postgres.adapter import PostgresCoordinator  # noqa: E402
 
 #: The minutes pretended (`--now`): in the past, so a run is no rehearsal.
 T0 = (datetime.now(UTC) - timedelta(days=1)).replace(second=0, microsecond=0)
@@ -311,6 +321,69 @@ def idle_work(server: PgServer, root: Path, args: argparse.Namespace) -> dict[st
     return {**found, "per_host_per_minute": round(minute / args.hosts, 2)}
 
 
+def groupkill(server: PgServer, root: Path, args: argparse.Namespace) -> dict[str, Any]:
+    fleet = _fleet(server, root, "groupkill", args.hosts)
+    minute = (datetime.now(UTC) + timedelta(seconds=90)).replace(second=0, microsecond=0)
+    when = minute.strftime("%Y-%m-%dT%H:%M:%SZ")
+    _schedule(fleet.work / "schedules.toml", args.group_jobs, 1.0, f"{minute:%M %H} * * *", 2)
+    with (fleet.work / "schedules.toml").open("a") as schedule:
+        schedule.write('\n[defaults]\ngroup = "g"\nmisfire_grace = "5m"\n\n[[group]]\n'
+                       'name = "g"\nmax_running = 1\n')  # fmt: skip
+    holder = PostgresCoordinator(fleet.store.url, host="bench", pid=os.getpid())
+    slot = holder.try_group_slot("g", 1)
+    envs = _work_envs(fleet)
+    machines = {host: subprocess.Popen(_work_commands(fleet)[host], cwd=fleet.work,
+                                       env={**os.environ, **envs[host]}, stderr=subprocess.PIPE,
+                                       stdout=subprocess.DEVNULL, text=True)
+                for host in fleet.hosts}  # fmt: skip
+    sql = "SELECT task, host, extract(epoch FROM claimed_at) FROM cronctl.claims WHERE "
+    sql += f"occurrence = '{when}'"
+
+    def claims() -> list[tuple[str, str, float]]:
+        return [(str(t), str(h), float(at)) for t, h, at in fleet.store.sql(sql)]  # type: ignore[arg-type]
+
+    time.sleep(max(0.0, (minute + timedelta(seconds=50) - datetime.now(UTC)).total_seconds()))
+    held = Counter(host for _, host, _ in claims())
+    victims = [host for host, _ in held.most_common(2)]
+    gone: dict[str, tuple[str, float]] = {}
+    for host, how in zip(victims, ["killed", "frozen"], strict=False):
+        ((at,),) = fleet.store.sql("SELECT extract(epoch FROM now())")
+        pids = _descendants(machines[host].pid) if how == "killed" else [machines[host].pid]
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL if how == "killed" else signal.SIGSTOP)
+        gone[host] = (how, float(at))  # type: ignore[arg-type]
+    lost = {task: host for task, host, _ in claims() if host in gone}
+    taken: dict[str, tuple[str, float]] = {}
+    deadline = time.monotonic() + 90
+    while len(taken) < len(lost) and time.monotonic() < deadline:
+        for task, host, at in claims():
+            if task in lost and host != lost[task] and task not in taken:
+                taken[task] = (host, at)
+        time.sleep(0.2)
+    for host, (how, _) in gone.items():
+        if how == "frozen":
+            machines[host].send_signal(signal.SIGCONT)
+    slot.release()  # type: ignore[union-attr]
+    holder.close()
+    time.sleep(2 * args.group_jobs + 5)  # one at a time through the group's slot
+    for machine in machines.values():
+        machine.send_signal(signal.SIGTERM)
+    said = {host: machine.communicate(timeout=120)[1] for host, machine in machines.items()}
+    errors = {h: [x for x in err.splitlines() if "rror" in x][-3:] for h, err in said.items()}
+    pairs = Counter(task for task, m, _, _ in fleet.marks() if m == when)
+    result: dict[str, Any] = {"jobs": args.group_jobs, "claims_per_host_at_50s": dict(held),
+                              "lost": args.group_jobs - len(pairs),
+                              "doubled": sum(n - 1 for n in pairs.values() if n > 1),
+                              "errors": {h: e for h, e in errors.items() if e}}  # fmt: skip
+    for host, (how, at) in gone.items():
+        mine = [task for task, h in lost.items() if h == host]
+        result[how] = {"host": host, "claims": len(mine),
+                       "taken_by": [taken[t][0] if t in taken else None for t in mine],
+                       "taken_over_after_s": [round(taken[t][1] - at, 1) if t in taken
+                                              else None for t in mine]}  # fmt: skip
+    return result
+
+
 def _work_commands(fleet: Fleet) -> dict[str, list[str]]:
     return {host: [sys.executable, "-m", "cronctl", "work"] for host in fleet.hosts}
 
@@ -408,7 +481,7 @@ def _daemons(
 
 
 SCENARIOS = {"share": share, "kill": kill, "big": big, "idle": idle, "work": work, "aps": aps,
-             "idle_work": idle_work}  # fmt: skip
+             "idle_work": idle_work, "groupkill": groupkill}  # fmt: skip
 
 
 def main() -> None:
@@ -424,6 +497,7 @@ def main() -> None:
     parser.add_argument("--work-minutes", type=int, default=3)
     parser.add_argument("--work-jobs", type=int, default=0, help="default: --jobs")
     parser.add_argument("--work-parallel", type=int, default=None)
+    parser.add_argument("--group-jobs", type=int, default=4)
     parser.add_argument(
         "--apscheduler-python",
         default=sys.executable,
