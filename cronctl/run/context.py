@@ -70,6 +70,9 @@ class World:
     # Each worker on a thread of its own (`run`), or on one `work` keeps (run/pool.py).
     spawn: Callable[[Callable[[], None], str], Joinable] = new_thread
     warn: Callable[[str], None] = lambda message: print(message, file=sys.stderr)
+    # `work`, whose process outlives its minute: it asks for a claim held elsewhere for as
+    # long as that claim's run may start, not only in its minute (guards.ask_until).
+    lives_on: bool = False
 
 
 def _hear_nothing(*_args: object) -> None:
@@ -215,9 +218,6 @@ class RunContext:
     # touch present-day runs or data.
     rehearsal: bool = False
     max_parallel: int = MAX_PARALLEL
-    # `work`, whose process outlives its minute: it asks for a claim held elsewhere for as
-    # long as that claim's run may start, not only in its minute (guards.ask_until).
-    lives_on: bool = False
     world: World = World()
     tracker: Tracker = field(default_factory=Tracker)
     listener: Listener = Listener()

@@ -140,7 +140,7 @@ def ask_until(task: Task, row: RunRow, ctx: RunContext) -> datetime:
     wait_until under `work`; under `run`, ASK_FOR after it if sooner. Past that, a claimer
     gone is found by every machine's next minute instead (the store's orphans)."""
     until = wait_until(task, row, ctx)
-    return until if ctx.lives_on else min(until, row.occurrence + ASK_FOR)
+    return until if ctx.world.lives_on else min(until, row.occurrence + ASK_FOR)
 
 
 def ask_again(row: RunRow, now: datetime, first: bool) -> float:

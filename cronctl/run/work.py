@@ -76,8 +76,10 @@ class Worker:
         # Each tick and its workers run on threads kept for reuse (run/pool.py).
         self._pool = Pool()
         # A jitter or retry delay ends early when `work` is told to stop; nothing starts after.
-        world = replace(ctx.world, sleep=self._sleep_unless_stopped, spawn=self._pool.spawn)
-        self._ctx = replace(ctx, tracker=Tracker(), world=world, lives_on=True)
+        world = replace(
+            ctx.world, sleep=self._sleep_unless_stopped, spawn=self._pool.spawn, lives_on=True
+        )
+        self._ctx = replace(ctx, tracker=Tracker(), world=world)
         self._report = report
         self._grace_s = grace_s
         self._stop_signal: int | None = None
