@@ -28,13 +28,10 @@ _CHILDREN_PASSED: dict[str, tuple[int, int, int]] = {}
 
 
 def ensure_private_dir(path: Path, *, within: Path | None = None) -> Path:
-    """Create ``path`` (and missing parents) privately if needed, check it, and return it.
-
-    New directories get 0700, or 2750 under a setgid parent: only setgid means group-shared
-    (a group-writable parent is often just a 002 umask). Existing ones are only checked; with
-    ``within``, each from ``within`` down before anything is created in it, so a link planted
-    at ``logs`` never redirects a write. UnsafeDirectoryError says what is wrong.
-    """
+    """Create ``path`` (and missing parents) if needed, check it, and return it; new ones are
+    0700, or 2750 under a setgid parent (a group-writable parent is often just a 002 umask).
+    With ``within``, each level is checked from ``within`` down before anything is created in
+    it, so a link planted at ``logs`` never redirects a write."""
     path = _normal(path)
     if within is None:
         st = _lstat(path)
@@ -198,46 +195,42 @@ def _verify_children(base: Path, seen: os.stat_result | None = None) -> None:
 
 
 def _check_owner_and_mode(path: Path, st: os.stat_result, kind: str) -> None:
-    euid = os.geteuid()
+    euid, mode, is_dir = os.geteuid(), st.st_mode, kind == "directory"
     if st.st_uid not in (0, euid):
-        where = path if kind == "directory" else path.parent
-        raise UnsafeDirectoryError(
+        message = (
             f"{path} is owned by uid {st.st_uid}, not by root or by the user running cronctl "
             f"(uid {euid}); another user may have planted it. Run cronctl as that user, or "
-            f"check what it holds, then remove it or `chown {euid} {path}`.",
-            where,
+            f"check what it holds, then remove it or `chown {euid} {path}`."
         )
-    if st.st_mode & stat.S_IWOTH and kind == "directory" and st.st_mode & stat.S_ISVTX:
+    elif mode & stat.S_IWOTH and is_dir and mode & stat.S_ISVTX:
         # A shared sticky directory such as /tmp is meant for everyone: never advise closing it.
-        raise UnsafeDirectoryError(
+        message = (
             f"{path} is world-writable and sticky, a directory users share (like /tmp), "
             f"where another user could plant cronctl's files; give cronctl a directory of "
-            f"its own, e.g. `mkdir -m 700 {path / 'cronctl'}`, and point the setting there.",
-            path,
+            f"its own, e.g. `mkdir -m 700 {path / 'cronctl'}`, and point the setting there."
         )
-    if st.st_mode & stat.S_IWOTH:
-        raise UnsafeDirectoryError(
+    elif mode & stat.S_IWOTH:
+        message = (
             f"{path} is world-writable (sticky bit or not), so any user could plant "
-            f"or replace cronctl's {'files' if kind == 'directory' else 'data'}; "
-            f"run `chmod o-w {path}`.",
-            path if kind == "directory" else path.parent,
+            f"or replace cronctl's {'files' if is_dir else 'data'}; run `chmod o-w {path}`."
         )
     # A setgid directory is shared with its group on purpose; elsewhere group write is not.
-    if st.st_mode & stat.S_IWGRP and not (kind == "directory" and st.st_mode & stat.S_ISGID):
-        raise UnsafeDirectoryError(
+    elif mode & stat.S_IWGRP and not (is_dir and mode & stat.S_ISGID):
+        message = (
             f"{path} is writable by its group (gid {st.st_gid}) without being a setgid "
             f"group-shared directory; run `chmod g-w {path}` (or `chmod g+s` on a directory "
-            f"that a group shares on purpose).",
-            path if kind == "directory" else path.parent,
+            f"that a group shares on purpose)."
         )
+    else:
+        return
+    raise UnsafeDirectoryError(message, path if is_dir else path.parent)
 
 
 def open_nofollow(
     path: Path | str, flags: int, mode: int = 0o600, *, dir_fd: int | None = None
 ) -> int:
-    """Open a regular file of ours (else UnsafeDirectoryError), close-on-exec; with ``dir_fd``
-    (its parent, from :func:`open_dir`), by name. ``O_NOFOLLOW``: a planted link never
-    redirects a write; ``O_NONBLOCK``: a planted FIFO never hangs the run."""
+    """Open a regular file of ours (else UnsafeDirectoryError); with ``dir_fd`` (from
+    :func:`open_dir`), by name. A planted link never redirects it, a planted FIFO never hangs."""
     flags |= os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     try:
         if dir_fd is None:
@@ -263,9 +256,8 @@ def open_nofollow(
 
 
 def open_dir(path: Path) -> tuple[int, os.stat_result]:
-    """Open a checked directory for ``open_nofollow(..., dir_fd=)``: its descriptor and
-    ``fstat``, checked again by descriptor, so a swap since the check is refused and none
-    can happen from here on. :raises UnsafeDirectoryError: as :func:`ensure_private_dir`."""
+    """A directory's descriptor for ``open_nofollow(..., dir_fd=)``, and its ``fstat``, checked
+    by descriptor: a swap since an earlier check is refused, and none can happen from here on."""
     flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
         fd = os.open(path, flags)
@@ -292,12 +284,11 @@ def _planted(path: Path, what: str) -> UnsafeDirectoryError:
 
 
 def write_new(path: Path, text: str, force: bool) -> None:
-    """Create a file a person asked for (`init`, `import -o`), or with `force` replace it;
-    a link planted at `path` is never followed. UsageError: exists, or cannot be written."""
-    # Without --force, O_EXCL: a file that appeared since the caller's check is not replaced,
-    # and a link, even a dangling one, is refused rather than followed to create its target.
-    # With it, a new file beside it, renamed over it (over the link, not through it), so a
-    # reader never sees half a file.
+    """Create a file a person asked for (`init`, `import -o`), or with `force` replace it.
+    UsageError: it exists, or cannot be written."""
+    # Without force, O_EXCL: a file that appeared since the caller's check is not replaced, and
+    # a link, even dangling, is not followed. With it, a new file renamed over it (over a link,
+    # not through it), so a reader never sees half a file.
     target = path.with_name(f".{path.name}.{os.urandom(4).hex()}.tmp") if force else path
     try:
         fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
@@ -321,11 +312,10 @@ def write_new(path: Path, text: str, force: bool) -> None:
 def check_file_path(path: Path, *, sticky_ok: bool = False) -> None:
     """Check the way to a file cronctl writes outside its directories (`metrics_file`).
 
-    Below a directory others can write to (``/tmp``), each component must be a real directory
-    of root or this user, and that directory sticky (else a checked one could be renamed away
-    and a link planted). The file's own directory must pass the state directories' check or,
-    with ``sticky_ok`` (for a file opened ``O_NOFOLLOW``), be sticky and ours or root's.
-    """
+    Below a directory others can write to (``/tmp``), each component must be a real directory of
+    root or this user, and that directory sticky (else a checked one could be swapped for a
+    link). The file's directory must pass the state directories' check or, with ``sticky_ok``
+    (a file opened ``O_NOFOLLOW``), be sticky and ours or root's."""
     path = _normal(path)
     current = Path("/")
     for part in path.parent.parts[1:]:
@@ -366,8 +356,8 @@ def check_file_path(path: Path, *, sticky_ok: bool = False) -> None:
 
 
 def write_atomic(path: Path, data: bytes, mode: int = 0o600, *, durable: bool = True) -> None:
-    """Replace ``path`` with ``data`` at once, by renaming a new file over it (replacing a
-    link rather than writing through it); ``durable`` fsyncs the file, then the directory."""
+    """Replace ``path`` (a link too, not written through) with ``data`` by renaming a new file
+    over it; ``durable`` fsyncs the file, then the directory."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
     try:

@@ -1,8 +1,8 @@
 """The state database file: opened by SQLite alone, checked, migrated, its errors told.
 
-A descriptor of the file opened and closed beside a live SQLite connection drops that
-connection's POSIX locks (another process then deletes the WAL under it), so nothing here
-opens one: the file is inspected by path (``lstat``) and opened only by SQLite.
+Nothing here opens a descriptor of it: one opened and closed beside a live connection drops
+that connection's POSIX locks (another process then deletes the WAL under it), so the file is
+inspected by ``lstat`` only.
 """
 
 from __future__ import annotations
@@ -20,24 +20,15 @@ from urllib.parse import quote
 from cronctl.edge.safefiles import fsync_dir
 from cronctl.errors import CronctlError, UnsafeDirectoryError
 
-# Failures caused by the file or the machine rather than by cronctl's own SQL.
-_ENVIRONMENT_CODES: Final = (
-    sqlite3.SQLITE_PERM,
-    sqlite3.SQLITE_NOMEM,
-    sqlite3.SQLITE_READONLY,
-    sqlite3.SQLITE_IOERR,
-    sqlite3.SQLITE_CANTOPEN,
-    sqlite3.SQLITE_PROTOCOL,
-)
-# Failures that persist until someone acts on the file: `work` stops on them.
-_UNUSABLE_CODES: Final = (
-    sqlite3.SQLITE_CORRUPT,
-    sqlite3.SQLITE_NOTADB,
-    sqlite3.SQLITE_PERM,
-    sqlite3.SQLITE_READONLY,
-    sqlite3.SQLITE_CANTOPEN,
-)
 
+def _codes(*names: str) -> frozenset[int]:
+    return frozenset(getattr(sqlite3, f"SQLITE_{name}") for name in names)
+
+
+# Failures caused by the file or the machine rather than by cronctl's own SQL.
+_ENVIRONMENT_CODES: Final = _codes("PERM", "NOMEM", "READONLY", "IOERR", "CANTOPEN", "PROTOCOL")
+# Failures that persist until someone acts on the file: `work` stops on them.
+_UNUSABLE_CODES: Final = _codes("CORRUPT", "NOTADB", "PERM", "READONLY", "CANTOPEN")
 # Entry i takes the database from user_version i to i + 1. Append only; never edit a released one.
 MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
     (
@@ -138,13 +129,8 @@ class StoreUnusableError(CronctlError):
     rather than print it every minute; a full disk or a lock is not this."""
 
 
-class NoStateError(CronctlError):
-    """A reading command found no state database."""
-
-
 def inspect_file(path: Path) -> bool:
-    """Whether the database exists; refuse a link, not a file, or not ours. By ``lstat`` only:
-    a descriptor opened and closed here would drop SQLite's POSIX locks."""
+    """Whether the database exists; refuse a link, not a file, or not ours (``lstat`` only)."""
     for name in (path, *(path.with_name(path.name + end) for end in _WAL_FILES)):
         try:
             info = os.lstat(name)
@@ -178,7 +164,7 @@ def _refuse_foreign_file(name: Path, info: os.stat_result) -> None:
 
 
 def file_id(path: Path) -> tuple[int, int] | None:
-    """(st_dev, st_ino) of ``path``, not followed (None: nothing there); ``lstat`` only."""
+    """(st_dev, st_ino) of ``path``, not followed; None: nothing there."""
     try:
         info = os.lstat(path)
     except FileNotFoundError:
@@ -304,11 +290,11 @@ def empty_connection(path: Path) -> sqlite3.Connection:
 
 def open_connection(path: Path, *, create: bool) -> sqlite3.Connection:
     """Open the database at ``path``, creating it (0600) when ``create``, and migrate it.
-    Errors: UnsafeDirectoryError, NoStateError, StoreUnusableError, CronctlError (full, locked).
+    Errors: UnsafeDirectoryError, StoreUnusableError, CronctlError (none there, full, locked).
     """
     exists = inspect_file(path)
     if not exists and not create:
-        raise NoStateError(
+        raise CronctlError(
             f"no state here ({path.parent}): nothing has run with this state dir; "
             "check --state-dir (or CRONCTL_STATE_DIR, or state_dir in the schedule file)"
         )
