@@ -8,7 +8,6 @@ import os
 import re
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 from cronctl.core.model import Problem, Schedule
@@ -21,46 +20,19 @@ NOTICE_INTERVAL_S = 24 * 3600
 # The kernel escapes space, tab, newline and backslash in mountinfo as three octal digits.
 # Compiled on first use (re's cache), not at import: only the lock_dir probe reads mountinfo.
 _OCTAL_ESCAPE = rb"\\([0-7]{3})"
-# Shared means: several machines can mount it and an O_EXCL create is decided in one place
-# (the server or the cluster's lock manager), which is what on_one_server's claims rely on.
-# Doubtful cases are left out on purpose, because a wrong "shared" silences the warning about
-# double runs while a wrong "local" only asks the operator to write `lock_dir_shared = true`:
-#   - fuse.sshfs: usually one developer's view of one server, with client-side attribute caches;
-#   - 9p and virtiofs: a host directory shown to its own VMs or WSL, normally one machine.
-# ocfs2 and gfs2: cluster file systems on shared block devices, with a distributed lock manager.
+# Shared: several machines mount it and an O_EXCL create is decided in one place (the server,
+# or the lock manager of ocfs2 and gfs2), as on_one_server's claims need. Doubtful types are
+# left out: fuse.sshfs (one developer's cached view), 9p and virtiofs (a host's directory shown
+# to its own VMs). A wrong "shared" silences the double-run warning; a wrong "local" only asks
+# for `lock_dir_shared = true`.
 _SHARED_FSTYPES = frozenset({"nfs", "nfs4", "cifs", "smb3", "smbfs", "ceph", "fuse.ceph-fuse",
                              "glusterfs", "fuse.glusterfs", "lustre", "gpfs", "beegfs", "ocfs2",
                              "gfs2"})  # fmt: skip
 
 
-@dataclass(frozen=True, slots=True)
-class Mount:
-    mount_point: str
-    fstype: str
-    source: str
-
-
 def _unescape(field: str) -> str:
     raw = os.fsencode(field)
-    decoded = re.sub(_OCTAL_ESCAPE, lambda m: bytes([int(m.group(1), 8)]), raw)
-    return os.fsdecode(decoded)
-
-
-def parse_mountinfo(text: str) -> list[Mount]:
-    """The mounts in file order, split at the ``-`` since the optional fields vary (proc(5));
-    a line off the format is skipped (it only feeds a warning)."""
-    mounts: list[Mount] = []
-    for line in text.splitlines():
-        fields = line.split(" ")
-        try:
-            separator = fields.index("-", 6)
-        except ValueError:
-            continue
-        if len(fields) <= separator + 1:
-            continue
-        source = _unescape(fields[separator + 2]) if len(fields) > separator + 2 else ""
-        mounts.append(Mount(_unescape(fields[4]), fields[separator + 1], source))
-    return mounts
+    return os.fsdecode(re.sub(_OCTAL_ESCAPE, lambda m: bytes([int(m.group(1), 8)]), raw))
 
 
 def filesystem_type(path: Path, mountinfo: str | None = None) -> str:
@@ -72,13 +44,17 @@ def filesystem_type(path: Path, mountinfo: str | None = None) -> str:
         except OSError:
             return "unknown"
     target = str(Path(path).resolve())
-    best: Mount | None = None
-    for mount in parse_mountinfo(mountinfo):
-        point = mount.mount_point
+    best, found = "", "unknown"
+    for line in mountinfo.splitlines():
+        fields = line.split(" ")
+        try:  # the type follows the "-": the optional fields before it vary (proc(5))
+            point, fstype = _unescape(fields[4]), fields[fields.index("-", 6) + 1]
+        except (ValueError, IndexError):
+            continue  # a line off the format: it only feeds a warning
         inside = target == point or target.startswith(point.rstrip("/") + "/")
-        if inside and (best is None or len(point) >= len(best.mount_point)):
-            best = mount
-    return best.fstype if best is not None else "unknown"
+        if inside and len(point) >= len(best):
+            best, found = point, fstype
+    return found
 
 
 def is_shared_fstype(fstype: str) -> bool:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from cronctl.edge.dirs import default_state_dir, resolve_dirs
-from cronctl.edge.dirwarnings import Mount, filesystem_type, is_shared_fstype, parse_mountinfo
+from cronctl.edge.dirwarnings import filesystem_type, is_shared_fstype
 from cronctl.edge.safefiles import ensure_private_dir, open_nofollow, verify_dir, write_atomic
 from cronctl.errors import UnsafeDirectoryError, UsageError
 
@@ -357,19 +357,6 @@ MOUNTINFO = "\n".join(
         "not a mountinfo line",
     ]
 )
-
-
-def test_mountinfo_lines_give_mount_point_type_and_source() -> None:
-    mounts = parse_mountinfo(MOUNTINFO)
-    assert mounts[0] == Mount("/", "ext4", "/dev/mapper/vg-root")
-    assert mounts[2] == Mount("/mnt/shared", "nfs4", "fs1.example.com:/export/cron")
-    assert mounts[4] == Mount("/mnt/ceph", "ceph", "10.0.0.1:6789,10.0.0.2:6789:/cron")
-    assert len(mounts) == 7
-
-
-def test_mountinfo_octal_escapes_and_optional_fields_are_handled() -> None:
-    cifs = parse_mountinfo(MOUNTINFO)[3]
-    assert cifs == Mount("/mnt/win share", "cifs", "//filer/cron jobs")
 
 
 @pytest.mark.parametrize(
