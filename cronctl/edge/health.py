@@ -25,6 +25,7 @@ Samples = Callable[[], list[Sample]]
 REQUEST_TIMEOUT_S = 10.0
 # More requests are told 503 at once: a flood of scrapes must not starve the minute loop.
 MAX_CONCURRENT = 8
+_TEXT = "text/plain; charset=utf-8"
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +126,7 @@ def _handler(base: Any, liveness: Liveness, samples: Samples) -> Any:
 
         def do_GET(self) -> None:
             if not slots.acquire(blocking=False):
-                self._answer(503, b"busy: too many requests at once\n", "text/plain")
+                self._answer(503, b"busy: too many requests at once\n")
                 return
             try:
                 self._route()
@@ -136,25 +137,23 @@ def _handler(base: Any, liveness: Liveness, samples: Samples) -> Any:
             path = self.path.split("?", 1)[0]
             if path == "/healthz":
                 healthy, why = liveness()
-                self._answer(200 if healthy else 503, (why + "\n").encode(), "text/plain")
+                self._answer(200 if healthy else 503, (why + "\n").encode())
             elif path == "/metrics":
                 try:
                     body, kind = prometheus_text(samples())
                 except Exception as exc:  # anything: the probe sees a 500 that names it
-                    self._answer(500, f"metrics unavailable: {exc}\n".encode(), "text/plain")
+                    self._answer(500, f"metrics unavailable: {exc}\n".encode())
                     return
                 self._answer(200, body, kind)
             else:
-                self._answer(404, b"not found: GET /healthz or /metrics\n", "text/plain")
+                self._answer(404, b"not found: GET /healthz or /metrics\n")
 
         def do_HEAD(self) -> None:
             self.do_GET()
 
-        def _answer(self, status: int, body: bytes, kind: str) -> None:
+        def _answer(self, status: int, body: bytes, kind: str = _TEXT) -> None:
             self.send_response(status)
-            self.send_header(
-                "Content-Type", f"{kind}; charset=utf-8" if "charset" not in kind else kind
-            )
+            self.send_header("Content-Type", kind)
             self.send_header("Content-Length", str(len(body)))
             self.send_header("Cache-Control", "no-store")
             self.end_headers()
@@ -178,7 +177,8 @@ def prometheus_text(found: list[Sample]) -> tuple[bytes, str]:
     families: dict[str, Any] = {}
     for name, (kind, text) in HELP.items():
         family = CounterMetricFamily if kind == "counter" else GaugeMetricFamily
-        families[name] = family(name, text, labels=_label_names(name, found))
+        keys = ["task", "outcome"] if name == "cronctl_runs_total" else ["task"]
+        families[name] = family(name, text, labels=keys)
     for name, labels, value in found:
         families[name].add_metric([v for _, v in labels], value)
 
@@ -189,13 +189,6 @@ def prometheus_text(found: list[Sample]) -> tuple[bytes, str]:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(Collector())
     return exposition.generate_latest(registry), exposition.CONTENT_TYPE_LATEST
-
-
-def _label_names(name: str, found: list[Sample]) -> list[str]:
-    for sample_name, labels, _ in found:
-        if sample_name == name:
-            return [k for k, _ in labels]
-    return ["task", "outcome"] if name == "cronctl_runs_total" else ["task"]
 
 
 def check_prometheus_client() -> None:
