@@ -1,13 +1,8 @@
-"""Entries of `run`'s cache, each kept under a key of everything the parse read.
-
-An entry (the schedule, edge/schedentry.py; a quiet minute's hint, run/quiet.py) is used only
-when all the parse read is unchanged, so it is never stale: the files' bytes and names from
-the same working directory, ``$HOME``, cronctl's parsing code (version, Python, each source's
-size and mtime), every path the text resolved to (a swapped deploy link is a miss) and every
-time zone, looked up again. An entry is a ``marshal`` of plain values (nothing in it can name
-a class or a function), in a private directory: it holds commands. Anything wrong with the
-cache costs only the parse it would have saved; it never fails a run.
-"""
+"""Entries of `run`'s cache (the schedule, edge/schedentry.py; a quiet minute's hint,
+run/quiet.py), each used only while all its parse read is unchanged, so never stale
+(docs/commands.md, "The schedule cache"). An entry is a ``marshal`` of plain values (nothing
+in it can name a class or a function) in a private directory: it holds commands. Anything
+wrong with the cache costs only the parse it would have saved; it never fails a run."""
 
 from __future__ import annotations
 
@@ -151,9 +146,8 @@ def _read(where: Path, name: str) -> Any:
     except (OSError, CronctlError):
         return None
     try:
-        # Our own file, in a directory only this user can write, as the state database is;
-        # marshal runs nothing, and the schedule's decoder (edge/schedentry.py) takes nothing
-        # but its own tagged plain values.
+        # Our own file in a private directory, as the state database is; marshal runs nothing,
+        # and edge/schedentry.py's decoder takes nothing but its own tagged plain values.
         return marshal.loads(data)  # noqa: S302
     except (EOFError, ValueError, TypeError):
         return None

@@ -14,6 +14,7 @@ from cronctl.core.cronexpr import CronExpr
 from cronctl.core.model import Problem, Schedule, Settings, Task
 from cronctl.core.zones import Zone, parse_zone
 from cronctl.edge.schedcache import Lookup, still_resolved
+from cronctl.edge.schedpaths import read_bytes
 
 # The record classes an entry may hold, by name (an allow-list: nothing else is made).
 _RECORDS: dict[str, Any] = {
@@ -33,15 +34,12 @@ class _Uncacheable(Exception):
 def load(paths: Sequence[Path], env: Mapping[str, str], look: Lookup | None = None) -> Schedule:
     """From the cache when nothing it was parsed from changed, else parsed (and kept)."""
     look = look or Lookup(paths, env)
-    if look.key is None:
-        return _parse(look)[0]
     found = look.read("schedule")
-    if found is not None:
-        schedule = _use(found, look)
-        if schedule is not None:
-            return schedule
-    schedule, resolved = _parse(look)
-    if not schedule.errors:
+    schedule = None if found is None else _use(found, look)
+    if schedule is not None:
+        return schedule
+    schedule, resolved = _parse(look.paths, look.contents)
+    if not schedule.errors and look.key is not None:
         try:
             payload = _encode(schedule)
         except (_Uncacheable, ValueError, AttributeError):  # a value no entry can hold
@@ -53,17 +51,16 @@ def load(paths: Sequence[Path], env: Mapping[str, str], look: Lookup | None = No
 
 def load_uncached(paths: Sequence[Path]) -> Schedule:
     """For `check`, which never trusts a cache."""
-    # Imported here, not at the top: `run` imports this module and on a hit never parses.
-    from cronctl.edge import schedfiles
-
-    return schedfiles.load_paths(paths)
+    return _parse(paths, [read_bytes(p) for p in paths])[0]
 
 
-def _parse(look: Lookup) -> tuple[Schedule, dict[tuple[str, str, str], Path]]:
+def _parse(
+    paths: Sequence[Path], contents: Sequence[bytes]
+) -> tuple[Schedule, dict[tuple[str, str, str], Path]]:
     # Imported here, not at the top: a hit never needs the parser (tomllib, the schema).
     from cronctl.edge import schedfiles
 
-    return schedfiles.parse_all(look.paths, look.contents)
+    return schedfiles.parse_all(paths, contents)
 
 
 def _use(found: Any, look: Lookup) -> Schedule | None:

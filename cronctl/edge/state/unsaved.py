@@ -1,12 +1,10 @@
-"""Results that ran but could not be saved in state.db (disk full, locked), kept in
-``STATE_DIR/unsaved/`` until the next run applies them, instead of recovering the row as
-"outcome unknown".
+"""Results that could not be saved in state.db (disk full, locked), kept in
+``STATE_DIR/unsaved/`` for the next run to apply, rather than recovered as "outcome unknown".
 
-For a full disk, space is reserved before the commands start: one ``PID-NONCE.slots`` file per
-run (not per occurrence: a hundred files would make every worker wait on the directory's
-lock), ``posix_fallocate``d with a :data:`RESERVE` slot per occurrence. A crash leaves zeros,
-read as nothing kept. A result with no slot is written as ``RUN_ID.json``, as older cronctl did.
-"""
+For a full disk, space is reserved before the commands start: one ``PID-NONCE.slots`` file a
+run (a file an occurrence would make every worker wait on the directory's lock),
+``posix_fallocate``d with a :data:`RESERVE` slot per occurrence; a crash leaves zeros, read
+as nothing kept. A result with no slot is written as ``RUN_ID.json``, as older cronctl did."""
 
 from __future__ import annotations
 
