@@ -44,12 +44,9 @@ def resolve_dirs(
     project: str | None = None,
 ) -> tuple[Path, Path]:
     """``(state_dir, lock_dir)``, absolute; each the first of flag, environment, [cronctl]
-    table, ``$STATE_DIRECTORY``, default (``lock_dir``: ``STATE_DIR/locks``).
-
-    ``$STATE_DIRECTORY`` ranks below every setting and above the default (a service user's
-    state is not in its home, for www-data the web root). A ``project`` lives in
-    ``ROOT/projects/PROJECT``: two projects' tasks of one name share no lock or history.
-    """
+    table, ``$STATE_DIRECTORY`` (a service user's home may be the web root), default
+    (``lock_dir``: ``STATE_DIR/locks``). A ``project`` lives in ``ROOT/projects/PROJECT``:
+    two projects' tasks of one name share no lock or history."""
     for name in ("CRONCTL_STATE_DIR", "CRONCTL_LOCK_DIR"):
         if env.get(name) == "":
             raise UsageError(

@@ -90,9 +90,7 @@ def _task_values(task: Task, store: Store, now: datetime) -> dict[str, float | N
     last = store.last_ended(task.name)
     ok = store.last_ok(task.name)
     following = task.next_run(now)
-    exit_code = None
-    if last is not None:
-        exit_code = last.exit_code if last.exit_code is not None else -1
+    exit_code = None if last is None else -1 if last.exit_code is None else last.exit_code
     return {
         "cronctl_last_run_timestamp_seconds": _started(last),
         "cronctl_last_success_timestamp_seconds": _started(ok),
@@ -104,15 +102,11 @@ def _task_values(task: Task, store: Store, now: datetime) -> dict[str, float | N
 
 
 def _started(row: RunRow | None) -> float | None:
-    if row is None:
-        return None
-    return (row.started or row.occurrence).timestamp()
+    return None if row is None else (row.started or row.occurrence).timestamp()
 
 
 def _number(value: float) -> str:
-    if float(value).is_integer():
-        return str(int(value))
-    return repr(float(value))
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
 
 
 def _escape(value: str) -> str:

@@ -141,10 +141,7 @@ def load(
     env: Mapping[str, str] | None = None,
 ) -> Schedule:
     """Load schedule files as the CLI would; raises ScheduleFileError only if none can be read."""
-    if files is None:
-        given = None
-    elif isinstance(files, str | os.PathLike):
-        given = [Path(files)]
-    else:
-        given = [Path(f) for f in files]
+    if isinstance(files, str | os.PathLike):
+        files = [files]
+    given = None if files is None else [Path(f) for f in files]
     return load_paths(schedule_paths(given, os.environ if env is None else env))
