@@ -24,16 +24,13 @@ class Caller:
 def find_callers(env: Mapping[str, str]) -> list[Caller]:
     root = Path(env.get("CRONCTL_DOCTOR_ROOT") or "/")
     found = list(_user_crontab(env))
-    cron_files = [root / "etc/crontab", *_listing(root / "etc/cron.d")]
-    for path in cron_files:
-        found.extend(_matches(path, str(path), unit=False))
+    for path in [root / "etc/crontab", *_listing(root / "etc/cron.d")]:
+        found.extend(_matches(path, unit=False))
     unit_dirs = [root / d for d in _UNIT_DIRS]
     if env.get("HOME"):
         unit_dirs.append(Path(env["HOME"]) / ".config/systemd/user")
-    for directory in unit_dirs:
-        for path in _listing(directory):
-            if path.suffix in (".service", ".timer"):
-                found.extend(_matches(path, str(path), unit=True))
+    for path in (p for d in unit_dirs for p in _listing(d) if p.suffix in (".service", ".timer")):
+        found.extend(_matches(path, unit=True))
     return found
 
 
@@ -44,13 +41,13 @@ def _listing(directory: Path) -> list[Path]:
         return []
 
 
-def _matches(path: Path, where: str, unit: bool) -> Iterator[Caller]:
+def _matches(path: Path, unit: bool) -> Iterator[Caller]:
     try:
         with path.open("rb") as fh:
             text = fh.read(_MAX_BYTES).decode("utf-8", "replace")
     except OSError:
         return
-    yield from _scan(text, where, unit)
+    yield from _scan(text, str(path), unit)
 
 
 def _scan(text: str, where: str, unit: bool) -> Iterator[Caller]:

@@ -77,7 +77,6 @@ class HealthServer:
     def __init__(self, address: Address, liveness: Liveness, samples: Samples) -> None:
         self.address = address
         self._server: Any = None
-        self._thread: threading.Thread | None = None
         self._liveness = liveness
         self._samples = samples
 
@@ -103,17 +102,14 @@ class HealthServer:
                 f"--health {self.address}: cannot listen there: {exc.strerror or exc}; "
                 "choose a free port on an address of this machine"
             ) from None
-        self._thread = threading.Thread(
+        threading.Thread(
             target=self._server.serve_forever, name="cronctl-health", daemon=True
-        )
-        self._thread.start()
+        ).start()
 
     def close(self) -> None:
         if self._server is not None:
-            self._server.shutdown()
+            self._server.shutdown()  # returns once serve_forever has
             self._server.server_close()
-        if self._thread is not None:
-            self._thread.join(5.0)
 
 
 def _handler(base: Any, liveness: Liveness, samples: Samples) -> Any:

@@ -121,7 +121,6 @@ class _Flight:
     """One ping in a daemon thread: LIMIT_S after it was sent, its sockets are shut down."""
 
     def __init__(self, url: str, kind: str, rid: str, body: bytes) -> None:
-        self.kind = kind
         self.deadline = time.monotonic() + LIMIT_S
         self._lock = threading.Lock()
         self._sockets: list[socket.socket] = []
