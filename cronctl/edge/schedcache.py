@@ -43,8 +43,7 @@ def cache_dir(env: Mapping[str, str], is_root: bool) -> Path | None:
                 f"{ENV}=off to keep no cache, or unset it"
             )
         return Path(given)
-    unit_given = systemd_dir(env, "CACHE_DIRECTORY")
-    if unit_given is not None:
+    if (unit_given := systemd_dir(env, "CACHE_DIRECTORY")) is not None:
         return unit_given
     if is_root:
         return Path("/var/cache/cronctl")
@@ -142,14 +141,10 @@ def _read(where: Path, name: str) -> Any:
         with os.fdopen(fd, "rb") as file:
             if os.fstat(fd).st_size > MAX_ENTRY:
                 return None
-            data = file.read()
-    except (OSError, CronctlError):
-        return None
-    try:
-        # Our own file in a private directory, as the state database is; marshal runs nothing,
-        # and edge/schedentry.py's decoder takes nothing but its own tagged plain values.
-        return marshal.loads(data)  # noqa: S302
-    except (EOFError, ValueError, TypeError):
+            # Our own file in a private directory, as the state database is; marshal runs
+            # nothing, and edge/schedentry.py's decoder takes only its own tagged plain values.
+            return marshal.loads(file.read())  # noqa: S302
+    except (OSError, CronctlError, EOFError, ValueError, TypeError):
         return None
 
 
