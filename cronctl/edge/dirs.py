@@ -68,10 +68,7 @@ def resolve_dirs(
 
 
 def _first(*candidates: Path | str | None) -> Path | None:
-    for candidate in candidates:
-        if candidate is not None and str(candidate) != "":
-            return Path(candidate)
-    return None
+    return next((Path(c) for c in candidates if c), None)  # "" is no setting
 
 
 def data_dirs(
