@@ -251,14 +251,11 @@ class OccurrencePings:
             # Not the endpoint's fault: no notice stamp, which would hide a real outage.
             self._warn(f"cronctl: warning: {where} {_STOPPED}")
             return
-        if not errors:
-            clear_notice(self._state_dir, key)
-            return
-        if first_notice(self._state_dir, key):
-            self._warn(
-                f"cronctl: warning: {where} failed ({'; '.join(errors)}); the task's outcome "
-                "stands. Said once until a ping gets through again"
-            )
+        failed = (
+            f"cronctl: warning: {where} failed ({'; '.join(errors)}); the task's outcome "
+            "stands. Said once until a ping gets through again"
+        )
+        _once(self._state_dir, key, failed if errors else None, self._warn)
 
 
 def run_hook(
@@ -288,35 +285,30 @@ def run_hook(
         kill_grace=1.0,
     )
     outcome = runner.start(spec).wait()
-    notice = f"hook-{task.name}-{key}"
-    if outcome.outcome == "ok":
-        clear_notice(state_dir, notice)
+    what = {"timeout": f"did not finish in {LIMIT_S:g}s and was killed"}.get(
+        outcome.outcome,
+        f"exited {outcome.exit_code}" if outcome.exit_code is not None else "could not run",
+    )
+    failed = (
+        f"cronctl: warning: task {task.name}: {key} hook {what} (log: {spec.log_path}); "
+        "the task's outcome stands. Said once until the hook works again"
+    )
+    _once(state_dir, f"hook-{task.name}-{key}", None if outcome.outcome == "ok" else failed, warn)
+
+
+def _once(state_dir: Path, key: str, warning: str | None, warn: Callable[[str], None]) -> None:
+    """Say `warning` the first time since the last None: once an outage, by a stamp."""
+    notices = state_dir / _NOTICES
+    if warning is None:
+        with suppress(OSError):
+            # Checked first: a link planted at notices/ must not aim the unlink elsewhere.
+            (ensure_private_dir(notices, within=state_dir) / key).unlink()
         return
-    if first_notice(state_dir, notice):
-        what = {"timeout": f"did not finish in {LIMIT_S:g}s and was killed"}.get(
-            outcome.outcome,
-            f"exited {outcome.exit_code}" if outcome.exit_code is not None else "could not run",
-        )
-        warn(
-            f"cronctl: warning: task {task.name}: {key} hook {what} (log: {spec.log_path}); "
-            "the task's outcome stands. Said once until the hook works again"
-        )
-
-
-def first_notice(state_dir: Path, key: str) -> bool:
-    """True the first time `key` is noticed since it was last cleared."""
-    directory = ensure_private_dir(state_dir / _NOTICES, within=state_dir)
+    stamp = ensure_private_dir(notices, within=state_dir) / key
     try:
-        fd = open_nofollow(directory / key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        os.close(open_nofollow(stamp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
     except FileExistsError:
-        return False
+        return
     except OSError:
-        return True  # cannot remember: saying it again beats never saying it
-    os.close(fd)
-    return True
-
-
-def clear_notice(state_dir: Path, key: str) -> None:
-    with suppress(OSError):
-        # Checked first: a link planted at notices/ must not aim the unlink elsewhere.
-        (ensure_private_dir(state_dir / _NOTICES, within=state_dir) / key).unlink()
+        pass  # cannot remember: saying it again beats never saying it
+    warn(warning)
