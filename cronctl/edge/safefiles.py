@@ -267,8 +267,7 @@ def open_dir(path: Path) -> tuple[int, os.stat_result]:
         raise
     try:
         st = os.fstat(fd)
-        if not _sound_dir(st):
-            _check_owner_and_mode(path, st, "directory")
+        _check_owner_and_mode(path, st, "directory")
     except BaseException:
         os.close(fd)
         raise
@@ -351,8 +350,7 @@ def check_file_path(path: Path, *, sticky_ok: bool = False) -> None:
         return
     if sticky_ok and st.st_mode & stat.S_ISVTX and st.st_uid in (0, os.geteuid()):
         return
-    if not _sound_dir(st):
-        _check_owner_and_mode(path.parent, st, "directory")
+    _check_owner_and_mode(path.parent, st, "directory")
 
 
 def write_atomic(path: Path, data: bytes, mode: int = 0o600, *, durable: bool = True) -> None:
