@@ -8,14 +8,11 @@ the other threads would pass the mask on to every task they start.)
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Protocol
 
 AWAKE_S = 0.2
-
-
-class _Event(Protocol):
-    def wait(self, timeout: float | None = None) -> bool: ...
 
 
 class _Joinable(Protocol):
@@ -33,6 +30,6 @@ def join_awake(thread: _Joinable, timeout: float | None = None) -> None:
         thread.join(left)
 
 
-def wait_awake(event: _Event, seconds: float) -> bool:
+def wait_awake(event: threading.Event, seconds: float) -> bool:
     """``event.wait(seconds)``, or less: the caller waits again, by its clock, if early."""
     return event.wait(min(seconds, AWAKE_S))
