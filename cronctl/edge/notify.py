@@ -60,25 +60,6 @@ def ping_target(url: str, kind: str, rid: str) -> str:
     return urlunsplit((parts.scheme, parts.netloc, path, query, ""))
 
 
-def send_ping(
-    url: str, kind: str, rid: str, body: bytes, opened: Callable[[socket.socket], None]
-) -> None:
-    """POST one ping; raises OSError, ValueError or http.client.HTTPException. LIMIT_S
-    bounds each socket operation only: `opened` gets every socket, for _Flight to cut."""
-    # Imported here, not at the top: urllib.request (http.client, ssl, email) is costly, and
-    # only a task with ping_url needs it.
-    import urllib.request
-
-    request = urllib.request.Request(  # noqa: S310 (the scheme is checked: http or https)
-        ping_target(url, kind, rid),
-        data=body,
-        method="POST",
-        headers={"User-Agent": "cronctl", "Content-Type": "text/plain; charset=utf-8"},
-    )
-    with _opener(opened).open(request, timeout=LIMIT_S):  # HTTP errors (>= 400) raise HTTPError
-        pass  # the status is all a ping needs: its body is never read
-
-
 def _opener(opened: Callable[[socket.socket], None]) -> urllib.request.OpenerDirector:
     """urllib's usual opener, whose connections hand each socket to `opened` before use."""
     import http.client
@@ -133,7 +114,19 @@ class _Flight:
 
     def _send(self, url: str, kind: str, rid: str, body: bytes) -> None:
         try:
-            send_ping(url, kind, rid, body, opened=self._opened)
+            # Imported here: urllib.request (http.client, ssl, email) is costly, and only a
+            # task with ping_url needs it.
+            import urllib.request
+
+            request = urllib.request.Request(  # noqa: S310 (the scheme is checked: http or https)
+                ping_target(url, kind, rid),
+                data=body,
+                method="POST",
+                headers={"User-Agent": "cronctl", "Content-Type": "text/plain; charset=utf-8"},
+            )
+            # LIMIT_S bounds each socket operation only: settle() cuts the whole exchange.
+            with _opener(self._opened).open(request, timeout=LIMIT_S):  # >= 400: HTTPError
+                pass  # the status is all a ping needs: its body is never read
         except Exception as exc:  # anything: a ping never changes the run (module docstring)
             reason = getattr(exc, "reason", None) or exc
             text = str(reason) or type(reason).__name__
