@@ -200,10 +200,10 @@ class RunPings:
 
 
 class OccurrencePings:
-    """`/start` as the command starts, then the ending ping; in the background, never raising."""
+    """`/start` when made, as the command starts; the ending ping at finish(). Never raises."""
 
     def __init__(
-        self, task: Task, state_dir: Path, warn: Callable[[str], None], pings: RunPings
+        self, task: Task, state_dir: Path, warn: Callable[[str], None], pings: RunPings, rid: str
     ) -> None:
         assert task.ping_url is not None
         self._task = task
@@ -211,12 +211,8 @@ class OccurrencePings:
         self._state_dir = state_dir
         self._warn = warn
         self._pings = pings
-        self._rid = ""
-        self._starting: _Flight | None = None
-
-    def start(self, rid: str) -> None:
         self._rid = rid
-        self._starting = self._pings.send(self._url, "start", rid)
+        self._starting = pings.send(self._url, "start", rid)
 
     def finish(self, result: RunRow) -> None:
         """The URL, or `/fail`, with the output's tail, after `/start` ended; at once. The rid

@@ -59,8 +59,7 @@ def execute(
         return _attempt(store, task, row, env, ctx, lock, started)
     pinger = None
     if task.ping_url is not None:
-        pinger = OccurrencePings(task, ctx.state_dir, ctx.world.warn, ctx.run.pings)
-        pinger.start(row.id)
+        pinger = OccurrencePings(task, ctx.state_dir, ctx.world.warn, ctx.run.pings, row.id)
     result = _attempt(store, task, row, env, ctx, lock, started)
     while (delay := retry_delay(task, result, ctx)) is not None:
         store.update_run(result.id, **result_fields(result))
