@@ -1,5 +1,6 @@
 """cronctl's directories made private and refused when others could tamper with them, and
-their files opened, written and replaced without following planted links (README, Safety)."""
+their files opened, written, appended and replaced without following planted links (README,
+Safety)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import errno
 import operator
 import os
 import stat
+from collections.abc import Mapping
 from contextlib import suppress
 from itertools import accumulate
 from pathlib import Path
@@ -21,8 +23,8 @@ _GROUP_SHARED_MODE = stat.S_ISGID | 0o750
 # What cronctl keeps directly inside a state or lock directory: each one that exists is
 # checked with its parent, so a link or a foreign file planted there is refused before use.
 _KNOWN_DIRS = ("logs", "notices", "overlap", "claims", "paused", "locks")
-AUDIT_FILE = "audit.jsonl"
-_KNOWN_FILES = ("state.db", "state.db-wal", "state.db-shm", "state.db-journal", AUDIT_FILE)
+_AUDIT_FILE = "audit.jsonl"
+_KNOWN_FILES = ("state.db", "state.db-wal", "state.db-shm", "state.db-journal", _AUDIT_FILE)
 # Directories whose known children passed, by the directory's (device, inode, mtime).
 _CHILDREN_PASSED: dict[str, tuple[int, int, int]] = {}
 
@@ -382,3 +384,20 @@ def fsync_dir(directory: Path) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+
+def append_record(state_dir: Path, record: Mapping[str, object]) -> Path:
+    """One line of the dashboard's audit record (docs/dashboard.md): one ``write`` on an
+    ``O_APPEND`` descriptor (two writers' lines never interleave), synced before the action goes
+    ahead (one the record cannot take is not done); ``\\u`` escapes keep a terminal escape inert."""
+    import json  # here: `run` never loads json (tests/cli/test_main.py)
+
+    path = ensure_private_dir(state_dir) / _AUDIT_FILE
+    line = json.dumps(record, ensure_ascii=True, separators=(",", ":")) + "\n"
+    fd = open_nofollow(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, line.encode("ascii"))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return path

@@ -19,7 +19,7 @@ from cronctl.commands.operate import pause, resume
 from cronctl.coord.port import Coordinator
 from cronctl.core.model import Schedule, format_utc
 from cronctl.core.values import check_line
-from cronctl.edge.audit import append_record
+from cronctl.edge.safefiles import append_record
 from cronctl.errors import CronctlError, UsageError
 from cronctl.run.context import RunContext
 
@@ -122,7 +122,7 @@ class Actions:
 
     def record(self, action: str, name: str, actor: Actor, now: datetime, result: str,
                reason: str | None = None) -> None:  # fmt: skip
-        """One line of the audit record (edge/audit.py)."""
+        """One line of the audit record (edge/safefiles.py)."""
         line = {"at": format_utc(now), "action": action, "task": name, "reason": reason}
         line |= {"result": result, **asdict(actor), "host": self.ctx.host}
         append_record(self.ctx.state_dir, line)

@@ -1,4 +1,4 @@
-"""The dashboard's request rules (web/auth.py) and its audit file (edge/audit.py),
+"""The dashboard's request rules (web/auth.py) and its audit file (edge/safefiles.py),
 one at a time, with fixed values."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cronctl.edge.audit import append_record
+from cronctl.edge.safefiles import append_record
 from cronctl.errors import UnsafeDirectoryError
 from cronctl.web.auth import SESSION_S, Sessions, actor_of, bearer, origin_problem
 
