@@ -114,25 +114,10 @@ def reserve(state_dir: Path, run_ids: Iterable[str]) -> Reservation | None:
 
 def keep(state_dir: Path, run_id: str, fields: dict[str, object]) -> str | None:
     """Write ``run_id``'s result as ``RUN_ID.json``; None, or why it could not be."""
-    data = _encode(fields)
-    path = _path(state_dir, run_id)
     try:
-        fd = open_nofollow(path, os.O_WRONLY)
-    except FileNotFoundError:
-        fd = -1
+        write_atomic(_path(state_dir, run_id), _encode(fields))
     except OSError as exc:
         return str(exc)
-    try:
-        if fd >= 0 and len(data) <= RESERVE:
-            os.pwrite(fd, data, 0)  # a reservation an older cronctl made: no block to allocate
-            os.fsync(fd)
-        else:
-            write_atomic(path, data)
-    except OSError as exc:
-        return str(exc)
-    finally:
-        if fd >= 0:
-            os.close(fd)
     return None
 
 
