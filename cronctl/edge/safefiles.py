@@ -95,15 +95,9 @@ def _normal(path: Path) -> Path:
 
 
 def _create_missing(path: Path) -> None:
-    missing: list[Path] = []
-    current = path
-    while not os.path.lexists(current):
-        missing.append(current)
-        if current.parent == current:
-            break
-        current = current.parent
-    for directory in reversed(missing):
-        _mkdir(directory)
+    for directory in (*reversed(path.parents), path):  # from the root down
+        if not os.path.lexists(directory):
+            _mkdir(directory)
 
 
 def _mkdir(directory: Path) -> None:
