@@ -212,11 +212,6 @@ def _use_wal(conn: sqlite3.Connection, path: Path) -> None:
         raise CronctlError(f"{path}: {reason}; put state_dir on a local file system.")
 
 
-def _user_version(conn: sqlite3.Connection) -> int:
-    (version,) = conn.execute("PRAGMA user_version").fetchone()
-    return int(version)
-
-
 def _refuse_newer(path: Path, version: int) -> None:
     if version < 0:
         raise StoreUnusableError(
@@ -232,13 +227,14 @@ def _refuse_newer(path: Path, version: int) -> None:
 
 
 def _migrate(conn: sqlite3.Connection, path: Path) -> None:
-    version = _user_version(conn)
+    (version,) = conn.execute("PRAGMA user_version").fetchone()
     _refuse_newer(path, version)
     if version == SCHEMA_VERSION:
         return  # the common case: one read, no write lock
     conn.execute("BEGIN IMMEDIATE")
     try:
-        version = _user_version(conn)  # another process may have migrated meanwhile
+        # Again: another process may have migrated meanwhile.
+        (version,) = conn.execute("PRAGMA user_version").fetchone()
         _refuse_newer(path, version)
         for target, statements in enumerate(MIGRATIONS[version:], start=version + 1):
             for statement in statements:

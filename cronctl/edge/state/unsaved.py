@@ -133,11 +133,9 @@ class Kept:
             return
         with os.scandir(directory) as entries:
             names = [e.name for e in entries if e.name.endswith(_SUFFIX)]
-        for name in names:
-            if not _owner_gone(name):
-                continue
-            self._results.update(_read_slots(directory / name))
-            self._spent.append(directory / name)
+        self._spent = [directory / name for name in names if _owner_gone(name)]
+        for path in self._spent:
+            self._results.update(_read_slots(path))
 
     def take(self, run_id: str) -> dict[str, object] | None:
         if run_id in self._results:
