@@ -1,10 +1,7 @@
-"""Waits of the main thread that a signal can end (docs/commands.md, "Signals").
-
-Python runs a handler in the main thread only, once it runs Python again, and the kernel may
-hand SIGTERM to any thread: a main thread in one long wait slept through it (`work` until
-its next minute). So it never waits longer than AWAKE_S at a time. (Blocking the signals in
-the other threads would pass the mask on to every task they start.)
-"""
+"""Waits of the main thread that a signal can end (docs/commands.md, "Signals"), AWAKE_S at a
+time: Python runs a handler in the main thread once it runs Python again, and the kernel may
+hand SIGTERM to any thread, so a main thread in one long wait slept through it. (Blocking
+signals in the other threads would pass the mask on to every task they start.)"""
 
 from __future__ import annotations
 

@@ -1,10 +1,7 @@
-"""Heartbeat pings (the healthchecks.io protocol) and on_failure/on_success hooks.
-
-Advice about a run, never part of it: 10 s each (a ping's whole exchange, however slowly
-the endpoint drips), the outcome unchanged, a failure said once per outage (a stamp in
-`STATE_DIR/notices`: cron mails what `run` prints). A URL's path is its secret: shown only
-as `scheme://host/***`.
-"""
+"""Heartbeat pings (the healthchecks.io protocol) and on_failure/on_success hooks: advice
+about a run, never part of it. 10 s each (a ping's whole exchange, however slowly the endpoint
+drips), the outcome unchanged, a failure said once per outage (a stamp in STATE_DIR/notices:
+cron mails what `run` prints). A URL's path is its secret: shown as `scheme://host/***`."""
 
 from __future__ import annotations
 

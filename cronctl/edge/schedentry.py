@@ -20,10 +20,9 @@ from cronctl.edge.schedpaths import read_bytes
 _RECORDS: dict[str, Any] = {
     cls.__name__: cls for cls in (Schedule, Task, Settings, Problem, CronExpr)
 }
-# An entry holds plain data marshal can hold. Every container is a tuple whose first item is
-# a one-letter tag, so a tuple of the schedule (a command's argv) and a tuple of the encoding
-# can never be taken for each other. Scalars and frozensets of scalars (a CronExpr's fields)
-# are kept as they are.
+# Plain data marshal can hold: every container a tuple tagged by its first item (so a tuple of
+# the schedule, an argv, is never taken for one of the encoding); scalars and frozensets of
+# scalars (a CronExpr's fields) as they are.
 _SCALARS = (str, int, float, bool, type(None), bytes)
 
 
