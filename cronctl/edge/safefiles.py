@@ -1,6 +1,5 @@
 """cronctl's directories made private and refused when others could tamper with them, and
-their files opened, written, appended and replaced without following planted links (README,
-Safety)."""
+their files opened, written and replaced without following planted links (README, Safety)."""
 
 from __future__ import annotations
 
@@ -305,12 +304,11 @@ def write_new(path: Path, text: str, force: bool) -> None:
 
 
 def check_file_path(path: Path, *, sticky_ok: bool = False) -> None:
-    """Check the way to a file cronctl writes outside its directories (`metrics_file`).
-
-    Below a directory others can write to (``/tmp``), each component must be a real directory of
-    root or this user, and that directory sticky (else a checked one could be swapped for a
-    link). The file's directory must pass the state directories' check or, with ``sticky_ok``
-    (a file opened ``O_NOFOLLOW``), be sticky and ours or root's."""
+    """Check the way to a file cronctl writes outside its directories (`metrics_file`): below a
+    directory others can write to (``/tmp``), each component must be a real directory of root
+    or this user, and that directory sticky (else a checked one could be swapped for a link).
+    The file's directory must pass the state directories' check or, with ``sticky_ok`` (a file
+    opened ``O_NOFOLLOW``), be sticky and ours or root's."""
     path = _normal(path)
     current = Path("/")
     for part in path.parent.parts[1:]:

@@ -1,9 +1,6 @@
-"""The state database file: opened by SQLite alone, checked, migrated, its errors told.
-
-Nothing here opens a descriptor of it: one opened and closed beside a live connection drops
-that connection's POSIX locks (another process then deletes the WAL under it), so the file is
-inspected by ``lstat`` only.
-"""
+"""The state database file: opened by SQLite alone, checked, migrated, its errors told. It is
+inspected by ``lstat`` only: a descriptor of it opened and closed beside a live connection
+drops that connection's POSIX locks (another process then deletes the WAL under it)."""
 
 from __future__ import annotations
 
@@ -286,8 +283,7 @@ def empty_connection(path: Path) -> sqlite3.Connection:
 
 def open_connection(path: Path, *, create: bool) -> sqlite3.Connection:
     """Open the database at ``path``, creating it (0600) when ``create``, and migrate it.
-    Errors: UnsafeDirectoryError, StoreUnusableError, CronctlError (none there, full, locked).
-    """
+    Errors: UnsafeDirectoryError, StoreUnusableError, CronctlError (none there, full, locked)."""
     exists = inspect_file(path)
     if not exists and not create:
         raise CronctlError(

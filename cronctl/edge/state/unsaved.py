@@ -1,6 +1,5 @@
 """Results that could not be saved in state.db (disk full, locked), kept in
 ``STATE_DIR/unsaved/`` for the next run to apply, rather than recovered as "outcome unknown".
-
 For a full disk, space is reserved before the commands start: one ``PID-NONCE.slots`` file a
 run (a file an occurrence would make every worker wait on the directory's lock),
 ``posix_fallocate``d with a :data:`RESERVE` slot per occurrence; a crash leaves zeros, read
