@@ -45,10 +45,15 @@ def parse_bytes(path: Path, data: bytes, before: tuple[int, int] = (0, 0)) -> Fi
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         where, message = syntax_error_line(str(exc))
-    except (RecursionError, ValueError) as exc:
-        # tomllib recurses once per nesting level and calls int() on every integer literal;
-        # both are limits of the parser, not syntax errors, so it reports no position.
-        where, message = _limit_problem(text, exc)
+    # tomllib recurses once per nesting level and calls int() on every integer literal; both
+    # are limits of the parser, not syntax errors, so it reports no position.
+    except RecursionError:
+        where = _deep_line(text)
+        message = f"arrays or inline tables are nested too deeply (more than {_DEEPEST} levels)"
+    except ValueError:
+        match = re.search(_LONG_INTEGER, text)
+        where = text.count("\n", 0, match.start()) + 1 if match else None
+        message = "an integer has more than 4,300 digits, more than any value cronctl accepts"
     else:
         tables = doc.get("task")
         result.tables = len(tables) if isinstance(tables, list) else 0
@@ -64,16 +69,6 @@ def parse_bytes(path: Path, data: bytes, before: tuple[int, int] = (0, 0)) -> Fi
 
 def _error(path: Path, line: int | None, code: str, message: str) -> Problem:
     return Problem(str(path), line, None, "error", code, message)
-
-
-def _limit_problem(text: str, exc: Exception) -> tuple[int | None, str]:
-    if isinstance(exc, RecursionError):
-        return _deep_line(text), (
-            f"arrays or inline tables are nested too deeply (more than {_DEEPEST} levels)"
-        )
-    match = re.search(_LONG_INTEGER, text)
-    line = text.count("\n", 0, match.start()) + 1 if match else None
-    return line, "an integer has more than 4,300 digits, more than any value cronctl accepts"
 
 
 def _deep_line(text: str) -> int | None:
