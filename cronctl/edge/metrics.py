@@ -64,9 +64,7 @@ def samples(schedule: Schedule, store: Store, now: datetime) -> list[Sample]:
     states = store.states()
     for task in schedule.tasks:
         label = (("task", task.name),)
-        for name, value in _task_values(task, store, now).items():
-            if value is not None:
-                found.append((name, label, value))
+        found += [(n, label, v) for n, v in _task_values(task, store, now).items() if v is not None]
         for outcome, count in sorted(counts.get(task.name, {}).items()):
             if outcome not in UNFINISHED:
                 found.append(("cronctl_runs_total", (*label, ("outcome", outcome)), count))

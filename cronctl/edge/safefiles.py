@@ -228,11 +228,9 @@ def open_nofollow(
     :func:`open_dir`), by name. A planted link never redirects it, a planted FIFO never hangs."""
     flags |= os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     try:
-        if dir_fd is None:
-            fd = os.open(path, flags, mode)
-        else:
-            # The last component, as text (pathlib for every lock file cost a guarded run).
-            fd = os.open(os.fspath(path).rpartition("/")[2], flags, mode, dir_fd=dir_fd)
+        # With dir_fd, by its last component, as text (pathlib per lock file cost a guarded run).
+        name = path if dir_fd is None else os.fspath(path).rpartition("/")[2]
+        fd = os.open(name, flags, mode, dir_fd=dir_fd)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise _planted(Path(path), "a symbolic link") from exc
