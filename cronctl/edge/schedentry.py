@@ -96,8 +96,7 @@ def _encode(schedule: Any) -> Any:
         if kind is timedelta:
             return ("T", value.days, value.seconds, value.microseconds)
         if kind is datetime and value.tzinfo is UTC:
-            return ("D", value.year, value.month, value.day, value.hour, value.minute,
-                    value.second, value.microsecond)  # fmt: skip
+            return ("D", *value.timetuple()[:6], value.microsecond)
         if kind is Zone:
             return ("Z", value.name)
         name = kind.__name__
@@ -152,7 +151,7 @@ class _Decoder:
         if tag == "Z":  # as parsing gives it now: a zone gone from the database is a miss
             return parse_zone(value[1])
         if tag == "T":
-            return timedelta(value[1], value[2], value[3])
+            return timedelta(*value[1:])
         if tag == "D":
             year, month, day, hour, minute, second, micro = value[1:]
             return datetime(year, month, day, hour, minute, second, micro, tzinfo=UTC)
