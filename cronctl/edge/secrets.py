@@ -46,12 +46,9 @@ def load(task: Task, env: Mapping[str, str]) -> Secrets:
         else:
             name = key.removeprefix("env_from_file.")
             found[name] = _value(_read(path, f"env_from_file {name}"), path, name)
-    values = list(found.values())
-    for value in list(values):
-        if "\n" in value:
-            # A multi-line value (a PEM key) is often printed a line at a time.
-            values += value.split("\n")
-    return Secrets(found, tuple(v for v in values if v.strip()))
+    # A multi-line value (a PEM key) is often printed a line at a time: each line is one too.
+    lines = [line for value in found.values() if "\n" in value for line in value.split("\n")]
+    return Secrets(found, tuple(v for v in (*found.values(), *lines) if v.strip()))
 
 
 def _value(data: bytes, path: str, name: str) -> str:
