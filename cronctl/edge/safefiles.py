@@ -74,8 +74,7 @@ def verify_dir(path: Path, *, within: Path | None = None) -> bool:
     path = _normal(path)
     base = path if within is None else _normal(within)
     # base, then each directory below it down to path
-    chain = [*accumulate(_parts_below(str(base), str(path)), operator.truediv, initial=base)]
-    for directory in chain:
+    for directory in accumulate(_parts_below(str(base), str(path)), operator.truediv, initial=base):
         if not os.path.lexists(directory):
             return False
         _verify(directory)

@@ -20,7 +20,14 @@ def schedule_paths(given: Sequence[Path] | None, env: Mapping[str, str]) -> list
     if given:
         candidates = list(given)
     elif "CRONCTL_FILE" in env:
-        candidates = _env_files(env["CRONCTL_FILE"])
+        value = env["CRONCTL_FILE"]
+        if not all(parts := value.split(os.pathsep)):  # "" would quietly schedule nothing
+            raise UsageError(
+                f"CRONCTL_FILE={value!r} is empty or has an empty entry; give schedule files "
+                f"separated by {os.pathsep!r} (e.g. CRONCTL_FILE=/srv/a.toml{os.pathsep}"
+                "/srv/b.toml), or unset it"
+            )
+        candidates = [Path(p) for p in parts]
     else:
         candidates = [Path(DEFAULT_FILE)]
     paths: list[Path] = []
@@ -40,18 +47,6 @@ def schedule_paths(given: Sequence[Path] | None, env: Mapping[str, str]) -> list
         else:
             raise ScheduleFileError(f"{candidate}: not a regular file", candidate)
     return paths
-
-
-def _env_files(value: str) -> list[Path]:
-    # An empty value or entry would quietly schedule nothing.
-    parts = value.split(os.pathsep)
-    if not all(parts):
-        raise UsageError(
-            f"CRONCTL_FILE={value!r} is empty or has an empty entry; give schedule files "
-            f"separated by {os.pathsep!r} (e.g. CRONCTL_FILE=/srv/a.toml{os.pathsep}/srv/b.toml), "
-            "or unset it"
-        )
-    return [Path(p) for p in parts]
 
 
 def read_bytes(path: Path) -> bytes:
