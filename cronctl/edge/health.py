@@ -226,9 +226,8 @@ class HealthFile:
         self._failing = False
 
     def _touch(self) -> None:
-        # O_NOFOLLOW: a link planted at the path is never followed to touch its target;
-        # O_NONBLOCK: a planted FIFO never hangs the open. Without O_TRUNC an open changes
-        # nothing, so what is found is judged before it is touched.
+        # O_NOFOLLOW: a planted link is never followed; O_NONBLOCK: a planted FIFO never hangs
+        # the open. Without O_TRUNC the open changes nothing: what is found is judged first.
         flags = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
         fd = os.open(self.path, flags, 0o644)
         try:

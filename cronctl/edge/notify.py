@@ -29,8 +29,7 @@ if TYPE_CHECKING:
 LIMIT_S = 10.0
 BODY_LIMIT = 10 * 1024
 _NOTICES = "notices"
-# How long a cut ping's thread is waited for (one stuck in a name lookup, which nothing can
-# cut, ends by itself later; it is a daemon).
+# How long a cut ping's thread is waited for (one stuck in a name lookup ends later: a daemon).
 _CUT_WAIT_S = 0.5
 _STOPPED = "not completed: cronctl was told to stop"
 
@@ -111,8 +110,7 @@ class _Flight:
 
     def _send(self, url: str, kind: str, rid: str, body: bytes) -> None:
         try:
-            # Imported here: urllib.request (http.client, ssl, email) is costly, and only a
-            # task with ping_url needs it.
+            # Here: costly (http.client, ssl, email), and only a task with ping_url needs it.
             import urllib.request
 
             request = urllib.request.Request(  # noqa: S310 (the scheme is checked: http or https)

@@ -15,8 +15,7 @@ from pathlib import Path
 from cronctl.errors import UnsafeDirectoryError, UsageError
 
 _PRIVATE_MODE = 0o700
-# Keeping S_ISGID on the directories we create makes the group inheritance continue downwards,
-# which is the whole point of a setgid parent.
+# S_ISGID kept on the directories we create carries a setgid parent's group on downwards.
 _GROUP_SHARED_MODE = stat.S_ISGID | 0o750
 
 # What cronctl keeps directly inside a state or lock directory: each one that exists is
@@ -163,9 +162,8 @@ def _verify_children(base: Path, seen: os.stat_result | None = None) -> None:
     """Check what cronctl keeps inside ``base`` by lstat only: opening and closing a
     descriptor of ``state.db`` would drop SQLite's locks in this process."""
     seen = seen or _lstat(base)
-    # Entries only come and go (or are swapped for links) through the directory itself, which
-    # moves its mtime: a directory unchanged since its children passed needs no second look.
-    # A run asks this for every log, claim and lock it touches.
+    # Entries only come and go (or become links) through the directory, which moves its mtime:
+    # one unchanged since its children passed needs no second look (asked for every log, lock).
     key = None if seen is None else (seen.st_dev, seen.st_ino, seen.st_mtime_ns)
     if key is not None and _CHILDREN_PASSED.get(str(base)) == key:
         return

@@ -112,8 +112,7 @@ def _entry_name(key: Any) -> str:
 
 
 def _code_stamp() -> tuple[Any, ...] | None:
-    # cronctl/core, the parse, the decoding, this module and the hint: an edited or upgraded
-    # cronctl never reads an entry an older one wrote.
+    # core/, the parse, the decoding, this module and the hint: an edited cronctl misses.
     edge = Path(__file__).parent
     try:
         with os.scandir(edge.parent / "core") as entries:

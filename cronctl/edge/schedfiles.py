@@ -17,8 +17,7 @@ from cronctl.edge.schedpaths import MAX_SCHEDULE_BYTES, read_bytes, schedule_pat
 
 # docs/schedule-file.md, Limits; counted before the tasks are validated, most of the cost.
 MAX_TASKS = 50_000
-# Nesting deeper than this is reported at the line where it starts; tomllib itself gives up
-# somewhere past a few hundred levels (Python's recursion limit).
+# Nesting deeper is reported where it starts; tomllib gives up past a few hundred levels.
 _DEEPEST = 100
 _LONG_INTEGER = r"[0-9_]{4301,}"  # compiled on first use (re's cache)
 _SPLIT = (

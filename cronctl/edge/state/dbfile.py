@@ -178,9 +178,8 @@ def _connect(path: Path, exists: bool) -> sqlite3.Connection:
     conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
     try:
         conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
-        # FULL: in WAL mode, NORMAL syncs only at checkpoints, so a power loss can drop the
-        # last commits: a run would vanish from history, or last_occurrence would move back
-        # and the occurrence would run a second time. FULL syncs the WAL at every commit.
+        # FULL syncs the WAL at every commit; NORMAL only at checkpoints, so a power loss could
+        # drop the last commits: a run gone from history, or an occurrence run a second time.
         conn.execute("PRAGMA synchronous = FULL")
         _use_wal(conn, path)
         _migrate(conn, path)

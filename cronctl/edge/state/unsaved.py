@@ -32,8 +32,7 @@ def _path(state_dir: Path, run_id: str) -> Path:
 
 
 def _encode(fields: dict[str, object], run_id: str | None = None) -> bytes:
-    # json is imported here and in _decode, not at the top: only a result that could not be
-    # saved needs it, and `run` never imports it otherwise (tests/cli/test_main.py).
+    # json here and in _decode only: a `run` never imports it otherwise (tests/cli/test_main.py).
     import json
 
     values = {k: v.isoformat() if isinstance(v, datetime) else v for k, v in fields.items()}
