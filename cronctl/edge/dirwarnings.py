@@ -89,9 +89,8 @@ def lock_dir_problems(
     schedule: Schedule, flag_state: Path | None, flag_lock: Path | None, env: Mapping[str, str]
 ) -> list[Problem]:
     _, locks = data_dirs(schedule, flag_state, flag_lock, env)
-    # A named lock_dir (flag, environment, file) may be a mount this machine (a CI runner)
-    # lacks: judge it only where it exists. The default, STATE_DIR/locks, is local on every
-    # machine: judge it even before `run` creates it, by the file system it would be on.
+    # A named lock_dir (flag, environment, file) may be a mount a CI runner lacks: judged only
+    # where it exists. The default, STATE_DIR/locks, is local everywhere: judged even unmade.
     named = bool(flag_lock or env.get("CRONCTL_LOCK_DIR") or schedule.settings.lock_dir)
     warning = lock_dir_warning(schedule, locks, only_if_present=named)
     return [warning] if warning else []

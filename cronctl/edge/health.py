@@ -193,9 +193,8 @@ def check_prometheus_client() -> None:
 
 
 class HealthFile:
-    """`--health-file PATH`: touched every minute, removed when `work` stops. In a sticky
-    directory such as `/tmp` others can plant a link, a FIFO or a file at the path but not
-    replace ours, so it is touched only once opened ``O_NOFOLLOW`` and found ours."""
+    """`--health-file PATH`: touched every minute, removed when `work` stops; in a sticky `/tmp`
+    others can plant a link, FIFO or file there, so it is touched only once found ours."""
 
     def __init__(self, path: Path, warn: Callable[[str], None]) -> None:
         self.path = path

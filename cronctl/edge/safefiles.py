@@ -275,9 +275,8 @@ def _planted(path: Path, what: str) -> UnsafeDirectoryError:
 def write_new(path: Path, text: str, force: bool) -> None:
     """Create a file a person asked for (`init`, `import -o`), or with `force` replace it.
     UsageError: it exists, or cannot be written."""
-    # Without force, O_EXCL: a file that appeared since the caller's check is not replaced, and
-    # a link, even dangling, is not followed. With it, a new file renamed over it (over a link,
-    # not through it), so a reader never sees half a file.
+    # Without force, O_EXCL: a file that appeared since the caller's check, or a link even
+    # dangling, is left alone. With it, a new file renamed over it (a link too): never half one.
     target = path.with_name(f".{path.name}.{os.urandom(4).hex()}.tmp") if force else path
     try:
         fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)

@@ -159,8 +159,7 @@ def _owner_gone(name: str) -> bool:
     if pid == os.getpid():
         with _LIVE_LOCK:
             return name not in _LIVE
-    # Linux pids never exceed 2**22 (PID_MAX_LIMIT); a larger number is not a name cronctl
-    # made (and os.kill would overflow on it): leave it alone.
+    # Linux pids stop at 2**22 (PID_MAX_LIMIT): a larger one is not ours, and os.kill overflows.
     return pid <= 2**22 and not procs.alive(pid)
 
 
