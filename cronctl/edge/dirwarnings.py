@@ -31,8 +31,7 @@ _SHARED_FSTYPES = frozenset({"nfs", "nfs4", "cifs", "smb3", "smbfs", "ceph", "fu
 
 
 def _unescape(field: str) -> str:
-    raw = os.fsencode(field)
-    return os.fsdecode(re.sub(_OCTAL_ESCAPE, lambda m: bytes([int(m.group(1), 8)]), raw))
+    return os.fsdecode(re.sub(_OCTAL_ESCAPE, lambda m: bytes([int(m[1], 8)]), os.fsencode(field)))
 
 
 def filesystem_type(path: Path, mountinfo: str | None = None) -> str:

@@ -53,11 +53,10 @@ def load(task: Task, env: Mapping[str, str]) -> Secrets:
 
 def _value(data: bytes, path: str, name: str) -> str:
     try:
-        text = data.decode("utf-8")
+        text = data.decode("utf-8").removesuffix("\n")
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
         raise EnvFileError(f"{name}: not UTF-8; save the file as UTF-8", path, line) from None
-    text = text.removesuffix("\n")
     if "\0" in text:
         line = text[: text.index("\0")].count("\n") + 1
         raise EnvFileError(f"{name}: the file holds a NUL byte", path, line)
