@@ -163,6 +163,21 @@ def alive(pid: int) -> bool:
     return state != b"Z"
 
 
+def children(pid: int) -> list[int]:
+    """The processes ``pid`` started that have not been reaped yet (none once it is gone)."""
+    found: list[int] = []
+    try:
+        threads = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return found
+    for thread in threads:
+        try:
+            found += [int(x) for x in (thread / "children").read_text().split()]
+        except OSError:  # that thread ended meanwhile
+            continue
+    return found
+
+
 def running_in(directory: Path) -> list[int]:
     """The pids of the processes whose working directory is ``directory`` (tasks a killed
     cronctl left behind, say); a zombie has none."""

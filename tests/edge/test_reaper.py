@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from cronctl.edge.process import reaper, runner
-from tests.helpers import Cli, alive, stop_worker, wait_for, write_schedule
+from tests.helpers import Cli, alive, children, stop_worker, wait_for, write_schedule
 
 pytestmark = pytest.mark.skipif(
     sys.platform != "linux" or shutil.which("unshare") is None or os.geteuid() != 0,
@@ -63,16 +63,9 @@ def _stat(pid: int) -> tuple[str, int] | None:
     return fields[0].decode(), int(fields[1])
 
 
-def _children(pid: int) -> list[int]:
-    found: list[int] = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        found += [int(x) for x in (task / "children").read_text().split()]
-    return found
-
-
 def _namespace_init(unshare: subprocess.Popen[str]) -> int:
     """The host pid of the namespace's PID 1 (unshare --fork's child)."""
-    return wait_for(lambda: _children(unshare.pid), "PID 1 in the namespace")[0]
+    return wait_for(lambda: children(unshare.pid), "PID 1 in the namespace")[0]
 
 
 def _by_cmdline(token: str) -> list[int]:
@@ -103,7 +96,7 @@ def stray() -> Iterator[list[str]]:
 
 
 def _zombies(init: int) -> list[int]:
-    return [p for p in _children(init) if (_stat(p) or ("", 0))[0] == "Z"]
+    return [p for p in children(init) if (_stat(p) or ("", 0))[0] == "Z"]
 
 
 def test_work_as_pid_1_leaves_no_zombie_after_50_runs(cli: Cli, tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ Real processes, a real PostgreSQL, a second session holding ``LOCK TABLE``."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import socket
@@ -21,7 +22,15 @@ import pytest
 from cronctl.coord.postgres.adapter import PostgresCoordinator
 from cronctl.coord.postgres.schema import _MIGRATE_KEY
 from tests.coord.postgres.kit import T
-from tests.helpers import Cli, history, patched_cronctl, reaped, wait_for, write_schedule
+from tests.helpers import (
+    Cli,
+    children,
+    history,
+    patched_cronctl,
+    reaped,
+    wait_for,
+    write_schedule,
+)
 from tests.run.test_work import NEAR_BOUNDARY
 
 SECRET = "hunter2-pw"  # noqa: S105  (a test password, to check it is never shown)
@@ -105,17 +114,6 @@ def _mark(tmp_path: Path, task: str) -> float | None:
     path = tmp_path / f"{task}.mark"
     text = path.read_text().strip() if path.exists() else ""  # the shell creates it first
     return float(text) if text else None
-
-
-def _children(pid: int) -> list[str]:
-    """The processes ``pid`` started that have not been reaped yet."""
-    found = []
-    for thread in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            found += (thread / "children").read_text().split()
-        except OSError:  # that thread ended meanwhile
-            continue
-    return found
 
 
 def _waiting_since(url: str) -> float | None:
@@ -222,18 +220,16 @@ def test_a_plain_task_starts_while_the_store_keeps_run_waiting(
     # A migration meets a fresh database; a locked table, one with cronctl's schema.
     url = pg_url if held == "migration" else request.getfixturevalue("store")
     write_schedule(tmp_path / "schedules.toml", TASKS)
-    with locked(url, HOLDS[held]):
-        run = cli.popen_code(PATIENT_CRONCTL, "run", "--json", "--now", T, env=_env(tmp_path, url))
-        try:
+    with contextlib.ExitStack() as lock:
+        lock.enter_context(locked(url, HOLDS[held]))
+        env = _env(tmp_path, url)
+        with reaped(cli.popen_code(PATIENT_CRONCTL, "run", "--json", "--now", T, env=env)) as run:
             # Before: the plain task waited with the guarded ones for the store's answer.
             wait_for(lambda: _mark(tmp_path, "plain") or run.poll() is not None, "plain", BOUND_S)
             wait_for(lambda: _waiting_since(url) or run.poll() is not None, "a wait", BOUND_S)
             assert run.poll() is None, run.communicate()  # still held: the lock is ours
-        except BaseException:
-            run.kill()
-            run.communicate()
-            raise
-    out, err = run.communicate(timeout=BOUND_S)  # the lock released: the run goes on
+            lock.close()
+            out, err = run.communicate(timeout=BOUND_S)  # the lock released: the run goes on
     assert "Traceback" not in err and SECRET not in err, err
     outcomes = {r["task"]: r["outcome"] for r in json.loads(out)["runs"]}
     assert outcomes["plain"] == "ok", err
@@ -290,7 +286,8 @@ def test_under_work_a_locked_table_does_not_make_the_tick_late(
     cli: Cli, store: str, tmp_path: Path, table: str
 ) -> None:
     write_schedule(tmp_path / "schedules.toml", TASKS)
-    with locked(store, f"LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE"):
+    with contextlib.ExitStack() as lock:
+        lock.enter_context(locked(store, f"LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE"))
         worker = subprocess.Popen(
             [sys.executable, "-c", PATIENT + NEAR_BOUNDARY, "work", "--grace", "10"],
             cwd=tmp_path,
@@ -299,26 +296,18 @@ def test_under_work_a_locked_table_does_not_make_the_tick_late(
             stderr=subprocess.PIPE,
             text=True,
         )
-        blocked = Blocked(worker, store)
-        try:
+        with reaped(worker):
+            blocked = Blocked(worker, store)
             # The plain task runs while the tick's guarded tasks wait on the store, which holds
             # them for as long as the lock is ours. Before: the whole tick waited behind it.
             blocked.watch(until=lambda: blocked.since is not None and _mark(tmp_path, "plain"))
             assert worker.poll() is None, worker.communicate()
             assert _mark(tmp_path, "plain") is not None, "the plain task waited for the store"
-        except BaseException:
-            worker.kill()
-            worker.communicate()
-            raise
-    try:
-        # The lock released: the guarded tasks go on, their rows recorded, then stop.
-        wait_for(lambda: _final(_outcomes(cli, tmp_path, store)), "every row final", BOUND_S)
-        worker.send_signal(signal.SIGTERM)
-        _, err = worker.communicate(timeout=BOUND_S)
-    finally:
-        if worker.poll() is None:
-            worker.kill()
-            worker.communicate()
+            lock.close()
+            # The lock released: the guarded tasks go on, their rows recorded, then stop.
+            wait_for(lambda: _final(_outcomes(cli, tmp_path, store)), "every row final", BOUND_S)
+            worker.send_signal(signal.SIGTERM)
+            _, err = worker.communicate(timeout=BOUND_S)
     assert worker.returncode == 0, err
     history = _outcomes(cli, tmp_path, store)
     assert history["plain"] == "ok", (history, err)
@@ -410,7 +399,7 @@ def test_a_plain_task_starts_while_the_connect_to_a_silent_store_waits(
         # The plain task waits PAUSES_WAIT_S for the store, not the connect (ten minutes here).
         wait_for(lambda: _mark(tmp_path, "plain") or run.poll() is not None, "plain", BOUND_S)
         # The mark is written before the task's shell exits: a signal then would interrupt it.
-        wait_for(lambda: run.poll() is not None or not _children(run.pid), "plain's end", BOUND_S)
+        wait_for(lambda: run.poll() is not None or not children(run.pid), "plain's end", BOUND_S)
         assert run.poll() is None, run.communicate()  # the connect still waits
         run.send_signal(signal.SIGTERM)
         out, err = run.communicate(timeout=BOUND_S)
