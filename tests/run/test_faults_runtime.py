@@ -25,6 +25,7 @@ from tests.helpers import (
     Cli,
     history,
     patched_cronctl,
+    reaped,
     wait_for,
     write_schedule,
     written,
@@ -126,16 +127,17 @@ def test_sigterm_to_run_is_acted_on_while_a_ping_drips(
     cli: Cli, tmp_path: Path, dripper: Dripper
 ) -> None:
     write_schedule(tmp_path / "schedules.toml", [_pinging("beat", dripper.url)], header=STATE)
-    run = cli.popen_code(patched_cronctl(SLOW_PINGS), "run", "--now", at(0), env=FILE_STATE)
-    try:
-        _wait_for_row(cli, "beat")  # its signal handlers are in place
-        run.send_signal(signal.SIGTERM)  # while the start ping drips
+    with reaped(
+        cli.popen_code(patched_cronctl(SLOW_PINGS), "run", "--now", at(0), env=FILE_STATE)
+    ) as run:
+        # The command's end recorded (a signal before it would interrupt the task), while
+        # the start ping drips on: the run waits for it before it ends.
+        _wait_for_row(cli, "beat", "ok")
+        assert dripper.arrived.is_set() and run.poll() is None
+        run.send_signal(signal.SIGTERM)
         # Before: the signal was caught but never acted on (alive 15 minutes later). The
         # bound is under the ping's limit (ten minutes here): acted on during the drip.
         _, err = run.communicate(timeout=60)
-    finally:
-        if run.poll() is None:
-            run.kill()
     assert run.returncode == 143, err
     assert "told to stop" in err
     assert _outcomes_by_task(cli) == {"beat": ["ok"]}  # recorded, never left "running"
@@ -204,16 +206,18 @@ def test_an_odd_ping_url_is_a_located_error_in_every_command(
     assert not (tmp_path / "state" / "state.db").exists() or command != "run"
 
 
-def _wait_for_row(cli: Cli, task: str, timeout: float = 20.0) -> None:
-    """Until `run` has recorded the occurrence of `task` (its signal handlers are in place)."""
+def _wait_for_row(cli: Cli, task: str, outcome: str | None = None) -> None:
+    """Until `run` has recorded the occurrence of `task` (its signal handlers are in place),
+    with ``outcome`` if one is given."""
 
     def recorded() -> bool:
         found = cli("history", "--json", env=FILE_STATE)  # exit 2 until the state exists
         return found.returncode == 0 and any(
-            r["task"] == task for r in json.loads(found.stdout)["runs"]
+            r["task"] == task and outcome in (None, r["outcome"])
+            for r in json.loads(found.stdout)["runs"]
         )
 
-    wait_for(recorded, f"a record of {task}", timeout)
+    wait_for(recorded, f"a record of {task}")
 
 
 def _stop_run(run: subprocess.Popen[str]) -> str:
