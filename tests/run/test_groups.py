@@ -10,7 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import Cli, mark_spans, most_at_once, wait_for, write_schedule, written
+from tests.helpers import (
+    Cli,
+    mark_spans,
+    most_at_once,
+    reaped,
+    wait_for,
+    write_schedule,
+    written,
+)
 
 T = "2026-08-03T09:00:00Z"
 T1 = "2026-08-03T09:01:00Z"
@@ -44,6 +52,11 @@ def _lines(path: Path) -> int:
     return len(path.read_text().splitlines()) if path.exists() else 0
 
 
+def _occurrences(cli: Cli) -> set[str]:
+    rows = json.loads(cli("history", "--json", "-n", "100").stdout or '{"runs": []}')["runs"]
+    return {row["occurrence"] for row in rows}
+
+
 def outcomes(cli: Cli) -> dict[str, list[str]]:
     """Task -> the outcomes of its runs, from history."""
     rows = json.loads(cli("history", "--json", "-n", "100").stdout)["runs"]
@@ -56,9 +69,14 @@ def outcomes(cli: Cli) -> dict[str, list[str]]:
 def test_five_tasks_of_a_group_of_two_run_two_at_a_time_within_their_grace(
     cli: Cli, tmp_path: Path
 ) -> None:
-    group_schedule(tmp_path, 5, sleep=0.6, grace="30s", limit=2)
-    result = cli("run", "--now", T)
-    assert result.returncode == 0, result.stderr
+    gate = tmp_path / "gate"
+    group_schedule(tmp_path, 5, sleep=str(gate), grace="1m", limit=2)
+    with reaped(cli.popen("run", "--now", T)) as run:
+        # The first two hold their slots until both have started: they overlap for certain.
+        wait_for(lambda: _lines(tmp_path / "marks") >= 2, "two tasks to start")
+        gate.touch()
+        _, err = run.communicate(timeout=60)
+    assert run.returncode == 0, err
     found = mark_spans(tmp_path / "marks")
     assert sorted(task for _, _, task in found) == ["t1", "t2", "t3", "t4", "t5"]
     assert most_at_once(found) == 2
@@ -101,13 +119,16 @@ def test_a_task_still_waiting_when_its_grace_ends_is_skipped_group_full(
 def test_two_runs_at_once_share_the_group_limit_of_the_machine(cli: Cli, tmp_path: Path) -> None:
     # Two minutes' runs overlap (the first still waits for slots when the next starts): the
     # limit is the machine's, not each run's.
-    group_schedule(tmp_path, 4, sleep=0.8, grace="1m", limit=2)
-    first = cli.popen("run", "--now", T)
-    wait_for((tmp_path / "marks").exists, "the first run to plan T and hold both slots")
-    second = cli.popen("run", "--now", T1)
-    for process in (first, second):
-        _out, err = process.communicate(timeout=120)
-        assert process.returncode == 0, err
+    gate = tmp_path / "gate"
+    group_schedule(tmp_path, 4, sleep=str(gate), grace="1m", limit=2)
+    with reaped(cli.popen("run", "--now", T)) as first:
+        wait_for(lambda: _lines(tmp_path / "marks") >= 2, "the first run to hold both slots")
+        with reaped(cli.popen("run", "--now", T1)) as second:
+            wait_for(lambda: T1 in _occurrences(cli), "the second run to plan T1")
+            gate.touch()
+            for process in (first, second):
+                _out, err = process.communicate(timeout=120)
+                assert process.returncode == 0, err
     found = mark_spans(tmp_path / "marks")
     assert len(found) == 8
     assert most_at_once(found) == 2

@@ -24,10 +24,12 @@ from tests.helpers import local_context, mark_spans, most_at_once, wait_for, wri
 MACHINES = 6
 
 
-def marked(name: str, marks: Path, sleep: float) -> str:
-    """A task of group ``g`` that appends its start and end, named TASK@HOST."""
+def marked(name: str, marks: Path, gate: Path) -> str:
+    """A task of group ``g`` that appends its start and end, named TASK@HOST, and between
+    them waits for the file ``gate`` to appear."""
     command = (
-        f'echo "start {name}@$CRONCTL_HOST $(date +%s.%N)" >> {marks}; sleep {sleep}; '
+        f'echo "start {name}@$CRONCTL_HOST $(date +%s.%N)" >> {marks}; '
+        f"while [ ! -e {gate} ]; do sleep 0.05; done; "
         f'echo "end {name}@$CRONCTL_HOST $(date +%s.%N)" >> {marks}'
     )
     return f'name = "{name}"\nevery_minute = true\ngroup = "g"\ncommand = {json.dumps(command)}'
@@ -46,11 +48,14 @@ def test_six_machines_never_run_more_of_a_group_than_its_limit(
     marks = tmp_path / "marks"
     write_schedule(
         tmp_path / "schedules.toml",
-        [marked("a", marks, 0.5), marked("b", marks, 0.5)],
+        [marked("a", marks, tmp_path / "gate"), marked("b", marks, tmp_path / "gate")],
         '[[group]]\nname = "g"\nmax_running = 2\n\n[defaults]\nmisfire_grace = "1m"\n',
     )
     hosts = [f"m{i}" for i in range(MACHINES)]
     runs = [machine(host, "run", "--now", T, background=True) for host in hosts]
+    # The first two hold their slots until both have started: they overlap for certain.
+    wait_for(lambda: marks.exists() and len(marks.read_text().splitlines()) >= 2, "two starts")
+    (tmp_path / "gate").touch()
     for run in runs:
         assert isinstance(run, subprocess.Popen)
         _out, err = run.communicate(timeout=180)
