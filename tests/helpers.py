@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from cronctl.run.planning import Ahead
 
 _T = TypeVar("_T")
+_P = TypeVar("_P", bound="subprocess.Popen[Any]")
 REPO_ROOT = Path(__file__).resolve().parents[1]
 _REAL_FULL_APP = cli_main._full_app  # before any test patches it
 
@@ -400,7 +401,7 @@ def plan_ahead_at(schedule: Schedule, tmp_path: Path, now: datetime) -> Ahead:
 
 
 @contextlib.contextmanager
-def reaped(process: subprocess.Popen[str]) -> Iterator[subprocess.Popen[str]]:
+def reaped(process: _P) -> Iterator[_P]:
     """The process, killed and waited for on the way out if it still runs (a failed assert
     must not leave it behind)."""
     try:

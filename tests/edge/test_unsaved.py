@@ -12,6 +12,7 @@ import pytest
 
 from cronctl.edge.state import unsaved
 from cronctl.errors import UnsafeDirectoryError
+from tests.helpers import reaped
 
 RESULT: dict[str, object] = {
     "outcome": "ok",
@@ -93,16 +94,12 @@ def test_another_live_runs_reservation_is_left_alone(state: Path) -> None:
     directory = state / unsaved.DIR_NAME
     directory.mkdir(mode=0o700)
     # A live process for the reservation's owner, killed below.
-    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
-    try:
+    with reaped(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])) as sleeper:
         other = directory / f"{sleeper.pid}-0000abcd.slots"
         other.write_bytes(b"\0" * unsaved.RESERVE)
         other.chmod(0o600)
         unsaved.Kept(state).done()
         assert other.exists()
-    finally:
-        sleeper.kill()
-        sleeper.wait()
     unsaved.Kept(state).done()
     assert not other.exists()
 

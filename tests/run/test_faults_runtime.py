@@ -155,17 +155,13 @@ def test_dripping_pings_under_work_hold_no_worker_and_sigterm_stops_it(
         ],
         header=STATE + "max_parallel = 2\n",
     )
-    work = _start_work(cli, tmp_path, "5", SLOW_PINGS)
-    try:
+    with reaped(_start_work(cli, tmp_path, "5", SLOW_PINGS)) as work:
         assert dripper.arrived.wait(30), "no ping came"
         # The two pinging tasks took both workers first; their pings drip in the
         # background, so the plain task runs at once. Before: it waited for minutes.
         wait_for(lambda: written(tmp_path / "plain-ran"), "plain-ran to be written")
         work.send_signal(signal.SIGTERM)
         _, err = work.communicate(timeout=60)  # before: ignored while the pings dripped
-    finally:
-        if work.poll() is None:
-            work.kill()
     assert work.returncode == 0, err
     # Every record is final, none left "running" (on a loaded machine the stop may land while
     # the plain task still runs, or after a second minute began: interrupted, or twice ok).
@@ -223,13 +219,9 @@ def _wait_for_row(cli: Cli, task: str, outcome: str | None = None) -> None:
 def _stop_run(run: subprocess.Popen[str]) -> str:
     """SIGTERM `run`, wait (a minute: far less than the half hour it sits in), return its
     stderr."""
-    run.send_signal(signal.SIGTERM)
-    try:
+    with reaped(run):
+        run.send_signal(signal.SIGTERM)
         _, err = run.communicate(timeout=60)
-    finally:
-        if run.poll() is None:
-            run.kill()
-            run.communicate()
     return err
 
 
@@ -283,15 +275,13 @@ HANGUP_TASK = (
 def _hang_up(process: subprocess.Popen[str], tmp_path: Path) -> str:
     """Once the task runs, SIGHUP `process` (run or work); its stderr once it has ended."""
     try:
-        wait_for(lambda: written(tmp_path / "task.pid"), "the task to set its trap")
-        process.send_signal(signal.SIGHUP)
-        # Before: SIGHUP's default action killed cronctl (exit -1); the task ran on,
-        # unsignalled, and its row stayed "running".
-        return process.communicate(timeout=20)[1]
+        with reaped(process):
+            wait_for(lambda: written(tmp_path / "task.pid"), "the task to set its trap")
+            process.send_signal(signal.SIGHUP)
+            # Before: SIGHUP's default action killed cronctl (exit -1); the task ran on,
+            # unsignalled, and its row stayed "running".
+            return process.communicate(timeout=20)[1]
     finally:
-        if process.poll() is None:
-            process.kill()
-            process.communicate()
         pid = (tmp_path / "task.pid").read_text().strip()
         with contextlib.suppress(ProcessLookupError, ValueError):
             os.killpg(int(pid), signal.SIGKILL)

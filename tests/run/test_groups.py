@@ -145,20 +145,17 @@ def test_a_killed_cronctl_frees_its_slot(cli: Cli, tmp_path: Path) -> None:
          'command = "echo ran >> next"'],
         '[[group]]\nname = "one"\nmax_running = 1\n',
     )  # fmt: skip
-    first = cli.popen("run", "--now", T)
     task_pid = None
     try:
-        wait_for(lambda: written(tmp_path / "pid"), "the task to start")
-        task_pid = int((tmp_path / "pid").read_text())
-        first.send_signal(signal.SIGKILL)  # its task runs on, orphaned, holding nothing
-        first.communicate(timeout=30)
+        with reaped(cli.popen("run", "--now", T)) as first:
+            wait_for(lambda: written(tmp_path / "pid"), "the task to start")
+            task_pid = int((tmp_path / "pid").read_text())
+            first.send_signal(signal.SIGKILL)  # its task runs on, orphaned, holding nothing
+            first.communicate(timeout=30)
         result = cli("run", "--now", T1)
         assert "cronctl died before" in result.stderr  # the killed run's rows, reported
         assert (tmp_path / "next").read_text() == "ran\n"
     finally:
-        if first.poll() is None:
-            first.kill()
-            first.communicate(timeout=30)
         if task_pid is not None:
             os.killpg(task_pid, signal.SIGKILL)
 

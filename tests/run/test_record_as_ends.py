@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.helpers import Cli, read_until, wait_for, write_schedule
+from tests.helpers import Cli, read_until, reaped, wait_for, write_schedule
 from tests.run.test_work import clock_from
 
 T0 = "2026-08-03T09:00:00Z"
@@ -95,25 +95,23 @@ def test_work_verbose_prints_each_outcome_and_failure_report_as_its_run_ends(
         cwd=tmp_path, env=dict(cli.env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )  # fmt: skip
     try:
-        # Either may end first: both outcomes, in any order.
-        # Whole lines: a read may stop inside one.
-        both = r"(?s)^(?=.*  quick  ok [0-9.]+s\n)(?=.*  bad  failed exit 3 [0-9.]+s\n)"
-        got = read_until(worker, {"out": both, "err": r"task bad failed"})
-        # Before, both came only as the slow task ended.
-        assert re.search(r"  quick  ok [0-9.]+s\n", got["out"]), got
-        assert re.search(r"  bad  failed exit 3 [0-9.]+s\n", got["out"]), got
-        assert "cronctl: task bad failed (exit 3)" in got["err"], got
-        assert "slow" not in got["out"].split("starting:", 1)[1].split("\n", 1)[1], got
-        gate.unlink()
-        rest = read_until(worker, {"out": r"slow  ok"})
-        worker.send_signal(signal.SIGTERM)
-        out, err = worker.communicate(timeout=30)
+        with reaped(worker):
+            # Either may end first: both outcomes, in any order.
+            # Whole lines: a read may stop inside one.
+            both = r"(?s)^(?=.*  quick  ok [0-9.]+s\n)(?=.*  bad  failed exit 3 [0-9.]+s\n)"
+            got = read_until(worker, {"out": both, "err": r"task bad failed"})
+            # Before, both came only as the slow task ended.
+            assert re.search(r"  quick  ok [0-9.]+s\n", got["out"]), got
+            assert re.search(r"  bad  failed exit 3 [0-9.]+s\n", got["out"]), got
+            assert "cronctl: task bad failed (exit 3)" in got["err"], got
+            assert "slow" not in got["out"].split("starting:", 1)[1].split("\n", 1)[1], got
+            gate.unlink()
+            rest = read_until(worker, {"out": r"slow  ok"})
+            worker.send_signal(signal.SIGTERM)
+            out, err = worker.communicate(timeout=30)
     finally:
         if gate.exists():
             gate.unlink()
-        if worker.poll() is None:
-            worker.kill()
-            worker.communicate()
     assert worker.returncode == 0, err
     printed = got["out"] + rest["out"] + out.decode()
     assert re.search(r"  slow  ok [0-9.]+s\n", printed), printed

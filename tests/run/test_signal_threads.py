@@ -17,6 +17,7 @@ from tests.helpers import (
     Cli,
     command_recorded,
     history,
+    reaped,
     wait_for,
     write_schedule,
     written,
@@ -50,15 +51,11 @@ def _outcomes(cli: Cli) -> list[str]:
 
 def test_run_acts_on_a_sigterm_another_thread_received(cli: Cli, tmp_path: Path) -> None:
     write_schedule(tmp_path / "schedules.toml", [SLOW], header=STATE)
-    run = cli.popen("run", "--now", at(0), env=FILE_STATE)
-    try:
+    with reaped(cli.popen("run", "--now", at(0), env=FILE_STATE)) as run:
         wait_for(lambda: written(tmp_path / "started"), "started to be written")
         _signal_a_worker_thread(run.pid, signal.SIGTERM)
         # Before: the main thread slept in join() until `sleep 300` ended by itself.
         _, err = run.communicate(timeout=60)
-    finally:
-        if run.poll() is None:
-            run.kill()
     assert run.returncode == 143, err
     assert "killed by SIGTERM" in err
     assert _outcomes(cli) == ["interrupted"]
@@ -66,17 +63,13 @@ def test_run_acts_on_a_sigterm_another_thread_received(cli: Cli, tmp_path: Path)
 
 def test_work_acts_on_a_sigterm_another_thread_received(cli: Cli, tmp_path: Path) -> None:
     write_schedule(tmp_path / "schedules.toml", [SLOW], header=STATE)
-    work = start_work(cli, tmp_path, "5")
-    try:
+    with reaped(start_work(cli, tmp_path, "5")) as work:
         wait_for(lambda: written(tmp_path / "started"), "started to be written")
         # Past the moment `work` notes the command as running: a stop before it counts none.
         wait_for(lambda: command_recorded(tmp_path, "slow"), "the holder record to name it")
         _signal_a_worker_thread(work.pid, signal.SIGTERM)
         # Before: the main thread slept until a second before the next minute (~58 s).
         _, err = work.communicate(timeout=30)
-    finally:
-        if work.poll() is None:
-            work.kill()
     assert work.returncode == 0, err
     assert "stopping; signalled 1 running task(s)" in err
     assert _outcomes(cli) == ["interrupted"]

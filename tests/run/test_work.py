@@ -15,6 +15,7 @@ from tests.helpers import (
     changed,
     command_recorded,
     local_context,
+    reaped,
     wait_for,
     write_schedule,
     written,
@@ -65,8 +66,7 @@ NEAR_BOUNDARY = clock_from("minute_floor(now) + timedelta(seconds=59.5)")
 def test_work_starts_tasks_at_the_boundary_and_forwards_sigterm(cli: Cli, tmp_path: Path) -> None:
     write_schedule(tmp_path / "schedules.toml", [SLOW_TASK])
     launched = datetime.now(UTC)
-    worker = cli.popen_code(NEAR_BOUNDARY, "work", "--grace", "10")
-    try:
+    with reaped(cli.popen_code(NEAR_BOUNDARY, "work", "--grace", "10")) as worker:
         wait_for(lambda: written(tmp_path / "started"), "the task to set its trap")
         # Past the moment `work` notes the command as running (the holder record comes just
         # after): a SIGTERM before it counted no task ("no task running, finishing").
@@ -81,10 +81,6 @@ def test_work_starts_tasks_at_the_boundary_and_forwards_sigterm(cli: Cli, tmp_pa
         worker.send_signal(signal.SIGTERM)
         # A bound against hanging: unforwarded, the task would outlive the 10 s grace.
         _, err = worker.communicate(timeout=60)
-    finally:
-        if worker.poll() is None:
-            worker.kill()
-            worker.communicate()
     assert worker.returncode == 0, err
     assert (tmp_path / "got-term").read_text() == "term\n"
     assert "signalled 1 running task" in err

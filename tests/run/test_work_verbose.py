@@ -3,16 +3,13 @@
 
 from __future__ import annotations
 
-import os
 import re
-import select
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-from tests.helpers import Cli, write_schedule
+from tests.helpers import Cli, read_until, reaped, write_schedule
 from tests.run.test_work import clock_from
 
 STAMP = r"\d{4}-\d\d-\d\dT\d\d:\d\d:00Z"
@@ -28,28 +25,12 @@ def _work_until(cli: Cli, tmp_path: Path, seen: str, *args: str) -> tuple[str, s
         cwd=tmp_path, env=dict(cli.env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True,
     )  # fmt: skip
-    got = b""
-    try:
-        assert worker.stdout is not None
-        fd = worker.stdout.fileno()  # read raw: a text reader's buffer would hide lines
-        deadline = time.monotonic() + 60  # a bound against hanging, not a timing assertion
-        while not re.search(seen, got.decode()):
-            left = deadline - time.monotonic()
-            # select before each read: a `work` that prints nothing fails here, never hangs.
-            ready = left > 0 and select.select([fd], [], [], left)[0]
-            assert ready, f"no line matching {seen!r} within 60s: {got!r}"
-            chunk = os.read(fd, 65536)
-            assert chunk, f"work ended early: {got!r}"
-            got += chunk
+    with reaped(worker):
+        got = read_until(worker, {"out": seen})["out"]
         worker.send_signal(signal.SIGTERM)
         rest, err = worker.communicate(timeout=30)
-        got += rest.encode()
-    finally:
-        if worker.poll() is None:
-            worker.kill()
-            worker.communicate()
     assert worker.returncode == 0, err
-    return got.decode(), err
+    return got + rest, err
 
 
 def test_work_verbose_says_when_a_minute_had_nothing_due(cli: Cli, tmp_path: Path) -> None:

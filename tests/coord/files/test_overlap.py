@@ -17,7 +17,7 @@ import pytest
 from cronctl.coord.files.overlap import overlap_held, try_overlap_lock
 from cronctl.coord.port import HolderInfo, Overlap
 from cronctl.errors import UnsafeDirectoryError
-from tests.helpers import alive, wait_for
+from tests.helpers import alive, reaped, wait_for
 
 T0 = datetime(2026, 8, 3, 9, 0, tzinfo=UTC)
 
@@ -147,13 +147,11 @@ def test_lock_passed_to_a_child_outlives_the_killed_cronctl_process(tmp_path: Pa
 def test_lock_stays_held_by_the_child_after_the_parent_releases_its_copy(tmp_path: Path) -> None:
     result = _acquire(tmp_path)
     assert result.lock is not None
-    child = subprocess.Popen(["sleep", "30"], pass_fds=(result.lock.fd,), start_new_session=True)
-    try:
+    with reaped(
+        subprocess.Popen(["sleep", "30"], pass_fds=(result.lock.fd,), start_new_session=True)
+    ):
         result.lock.release()
         assert _acquire(tmp_path).status == "held"
-    finally:
-        child.kill()
-        child.wait()
     later = _acquire(tmp_path)
     assert later.status == "acquired"
     assert later.lock is not None
@@ -202,12 +200,10 @@ def test_dry_run_probe_sees_a_lock_held_by_another_process(tmp_path: Path) -> No
     )
     assert child.stdout is not None
     sleeper = int(child.stdout.readline())
-    child.stdout.close()
     try:
-        assert overlap_held(tmp_path, "backup")
+        with reaped(child):
+            assert overlap_held(tmp_path, "backup")
     finally:
-        child.kill()
-        child.wait()
         os.kill(sleeper, signal.SIGKILL)
     wait_for(lambda: not overlap_held(tmp_path, "backup"), "the lock to be freed")
 

@@ -19,7 +19,7 @@ from cronctl.coord.files.overlap import overlap_held, try_overlap_lock
 from cronctl.coord.port import Overlap
 from cronctl.core.process_id import ProcessId
 from cronctl.edge.process import procs
-from tests.helpers import wait_for, written
+from tests.helpers import reaped, wait_for, written
 
 T0 = datetime(2026, 8, 3, 9, 0, tzinfo=UTC)
 
@@ -34,12 +34,10 @@ def task(tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
     """A task that took the lock, had its command recorded, then lost the descriptor."""
     first = try_overlap_lock(tmp_path, "job", lease=None, now=T0, host="web-1", pid=os.getpid())
     assert first.lock is not None
-    child = subprocess.Popen(["sleep", "60"], start_new_session=True)
-    first.lock.record_command(child.pid)
-    first.lock.release()  # as if the task closed it and cronctl was kill -9ed
-    yield child
-    child.kill()
-    child.wait()
+    with reaped(subprocess.Popen(["sleep", "60"], start_new_session=True)) as child:
+        first.lock.record_command(child.pid)
+        first.lock.release()  # as if the task closed it and cronctl was kill -9ed
+        yield child
 
 
 def holder_record(lock_dir: Path) -> dict[str, object]:

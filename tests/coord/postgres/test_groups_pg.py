@@ -19,7 +19,14 @@ from cronctl.edge.schedfiles import load_paths
 from cronctl.run import guards
 from cronctl.run.once import run_start_tasks
 from tests.coord.postgres.kit import T1, T
-from tests.helpers import local_context, mark_spans, most_at_once, wait_for, write_schedule
+from tests.helpers import (
+    local_context,
+    mark_spans,
+    most_at_once,
+    reaped,
+    wait_for,
+    write_schedule,
+)
 
 MACHINES = 6
 
@@ -88,27 +95,25 @@ def test_a_killed_machine_frees_its_slot_for_the_fleet(
     assert isinstance(m1, subprocess.Popen)
     task_pid = None
     try:
-        wait_for(lambda: (tmp_path / "pid").exists() and (tmp_path / "pid").read_text() != "",
-                 "hold to start")  # fmt: skip
-        task_pid = int((tmp_path / "pid").read_text())
-        full = machine("m2", "run", "--now", T)
-        assert full.returncode == 0, full.stderr  # type: ignore[attr-defined]
-        assert history(machine, "m2") == ["skipped: group full"]
-        assert not (tmp_path / "next").exists()
-        # The machine dies: its cronctl and its task, at once, with no goodbye to the store.
-        m1.send_signal(signal.SIGKILL)
-        os.killpg(task_pid, signal.SIGKILL)
-        task_pid = None
-        m1.communicate(timeout=30)
+        with reaped(m1):
+            wait_for(lambda: (tmp_path / "pid").exists() and (tmp_path / "pid").read_text() != "",
+                     "hold to start")  # fmt: skip
+            task_pid = int((tmp_path / "pid").read_text())
+            full = machine("m2", "run", "--now", T)
+            assert full.returncode == 0, full.stderr  # type: ignore[attr-defined]
+            assert history(machine, "m2") == ["skipped: group full"]
+            assert not (tmp_path / "next").exists()
+            # The machine dies: its cronctl and its task, at once, with no goodbye to the store.
+            m1.send_signal(signal.SIGKILL)
+            os.killpg(task_pid, signal.SIGKILL)
+            task_pid = None
+            m1.communicate(timeout=30)
         freed = machine("m2", "run", "--now", T1)
         assert freed.returncode == 0, freed.stderr  # type: ignore[attr-defined]
         assert (tmp_path / "next").read_text().split() == [T1]
     finally:
         if task_pid is not None:
             os.killpg(task_pid, signal.SIGKILL)
-        if m1.poll() is None:
-            m1.kill()
-            m1.communicate(timeout=30)
 
 
 def test_an_unreachable_store_starts_no_task_of_a_group(
