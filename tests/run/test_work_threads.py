@@ -17,7 +17,7 @@ from cronctl.run.context import RunContext, new_thread
 from cronctl.run.once import run_once
 from cronctl.run.pool import Pool, _Pooled
 from cronctl.run.work import Worker
-from tests.helpers import ledger_task, local_context, write_schedule
+from tests.helpers import ledger_task, local_context, wait_for, write_schedule
 
 T0 = datetime(2026, 8, 3, 9, 0, tzinfo=UTC)
 MINUTE = timedelta(minutes=1)
@@ -58,8 +58,7 @@ def test_jobs_handed_out_at_once_each_get_a_thread() -> None:
         release.wait(30)
 
     jobs = [pool.spawn(job, f"worker-{i}") for i in range(4)]  # more than were warmed
-    while len(started) < 4:
-        threading.Event().wait(0.01)
+    wait_for(lambda: len(started) == 4, "four jobs to start")
     assert len(set(started)) == 4 and all(j.is_alive() for j in jobs)
     release.set()
     for j in jobs:
@@ -83,10 +82,8 @@ def test_a_job_that_raises_ends_its_thread_and_the_pool_goes_on(
     ran: list[int] = []
     pool.spawn(lambda: ran.append(1), "next").join()
     assert ran == [1]
-    for _ in range(1000):  # the hook runs as the thread ends, just after the job is done
-        if failures:
-            break
-        threading.Event().wait(0.01)
+    # The hook runs as the thread ends, just after the job is done.
+    wait_for(lambda: failures, "the excepthook")
     assert [type(f.exc_value) for f in failures] == [RuntimeError]
 
 
