@@ -158,7 +158,7 @@ class Fleet:
             return subprocess.Popen(
                 [sys.executable, "-m", "cronctl", "run", "--now", when],
                 cwd=self.work,
-                env={**env, "CRONCTL_HOST": host, "CRONCTL_STATE_DIR": str(self.work / host)},
+                env={**env, **_host_env(self.work, host)},
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
                 text=True,
@@ -390,8 +390,13 @@ def _work_commands(fleet: Fleet) -> dict[str, list[str]]:
 
 def _work_envs(fleet: Fleet) -> dict[str, dict[str, str]]:
     env = {"PYTHONPATH": str(ROOT), "CRONCTL_COORDINATION": fleet.store.url}
-    return {host: {**env, "CRONCTL_HOST": host, "CRONCTL_STATE_DIR": str(fleet.work / host)}
-            for host in fleet.hosts}  # fmt: skip
+    return {host: {**env, **_host_env(fleet.work, host)} for host in fleet.hosts}
+
+
+def _host_env(work: Path, host: str) -> dict[str, str]:
+    """Each host's own directories, as on its own machine: never the system's defaults."""
+    dirs = {"CRONCTL_STATE_DIR": work / host, "CRONCTL_CACHE_DIR": work / f"{host}-cache"}
+    return {"CRONCTL_HOST": host, **{name: str(path) for name, path in dirs.items()}}
 
 
 def aps(server: PgServer, root: Path, args: argparse.Namespace) -> dict[str, Any]:
