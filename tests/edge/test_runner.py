@@ -485,3 +485,33 @@ def test_a_grandchild_holding_one_pipe_does_not_hold_up_another_commands_log(
         waiter.join()
     assert (tmp_path / "b.log").read_text() == "second\n"
     assert first.wait().outcome == "ok"
+
+
+def test_a_copied_output_is_copied_by_the_thread_that_waits_not_one_per_command(
+    tmp_path: Path,
+) -> None:
+    """A capped command's output reaches its log through the thread that waits for it: a run
+    of 100 due tasks started 100 copier threads before."""
+
+    def copiers() -> set[threading.Thread]:
+        return {t for t in threading.enumerate() if t.name == "cronctl-output"}
+
+    before = copiers()
+    command = "echo first; while [ ! -e gate ]; do sleep 0.01; done; echo second"
+    running = start(_spec(tmp_path, command, max_output=1 << 20))
+    try:
+        assert not copiers() - before, "a thread was started to copy the output"
+    finally:
+        (tmp_path / "gate").touch()
+    result = running.wait()
+    assert (result.outcome, result.tail) == ("ok", "first\nsecond")
+    assert (tmp_path / "run.log").read_text() == "first\nsecond\n"
+
+
+def test_a_command_that_never_stops_printing_still_times_out(tmp_path: Path) -> None:
+    """The thread that copies the output also keeps the timeout: a pipe that is never empty
+    must not keep it copying past it."""
+    spec = _spec(tmp_path, "yes", max_output=1 << 16, timeout=timedelta(seconds=0.3))
+    result = start(spec).wait()
+    assert result.outcome == "timeout"
+    assert 0 < (tmp_path / "run.log").stat().st_size < 1 << 17

@@ -12,6 +12,7 @@ forked child of a threaded process; only a capped task gets one (limits.py: a fe
 
 from __future__ import annotations
 
+import math
 import os
 import select
 import signal as signals
@@ -30,7 +31,7 @@ from cronctl.core.envfile import Masker
 from cronctl.core.model import KILL_GRACE_S
 from cronctl.core.runs import Ended
 from cronctl.edge.process import procs, reaper
-from cronctl.edge.process.stream import CappedLog, CommandOutput, tee
+from cronctl.edge.process.stream import CappedLog, CommandOutput, Tee
 from cronctl.edge.safefiles import open_nofollow
 
 if TYPE_CHECKING:
@@ -119,8 +120,9 @@ class RunningCommand:
     _failure: str | None = None
     _log_fd: int | None = None  # cronctl's own read-write descriptor, closed by wait()
     _caps: Prepared | None = None
-    # Set once cronctl copied all of the output into the log (None: the command writes there).
-    copied: threading.Event | None = None
+    # The output's copy into the log (None: the command writes there): on the thread that
+    # waits, then, if a process left behind still holds the pipe, in one of its own.
+    _tee: Tee | None = None
     _result: CommandResult | None = field(default=None, init=False)
     _wait_lock: threading.Lock = field(default_factory=threading.Lock, init=False)
     _interrupted: bool = field(default=False, init=False)
@@ -175,11 +177,15 @@ class RunningCommand:
             return self._finish("error", None, None, tail or self._failure or "cannot start")
         timed_out = False
         try:
-            _wait_for(process, self._remaining())
+            _wait_for(process, self._remaining(), self._tee)
         except subprocess.TimeoutExpired:
             timed_out = True
             self._terminate_group(process)
         note = None
+        if self._tee is not None and self.spec.pass_fds:
+            # The output's end, which comes with the exit unless processes it left hold the
+            # pipe: what they print while they are waited for below, in a thread of its own.
+            self._tee.finish(_POLL_S)
         if not timed_out and self._lingering(process):
             # The shell is gone but processes it left in its group still hold the overlap
             # lock: the timeout applies to them too, or every later run is skipped forever.
@@ -197,9 +203,9 @@ class RunningCommand:
         if self._interrupted and outcome != "timeout":
             outcome = "interrupted"
         copying = False
-        if self.copied is not None:
+        if self._tee is not None:
             # A grandchild left in the background may keep the pipe open: do not wait for it.
-            copying = not self.copied.wait(_TEE_JOIN_S)
+            copying = not self._tee.finish(_TEE_JOIN_S)
         # start() hands every started command the log's descriptor: read through it. Whether
         # the log stays is asked first: its one fstat then also says where the tail starts.
         kept, size = True, None
@@ -316,8 +322,14 @@ def start(spec: RunSpec) -> RunningCommand:
             os.close(pipe[1])
     # Ours stays open (close-on-exec: no other task inherits it) for the tail and the
     # "printed nothing" check, one open per run instead of three.
-    copied = _start_copy(pipe[0], pipe[2], spec) if pipe is not None else None
-    return RunningCommand(spec, process, started, t0, None, log_fd, caps, copied)
+    tee = None
+    if pipe is not None:
+        masker = Masker(list(spec.mask)) if spec.mask else None
+        tee = Tee(pipe[0], CommandOutput(CappedLog(pipe[2], spec.max_output), masker, spec.stream))
+        if spec.stream is not None:
+            # Lines to a terminal, which may stall: never on the thread that keeps the timeout.
+            tee.hand_off()
+    return RunningCommand(spec, process, started, t0, None, log_fd, caps, tee)
 
 
 def _prepare_caps(spec: RunSpec) -> Prepared:
@@ -328,21 +340,6 @@ def _prepare_caps(spec: RunSpec) -> Prepared:
     run_id = spec.env.get("CRONCTL_RUN_ID") or f"{os.getpid()}.{time.monotonic_ns()}"
     name = f"{run_id}-{spec.env.get('CRONCTL_ATTEMPT', '1')}"
     return limits.prepare(caps, name)
-
-
-def _start_copy(read_fd: int, log_fd: int, spec: RunSpec) -> threading.Event:
-    masker = Masker(list(spec.mask)) if spec.mask else None
-    copy = CommandOutput(CappedLog(log_fd, spec.max_output), masker, spec.stream)
-    done = threading.Event()
-
-    def copy_then_say() -> None:
-        try:
-            tee(read_fd, copy)
-        finally:
-            done.set()
-
-    threading.Thread(target=copy_then_say, name="cronctl-output", daemon=True).start()
-    return done
 
 
 def _open_log(path: Path, *, append: bool) -> int:
@@ -478,23 +475,43 @@ def run_condition(
         reaper.release(process.pid)
 
 
-def _wait_for(process: subprocess.Popen[bytes], timeout: float | None) -> int:
+def _wait_for(
+    process: subprocess.Popen[bytes], timeout: float | None, tee: Tee | None = None
+) -> int:
     """``process.wait(timeout)``, woken by the exit itself through a pidfd: Popen's timed
     wait polls with sleeps up to 50 ms, late beside a short command and waking all along.
-    The child is reaped only by its Popen, so the pidfd's pid is still its own."""
-    if timeout is None:
+    The child is reaped only by its Popen, so the pidfd's pid is still its own. Meanwhile
+    ``tee``, if it is left to this thread, copies the output as it comes (at a timeout it is
+    handed off: the group is killed while it copies)."""
+    if tee is not None and not tee.left_to_caller:
+        tee = None
+    if timeout is None and tee is None:
         return process.wait()
     try:
         fd = os.pidfd_open(process.pid)
     except (AttributeError, OSError):  # no pidfd here, or the process was reaped already
+        if tee is not None:
+            tee.hand_off()
         return process.wait(timeout=timeout)
+    limit = math.inf if timeout is None else timeout
+    deadline = time.monotonic() + limit
     try:
-        deadline = time.monotonic() + timeout
         poller = select.poll()
         poller.register(fd, select.POLLIN)
-        while not poller.poll(min(max(deadline - time.monotonic(), 0.0), _MAX_POLL_S) * 1000):
+        if tee is not None:
+            poller.register(tee.fd, select.POLLIN)
+        while True:
+            left = min(max(deadline - time.monotonic(), 0.0), _MAX_POLL_S)
+            ready = [got for got, _ in poller.poll(left * 1000)]
+            if tee is not None and tee.fd in ready and not tee.pump():
+                poller.unregister(tee.fd)
+                tee = None
+            if fd in ready:
+                break
             if time.monotonic() >= deadline:
-                raise subprocess.TimeoutExpired(process.args, timeout)
+                if tee is not None:
+                    tee.hand_off()
+                raise subprocess.TimeoutExpired(process.args, limit)
     finally:
         os.close(fd)
     return process.wait()

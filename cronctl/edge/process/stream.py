@@ -10,8 +10,10 @@ blocked. A failed write (a full disk) loses log bytes, never the task.
 from __future__ import annotations
 
 import os
+import select
 import sys
 import threading
+import time
 from collections.abc import Callable
 from contextlib import suppress
 
@@ -167,26 +169,90 @@ class CommandOutput:
             self._sink = _deliver(self._sink, lines)
 
 
-def tee(read_fd: int, copy: CommandOutput) -> None:
-    """Copy `read_fd` through `copy` on the caller's thread (one per command: a stalled
-    terminal holds up that command only). A copy that raises (a bug) stops, said once,
-    while the pipe is still drained: the command is never blocked on it."""
-    feed: Callable[[bytes], None] | None = copy.feed
-    try:
-        while chunk := _read(read_fd):
-            if feed is not None:
-                try:
-                    feed(chunk)
-                except Exception as exc:  # any error: see above
-                    feed = None
-                    _say_stopped(exc)
-    finally:
-        os.close(read_fd)
-        try:
-            copy.end()
-        except Exception as exc:  # any error: see above
-            if feed is not None:
+class Tee:
+    """Copies a command's output pipe through `copy`, a read at a time (:meth:`pump`), on the
+    thread that waits for the command: no thread per command. Once that thread stops waiting
+    for the output (:meth:`hand_off`, :meth:`finish`), the rest is copied in a thread of its
+    own, for a process left behind may hold the pipe. A copy that raises (a bug) stops, said
+    once, while the pipe is still drained: the command is never blocked on it."""
+
+    __slots__ = ("_alone", "_copy", "_feed", "ended", "fd")
+
+    def __init__(self, read_fd: int, copy: CommandOutput) -> None:
+        self.fd = read_fd
+        self._copy = copy
+        self._feed: Callable[[bytes], None] | None = copy.feed
+        self.ended = threading.Event()  # set once the pipe is closed and the copy ended
+        self._alone = False  # copying in a thread of its own
+
+    @property
+    def left_to_caller(self) -> bool:
+        """Whether the caller copies (pump): not ended, nor copying in a thread of its own."""
+        return not self._alone and not self.ended.is_set()
+
+    def pump(self) -> bool:
+        """One read copied; False at the end of the output, the pipe then closed."""
+        chunk = _read(self.fd)
+        if not chunk:
+            self.close()
+            return False
+        if self._feed is not None:
+            try:
+                self._feed(chunk)
+            except Exception as exc:  # any error: see the class
+                self._feed = None
                 _say_stopped(exc)
+        return True
+
+    def close(self) -> None:
+        if self.ended.is_set():
+            return
+        try:
+            os.close(self.fd)
+            try:
+                self._copy.end()
+            except Exception as exc:  # any error: see the class
+                if self._feed is not None:
+                    _say_stopped(exc)
+        finally:
+            self.ended.set()
+
+    def hand_off(self) -> None:
+        """The rest copied in a thread of its own (one per command: a stalled terminal holds
+        up that command only), unless it is already."""
+        if not self.left_to_caller:
+            return
+        self._alone = True
+
+        def drain() -> None:
+            try:
+                while self.pump():
+                    pass
+            finally:
+                self.close()
+
+        threading.Thread(target=drain, name="cronctl-output", daemon=True).start()
+
+    def finish(self, timeout: float) -> bool:
+        """Whether the copy ended within ``timeout`` seconds; if not, it goes on (hand_off)."""
+        deadline = time.monotonic() + timeout
+        if self.left_to_caller:
+            poller = select.poll()
+            poller.register(self.fd, select.POLLIN)
+            while poller.poll(max(deadline - time.monotonic(), 0.0) * 1000) and self.pump():
+                pass
+            self.hand_off()
+        return self.ended.wait(max(deadline - time.monotonic(), 0.0))
+
+
+def tee(read_fd: int, copy: CommandOutput) -> None:
+    """Copy `read_fd` through `copy` to its end on the caller's thread (see Tee)."""
+    copying = Tee(read_fd, copy)
+    try:
+        while copying.pump():
+            pass
+    finally:
+        copying.close()
 
 
 def _read(fd: int) -> bytes:
