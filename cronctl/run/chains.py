@@ -92,6 +92,9 @@ class RunChains(Follow):
                 f"that follow it: {exc}; only this run starts them"
             )
 
+    def leads(self, task: Task) -> bool:
+        return task.name in self.followers
+
     def start(self, store: Store, task: Task, result: RunRow, ctx: RunContext) -> list[RunRow]:
         """Run each follower that this recorded end makes ready; the rows of all that ran."""
         with self._lock:

@@ -169,6 +169,10 @@ class Follow:
     def start(self, store: Any, task: Task, result: RunRow, ctx: RunContext) -> list[RunRow]:
         return []
 
+    def leads(self, task: Task) -> bool:
+        """Whether tasks follow ``task`` (their starts may come after its end)."""
+        return False
+
 
 class Records(Protocol):
     """coord/outbox.py's Records."""
@@ -270,6 +274,12 @@ def running_fields(task: Task, row: RunRow, ctx: RunContext) -> dict[str, Any]:
     """What the "running" mark of ``row`` records: when, and where its log goes."""
     started = ctx.world.clock()
     return {"outcome": "running", "started": started, "log_path": str(log_path(task, row, ctx))}
+
+
+def marked_early(task: Task) -> bool:
+    """Whether a row of ``task`` may be marked "running" in a commit before its worker starts
+    it (docs/guarantees.md, The "running" mark): nothing but the overlap lock stands between."""
+    return not task.on_one_server and starts_at_once(task)
 
 
 def starts_at_once(task: Task) -> bool:

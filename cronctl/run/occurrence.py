@@ -19,7 +19,13 @@ from cronctl.edge.state.store import Store
 from cronctl.errors import CronctlError
 from cronctl.run import attempts, guards
 from cronctl.run.attempts import execute, task_env
-from cronctl.run.context import NOT_STARTED, RunContext, result_fields
+from cronctl.run.context import (
+    NOT_STARTED,
+    RunContext,
+    marked_early,
+    result_fields,
+    running_fields,
+)
 
 #: A task and its due rows, which one worker runs one after another.
 Unit: TypeAlias = tuple[Task, list[RunRow]]
@@ -38,10 +44,18 @@ def run_all(
     guard = threading.Lock()
 
     def worker() -> None:
-        while (unit := queue.take()) is not None:
+        ahead: list[Unit] = []
+
+        def take_ahead() -> Unit | None:
+            if (unit := queue.take_ready()) is not None:
+                ahead.append(unit)
+            return unit
+
+        unit = queue.take()
+        while unit is not None:
             task, rows = unit
             try:
-                done = run_task(store, task, rows, ctx, reserved, queue.settled)
+                done = run_task(store, task, rows, ctx, reserved, queue.settled, take_ahead)
             except Exception as exc:
                 ctx.world.warn(f"cronctl: error: task {task.name}: could not record its run: {exc}")
                 done = [replace(r, outcome="error", message=str(exc)) for r in rows]
@@ -50,6 +64,7 @@ def run_all(
                 queue.finished()
             with guard:
                 results.extend(done)
+            unit = ahead.pop() if ahead else queue.take()
 
     try:
         threads = [ctx.world.spawn(worker, f"cronctl-run-{i}") for i in range(queue.workers)]
@@ -125,12 +140,9 @@ class _Queue:
                 while True:
                     if self._next >= len(self._units):
                         return None
-                    unit = self._units[self._next]
-                    if not self._batched(unit) or unit[1][0].id in self._decided:
-                        self._next += 1
-                        self._busy += 1
-                        self._ctx.tracker.hold(1)
+                    if (unit := self._ready()) is not None:
                         return unit
+                    unit = self._units[self._next]
                     if not self._claiming:
                         # Only held rows left (they go last): ask again when it is time.
                         if unit[1][0].id in self._held:
@@ -147,6 +159,23 @@ class _Queue:
                 want = max(1, self._free())
                 left = [(task, rows[0]) for task, rows in self._units[self._next :]]
             self._claim(left, want)
+
+    def take_ready(self) -> Unit | None:
+        """The next unit if it waits for no claim (see take), else None."""
+        with self._lock:
+            return self._ready()
+
+    def _ready(self) -> Unit | None:
+        # Holding self._lock.
+        if self._next >= len(self._units):
+            return None
+        unit = self._units[self._next]
+        if self._batched(unit) and unit[1][0].id not in self._decided:
+            return None
+        self._next += 1
+        self._busy += 1
+        self._ctx.tracker.hold(1)
+        return unit
 
     def _free(self) -> int:
         # Slots the runs of earlier minutes still hold (`work`) are not free either.
@@ -232,33 +261,45 @@ _STOP_POLL_S = 0.5
 def run_task(
     store: Store, task: Task, rows: list[RunRow], ctx: RunContext,
     reserved: unsaved.Reservation | None = None, started: Callable[[str], None] = lambda _id: None,
+    take_ahead: Callable[[], Unit | None] | None = None,
 ) -> list[RunRow]:  # fmt: skip
     """The occurrences of one task, oldest first, one at a time (catch-up never overlaps),
     each recorded as it ends (see recorded); ``started`` hears each row whose command has
-    started."""
+    started; ``take_ahead`` gives the worker's next unit as the last result is recorded."""
     done: list[RunRow] = []
-    for row in rows:
+    for i, row in enumerate(rows):
         try:
             result = run_occurrence(store, task, row, ctx, started)
         except Exception as exc:
             result = replace(row, outcome="error", message=f"cronctl: {exc}")
-        done.extend(recorded(store, task, result, ctx, reserved))
+        last = i == len(rows) - 1
+        done.extend(recorded(store, task, result, ctx, reserved, take_ahead if last else None))
     return done
 
 
 def recorded(
     store: Store, task: Task, result: RunRow, ctx: RunContext,
     reserved: unsaved.Reservation | None = None,
+    take_ahead: Callable[[], Unit | None] | None = None,
 ) -> list[RunRow]:  # fmt: skip
     """Commit ``result`` the moment its run ends, whatever else the run is still doing (or
     keep it aside: docs/guarantees.md), then report it and send it to the fleet store: its
-    rows, the earlier attempts of its occurrence first, then what followed it."""
+    rows, the earlier attempts of its occurrence first, then what followed it. The "running"
+    mark of the unit ``take_ahead`` gives shares that commit (not a followed task's: its
+    followers come first)."""
     ctx.run.follow.record(task, result, ctx)
     fields = result_fields(result)
-    try:
-        store.update_run(result.id, **fields)  # a retry's row has its own id
-    except CronctlError as exc:
-        result = _unsaved(result, fields, exc, ctx, reserved)
+    updates = [(result.id, fields)]  # a retry's row has its own id
+    nxt = take_ahead() if take_ahead is not None and not ctx.run.follow.leads(task) else None
+    if nxt is not None and marked_early(nxt[0]):
+        updates.append((nxt[1][0].id, running_fields(nxt[0], nxt[1][0], ctx)))
+    error, *marks = store.update_runs(updates)
+    if marks and marks[0] is None:
+        ctx.run.marked.add(updates[1][0])
+    if isinstance(error, CronctlError):
+        result = _unsaved(result, fields, error, ctx, reserved)
+    elif error is not None:
+        raise error
     rows = [*attempts.earlier(store, result), result]
     ctx.listener.done(task, result, attempts.report_kind(store, task, result))
     ctx.run.records.send(rows)

@@ -16,7 +16,7 @@ from cronctl.core.due import Plan, Previous, plan
 from cronctl.core.model import Schedule, Task, format_duration, format_utc
 from cronctl.core.runs import AFTER_TRIGGER, Outcome, RunRow
 from cronctl.edge.state.store import Store, StoredState, TaskState, Txn
-from cronctl.run.context import RunContext, new_run_id, running_fields, starts_at_once
+from cronctl.run.context import RunContext, marked_early, new_run_id, running_fields
 from cronctl.run.guards import rehearsal_coordinator
 
 
@@ -199,7 +199,7 @@ def _first_mark(task: Task, row: RunRow, ctx: RunContext) -> RunRow:
     """A pending first-wave row as recorded: already "running" when nothing but the overlap
     lock stands before its start, so its mark costs no commit of its own (a crash before the
     start says "outcome unknown", never "did not run"); not a row that waits for its claim."""
-    if task.on_one_server or not starts_at_once(task):
+    if not marked_early(task):
         return row
     ctx.run.marked.add(row.id)
     return replace(row, **running_fields(task, row, ctx))

@@ -83,3 +83,19 @@ def test_a_bad_field_is_refused_before_anything_is_queued(tmp_path: Path) -> Non
             store.update_run(row.id, id="other")
         store.update_run(row.id, outcome="ok")  # the store still works
         assert store.get_run(row.id) is not None
+
+
+def test_updates_given_together_are_committed_when_it_returns_each_with_its_error(
+    tmp_path: Path,
+) -> None:
+    """update_runs (a result and the next run's "running" mark): another connection sees each
+    as the call returns; a missing row fails only itself."""
+    with Store.open(tmp_path) as store, Store.open(tmp_path) as other:
+        first, second = _rows(store, 2)
+        errors = store.update_runs(
+            [(first.id, {"outcome": "ok"}), ("gone", {"outcome": "ok"}),
+             (second.id, {"outcome": "running", "started": T0})]
+        )  # fmt: skip
+        assert errors[0] is None and isinstance(errors[1], KeyError) and errors[2] is None
+        seen = [other.get_run(r.id) for r in (first, second)]
+        assert [r.outcome if r else None for r in seen] == ["ok", "running"]

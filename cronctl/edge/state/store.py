@@ -416,15 +416,22 @@ class Store(_StateReads):
         Group commit: updates other threads queue while a commit is under way share the next
         transaction (one ``fdatasync`` for N); each caller still waits for and hears its own.
         """
-        _check_updatable(fields)
-        if not fields:
-            return
-        item = _Update(run_id, fields)
+        (error,) = self.update_runs([(run_id, fields)])
+        if error is not None:
+            raise error
+
+    def update_runs(
+        self, updates: list[tuple[str, dict[str, object]]]
+    ) -> list[BaseException | None]:
+        """update_run of each, all in one commit, durable when this returns; each one's error
+        (a failed commit: every one's)."""
+        for _, changed in updates:
+            _check_updatable(changed)
+        items = [_Update(run_id, changed) for run_id, changed in updates]
         with self._group:
-            self._queue.append(item)
-            self._drive(lambda: item.done)
-        if item.error is not None:
-            raise item.error
+            self._queue += [item for item in items if item.fields]
+            self._drive(lambda: all(item.done or not item.fields for item in items))
+        return [item.error for item in items]
 
     def _drive(self, done: Callable[[], bool]) -> None:
         # Holding self._group: the thread that finds no commit under way leads the next one.
