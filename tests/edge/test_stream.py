@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cronctl.edge.process.stream import CappedLog, CommandOutput, tee
+from cronctl.edge.process.stream import CappedLog, CommandOutput, Tee
 
 LINE = b"x" * 999 + b"\n"
 LINES = 300  # 300 KB a command: far more than a pipe holds
@@ -27,8 +27,8 @@ def test_a_copy_that_raises_stops_alone_and_its_pipe_is_still_drained(
         read_fd, write_fd = os.pipe()
         log = os.open(tmp_path / f"{name}.log", os.O_RDWR | os.O_CREAT, 0o600)
         copy = CommandOutput(CappedLog(log, 0), None, sink)
-        copies.append(threading.Thread(target=tee, args=(read_fd, copy), daemon=True))
-        copies[-1].start()
+        copies.append(Tee(read_fd, copy))
+        copies[-1].hand_off()  # copied to its end in a thread of its own
         writers.append(write_fd)
 
     def command(fd: int) -> None:  # what a command printing 300 KB does to its pipe
@@ -42,9 +42,7 @@ def test_a_copy_that_raises_stops_alone_and_its_pipe_is_still_drained(
     for thread in threads:
         thread.join(10)
     assert not any(t.is_alive() for t in threads), "a command was left blocked on its pipe"
-    for copying in copies:
-        copying.join(10)
-    assert not any(t.is_alive() for t in copies)
+    assert all(copying.ended.wait(10) for copying in copies)
     assert (tmp_path / "good.log").read_bytes() == LINE * LINES
     assert (tmp_path / "bad.log").read_bytes().startswith(LINE)  # logged up to the error
     err = capfd.readouterr().err

@@ -245,16 +245,6 @@ class Tee:
         return self.ended.wait(max(deadline - time.monotonic(), 0.0))
 
 
-def tee(read_fd: int, copy: CommandOutput) -> None:
-    """Copy `read_fd` through `copy` to its end on the caller's thread (see Tee)."""
-    copying = Tee(read_fd, copy)
-    try:
-        while copying.pump():
-            pass
-    finally:
-        copying.close()
-
-
 def _read(fd: int) -> bytes:
     try:
         return os.read(fd, _CHUNK)
