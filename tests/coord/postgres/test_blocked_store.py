@@ -374,12 +374,16 @@ def silent_port() -> Iterator[int]:
     server.close()
 
 
+def _silent_env(tmp_path: Path, port: int) -> dict[str, str]:
+    """Machine a's environment with a store, at ``port``, that never answers."""
+    return _env(tmp_path, f"postgresql://postgres:{SECRET}@127.0.0.1:{port}/db?sslmode=disable")
+
+
 def test_a_store_that_never_answers_the_connect_is_given_its_timeout_only(
     cli: Cli, tmp_path: Path, silent_port: int
 ) -> None:
     write_schedule(tmp_path / "schedules.toml", TASKS)
-    url = f"postgresql://postgres:{SECRET}@127.0.0.1:{silent_port}/db?sslmode=disable"
-    env = {**_env(tmp_path, url), "CRONCTL_COORDINATION": url}
+    env = _silent_env(tmp_path, silent_port)
     result = cli("run", "--json", "--now", T, env=env, timeout=BOUND_S)
     outcomes = {r["task"]: r["outcome"] for r in json.loads(result.stdout)["runs"]}
     assert outcomes == {"one": "error", "solo": "error", "plain": "ok"}, result.stderr
@@ -393,8 +397,7 @@ def test_a_plain_task_starts_while_the_connect_to_a_silent_store_waits(
     cli: Cli, tmp_path: Path, silent_port: int
 ) -> None:
     write_schedule(tmp_path / "schedules.toml", TASKS)
-    url = f"postgresql://postgres:{SECRET}@127.0.0.1:{silent_port}/db?sslmode=disable"
-    env = {**_env(tmp_path, url), "CRONCTL_COORDINATION": url}
+    env = _silent_env(tmp_path, silent_port)
     with reaped(cli.popen_code(PATIENT_CRONCTL, "run", "--json", "--now", T, env=env)) as run:
         # The plain task waits PAUSES_WAIT_S for the store, not the connect (ten minutes here).
         wait_for(lambda: _mark(tmp_path, "plain") or run.poll() is not None, "plain", BOUND_S)

@@ -22,7 +22,7 @@ import pytest
 from cronctl.coord.postgres.adapter import PostgresCoordinator
 from tests.coord.conftest import PgServer
 from tests.coord.postgres.kit import T1, T, database_of, outcomes
-from tests.helpers import Cli, wait_for, write_schedule
+from tests.helpers import Cli, reaped, wait_for, write_schedule
 from tests.run.test_work import NEAR_BOUNDARY, clock_from
 
 Machine = Callable[..., object]
@@ -503,11 +503,12 @@ def test_a_work_told_to_stop_stops_asking_for_a_held_claim(
     a = machine("a", "run", "--json", "--now", T, background=True)
     try:
         wait_for(lambda: _claims(pg_server, pg_url) == [("g", "a", "leased")], "a's claim")
-        worker = cli.popen_code(_WORK_LATE, "work", "--grace", "10", env=_b_env(pg_url, tmp_path))
-        seen = "SELECT host FROM cronctl.hosts WHERE host = 'b'"
-        wait_for(lambda: bool(pg_server.sql(seen, database_of(pg_url))), "b to ask")
-        worker.terminate()
-        _, err = worker.communicate(timeout=60)
+        work = cli.popen_code(_WORK_LATE, "work", "--grace", "10", env=_b_env(pg_url, tmp_path))
+        with reaped(work) as worker:
+            seen = "SELECT host FROM cronctl.hosts WHERE host = 'b'"
+            wait_for(lambda: bool(pg_server.sql(seen, database_of(pg_url))), "b to ask")
+            worker.terminate()
+            _, err = worker.communicate(timeout=60)
         assert worker.returncode == 0, err
         assert "grace period over" not in err, err
         assert _claims(pg_server, pg_url) == [("g", "a", "leased")]
