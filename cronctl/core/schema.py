@@ -33,6 +33,7 @@ from cronctl.core.values import (
     did_you_mean,
     parse_duration,
     resolve_path,
+    suggestion,
 )
 from cronctl.core.zones import parse_zone
 from cronctl.errors import CronSyntaxError, DurationError, ZoneError
@@ -326,6 +327,8 @@ def _parse_task(
     for key, value in raw.items():
         if key not in TASK_KEYS:
             report(key, "unknown-key", f"unknown key {key!r}{did_you_mean(key, list(TASK_KEYS))}")
+            # `schedule = "..."` is its schedule, misnamed: no second error that it has none
+            mistyped |= suggestion(key, list(TASK_KEYS)) in SCHEDULE_KEYS
         elif problem := _check_type(key, value, TASK_KEYS) or _check_value(key, value, name):
             report(key, problem[1], problem[0])
             bad_type = problem[1] == "bad-type"
@@ -392,7 +395,7 @@ def _parse_task(
                 f"{day_key!r} restricts a schedule, and this task has none (on_start only); "
                 "add a schedule key or remove it",
             )
-    elif not keys and not chained:
+    elif not keys and not chained and not mistyped:
         report(
             "name",
             "missing-key",

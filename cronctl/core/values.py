@@ -163,9 +163,20 @@ def parse_day_of_week(value: object) -> int:
     raise ValueError(f'day of week {value!r} is not understood; use 0-7 or a name like "MON"')
 
 
-def did_you_mean(key: str, known: list[str] | tuple[str, ...]) -> str:
-    """' (did you mean "x"?)' when a known key (or code) is close, else ''."""
+#: Names other tools give a key (Kubernetes' and Ofelia's `schedule`, Compose's `depends_on`).
+_OTHER_NAMES = {"schedule": "cron", "cmd": "command", "tz": "timezone", "depends_on": "after"}
+
+
+def suggestion(key: str, known: list[str] | tuple[str, ...]) -> str | None:
+    """The known key (or code) meant by a misspelt or foreign `key`, if one is close."""
     import difflib  # only for a misspelt key
 
-    close = difflib.get_close_matches(key, list(known), n=1, cutoff=0.7)
-    return f' (did you mean "{close[0]}"?)' if close else ""
+    if _OTHER_NAMES.get(key.lower()) in known:
+        return _OTHER_NAMES[key.lower()]
+    return next(iter(difflib.get_close_matches(key, list(known), n=1, cutoff=0.7)), None)
+
+
+def did_you_mean(key: str, known: list[str] | tuple[str, ...]) -> str:
+    """' (did you mean "x"?)' when a known key (or code) is close, else ''."""
+    close = suggestion(key, known)
+    return f' (did you mean "{close}"?)' if close else ""

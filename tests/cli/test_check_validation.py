@@ -10,14 +10,30 @@ NOW = "2026-08-03T08:00:00Z"
 
 
 def test_check_counts_every_task_table_even_when_all_are_broken(cli: Cli, tmp_path: Path) -> None:
-    broken = [f'name = "t{i}"\ncommand = "true"\nschedule = "every minute"' for i in range(5)]
+    broken = [f'name = "t{i}"\ncommand = "true"\nrun_every = "1m"' for i in range(5)]
     write_schedule(tmp_path / "schedules.toml", broken)
     result = cli("check", "--now", NOW)
     assert result.returncode == 1
     assert result.stdout.splitlines()[-1] == "failed: 5 tasks in 1 file; 10 errors, 0 warnings"
     # Each broken task still says both: no schedule at its name, the unknown key at its line.
     assert "schedules.toml:3: task t0: task has no schedule" in result.stdout
-    assert "schedules.toml:5: task t0: unknown key 'schedule'" in result.stdout
+    assert "schedules.toml:5: task t0: unknown key 'run_every'\n" in result.stdout
+
+
+def test_a_key_named_as_other_schedulers_name_it_is_one_error_with_ours(
+    cli: Cli, tmp_path: Path
+) -> None:
+    write_schedule(
+        tmp_path / "schedules.toml",
+        ['name = "k"\ncommand = "true"\nschedule = "*/5 * * * *"\ntz = "UTC"'],
+    )
+    result = cli("check", "--now", NOW)
+    assert result.returncode == 1
+    assert result.stdout.splitlines() == [
+        "schedules.toml:5: task k: unknown key 'schedule' (did you mean \"cron\"?)",
+        "schedules.toml:6: task k: unknown key 'tz' (did you mean \"timezone\"?)",
+        "failed: 1 task in 1 file; 2 errors, 0 warnings",
+    ]
 
 
 def test_check_warns_a_minute_step_that_does_not_divide_the_hour(cli: Cli, tmp_path: Path) -> None:
