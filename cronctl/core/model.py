@@ -299,18 +299,6 @@ def format_duration(delta: timedelta) -> str:
     return "".join(parts) or "0s"
 
 
-def jitter_offset(task: Task, host: str) -> float:
-    """A stable delay in [0, jitter) seconds from host and task name: a hash, not random, so
-    a machine's tasks keep their places minute after minute and machines spread apart."""
-    if task.jitter is None:
-        return 0.0
-    import hashlib  # here: it loads OpenSSL, which only a task with jitter needs
-
-    digest = hashlib.sha256(f"{host}\0{task.name}".encode()).digest()
-    fraction = int.from_bytes(digest[:8], "big") / 2**64
-    return fraction * task.jitter.total_seconds()
-
-
 def runs_on(task: Task, host: str) -> bool:
     """Whether the task exists on the machine called `host` (no `hosts`: everywhere)."""
     if not task.hosts:

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from typing import Any, TypeAlias
 
 from cronctl.coord.port import StoreUnavailable
-from cronctl.core.model import Task, jitter_offset
+from cronctl.core.model import Task
 from cronctl.core.runs import START_TRIGGER, RunRow
 from cronctl.edge.awake import join_awake
 from cronctl.edge.state import unsaved
@@ -327,6 +327,18 @@ def _unsaved(
     note = f"the record could not be saved ({exc}); {later}"
     ctx.world.warn(f"cronctl: error: task {result.task}: {ran}; {note}")
     return replace(result, message="; ".join(filter(None, (result.message, note))))
+
+
+def jitter_offset(task: Task, host: str) -> float:
+    """A stable delay in [0, jitter) seconds from host and task name: a hash, not random, so
+    a machine's tasks keep their places minute after minute and machines spread apart."""
+    if task.jitter is None:
+        return 0.0
+    import hashlib  # here: it loads OpenSSL, which only a task with jitter needs
+
+    digest = hashlib.sha256(f"{host}\0{task.name}".encode()).digest()
+    fraction = int.from_bytes(digest[:8], "big") / 2**64
+    return fraction * task.jitter.total_seconds()
 
 
 def run_occurrence(

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from cronctl.core.model import jitter_offset
 from cronctl.run.context import Tracker
+from cronctl.run.occurrence import jitter_offset
 from tests.helpers import Cli, write_schedule
 from tests.run.conftest import Drive
 
