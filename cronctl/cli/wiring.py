@@ -104,14 +104,15 @@ def run_context(
             print(f"cronctl: warning: {warning.message}", file=sys.stderr)
         elif dirwarnings.daily_notice(states, "lock-dir-not-shared"):
             print(f"cronctl: warning: {warning.message} (repeated once a day)", file=sys.stderr)
+    host, project = host_name(where.host), schedule.settings.project
     return RunContext(
         state_dir=states,
         lock_dir=locks,
-        host=host_name(where.host),
+        host=host,
         env=dict(os.environ),
         dry_run=dry_run,
         max_parallel=schedule.settings.max_parallel,
-        coord=where.coordinator(schedule, locks),
+        coord=open_coordinator(url, locks, host=host, pid=os.getpid(), project=project),
     )
 
 
