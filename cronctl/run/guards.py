@@ -18,7 +18,6 @@ from cronctl.coord.port import Coordinator, HeldLock, HolderInfo, StoreUnavailab
 from cronctl.core.model import DEFAULT_GROUP_WAIT, Task, format_duration, format_utc
 from cronctl.core.runs import START_TRIGGER, RunRow
 from cronctl.edge.awake import wait_awake
-from cronctl.edge.safefiles import ensure_private_dir
 from cronctl.run.context import NOT_STARTED, REHEARSAL_DIR, RunContext, starts_at_once
 
 CONDITION_TIMEOUT_S = 30.0
@@ -209,9 +208,9 @@ TAKEN_OVER = "its claim was taken over while this machine did not answer; anothe
 
 
 def rehearsal_coordinator(ctx: RunContext) -> Coordinator:
-    """The claims of rehearsals, apart from the real ones (see claim); the caller closes it."""
-    lock_dir = ensure_private_dir(ctx.lock_dir / REHEARSAL_DIR, within=ctx.lock_dir)
-    return open_coordinator(None, lock_dir, host=ctx.host, pid=os.getpid())
+    """The claims of rehearsals, apart from the real ones (see claim), in the directory
+    once.coordinated made; the caller closes it."""
+    return open_coordinator(None, ctx.lock_dir / REHEARSAL_DIR, host=ctx.host, pid=os.getpid())
 
 
 def conditions_pass(task: Task, env: dict[str, str], ctx: RunContext) -> bool:

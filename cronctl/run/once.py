@@ -26,16 +26,17 @@ def run_once(
 ) -> RunReport:
     """Plan every task's window at `now`, record it, then run what is due (`ahead`: `work`'s
     decisions worked out early, which planning checks)."""
-    if ctx.rehearsal:
-        ctx = replace(ctx, state_dir=ensure_private_dir(ctx.state_dir) / REHEARSAL_DIR)
     with coordinated(ctx) as ctx:
         return _run_once(schedule, now, ctx, ahead)
 
 
 @contextmanager
 def coordinated(ctx: RunContext) -> Iterator[RunContext]:
-    """`ctx` with a state of its own: directories made, the coordinator woken by a stop and
-    closed at the end, pings waited for."""
+    """`ctx` with a state of its own: directories made (a rehearsal's apart), the coordinator
+    woken by a stop and closed at the end, pings waited for."""
+    if ctx.rehearsal:  # recorded and claimed apart (docs/guarantees.md#--now-rehearsals)
+        ensure_private_dir(ctx.lock_dir / REHEARSAL_DIR, within=ctx.lock_dir)
+        ctx = replace(ctx, state_dir=ensure_private_dir(ctx.state_dir) / REHEARSAL_DIR)
     ensure_private_dir(ctx.state_dir)
     ensure_private_dir(ctx.lock_dir)
     fleet = ctx.coord.fleet
