@@ -143,6 +143,7 @@ def quiet_minute(
     files: list[Path] | None,
     now: str | None,
     dry_run: bool,
+    verbose: bool,
     as_json: bool,
     state_dir: Path | None,
     lock_dir: Path | None,
@@ -151,7 +152,8 @@ def quiet_minute(
     **_run_options: object,
 ) -> Minute:
     """Deal with the minute from the last planned minute's hint if it proves nothing is due
-    (status quiet.DONE); otherwise say why not, having changed nothing."""
+    (status quiet.DONE, said with -v: the run is over); otherwise say why not, having changed
+    nothing."""
     look = schedcache.Lookup(schedule_paths(files, os.environ), os.environ)
     instant = parse_instant(now)
     status = quiet.SPENT
@@ -166,20 +168,10 @@ def quiet_minute(
             lock_dir=lock_dir,
             coordination=coordination,
         )
+    if status == quiet.DONE and verbose:
+        # One line, so that success is never silent when asked about (without -v nothing: cron
+        # mails whatever `run` prints); not by the model's format_utc, which a quiet minute
+        # never imports (docs/architecture.md).
+        floor = datetime.fromtimestamp(int(instant.timestamp()) // 60 * 60, UTC)
+        print(f"{floor:%Y-%m-%dT%H:%M:%SZ}  nothing due", flush=True)
     return Minute(look, instant, status)
-
-
-#: What `run -v` prints for a minute in which nothing was due (one line, so that success is
-#: never silent when asked about; without -v, nothing: cron mails whatever `run` prints).
-NOTHING_DUE = "nothing due"
-
-
-def quiet_exit(minute: Minute, verbose: bool) -> int:
-    """The exit code of a minute the hint dealt with (0), and with -v the line saying so.
-
-    The time is formatted here, not by the model's format_utc: a quiet minute never imports
-    the model (docs/architecture.md)."""
-    if verbose:
-        floor = datetime.fromtimestamp(int(minute.instant.timestamp()) // 60 * 60, UTC)
-        print(f"{floor:%Y-%m-%dT%H:%M:%SZ}  {NOTHING_DUE}", flush=True)
-    return 0

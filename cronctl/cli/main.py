@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, NoReturn
 from cronctl._version import __version__
 from cronctl.cli.fastpath import (
     parse_run,
-    quiet_exit,
     quiet_minute,
     reject_empty_paths,
     reject_logs_file_habit,
@@ -46,7 +45,7 @@ def _dispatch(argv: Sequence[str]) -> int | None:
         if options is not None:
             minute = quiet_minute(**options)  # type: ignore[arg-type]
             if minute.status == quiet.DONE:
-                return quiet_exit(minute, bool(options["verbose"]))
+                return 0
             # Imported only now, as the typer app below: a quiet minute, served above, never
             # loads the schedule model or the run machinery (docs/architecture.md).
             from cronctl.cli.wiring import run_command

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from cronctl.cli.fastpath import Minute, host_name, parse_instant, quiet_exit, quiet_minute
+from cronctl.cli.fastpath import Minute, host_name, parse_instant, quiet_minute
 from cronctl.cli.render.runs import (
     render_failure,
     render_problems,
@@ -155,11 +155,14 @@ def run_command(
     cronctl.run.quiet (`minute`: that check, if cli/main.py made it already); otherwise the
     schedule is loaded (cached), planned and run, and a new proof is kept."""
     if minute is None:
-        minute = quiet_minute(files, now, dry_run, as_json, state_dir, lock_dir, host, coordination)
+        minute = quiet_minute(
+            files, now, dry_run, verbose, as_json, state_dir, lock_dir, host, coordination
+        )
     if minute.status == quiet.DONE:
-        return quiet_exit(minute, verbose)
+        return 0
     look, instant = minute.look, minute.instant
-    everything = fail_on_errors(schedentry.load(look.paths, os.environ, look))
+    everything = schedentry.load(look.paths, os.environ, look)
+    fail_on_errors(everything)
     where = Where(files, state_dir, lock_dir, host, coordination)
     ctx = run_context(everything, where, strict, dry_run)
     if now is not None:
