@@ -56,8 +56,6 @@ def paused(ctx: RunContext) -> Pauses:
     """The operator pauses. A store across the network is given PAUSES_WAIT_S: one that blocks
     must not hold back the tasks that need no store, which go by the pauses last read from
     it (docs/fleets-postgresql.md)."""
-    if not ctx.coord.may_be_unreachable:
-        return _read_pauses(ctx)
     found: list[Pauses] = []
     refused: list[BaseException] = []  # a refusal (a newer schema): raised if in time
     answered = threading.Event()
@@ -70,7 +68,10 @@ def paused(ctx: RunContext) -> Pauses:
         finally:
             answered.set()
 
-    ctx.world.spawn(ask, "cronctl-pauses")
+    if ctx.coord.may_be_unreachable:
+        ctx.world.spawn(ask, "cronctl-pauses")
+    else:
+        ask()  # lock_dir answers at once; what it raises is raised below
     deadline = time.monotonic() + PAUSES_WAIT_S
     while not answered.is_set() and (left := deadline - time.monotonic()) > 0:
         wait_awake(answered, left)  # `run`'s main thread: a SIGTERM must wake it (edge/awake)
