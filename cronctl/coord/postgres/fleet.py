@@ -23,6 +23,8 @@ from cronctl.coord.postgres.schema import RUN_COLUMNS
 from cronctl.core.runs import RunRow
 
 _SELECT = ", ".join(RUN_COLUMNS)
+#: What a view reads of a record: ``latest`` holds no upstream run ids.
+_READ = f"{_SELECT}, upstream"
 _ORDER = "ORDER BY occurrence DESC, started DESC NULLS LAST, id DESC"
 #: The keyset of the dashboard's pages, served by the runs_page indexes (schema.py).
 _PAGE_ORDER = "ORDER BY occurrence DESC, id DESC"
@@ -73,10 +75,10 @@ def _run(row: Sequence[Any], scope: Scope) -> RunRow:
     """Built by position: the overview of a large fleet builds tens of thousands."""
     rows.check_run(row)
     rid, task, occurrence, host, pid, outcome, exit_code, started, ended, *rest = row
-    duration_s, message, trigger, attempt = rest
+    duration_s, message, trigger, attempt, upstream = rest
     return RunRow(
         rid, scope.name(task), occurrence, outcome, host, pid, exit_code, started, ended,
-        duration_s, None, "", message, trigger, attempt,
+        duration_s, None, "", message, trigger, attempt, upstream,
     )  # fmt: skip
 
 
@@ -131,7 +133,7 @@ def history(
 ) -> list[RunRow]:
     mine, params = scope.sql()
     cur.execute(
-        f"SELECT {_SELECT} FROM cronctl.runs WHERE {mine} "  # noqa: S608  (constant names)
+        f"SELECT {_READ} FROM cronctl.runs WHERE {mine} "  # noqa: S608  (constant names)
         "AND (%(task)s::text IS NULL OR task = %(task)s) "
         "AND (%(host)s::text IS NULL OR host = %(host)s) "
         "AND (%(outcomes)s::text[] IS NULL OR outcome = ANY(%(outcomes)s::text[])) "
@@ -150,7 +152,7 @@ def latest(
     """The rows of ``latest``, which the runs_keep_latest trigger keeps (schema.py)."""
     mine, params = scope.sql()
     cur.execute(
-        f"SELECT {_SELECT} FROM cronctl.latest WHERE {mine} "  # noqa: S608  (constant names)
+        f"SELECT {_SELECT}, '' FROM cronctl.latest WHERE {mine} "  # noqa: S608  (constant names)
         "AND (%(task)s::text IS NULL OR task = %(task)s) "
         "AND (%(host)s::text IS NULL OR host = %(host)s) ORDER BY task, host",
         {**params, "host": host, "task": None if task is None else scope.key(task)},
@@ -238,7 +240,7 @@ def page(cur: Any, scope: Scope, skipped: rows.Skipped, query: RunQuery) -> list
         terms.append("(occurrence, id) < (%(before_at)s, %(before_id)s)")
         values["before_at"], values["before_id"] = query.before
     cur.execute(
-        f"SELECT {_SELECT} FROM cronctl.runs WHERE {' AND '.join(terms)} "  # noqa: S608
+        f"SELECT {_READ} FROM cronctl.runs WHERE {' AND '.join(terms)} "  # noqa: S608
         f"{_PAGE_ORDER} LIMIT %(limit)s",
         values,
     )
@@ -248,7 +250,7 @@ def page(cur: Any, scope: Scope, skipped: rows.Skipped, query: RunQuery) -> list
 def one(cur: Any, scope: Scope, skipped: rows.Skipped, run_id: str) -> RunRow | None:
     mine, params = scope.sql()
     cur.execute(
-        f"SELECT {_SELECT}, output FROM cronctl.runs WHERE id = %(id)s AND {mine}",  # noqa: S608
+        f"SELECT {_READ}, output FROM cronctl.runs WHERE id = %(id)s AND {mine}",  # noqa: S608
         {**params, "id": run_id},
     )
     found = skipped.keep(

@@ -137,10 +137,10 @@ def pid(value: object, column: str) -> int | None:
 
 
 def check_run(row: Sequence[Any]) -> None:
-    """:class:`BadRow` for the first bad value of a row of schema.RUN_COLUMNS. One test of
-    the whole row first: the fleet overview reads thousands per page, nearly all fine."""
+    """:class:`BadRow` for the first bad value of a record (schema.RUN_COLUMNS, upstream).
+    One test of the whole row first: the fleet overview reads thousands, nearly all fine."""
     rid, task, occurrence, host, _pid, outcome, _code, started, ended, *rest = row
-    duration_s, message, trigger, _attempt = rest
+    duration_s, message, trigger, _attempt, upstream = rest
     if (
         type(occurrence) is datetime
         and (started is None or type(started) is datetime)
@@ -150,9 +150,12 @@ def check_run(row: Sequence[Any]) -> None:
         and (message is None or len(message) <= TEXT_MAX)
         and _RUN_ID.fullmatch(rid)
         and ".." not in rid
+        and not upstream
     ):
         return
     run_id(rid)
+    for up in text(upstream, "upstream").split():
+        run_id(up, "upstream")
     for column, value in (("task", task), ("host", host), ("outcome", outcome),
                           ("trigger", trigger)):  # fmt: skip
         name(value, column)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from cronctl.coord.history import RunQuery
 from cronctl.coord.port import ChainEnd
 from cronctl.coord.postgres.adapter import PostgresCoordinator
 from cronctl.core.model import Schedule
@@ -58,6 +59,15 @@ def test_two_machines_run_each_link_once(tmp_path: Path, pg_url: str, pg_server:
         database_of(pg_url),
     )
     assert published == [("load", ids["transform"]), ("transform", ids["extract"])]
+    # The fleet views show them as `history` and the dashboard show this machine's.
+    reader = PostgresCoordinator(pg_url, host="reader", pid=1)
+    try:
+        ones = [reader.fleet_run(ids["load"]), reader.fleet_run(ids["transform"])]
+        for found in (reader.fleet_history(None, None, 10), reader.fleet_page(RunQuery()), ones):
+            chained = {r.task: r.upstream for r in found if r and r.trigger == "after"}
+            assert chained == {"load": ids["transform"], "transform": ids["extract"]}
+    finally:
+        reader.close()
 
 
 def test_another_machine_catches_up_a_link_once(tmp_path: Path, pg_url: str) -> None:

@@ -34,7 +34,7 @@ OTHER_PAUSES = [("pauses", "other/inf"), ("pauses", "other/ninf"),
                 ("pauses", "other/y20000"), ("pauses", "other/long")]  # fmt: skip
 ORPHANS = [("claims", "guarded infinity"), ("claims", "guarded -infinity")]
 RUNS = ["r-occ-inf", "r-occ-20000", "r-started", "r-ended", "r-nan", "r-dur-inf",
-        "x/../../etc", "r-long-msg", "r-long-host"]  # fmt: skip
+        "x/../../etc", "r-long-msg", "r-long-host", "r-upstream"]  # fmt: skip
 
 
 def _hostile(url: str) -> None:
@@ -78,6 +78,11 @@ def _hostile(url: str) -> None:
                               ended, duration, message, output))  # fmt: skip
             # Written apart: the trigger copies a finished record into latest as written.
             cur.execute("UPDATE cronctl.runs SET occurrence = %s WHERE id = %s", (occurrence, rid))
+        cur.execute(
+            "INSERT INTO cronctl.runs (id, task, occurrence, host, outcome, trigger, upstream) "
+            "VALUES ('r-upstream', 'free', '2026-08-03T08:00:00Z', 'hu', 'ok', 'after', %s)",
+            ("r-1 " + CONTROL,),
+        )
         cur.execute(
             "INSERT INTO cronctl.latest (id, task, occurrence, host, outcome, trigger, attempt) "
             "VALUES ('l-20000', 'free', '20000-01-01', 'lh', 'ok', 'schedule', 1)"
