@@ -20,7 +20,7 @@ from cronctl.coord import history, port
 from cronctl.coord.postgres import conn as pgconn
 from cronctl.coord.postgres import fleet, rows, slots
 from cronctl.coord.postgres import lock as pg_lock
-from cronctl.coord.postgres.schema import READ_PAUSES, SCHEMA_VERSION, ensure_schema
+from cronctl.coord.postgres.schema import READ_PAUSES, SCHEMA_VERSION, NoSchema, ensure_schema
 from cronctl.coord.redact import redact_url
 from cronctl.core.runs import FAILED, RunRow
 
@@ -60,6 +60,7 @@ class PostgresCoordinator:
         self.pid = pid
         self.scope = fleet.Scope(project)
         self._conn: Any = None
+        self._ready = False  # the schema checked (created, migrated) on this connection
         self._failure: str | None = None
         self._pauses: dict[str, port.PauseInfo] | None = None
         self._orphans: list[port.Orphan] = []  # read with the pauses (orphans())
@@ -84,8 +85,16 @@ class PostgresCoordinator:
     def describe(self) -> str:
         return redact_url(self.url)
 
-    def _call(self, work: Callable[[Any], T]) -> T:
-        """Run ``work(cursor)`` on the run's connection; a lost store becomes StoreUnavailable."""
+    def _read(self, work: Callable[[Any], T], empty: T) -> T:
+        """``empty`` while the database holds no cronctl schema: a read creates none."""
+        try:
+            return self._call(work, create=False)
+        except NoSchema:
+            return empty
+
+    def _call(self, work: Callable[[Any], T], create: bool = True) -> T:
+        """Run ``work(cursor)`` on the run's connection, the schema created or migrated first
+        (``create``); a lost store becomes StoreUnavailable."""
         psycopg2 = pgconn.driver(self.url)
 
         with self._mutex:
@@ -103,9 +112,11 @@ class PostgresCoordinator:
                             # before the schema check records gone claimers' runs.
                             with self._conn.cursor() as cur:
                                 cur.execute(self._liveness(cur))
+                    if not self._ready:
                         self._pauses, self._orphans = ensure_schema(
-                            self._conn, self.url, self.skipped, self.scope.owns
+                            self._conn, self.url, self.skipped, self.scope.owns, create
                         )
+                        self._ready = True
                     with self._conn.cursor() as cur:
                         return work(cur)
                 except port.StoreUnavailable as exc:
@@ -139,7 +150,7 @@ class PostgresCoordinator:
                     raise port.StoreUnavailable(self._failure) from None
 
     def _drop(self) -> None:
-        conn, self._conn = self._conn, None
+        conn, self._conn, self._ready = self._conn, None, False
         if conn is not None:
             with suppress(Exception):  # a broken connection may fail to close; it is gone
                 conn.close()
@@ -257,8 +268,14 @@ class PostgresCoordinator:
         return bytes(cur.mogrify("SELECT pg_advisory_lock(%s); ", (self._lease,)))
 
     def claimed(self, task: str, occurrence: datetime) -> bool:
-        sql = "SELECT 1 FROM cronctl.claims WHERE task = %s AND occurrence = %s"
-        return self._one(sql, (self.scope.key(task), occurrence)) is not None
+        def query(cur: Any) -> bool:
+            cur.execute(
+                "SELECT 1 FROM cronctl.claims WHERE task = %s AND occurrence = %s",
+                (self.scope.key(task), occurrence),
+            )
+            return cur.fetchone() is not None
+
+        return self._read(query, False)
 
     def record_end(self, end: port.ChainEnd) -> None:
         self._call(
@@ -288,7 +305,7 @@ class PostgresCoordinator:
                 lambda row: f"{row[0]} {row[2]} {row[4]}",  # task, host, run id: text
             )
 
-        return self._call(query)
+        return self._read(query, [])
 
     def try_overlap(
         self, task: str, *, lease: timedelta | None, now: datetime, timeout: timedelta | None = None
@@ -329,7 +346,9 @@ class PostgresCoordinator:
         return port.StoreUnavailable(message)
 
     def overlap_held(self, task: str) -> bool:
-        return self._call(lambda cur: pg_lock.is_held(cur, self.scope.key(task), self.skipped))
+        return self._read(
+            lambda cur: pg_lock.is_held(cur, self.scope.key(task), self.skipped), False
+        )
 
     def paused_tasks(self) -> dict[str, port.PauseInfo]:
         """Read with the schema check when the run connects: no extra round trip."""
@@ -342,7 +361,7 @@ class PostgresCoordinator:
             self._orphans = rows.orphans(orphans, self.skipped, self.scope.owns)
             return self.scope.ours(rows.pauses(pauses, self.skipped, self.scope.owns))
 
-        return self._call(query)
+        return self._read(query, {})
 
     def set_pause(self, task: str, *, reason: str | None, now: datetime, user: str) -> None:
         self._call(
@@ -376,13 +395,15 @@ class PostgresCoordinator:
         return fleet.check_in(cur, self.scope, self.host, self.clock())
 
     def fleet_latest(self, task: str | None = None, host: str | None = None) -> list[RunRow]:
-        return self._call(lambda cur: fleet.latest(cur, self.scope, self.skipped, task, host))
+        return self._read(lambda cur: fleet.latest(cur, self.scope, self.skipped, task, host), [])
 
     def fleet_summary(self, failing: Sequence[str]) -> list[history.TaskLatest]:
-        return self._call(lambda cur: fleet.summary(cur, self.scope, self.skipped, failing))
+        return self._read(lambda cur: fleet.summary(cur, self.scope, self.skipped, failing), [])
 
     def fleet_host_summary(self, failing: Sequence[str]) -> list[history.HostLatest]:
-        return self._call(lambda cur: fleet.host_summary(cur, self.scope, self.skipped, failing))
+        return self._read(
+            lambda cur: fleet.host_summary(cur, self.scope, self.skipped, failing), []
+        )
 
     def fleet_history(
         self,
@@ -394,16 +415,16 @@ class PostgresCoordinator:
         since: datetime | None = None,
     ) -> list[RunRow]:
         args = (task, host, limit, sorted(FAILED) if failed else None, since)
-        return self._call(lambda cur: fleet.history(cur, self.scope, self.skipped, *args))
+        return self._read(lambda cur: fleet.history(cur, self.scope, self.skipped, *args), [])
 
     def fleet_page(self, query: history.RunQuery) -> list[RunRow]:
-        return self._call(lambda cur: fleet.page(cur, self.scope, self.skipped, query))
+        return self._read(lambda cur: fleet.page(cur, self.scope, self.skipped, query), [])
 
     def fleet_run(self, run_id: str) -> RunRow | None:
-        return self._call(lambda cur: fleet.one(cur, self.scope, self.skipped, run_id))
+        return self._read(lambda cur: fleet.one(cur, self.scope, self.skipped, run_id), None)
 
     def fleet_hosts(self) -> list[history.HostSeen]:
-        return self._call(lambda cur: fleet.hosts(cur, self.scope, self.skipped))
+        return self._read(lambda cur: fleet.hosts(cur, self.scope, self.skipped), [])
 
     def sweep(self, now: datetime) -> None:
         """Also the rows of an occurrence no reader can use (infinity, year 20000: rows.py),

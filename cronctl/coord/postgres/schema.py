@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from cronctl.coord.port import Orphan, PauseInfo
+from cronctl.coord.postgres import conn as pgconn
 from cronctl.coord.postgres import rows
 from cronctl.coord.redact import redact_url
 from cronctl.errors import CronctlError
@@ -292,48 +293,69 @@ READ_PAUSES = f"SELECT ({PAUSES}), cronctl.orphans(), cronctl.settle_gone()"
 _STARTUP = f"SELECT version, ({PAUSES}), cronctl.orphans(), cronctl.settle_gone() FROM cronctl.meta"  # noqa: S608
 
 
-class SchemaTooNew(CronctlError):
-    """The store's schema was written by a newer cronctl."""
+class SchemaRefused(CronctlError):
+    """The store's schema version is one this cronctl cannot use: newer, or impossible."""
+
+
+class NoSchema(Exception):
+    """No cronctl schema to read, and none was to be created."""
 
 
 def ensure_schema(
-    conn: Any, url: str, skipped: rows.Skipped, owns: Callable[[str], bool]
+    conn: Any, url: str, skipped: rows.Skipped, owns: Callable[[str], bool], create: bool
 ) -> tuple[dict[str, PauseInfo], list[Orphan]]:
-    """Check (create, migrate) the schema; in the same query, the pauses and orphans of ``owns``."""
+    """Check the schema (``create``: create or migrate it; else NoSchema where there is none
+    yet); in the same query, the pauses and orphans of ``owns``."""
     import psycopg2.errors
 
     try:
-        with conn.cursor() as cur:
-            cur.execute(_STARTUP)
-            version, pauses, orphans, _ = cur.fetchone()
-    except (
-        psycopg2.errors.UndefinedTable,
-        psycopg2.errors.InvalidSchemaName,
-        psycopg2.errors.UndefinedFunction,  # a schema older than settle_gone: migrated below
-    ):
-        version = None
-    if version != SCHEMA_VERSION:
-        _refuse_newer(version, url)
+        found = _startup(conn)
+    except (psycopg2.errors.UndefinedTable, psycopg2.errors.InvalidSchemaName):
+        found = None
+    except psycopg2.errors.UndefinedFunction:  # a schema older than settle_gone: migrated below
+        found = (None,)
+    if found is None and not create:
+        raise NoSchema  # a reader writes nothing, not even the schema
+    if found is None or found[0] != SCHEMA_VERSION:
+        _check_version(None if found is None else found[0], url)
         _migrate(conn, url)
-        with conn.cursor() as cur:
-            cur.execute(_STARTUP)
-            version, pauses, orphans, _ = cur.fetchone()
+        found = _startup(conn)
+    _, pauses, orphans, _ = found
     return rows.pauses(pauses, skipped, owns), rows.orphans(orphans, skipped, owns)
 
 
-def _refuse_newer(version: int | None, url: str) -> None:
+def _startup(conn: Any) -> Any:
+    """The version, pauses and orphans; None when ``meta`` has no row."""
+    with conn.cursor() as cur:
+        cur.execute(_STARTUP)
+        return cur.fetchone()
+
+
+def _check_version(version: int | None, url: str) -> None:
     if version is not None and version > SCHEMA_VERSION:
-        raise SchemaTooNew(
+        raise SchemaRefused(
             f"the coordination store {redact_url(url)} has cronctl schema version {version}, "
             f"but this cronctl knows versions up to {SCHEMA_VERSION} only: a newer cronctl "
             "wrote it. Upgrade cronctl on this machine (every machine of a fleet must run a "
             "cronctl that knows the store's schema)"
         )
+    if version is not None and version < 1:
+        raise SchemaRefused(_changed_by_hand(url, version, "which no cronctl writes"))
+
+
+def _changed_by_hand(url: str, version: int, why: str) -> str:
+    return (
+        f"the coordination store {redact_url(url)} has cronctl schema version {version} in "
+        f"cronctl.meta, {why}: it was changed by hand. Nothing was changed; set it back to "
+        f"the version of the store's tables (this cronctl writes {SCHEMA_VERSION})"
+    )
 
 
 def _migrate(conn: Any, url: str) -> None:
     """Machines starting at once migrate one at a time (an advisory lock), each re-reading
     the version after taking the lock."""
+    import psycopg2.errors as pg
+
     conn.autocommit = False
     try:
         with conn.cursor() as cur:
@@ -353,10 +375,16 @@ def _migrate(conn: Any, url: str) -> None:
             cur.execute("SELECT version FROM cronctl.meta")
             found = cur.fetchone()
             version = found[0] if found else 0
-            _refuse_newer(version, url)
-            for statements in MIGRATIONS[version:]:
-                for statement in statements:
-                    cur.execute(statement)
+            _check_version(None if found is None else version, url)
+            try:
+                for statements in MIGRATIONS[version:]:
+                    for statement in statements:
+                        cur.execute(statement)
+            # A version set back by hand meets what a migration makes (or drops) already done.
+            except (pg.DuplicateTable, pg.DuplicateObject, pg.DuplicateColumn,
+                    pg.DuplicateFunction, pg.UndefinedObject) as exc:  # fmt: skip
+                why = f"older than its tables ({pgconn.first_line(url, exc)})"
+                raise SchemaRefused(_changed_by_hand(url, version, why)) from None
             cur.execute(
                 "INSERT INTO cronctl.meta (version) VALUES (%s) "
                 "ON CONFLICT (one) DO UPDATE SET version = EXCLUDED.version",

@@ -12,7 +12,7 @@ import pytest
 
 from cronctl.coord.port import StoreUnavailable
 from cronctl.coord.postgres.adapter import PostgresCoordinator
-from cronctl.coord.postgres.schema import SCHEMA_VERSION, SchemaTooNew
+from cronctl.coord.postgres.schema import SCHEMA_VERSION, SchemaRefused
 from tests.coord.conftest import PgServer
 from tests.coord.postgres.kit import T1, T2, T, database_of, outcomes
 from tests.helpers import Cli, alive, wait_for, write_schedule, written
@@ -227,7 +227,7 @@ def test_after_a_server_restart_a_holder_gets_time_to_take_its_lock_back(
 
     store = _coord(pg_url, "b", 7)
     try:
-        store.paused_tasks()  # creates the schema
+        store.check()  # creates the schema
         database = pg_url.split("@/", 1)[1].split("?")[0]
         pg_server.sql(
             "INSERT INTO cronctl.holders (task, host, pid, started, backend, seen) VALUES "
@@ -383,7 +383,7 @@ def test_a_coordinator_closed_again_keeps_its_session_and_checks_a_refusal_afres
     sessions = "SELECT pid FROM pg_stat_activity WHERE application_name = 'cronctl'"
     coord = PostgresCoordinator(pg_url, host="w", pid=1)
     try:
-        coord.paused_tasks()
+        coord.check()  # creates the schema
         coord.close()  # a `run`'s only close: the session ends with it
         wait_for(lambda: not pg_server.sql(sessions, database), "the first session's end")
         coord.paused_tasks()
@@ -401,7 +401,7 @@ def test_a_coordinator_closed_again_keeps_its_session_and_checks_a_refusal_afres
         with pytest.raises(StoreUnavailable):
             coord.paused_tasks()  # the kept session meets the newer schema's refusal
         coord.close()
-        with pytest.raises(SchemaTooNew):
+        with pytest.raises(SchemaRefused):
             coord.paused_tasks()
     finally:
         coord.close()

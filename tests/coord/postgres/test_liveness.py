@@ -205,7 +205,7 @@ def test_a_row_of_an_older_cronctl_counts_while_fresh_as_another_machines(
     try:
         who = procs.identify(command.pid)
         assert who is not None
-        store.paused_tasks()  # creates the schema
+        store.check()  # creates the schema
         # The holder's cronctl and its command are one process here: both are alive.
         pid, start = command.pid, who.start_ticks
         values = f"'long', 'a', {pid}, now(), 0, now(), '{who.boot}', {start}, {pid}, {start}"
