@@ -173,12 +173,12 @@ class PostgresCoordinator:
             with suppress(Exception):
                 conn.close()
 
-    def _one(self, sql: str, params: Any = None) -> Any:
+    def _one(self, sql: str, params: Any = None, *, read: bool = False) -> Any:
         def fetch(cur: Any) -> Any:
             cur.execute(sql, params)
             return cur.fetchone()
 
-        return self._call(fetch)
+        return self._read(fetch, None) if read else self._call(fetch)
 
     def check(self) -> port.StoreCheck:
         pgconn.driver(self.url)  # imported first, so "connect" times the connection only
@@ -268,14 +268,8 @@ class PostgresCoordinator:
         return bytes(cur.mogrify("SELECT pg_advisory_lock(%s); ", (self._lease,)))
 
     def claimed(self, task: str, occurrence: datetime) -> bool:
-        def query(cur: Any) -> bool:
-            cur.execute(
-                "SELECT 1 FROM cronctl.claims WHERE task = %s AND occurrence = %s",
-                (self.scope.key(task), occurrence),
-            )
-            return cur.fetchone() is not None
-
-        return self._read(query, False)
+        sql = "SELECT 1 FROM cronctl.claims WHERE task = %s AND occurrence = %s"
+        return self._one(sql, (self.scope.key(task), occurrence), read=True) is not None
 
     def record_end(self, end: port.ChainEnd) -> None:
         self._call(
