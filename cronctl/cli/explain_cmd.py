@@ -51,7 +51,7 @@ def explain_(
     instant = parse_instant(at, "--at")
     states, locks = where.dirs(schedule)
     me = host_name(where.host)
-    coord = where.coordinator(schedule, locks)
+    coord = where.coordinator(schedule, locks, reads_only=True)
     try:
         result = explain_here(
             schedule, states, coord, name, instant, host=me, now=datetime.now(UTC)

@@ -42,7 +42,7 @@ def status(
       cronctl status --check
     """
     schedule, states, locks = where.load()
-    coord = where.coordinator(schedule, locks)
+    coord = where.coordinator(schedule, locks, reads_only=True)
     if fleet:
         render_fleet_status(fleet_status(schedule, coord), as_json)
         return
@@ -119,7 +119,7 @@ def history(
     now = parse_instant(None)  # short times on a narrow terminal are said against today
     zones = {task.name: task.zone for task in schedule.tasks}
     if fleet:
-        runs = fleet_history(where.coordinator(schedule, locks), which, limit)
+        runs = fleet_history(where.coordinator(schedule, locks, reads_only=True), which, limit)
         render_history(runs, as_json, now, zones, hosts=True)
         return
     render_history(operate.history(states, limit, schedule, which), as_json, now, zones)

@@ -213,7 +213,7 @@ def _say_if_paused(where: Where, schedule: Schedule, name: str) -> None:
 def _operator_pauses(where: Where, schedule: Schedule, locks: Path) -> set[str]:
     """The tasks paused by `cronctl pause`; none when the store cannot be asked: these views
     only inform."""
-    coord = where.coordinator(schedule, locks)
+    coord = where.coordinator(schedule, locks, reads_only=True)
     try:
         return set(coord.paused_tasks())
     except StoreUnavailable:

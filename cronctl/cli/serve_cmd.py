@@ -91,7 +91,7 @@ def serve_command(
         ) from None
     schedule, states, locks = where.load()
     me = host_name(where.host)
-    coord = where.coordinator(schedule, locks)
+    coord = where.coordinator(schedule, locks, reads_only=True)
     fixed = parse_instant(now) if now is not None else None
     clock = real_clock if fixed is None else lambda: fixed
     dashboard = Dashboard(schedule, states, coord, me)

@@ -67,11 +67,13 @@ class Where:
         """The state and lock directories."""
         return dirs.data_dirs(schedule, self.state_dir, self.lock_dir, os.environ)
 
-    def coordinator(self, schedule: Schedule, locks: Path) -> Coordinator:
+    def coordinator(self, schedule: Schedule, locks: Path, reads_only: bool = False) -> Coordinator:
         """The coordination store if one is configured, else files in `locks`."""
         url = dirs.coordination_url(schedule, self.coordination, os.environ)
         me, project = host_name(self.host), schedule.settings.project
-        return open_coordinator(url, locks, host=me, pid=os.getpid(), project=project)
+        return open_coordinator(
+            url, locks, host=me, pid=os.getpid(), project=project, reads_only=reads_only
+        )
 
 
 def fail_on_errors(schedule: Schedule) -> Schedule:

@@ -12,13 +12,20 @@ __all__ = ["open_coordinator"]
 
 
 def open_coordinator(
-    url: str | None, lock_dir: Path, *, host: str, pid: int, project: str | None = None
+    url: str | None,
+    lock_dir: Path,
+    *,
+    host: str,
+    pid: int,
+    project: str | None = None,
+    reads_only: bool = False,
 ) -> Coordinator:
-    """PostgreSQL when ``url`` is set (``project`` keeps its rows apart), else files in
-    lock_dir (the project's own already). Nothing connects here."""
+    """PostgreSQL when ``url`` is set (``project`` keeps its rows apart; ``reads_only``: its
+    reads create and migrate no schema), else files in lock_dir (the project's own already).
+    Nothing connects here."""
     if not url:
         return FilesCoordinator(lock_dir, host=host, pid=pid)
     # Only here: the adapter (and, on first use, its driver) only for a run that needs it.
     from cronctl.coord.postgres.adapter import PostgresCoordinator
 
-    return PostgresCoordinator(url, host=host, pid=pid, project=project)
+    return PostgresCoordinator(url, host=host, pid=pid, project=project, reads_only=reads_only)

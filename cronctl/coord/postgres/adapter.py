@@ -52,9 +52,12 @@ class PostgresCoordinator:
         pid: int,
         project: str | None = None,
         clock: Callable[[], datetime] | None = None,
+        reads_only: bool = False,
     ) -> None:
-        """Nothing connects until the first call; ``clock`` is what the check-in records."""
+        """Nothing connects until the first call; ``clock`` is what the check-in records;
+        ``reads_only``: only the calls that write create or migrate the schema (_read)."""
         self.url = url
+        self.reads_only = reads_only
         self.clock = clock or (lambda: datetime.now(UTC))
         self.host = host
         self.pid = pid
@@ -86,9 +89,9 @@ class PostgresCoordinator:
         return redact_url(self.url)
 
     def _read(self, work: Callable[[Any], T], empty: T) -> T:
-        """``empty`` while the database holds no cronctl schema: a read creates none."""
+        """``empty`` while the database holds no cronctl schema, when reads create none."""
         try:
-            return self._call(work, create=False)
+            return self._call(work, create=not self.reads_only)
         except NoSchema:
             return empty
 

@@ -318,6 +318,14 @@ def ensure_schema(
         raise NoSchema  # a reader writes nothing, not even the schema
     if found is None or found[0] != SCHEMA_VERSION:
         _check_version(None if found is None else found[0], url)
+        if not create:
+            said = f"schema version {found[0]}" if found[0] else "a schema"
+            raise SchemaRefused(
+                f"the coordination store {redact_url(url)} has cronctl {said} older than this "
+                f"cronctl's {SCHEMA_VERSION}, and a command that only reads migrates none: the "
+                "next `cronctl run` or `work` of this version migrates it (upgrade a fleet's "
+                "machines together: docs/fleets-postgresql.md)"
+            )
         _migrate(conn, url)
         found = _startup(conn)
     _, pauses, orphans, _ = found

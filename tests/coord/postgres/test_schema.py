@@ -12,7 +12,7 @@ import pytest
 from cronctl.coord.postgres.schema import SCHEMA_VERSION
 from tests.coord.conftest import PgServer
 from tests.coord.postgres.conftest import ROLE_PASSWORD
-from tests.coord.postgres.kit import T1, T, database_of, serving
+from tests.coord.postgres.kit import T1, T, database_of, older_store, serving
 from tests.helpers import Cli, write_schedule
 
 TABLES = "SELECT count(*) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
@@ -74,7 +74,8 @@ def test_a_schema_version_no_cronctl_wrote_is_refused_and_nothing_is_written(
     version: int,
 ) -> None:
     """Below 1, or below what the tables already are (3: its `latest` exists): each command
-    names the store without its password, the value, and what to do."""
+    names the store without its password, the value, and what to do. (A reader cannot tell
+    3 from a store an older cronctl left: it says the store is older, and writes nothing.)"""
     _schedule(tmp_path)
     database = database_of(pg_url)
     env = {"CRONCTL_COORDINATION": password_url(ROLE_PASSWORD), "CRONCTL_HOST": "a"}
@@ -94,8 +95,37 @@ def test_a_schema_version_no_cronctl_wrote_is_refused_and_nothing_is_written(
         done = cli(*args, env=env)
         said = done.stdout + done.stderr
         assert done.returncode == code, (args, said)
-        assert f"schema version {version} in cronctl.meta" in said, (args, said)
         assert "cronctl_pw:***@" in said and ROLE_PASSWORD not in said, (args, said)
+        assert "Traceback" not in said, (args, said)
+        if version > 0 and "--fleet" in args:
+            assert f"schema version {version} older than this cronctl's" in said, (args, said)
+            continue
+        assert f"schema version {version} in cronctl.meta" in said, (args, said)
         assert "set it back to the version of the store's tables (this cronctl writes " in said
-        assert f"{SCHEMA_VERSION})" in said and "Traceback" not in said, (args, said)
+        assert f"{SCHEMA_VERSION})" in said, (args, said)
     assert state() == before
+
+
+@pytest.mark.parametrize("version", [2, 7])
+def test_a_store_on_an_older_schema_is_migrated_by_a_run_never_by_a_read(
+    cli: Cli, pg_url: str, pg_server: PgServer, tmp_path: Path, version: int
+) -> None:
+    """A dashboard or `status` upgraded first must not migrate the store under a fleet whose
+    older cronctl would then refuse it: they say so; the next `run` migrates it."""
+    _schedule(tmp_path)
+    with older_store(pg_url, version):
+        pass
+    database = database_of(pg_url)
+    env = {"CRONCTL_COORDINATION": pg_url, "CRONCTL_HOST": "a"}
+    for args in READS[1:]:
+        done = cli(*args, env=env)
+        assert done.returncode == 2, (args, done.stdout, done.stderr)
+        assert f"older than this cronctl's {SCHEMA_VERSION}" in done.stderr, (args, done.stderr)
+        assert "Traceback" not in done.stderr
+    with serving(cli, tmp_path, pg_url, "a") as server:
+        status, body = server.get("/api/runs")
+    assert status == 400 and b"older than this cronctl" in body
+    assert pg_server.sql("SELECT version FROM cronctl.meta", database) == [(version,)]
+    assert cli("run", "--now", T, env=env).returncode == 0
+    assert pg_server.sql("SELECT version FROM cronctl.meta", database) == [(SCHEMA_VERSION,)]
+    assert cli(*READS[2], env=env).returncode == 0
