@@ -343,9 +343,8 @@ class PostgresCoordinator:
         return port.StoreUnavailable(message)
 
     def overlap_held(self, task: str) -> bool:
-        return self._read(
-            lambda cur: pg_lock.is_held(cur, self.scope.key(task), self.skipped), False
-        )
+        key = self.scope.key(task)
+        return self._read(lambda cur: pg_lock.is_held(cur, key, self.skipped), False)
 
     def paused_tasks(self) -> dict[str, port.PauseInfo]:
         """Read with the schema check when the run connects: no extra round trip."""
@@ -398,9 +397,8 @@ class PostgresCoordinator:
         return self._read(lambda cur: fleet.summary(cur, self.scope, self.skipped, failing), [])
 
     def fleet_host_summary(self, failing: Sequence[str]) -> list[history.HostLatest]:
-        return self._read(
-            lambda cur: fleet.host_summary(cur, self.scope, self.skipped, failing), []
-        )
+        summary = fleet.host_summary
+        return self._read(lambda cur: summary(cur, self.scope, self.skipped, failing), [])
 
     def fleet_history(
         self,

@@ -312,20 +312,18 @@ def ensure_schema(
         found = _startup(conn)
     except (psycopg2.errors.UndefinedTable, psycopg2.errors.InvalidSchemaName):
         found = None
-    except psycopg2.errors.UndefinedFunction:  # a schema older than settle_gone: migrated below
-        found = (None,)
-    if found is None and not create:
-        raise NoSchema  # a reader writes nothing, not even the schema
+    except psycopg2.errors.UndefinedFunction:  # older than a function it calls: migrated below
+        with conn.cursor() as cur:
+            cur.execute("SELECT version FROM cronctl.meta")
+            found = cur.fetchone()
     if found is None or found[0] != SCHEMA_VERSION:
         _check_version(None if found is None else found[0], url)
+        if found is None and not create:
+            raise NoSchema  # a reader writes nothing, not even the schema
         if not create:
-            said = f"schema version {found[0]}" if found[0] else "a schema"
-            raise SchemaRefused(
-                f"the coordination store {redact_url(url)} has cronctl {said} older than this "
-                f"cronctl's {SCHEMA_VERSION}, and a command that only reads migrates none: the "
-                "next `cronctl run` or `work` of this version migrates it (upgrade a fleet's "
-                "machines together: docs/fleets-postgresql.md)"
-            )
+            why = f", older than this cronctl's {SCHEMA_VERSION}, and a command that only reads "
+            why += "migrates none: the next `cronctl run` or `work` of this version migrates it"
+            raise _refused(url, found[0], why + " (upgrade a fleet's machines together)")
         _migrate(conn, url)
         found = _startup(conn)
     _, pauses, orphans, _ = found
@@ -341,22 +339,21 @@ def _startup(conn: Any) -> Any:
 
 def _check_version(version: int | None, url: str) -> None:
     if version is not None and version > SCHEMA_VERSION:
-        raise SchemaRefused(
-            f"the coordination store {redact_url(url)} has cronctl schema version {version}, "
-            f"but this cronctl knows versions up to {SCHEMA_VERSION} only: a newer cronctl "
-            "wrote it. Upgrade cronctl on this machine (every machine of a fleet must run a "
-            "cronctl that knows the store's schema)"
-        )
+        why = f", but this cronctl knows versions up to {SCHEMA_VERSION} only: a newer cronctl "
+        why += "wrote it. Upgrade cronctl on this machine (every machine of a fleet must run a "
+        raise _refused(url, version, why + "cronctl that knows the store's schema)")
     if version is not None and version < 1:
-        raise SchemaRefused(_changed_by_hand(url, version, "which no cronctl writes"))
+        raise _refused(url, version, " in cronctl.meta, which no cronctl writes", by_hand=True)
 
 
-def _changed_by_hand(url: str, version: int, why: str) -> str:
-    return (
-        f"the coordination store {redact_url(url)} has cronctl schema version {version} in "
-        f"cronctl.meta, {why}: it was changed by hand. Nothing was changed; set it back to "
-        f"the version of the store's tables (this cronctl writes {SCHEMA_VERSION})"
-    )
+def _refused(url: str, version: object, why: str, by_hand: bool = False) -> SchemaRefused:
+    said = f"the coordination store {redact_url(url)} has cronctl schema version {version}{why}"
+    if by_hand:
+        said += (
+            ": it was changed by hand. Nothing was changed; set it back to the version of the "
+            f"store's tables (this cronctl writes {SCHEMA_VERSION})"
+        )
+    return SchemaRefused(said)
 
 
 def _migrate(conn: Any, url: str) -> None:
@@ -391,8 +388,8 @@ def _migrate(conn: Any, url: str) -> None:
             # A version set back by hand meets what a migration makes (or drops) already done.
             except (pg.DuplicateTable, pg.DuplicateObject, pg.DuplicateColumn,
                     pg.DuplicateFunction, pg.UndefinedObject) as exc:  # fmt: skip
-                why = f"older than its tables ({pgconn.first_line(url, exc)})"
-                raise SchemaRefused(_changed_by_hand(url, version, why)) from None
+                why = f" in cronctl.meta, older than its tables ({pgconn.first_line(url, exc)})"
+                raise _refused(url, version, why, by_hand=True) from None
             cur.execute(
                 "INSERT INTO cronctl.meta (version) VALUES (%s) "
                 "ON CONFLICT (one) DO UPDATE SET version = EXCLUDED.version",

@@ -98,7 +98,7 @@ def test_a_schema_version_no_cronctl_wrote_is_refused_and_nothing_is_written(
         assert "cronctl_pw:***@" in said and ROLE_PASSWORD not in said, (args, said)
         assert "Traceback" not in said, (args, said)
         if version > 0 and "--fleet" in args:
-            assert f"schema version {version} older than this cronctl's" in said, (args, said)
+            assert f"schema version {version}, older than this cronctl's" in said, (args, said)
             continue
         assert f"schema version {version} in cronctl.meta" in said, (args, said)
         assert "set it back to the version of the store's tables (this cronctl writes " in said
