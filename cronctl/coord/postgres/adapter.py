@@ -176,12 +176,12 @@ class PostgresCoordinator:
             with suppress(Exception):
                 conn.close()
 
-    def _one(self, sql: str, params: Any = None, *, read: bool = False) -> Any:
+    def _one(self, sql: str, params: Any = None) -> Any:
         def fetch(cur: Any) -> Any:
             cur.execute(sql, params)
             return cur.fetchone()
 
-        return self._read(fetch, None) if read else self._call(fetch)
+        return self._read(fetch, None)
 
     def check(self) -> port.StoreCheck:
         pgconn.driver(self.url)  # imported first, so "connect" times the connection only
@@ -272,7 +272,7 @@ class PostgresCoordinator:
 
     def claimed(self, task: str, occurrence: datetime) -> bool:
         sql = "SELECT 1 FROM cronctl.claims WHERE task = %s AND occurrence = %s"
-        return self._one(sql, (self.scope.key(task), occurrence), read=True) is not None
+        return self._one(sql, (self.scope.key(task), occurrence)) is not None
 
     def record_end(self, end: port.ChainEnd) -> None:
         self._call(
