@@ -189,7 +189,7 @@ class PostgresCoordinator:
         found = int(self._one("SELECT version FROM cronctl.meta")[0])  # connects, migrates
         connected = time.perf_counter() - start
         before = time.time()
-        server = pgconn.utc(self._one("SELECT now()")[0]) or datetime.now(UTC)
+        server = self._one("SELECT now()")[0]  # in UTC, as every instant read (rows.register)
         after = time.time()
         local = datetime.fromtimestamp((before + after) / 2, UTC)
         return port.StoreCheck(connected, after - before, server, local, found, SCHEMA_VERSION)
@@ -232,9 +232,7 @@ class PostgresCoordinator:
                      "waits": [(until.get(c, now) - now).total_seconds() for c in claims]},
                 )
             )  # fmt: skip
-            found = [
-                (self.scope.name(t), pgconn.utc(w) or w, mine) for t, w, mine in cur.fetchall()
-            ]
+            found = [(self.scope.name(t), w, mine) for t, w, mine in cur.fetchall()]
             won = {(task, when) for task, when, mine in found if mine}
             if held is not None:
                 held.update((task, when) for task, when, mine in found if not mine)

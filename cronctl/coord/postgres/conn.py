@@ -5,7 +5,6 @@ from __future__ import annotations
 import select
 import threading
 import time
-from datetime import UTC, datetime
 from typing import Any
 
 from cronctl.coord.port import UNREACHABLE, StoreUnavailable
@@ -136,7 +135,3 @@ def slow_errors() -> tuple[type[BaseException], ...]:
     import psycopg2.errors
 
     return (psycopg2.errors.QueryCanceled, psycopg2.errors.LockNotAvailable)
-
-
-def utc(value: datetime | None) -> datetime | None:
-    return value.astimezone(UTC) if value is not None else None
