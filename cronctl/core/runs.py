@@ -41,6 +41,8 @@ HISTORY_RETENTION: Final = timedelta(days=90)
 START_TRIGGER: Final = "start"
 #: The trigger of a chained task's run, started because its upstream tasks ended (docs/chains.md).
 AFTER_TRIGGER: Final = "after"
+#: Every trigger a run is recorded with ("manual": `cronctl exec`, the dashboard's Run now).
+TRIGGERS: Final = ("schedule", "manual", START_TRIGGER, AFTER_TRIGGER)
 
 
 @dataclass(frozen=True, slots=True)

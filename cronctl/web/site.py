@@ -36,7 +36,7 @@ from cronctl.commands.explain import Explanation, explain_here
 from cronctl.coord.port import StoreUnavailable
 from cronctl.coord.redact import redact_text
 from cronctl.core.model import format_utc
-from cronctl.core.runs import OUTCOMES
+from cronctl.core.runs import OUTCOMES, TRIGGERS
 from cronctl.core.zones import Zone, parse_zone
 from cronctl.errors import CronctlError
 from cronctl.web.actions import MAX_REASON, Actions
@@ -83,8 +83,8 @@ def _templates() -> Environment:
         autoescape=select_autoescape(default=True, default_for_string=True),
     )
     env.filters.update(ago=_ago, visible=visible, masked=masked, utc=format_utc)
-    env.globals.update(states=STATES, outcomes=sorted(OUTCOMES), skew_warn=SKEW_WARN_S,
-                       max_reason=MAX_REASON)  # fmt: skip
+    env.globals.update(states=STATES, outcomes=sorted(OUTCOMES), triggers=TRIGGERS,
+                       skew_warn=SKEW_WARN_S, max_reason=MAX_REASON)  # fmt: skip
     return env
 
 

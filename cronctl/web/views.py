@@ -26,7 +26,7 @@ from cronctl.core.chains import Chains
 from cronctl.core.describe import describe, gap_note
 from cronctl.core.model import Schedule, Task, format_utc, runs_on
 from cronctl.core.opskeys import overdue_since
-from cronctl.core.runs import LOG_RETENTION, NOT_OK, OUTCOMES, RunRow
+from cronctl.core.runs import LOG_RETENTION, NOT_OK, OUTCOMES, TRIGGERS, RunRow
 from cronctl.edge.process.logfiles import log_chunks, log_file
 from cronctl.edge.state.store import TaskFacts
 from cronctl.errors import CronctlError, UsageError
@@ -137,8 +137,8 @@ class HistoryQuery(RunQuery):
     def __post_init__(self) -> None:
         if self.outcome is not None and self.outcome not in OUTCOMES:
             raise UsageError(f"unknown outcome {self.outcome!r}; one of {sorted(OUTCOMES)}")
-        if self.trigger not in (None, "schedule", "manual", "start"):
-            raise UsageError(f"unknown trigger {self.trigger!r}; schedule, manual or start")
+        if self.trigger is not None and self.trigger not in TRIGGERS:
+            raise UsageError(f"unknown trigger {self.trigger!r}; one of {', '.join(TRIGGERS)}")
         if not 1 <= self.limit <= 1000:
             raise UsageError(f"limit must be 1 to 1000, got {self.limit}")
 

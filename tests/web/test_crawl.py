@@ -17,6 +17,7 @@ from urllib.parse import quote, urljoin, urlsplit
 
 import pytest
 
+from cronctl.core.runs import TRIGGERS
 from cronctl.core.schema import TASK_KEYS
 from tests.helpers import REPO_ROOT, Cli
 from tests.web.test_serve import NOW, Server, _dirs, _serve
@@ -196,6 +197,8 @@ def crawl(srv: Server, pages: dict[str, bytes]) -> dict[str, int]:
 def routes_of_every_task(srv: Server, names: list[str]) -> dict[str, int]:
     """The JSON routes and the explain answer of every task, which no link leads to."""
     paths = ["/api/tasks", "/api/runs", "/api/hosts"]
+    paths += [f"/api/runs?trigger={t}" for t in TRIGGERS]  # the history filter's every choice
+    paths += [f"/tasks/{quote(names[0], safe='')}?trigger={t}" for t in TRIGGERS]
     for name in names:
         task = quote(name, safe="")
         paths += [f"/api/tasks/{task}", f"/api/tasks/{task}/explain",
@@ -261,6 +264,7 @@ def test_every_page_for_every_task_answers(cli: Cli, tmp_path: Path, which: str)
         chain = pages["/tasks/after-daily"].decode()
         assert '<svg xmlns="http://www.w3.org/2000/svg" class="chain"' in chain
         assert 'href="/tasks/daily-at"' in chain and 'href="/tasks/after%3Aany"' in chain
+        assert "<option>after</option>" in chain  # its history filtered by its trigger
 
 
 def shown_as_command(page: bytes) -> None:
