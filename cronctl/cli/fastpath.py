@@ -1,11 +1,7 @@
 """What `cronctl run` needs before it knows whether this minute is quiet, with no typer and
-no run machinery: its flags parsed by hand, the time and host name, and the quiet minute.
-
-`cronctl run` starts 1,440 times a day on every machine and most minutes nothing is due:
-cronctl.cli.main serves those from here (run/quiet.py) and imports cronctl.cli.wiring, the
-schedule model and the run machinery only for a minute that has something to do. Everything
-here is also what the typer `run` command uses, so both paths behave the same.
-"""
+no run machinery: its flags parsed by hand, the time and host name, and the quiet minute
+(docs/architecture.md#devices-kept-for-speed). The typer `run` uses the same, so both paths
+behave the same."""
 
 from __future__ import annotations
 
@@ -80,11 +76,8 @@ _PATH_OPTIONS = ("--state-dir", "--lock-dir", "--file", "-f")
 
 
 def reject_empty_paths(argv: Sequence[str]) -> None:
-    """A usage error for ``--state-dir ""`` and the like, before anything reads them.
-
-    Typer turns an empty value into ``Path("")``, which is the current directory: a state
-    directory would silently land wherever cron started the command.
-    """
+    """A usage error for ``--state-dir ""`` and the like: typer makes it ``Path("")``, the
+    current directory, where a state directory would land wherever cron started the command."""
     for index, arg in enumerate(argv):
         name, eq, inline = arg.partition("=")
         if arg == "--":
@@ -97,11 +90,8 @@ def reject_empty_paths(argv: Sequence[str]) -> None:
 
 
 def reject_logs_file_habit(argv: Sequence[str]) -> None:
-    """A usage error for `logs -f FILE`: `-f` was `--file` there before it meant --follow.
-
-    Left to typer, `cronctl logs -f schedules.toml NAME` said only "Got unexpected extra
-    argument". A value with a `/` or ending in `.toml` is a file, never a task's name.
-    """
+    """A usage error for `logs -f FILE` (`-f` was `--file` before it meant --follow), where
+    typer says only "Got unexpected extra argument": a value with `/` or `.toml` is a file."""
     if argv[:1] != ["logs"]:
         return
     for arg, value in itertools.pairwise(argv[1:]):

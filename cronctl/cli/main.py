@@ -1,10 +1,5 @@
-"""The console entry point: one place that maps errors to exit codes, and a fast `run`.
-
-`cronctl run` is started every minute on every machine, so a plain `cronctl run ...`
-is parsed without typer (cronctl.cli.fastpath): building typer's command tree costs more
-than the rest of the run. Anything unusual (--help, an unknown flag) goes to the typer app,
-which owns the documentation and the error messages.
-"""
+"""The console entry point: one place that maps errors to exit codes, and a plain `run`
+parsed without typer (cli/fastpath.py; docs/architecture.md#devices-kept-for-speed)."""
 
 from __future__ import annotations
 
@@ -57,10 +52,7 @@ def _dispatch(argv: Sequence[str]) -> int | None:
 
 @functools.cache
 def _full_app() -> typer.Typer:
-    """The typer app with every command registered, once per process (tests call main often).
-
-    Imported here, not at the top: typer and the commands' modules cost more than a plain
-    `cronctl run` itself."""
+    """The typer app, imported once and only here: it costs more than a plain `run` itself."""
     from cronctl.cli.app import app
 
     return app
@@ -90,17 +82,8 @@ def main() -> None:
 
 
 def entry() -> NoReturn:
-    """The ``cronctl`` console script (and ``python -m cronctl``): :func:`main`, then leave
-    without the interpreter's teardown.
-
-    Tearing down the modules and every object a run made is a noticeable part of a `run`
-    with many due tasks (docs/architecture.md#devices-kept-for-speed), and `run` starts
-    1,440 times a day. By this point whatever cronctl keeps is on disk (state commits, logs
-    written with ``os.write``); what a normal exit still does is done here too: atexit
-    handlers run and stdout and stderr are flushed (a failed flush exits 120, as Python's
-    own exit does). While a thread that is not a daemon is alive, the normal exit, which
-    waits for it, is kept. Tests call :func:`main`.
-    """
+    """The ``cronctl`` console script: :func:`main`, then :func:`leave` without the
+    interpreter's teardown (docs/architecture.md#devices-kept-for-speed)."""
     try:
         main()
         code = 0
@@ -110,7 +93,9 @@ def entry() -> NoReturn:
 
 
 def leave(code: int) -> NoReturn:
-    """Exit with ``code`` as described in :func:`entry`."""
+    """Exit with ``code`` by ``os._exit``, once whatever a normal exit does is done: atexit
+    handlers run, stdout and stderr flushed (a failed flush exits 120, as Python's does); while
+    a thread that is not a daemon is alive, the normal exit, which waits for it."""
     threading = sys.modules.get("threading")  # not imported: no thread was started with it
     if threading is not None:
         main_thread = threading.main_thread()
