@@ -17,7 +17,7 @@ from cronctl.cli.render.runs import render_problems, visible
 from cronctl.cli.render.tables import render_fleet_status, render_history, render_status
 from cronctl.cli.wiring import Where, host_name, parse_instant
 from cronctl.commands import logfollow, operate
-from cronctl.commands.fleet import fleet_history, fleet_status
+from cronctl.coord.history import fleet_history_of
 from cronctl.core.runs import UNFINISHED
 from cronctl.errors import UsageError
 
@@ -44,7 +44,7 @@ def status(
     schedule, states, locks = where.load()
     coord = where.coordinator(schedule, locks, reads_only=True)
     if fleet:
-        render_fleet_status(fleet_status(schedule, coord), as_json)
+        render_fleet_status(operate.fleet_status(schedule, coord), as_json)
         return
     instant = parse_instant(now)
     result = operate.status(schedule, states, coord, instant, host_name(where.host), everything)
@@ -119,7 +119,8 @@ def history(
     now = parse_instant(None)  # short times on a narrow terminal are said against today
     zones = {task.name: task.zone for task in schedule.tasks}
     if fleet:
-        runs = fleet_history(where.coordinator(schedule, locks, reads_only=True), which, limit)
+        reader = fleet_history_of(where.coordinator(schedule, locks, reads_only=True))
+        runs = reader.fleet_history(which.task, host, limit, failed=failed, since=which.since)
         render_history(runs, as_json, now, zones, hosts=True)
         return
     render_history(operate.history(states, limit, schedule, which), as_json, now, zones)

@@ -1,4 +1,5 @@
-"""Operator use cases over the recorded state: status, history, logs, pause, resume."""
+"""Operator use cases over the recorded state: status, history, logs, pause, resume, and the
+`--fleet` views of status and history (docs/fleets-postgresql.md)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from datetime import datetime
 from pathlib import Path
 
 from cronctl.commands.schedule import find_task
+from cronctl.coord.history import fleet_history_of
 from cronctl.coord.port import Coordinator, PauseInfo
 from cronctl.core.model import Schedule, Task, runs_on
 from cronctl.core.opskeys import overdue_since
@@ -124,6 +126,33 @@ def status(
         )
     others = [replace(recorded[n], note="not in the loaded schedule") for n in names]
     return StatusResult(rows, host, others)
+
+
+@dataclass(frozen=True)
+class FleetRow:
+    """One task on one machine: its latest finished run, and whether the task is paused."""
+
+    task: str
+    host: str | None
+    last_run: RunRow | None
+    paused: bool
+    pause_reason: str | None
+
+
+def fleet_status(schedule: Schedule, coord: Coordinator) -> list[FleetRow]:
+    """`status --fleet`: every task, one row per machine that ran it (its latest run)."""
+    latest = fleet_history_of(coord).fleet_latest()  # first: without a store, nothing else is read
+    pauses = coord.paused_tasks()
+    by_task: dict[str, list[RunRow | None]] = {}
+    for run in sorted(latest, key=lambda r: r.host):
+        by_task.setdefault(run.task, []).append(run)
+    rows: list[FleetRow] = []
+    for task in schedule.tasks:
+        pause = pauses.get(task.name)
+        paused, reason = task.paused or pause is not None, pause.reason if pause else None
+        for r in by_task.get(task.name) or [None]:  # one row even where it never ran
+            rows.append(FleetRow(task.name, r.host if r else None, r, paused, reason))
+    return rows
 
 
 def pause_reason(task: Task, pause: PauseInfo | None) -> str | None:
