@@ -15,7 +15,6 @@ from cronctl.cli.render.runs import emit_json
 from cronctl.cli.render.tables import check_json, render_check, render_due, render_list, render_next
 from cronctl.cli.wiring import Where, host_name, load_cached, load_schedule, parse_instant
 from cronctl.commands import schedule as service
-from cronctl.commands.review import UnreadableRevision, diff_against
 from cronctl.coord.port import StoreUnavailable
 from cronctl.core.model import DEFAULT_MISFIRE, MISFIRE_POLICIES, Schedule
 from cronctl.core.warncodes import TASK_WARNINGS
@@ -82,8 +81,8 @@ def check(
     lines: list[str] = []
     if diff is not None:
         try:
-            changes = diff_against(diff, where.file, schedule, instant)
-        except UnreadableRevision as exc:
+            changes = service.diff_against(diff, where.file, schedule, instant)
+        except service.UnreadableRevision as exc:
             # The work tree is checked as usual and its exit status stands: a broken old file
             # must not block the change that fixes it. Only the diff is refused, and said so.
             said, lines = {"diff": None, "diff_error": str(exc)}, [str(exc)]

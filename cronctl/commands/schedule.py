@@ -1,5 +1,5 @@
-"""`check`, `list`, `next`, `due` and `init`: plain values (and the time) in, a dataclass out;
-nothing here prints."""
+"""`check` (and its `--diff REF`), `list`, `next`, `due` and `init`: plain values (and the
+time) in, a dataclass out; nothing here prints."""
 
 from __future__ import annotations
 
@@ -12,16 +12,19 @@ from pathlib import Path
 from typing import Any
 
 from cronctl.core.analysis import schedule_warnings
+from cronctl.core.assemble import build_schedule
 from cronctl.core.chains import Chains
 from cronctl.core.cronexpr import parse_cron
+from cronctl.core.diff import ScheduleDiff, diff_schedules
 from cronctl.core.minutes import minute_floor
 from cronctl.core.model import DEFAULT_MISFIRE, Problem, Schedule, Task, problem_order, runs_on
 from cronctl.core.opskeys import ops_problems
 from cronctl.core.values import LATEST
 from cronctl.core.warncodes import acknowledge
 from cronctl.core.zones import next_occurrence, parse_zone, walls_at
-from cronctl.edge import secrets
+from cronctl.edge import git, secrets
 from cronctl.edge.safefiles import write_new
+from cronctl.edge.schedfiles import parse_files
 from cronctl.errors import UsageError
 
 
@@ -197,3 +200,36 @@ def init(path: Path, force: bool) -> Path:
     # As `import -o` writes: a link planted at `path` is refused or replaced, never followed.
     write_new(path, text, force)
     return path
+
+
+def schedule_at(ref: str, given: list[Path] | None, current: list[Path]) -> Schedule:
+    """The schedule files (a directory's too) as they were at `ref`, where it has them."""
+    paths = list(current)
+    env = os.environ.get("CRONCTL_FILE") or ""
+    for candidate in given or [Path(p) for p in env.split(os.pathsep) if p]:
+        if candidate.is_dir():
+            paths += [p for p in git.tomls_at(ref, candidate) if p not in paths]
+    found = [(path, data) for path in paths if (data := git.show(ref, path)) is not None]
+    return build_schedule(parse_files([p for p, _ in found], [d for _, d in found]))
+
+
+class UnreadableRevision(Exception):
+    """The schedule at the revision has an error: a diff against it would be made up."""
+
+    def __init__(self, ref: str, problem: Problem) -> None:
+        super().__init__(
+            f"no diff: the schedule at {ref} could not be read ({problem.describe()}); "
+            "comparing with it would show its tasks as added. Compare with another revision."
+        )
+
+
+def diff_against(ref: str, given: list[Path] | None, new: Schedule, now: datetime) -> ScheduleDiff:
+    """Compare the work tree's schedule `new` with the same files at `ref`; refused when a
+    file at `ref` has an error (the old side would not be what ran)."""
+    anchor = new.files[0].parent if new.files else Path.cwd()
+    git.verify_ref(anchor, ref)
+    old = schedule_at(ref, given, list(new.files))
+    broken = next((p for p in old.problems if p.severity == "error"), None)
+    if broken is not None:
+        raise UnreadableRevision(ref, broken)
+    return diff_schedules(old, new, now)
