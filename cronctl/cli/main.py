@@ -11,12 +11,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, NoReturn
 
 from cronctl._version import __version__
-from cronctl.cli.fastpath import (
-    parse_run,
-    quiet_minute,
-    reject_empty_paths,
-    reject_logs_file_habit,
-)
+from cronctl.cli.fastpath import parse_run, quiet_minute, reject_empty_paths, reject_logs_file_habit
 from cronctl.errors import CronctlError
 from cronctl.run import quiet
 

@@ -13,14 +13,7 @@ from cronctl.core.chains import outcome_problem, read_after
 from cronctl.core.cronexpr import parse_cron
 from cronctl.core.envkeys import ENV_KEYS, env_problem, parse_size
 from cronctl.core.groups import Group, name_problem, parse_groups
-from cronctl.core.model import (
-    CHAINED,
-    MISFIRE_POLICIES,
-    START_ONLY,
-    TASK_NAME,
-    Problem,
-    Task,
-)
+from cronctl.core.model import CHAINED, MISFIRE_POLICIES, START_ONLY, TASK_NAME, Problem, Task
 from cronctl.core.opskeys import OPS_FIELDS, OPS_KEYS, ops_value_problem
 from cronctl.core.tomllines import LineIndex
 from cronctl.core.values import (

@@ -12,13 +12,7 @@ from pathlib import Path
 
 from cronctl.commands.operate import nothing_ran, pause_reason, reading_store
 from cronctl.commands.schedule import NextRuns
-from cronctl.coord.history import (
-    NAMED_FAILING,
-    HostLatest,
-    RunQuery,
-    TaskLatest,
-    fleet_history_of,
-)
+from cronctl.coord.history import NAMED_FAILING, HostLatest, RunQuery, TaskLatest, fleet_history_of
 from cronctl.coord.outbox import OUTPUT_TAIL_BYTES
 from cronctl.coord.port import Coordinator, PauseInfo
 from cronctl.core.calendar import Timeline, build_timeline

@@ -8,12 +8,7 @@ import re
 from datetime import date, datetime, timedelta
 
 from cronctl.core.cronwalk import shortest_wall_gap
-from cronctl.core.export.common import (
-    Exported,
-    common_limits,
-    one_line,
-    whole_hour_zone,
-)
+from cronctl.core.export.common import Exported, common_limits, one_line, whole_hour_zone
 from cronctl.core.model import Task, format_duration
 
 _DNS = re.compile(r"[^a-z0-9-]+")

@@ -9,12 +9,7 @@ from datetime import datetime
 
 from cronctl.core.chains import Chains
 from cronctl.core.cronexpr import CronExpr, ranges
-from cronctl.core.export.common import (
-    Exported,
-    common_limits,
-    one_line,
-    whole_hour_zone,
-)
+from cronctl.core.export.common import Exported, common_limits, one_line, whole_hour_zone
 from cronctl.core.model import KILL_GRACE_S, Task, format_duration
 from cronctl.core.values import control_char
 
