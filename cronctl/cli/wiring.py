@@ -59,12 +59,10 @@ class Where:
     coordination: str | None = None
 
     def load(self) -> tuple[Schedule, Path, Path]:
-        """The schedule, and its state and lock directories."""
         schedule = load_schedule(self.file)
         return (schedule, *self.dirs(schedule))
 
     def dirs(self, schedule: Schedule) -> tuple[Path, Path]:
-        """The state and lock directories."""
         return dirs.data_dirs(schedule, self.state_dir, self.lock_dir, os.environ)
 
     def coordinator(self, schedule: Schedule, locks: Path, reads_only: bool = False) -> Coordinator:

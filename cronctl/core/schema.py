@@ -127,7 +127,6 @@ class FileResult:
 
 
 def parse_document(doc: dict[str, Any], lines: LineIndex, result: FileResult) -> None:
-    """Validate one decoded file into `result`."""
     for key in doc:
         if key not in TOP_KEYS:
             message = (

@@ -60,15 +60,11 @@ def _scan(text: str, where: str, unit: bool) -> Iterator[Caller]:
 
 
 def _user_crontab(env: Mapping[str, str]) -> Iterator[Caller]:
-    # Through `crontab -l`: the spool is not readable by the user.
+    # Through `crontab -l` (the one on PATH is the one cron reads): the spool is not readable.
     try:
+        command = ["crontab", "-l"]
         done = subprocess.run(
-            ["crontab", "-l"],  # the crontab on PATH is the one cron reads
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=False,
-            env=dict(env),
+            command, capture_output=True, text=True, timeout=10, check=False, env=dict(env)
         )
     except (OSError, subprocess.SubprocessError):
         return

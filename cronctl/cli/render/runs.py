@@ -15,14 +15,12 @@ if TYPE_CHECKING:
 
 
 def emit_json(data: Any, stream: TextIO | None = None) -> None:
-    """Stable, indented JSON on stdout."""
     import json  # only for --json: a quiet `run` never needs it
 
     print(json.dumps(data, indent=2), file=stream or sys.stdout)
 
 
 def utc(value: datetime | None) -> str | None:
-    """An instant in JSON: ISO 8601 in UTC, or null."""
     return None if value is None else format_utc(value)
 
 

@@ -154,7 +154,6 @@ def check_json(result: CheckResult) -> dict[str, Any]:
 
 
 def render_check(result: CheckResult, fmt: str, task_count: int, file_count: int) -> None:
-    """`check` in text or github form."""
     for p in result.problems:
         if fmt == "text":
             print(p.describe())
@@ -303,7 +302,6 @@ def _next_detail(result: NextResult, index: int) -> dict[str, Any]:
 
 
 def render_due(result: DueResult, as_json: bool) -> None:
-    """`due`: the due task names, one per line."""
     if as_json:
         emit_json({"at": format_utc(result.at), "due": result.due})
         return
@@ -332,14 +330,12 @@ def _status_outcome(row: Any) -> str:
 
 
 def pause_json(info: Any) -> dict[str, Any] | None:
-    """An operator pause: who, since when, why."""
     if info is None:
         return None
     return {"reason": info.reason, "since": utc(info.since), "host": info.host, "user": info.user}
 
 
 def render_status(result: Any, as_json: bool, now: datetime) -> None:
-    """`status`: one row per task."""
     if as_json:
         tasks = [
             {

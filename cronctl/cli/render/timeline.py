@@ -228,7 +228,6 @@ def _svg_legend(y: int) -> list[str]:
 
 
 def timeline_json(timeline: Timeline) -> dict[str, object]:
-    """The counts behind the picture, for --json."""
     return {
         "start": format_utc(timeline.start),
         "timezone": timeline.zone.name,

@@ -206,11 +206,7 @@ def unit_name(task: Task) -> str:
 
 
 def export_task(
-    task: Task,
-    now: datetime,
-    user: str,
-    starts: Sequence[str] = (),
-    refused: str | None = None,
+    task: Task, now: datetime, user: str, starts: Sequence[str] = (), refused: str | None = None
 ) -> Exported:
     """The unit files for one task, run as `user`, or why it cannot be exported (`refused`,
     from export_schedule). `starts`: the lines that start the chained tasks after it."""
