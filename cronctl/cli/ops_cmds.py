@@ -16,7 +16,7 @@ from cronctl.cli.options import AllOpt, FleetOpt, JsonOpt, MaybeNameArg, NameArg
 from cronctl.cli.render.runs import render_problems, visible
 from cronctl.cli.render.tables import render_fleet_status, render_history, render_status
 from cronctl.cli.wiring import Where, host_name, parse_instant
-from cronctl.commands import logfollow, operate
+from cronctl.commands import operate
 from cronctl.coord.history import fleet_history_of
 from cronctl.core.runs import UNFINISHED
 from cronctl.errors import UsageError
@@ -180,7 +180,7 @@ def logs(
     if result.path is None and not going:
         print("# the run printed nothing (no log file is kept for a quiet run)", file=sys.stderr)
     sys.stdout.flush()
-    follower = logfollow.Follow(states, result, tail) if going else None
+    follower = operate.Follow(states, result, tail) if going else None
     chunks = follower.chunks() if follower else result.chunks(tail)
     try:
         whole = _copy_out(chunks, flush=going)
@@ -214,7 +214,7 @@ def _copy_out(chunks: Iterator[bytes], flush: bool) -> bool:
     return True
 
 
-def _ending(follower: logfollow.Follow) -> str:
+def _ending(follower: operate.Follow) -> str:
     run = follower.run
     if follower.owner_gone:
         return (
