@@ -1,6 +1,5 @@
 """Crontab text -> plain dicts for tomli-w, and a report, by cron's own reading rules: a line
-cronctl cannot run the way cron ran it is left out and reported (docs/commands.md, import).
-"""
+cronctl cannot run the way cron ran it is left out and reported (docs/commands.md, import)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """Who a process is, for good, as the overlap locks record it: a pid names a process only
-while it lives; ``(boot, pid, start time)`` names one for good (read by edge/process/procs.py).
-"""
+while it lives; ``(boot, pid, start time)`` names one for good (read by edge/process/procs.py)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """Time zones and a task's wall-clock schedule mapped onto UTC instants: one offset per
-segment of UTC time, Debian cron's rule at the seams (docs/schedule-file.md, daylight saving).
-"""
+segment of UTC time, Debian cron's rule at the seams (docs/schedule-file.md, daylight saving)."""
 
 from __future__ import annotations
 
@@ -337,8 +336,7 @@ def _settled(name: str, day: datetime) -> bool:
     """Whether no offset change lies in the 48 hours before any minute of `day`: a segment's
     start matters to walls_at only that close (a fall back repeats under 48 hours, a gap is
     carried at its first minute). _year_changes finds changes between UTC midnights whose
-    offsets differ, so one offset at the midnights from 3 days before to the next rules one out.
-    """
+    offsets differ, so one offset at the midnights from 3 days before to the next rules one out."""
     tz = _iana(name)
     try:
         offsets = {_offset(tz, day + timedelta(days=n)) for n in range(-3, 2)}

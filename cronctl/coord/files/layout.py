@@ -10,8 +10,7 @@ they hold, and the flock every lock here is (docs/guarantees.md)::
     LOCK_DIR/groups/GROUP.N.slot     a group's slots (slots.py)
 
 A task name's ``:`` is ``%`` in file names: a cifs ``lock_dir`` rejects ``:``, and no task
-name holds ``%``, so the mapping is reversible. Every file is opened with ``O_NOFOLLOW``.
-"""
+name holds ``%``, so the mapping is reversible. Every file is opened with ``O_NOFOLLOW``."""
 
 from __future__ import annotations
 

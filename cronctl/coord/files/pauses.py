@@ -1,6 +1,5 @@
 """Operator pauses as files in ``LOCK_DIR/paused`` (layout.py): a task is paused while its
-marker exists; the record inside says why, since when and who set it from where.
-"""
+marker exists; the record inside says why, since when and who set it from where."""
 
 from __future__ import annotations
 
