@@ -1,5 +1,4 @@
 """The strict KEY=VALUE format of `env_files`, and masking secret values in a byte stream.
-
 Errors name the file and line but never quote the line: a malformed line may be a secret."""
 
 from __future__ import annotations

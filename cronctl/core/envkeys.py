@@ -1,5 +1,4 @@
 """The keys of secrets read from files (`env_files`, `env_from_file`) and of `max_output`.
-
 The files themselves are read by edge/secrets.py at each run, never here, so no value of a
 secret can reach the schedule, its cache or `check`'s output."""
 

@@ -12,6 +12,5 @@ def minute_floor(when: datetime) -> datetime:
 
 
 def minute_ceil(when: datetime) -> datetime:
-    """The first whole minute at or after `when`."""
     floor = minute_floor(when)
     return floor if floor == when else floor + MINUTE

@@ -40,7 +40,6 @@ def claim_occurrence(
     leased: bool = False,
 ) -> bool:
     """Claim one occurrence of ``task`` for this machine; False if someone already has.
-
     Keyed by the occurrence (not this machine's clock), created ``O_EXCL|O_NOFOLLOW`` so one
     contender wins (anything at the name, even a symlink, is taken), fsynced, never released
     (swept after a week). A ``leased`` claim names its cronctl (pid start time, boot) and is
