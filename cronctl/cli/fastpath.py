@@ -119,7 +119,7 @@ def host_name(flag: str | None = None) -> str:
     return os.uname().nodename
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class Minute:
     """What the quiet-minute check found: the schedule's cache lookup, the instant of the
     run, and run/quiet.py's verdict (DONE: nothing left to do)."""

@@ -47,7 +47,7 @@ def load_cached(files: list[Path] | None) -> Schedule:
     return schedentry.load(schedule_paths(files, os.environ), os.environ)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class Where:
     """The schedule files and the state and lock directories, coordination store and host
     name a command was given (what it was not offered stays None: the default)."""

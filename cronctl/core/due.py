@@ -35,7 +35,7 @@ class Previous:
     done: bool = False
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class Plan:
     task: Task
     run: list[datetime] = field(default_factory=list)

@@ -20,7 +20,7 @@ from cronctl.errors import EnvFileError
 MAX_SECRET_FILE = 1024 * 1024
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class Secrets:
     env: dict[str, str]
     values: tuple[str, ...]

@@ -58,7 +58,7 @@ def new_thread(target: Callable[[], None], name: str) -> Joinable:
     return thread
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class World:
     """How a run reaches the world, real by default; tests pass fakes."""
 
@@ -79,7 +79,7 @@ def _hear_nothing(*_args: object) -> None:
     pass
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class Listener:
     """What the caller hears as a run goes (cli/wiring.py), by default nothing: the due rows
     (`work -v`), each final row with what to report, where each task's output lines go (`work
@@ -191,7 +191,7 @@ class _NoRecords:
         return None
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class RunState:
     """What one run owns while it goes (once.coordinated makes it), shared by its workers."""
 
@@ -210,7 +210,7 @@ class RunState:
     recheck_pauses: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class RunContext:
     state_dir: Path
     lock_dir: Path
@@ -228,7 +228,7 @@ class RunContext:
     run: RunState = field(default_factory=RunState)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False, repr=False)
 class RunReport:
     """`cronctl run`: every occurrence dealt with in this run, in order."""
 

@@ -42,7 +42,7 @@ LATE_ASK_S = 10.0
 ASK_FOR = timedelta(seconds=45)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class Pauses:
     """The operator pauses a run goes by: the ones last read from the store when it was
     ``late`` or ``unreachable`` (the error is said; see RunState.recheck_pauses)."""

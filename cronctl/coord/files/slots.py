@@ -15,7 +15,7 @@ from cronctl.core.model import GROUP_NAME
 from cronctl.edge.safefiles import ensure_private_dir, open_dir
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False, repr=False)
 class FileSlot:
     _fd: int | None
     path: str

@@ -47,7 +47,7 @@ _MAX_POLL_S = 3600.0
 _UTF8_CONTINUATION = bytes(range(0x80, 0xC0))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class RunSpec:
     """Everything needed to run one command; ``env`` is complete (the runner merges nothing)."""
 
@@ -85,7 +85,7 @@ class RunSpec:
         return list(self.command)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class CommandResult:
     """How a command ended: ``tail`` is the output's end (20 lines, 4 KiB) or why it could
     not start; ``message`` that reason, or why a timeout struck after it exited; ``log_kept``
@@ -109,7 +109,7 @@ def signal_name(number: int) -> str:
         return f"signal {number}"
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, repr=False)
 class RunningCommand:
     """A started command (or one that failed to start); :meth:`wait` supervises it to the end."""
 

@@ -92,7 +92,7 @@ class TaskState:
     done: bool = False  # a one-shot `at` task that has been dealt with for good
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class TaskFacts:
     last_run: RunRow | None  # the newest row neither missed nor pending
     anchor: datetime  # the newest ok occurrence, else the first one (overdue counts from it)
@@ -345,7 +345,7 @@ def _check_updatable(fields: dict[str, object]) -> None:
         raise ValueError(f"cannot update run fields {unknown}; allowed: {sorted(_UPDATABLE)}")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False, repr=False)
 class _Update:
     run_id: str
     fields: dict[str, object]
