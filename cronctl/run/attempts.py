@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
+from pathlib import Path
 
 from cronctl.coord.port import HeldLock
 from cronctl.core.model import Task, format_utc
@@ -101,7 +102,7 @@ def _attempt(
             return replace(row, outcome="error", message=message, started=None)
         env = {**env, **found.env, **{k: v for k, v in env.items() if k.startswith("CRONCTL_")}}
         mask = found.values
-    path = log_path(task, row, ctx)
+    path = Path(log_path(task, row, ctx))
     ensure_private_dir(path.parent, within=ctx.state_dir)
     # Recorded before the start (by planning for the first wave): a cronctl killed from here
     # on leaves "running", which recovery reports as an unknown outcome, never as "did not run".

@@ -266,14 +266,15 @@ def log_dir(state_dir: Path, task: str) -> Path:
     return Path(os.path.normpath(f"{state_dir}/logs/{task}"))
 
 
-def log_path(task: Task, row: RunRow, ctx: RunContext) -> Path:
-    return log_dir(ctx.state_dir, task.name) / f"{row.id}.log"
+def log_path(task: Task, row: RunRow, ctx: RunContext) -> str:
+    # Text: the "running" mark records it as text, and a Path is built once, to open it.
+    return os.path.normpath(f"{ctx.state_dir}/logs/{task.name}/{row.id}.log")
 
 
 def running_fields(task: Task, row: RunRow, ctx: RunContext) -> dict[str, Any]:
     """What the "running" mark of ``row`` records: when, and where its log goes."""
     started = ctx.world.clock()
-    return {"outcome": "running", "started": started, "log_path": str(log_path(task, row, ctx))}
+    return {"outcome": "running", "started": started, "log_path": log_path(task, row, ctx)}
 
 
 def marked_early(task: Task) -> bool:
