@@ -76,7 +76,7 @@ class Settings:
     max_output: int = DEFAULT_MAX_OUTPUT  # bytes a run's log keeps; 0: no cap
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class Task:
     """One scheduled task, with its defaults applied and its paths resolved."""
 
