@@ -109,7 +109,7 @@ def _occurrence_text(value: datetime, what: str) -> str:
     value = _utc(value, what)
     if value.microsecond:
         raise ValueError(f"{what} must be a whole second, got {value.isoformat()}")
-    return value.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return value.isoformat(timespec="seconds")[:19] + "Z"  # strftime's text, for less
 
 
 def parse_time(text: str) -> datetime:
@@ -129,7 +129,7 @@ def _run_column(name: str, value: object) -> object:
             return None
         if not isinstance(value, datetime):
             raise TypeError(f"{name} must be a datetime or None, got {value!r}")
-        return _utc(value, name).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        return _utc(value, name).isoformat(timespec="microseconds")[:26] + "Z"
     if name == "outcome" and value not in OUTCOMES:
         raise ValueError(f"unknown outcome {value!r}; expected one of {sorted(OUTCOMES)}")
     return value
@@ -334,7 +334,7 @@ class Txn(_StateReads):
 
     def _update(self, run_id: str, fields: dict[str, object], condition: str, *more: object) -> int:
         assignments = ", ".join(f"{name} = ?" for name in fields)
-        values = tuple(_run_column(name, value) for name, value in fields.items())
+        values = [_run_column(k, v) if k in _CONVERTED else v for k, v in fields.items()]
         sql = f"UPDATE runs SET {assignments} WHERE id = ? {condition}"  # noqa: S608 (names checked)
         return int(self._execute(sql, (*values, run_id, *more)).rowcount)
 
@@ -452,11 +452,9 @@ class Store(_StateReads):
     def _commit(self, batch: list[_Update]) -> None:
         try:
             with self.transaction() as txn:
-                for item in batch:
-                    try:
-                        txn.update_run(item.run_id, **item.fields)
-                    except KeyError as exc:  # this row only (pruned): the others commit
-                        item.error = exc
+                for item in batch:  # fields checked by update_runs
+                    if txn._update(item.run_id, item.fields, "") == 0:  # pruned: only this one
+                        item.error = KeyError(item.run_id)
         except BaseException as exc:
             for item in batch:
                 item.error = exc
