@@ -76,7 +76,7 @@ class GroupSlot(Protocol):
         """Idempotent."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class Overlap:
     """``acquired`` (``lock`` ours), ``held`` (``holder``: who, when known) or ``overtaken``
     (past its lease: ``lock`` ours, ``holder`` the stuck run)."""
@@ -108,7 +108,7 @@ class ChainEnd:
     ended: datetime
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class StoreCheck:
     """`cronctl doctor`'s measures: connect (with the schema check), one round trip, both
     clocks (local mid-trip), the schema ``version`` and the ``latest`` this cronctl writes."""

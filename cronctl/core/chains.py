@@ -204,7 +204,7 @@ def timing(task: Task) -> tuple[object, object]:
     return (task.cron, task.zone.name) if task.cron is not None else (task.at, None)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class AfterValue:
     """The `after` of a task as read: its names, or what is wrong with them."""
 

@@ -26,7 +26,7 @@ CLAIM_REACH = CLAIM_SWEEP_AGE - timedelta(days=1)
 _SCAN_LIMIT = timedelta(hours=3)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class Previous:
     """What this machine remembers of a task."""
 

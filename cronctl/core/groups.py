@@ -21,7 +21,7 @@ Report = Callable[[int | None, str, str], None]  # (line, code, message)
 Locate = Callable[[int, str | None], int | None]  # (table index, key) -> line
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class Group:
     name: str
     max_running: int

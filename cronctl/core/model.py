@@ -60,7 +60,7 @@ class Problem:
         return f"{where}:{task} {self.severity}: {self.message} [{self.code}]"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class Settings:
     """The [cronctl] table: where data lives, how much runs at once."""
 
@@ -231,7 +231,7 @@ class Task:
         return runs
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class Schedule:
     """Everything read from the schedule files: good tasks, problems, settings."""
 
