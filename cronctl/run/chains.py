@@ -5,7 +5,7 @@ catches up what a crash left between two links, under the follower's misfire pol
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime
 
@@ -17,14 +17,11 @@ from cronctl.core.runs import AFTER_TRIGGER, FAILED, FINISHED, Outcome, RunRow
 from cronctl.edge.state.store import Store
 from cronctl.run import occurrence
 from cronctl.run.context import Follow, RunContext
-from cronctl.run.planning import make_row
+from cronctl.run.planning import Picked, choose, make_row, upstream_ids
 from cronctl.run.recovery import DID_NOT_START
 
 #: An upstream occurrence whose ends are read for a catch-up: as old as a claim is kept.
 LOOKBACK = CLAIM_SWEEP_AGE
-
-#: The upstream ends chosen for one downstream task and occurrence, by upstream task.
-Picked = Mapping[str, ChainEnd]
 
 
 def ready(task: Task, picked: Picked) -> bool:
@@ -37,16 +34,6 @@ def ready(task: Task, picked: Picked) -> bool:
     if task.after_outcome == "failed":
         return any(outcome in FAILED for outcome in outcomes)
     return True
-
-
-def choose(task: Task, ends: Iterable[ChainEnd], host: str) -> Picked:
-    """The end of each upstream task of ``task`` that counts on ``host``: this host's own; for
-    an ``on_one_server`` task, another machine's where this one has none (the last ended)."""
-    picked: dict[str, ChainEnd] = {}
-    for end in sorted(ends, key=lambda e: (e.host == host, e.ended)):
-        if end.task in task.after and (end.host == host or task.on_one_server):
-            picked[end.task] = end
-    return picked
 
 
 class RunChains(Follow):
@@ -165,8 +152,8 @@ class RunChains(Follow):
             self._dealt.add((task.name, when))
         if outcome == "pending" and (task.paused or task.name in self._paused):
             outcome = "skipped: paused"
-        upstream = " ".join(picked[name].run_id for name in task.after if name in picked)
-        row = replace(make_row(task, when, outcome, ctx), trigger=AFTER_TRIGGER, upstream=upstream)
+        row = make_row(task, when, outcome, ctx)
+        row = replace(row, trigger=AFTER_TRIGGER, upstream=upstream_ids(task, picked))
         if outcome == "missed":
             last = max(end.ended for end in picked.values())
             why = f"its upstream tasks ended at {format_utc(last)}, past its misfire policy"

@@ -5,13 +5,13 @@ tasks start)."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from contextlib import closing
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TypeAlias
 
-from cronctl.coord.port import StoreUnavailable
+from cronctl.coord.port import ChainEnd, StoreUnavailable
 from cronctl.core.due import Plan, Previous, plan
 from cronctl.core.model import Schedule, Task, format_duration, format_utc
 from cronctl.core.runs import AFTER_TRIGGER, Outcome, RunRow
@@ -400,11 +400,39 @@ def taken_over(
         row = make_row(task, when, "pending", ctx)
         # Its claimer's deadline (guards.wait_until); a chained run as its catch-up's would be.
         ctx.run.deadlines[row.id] = ctx.world.clock() + left
-        rows.append(replace(row, trigger=AFTER_TRIGGER) if task.chained else row)
+        if task.chained:  # the upstream ends its claimer chose, as catch-up would choose them
+            try:
+                ends = [
+                    e for e in ctx.coord.chain_ends(set(task.after), when) if e.occurrence == when
+                ]
+            except (StoreUnavailable, OSError):
+                ends = []  # run it, without its upstream's run ids, rather than not at all
+            upstream = upstream_ids(task, choose(task, ends, ctx.host))
+            row = replace(row, trigger=AFTER_TRIGGER, upstream=upstream)
+        rows.append(row)
     if rows:
         with store.transaction() as tx:
             tx.add_runs(rows)
     return rows
+
+
+#: The upstream ends chosen for one downstream task and occurrence, by upstream task.
+Picked = Mapping[str, ChainEnd]
+
+
+def choose(task: Task, ends: Iterable[ChainEnd], host: str) -> Picked:
+    """The end of each upstream task of ``task`` that counts on ``host``: this host's own; for
+    an ``on_one_server`` task, another machine's where this one has none (the last ended)."""
+    picked: dict[str, ChainEnd] = {}
+    for end in sorted(ends, key=lambda e: (e.host == host, e.ended)):
+        if end.task in task.after and (end.host == host or task.on_one_server):
+            picked[end.task] = end
+    return picked
+
+
+def upstream_ids(task: Task, picked: Picked) -> str:
+    """`CRONCTL_UPSTREAM`: the chosen upstream runs' ids, in `after`'s order."""
+    return " ".join(picked[name].run_id for name in task.after if name in picked)
 
 
 def make_row(task: Task, when: datetime, outcome: Outcome, ctx: RunContext) -> RunRow:

@@ -488,8 +488,11 @@ def test_a_chained_claim_killed_while_waiting_is_taken_over_at_the_next_minute_o
     finally:
         _let_go(holder, slot, None)
     assert _ran(tmp_path) == [("g", "b")]
-    trigger = "SELECT trigger FROM cronctl.runs WHERE task = 'g' AND host = 'b'"
-    assert pg_server.sql(trigger, database_of(pg_url)) == [("after",)]
+    taken = "SELECT trigger, upstream FROM cronctl.runs WHERE task = 'g' AND host = 'b'"
+    up_ran = "SELECT run_id FROM cronctl.chain_ends WHERE task = 'up' AND host = 'a'"
+    [(up_id,)] = pg_server.sql(up_ran, database_of(pg_url))
+    # CRONCTL_UPSTREAM names up's run, as it would have on the machine that was killed.
+    assert pg_server.sql(taken, database_of(pg_url)) == [("after", up_id)]
 
 
 def test_a_work_told_to_stop_stops_asking_for_a_held_claim(
