@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from contextlib import suppress
 from itertools import accumulate
 from pathlib import Path
+from typing import TypeVar
 
 from cronctl.errors import UnsafeDirectoryError, UsageError
 
@@ -25,9 +26,11 @@ _AUDIT_FILE = "audit.jsonl"
 _KNOWN_FILES = ("state.db", "state.db-wal", "state.db-shm", "state.db-journal", _AUDIT_FILE)
 # Directories whose known children passed, by the directory's (device, inode, mtime).
 _CHILDREN_PASSED: dict[str, tuple[int, int, int]] = {}
+# Text in, text out: a run's per-task log directories never become Path objects.
+_P = TypeVar("_P", Path, str)
 
 
-def ensure_private_dir(path: Path, *, within: Path | None = None) -> Path:
+def ensure_private_dir(path: _P, *, within: Path | None = None) -> _P:
     """Create ``path`` (and missing parents) if needed, check it, and return it; new ones are
     0700, or 2750 under a setgid parent (a group-writable parent is often just a 002 umask).
     With ``within``, each level is checked from ``within`` down before anything is created in
@@ -36,7 +39,7 @@ def ensure_private_dir(path: Path, *, within: Path | None = None) -> Path:
     if within is None:
         st = _lstat(path)
         if st is None:
-            _create_missing(path)
+            _create_missing(Path(path))
         _verify(path, st)
         _verify_children(path, st)
         return path
@@ -82,13 +85,13 @@ def verify_dir(path: Path, *, within: Path | None = None) -> bool:
     return True
 
 
-def _normal(path: Path) -> Path:
+def _normal(path: _P) -> _P:
     # os.path on text, not pathlib: this runs for every log, claim and lock of a run.
     text = os.fspath(path)
     normal = os.path.normpath(text if text.startswith("/") else f"{Path.cwd()}/{text}")
-    if normal == text and isinstance(path, Path):
+    if normal == text:
         return path
-    return Path(normal)
+    return Path(normal) if isinstance(path, Path) else normal
 
 
 def _create_missing(path: Path) -> None:
@@ -158,7 +161,7 @@ def _sound_dir(st: os.stat_result) -> bool:
     )
 
 
-def _verify_children(base: Path, seen: os.stat_result | None = None) -> None:
+def _verify_children(base: Path | str, seen: os.stat_result | None = None) -> None:
     """Check what cronctl keeps inside ``base`` by lstat only: opening and closing a
     descriptor of ``state.db`` would drop SQLite's locks in this process."""
     seen = seen or _lstat(base)
@@ -167,6 +170,7 @@ def _verify_children(base: Path, seen: os.stat_result | None = None) -> None:
     key = None if seen is None else (seen.st_dev, seen.st_ino, seen.st_mtime_ns)
     if key is not None and _CHILDREN_PASSED.get(str(base)) == key:
         return
+    base = Path(base)
     for name in _KNOWN_DIRS:
         child = base / name
         if os.path.lexists(child):

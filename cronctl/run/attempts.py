@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
-from pathlib import Path
 
 from cronctl.coord.port import HeldLock
 from cronctl.core.model import Task, format_utc
@@ -102,8 +101,8 @@ def _attempt(
             return replace(row, outcome="error", message=message, started=None)
         env = {**env, **found.env, **{k: v for k, v in env.items() if k.startswith("CRONCTL_")}}
         mask = found.values
-    path = Path(log_path(task, row, ctx))
-    ensure_private_dir(path.parent, within=ctx.state_dir)
+    path = log_path(task, row, ctx)  # text: a Path per task cost more than its checks
+    ensure_private_dir(path.rpartition("/")[0], within=ctx.state_dir)
     # Recorded before the start (by planning for the first wave): a cronctl killed from here
     # on leaves "running", which recovery reports as an unknown outcome, never as "did not run".
     if row.id not in ctx.run.marked:
@@ -127,7 +126,7 @@ def _attempt(
     return replace(
         row, outcome=result.outcome, exit_code=result.exit_code, started=result.started,
         ended=result.ended, duration_s=result.duration_s,
-        log_path=str(path) if getattr(result, "log_kept", True) else None, tail=result.tail,
+        log_path=path if getattr(result, "log_kept", True) else None, tail=result.tail,
         message=_message(result),
     )  # fmt: skip
 

@@ -56,7 +56,7 @@ class RunSpec:
     workdir: Path
     env: Mapping[str, str]
     timeout: timedelta | None
-    log_path: Path
+    log_path: Path | str
     pass_fds: tuple[int, ...] = ()
     kill_grace: float = KILL_GRACE_S
     # Each output line, as it comes, besides the log (`cronctl exec`, `work --output`).
@@ -342,7 +342,7 @@ def _prepare_caps(spec: RunSpec) -> Prepared:
     return limits.prepare(caps, name)
 
 
-def _open_log(path: Path, *, append: bool) -> int:
+def _open_log(path: Path | str, *, append: bool) -> int:
     # Read and write: cronctl reads the tail through the same descriptor. Refuses a planted
     # symlink or FIFO (UnsafeDirectoryError is a PermissionError). O_APPEND (``append``) for
     # a command that writes to the log itself; output that cronctl copies is written at the
@@ -422,7 +422,7 @@ def _wait_until(done: Callable[[], bool], timeout_s: float = 2.0, poll_s: float 
     return True
 
 
-def _keep_log(path: Path, pgid: int, fd: int) -> tuple[bool, int | None]:
+def _keep_log(path: Path | str, pgid: int, fd: int) -> tuple[bool, int | None]:
     """Remove the log of a run that printed nothing (1,440 empty files a day otherwise);
     whether it stays, and its size when known. Kept while the group lives: a process left
     behind may still write to it."""
@@ -437,7 +437,7 @@ def _keep_log(path: Path, pgid: int, fd: int) -> tuple[bool, int | None]:
     if size:
         return True, size
     try:
-        path.unlink()
+        os.unlink(path)  # noqa: PTH108 (text or Path)
     except OSError:
         return True, 0
     return False, 0
