@@ -93,8 +93,7 @@ class _Queue:
     def __init__(self, units: Sequence[Unit], ctx: RunContext) -> None:
         self._ctx = ctx
         # The rows claimed as slots come free go last (see take): the others start at once.
-        self._units = [u for u in units if not self._batched(u)]
-        self._units += [u for u in units if self._batched(u)]
+        self._units = sorted(units, key=self._batched)  # stable: False first
         self._next = 0
         self._lock = threading.Lock()
         self._turn = threading.Condition(self._lock)  # a claim's round trip ended
@@ -119,9 +118,10 @@ class _Queue:
     def settled(self, row_id: str) -> None:
         """Row ``row_id``'s command has started, or its occurrence is over (see first_wave)."""
         with self._lock:
-            self._first.discard(row_id)
-            if not self._first:
-                self.first_wave.set()
+            if row_id in self._first:  # once each: Event.set is no cheap no-op
+                self._first.remove(row_id)
+                if not self._first:
+                    self.first_wave.set()
 
     def _batched(self, unit: Unit) -> bool:
         return guards.batched(unit[0], unit[1][0], self._ctx)
