@@ -26,7 +26,6 @@ _AUDIT_FILE = "audit.jsonl"
 _KNOWN_FILES = ("state.db", "state.db-wal", "state.db-shm", "state.db-journal", _AUDIT_FILE)
 # Directories whose known children passed, by the directory's (device, inode, mtime).
 _CHILDREN_PASSED: dict[str, tuple[int, int, int]] = {}
-# Text in, text out: a run's per-task log directories never become Path objects.
 _P = TypeVar("_P", Path, str)
 
 

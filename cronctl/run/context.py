@@ -262,12 +262,8 @@ def new_run_id(occurrence: datetime) -> str:
     return f"{occurrence:%Y%m%dT%H%MZ}-{os.urandom(8).hex()}"
 
 
-def log_dir(state_dir: Path, task: str) -> Path:
-    return Path(os.path.normpath(f"{state_dir}/logs/{task}"))
-
-
 def log_path(task: Task, row: RunRow, ctx: RunContext) -> str:
-    # Text: the "running" mark records it as text, and a Path is built once, to open it.
+    # Text, as the "running" mark records it and the runner opens it: no Path per task.
     return os.path.normpath(f"{ctx.state_dir}/logs/{task.name}/{row.id}.log")
 
 

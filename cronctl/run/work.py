@@ -24,7 +24,7 @@ from cronctl.edge.safefiles import ensure_private_dir
 from cronctl.edge.state.dbfile import file_id
 from cronctl.edge.state.store import DB_NAME, Store, StoreUnusableError
 from cronctl.errors import CronctlError, UnsafeDirectoryError
-from cronctl.run.context import RunContext, RunReport, Tracker, log_dir
+from cronctl.run.context import RunContext, RunReport, Tracker
 from cronctl.run.once import run_once, run_start_tasks, start_tasks
 from cronctl.run.planning import Ahead, plan_ahead
 from cronctl.run.pool import Job, Pool
@@ -228,7 +228,7 @@ class Worker:
         for task, decided in ahead.decisions.active:
             if decided.run:
                 with suppress(Exception):  # anything: the start meets it and says so
-                    ensure_private_dir(log_dir(state_dir, task.name), within=state_dir)
+                    ensure_private_dir(f"{state_dir}/logs/{task.name}", within=state_dir)
 
     def _hold_wal(self, state_dir: Path, opened: tuple[int, int]) -> None:
         """Keep an idle connection to state.db (the file `opened`) between ticks: the last one
