@@ -17,7 +17,7 @@ from cronctl.core.runs import AFTER_TRIGGER, FAILED, FINISHED, Outcome, RunRow
 from cronctl.edge.state.store import Store
 from cronctl.run import occurrence
 from cronctl.run.context import Follow, RunContext
-from cronctl.run.planning import Picked, choose, make_row, upstream_ids
+from cronctl.run.planning import Picked, choose, make_row, stored_ends, upstream_ids
 from cronctl.run.recovery import DID_NOT_START
 
 #: An upstream occurrence whose ends are read for a catch-up: as old as a claim is kept.
@@ -102,13 +102,12 @@ class RunChains(Follow):
             ends = [e for key, e in self._seen.items() if key[1] == end.occurrence]
         if len(follower.after) > 1 and not ctx.rehearsal:
             try:
-                read = ctx.coord.chain_ends(set(follower.after), end.occurrence)
+                ends += stored_ends(follower, end.occurrence, ctx)
             except (StoreUnavailable, OSError) as exc:
                 ctx.world.warn(
                     f"cronctl: error: task {follower.name}: {exc}; the next run looks again"
                 )
                 return None
-            ends += [e for e in read if e.occurrence == end.occurrence]
         return choose(follower, ends, ctx.host)
 
     def catch_up(self, store: Store, now: datetime, ctx: RunContext) -> list[RunRow]:

@@ -402,9 +402,7 @@ def taken_over(
         ctx.run.deadlines[row.id] = ctx.world.clock() + left
         if task.chained:  # the upstream ends its claimer chose, as catch-up would choose them
             try:
-                ends = [
-                    e for e in ctx.coord.chain_ends(set(task.after), when) if e.occurrence == when
-                ]
+                ends = stored_ends(task, when, ctx)
             except (StoreUnavailable, OSError):
                 ends = []  # run it, without its upstream's run ids, rather than not at all
             upstream = upstream_ids(task, choose(task, ends, ctx.host))
@@ -418,6 +416,11 @@ def taken_over(
 
 #: The upstream ends chosen for one downstream task and occurrence, by upstream task.
 Picked = Mapping[str, ChainEnd]
+
+
+def stored_ends(task: Task, when: datetime, ctx: RunContext) -> list[ChainEnd]:
+    """The ends of ``task``'s upstream tasks' occurrence ``when`` that the store holds."""
+    return [e for e in ctx.coord.chain_ends(set(task.after), when) if e.occurrence == when]
 
 
 def choose(task: Task, ends: Iterable[ChainEnd], host: str) -> Picked:
